@@ -1,0 +1,129 @@
+/**
+ * The context index tree: a radix tree over reordered contexts.
+ *
+ * Node 0 is the root (empty prefix). Every other node extends its parent's
+ * prefix by one or more blocks; `prefixLength[n]` is the length of the prefix
+ * from the root through node n. Contexts sit at leaves; identical contexts share
+ * one leaf. Children keep their creation order, which defines search paths.
+ */
+export interface ContextTree {
+  readonly nodeCount: number;
+  readonly parent: Int32Array;
+  readonly prefixLength: Int32Array;
+  readonly children: readonly (readonly number[])[];
+  /** Context -> its leaf node. */
+  readonly leafOf: Int32Array;
+  /** Leaf node -> how many contexts sit there. */
+  readonly contextsAt: Int32Array;
+}
+
+export class ContextTreeBuilder {
+  private readonly parents: number[] = [-1];
+  private readonly prefixLengths: number[] = [0];
+  private readonly childLists: number[][] = [[]];
+  private readonly leafOf: Int32Array;
+
+  constructor(contextCount: number) {
+    this.leafOf = new Int32Array(contextCount).fill(-1);
+  }
+
+  get root(): number {
+    return 0;
+  }
+
+  addNode(parent: number, prefixLength: number): number {
+    const id = this.parents.length;
+    this.parents.push(parent);
+    this.prefixLengths.push(prefixLength);
+    this.childLists.push([]);
+    this.childLists[parent]!.push(id);
+    return id;
+  }
+
+  setPrefixLength(node: number, prefixLength: number): void {
+    this.prefixLengths[node] = prefixLength;
+  }
+
+  placeContext(context: number, leaf: number): void {
+    this.leafOf[context] = leaf;
+  }
+
+  build(): ContextTree {
+    const nodeCount = this.parents.length;
+    const contextsAt = new Int32Array(nodeCount);
+    for (let c = 0; c < this.leafOf.length; c++) {
+      const leaf = this.leafOf[c]!;
+      if (leaf < 0) throw new Error(`context ${c} was never placed in the tree`);
+      contextsAt[leaf]!++;
+    }
+    return {
+      nodeCount,
+      parent: Int32Array.from(this.parents),
+      prefixLength: Int32Array.from(this.prefixLengths),
+      children: this.childLists,
+      leafOf: this.leafOf,
+      contextsAt,
+    };
+  }
+}
+
+/** Child positions from the root down to `node`. */
+export function searchPath(tree: ContextTree, node: number): number[] {
+  const path: number[] = [];
+  let current = node;
+  while (current !== 0) {
+    const parent = tree.parent[current]!;
+    path.push(tree.children[parent]!.indexOf(current));
+    current = parent;
+  }
+  return path.reverse();
+}
+
+/** Search paths of every node, computed top-down in one pass (no repeated walks). */
+export function allSearchPaths(tree: ContextTree): number[][] {
+  const paths: number[][] = new Array(tree.nodeCount);
+  paths[0] = [];
+  const stack = [0];
+  while (stack.length > 0) {
+    const node = stack.pop()!;
+    const base = paths[node]!;
+    const kids = tree.children[node]!;
+    for (let i = 0; i < kids.length; i++) {
+      const child = kids[i]!;
+      paths[child] = [...base, i];
+      stack.push(child);
+    }
+  }
+  return paths;
+}
+
+/**
+ * Leading blocks a context shares with at least one other context: the whole
+ * context when its leaf is shared, else its leaf's parent prefix.
+ */
+export function sharedPrefixLength(tree: ContextTree, context: number): number {
+  const leaf = tree.leafOf[context]!;
+  if (tree.contextsAt[leaf]! > 1) return tree.prefixLength[leaf]!;
+  return tree.prefixLength[tree.parent[leaf]!]!;
+}
+
+/** Contexts in depth-first order of their leaves (children in creation order). */
+export function contextsDepthFirst(tree: ContextTree): Int32Array {
+  // Bucket contexts by leaf (counting sort keeps input order inside a leaf).
+  const start = new Int32Array(tree.nodeCount + 1);
+  for (let n = 0; n < tree.nodeCount; n++) start[n + 1] = start[n]! + tree.contextsAt[n]!;
+  const fill = start.slice(0, tree.nodeCount);
+  const byLeaf = new Int32Array(tree.leafOf.length);
+  for (let c = 0; c < tree.leafOf.length; c++) byLeaf[fill[tree.leafOf[c]!]!++] = c;
+
+  const order = new Int32Array(tree.leafOf.length);
+  let written = 0;
+  const stack = [0];
+  while (stack.length > 0) {
+    const node = stack.pop()!;
+    for (let i = start[node]!; i < start[node + 1]!; i++) order[written++] = byLeaf[i]!;
+    const kids = tree.children[node]!;
+    for (let i = kids.length - 1; i >= 0; i--) stack.push(kids[i]!);
+  }
+  return order;
+}

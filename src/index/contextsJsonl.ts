@@ -1,0 +1,155 @@
+/**
+ * Parsing and validation of contexts in JSONL form (no I/O).
+ *
+ * One context a line, either a JSON array of block ids or an object with a
+ * "blocks" array (and optionally an "id"). Block ids are integers or strings
+ * (1 and "1" are different blocks). Blank lines are skipped, but line numbers in
+ * errors are the real line numbers of the text (1-based).
+ */
+import type { BlockId, ContextSet } from "./contextSet.ts";
+import { ContextSetBuilder } from "./contextSet.ts";
+
+/** A context's id as the user gave it, or its 0-based position among the contexts. */
+export type ContextId = string | number;
+
+export interface ParsedContexts {
+  readonly set: ContextSet;
+  /** ids[i]: the "id" of context i, else i. */
+  readonly ids: ContextId[];
+  /** lines[i]: the 1-based line number context i came from. */
+  readonly lines: Int32Array;
+}
+
+export interface ParseContextsOptions {
+  /** Name used in error messages (a file name); default "input". */
+  source?: string;
+  /** Accept contexts without blocks (default false; the simulator accepts them). */
+  allowEmpty?: boolean;
+  /** Accept a block repeated inside one context (default false). */
+  allowRepeats?: boolean;
+}
+
+/** A problem with one line of the input (line 0: the input as a whole). */
+export class ContextsJsonlError extends Error {
+  constructor(
+    readonly source: string,
+    readonly line: number,
+    readonly problem: string,
+  ) {
+    super(line > 0 ? `${source}:${line}: ${problem}` : `${source}: ${problem}`);
+    this.name = "ContextsJsonlError";
+  }
+}
+
+export function parseContextsJsonl(text: string, options: ParseContextsOptions = {}): ParsedContexts {
+  const source = options.source ?? "input";
+  const builder = new ContextSetBuilder();
+  const ids: ContextId[] = [];
+  const lines: number[] = [];
+  let seen = new Int32Array(1024); // dense block -> 1 + index of the last context holding it
+
+  if (text.charCodeAt(0) === 0xfeff) text = text.slice(1);
+  let lineNumber = 0;
+  let start = 0;
+  while (start <= text.length) {
+    let end = text.indexOf("\n", start);
+    if (end === -1) end = text.length;
+    lineNumber++;
+    const line = text.slice(start, end).trim();
+    start = end + 1;
+    if (line === "") continue;
+
+    const fail = (problem: string): never => {
+      throw new ContextsJsonlError(source, lineNumber, problem);
+    };
+    let value: unknown;
+    try {
+      value = JSON.parse(line);
+    } catch (error) {
+      fail(`malformed JSON (${(error as Error).message})`);
+    }
+
+    let blocks: unknown;
+    let id: ContextId = ids.length;
+    if (Array.isArray(value)) {
+      blocks = value;
+    } else if (value !== null && typeof value === "object") {
+      const record = value as Record<string, unknown>;
+      blocks = record.blocks;
+      if (!Array.isArray(blocks)) {
+        fail(
+          blocks === undefined
+            ? `object has no "blocks" array`
+            : `"blocks" must be an array of block ids, got ${describe(blocks)}`,
+        );
+      }
+      if ("id" in record) {
+        const given = record.id;
+        if (typeof given === "string" || (typeof given === "number" && Number.isFinite(given))) id = given;
+        else fail(`"id" must be a string or a number, got ${describe(given)}`);
+      }
+    } else {
+      fail(`expected a JSON array of block ids or an object with a "blocks" array, got ${describe(value)}`);
+    }
+
+    const list = blocks as unknown[];
+    if (list.length === 0 && !options.allowEmpty) fail("empty context (no blocks)");
+    for (let k = 0; k < list.length; k++) {
+      const block = list[k];
+      if (typeof block === "string") continue;
+      if (typeof block === "number" && Number.isInteger(block)) {
+        if (!Number.isSafeInteger(block)) {
+          fail(`block ${k + 1} of the context is ${block}, beyond exact integers (±2^53); write it as a string`);
+        }
+        continue;
+      }
+      fail(`block ${k + 1} of the context is ${describe(block)}, not an integer or a string`);
+    }
+
+    builder.add(list as BlockId[]);
+    const contextNumber = ids.length;
+    ids.push(id);
+    lines.push(lineNumber);
+
+    if (!options.allowRepeats) {
+      const dense = builder.lastContext();
+      for (let k = 0; k < dense.length; k++) {
+        const b = dense[k]!;
+        if (b >= seen.length) {
+          let size = seen.length * 2;
+          while (size <= b) size *= 2;
+          const grown = new Int32Array(size);
+          grown.set(seen);
+          seen = grown;
+        }
+        if (seen[b] === contextNumber + 1) fail(`block ${JSON.stringify(list[k])} appears twice in one context`);
+        seen[b] = contextNumber + 1;
+      }
+    }
+  }
+
+  if (ids.length === 0) throw new ContextsJsonlError(source, 0, "no contexts (the input is empty or only blank lines)");
+  return { set: builder.build(), ids, lines: Int32Array.from(lines) };
+}
+
+/** One JSONL line of a context: {"id", "blocks"} plus extra fields, block ids as the user's. */
+export function formatContextLine(id: ContextId, blocks: readonly BlockId[], extra: Record<string, unknown> = {}): string {
+  return JSON.stringify({ id, blocks, ...extra });
+}
+
+function describe(value: unknown): string {
+  if (value === null) return "null";
+  if (Array.isArray(value)) return "an array";
+  switch (typeof value) {
+    case "object":
+      return "an object";
+    case "boolean":
+      return String(value);
+    case "number":
+      return String(value);
+    case "string":
+      return JSON.stringify(value);
+    default:
+      return typeof value;
+  }
+}

@@ -1,0 +1,120 @@
+/**
+ * Scalable context ordering: a greedy prefix trie over block co-occurrence.
+ *
+ * Starting at the root with every context, each group of contexts is partitioned
+ * (see greedyPartition.ts): the block shared by the most contexts becomes the
+ * next prefix block of all of them, and so on. Each sub-group recurses with its
+ * block placed. A group whose contexts all hold the same block extends its node
+ * instead of branching, so the result is a radix tree whose internal nodes hold
+ * exactly what their contexts share. Cost is about O(N·k²) (times the lookahead
+ * width): no pairwise distances.
+ *
+ * A context's order is the prefix blocks chosen along its path, then its other
+ * blocks in their original (retrieval) order.
+ */
+import { ContextTreeBuilder, type ContextTree } from "./contextTree.ts";
+import type { ContextSet } from "./contextSet.ts";
+import { GreedyPartitioner } from "./greedyPartition.ts";
+
+export interface OrderedContexts {
+  /** Reordered dense block numbers; same offsets as the input set. */
+  readonly ordered: Int32Array;
+  readonly tree: ContextTree;
+}
+
+export interface GreedyTrieOptions {
+  /** Candidates compared one level ahead at each pick (0 or 1: plain greedy). */
+  lookahead?: number;
+  onProgress?: (done: number, total: number) => void;
+}
+
+interface PendingGroup {
+  /** Tree node the group hangs under (or extends). */
+  node: number;
+  /** Blocks already placed in each member's prefix. */
+  depth: number;
+  contexts: Int32Array;
+}
+
+export function greedyPrefixTrie(set: ContextSet, options: GreedyTrieOptions = {}): OrderedContexts {
+  const { flat, offsets } = set;
+  const ordered = new Int32Array(flat.length);
+  const taken = new Uint8Array(flat.length);
+  const placed = new Int32Array(set.size);
+  const partitioner = new GreedyPartitioner(flat, offsets, taken, set.blockIds.length, options.lookahead ?? 0);
+  const tree = new ContextTreeBuilder(set.size);
+  const onProgress = options.onProgress;
+  let finished = 0;
+
+  const lengthOf = (c: number): number => offsets[c + 1]! - offsets[c]!;
+
+  const placeBlock = (context: number, block: number): void => {
+    const start = offsets[context]!;
+    const end = offsets[context + 1]!;
+    for (let f = start; f < end; f++) {
+      if (flat[f] === block && !taken[f]) {
+        taken[f] = 1;
+        ordered[start + placed[context]!++] = block;
+        return;
+      }
+    }
+  };
+
+  const finishAt = (context: number, leaf: number): void => {
+    const start = offsets[context]!;
+    const end = offsets[context + 1]!;
+    for (let f = start; f < end; f++) {
+      if (taken[f]) continue;
+      taken[f] = 1;
+      ordered[start + placed[context]!++] = flat[f]!;
+    }
+    tree.placeContext(context, leaf);
+    finished++;
+    if (onProgress !== undefined && (finished & 1023) === 0) onProgress(finished, set.size);
+  };
+
+  const all = new Int32Array(set.size);
+  for (let i = 0; i < set.size; i++) all[i] = i;
+  const pending: PendingGroup[] = [{ node: tree.root, depth: 0, contexts: all }];
+
+  while (pending.length > 0) {
+    const group = pending.pop()!;
+    const { groups, leftovers } = partitioner.partition(group.contexts);
+    const isRoot = group.node === tree.root;
+
+    if (groups.length === 1 && leftovers.length === 0 && !isRoot) {
+      // Every context holds the block: extend this node instead of branching.
+      const { block, members } = groups[0]!;
+      for (let i = 0; i < members.length; i++) placeBlock(members[i]!, block);
+      tree.setPrefixLength(group.node, group.depth + 1);
+      pending.push({ node: group.node, depth: group.depth + 1, contexts: members });
+      continue;
+    }
+
+    if (groups.length === 0 && !isRoot && leftovers.every((c) => placed[c] === lengthOf(c))) {
+      // Identical contexts: this node is their shared leaf.
+      for (let i = 0; i < leftovers.length; i++) finishAt(leftovers[i]!, group.node);
+      continue;
+    }
+
+    const children: PendingGroup[] = [];
+    for (const { block, members } of groups) {
+      for (let i = 0; i < members.length; i++) placeBlock(members[i]!, block);
+      children.push({ node: tree.addNode(group.node, group.depth + 1), depth: group.depth + 1, contexts: members });
+    }
+    let identicalLeaf = -1;
+    for (let i = 0; i < leftovers.length; i++) {
+      const c = leftovers[i]!;
+      if (placed[c] === lengthOf(c)) {
+        if (identicalLeaf < 0) identicalLeaf = tree.addNode(group.node, group.depth);
+        finishAt(c, identicalLeaf);
+      } else {
+        finishAt(c, tree.addNode(group.node, lengthOf(c)));
+      }
+    }
+    // Depth-first, first (largest) child first.
+    for (let i = children.length - 1; i >= 0; i--) pending.push(children[i]!);
+  }
+
+  return { ordered, tree: tree.build() };
+}

@@ -99,11 +99,11 @@ export function parseContextsJsonl(text: string, options: ParseContextsOptions =
       if (typeof block === "string") continue;
       if (typeof block === "number" && Number.isInteger(block)) {
         if (!Number.isSafeInteger(block)) {
-          fail(`block ${k + 1} of the context is ${block}, beyond exact integers (±2^53); write it as a string`);
+          fail(`position ${k + 1}: block id ${block} is too large to be exact (beyond 2^53); write it as a string`);
         }
         continue;
       }
-      fail(`block ${k + 1} of the context is ${describe(block)}, not an integer or a string`);
+      fail(`position ${k + 1}: ${describe(block)} is not a block id (an integer or a string)`);
     }
 
     builder.add(list as BlockId[]);

@@ -102,7 +102,8 @@ export class GreedyPartitioner {
     let remaining = contexts.length;
     while (remaining > 0) {
       candidates.length = 0;
-      const want = this.lookahead > 0 ? this.lookahead : 1;
+      // A block every remaining context holds goes first: nothing can beat sharing it.
+      const want = this.lookahead > 0 && !this.heldByAll(remaining) ? this.lookahead : 1;
       while (candidates.length < want && this.popFresh()) {
         candidates.push(heap.top());
         heap.pop();
@@ -141,6 +142,10 @@ export class GreedyPartitioner {
       positionSum[b] = 0;
     }
     return { groups, leftovers };
+  }
+
+  private heldByAll(remaining: number): boolean {
+    return this.popFresh() && this.heap.topCount() === remaining;
   }
 
   /** Drops stale heap entries (re-pushing them with live keys); false when no block is shared any more. */

@@ -1,0 +1,111 @@
+/**
+ * The ctxr command line: global flags, dispatch to one command per file, and the
+ * mapping of errors to messages and exit codes (2: usage or input, 1: failure).
+ */
+import { ContextsJsonlError } from "../index/contextsJsonl.ts";
+import { EXIT_FAILURE, EXIT_OK, EXIT_USAGE, InputError, UsageError } from "./args.ts";
+import { INDEX_BUILD_HELP, indexBuildCommand } from "./commands/indexBuild.ts";
+import { SIMULATE_HELP, simulateCommand } from "./commands/simulate.ts";
+import type { Command, CommandIo } from "./commands/types.ts";
+import { VERSION } from "./version.ts";
+
+export const MAIN_HELP = `ctxr ${VERSION}: context reuse for long-context LLM inference
+
+Usage: ctxr <command> [options]
+
+Commands:
+  index build    reorder and schedule contexts for prefix-cache reuse (JSONL in, JSONL out)
+  simulate       prefix-cache hit ratio of a request sequence (JSONL)
+
+Global options:
+  -h, --help     show help (also: ctxr <command> --help)
+  -V, --version  print the version
+
+Run 'ctxr <command> --help' for a command's options.
+`;
+
+const INDEX_HELP = `Usage: ctxr index <subcommand> [options]
+
+Subcommands:
+  build          reorder and schedule contexts (see 'ctxr index build --help')
+`;
+
+interface CommandEntry {
+  run: Command;
+  help: string;
+}
+
+/** Commands by their words ("index build"); add new commands here. */
+const COMMANDS: Record<string, CommandEntry> = {
+  "index build": { run: indexBuildCommand, help: INDEX_BUILD_HELP },
+  simulate: { run: simulateCommand, help: SIMULATE_HELP },
+};
+
+/** Groups of subcommands: their help when called without a subcommand. */
+const GROUPS: Record<string, string> = { index: INDEX_HELP };
+
+export interface CliIo extends CommandIo {
+  err(text: string): void;
+}
+
+export function processIo(): CliIo {
+  return {
+    out: (text) => void process.stdout.write(text),
+    err: (text) => void process.stderr.write(text),
+    progress: Boolean(process.stderr.isTTY),
+  };
+}
+
+export async function runCli(argv: string[], io: CliIo = processIo()): Promise<number> {
+  const [first, second] = argv;
+  if (first === undefined || first === "-h" || first === "--help" || first === "help") {
+    if (first === "help" && second !== undefined) return runCli([...argv.slice(1), "--help"], io);
+    if (first === undefined) {
+      io.err(MAIN_HELP);
+      return EXIT_USAGE;
+    }
+    io.out(MAIN_HELP);
+    return EXIT_OK;
+  }
+  if (first === "-V" || first === "--version" || first === "version") {
+    io.out(`${VERSION}\n`);
+    return EXIT_OK;
+  }
+
+  let name = first;
+  let rest = argv.slice(1);
+  if (GROUPS[first] !== undefined) {
+    if (second === undefined) {
+      io.err(GROUPS[first]!);
+      return EXIT_USAGE;
+    }
+    if (second === "-h" || second === "--help") {
+      io.out(GROUPS[first]!);
+      return EXIT_OK;
+    }
+    name = `${first} ${second}`;
+    rest = argv.slice(2);
+  }
+  const command = COMMANDS[name];
+  if (!command) {
+    io.err(`ctxr: unknown command '${name}'\nRun 'ctxr --help' for the list of commands.\n`);
+    return EXIT_USAGE;
+  }
+
+  try {
+    return await command.run(rest, io);
+  } catch (error) {
+    if (error instanceof UsageError) {
+      io.err(`ctxr ${name}: ${error.message}\nRun 'ctxr ${name} --help' for usage.\n`);
+      return EXIT_USAGE;
+    }
+    if (error instanceof ContextsJsonlError || error instanceof InputError) {
+      io.err(`ctxr ${name}: ${error.message}\n`);
+      return EXIT_USAGE;
+    }
+    const message = error instanceof Error ? error.message : String(error);
+    io.err(`ctxr ${name}: ${message}\n`);
+    if (process.env.CTXR_DEBUG && error instanceof Error && error.stack) io.err(`${error.stack}\n`);
+    return EXIT_FAILURE;
+  }
+}

@@ -1,0 +1,78 @@
+/**
+ * The single binary: `bun build --compile` (what `npm run build` does), copied to
+ * another folder, must run on its own. Compiles once (a few seconds to tens of seconds, depending on the machine).
+ */
+import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
+import { copyFileSync, existsSync, readFileSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { CLI_ENTRY, REPO_ROOT, lastJsonLine, runProgram, tempFolder } from "../helpers/cli.ts";
+
+// These tests spawn processes; give them room on a busy machine.
+setDefaultTimeout(120_000);
+
+const packageVersion = (JSON.parse(readFileSync(join(REPO_ROOT, "package.json"), "utf8")) as { version: string }).version;
+const binaryName = process.platform === "win32" ? "ctxr.exe" : "ctxr";
+
+describe("compiled binary", () => {
+  let buildFolder: { path: string; cleanup(): void };
+  let runFolder: { path: string; cleanup(): void };
+  let binary = "";
+  let buildLog = "";
+
+  beforeAll(() => {
+    buildFolder = tempFolder("ctxr-build-");
+    runFolder = tempFolder("ctxr-run-");
+    const built = join(buildFolder.path, binaryName);
+    // Same flags as `npm run build`; bun itself is process.execPath under bun test.
+    const build = runProgram([process.execPath, "build", CLI_ENTRY, "--compile", "--minify", "--outfile", built]);
+    buildLog = `exit ${build.code}\n${build.stdout}\n${build.stderr}`;
+    if (build.code === 0 && existsSync(built)) {
+      binary = join(runFolder.path, binaryName);
+      copyFileSync(built, binary);
+      runProgram(["chmod", "+x", binary]);
+      buildFolder.cleanup(); // the copy must not need anything from where it was built
+    }
+  }, 180_000);
+
+  afterAll(() => {
+    buildFolder?.cleanup();
+    runFolder?.cleanup();
+  });
+
+  test("builds", () => {
+    if (!binary) console.error(buildLog);
+    expect(binary).not.toBe("");
+  });
+
+  test("--version and --help from another folder", () => {
+    expect(binary).not.toBe("");
+    const version = runProgram([binary, "--version"], { cwd: runFolder.path });
+    expect(version.code).toBe(0);
+    expect(version.stdout.trim()).toBe(packageVersion);
+    const help = runProgram([binary, "index", "build", "--help"], { cwd: runFolder.path });
+    expect(help.code).toBe(0);
+    expect(help.stdout).toContain("Usage: ctxr index build");
+  }, 30_000);
+
+  test("index build and simulate on a small workload", () => {
+    expect(binary).not.toBe("");
+    const lines = ["[1, 2, 3]", '{"id": "b", "blocks": [4, 2, 1]}', "", '["x", 1, 2]', "[3, 5]"];
+    writeFileSync(join(runFolder.path, "contexts.jsonl"), lines.join("\n") + "\n");
+    const build = runProgram([binary, "index", "build", "--input", "contexts.jsonl", "--output", "schedule.jsonl"], {
+      cwd: runFolder.path,
+    });
+    expect(build.stderr).toBe("");
+    expect(build.code).toBe(0);
+    const summary = lastJsonLine(build.stdout);
+    expect(summary.contexts).toBe(4);
+    const output = readFileSync(join(runFolder.path, "schedule.jsonl"), "utf8").trimEnd().split("\n");
+    expect(output.length).toBe(4);
+    const simulate = runProgram([binary, "simulate", "--input", "schedule.jsonl"], { cwd: runFolder.path });
+    expect(simulate.code).toBe(0);
+    expect(lastJsonLine(simulate.stdout).hit_ratio).toBe(summary.hit_ratio as number);
+    const bad = runProgram([binary, "index", "build", "--input", "contexts.jsonl", "--output", "x.jsonl", "--alpha", "no"], {
+      cwd: runFolder.path,
+    });
+    expect(bad.code).toBe(2);
+  }, 30_000);
+});

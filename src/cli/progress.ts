@@ -23,7 +23,7 @@ export function lazyProgressBar(enabled: boolean, delayMs = 1000): LazyProgress 
           stream: process.stderr,
           format: "{phase} [{bar}] {percentage}% | {value}/{total} | {duration_formatted}",
           barsize: 30,
-          hideCursor: true,
+          hideCursor: false, // a build interrupted by Ctrl-C must not leave the cursor hidden
           clearOnComplete: true,
           stopOnComplete: false,
         });

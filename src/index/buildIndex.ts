@@ -8,10 +8,13 @@
  *  - "trie": a greedy prefix trie over block co-occurrence, O(N·k²).
  * Scheduling is ContextPilot's Algorithm 5 over the tree's search paths.
  */
-import { allSearchPaths, contextsDepthFirst, sharedPrefixLength, type ContextTree } from "./contextTree.ts";
+import { allSearchPaths, contextsDepthFirst, sharedPrefixLength, treeHits, type ContextTree } from "./contextTree.ts";
+import { hoistCommonBlocks } from "./hoistCommonBlocks.ts";
+import { reinsertionSearch } from "./reinsertionSearch.ts";
 import type { ContextSet } from "./contextSet.ts";
 import { greedyPrefixTrie, type OrderedContexts } from "./greedyPrefixTrie.ts";
 import { scheduleBySearchPath } from "./schedule.ts";
+import { clusterOrdering } from "./clusterOrdering.ts";
 
 export type LinkageMethod = "average" | "single" | "complete";
 export type IndexMethod = "auto" | "cluster" | "trie";
@@ -19,6 +22,13 @@ export type IndexMethod = "auto" | "cluster" | "trie";
 export const DEFAULT_ALPHA = 0.001;
 /** Candidates the greedy trie compares one level ahead at each pick. */
 export const DEFAULT_LOOKAHEAD = 4;
+/**
+ * Up to this many contexts, "auto" also runs exact clustering (O(N²): about
+ * 0.2 s at 2,000) and keeps whichever ordering shares more prefix blocks.
+ */
+export const AUTO_CLUSTER_LIMIT = 2_000;
+/** Up to this many contexts, the trie's ordering is refined by reinsertion search. */
+export const REFINE_LIMIT = 4_000;
 
 export interface IndexBuildOptions {
   /** Position weight of the context distance (paper eq. 1); cluster method only. */
@@ -50,13 +60,29 @@ export interface IndexBuildResult {
 }
 
 export function buildContextIndex(set: ContextSet, options: IndexBuildOptions = {}): IndexBuildResult {
-  const method = options.method === "cluster" ? "cluster" : "trie";
+  const requested = options.method ?? "auto";
+  if (requested === "cluster") return scheduleOrderedContexts(set, orderByClustering(set, options), "cluster");
+  const trie = orderByTrie(set, options);
+  if (requested === "trie" || set.size > AUTO_CLUSTER_LIMIT) return scheduleOrderedContexts(set, trie, "trie");
+  // Small batches: clustering is cheap here, so keep whichever shares more.
+  const cluster = orderByClustering(set, options);
+  const better = treeHits(cluster.tree) > treeHits(trie.tree) ? "cluster" : "trie";
+  return scheduleOrderedContexts(set, better === "cluster" ? cluster : trie, better);
+}
+
+function orderByClustering(set: ContextSet, options: IndexBuildOptions): OrderedContexts {
+  return clusterOrdering(set, { alpha: options.alpha ?? DEFAULT_ALPHA, linkage: options.linkage ?? "average", onProgress: options.onProgress });
+}
+
+function orderByTrie(set: ContextSet, options: IndexBuildOptions): OrderedContexts {
   const onProgress = options.onProgress;
-  const ordering: OrderedContexts = greedyPrefixTrie(set, {
+  const greedy = greedyPrefixTrie(set, {
     lookahead: options.lookahead ?? DEFAULT_LOOKAHEAD,
     onProgress: onProgress && ((done, total) => onProgress("ordering", done, total)),
   });
-  return scheduleOrderedContexts(set, ordering, method);
+  if (set.size > REFINE_LIMIT) return greedy;
+  const { moves } = reinsertionSearch(set, greedy.ordered);
+  return moves === 0 ? greedy : { ordered: greedy.ordered, tree: hoistCommonBlocks(set, greedy.ordered) };
 }
 
 export function scheduleOrderedContexts(

@@ -127,3 +127,20 @@ export function contextsDepthFirst(tree: ContextTree): Int32Array {
   }
   return order;
 }
+
+/**
+ * Prefix blocks reused when every context runs against an unlimited prefix
+ * cache: each node's own blocks are computed once and reused by every other
+ * context below it.
+ */
+export function treeHits(tree: ContextTree): number {
+  const below = Int32Array.from(tree.contextsAt);
+  // Children always have larger ids than their parents, so one backward sweep sums subtrees.
+  for (let node = tree.nodeCount - 1; node > 0; node--) below[tree.parent[node]!]! += below[node]!;
+  let hits = 0;
+  for (let node = 1; node < tree.nodeCount; node++) {
+    const own = tree.prefixLength[node]! - tree.prefixLength[tree.parent[node]!]!;
+    hits += own * (below[node]! - 1);
+  }
+  return hits;
+}

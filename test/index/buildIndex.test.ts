@@ -71,7 +71,7 @@ function checkInvariants(set: ContextSet, result: IndexBuildResult): void {
       const own = new Set(blocksOf.get(c)!);
       common = new Set([...common].filter((b) => own.has(b)));
     }
-    if (tree.children[node]!.length > 0 && result.method === "trie") expect(sorted(common)).toEqual(sorted(prefix));
+    if (tree.children[node]!.length > 0) expect(sorted(common)).toEqual(sorted(prefix));
     if (tree.contextsAt[node]! > 1) {
       const sets = (byLeaf.get(node) ?? []).map((c) => sorted(contextBlocks(set, c)).join(","));
       expect(new Set(sets).size).toBe(1);
@@ -84,7 +84,7 @@ describe("buildContextIndex", () => {
     test(`invariants hold on random workload #${i} (${shape.contexts} contexts)`, () => {
       for (let seed = 1; seed <= 5; seed++) {
         const set = contextSetFromArrays(randomContexts(seed * 7919 + i, shape));
-        checkInvariants(set, buildContextIndex(set));
+        for (const method of ["auto", "trie", "cluster"] as const) checkInvariants(set, buildContextIndex(set, { method }));
       }
     });
   }

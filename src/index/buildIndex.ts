@@ -15,11 +15,11 @@ import type { ContextSet } from "./contextSet.ts";
 import { greedyPrefixTrie, type OrderedContexts } from "./greedyPrefixTrie.ts";
 import { scheduleBySearchPath } from "./schedule.ts";
 import { clusterOrdering } from "./clusterOrdering.ts";
+import { DEFAULT_ALPHA, type LinkageMethod } from "../kernels/index.ts";
 
-export type LinkageMethod = "average" | "single" | "complete";
+export type { LinkageMethod };
 export type IndexMethod = "auto" | "cluster" | "trie";
 
-export const DEFAULT_ALPHA = 0.001;
 /** Candidates the greedy trie compares one level ahead at each pick. */
 export const DEFAULT_LOOKAHEAD = 4;
 /**

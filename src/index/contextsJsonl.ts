@@ -14,7 +14,7 @@ export type ContextId = string | number;
 
 export interface ParsedContexts {
   readonly set: ContextSet;
-  /** ids[i]: the "id" of context i, else i. */
+  /** ids[i]: the "id" of context i, else its 0-based line number. */
   readonly ids: ContextId[];
   /** lines[i]: the 1-based line number context i came from. */
   readonly lines: Int32Array;
@@ -70,7 +70,7 @@ export function parseContextsJsonl(text: string, options: ParseContextsOptions =
     }
 
     let blocks: unknown;
-    let id: ContextId = ids.length;
+    let id: ContextId = lineNumber - 1; // the 0-based line number, as the issue specifies
     if (Array.isArray(value)) {
       blocks = value;
     } else if (value !== null && typeof value === "object") {

@@ -156,15 +156,15 @@ interface OutputLine {
 describe("ctxr index build: a good build", () => {
   const inputs: { id: string | number; blocks: (string | number)[] }[] = [];
   const lines: string[] = [];
-  // Groups of contexts sharing blocks, in mixed forms: plain arrays (id = context
-  // number), objects with string ids and with numeric ids; string and integer blocks.
+  // Groups of contexts sharing blocks, in mixed forms: plain arrays (id = 0-based
+  // line number, blank lines counted), objects with string ids and with numeric ids; string and integer blocks.
   for (let i = 0; i < 60; i++) {
     const group = i % 4;
     // Each context starts with its own block, so the input order shares no prefix.
     const blocks: (string | number)[] = [1000 + i, group * 100, group * 100 + 1, `doc-${group}`, (i * 7) % 13 === 0 ? "x" : 2000 + i];
     if (i % 3 === 0) {
+      inputs.push({ id: lines.length, blocks });
       lines.push(JSON.stringify(blocks));
-      inputs.push({ id: inputs.length, blocks });
     } else if (i % 3 === 1) {
       lines.push(JSON.stringify({ id: `q${i}`, blocks, meta: { turn: 1 } }));
       inputs.push({ id: `q${i}`, blocks });

@@ -17,7 +17,7 @@ describe("parseContextsJsonl", () => {
     const text = '[1, 2, 3]\n\n   \n{"id": "q7", "blocks": ["a", 2]}\r\n{"blocks": [3, "1"], "extra": true}\n';
     const { set, ids, lines } = parseContextsJsonl(text);
     expect(set.size).toBe(3);
-    expect(ids).toEqual([0, "q7", 2]);
+    expect(ids).toEqual([0, "q7", 4]); // a missing id is the 0-based line number
     expect(Array.from(lines)).toEqual([1, 4, 5]);
     // 1 and "1" are different blocks; 2 and 3 are interned once.
     expect(set.blockIds).toEqual([1, 2, 3, "a", "1"]);
@@ -25,9 +25,9 @@ describe("parseContextsJsonl", () => {
     expect(Array.from(contextBlocks(set, 2))).toEqual([2, 4]);
   });
 
-  test("numeric ids are kept; a missing id is the context number, not the line number", () => {
+  test("numeric ids are kept; a missing id is the 0-based line number, blank lines included", () => {
     const { ids } = parseContextsJsonl('\n\n{"id": 17, "blocks": [1]}\n[2]\n{"id": 0.5, "blocks": [3]}');
-    expect(ids).toEqual([17, 1, 0.5]);
+    expect(ids).toEqual([17, 3, 0.5]);
   });
 
   test("a byte-order mark and a last line without newline are fine", () => {

@@ -32,7 +32,7 @@ schedules the contexts so that a prefix KV cache is reused as much as possible.
 Input: one context a line, a JSON array of block ids (integers or strings), or an
 object {"id": ..., "blocks": [...]}. Blank lines are skipped.
 Output: one context a line in the scheduled order:
-  {"id": <input id, else 0-based context number>, "blocks": [...reordered...], "path": [...]}
+  {"id": <input id, else 0-based line number>, "blocks": [...reordered...], "path": [...]}
 The last line on stdout is a JSON summary (contexts, build_ms, hit_ratio,
 baseline_hit_ratio, method, blocks, distinct_blocks, ...).
 

@@ -67,6 +67,32 @@ export class ContextTreeBuilder {
   }
 }
 
+/**
+ * A ContextTree from flat arrays: node parents (-1 for the root, node 0; every parent id smaller
+ * than its child's) and prefix lengths in node id order, and the leaf of every context. Children
+ * lists come out in id (creation) order.
+ */
+export function contextTreeFromArrays(parent: Int32Array, prefixLength: Int32Array, leafOf: Int32Array): ContextTree {
+  const nodeCount = parent.length;
+  if (prefixLength.length !== nodeCount || nodeCount < 1 || parent[0] !== -1) {
+    throw new Error(`contextTreeFromArrays: need ${nodeCount} prefix lengths and a root (parent -1) at node 0`);
+  }
+  const children: number[][] = new Array(nodeCount);
+  for (let node = 0; node < nodeCount; node++) children[node] = [];
+  for (let node = 1; node < nodeCount; node++) {
+    const p = parent[node]!;
+    if (!(p >= 0 && p < node)) throw new Error(`contextTreeFromArrays: node ${node} has parent ${p}`);
+    children[p]!.push(node);
+  }
+  const contextsAt = new Int32Array(nodeCount);
+  for (let c = 0; c < leafOf.length; c++) {
+    const leaf = leafOf[c]!;
+    if (!(leaf >= 0 && leaf < nodeCount)) throw new Error(`context ${c} was never placed in the tree`);
+    contextsAt[leaf]!++;
+  }
+  return { nodeCount, parent, prefixLength, children, leafOf, contextsAt };
+}
+
 /** Child positions from the root down to `node`. */
 export function searchPath(tree: ContextTree, node: number): number[] {
   const path: number[] = [];

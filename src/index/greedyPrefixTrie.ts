@@ -11,10 +11,18 @@
  *
  * A context's order is the prefix blocks chosen along its path, then its other
  * blocks in their original (retrieval) order.
+ *
+ * Two twins give identical results (ordered blocks, node ids, parents, prefix
+ * lengths, leaves): `greedyPrefixTrieWasm` (wasm/src/prefix_trie.rs, the default:
+ * no JIT warm-up, several times faster) and `greedyPrefixTrieTs` below, the
+ * reference. `greedyPrefixTrie` picks the WASM one unless CTXR_KERNELS=ts is set
+ * or the module cannot be loaded (the same choice as src/kernels `kernels()`).
  */
+import { kernels } from "../kernels/index.ts";
 import { ContextTreeBuilder, type ContextTree } from "./contextTree.ts";
 import type { ContextSet } from "./contextSet.ts";
 import { GreedyPartitioner } from "./greedyPartition.ts";
+import { greedyPrefixTrieWasm } from "./greedyPrefixTrieWasm.ts";
 
 export interface OrderedContexts {
   /** Reordered dense block numbers; same offsets as the input set. */
@@ -25,6 +33,7 @@ export interface OrderedContexts {
 export interface GreedyTrieOptions {
   /** Candidates compared one level ahead at each pick (0 or 1: plain greedy). */
   lookahead?: number;
+  /** Contexts finished so far (TS: every 1,024; WASM: only at the start and the end). */
   onProgress?: (done: number, total: number) => void;
 }
 
@@ -36,7 +45,13 @@ interface PendingGroup {
   contexts: Int32Array;
 }
 
+/** The greedy prefix trie, by the WASM twin unless CTXR_KERNELS=ts (or WASM is unavailable). */
 export function greedyPrefixTrie(set: ContextSet, options: GreedyTrieOptions = {}): OrderedContexts {
+  return kernels().name === "wasm" ? greedyPrefixTrieWasm(set, options) : greedyPrefixTrieTs(set, options);
+}
+
+/** The TypeScript twin: the reference the WASM version is tested against. */
+export function greedyPrefixTrieTs(set: ContextSet, options: GreedyTrieOptions = {}): OrderedContexts {
   const { flat, offsets } = set;
   const ordered = new Int32Array(flat.length);
   const taken = new Uint8Array(flat.length);
@@ -118,3 +133,5 @@ export function greedyPrefixTrie(set: ContextSet, options: GreedyTrieOptions = {
 
   return { ordered, tree: tree.build() };
 }
+
+export { greedyPrefixTrieWasm };

@@ -10,7 +10,7 @@ import { wasmKernels } from "./wasmKernels.ts";
 export * from "./indexKernels.ts";
 export { KernelError } from "./validate.ts";
 export { tsKernels } from "./tsKernels.ts";
-export { kernelModuleBytes, wasmKernelMemoryBytes, wasmKernels } from "./wasmKernels.ts";
+export { kernelModuleBytes, type PrefixTrieArrays, wasmGreedyPrefixTrie, wasmKernelMemoryBytes, wasmKernels } from "./wasmKernels.ts";
 
 let chosen: IndexKernels | undefined;
 

@@ -24,7 +24,7 @@ import {
   type LinkageMethod,
   type TopPRows,
 } from "./indexKernels.ts";
-import { badScoreError, kendallSegmentError, KernelError } from "./validate.ts";
+import { badScoreError, checkContexts, kendallSegmentError, KernelError } from "./validate.ts";
 
 interface KernelExports {
   memory: WebAssembly.Memory;
@@ -42,6 +42,10 @@ interface KernelExports {
   ctxr_kendall_tau(a: number, b: number, len: number, offsets: number, segments: number, out: number): number;
   ctxr_top_k_rows(scores: number, rows: number, rowLength: number, k: number, out: number): number;
   ctxr_top_p_rows(scores: number, rows: number, rowLength: number, p: number, outIdx: number, outOffsets: number): number;
+  ctxr_greedy_prefix_trie(
+    flat: number, flatLen: number, offsets: number, n: number, blockCount: number, lookahead: number,
+    ordered: number, parent: number, prefixLength: number, leafOf: number, nodeCount: number,
+  ): number;
 }
 
 /** Status codes of the raw exports (wasm/src/memory.rs). */
@@ -99,6 +103,10 @@ class Call {
 
   u32(ptr: number, length: number): Uint32Array {
     return new Uint32Array(this.ex.memory.buffer, ptr, length);
+  }
+
+  i32(ptr: number, length: number): Int32Array {
+    return new Int32Array(this.ex.memory.buffer, ptr, length);
   }
 
   /** Throws for a status other than OK; `bad` explains a non-negative one. */
@@ -263,6 +271,62 @@ const backend: KernelBackend = {
     });
   },
 };
+
+/** The greedy prefix trie as flat arrays (see wasmGreedyPrefixTrie). */
+export interface PrefixTrieArrays {
+  /** Reordered dense block numbers, same offsets as the input. */
+  readonly ordered: Int32Array;
+  /** Node -> parent node (-1 for the root, node 0); nodes in creation order. */
+  readonly parent: Int32Array;
+  /** Node -> length of its prefix from the root. */
+  readonly prefixLength: Int32Array;
+  /** Context -> its leaf node. */
+  readonly leafOf: Int32Array;
+}
+
+/**
+ * The greedy prefix trie of src/index/greedyPrefixTrie.ts computed by the WASM module
+ * (wasm/src/prefix_trie.rs), in one call: identical results to the TypeScript version.
+ * `contexts` must hold distinct blocks per context (checked: a KernelError otherwise).
+ * `lookahead`: candidates compared one level ahead (0 or 1: plain greedy); an integer.
+ */
+export function wasmGreedyPrefixTrie(contexts: EncodedContexts, lookahead: number): PrefixTrieArrays {
+  const kernel = "greedyPrefixTrie";
+  if (!Number.isInteger(lookahead) || lookahead < 0 || lookahead > 0xffffffff) {
+    throw new KernelError(kernel, `lookahead must be an integer in 0..2^32-1 (got ${lookahead})`);
+  }
+  const { flat, offsets, blockCount } = contexts;
+  if (!(flat instanceof Int32Array) || !(offsets instanceof Int32Array) || offsets.length < 1 || !Number.isInteger(blockCount) || blockCount < 0) {
+    checkContexts(kernel, contexts);
+  }
+  return withCall(kernel, (call) => {
+    const n = offsets.length - 1;
+    const maxNodes = 2 * n + 1;
+    const pFlat = call.copyIn(flat);
+    const pOffsets = call.copyIn(offsets);
+    const pOrdered = call.alloc(flat.length * 4);
+    const pParent = call.alloc(maxNodes * 4);
+    const pPrefix = call.alloc(maxNodes * 4);
+    const pLeafOf = call.alloc(n * 4);
+    const pNodeCount = call.alloc(4);
+    call.status(
+      call.ex.ctxr_greedy_prefix_trie(
+        pFlat, flat.length, pOffsets, n, blockCount, lookahead, pOrdered, pParent, pPrefix, pLeafOf, pNodeCount,
+      ),
+      (bad) => {
+        checkContexts(kernel, contexts); // throws the precise problem
+        return new KernelError(kernel, `context ${bad} is invalid`);
+      },
+    );
+    const nodeCount = call.u32(pNodeCount, 1)[0]!;
+    return {
+      ordered: call.i32(pOrdered, flat.length).slice(),
+      parent: call.i32(pParent, nodeCount).slice(),
+      prefixLength: call.i32(pPrefix, nodeCount).slice(),
+      leafOf: call.i32(pLeafOf, n).slice(),
+    };
+  });
+}
 
 /** Current size of the module's memory in bytes; 0 when no instance is live. */
 export function wasmKernelMemoryBytes(): number {

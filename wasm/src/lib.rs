@@ -14,4 +14,5 @@ mod distance;
 mod kendall;
 mod linkage;
 mod memory;
+mod prefix_trie;
 mod select;

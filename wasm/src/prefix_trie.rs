@@ -228,7 +228,7 @@ impl MaxHeap {
     }
 
     /// Moves `e` down from slot i of entries[..len].
-    #[inline(always)]
+    #[inline(never)]
     fn sift_down(entries: &mut [Entry], mut i: usize, e: Entry) {
         let len = entries.len();
         unsafe {
@@ -393,7 +393,7 @@ impl Partitioner {
 
     /// Assigns the unassigned holders of `block` (posting order), taking their blocks out of the
     /// counts; calls `each` with every member; returns how many there were.
-    #[inline(always)]
+    #[inline(never)]
     fn take_group(&mut self, ctx: Contexts, block: u32, mut each: impl FnMut(u32)) -> u32 {
         let stamp = self.stamp;
         let stats = &mut self.stats[..];
@@ -423,17 +423,19 @@ impl Partitioner {
     /// Sum over a plain greedy partition (no lookahead) of `contexts`, `excluded` left out, of
     /// (group size - 1): the lookahead value less the candidate's own (members - 1). Only
     /// whether it exceeds `need` matters to the caller, so it stops as soon as it cannot (and
-    /// returns a value <= need) or, with `first_above`, as soon as it does.
+    /// returns a value <= need) or, with `first_above`, as soon as it does. Returns the gain and
+    /// whether it is exact (the partition ran to its end).
     #[inline(never)]
-    fn greedy_gain(&mut self, ctx: Contexts, contexts: &[u32], excluded: u32, need: i64, first_above: bool) -> i64 {
+    fn greedy_gain(&mut self, ctx: Contexts, contexts: &[u32], excluded: u32, need: i64, first_above: bool) -> (i64, bool) {
         // Groups gain at most (contexts they take - 1) together: (remaining - 1) is a bound.
         let bound = |gain: i64, remaining: u32| gain + (remaining as i64 - 1).max(0);
         let mut remaining = contexts.len() as u32;
         let mut gain = 0i64;
         if bound(gain, remaining) <= need {
-            return gain;
+            return (gain, remaining <= 1);
         }
         self.tally(ctx, contexts, excluded);
+        let mut exact = true;
         while remaining > 0 {
             if !self.pop_fresh() {
                 break;
@@ -443,12 +445,13 @@ impl Partitioner {
             let m = self.take_group(ctx, block, |_| {});
             remaining -= m;
             gain += m as i64 - 1;
-            if bound(gain, remaining) <= need || (first_above && gain > need) {
+            if remaining > 0 && (bound(gain, remaining) <= need || (first_above && gain > need)) {
+                exact = false;
                 break;
             }
         }
         self.reset();
-        gain
+        (gain, exact)
     }
 }
 
@@ -474,7 +477,8 @@ struct Trie<'a> {
     offsets: &'a [u32],
     lookahead: usize,
     main: Partitioner,
-    evaluator: Partitioner,
+    /// None without lookahead (0 or 1: one candidate, never evaluated).
+    lookahead_state: Option<Lookahead>,
     /// Unplaced blocks per context (see `Contexts`).
     live: Vec<Live>,
     live_len: Vec<u32>,
@@ -483,7 +487,6 @@ struct Trie<'a> {
     members: Vec<u32>,
     leftovers: Vec<u32>,
     candidates: Vec<u32>,
-    candidate_members: Vec<u32>,
     child_nodes: Vec<u32>,
     arena: Vec<u32>,
     pending: Vec<Pending>,
@@ -500,8 +503,7 @@ impl<'a> Trie<'a> {
     fn new(flat: &'a [u32], offsets: &'a [u32], block_count: usize, lookahead: usize, out: Output<'a>) -> Option<Trie<'a>> {
         let n = offsets.len() - 1;
         let flat_len = flat.len();
-        let evaluates = lookahead > 1;
-        let evaluator = if evaluates { Partitioner::new(n, flat_len, block_count)? } else { Partitioner::new(0, 0, 0)? };
+        let lookahead_state = if lookahead > 1 { Some(Lookahead::new(n, flat_len, block_count)?) } else { None };
         let mut live = with_capacity(flat_len)?;
         let mut live_len = with_capacity(n)?;
         for c in 0..n {
@@ -515,14 +517,13 @@ impl<'a> Trie<'a> {
             offsets,
             lookahead,
             main: Partitioner::new(n, flat_len, block_count)?,
-            evaluator,
+            lookahead_state,
             live,
             live_len,
             groups: with_capacity(n)?,
             members: with_capacity(n)?,
             leftovers: with_capacity(n)?,
             candidates: with_capacity(lookahead.max(1).min(block_count.max(1)))?,
-            candidate_members: with_capacity(if evaluates { n } else { 0 })?,
             child_nodes: with_capacity(n)?,
             arena: try_filled(n, 0)?,
             pending: with_capacity(n + 1)?,
@@ -669,10 +670,9 @@ impl<'a> Trie<'a> {
             if self.candidates.is_empty() {
                 break;
             }
-            let block = if self.candidates.len() == 1 {
-                self.candidates[0]
-            } else {
-                best_by_lookahead(main, &mut self.evaluator, &mut self.candidate_members, ctx, &self.candidates)
+            let block = match &mut self.lookahead_state {
+                Some(state) if self.candidates.len() > 1 => state.best(main, ctx, &self.candidates),
+                _ => self.candidates[0],
             };
             for &other in &self.candidates {
                 if other != block {
@@ -696,29 +696,65 @@ impl<'a> Trie<'a> {
     }
 }
 
-/// The candidate (in key order) whose group gains the most one level further down; the first
-/// wins ties. A candidate's value is (members - 1) + greedy_gain(members); only candidates that
-/// can beat the best so far are evaluated, and only as far as needed to tell.
-#[inline(never)]
-fn best_by_lookahead(main: &Partitioner, evaluator: &mut Partitioner, scratch: &mut Vec<u32>, ctx: Contexts, candidates: &[u32]) -> u32 {
-    let mut best = candidates[0];
-    let mut best_value = -1i64;
-    for (i, &candidate) in candidates.iter().enumerate() {
-        scratch.clear();
-        let (from, to) = (main.posting_start[candidate as usize], main.stats[candidate as usize].fill);
-        for p in from..to {
-            let c = main.postings[p as usize];
-            if main.assigned[c as usize] != main.stamp {
-                scratch.push(c);
+/// The lookahead's state: its own partitioner, the members of the candidate being evaluated,
+/// and per block the last exact value computed in the current partition.
+struct Lookahead {
+    evaluator: Partitioner,
+    members: Vec<u32>,
+    memo: Vec<Memo>,
+}
+
+/// A candidate's value, valid while the partition (stamp) and the candidate's member count are
+/// the same: its members, and so its value, can only change when one of them is assigned.
+#[derive(Clone, Copy, Default)]
+struct Memo {
+    stamp: u32,
+    count: u32,
+    value: i64,
+}
+
+impl Lookahead {
+    fn new(n: usize, flat_len: usize, block_count: usize) -> Option<Lookahead> {
+        Some(Lookahead {
+            evaluator: Partitioner::new(n, flat_len, block_count)?,
+            members: with_capacity(n)?,
+            memo: try_filled(block_count, Memo::default())?,
+        })
+    }
+
+    /// The candidate (in key order) whose group gains the most one level further down; the
+    /// first wins ties. A candidate's value is (members - 1) + greedy_gain(members); only
+    /// candidates that can beat the best so far are evaluated, and only as far as needed.
+    #[inline(never)]
+    fn best(&mut self, main: &Partitioner, ctx: Contexts, candidates: &[u32]) -> u32 {
+        let mut best = candidates[0];
+        let mut best_value = -1i64;
+        for (i, &candidate) in candidates.iter().enumerate() {
+            let live = main.stats[candidate as usize];
+            let memo = self.memo[candidate as usize];
+            let value = if memo.stamp == main.stamp && memo.count == live.count {
+                memo.value
+            } else {
+                self.members.clear();
+                for p in main.posting_start[candidate as usize]..live.fill {
+                    let c = main.postings[p as usize];
+                    if main.assigned[c as usize] != main.stamp {
+                        self.members.push(c);
+                    }
+                }
+                let own = self.members.len() as i64 - 1;
+                let last = i + 1 == candidates.len();
+                let (gain, exact) = self.evaluator.greedy_gain(ctx, &self.members, candidate, best_value - own, last);
+                if exact {
+                    self.memo[candidate as usize] = Memo { stamp: main.stamp, count: live.count, value: own + gain };
+                }
+                own + gain
+            };
+            if value > best_value {
+                best_value = value;
+                best = candidate;
             }
         }
-        let own = scratch.len() as i64 - 1;
-        let last = i + 1 == candidates.len();
-        let value = own + evaluator.greedy_gain(ctx, scratch, candidate, best_value - own, last);
-        if value > best_value {
-            best_value = value;
-            best = candidate;
-        }
+        best
     }
-    best
 }

@@ -11,6 +11,7 @@
 import { allSearchPaths, contextsDepthFirst, sharedPrefixLength, treeHits, type ContextTree } from "./contextTree.ts";
 import { hoistCommonBlocks } from "./hoistCommonBlocks.ts";
 import { reinsertionSearch } from "./reinsertionSearch.ts";
+import { iteratedSearch } from "./iteratedSearch.ts";
 import type { ContextSet } from "./contextSet.ts";
 import { greedyPrefixTrie, type OrderedContexts } from "./greedyPrefixTrie.ts";
 import { scheduleBySearchPath } from "./schedule.ts";
@@ -36,6 +37,8 @@ export interface IndexBuildOptions {
   linkage?: LinkageMethod;
   method?: IndexMethod;
   lookahead?: number;
+  /** Iterated-search rounds after the trie (trades build time for hit ratio; default 0). */
+  searchIterations?: number;
   /** Called now and then during long builds: done/total units of the named phase. */
   onProgress?: (phase: string, done: number, total: number) => void;
 }
@@ -80,9 +83,14 @@ function orderByTrie(set: ContextSet, options: IndexBuildOptions): OrderedContex
     lookahead: options.lookahead ?? DEFAULT_LOOKAHEAD,
     onProgress: onProgress && ((done, total) => onProgress("ordering", done, total)),
   });
-  if (set.size > REFINE_LIMIT) return greedy;
-  const { moves } = reinsertionSearch(set, greedy.ordered);
-  return moves === 0 ? greedy : { ordered: greedy.ordered, tree: hoistCommonBlocks(set, greedy.ordered) };
+  const iterations = options.searchIterations ?? 0;
+  let moved = false;
+  if (set.size <= REFINE_LIMIT) moved = reinsertionSearch(set, greedy.ordered).moves > 0;
+  if (iterations > 0) {
+    iteratedSearch(set, greedy.ordered, { iterations });
+    moved = true;
+  }
+  return moved ? { ordered: greedy.ordered, tree: hoistCommonBlocks(set, greedy.ordered) } : greedy;
 }
 
 export function scheduleOrderedContexts(

@@ -45,6 +45,7 @@ Options:
   --block-tokens T         tokens per block for the hit ratios (default 256)
   --capacity-tokens C      prefix-cache capacity for the hit ratios (default unlimited)
   --capacity-frac F        capacity as a fraction of the workload's tokens (0..1)
+  --search-iterations N   extra local-search iterations: slower, may share more (default 0)
   --no-progress            no progress bar on stderr
   -h, --help               this help
 
@@ -62,6 +63,7 @@ const FLAGS: FlagSpec = {
   "block-tokens": { type: "string" },
   "capacity-tokens": { type: "string" },
   "capacity-frac": { type: "string" },
+  "search-iterations": { type: "string" },
   "no-progress": { type: "boolean" },
   help: { type: "boolean", short: "h" },
 };
@@ -78,6 +80,7 @@ export async function indexBuildCommand(args: string[], io: CommandIo): Promise<
   const linkage = choiceFlag<LinkageMethod>(flags, "linkage", COMMAND, ["average", "single", "complete"], "average");
   const method = choiceFlag<IndexMethod>(flags, "method", COMMAND, ["auto", "cluster", "trie"], "auto");
   const blockTokens = integerFlag(flags, "block-tokens", COMMAND, 1) ?? 256;
+  const searchIterations = integerFlag(flags, "search-iterations", COMMAND, 0) ?? 0;
   const capacity = capacityFlag(flags, COMMAND);
 
   const text = readInputText(input);
@@ -96,7 +99,7 @@ export async function indexBuildCommand(args: string[], io: CommandIo): Promise<
   const buildStart = performance.now();
   let result;
   try {
-    result = await buildContextIndex(set, { alpha, linkage, method, onProgress: progress.onProgress });
+    result = await buildContextIndex(set, { alpha, linkage, method, searchIterations, onProgress: progress.onProgress });
   } finally {
     progress.stop();
   }

@@ -12,6 +12,7 @@ import type { ContextSet } from "./contextSet.ts";
 import { sharedPrefixLength, treeHits } from "./contextTree.ts";
 import { prefixTreeOfSequences } from "./prefixTreeOfSequences.ts";
 import { reinsertionSearch } from "./reinsertionSearch.ts";
+import { seededRandom } from "./seededRandom.ts";
 
 export interface IteratedSearchOptions {
   iterations: number;
@@ -23,7 +24,7 @@ export interface IteratedSearchOptions {
 /** Improves `ordered` in place; returns the hit blocks (unlimited cache) of the result. */
 export function iteratedSearch(set: ContextSet, ordered: Int32Array, options: IteratedSearchOptions): number {
   const { offsets } = set;
-  const random = xorshift32(options.seed ?? 0x9e3779b9);
+  const random = seededRandom(options.seed ?? 0x9e3779b9);
   const share = options.perturbShare ?? 0.05;
   let best = ordered.slice();
   let bestHits = treeHits(prefixTreeOfSequences(set, best));
@@ -68,16 +69,4 @@ function shuffleSegment(values: Int32Array, start: number, end: number, random: 
     values[i] = values[j]!;
     values[j] = t;
   }
-}
-
-function xorshift32(seed: number): () => number {
-  let state = seed >>> 0 || 1;
-  return () => {
-    state ^= state << 13;
-    state >>>= 0;
-    state ^= state >>> 17;
-    state ^= state << 5;
-    state >>>= 0;
-    return state / 4294967296;
-  };
 }

@@ -1,18 +1,8 @@
 /** Seeded random workloads for property tests (Zipf-like block popularity). */
 import type { BlockId } from "../../src/index/contextSet.ts";
+import { seededRandom } from "../../src/index/seededRandom.ts";
 
-export function seededRandom(seed: number): () => number {
-  let state = seed >>> 0 || 1;
-  return () => {
-    // xorshift32
-    state ^= state << 13;
-    state >>>= 0;
-    state ^= state >>> 17;
-    state ^= state << 5;
-    state >>>= 0;
-    return state / 4294967296;
-  };
-}
+export { seededRandom };
 
 export interface RandomContextsOptions {
   contexts: number;

@@ -1,0 +1,42 @@
+/**
+ * Blocks as clients send them: an id (integer or string) or an object
+ * {"id"?, "text"?, "tokens"?}. Every block gets a key that names it across
+ * requests: "n:<integer>", "s:<string>", or for a text block without id
+ * "t:<hash of its whitespace-normalized text>", so the same text is always the
+ * same block, and 1 and "1" stay different blocks.
+ */
+import { createHash } from "node:crypto";
+
+export type BlockInput = number | string | { id?: number | string; text?: string; tokens?: number };
+
+export interface BlockDefaults {
+  /** Tokens of a block given without "tokens" or "text". */
+  blockTokens: number;
+}
+
+export interface NormalizedBlock {
+  readonly key: string;
+  readonly tokens: number;
+  /** How responses name the block: its id, else "text:<hash>". */
+  readonly label: number | string;
+}
+
+export function normalizeBlock(block: BlockInput, defaults: BlockDefaults): NormalizedBlock {
+  if (typeof block === "number") return { key: `n:${block}`, tokens: defaults.blockTokens, label: block };
+  if (typeof block === "string") return { key: `s:${block}`, tokens: defaults.blockTokens, label: block };
+  const tokens = block.tokens ?? (block.text !== undefined ? estimateTokens(block.text) : defaults.blockTokens);
+  if (block.id !== undefined) return normalizeBlock(block.id, { blockTokens: tokens });
+  const hash = textHash(block.text ?? "");
+  return { key: `t:${hash}`, tokens, label: `text:${hash}` };
+}
+
+/** Whitespace-normalized text (trimmed, runs of whitespace as one space) hashed with SHA-256 (first 128 bits, hex). */
+export function textHash(text: string): string {
+  const normalized = text.trim().replace(/\s+/g, " ");
+  return createHash("sha256").update(normalized).digest("hex").slice(0, 32);
+}
+
+/** About four characters a token: a stand-in until a tokenizer is configured. */
+export function estimateTokens(text: string): number {
+  return Math.max(1, Math.ceil(text.length / 4));
+}

@@ -1,0 +1,324 @@
+/**
+ * The online context-reuse service behind `ctxr serve`: reorder, schedule,
+ * dedup, evict, stats and reset over one live index and the conversations,
+ * with every change journaled (when a data dir is given) before it is
+ * acknowledged. HTTP-free: the server only validates and forwards.
+ */
+import { buildContextIndex, type IndexMethod } from "../index/buildIndex.ts";
+import { contextSetFromArrays } from "../index/contextSet.ts";
+import { scheduleBySearchPath } from "../index/schedule.ts";
+import type { LinkageMethod } from "../kernels/index.ts";
+import { dedupAnnotation, docLabel, priorityAnnotation, withDefaults, type AnnotationTemplates } from "./annotations.ts";
+import { normalizeBlock, type BlockInput, type NormalizedBlock } from "./blocks.ts";
+import { ConversationStore, type ConversationEntries } from "./conversationStore.ts";
+import { LiveContextIndex } from "./liveIndex.ts";
+import { newRequestId, requestIdCandidates } from "./requestIds.ts";
+import { ServiceJournal, type ServiceSnapshot } from "./serviceJournal.ts";
+
+export interface ServiceOptions {
+  /** Journal directory; null keeps state in memory only. */
+  dataDir: string | null;
+  capacityTokens?: number | null;
+  ttlMs?: number | null;
+  /** Tokens of a block given without "tokens" or "text". */
+  blockTokens?: number;
+  maxConversations?: number;
+  /** Journal records between snapshots. */
+  snapshotEvery?: number;
+  /** Clock (ms), replaceable in tests. */
+  now?: () => number;
+}
+
+/** A client mistake the service detects itself (the server answers 400). */
+export class RequestError extends Error {
+  constructor(
+    readonly field: string,
+    problem: string,
+  ) {
+    super(`${field}: ${problem}`);
+  }
+}
+
+export interface ReorderResult {
+  blocks: BlockInput[];
+  order: number[];
+  request_id: string;
+  prefix_blocks: number;
+  prefix_tokens: number;
+  annotation: string;
+}
+
+export interface ScheduleOptions {
+  method?: IndexMethod;
+  alpha?: number;
+  linkage?: LinkageMethod;
+}
+
+export class ContextService {
+  private readonly index: LiveContextIndex;
+  private readonly conversations: ConversationStore;
+  private readonly keyNumbers = new Map<string, number>();
+  private readonly keys: string[] = [];
+  private readonly counters = { reorderedContexts: 0, promptTokens: 0, prefixHitTokens: 0, dedupBlocks: 0, duplicateBlocks: 0, evicted: 0 };
+  private readonly blockTokens: number;
+  private readonly now: () => number;
+
+  private constructor(
+    options: ServiceOptions,
+    private readonly journal: ServiceJournal | null,
+  ) {
+    this.index = new LiveContextIndex({ capacityTokens: options.capacityTokens ?? null, ttlMs: options.ttlMs ?? null });
+    this.conversations = new ConversationStore(options.maxConversations);
+    this.blockTokens = options.blockTokens ?? 256;
+    this.now = options.now ?? Date.now;
+  }
+
+  static async open(options: ServiceOptions): Promise<ContextService> {
+    const journal = options.dataDir === null ? null : await ServiceJournal.open(options.dataDir, options.snapshotEvery);
+    const service = new ContextService(options, journal);
+    if (journal !== null) {
+      const { snapshot, records } = journal.recovered;
+      if (snapshot !== null) service.restore(snapshot);
+      for (const record of records) service.apply(record);
+    }
+    return service;
+  }
+
+  /** What recovery found when the service opened (null without a data dir). */
+  get recovery() {
+    return this.journal?.report ?? null;
+  }
+
+  async reorder(contexts: BlockInput[][], conversationId?: string, templates?: Partial<AnnotationTemplates>): Promise<{ results: ReorderResult[]; schedule: number[] }> {
+    const t = withDefaults(templates);
+    const normalized = contexts.map((blocks, i) => this.normalizeContext(blocks, `contexts[${i}]`));
+    const dense = normalized.map((blocks) => Int32Array.from(blocks, (b) => this.intern(b.key)));
+    const { processingOrder, preferred } = batchPreference(normalized);
+    const now = this.now();
+    const results = new Array<ReorderResult>(contexts.length);
+    const paths: number[][] = new Array(contexts.length);
+
+    for (const c of processingOrder) {
+      const match = this.index.search(dense[c]!);
+      const inPrefix = new Set(match.prefix);
+      const positionOf = new Map<number, number>();
+      dense[c]!.forEach((b, position) => positionOf.set(b, position));
+      const order = [...Array.from(match.prefix, (b) => positionOf.get(b)!), ...preferred[c]!.filter((p) => !inPrefix.has(dense[c]![p]!))];
+      const ordered = Int32Array.from(order, (p) => dense[c]![p]!);
+      const tokens = order.map((p) => normalized[c]![p]!.tokens);
+      const requestId = newRequestId();
+      const inserted = this.index.insert(ordered, tokens, requestId, now);
+      this.record({ op: "insert", id: requestId, keys: order.map((p) => normalized[c]![p]!.key), tokens, at: now });
+      paths[c] = this.index.searchPath(inserted.node);
+      results[c] = {
+        blocks: order.map((p) => contexts[c]![p]!),
+        order,
+        request_id: requestId,
+        prefix_blocks: inserted.reusedBlocks,
+        prefix_tokens: inserted.reusedTokens,
+        annotation: priorityAnnotation(t, order),
+      };
+      this.counters.reorderedContexts++;
+      this.counters.promptTokens += tokens.reduce((a, b) => a + b, 0);
+      this.counters.prefixHitTokens += inserted.reusedTokens;
+    }
+    if (conversationId !== undefined) {
+      const entries: ConversationEntries = [];
+      for (const c of processingOrder) results[c]!.order.forEach((p, at) => entries.push([normalized[c]![p]!.key, docLabel(t, at)]));
+      this.recordConversation(conversationId, entries);
+    }
+    this.evictOverCapacity();
+    const schedule = scheduleBySearchPath(paths, processingOrder);
+    await this.journal?.flush();
+    return { results, schedule };
+  }
+
+  /** Stateless: the offline index build of one batch (same as `ctxr index build`). */
+  schedule(contexts: BlockInput[][], options: ScheduleOptions = {}) {
+    const normalized = contexts.map((blocks, i) => this.normalizeContext(blocks, `contexts[${i}]`));
+    const set = contextSetFromArrays(normalized.map((blocks) => blocks.map((b) => b.key)));
+    const built = buildContextIndex(set, { method: options.method, alpha: options.alpha, linkage: options.linkage });
+    const results = new Array<{ blocks: BlockInput[]; path: number[] }>(contexts.length);
+    for (const s of built.scheduled) {
+      const positionOf = new Map(normalized[s.input]!.map((b, position) => [b.key, position]));
+      results[s.input] = { blocks: Array.from(s.blocks, (b) => contexts[s.input]![positionOf.get(set.blockIds[b] as string)!]!), path: s.path };
+    }
+    return { schedule: built.scheduled.map((s) => s.input), results, method: built.method };
+  }
+
+  async dedup(conversationId: string, blocks: BlockInput[], templates?: Partial<AnnotationTemplates>) {
+    const t = withDefaults(templates);
+    const normalized = this.normalizeContext(blocks, "blocks");
+    const out: (BlockInput | string)[] = [];
+    const duplicates: (number | string)[] = [];
+    const entries: ConversationEntries = [];
+    normalized.forEach((block, position) => {
+      const earlier = this.conversations.labelOf(conversationId, block.key);
+      if (earlier !== undefined) {
+        out.push(dedupAnnotation(t, earlier));
+        duplicates.push(block.label);
+      } else {
+        out.push(blocks[position]!);
+        entries.push([block.key, docLabel(t, position)]);
+      }
+    });
+    this.recordConversation(conversationId, entries);
+    this.counters.dedupBlocks += blocks.length;
+    this.counters.duplicateBlocks += duplicates.length;
+    await this.journal?.flush();
+    return { blocks: out, duplicates };
+  }
+
+  /** Removes contexts by the request ids engines report; returns how many were in the index. */
+  async evict(requestIds: string[]): Promise<{ evicted: number }> {
+    const removed: string[] = [];
+    for (const reported of requestIds) {
+      const id = requestIdCandidates(reported).find((candidate) => this.index.hasRequest(candidate));
+      if (id !== undefined && this.index.remove(id)) removed.push(id);
+    }
+    if (removed.length > 0) this.record({ op: "remove", ids: removed });
+    this.counters.evicted += removed.length;
+    await this.journal?.flush();
+    return { evicted: removed.length };
+  }
+
+  async reset(): Promise<void> {
+    this.clearState();
+    this.record({ op: "reset" });
+    await this.journal?.flush();
+  }
+
+  stats() {
+    return {
+      contexts: this.index.contextCount,
+      nodes: this.index.nodeCount,
+      index_tokens: this.index.tokens,
+      distinct_blocks: this.keys.length,
+      conversations: this.conversations.size,
+      capacity_tokens: this.index.options.capacityTokens,
+      ttl_ms: this.index.options.ttlMs,
+      reordered_contexts: this.counters.reorderedContexts,
+      prompt_tokens: this.counters.promptTokens,
+      prefix_hit_tokens: this.counters.prefixHitTokens,
+      estimated_prefix_hit_ratio: this.counters.promptTokens === 0 ? 0 : this.counters.prefixHitTokens / this.counters.promptTokens,
+      dedup_blocks: this.counters.dedupBlocks,
+      duplicate_blocks: this.counters.duplicateBlocks,
+      evicted_contexts: this.counters.evicted,
+      persistent: this.journal !== null,
+    };
+  }
+
+  /** Expires contexts past their TTL (the server calls this on a timer). */
+  async expire(): Promise<number> {
+    const expired = this.index.expire(this.now());
+    if (expired.length > 0) {
+      this.record({ op: "remove", ids: expired });
+      this.counters.evicted += expired.length;
+      await this.journal?.flush();
+    }
+    return expired.length;
+  }
+
+  async close(): Promise<void> {
+    if (this.journal !== null) await this.journal.close(this.snapshotState());
+  }
+
+  private normalizeContext(blocks: BlockInput[], field: string): NormalizedBlock[] {
+    const seen = new Set<string>();
+    return blocks.map((block, position) => {
+      const normalized = normalizeBlock(block, { blockTokens: this.blockTokens });
+      if (seen.has(normalized.key)) {
+        throw new RequestError(`${field}[${position}]`, `block ${JSON.stringify(normalized.label)} appears twice in one context`);
+      }
+      seen.add(normalized.key);
+      return normalized;
+    });
+  }
+
+  private intern(key: string): number {
+    let n = this.keyNumbers.get(key);
+    if (n === undefined) {
+      n = this.keys.length;
+      this.keyNumbers.set(key, n);
+      this.keys.push(key);
+    }
+    return n;
+  }
+
+  private recordConversation(conversationId: string, entries: ConversationEntries): void {
+    this.conversations.record(conversationId, entries);
+    this.record({ op: "conversation", conversation: conversationId, entries });
+  }
+
+  private evictOverCapacity(): void {
+    const evicted = this.index.evictOverCapacity();
+    if (evicted.length === 0) return;
+    this.record({ op: "remove", ids: evicted });
+    this.counters.evicted += evicted.length;
+  }
+
+  private record(record: ChangeRecord): void {
+    this.journal?.append(record, () => this.snapshotState());
+  }
+
+  private clearState(): void {
+    this.index.clear();
+    this.conversations.clear();
+    this.keyNumbers.clear();
+    this.keys.length = 0;
+  }
+
+  /** Applies a journaled change during recovery (the same effect it had when first made). */
+  private apply(record: ChangeRecord): void {
+    switch (record.op) {
+      case "insert":
+        this.index.insert(Int32Array.from(record.keys, (k) => this.intern(k)), record.tokens, record.id, record.at);
+        break;
+      case "remove":
+        for (const id of record.ids) this.index.remove(id);
+        break;
+      case "conversation":
+        this.conversations.record(record.conversation, record.entries);
+        break;
+      case "reset":
+        this.clearState();
+        break;
+    }
+  }
+
+  private snapshotState(): ServiceSnapshot {
+    const contexts: ServiceSnapshot["contexts"] = [];
+    for (const [id, node] of this.index.contexts()) {
+      const sequence = this.index.sequence(node);
+      contexts.push([id, Array.from(sequence, (b) => this.keys[b]!), Array.from(sequence, (b) => this.index.tokensOf(b)), node.lastAccess]);
+    }
+    return { version: 1, contexts, conversations: this.conversations.export() };
+  }
+
+  private restore(snapshot: ServiceSnapshot): void {
+    for (const [id, keys, tokens, at] of snapshot.contexts) this.index.insert(Int32Array.from(keys, (k) => this.intern(k)), tokens, id, at);
+    for (const [conversation, entries] of snapshot.conversations) this.conversations.record(conversation, entries);
+  }
+}
+
+export type ChangeRecord =
+  | { op: "insert"; id: string; keys: string[]; tokens: number[]; at: number }
+  | { op: "remove"; ids: string[] }
+  | { op: "conversation"; conversation: string; entries: ConversationEntries }
+  | { op: "reset" };
+
+/**
+ * For a batch, the offline trie decides which contexts run together and the
+ * order their shared blocks should take; a single context keeps its order.
+ */
+function batchPreference(normalized: NormalizedBlock[][]): { processingOrder: number[]; preferred: number[][] } {
+  if (normalized.length === 1) return { processingOrder: [0], preferred: [normalized[0]!.map((_, p) => p)] };
+  const set = contextSetFromArrays(normalized.map((blocks) => blocks.map((b) => b.key)));
+  const built = buildContextIndex(set, { method: "trie" });
+  const preferred = new Array<number[]>(normalized.length);
+  for (const s of built.scheduled) {
+    const positionOf = new Map(normalized[s.input]!.map((b, position) => [b.key, position]));
+    preferred[s.input] = Array.from(s.blocks, (b) => positionOf.get(set.blockIds[b] as string)!);
+  }
+  return { processingOrder: built.scheduled.map((s) => s.input), preferred };
+}

@@ -140,8 +140,8 @@ export class ContextService {
     const built = buildContextIndex(set, { method: options.method, alpha: options.alpha, linkage: options.linkage });
     const results = new Array<{ blocks: BlockInput[]; path: number[] }>(contexts.length);
     for (const s of built.scheduled) {
-      const positionOf = new Map(normalized[s.input]!.map((b, position) => [b.key, position]));
-      results[s.input] = { blocks: Array.from(s.blocks, (b) => contexts[s.input]![positionOf.get(set.blockIds[b] as string)!]!), path: s.path };
+      const order = originalPositions(normalized[s.input]!, s.blocks, set.blockIds as string[]);
+      results[s.input] = { blocks: order.map((p) => contexts[s.input]![p]!), path: s.path };
     }
     return { schedule: built.scheduled.map((s) => s.input), results, method: built.method };
   }
@@ -316,9 +316,12 @@ function batchPreference(normalized: NormalizedBlock[][]): { processingOrder: nu
   const set = contextSetFromArrays(normalized.map((blocks) => blocks.map((b) => b.key)));
   const built = buildContextIndex(set, { method: "trie" });
   const preferred = new Array<number[]>(normalized.length);
-  for (const s of built.scheduled) {
-    const positionOf = new Map(normalized[s.input]!.map((b, position) => [b.key, position]));
-    preferred[s.input] = Array.from(s.blocks, (b) => positionOf.get(set.blockIds[b] as string)!);
-  }
+  for (const s of built.scheduled) preferred[s.input] = originalPositions(normalized[s.input]!, s.blocks, set.blockIds as string[]);
   return { processingOrder: built.scheduled.map((s) => s.input), preferred };
+}
+
+/** For a reordered context (dense blocks of a set keyed by block key), each block's original position. */
+function originalPositions(original: NormalizedBlock[], reordered: Int32Array, keyOf: string[]): number[] {
+  const positionOf = new Map(original.map((b, position) => [b.key, position]));
+  return Array.from(reordered, (b) => positionOf.get(keyOf[b]!)!);
 }

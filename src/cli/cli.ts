@@ -5,6 +5,7 @@
 import { ContextsJsonlError } from "../index/contextsJsonl.ts";
 import { EXIT_FAILURE, EXIT_OK, EXIT_USAGE, InputError, UsageError } from "./args.ts";
 import { INDEX_BUILD_HELP, indexBuildCommand } from "./commands/indexBuild.ts";
+import { SERVE_HELP, serveCommand } from "./commands/serve.ts";
 import { SIMULATE_HELP, simulateCommand } from "./commands/simulate.ts";
 import type { Command, CommandIo } from "./commands/types.ts";
 import { VERSION } from "./version.ts";
@@ -16,6 +17,7 @@ Usage: ctxr <command> [options]
 Commands:
   index build    reorder and schedule contexts for prefix-cache reuse (JSONL in, JSONL out)
   simulate       prefix-cache hit ratio of a request sequence (JSONL)
+  serve          the online context-reuse API over HTTP (reorder, dedup, evict, ...)
 
 Global options:
   -h, --help     show help (also: ctxr <command> --help)
@@ -39,6 +41,7 @@ interface CommandEntry {
 const COMMANDS: Record<string, CommandEntry> = {
   "index build": { run: indexBuildCommand, help: INDEX_BUILD_HELP },
   simulate: { run: simulateCommand, help: SIMULATE_HELP },
+  serve: { run: serveCommand, help: SERVE_HELP },
 };
 
 /** Groups of subcommands: their help when called without a subcommand. */

@@ -1,0 +1,99 @@
+/**
+ * `ctxr serve`: the online context-reuse service over HTTP (src/server/),
+ * with its state journaled in a data directory unless --in-memory.
+ */
+import { DEFAULT_LIMITS } from "../../server/limits.ts";
+import { DEFAULT_HOST, DEFAULT_PORT, runServer } from "../../server/serve.ts";
+import { EXIT_OK, UsageError, integerFlag, numberFlag, parseFlags } from "../args.ts";
+import type { FlagSpec } from "../args.ts";
+import type { CommandIo } from "./types.ts";
+
+export const DEFAULT_DATA_DIR = "./ctxr-data";
+
+export const SERVE_HELP = `Usage: ctxr serve [options]
+
+Serves the online context-reuse API over HTTP: POST /v1/reorder, /v1/schedule,
+/v1/dedup, /v1/evict, /v1/reset; GET /v1/stats, /healthz, /metrics (Prometheus)
+and /openapi.json (the API description). Every acknowledged change is journaled
+in the data directory (fsync'd before the answer) and restored at the next start.
+When ready it prints 'ctxr serve: listening on http://HOST:PORT (data: DIR|memory)'.
+SIGINT or SIGTERM stop it gracefully (requests in flight finish, state is saved).
+
+Options:
+  --host HOST              address to listen on (default ${DEFAULT_HOST})
+  --port PORT              port (default ${DEFAULT_PORT}; 0 picks a free one)
+  --data-dir DIR           state directory (default ${DEFAULT_DATA_DIR})
+  --in-memory              keep state in memory only (nothing survives a restart)
+  --api-key KEY            require 'Authorization: Bearer KEY' or 'x-api-key: KEY' on
+                           POST routes (default: env CTXR_API_KEY; none: open)
+  --capacity-tokens C      evict least-recently-used contexts beyond C cached tokens
+                           (default unlimited: the engine reports evictions)
+  --ttl-seconds S          evict contexts unused for S seconds (default never)
+  --block-tokens T         tokens of a block given without "tokens" or "text" (default 256)
+  --max-body-bytes B       largest request body (default ${DEFAULT_LIMITS.maxBodyBytes})
+  --max-contexts N         contexts per request (default ${DEFAULT_LIMITS.maxContexts})
+  --max-blocks N           blocks per context (default ${DEFAULT_LIMITS.maxBlocks})
+  -h, --help               this help
+
+Exit codes: 0 after a graceful stop, 2 bad usage, 1 failure (port in use, data
+directory locked by another server or unreadable).
+`;
+
+const COMMAND = "serve";
+
+const FLAGS: FlagSpec = {
+  host: { type: "string" },
+  port: { type: "string" },
+  "data-dir": { type: "string" },
+  "in-memory": { type: "boolean" },
+  "api-key": { type: "string" },
+  "capacity-tokens": { type: "string" },
+  "ttl-seconds": { type: "string" },
+  "block-tokens": { type: "string" },
+  "max-body-bytes": { type: "string" },
+  "max-contexts": { type: "string" },
+  "max-blocks": { type: "string" },
+  help: { type: "boolean", short: "h" },
+};
+
+export async function serveCommand(args: string[], io: CommandIo & { err?(text: string): void }): Promise<number> {
+  const flags = parseFlags(args, FLAGS, COMMAND);
+  if (flags.values.help) {
+    io.out(SERVE_HELP);
+    return EXIT_OK;
+  }
+  const host = typeof flags.values.host === "string" ? flags.values.host : DEFAULT_HOST;
+  if (host === "") throw new UsageError("--host must not be empty", COMMAND);
+  const port = integerFlag(flags, "port", COMMAND, 0) ?? DEFAULT_PORT;
+  if (port > 65535) throw new UsageError(`--port must be from 0 to 65535, got '${flags.values.port}'`, COMMAND);
+  if (flags.values["in-memory"] && flags.values["data-dir"] !== undefined) throw new UsageError("give --data-dir or --in-memory, not both", COMMAND);
+  const dataDir = flags.values["in-memory"] ? null : typeof flags.values["data-dir"] === "string" ? flags.values["data-dir"] : DEFAULT_DATA_DIR;
+  if (dataDir === "") throw new UsageError("--data-dir must not be empty", COMMAND);
+  const flagKey = flags.values["api-key"];
+  if (flagKey === "") throw new UsageError("--api-key must not be empty", COMMAND);
+  const apiKey = typeof flagKey === "string" ? flagKey : process.env.CTXR_API_KEY || null;
+  const ttlSeconds = flags.values["ttl-seconds"] === undefined ? null : numberFlag(flags, "ttl-seconds", COMMAND, 0, { min: 0 });
+  if (ttlSeconds !== null && ttlSeconds <= 0) throw new UsageError(`--ttl-seconds must be a positive number, got '${flags.values["ttl-seconds"]}'`, COMMAND);
+
+  const blockTokens = integerFlag(flags, "block-tokens", COMMAND, 1) ?? 256;
+  if (blockTokens > DEFAULT_LIMITS.maxBlockTokens) throw new UsageError(`--block-tokens must be at most ${DEFAULT_LIMITS.maxBlockTokens}`, COMMAND);
+
+  await runServer(
+    {
+      host,
+      port,
+      dataDir,
+      apiKey,
+      capacityTokens: integerFlag(flags, "capacity-tokens", COMMAND, 1) ?? null,
+      ttlMs: ttlSeconds === null ? null : ttlSeconds * 1000,
+      blockTokens,
+      limits: {
+        maxBodyBytes: integerFlag(flags, "max-body-bytes", COMMAND, 1),
+        maxContexts: integerFlag(flags, "max-contexts", COMMAND, 1),
+        maxBlocks: integerFlag(flags, "max-blocks", COMMAND, 1),
+      },
+    },
+    { out: io.out, err: io.err ?? ((text) => void process.stderr.write(text)) },
+  );
+  return EXIT_OK;
+}

@@ -1,0 +1,112 @@
+/**
+ * The HTTP API of the context-reuse service as a Hono app (web-standard
+ * Request/Response; serve.ts puts it on Bun.serve). Handlers are thin:
+ * validation happens in the route's zod schemas, the work in ContextService.
+ */
+import { OpenAPIHono } from "@hono/zod-openapi";
+import { bodyLimit } from "hono/body-limit";
+import { VERSION } from "../cli/version.ts";
+import type { ContextService } from "../online/contextService.ts";
+import { requireApiKey } from "./auth.ts";
+import { BODY_FIELD, createErrorHandler, errorResponse, validationErrorResponse } from "./errors.ts";
+import { withDefaultLimits, type ServerLimits } from "./limits.ts";
+import { PROMETHEUS_CONTENT_TYPE, ServerMetrics } from "./metrics.ts";
+import { createRoutes, routeTable } from "./routes.ts";
+import { createSchemas } from "./schemas.ts";
+
+export interface AppOptions {
+  limits?: Partial<ServerLimits>;
+  /** Required on mutating routes when set (null or "": open). */
+  apiKey?: string | null;
+  metrics?: ServerMetrics;
+  /** Where internal errors are logged (default: stderr). */
+  log?: (text: string) => void;
+}
+
+const KNOWN_METHODS = new Set(["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]);
+
+export function createApp(service: ContextService, options: AppOptions = {}): OpenAPIHono {
+  const limits = withDefaultLimits(options.limits);
+  const metrics = options.metrics ?? new ServerMetrics();
+  const log = options.log ?? ((text: string) => void process.stderr.write(text));
+  const apiKey = options.apiKey ? options.apiKey : null;
+
+  const app = new OpenAPIHono({
+    defaultHook: (result, c) => {
+      if (!result.success) return validationErrorResponse(c, result.error.issues);
+    },
+  });
+
+  const sizeLimit = bodyLimit({
+    maxSize: limits.maxBodyBytes,
+    onError: (c) => errorResponse(c, 413, `${BODY_FIELD}: request body larger than ${limits.maxBodyBytes} bytes`, BODY_FIELD),
+  });
+  const mutating = apiKey === null ? [sizeLimit] : [requireApiKey(apiKey), sizeLimit];
+  const routes = createRoutes(createSchemas(limits), { mutating, secured: apiKey !== null });
+  const table = routeTable(routes);
+
+  app.use("*", async (c, next) => {
+    const started = performance.now();
+    await next();
+    const route = table.has(c.req.path) ? c.req.path : "unmatched";
+    const method = KNOWN_METHODS.has(c.req.method) ? c.req.method : "OTHER";
+    metrics.observeRequest(route, method, c.res.status, (performance.now() - started) / 1000);
+  });
+  app.onError(createErrorHandler(log));
+  app.notFound((c) => {
+    const allowed = table.get(c.req.path);
+    if (allowed === undefined) return errorResponse(c, 404, `no route ${c.req.method} ${c.req.path}`);
+    return errorResponse(c, 405, `method ${c.req.method} not allowed on ${c.req.path}; use ${allowed.join(", ")}`, "", { Allow: allowed.join(", ") });
+  });
+
+  if (apiKey !== null) {
+    app.openAPIRegistry.registerComponent("securitySchemes", "bearerAuth", { type: "http", scheme: "bearer", description: "Authorization: Bearer KEY" });
+    app.openAPIRegistry.registerComponent("securitySchemes", "apiKeyHeader", { type: "apiKey", in: "header", name: "x-api-key" });
+  }
+
+  app.openapi(routes.health, (c) => c.json({ status: "ok" as const }, 200));
+
+  let document: unknown = null;
+  app.openapi(routes.openapi, (c) => {
+    document ??= app.getOpenAPIDocument({
+      openapi: "3.0.3",
+      info: {
+        title: "ctxr",
+        version: VERSION,
+        description: "Context reuse for long-context LLM inference: reorder, schedule, dedup and evict over a live context index.",
+      },
+    });
+    return c.json(document as Record<string, unknown>, 200);
+  });
+
+  app.openapi(routes.metrics, (c) => c.text(metrics.render(service.stats()), 200, { "Content-Type": PROMETHEUS_CONTENT_TYPE }));
+
+  app.openapi(routes.stats, (c) => c.json({ ...service.stats(), recovery: service.recovery }, 200));
+
+  app.openapi(routes.reorder, async (c) => {
+    const body = c.req.valid("json");
+    return c.json(await service.reorder(body.contexts, body.conversation_id, body.templates), 200);
+  });
+
+  app.openapi(routes.schedule, (c) => {
+    const body = c.req.valid("json");
+    return c.json(service.schedule(body.contexts, { method: body.method, alpha: body.alpha, linkage: body.linkage }), 200);
+  });
+
+  app.openapi(routes.dedup, async (c) => {
+    const body = c.req.valid("json");
+    return c.json(await service.dedup(body.conversation_id, body.blocks, body.templates), 200);
+  });
+
+  app.openapi(routes.evict, async (c) => {
+    const body = c.req.valid("json");
+    return c.json(await service.evict(body.request_ids), 200);
+  });
+
+  app.openapi(routes.reset, async (c) => {
+    await service.reset();
+    return c.json({ reset: true as const }, 200);
+  });
+
+  return app;
+}

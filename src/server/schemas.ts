@@ -1,0 +1,167 @@
+/**
+ * The zod schemas of the HTTP API: request bodies (validated at run time, with
+ * the server's limits built in) and responses (documentation only). The OpenAPI
+ * document is generated from these same schemas.
+ */
+import { z } from "@hono/zod-openapi";
+import type { ServerLimits } from "./limits.ts";
+
+const BLOCK_MESSAGE = "expected a block: an integer, a non-empty string, or an object with \"id\" and/or \"text\" (and optional \"tokens\")";
+
+/** Every schema of the API, for one set of limits. */
+export function createSchemas(limits: ServerLimits) {
+  const BlockId = z
+    .union([z.int(), z.string().min(1).max(limits.maxIdChars)], { error: (issue) => (issue.code === "invalid_union" ? "expected a block id: an integer or a non-empty string" : undefined) })
+    .openapi({ description: `An integer or a non-empty string of at most ${limits.maxIdChars} characters (1 and "1" are different blocks).`, example: 42 });
+
+  const BlockObject = z
+    .strictObject({
+      id: BlockId.optional(),
+      text: z.string().max(limits.maxTextChars).optional().openapi({ description: "The block's text; without an id, the block is identified by a hash of its whitespace-normalized text." }),
+      tokens: z.int().min(1).max(limits.maxBlockTokens).optional().openapi({ description: "Tokens of the block (default: estimated from the text, else the server's --block-tokens)." }),
+    })
+    .refine((block) => block.id !== undefined || block.text !== undefined, { message: 'a block object needs "id" or "text"' })
+    .openapi({ example: { id: "doc-7", text: "The cat sat on the mat.", tokens: 8 } });
+
+  const Block = z
+    .union([z.int(), z.string().min(1).max(limits.maxIdChars), BlockObject], { error: (issue) => (issue.code === "invalid_union" ? BLOCK_MESSAGE : undefined) })
+    .openapi("Block", { description: 'A context block: an id (integer or non-empty string) or {"id"?, "text"?, "tokens"?} with at least one of id and text.' });
+
+  const Context = z.array(Block).min(1).max(limits.maxBlocks).openapi({ description: `A context's blocks, most relevant first (1 to ${limits.maxBlocks}, no block twice).` });
+  const Contexts = z.array(Context).min(1).max(limits.maxContexts).openapi({ description: `1 to ${limits.maxContexts} contexts.` });
+
+  const template = (placeholder: string | null, description: string) => {
+    const base = z.string().max(limits.maxTemplateChars);
+    return (placeholder === null ? base : base.includes(placeholder, { message: `must contain ${placeholder}` })).optional().openapi({ description });
+  };
+  const Templates = z
+    .strictObject({
+      priority: template("{order}", 'Priority annotation; "{order}" becomes the document labels in original relevance order.'),
+      doc: template("{n}", 'A document label; "{n}" becomes its 1-based position in the blocks returned.'),
+      separator: template(null, "Between labels in {order}."),
+      dedup: template("{doc}", 'Replaces a block sent earlier in the conversation; "{doc}" becomes its earlier label.'),
+    })
+    .openapi("AnnotationTemplates", {
+      description: "Annotation templates for this request (defaults shown).",
+      example: { priority: "Please read the context in the following priority order: {order} and answer the question.", doc: "[Doc {n}]", separator: " > ", dedup: "Please refer to {doc} in the previous conversation." },
+    });
+
+  const ConversationId = z.string().min(1).max(limits.maxConversationIdChars).openapi({ description: `A conversation id (1 to ${limits.maxConversationIdChars} characters).`, example: "chat-42" });
+
+  const ReorderRequest = z
+    .strictObject({ contexts: Contexts, conversation_id: ConversationId.optional(), templates: Templates.optional() })
+    .openapi("ReorderRequest", { example: { contexts: [[4, 1, 2], [2, 9, 1]], conversation_id: "chat-42" } });
+
+  const ScheduleRequest = z
+    .strictObject({
+      contexts: Contexts,
+      method: z.enum(["auto", "trie", "cluster"]).optional().openapi({ description: "Index build method (default auto)." }),
+      alpha: z.number().min(0).max(1e6).optional().openapi({ description: "Position weight of the context distance (default 0.001)." }),
+      linkage: z.enum(["average", "single", "complete"]).optional().openapi({ description: "Linkage of the cluster method (default average)." }),
+    })
+    .refine((body) => body.method !== "cluster" || body.contexts.length <= limits.maxClusterContexts, {
+      path: ["method"],
+      message: `"cluster" takes at most ${limits.maxClusterContexts} contexts (its time and memory grow as N²); use "trie" or "auto"`,
+    })
+    .openapi("ScheduleRequest", { example: { contexts: [[4, 1, 2], [2, 9, 1], [7, 8]], method: "auto" } });
+
+  const DedupRequest = z
+    .strictObject({ conversation_id: ConversationId, blocks: z.array(Block).max(limits.maxBlocks), templates: Templates.optional() })
+    .openapi("DedupRequest", { example: { conversation_id: "chat-42", blocks: [1, 5, 9] } });
+
+  const RequestId = z.string().min(1).max(limits.maxIdChars);
+  const EvictRequest = z
+    .strictObject({ request_ids: z.array(RequestId).max(limits.maxRequestIds).openapi({ description: 'Request ids as issued, or as engines report them ("cmpl-"/"chatcmpl-" prefixes, vLLM "-<n>-<hex>" suffixes).' }) })
+    .openapi("EvictRequest", { example: { request_ids: ["chatcmpl-ctxr-0123456789abcdef0123456789abcdef"] } });
+
+  const ReorderResult = z
+    .object({
+      blocks: z.array(Block).openapi({ description: "The context's blocks in the order to send them (reusable prefix first)." }),
+      order: z.array(z.int()).openapi({ description: "Original position of each returned block." }),
+      request_id: z.string().openapi({ description: "Id of the context in the live index (for evict)." }),
+      prefix_blocks: z.int().openapi({ description: "Leading blocks already in the index (expected prefix-cache hits)." }),
+      prefix_tokens: z.int(),
+      annotation: z.string().openapi({ description: "States the original relevance order of the returned blocks." }),
+    })
+    .openapi("ReorderResult");
+
+  const ReorderResponse = z
+    .object({ results: z.array(ReorderResult).openapi({ description: "One result per context, in request order." }), schedule: z.array(z.int()).openapi({ description: "Context indices in the order to run them." }) })
+    .openapi("ReorderResponse");
+
+  const ScheduleResponse = z
+    .object({
+      schedule: z.array(z.int()),
+      results: z.array(z.object({ blocks: z.array(Block), path: z.array(z.int()).openapi({ description: "Search path in the index tree." }) })),
+      method: z.enum(["trie", "cluster"]),
+    })
+    .openapi("ScheduleResponse");
+
+  const DedupResponse = z
+    .object({
+      blocks: z.array(Block).openapi({ description: "Blocks to send; one sent earlier in the conversation is replaced by its annotation (a string)." }),
+      duplicates: z.array(z.union([z.int(), z.string()])).openapi({ description: "Ids of the replaced blocks (text blocks: \"text:<hash>\")." }),
+    })
+    .openapi("DedupResponse");
+
+  const EvictResponse = z.object({ evicted: z.int().openapi({ description: "Contexts removed from the index." }) }).openapi("EvictResponse");
+  const ResetResponse = z.object({ reset: z.literal(true) }).openapi("ResetResponse");
+  const HealthResponse = z.object({ status: z.literal("ok") }).openapi("HealthResponse");
+
+  const RecoveryReport = z
+    .object({
+      snapshotSeq: z.int().nullable(),
+      recordsReplayed: z.int(),
+      skipped: z.array(z.object({ file: z.string(), offset: z.int(), bytes: z.int(), reason: z.string() })),
+      discardedSnapshots: z.array(z.object({ file: z.string(), reason: z.string() })),
+    })
+    .openapi("RecoveryReport", { description: "What the journal found at start-up (null without a data dir)." });
+
+  const StatsResponse = z
+    .object({
+      contexts: z.int(),
+      nodes: z.int(),
+      index_tokens: z.int(),
+      distinct_blocks: z.int(),
+      conversations: z.int(),
+      capacity_tokens: z.int().nullable(),
+      ttl_ms: z.number().nullable(),
+      reordered_contexts: z.int(),
+      prompt_tokens: z.int(),
+      prefix_hit_tokens: z.int(),
+      estimated_prefix_hit_ratio: z.number(),
+      dedup_blocks: z.int(),
+      duplicate_blocks: z.int(),
+      evicted_contexts: z.int(),
+      persistent: z.boolean(),
+      recovery: RecoveryReport.nullable(),
+    })
+    .openapi("StatsResponse");
+
+  const ErrorResponse = z
+    .object({
+      error: z.object({
+        message: z.string(),
+        field: z.string().openapi({ description: 'The offending field, e.g. "contexts[2][5]"; "body" for the body as a whole, "" when no field is at fault.' }),
+      }),
+    })
+    .openapi("Error", { example: { error: { message: "contexts[2][5]: expected a block", field: "contexts[2][5]" } } });
+
+  return {
+    Block,
+    ReorderRequest,
+    ScheduleRequest,
+    DedupRequest,
+    EvictRequest,
+    ReorderResponse,
+    ScheduleResponse,
+    DedupResponse,
+    EvictResponse,
+    ResetResponse,
+    HealthResponse,
+    StatsResponse,
+    ErrorResponse,
+  };
+}
+
+export type ApiSchemas = ReturnType<typeof createSchemas>;

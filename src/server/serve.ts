@@ -1,0 +1,207 @@
+/**
+ * The Bun adapter: puts the app on Bun.serve, runs the TTL timer, and shuts
+ * down gracefully (stop accepting, let requests in flight finish, close the
+ * service, which writes its final snapshot) on SIGINT or SIGTERM.
+ */
+import type { Server } from "bun";
+import { resolve } from "node:path";
+import { ContextService } from "../online/contextService.ts";
+import { createApp } from "./app.ts";
+import { errorBody } from "./errors.ts";
+import { withDefaultLimits, type ServerLimits } from "./limits.ts";
+import { ServerMetrics } from "./metrics.ts";
+
+export interface ServerOptions {
+  host?: string;
+  /** 0 picks a free port. */
+  port?: number;
+  apiKey?: string | null;
+  limits?: Partial<ServerLimits>;
+  /** How often expired contexts are evicted when the service has a TTL (default: a quarter of the TTL, 0.25 to 5 s). */
+  expireEveryMs?: number;
+  /** Internal errors and timer failures (default: stderr). */
+  log?: (text: string) => void;
+}
+
+export interface RunningServer {
+  readonly url: string;
+  readonly host: string;
+  readonly port: number;
+  readonly metrics: ServerMetrics;
+  /** Requests being answered right now. */
+  readonly inFlight: number;
+  /**
+   * Stops accepting connections, waits up to `graceMs` for requests in flight,
+   * then closes the remaining connections and stops the TTL timer. The service
+   * stays open (close it afterwards).
+   */
+  stop(graceMs?: number): Promise<void>;
+}
+
+export const DEFAULT_HOST = "127.0.0.1";
+export const DEFAULT_PORT = 8765;
+
+/** http://host:port, with an IPv6 host in brackets. */
+export function serverUrl(host: string, port: number): string {
+  return `http://${host.includes(":") ? `[${host}]` : host}:${port}`;
+}
+
+/** Bun.serve with its bind errors in words. */
+function listen(config: Parameters<typeof Bun.serve>[0] & { hostname: string; port: number }): Server<undefined> {
+  try {
+    return Bun.serve(config) as Server<undefined>;
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    if (code === "EADDRINUSE") throw new Error(`cannot listen on ${serverUrl(config.hostname, config.port)}: the port is in use`);
+    if (code === "EADDRNOTAVAIL") throw new Error(`cannot listen on ${serverUrl(config.hostname, config.port)}: no such local address`);
+    if (code === "EACCES") throw new Error(`cannot listen on ${serverUrl(config.hostname, config.port)}: permission denied`);
+    throw error;
+  }
+}
+
+export function startServer(service: ContextService, options: ServerOptions = {}): RunningServer {
+  const log = options.log ?? ((text: string) => void process.stderr.write(text));
+  const limits = withDefaultLimits(options.limits);
+  const metrics = new ServerMetrics();
+  const app = createApp(service, { limits, apiKey: options.apiKey, metrics, log });
+  const host = options.host ?? DEFAULT_HOST;
+
+  let inFlight = 0;
+  let idle: (() => void) | null = null;
+  const server: Server<undefined> = listen({
+    hostname: host,
+    port: options.port ?? DEFAULT_PORT,
+    // The app answers oversized bodies itself (JSON 413); Bun's own cap is only a backstop.
+    maxRequestBodySize: limits.maxBodyBytes * 2 + 1024 * 1024,
+    development: false,
+    // Never share the port with another process (Bun may otherwise set SO_REUSEPORT).
+    reusePort: false,
+    async fetch(request) {
+      inFlight++;
+      try {
+        return await app.fetch(request);
+      } finally {
+        inFlight--;
+        if (inFlight === 0 && idle !== null) idle();
+      }
+    },
+    error(error) {
+      log(`ctxr serve: internal error: ${error.stack ?? error.message}\n`);
+      return Response.json(errorBody("internal server error"), { status: 500 });
+    },
+  });
+
+  const ttlMs = service.stats().ttl_ms;
+  let timer: ReturnType<typeof setInterval> | null = null;
+  if (ttlMs !== null && ttlMs > 0) {
+    const every = options.expireEveryMs ?? Math.min(5000, Math.max(250, ttlMs / 4));
+    let running = false;
+    timer = setInterval(() => {
+      if (running) return;
+      running = true;
+      service
+        .expire()
+        .catch((error) => log(`ctxr serve: expiring contexts failed: ${String(error)}\n`))
+        .finally(() => (running = false));
+    }, every);
+  }
+
+  const port = server.port!;
+  let stopping: Promise<void> | null = null;
+  return {
+    url: serverUrl(host, port),
+    host,
+    port,
+    metrics,
+    get inFlight() {
+      return inFlight;
+    },
+    stop(graceMs = 10_000) {
+      stopping ??= (async () => {
+        if (timer !== null) clearInterval(timer);
+        const stopped = server.stop(false);
+        if (inFlight > 0) {
+          await new Promise<void>((resolveIdle) => {
+            const deadline = setTimeout(resolveIdle, graceMs);
+            idle = () => {
+              clearTimeout(deadline);
+              resolveIdle();
+            };
+          });
+        }
+        idle = null;
+        await server.stop(true);
+        await stopped;
+      })();
+      return stopping;
+    },
+  };
+}
+
+export interface RunOptions extends ServerOptions {
+  /** Journal directory; null keeps state in memory only. */
+  dataDir: string | null;
+  capacityTokens?: number | null;
+  ttlMs?: number | null;
+  blockTokens?: number;
+}
+
+export interface RunIo {
+  out(text: string): void;
+  err(text: string): void;
+}
+
+/**
+ * `ctxr serve`: opens the service (recovering its journal), serves until
+ * SIGINT or SIGTERM, then shuts down gracefully. Prints the recovery report when
+ * something was skipped, then `ctxr serve: listening on URL (data: DIR|memory)`.
+ */
+export async function runServer(options: RunOptions, io: RunIo): Promise<void> {
+  const dataDir = options.dataDir === null ? null : resolve(options.dataDir);
+  const service = await ContextService.open({
+    dataDir,
+    capacityTokens: options.capacityTokens ?? null,
+    ttlMs: options.ttlMs ?? null,
+    blockTokens: options.blockTokens,
+  });
+  let running: RunningServer;
+  try {
+    running = startServer(service, { ...options, log: options.log ?? io.err });
+  } catch (error) {
+    await service.close();
+    throw error;
+  }
+
+  const report = service.recovery;
+  if (report !== null && (report.skipped.length > 0 || report.discardedSnapshots.length > 0)) {
+    const bytes = report.skipped.reduce((total, s) => total + s.bytes, 0);
+    io.out(
+      `ctxr serve: recovery: skipped ${report.skipped.length} damaged log part(s) (${bytes} bytes), discarded ${report.discardedSnapshots.length} snapshot(s), ` +
+        `replayed ${report.recordsReplayed} record(s) ${JSON.stringify({ skipped: report.skipped, discardedSnapshots: report.discardedSnapshots })}\n`,
+    );
+  }
+  io.out(`ctxr serve: listening on ${running.url} (data: ${dataDir ?? "memory"})\n`);
+
+  // A second signal while shutting down exits at once.
+  const force = () => process.exit(1);
+  const signal = await new Promise<NodeJS.Signals>((resolveSignal) => {
+    const onSignal = (name: NodeJS.Signals) => {
+      process.off("SIGINT", onSignal);
+      process.off("SIGTERM", onSignal);
+      process.on("SIGINT", force);
+      process.on("SIGTERM", force);
+      resolveSignal(name);
+    };
+    process.on("SIGINT", onSignal);
+    process.on("SIGTERM", onSignal);
+  });
+  io.err(`ctxr serve: ${signal}: shutting down\n`);
+  try {
+    await running.stop();
+    await service.close();
+  } finally {
+    process.off("SIGINT", force);
+    process.off("SIGTERM", force);
+  }
+  io.err(`ctxr serve: stopped${dataDir === null ? "" : `; state saved in ${dataDir}`}\n`);
+}

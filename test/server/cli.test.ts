@@ -1,0 +1,145 @@
+/** `ctxr serve` as a user runs it: help, flags, the ready line, the API key from the environment, failures. */
+import { afterAll, describe, expect, setDefaultTimeout, test } from "bun:test";
+import { appendFileSync, existsSync, readdirSync } from "node:fs";
+import { join } from "node:path";
+import { runCli, tempFolder } from "../helpers/cli.ts";
+import { spawnServer } from "./serverKit.ts";
+
+setDefaultTimeout(60_000);
+
+const folder = tempFolder("ctxr-serve-cli-");
+afterAll(() => folder.cleanup());
+
+describe("ctxr serve", () => {
+  test("--help lists every option; the main help lists serve", () => {
+    const run = runCli(["serve", "--help"]);
+    expect(run.code).toBe(0);
+    for (const flag of ["--host", "--port", "--data-dir", "--in-memory", "--api-key", "--capacity-tokens", "--ttl-seconds", "--block-tokens", "--max-body-bytes", "--max-contexts", "--max-blocks", "CTXR_API_KEY"]) {
+      expect(run.stdout).toContain(flag);
+    }
+    expect(runCli(["--help"]).stdout).toContain("serve");
+  });
+
+  test("bad flags are usage errors (exit 2)", () => {
+    for (const args of [
+      ["--port", "http"],
+      ["--port", "70000"],
+      ["--port", "-1"],
+      ["--in-memory", "--data-dir", "x"],
+      ["--ttl-seconds", "0"],
+      ["--capacity-tokens", "1.5"],
+      ["--max-contexts", "0"],
+      ["--api-key", ""],
+      ["--block-tokens", "9999999999"],
+      ["--frobnicate"],
+    ]) {
+      const run = runCli(["serve", ...args]);
+      expect({ args, code: run.code }).toEqual({ args, code: 2 });
+      expect(run.stderr).toContain("ctxr serve: ");
+      expect(run.stdout).toBe("");
+    }
+  });
+
+  test("--in-memory prints the ready line with (data: memory) and serves", async () => {
+    const server = await spawnServer(["--in-memory"]);
+    try {
+      expect(server.startLines).toEqual([`ctxr serve: listening on ${server.url} (data: memory)`]);
+      expect((await server.get("/healthz")).body).toEqual({ status: "ok" });
+      expect((await server.get("/v1/stats")).body.persistent).toBe(false);
+      expect((await server.post("/v1/reorder", { contexts: [[1, 2]] })).status).toBe(200);
+    } finally {
+      server.kill("SIGINT");
+      expect(await server.exited).toBe(0);
+    }
+  });
+
+  test("with no data flag, state goes to ./ctxr-data", async () => {
+    const cwd = join(folder.path, "default-dir");
+    await Bun.write(join(cwd, ".keep"), "");
+    const server = await spawnServer([], {}, 20_000, cwd);
+    try {
+      expect(server.startLines).toEqual([`ctxr serve: listening on ${server.url} (data: ${join(cwd, "ctxr-data")})`]);
+      expect((await server.post("/v1/reorder", { contexts: [[1, 2]] })).status).toBe(200);
+    } finally {
+      server.kill("SIGTERM");
+      expect(await server.exited).toBe(0);
+    }
+    expect(readdirSync(join(cwd, "ctxr-data")).some((name) => name.startsWith("snapshot-"))).toBe(true);
+  });
+
+  test("the API key comes from --api-key or CTXR_API_KEY; the flag wins", async () => {
+    const fromEnv = await spawnServer(["--in-memory"], { CTXR_API_KEY: "env-key" });
+    try {
+      expect((await fromEnv.post("/v1/reset")).status).toBe(401);
+      expect((await fromEnv.post("/v1/reset", undefined, { authorization: "Bearer env-key" })).status).toBe(200);
+      expect((await fromEnv.get("/v1/stats")).status).toBe(200);
+    } finally {
+      fromEnv.kill("SIGTERM");
+      await fromEnv.exited;
+    }
+    const fromFlag = await spawnServer(["--in-memory", "--api-key", "flag-key"], { CTXR_API_KEY: "env-key" });
+    try {
+      expect((await fromFlag.post("/v1/reset", undefined, { "x-api-key": "env-key" })).status).toBe(401);
+      expect((await fromFlag.post("/v1/reset", undefined, { "x-api-key": "flag-key" })).status).toBe(200);
+    } finally {
+      fromFlag.kill("SIGTERM");
+      await fromFlag.exited;
+    }
+  });
+
+  test("limits and service options from flags", async () => {
+    const server = await spawnServer(["--in-memory", "--max-contexts", "2", "--max-blocks", "2", "--max-body-bytes", "100", "--block-tokens", "10", "--capacity-tokens", "30", "--ttl-seconds", "3600"]);
+    try {
+      expect((await server.post("/v1/reorder", { contexts: [[1], [2], [3]] })).body.error.field).toBe("contexts");
+      expect((await server.post("/v1/reorder", { contexts: [[1, 2, 3]] })).body.error.field).toBe("contexts[0]");
+      expect((await server.post("/v1/reorder", { contexts: [["x".repeat(100)]] })).status).toBe(413);
+      await server.post("/v1/reorder", { contexts: [[1, 2]] });
+      await server.post("/v1/reorder", { contexts: [[3, 4]] });
+      const stats = (await server.get("/v1/stats")).body;
+      expect(stats).toMatchObject({ capacity_tokens: 30, ttl_ms: 3_600_000, contexts: 1, index_tokens: 20 });
+    } finally {
+      server.kill("SIGTERM");
+      await server.exited;
+    }
+  });
+
+  test("a port in use, or a data dir held by another server, fails with exit 1 and a message", async () => {
+    const dataDir = join(folder.path, "held");
+    const first = await spawnServer(["--data-dir", dataDir]);
+    try {
+      const port = new URL(first.url).port;
+      const samePort = runCli(["serve", "--in-memory", "--port", port]);
+      expect(samePort.code).toBe(1);
+      expect(samePort.stderr).toMatch(/ctxr serve: .*(in use|EADDRINUSE)/i);
+      const sameDir = runCli(["serve", "--port", "0", "--data-dir", dataDir]);
+      expect(sameDir.code).toBe(1);
+      expect(sameDir.stderr).toContain("ctxr serve: ");
+      expect(sameDir.stdout).toBe("");
+    } finally {
+      first.kill("SIGTERM");
+      await first.exited;
+    }
+  });
+
+  test("a corrupt log tail is reported in one line before the ready line, and the server starts", async () => {
+    const dataDir = join(folder.path, "torn");
+    const first = await spawnServer(["--data-dir", dataDir]);
+    const answer = await first.post("/v1/reorder", { contexts: [[1, 2, 3]] });
+    first.kill("SIGKILL");
+    await first.exited;
+    const log = readdirSync(dataDir).filter((name) => name.startsWith("log-")).sort().pop()!;
+    appendFileSync(join(dataDir, log), '{"torn rec');
+    const second = await spawnServer(["--data-dir", dataDir]);
+    try {
+      expect(second.startLines.length).toBe(2);
+      expect(second.startLines[0]).toMatch(/^ctxr serve: recovery: skipped 1 damaged log part\(s\) \(10 bytes\).*torn tail/);
+      expect(second.startLines[1]).toBe(`ctxr serve: listening on ${second.url} (data: ${dataDir})`);
+      expect((await second.get("/v1/stats")).body.recovery.skipped.length).toBe(1);
+      expect((await second.post("/v1/evict", { request_ids: [answer.body.results[0].request_id] })).body.evicted).toBe(1);
+    } finally {
+      second.kill("SIGTERM");
+      expect(await second.exited).toBe(0);
+    }
+    expect(existsSync(dataDir)).toBe(true);
+  });
+});

@@ -1,0 +1,90 @@
+/** The server's small parts on their own: field names, issue descriptions, metrics text, API-key checks. */
+import { describe, expect, test } from "bun:test";
+import { z } from "@hono/zod-openapi";
+import { keyChecker, presentedKey } from "../../src/server/auth.ts";
+import { describeIssue, fieldName } from "../../src/server/errors.ts";
+import { DEFAULT_LIMITS } from "../../src/server/limits.ts";
+import { LabeledCounter, LabeledHistogram, ServerMetrics } from "../../src/server/metrics.ts";
+import { createSchemas } from "../../src/server/schemas.ts";
+
+describe("field names", () => {
+  test("zod paths in the API's notation", () => {
+    expect(fieldName(["contexts", 2, 5])).toBe("contexts[2][5]");
+    expect(fieldName(["contexts", 0, 1, "id"])).toBe("contexts[0][1].id");
+    expect(fieldName(["templates", "priority"])).toBe("templates.priority");
+    expect(fieldName([])).toBe("body");
+    expect(fieldName(["odd key", 0])).toBe('["odd key"][0]');
+  });
+
+  test("the first issue, digging into the union alternative that fits the input", () => {
+    const schemas = createSchemas(DEFAULT_LIMITS);
+    const describe = (body: unknown) => describeIssue(schemas.ReorderRequest.safeParse(body).error!.issues as never);
+    expect(describe({ contexts: [[1, { id: 2, tokens: 1.5 }]] }).field).toBe("contexts[0][1].tokens");
+    expect(describe({ contexts: [[null]] })).toEqual({ field: "contexts[0][0]", message: expect.stringContaining("contexts[0][0]: expected a block") });
+    expect(describe({ contexts: [[{ id: [] }]] }).message).toContain("contexts[0][0].id: expected a block id");
+    expect(describe({ contexts: [[1]], extra: true })).toEqual({ field: "extra", message: "extra: unknown field" });
+    expect(describe({})).toEqual({ field: "contexts", message: "contexts: required" });
+    expect(describe("text")).toEqual({ field: "body", message: "body: expected a JSON object" });
+  });
+
+  test("valid bodies pass the schemas unchanged", () => {
+    const schemas = createSchemas(DEFAULT_LIMITS);
+    const body = { contexts: [[1, "a", { id: 2, tokens: 3 }, { text: "x" }, { id: "b", text: "y" }]], conversation_id: "c", templates: { priority: "{order}", doc: "D{n}", separator: ",", dedup: "see {doc}" } };
+    expect(schemas.ReorderRequest.parse(body)).toEqual(body);
+    expect(schemas.EvictRequest.parse({ request_ids: [] })).toEqual({ request_ids: [] });
+    expect(z.safeParse(schemas.Block, -7).success).toBe(true);
+  });
+});
+
+describe("metrics", () => {
+  test("counters and cumulative histograms in the text format, label values escaped", () => {
+    const counter = new LabeledCounter("x_total", "Things.");
+    counter.inc({ route: 'a"b\\c\nd' });
+    counter.inc({ route: 'a"b\\c\nd' }, 2);
+    expect(counter.render()).toBe('# HELP x_total Things.\n# TYPE x_total counter\nx_total{route="a\\"b\\\\c\\nd"} 3\n');
+
+    const histogram = new LabeledHistogram("d_seconds", "Durations.", [0.1, 1]);
+    histogram.observe({ route: "/r" }, 0.05);
+    histogram.observe({ route: "/r" }, 0.5);
+    histogram.observe({ route: "/r" }, 5);
+    expect(histogram.render()).toBe(
+      "# HELP d_seconds Durations.\n# TYPE d_seconds histogram\n" +
+        'd_seconds_bucket{route="/r",le="0.1"} 1\n' +
+        'd_seconds_bucket{route="/r",le="1"} 2\n' +
+        'd_seconds_bucket{route="/r",le="+Inf"} 3\n' +
+        'd_seconds_sum{route="/r"} 5.55\n' +
+        'd_seconds_count{route="/r"} 3\n',
+    );
+  });
+
+  test("the server's families and the service gauges", () => {
+    const metrics = new ServerMetrics();
+    metrics.observeRequest("/v1/reorder", "POST", 200, 0.0003);
+    const text = metrics.render({ contexts: 5, nodes: 7, index_tokens: 1280, conversations: 2, prompt_tokens: 3000, prefix_hit_tokens: 512, reordered_contexts: 6, evicted_contexts: 1 });
+    expect(text).toContain('ctxr_http_requests_total{route="/v1/reorder",method="POST",status="200"} 1\n');
+    expect(text).toContain('ctxr_http_request_duration_seconds_bucket{route="/v1/reorder",le="0.0005"} 1\n');
+    expect(text).toContain('ctxr_http_request_duration_seconds_bucket{route="/v1/reorder",le="0.00025"} 0\n');
+    for (const line of ["ctxr_index_contexts 5", "ctxr_index_nodes 7", "ctxr_index_tokens 1280", "ctxr_conversations 2", "ctxr_prompt_tokens_total 3000", "ctxr_prefix_hit_tokens_total 512"]) {
+      expect(text).toContain(`${line}\n`);
+    }
+    expect(text).toContain("# TYPE ctxr_index_contexts gauge\n");
+    expect(text).toContain("# TYPE ctxr_prefix_hit_tokens_total counter\n");
+  });
+});
+
+describe("API key", () => {
+  test("the key a request presents: x-api-key, else a Bearer token", () => {
+    expect(presentedKey("Bearer abc", undefined)).toBe("abc");
+    expect(presentedKey("bearer   abc ", undefined)).toBe("abc");
+    expect(presentedKey("Basic abc", undefined)).toBeUndefined();
+    expect(presentedKey(undefined, "xyz")).toBe("xyz");
+    expect(presentedKey("Bearer abc", "xyz")).toBe("xyz");
+    expect(presentedKey(undefined, undefined)).toBeUndefined();
+  });
+
+  test("only the exact key passes", () => {
+    const check = keyChecker("k3y");
+    expect(check("k3y")).toBe(true);
+    for (const wrong of [undefined, "", "k3", "k3y ", "K3Y", "k3yk3y"]) expect(check(wrong)).toBe(false);
+  });
+});

@@ -84,6 +84,11 @@ export class ContextService {
     return service;
   }
 
+  /** Null while healthy; else why changes can no longer be made durable (the journal failed). */
+  get failure(): string | null {
+    return this.journal?.failureMessage ?? null;
+  }
+
   /** What recovery found when the service opened (null without a data dir). */
   get recovery() {
     return this.journal?.report ?? null;

@@ -47,10 +47,15 @@ export class ServiceJournal {
     }
   }
 
+  /** Why the journal stopped accepting changes, or null while it is healthy. */
+  get failureMessage(): string | null {
+    return this.failure === null ? null : `journal write failed; changes are not durable: ${String(this.failure)}`;
+  }
+
   /** Resolves once every change appended so far is on disk; throws if the journal failed. */
   async flush(): Promise<void> {
     await this.lastAppend;
-    if (this.failure !== null) throw new Error(`journal write failed; changes are not durable: ${String(this.failure)}`);
+    if (this.failure !== null) throw new Error(this.failureMessage!);
   }
 
   async close(finalState: ServiceSnapshot): Promise<void> {

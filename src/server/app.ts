@@ -64,7 +64,10 @@ export function createApp(service: ContextService, options: AppOptions = {}): Op
     app.openAPIRegistry.registerComponent("securitySchemes", "apiKeyHeader", { type: "apiKey", in: "header", name: "x-api-key" });
   }
 
-  app.openapi(routes.health, (c) => c.json({ status: "ok" as const }, 200));
+  app.openapi(routes.health, (c) => {
+    const failure = service.failure;
+    return failure === null ? c.json({ status: "ok" as const }, 200) : c.json({ status: "failing" as const, error: failure }, 503);
+  });
 
   let document: unknown = null;
   app.openapi(routes.openapi, (c) => {

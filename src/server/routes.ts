@@ -38,7 +38,11 @@ export function createRoutes(schemas: ApiSchemas, options: RouteOptions) {
       path: "/healthz",
       tags: ["operations"],
       summary: "Liveness check",
-      responses: { 200: json(schemas.HealthResponse, "The server is up."), ...errorResponses(500) },
+      responses: {
+        200: json(schemas.HealthResponse, "The server is up."),
+        503: json(schemas.HealthResponse, "The server is up but cannot make changes durable (its journal failed)."),
+        ...errorResponses(500),
+      },
     }),
     openapi: createRoute({
       method: "get",

@@ -106,7 +106,9 @@ export function createSchemas(limits: ServerLimits) {
 
   const EvictResponse = z.object({ evicted: z.int().openapi({ description: "Contexts removed from the index." }) }).openapi("EvictResponse");
   const ResetResponse = z.object({ reset: z.literal(true) }).openapi("ResetResponse");
-  const HealthResponse = z.object({ status: z.literal("ok") }).openapi("HealthResponse");
+  const HealthResponse = z
+    .object({ status: z.enum(["ok", "failing"]), error: z.string().optional().openapi({ description: "Why the server is failing (its journal cannot write)." }) })
+    .openapi("HealthResponse");
 
   const RecoveryReport = z
     .object({

@@ -174,6 +174,11 @@ export class ContextService {
     return { blocks: out, duplicates };
   }
 
+  /** For each block, its label when it was first sent in the conversation, else undefined. Changes nothing. */
+  sentBefore(conversationId: string, blocks: BlockInput[]): (string | undefined)[] {
+    return blocks.map((block) => this.conversations.labelOf(conversationId, normalizeBlock(block, { blockTokens: this.blockTokens }).key));
+  }
+
   /** Removes contexts by the request ids engines report; returns how many were in the index. */
   async evict(requestIds: string[]): Promise<{ evicted: number }> {
     const removed: string[] = [];

@@ -1,0 +1,281 @@
+/**
+ * Rewrites OpenAI-style requests on their way to an engine so that requests
+ * share a prefix and conversations stop resending documents:
+ *
+ *  - documents come from a `documents` field (rendered as XML elements at the
+ *    start of the last new user message) or are already in message text
+ *    (XML-tagged or numbered, see documents/textDocuments.ts); a new tool
+ *    result is one document;
+ *  - across requests, a new turn's documents are reordered through the live
+ *    index (longest cached prefix first) with the priority annotation;
+ *  - inside a conversation, documents sent in an earlier turn become location
+ *    notes, and every earlier message is replaced by exactly the text it was
+ *    rewritten to when it was new, so the forwarded history is byte-identical
+ *    from turn to turn and the engine's prefix cache keeps matching.
+ *
+ * Per request, `"ctxr": {"conversation_id"?, "reorder"?: false, "dedup"?: false}`.
+ * The conversation id defaults to a hash of the first system and user messages.
+ */
+import { createHash } from "node:crypto";
+import { dedupAnnotation, withDefaults } from "../online/annotations.ts";
+import { estimateTokens, normalizeBlock, type BlockInput } from "../online/blocks.ts";
+import { RequestError, type ContextService } from "../online/contextService.ts";
+import { findTextDocuments, renderTextDocuments } from "./documents/textDocuments.ts";
+import { renderDocumentsField, type FieldDocument } from "./documents/documentsField.ts";
+
+export interface RewriteResult {
+  body: Record<string, unknown>;
+  requestId: string | null;
+  documentKeys: string[];
+  documents: number;
+  deduplicated: number;
+  receivedTokens: number;
+  forwardedTokens: number;
+  estimatedCachedTokens: number;
+}
+
+export interface PromptRewriterOptions {
+  /** Template of one `documents` entry: {id}, {title}, {text}; default an XML element. */
+  documentTemplate?: string;
+  /** Conversations whose rewritten history is remembered (least recently used forgotten). */
+  maxConversations?: number;
+}
+
+const NO_DEFAULTS = { blockTokens: 1 };
+
+interface CtxrOptions {
+  conversationId: string | null;
+  reorder: boolean;
+  dedup: boolean;
+}
+
+interface Message {
+  role?: unknown;
+  content?: unknown;
+  tool_call_id?: unknown;
+  [key: string]: unknown;
+}
+
+/** What rewriting one piece of text produced. */
+interface TextOutcome {
+  text: string;
+  requestId: string | null;
+  keys: string[];
+  documents: number;
+  deduplicated: number;
+  cachedTokens: number;
+}
+
+export class PromptRewriter {
+  /** Conversation -> (hash of an original message -> its rewritten content); Map order is the LRU order. */
+  private readonly histories = new Map<string, Map<string, unknown>>();
+  private readonly maxConversations: number;
+
+  constructor(
+    private readonly service: ContextService,
+    private readonly options: PromptRewriterOptions = {},
+  ) {
+    this.maxConversations = options.maxConversations ?? 10_000;
+  }
+
+  async rewriteChat(body: Record<string, unknown>): Promise<RewriteResult> {
+    const ctxr = parseCtxrOptions(body.ctxr);
+    const fieldDocuments = parseDocumentsField(body.documents);
+    const forwarded: Record<string, unknown> = { ...body };
+    delete forwarded.ctxr;
+    delete forwarded.documents;
+    const result = emptyResult(forwarded);
+    if (!Array.isArray(body.messages)) return result;
+
+    const messages = body.messages as Message[];
+    const conversationId = ctxr.conversationId ?? deriveConversationId(messages);
+    const history = this.history(conversationId);
+    const firstNew = messages.findLastIndex((m) => m?.role === "assistant") + 1;
+    const rendered = fieldDocuments.length > 0 ? renderDocumentsField(fieldDocuments, this.options.documentTemplate) : null;
+    let documentsAt = messages.findLastIndex((m, i) => i >= firstNew && m?.role === "user");
+    if (documentsAt < 0) documentsAt = messages.length - 1;
+
+    const out: Message[] = [];
+    for (let i = 0; i < messages.length; i++) {
+      const message = messages[i]!;
+      const received = i === documentsAt && rendered !== null ? withPrefix(message, rendered) : message;
+      result.receivedTokens += contentTokens(received?.content);
+      const key = messageKey(message, i);
+      const remembered = history.get(key);
+      if (i < firstNew) {
+        // History: exactly what was forwarded when this message was new.
+        out.push(remembered === undefined ? message : { ...message, content: remembered });
+      } else {
+        const rewritten = await this.rewriteNewMessage(received, conversationId, ctxr, result);
+        history.set(key, rewritten.content);
+        out.push(rewritten);
+      }
+      result.forwardedTokens += contentTokens(out[i]!.content);
+    }
+    forwarded.messages = out;
+    return result;
+  }
+
+  async rewriteCompletion(body: Record<string, unknown>): Promise<RewriteResult> {
+    const ctxr = parseCtxrOptions(body.ctxr);
+    const forwarded: Record<string, unknown> = { ...body };
+    delete forwarded.ctxr;
+    const result = emptyResult(forwarded);
+    if (typeof body.prompt !== "string") return result;
+    result.receivedTokens = estimateTokens(body.prompt);
+    const outcome = await this.rewriteText(body.prompt, ctxr.conversationId, ctxr);
+    forwarded.prompt = outcome.text;
+    addOutcome(result, outcome);
+    result.forwardedTokens = estimateTokens(outcome.text);
+    return result;
+  }
+
+  private async rewriteNewMessage(message: Message, conversationId: string, ctxr: CtxrOptions, result: RewriteResult): Promise<Message> {
+    const content = message?.content;
+    if (typeof content === "string") {
+      const outcome = await this.rewriteText(content, conversationId, ctxr);
+      if (outcome.documents === 0 && message.role === "tool") return this.rewriteToolResult(message, content, conversationId, ctxr, result);
+      addOutcome(result, outcome);
+      return outcome.text === content ? message : { ...message, content: outcome.text };
+    }
+    if (Array.isArray(content)) {
+      const parts: unknown[] = [];
+      for (const part of content) {
+        if (part !== null && typeof part === "object" && (part as { type?: unknown }).type === "text" && typeof (part as { text?: unknown }).text === "string") {
+          const outcome = await this.rewriteText((part as { text: string }).text, conversationId, ctxr);
+          addOutcome(result, outcome);
+          parts.push(outcome.documents === 0 ? part : { ...(part as object), text: outcome.text });
+        } else parts.push(part);
+      }
+      return { ...message, content: parts };
+    }
+    return message;
+  }
+
+  /** A tool result without recognisable documents is one document: dedup only (tool messages cannot move). */
+  private async rewriteToolResult(message: Message, content: string, conversationId: string, ctxr: CtxrOptions, result: RewriteResult): Promise<Message> {
+    if (!ctxr.dedup || content.trim() === "") return message;
+    const block: BlockInput = { text: content };
+    const label = `[Tool result ${typeof message.tool_call_id === "string" ? message.tool_call_id : "?"}]`;
+    const [earlier] = this.service.sentBefore(conversationId, [block]);
+    result.documents++;
+    if (earlier !== undefined) {
+      result.deduplicated++;
+      return { ...message, content: dedupAnnotation(withDefaults(undefined), earlier) };
+    }
+    await this.service.dedup(conversationId, [block], { doc: label });
+    return message;
+  }
+
+  private async rewriteText(text: string, conversationId: string | null, ctxr: CtxrOptions): Promise<TextOutcome> {
+    const found = findTextDocuments(text);
+    const none: TextOutcome = { text, requestId: null, keys: [], documents: 0, deduplicated: 0, cachedTokens: 0 };
+    if (found === null || (!ctxr.reorder && !ctxr.dedup)) return found === null ? none : { ...none, documents: found.documents.length };
+    const blocks: BlockInput[] = found.documents.map((d) => ({ text: d.content }));
+    const templates = withDefaults(undefined);
+    const dedupOn = ctxr.dedup && conversationId !== null;
+    const earlier = dedupOn ? this.service.sentBefore(conversationId, blocks) : blocks.map(() => undefined);
+    const notes = new Map<number, string>();
+    const fresh: number[] = [];
+    earlier.forEach((label, i) => (label === undefined ? fresh.push(i) : notes.set(i, dedupAnnotation(templates, label))));
+
+    let order: number[];
+    let annotation: string | null = null;
+    let requestId: string | null = null;
+    let cachedTokens = 0;
+    if (ctxr.reorder && fresh.length > 0) {
+      // Fresh documents first (longest cached prefix first), then the notes for documents sent before.
+      const { results } = await this.service.reorder([fresh.map((i) => blocks[i]!)], dedupOn ? conversationId : undefined);
+      const reordered = results[0]!;
+      order = [...reordered.order.map((j) => fresh[j]!), ...[...notes.keys()]];
+      annotation = fresh.length > 1 ? reordered.annotation : null;
+      requestId = reordered.request_id;
+      cachedTokens = reordered.prefix_tokens;
+    } else {
+      // Dedup only: documents stay where they are; labels follow their positions.
+      order = blocks.map((_, i) => i);
+      if (dedupOn && fresh.length > 0) await this.service.dedup(conversationId, blocks.filter((_, i) => !notes.has(i)));
+    }
+    const keys = order.filter((i) => !notes.has(i)).map((i) => normalizeBlock({ text: found.documents[i]!.content }, NO_DEFAULTS).key);
+    return { text: renderTextDocuments(found, order, notes, annotation), requestId, keys, documents: blocks.length, deduplicated: notes.size, cachedTokens };
+  }
+
+  private history(conversationId: string): Map<string, unknown> {
+    let history = this.histories.get(conversationId);
+    if (history === undefined) history = new Map();
+    else this.histories.delete(conversationId);
+    this.histories.set(conversationId, history);
+    while (this.histories.size > this.maxConversations) this.histories.delete(this.histories.keys().next().value as string);
+    return history;
+  }
+}
+
+function emptyResult(body: Record<string, unknown>): RewriteResult {
+  return { body, requestId: null, documentKeys: [], documents: 0, deduplicated: 0, receivedTokens: 0, forwardedTokens: 0, estimatedCachedTokens: 0 };
+}
+
+function addOutcome(result: RewriteResult, outcome: TextOutcome): void {
+  result.documents += outcome.documents;
+  result.deduplicated += outcome.deduplicated;
+  result.estimatedCachedTokens += outcome.cachedTokens;
+  result.documentKeys.push(...outcome.keys);
+  result.requestId ??= outcome.requestId;
+}
+
+function parseCtxrOptions(value: unknown): CtxrOptions {
+  if (value === undefined || value === null) return { conversationId: null, reorder: true, dedup: true };
+  if (typeof value !== "object" || Array.isArray(value)) throw new RequestError("ctxr", "must be an object like {\"conversation_id\"?, \"reorder\"?, \"dedup\"?}");
+  const { conversation_id: conversationId, reorder, dedup, ...rest } = value as Record<string, unknown>;
+  const unknownKey = Object.keys(rest)[0];
+  if (unknownKey !== undefined) throw new RequestError(`ctxr.${unknownKey}`, "unknown option (expected conversation_id, reorder, dedup)");
+  if (conversationId !== undefined && (typeof conversationId !== "string" || conversationId === "" || conversationId.length > 256)) {
+    throw new RequestError("ctxr.conversation_id", "must be a string of 1 to 256 characters");
+  }
+  for (const [name, flag] of [["reorder", reorder], ["dedup", dedup]] as const) {
+    if (flag !== undefined && typeof flag !== "boolean") throw new RequestError(`ctxr.${name}`, "must be true or false");
+  }
+  return { conversationId: (conversationId as string | undefined) ?? null, reorder: reorder !== false, dedup: dedup !== false };
+}
+
+function parseDocumentsField(value: unknown): FieldDocument[] {
+  if (value === undefined || value === null) return [];
+  if (!Array.isArray(value)) throw new RequestError("documents", 'must be a list of {"id"?, "title"?, "text"}');
+  return value.map((entry, i) => {
+    if (entry === null || typeof entry !== "object" || Array.isArray(entry)) throw new RequestError(`documents[${i}]`, 'must be an object {"id"?, "title"?, "text"}');
+    const { id, title, text } = entry as Record<string, unknown>;
+    if (typeof text !== "string") throw new RequestError(`documents[${i}].text`, "must be a string");
+    if (id !== undefined && typeof id !== "string" && typeof id !== "number") throw new RequestError(`documents[${i}].id`, "must be a string or a number");
+    if (title !== undefined && typeof title !== "string") throw new RequestError(`documents[${i}].title`, "must be a string");
+    return { id: id as string | number | undefined, title: title as string | undefined, text };
+  });
+}
+
+function deriveConversationId(messages: Message[]): string {
+  const system = messages.find((m) => m?.role === "system");
+  const user = messages.find((m) => m?.role === "user");
+  return `auto-${hash(JSON.stringify([system?.content ?? null, user?.content ?? null]))}`;
+}
+
+/** A message's identity in its conversation: its position and what it says (history only grows at the end). */
+function messageKey(message: Message, position: number): string {
+  return hash(JSON.stringify([position, message?.role ?? null, message?.content ?? null, message?.tool_call_id ?? null]));
+}
+
+function withPrefix(message: Message, rendered: string): Message {
+  const content = message?.content;
+  if (typeof content === "string") return { ...message, content: content === "" ? rendered : `${rendered}\n\n${content}` };
+  if (Array.isArray(content)) return { ...message, content: [{ type: "text", text: rendered }, ...content] };
+  return { ...message, content: rendered };
+}
+
+function contentTokens(content: unknown): number {
+  if (typeof content === "string") return content === "" ? 0 : estimateTokens(content);
+  if (!Array.isArray(content)) return 0;
+  let tokens = 0;
+  for (const part of content) if (typeof (part as { text?: unknown })?.text === "string") tokens += estimateTokens((part as { text: string }).text);
+  return tokens;
+}
+
+function hash(text: string): string {
+  return createHash("sha256").update(text).digest("hex").slice(0, 32);
+}

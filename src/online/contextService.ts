@@ -192,6 +192,11 @@ export class ContextService {
     return { evicted: removed.length };
   }
 
+  /** Removes every context from the index (an engine cleared its cache); conversations are kept. */
+  async evictAll(): Promise<{ evicted: number }> {
+    return this.evict([...this.index.contexts()].map(([id]) => id));
+  }
+
   async reset(): Promise<void> {
     this.clearState();
     this.record({ op: "reset" });

@@ -4,9 +4,13 @@
  * validation happens in the route's zod schemas, the work in ContextService.
  */
 import { OpenAPIHono } from "@hono/zod-openapi";
+import type { Context } from "hono";
 import { bodyLimit } from "hono/body-limit";
 import { VERSION } from "../cli/version.ts";
-import type { ContextService } from "../online/contextService.ts";
+import { RequestError, type ContextService } from "../online/contextService.ts";
+import { ContextProxy, type ProxyOptions } from "../proxy/contextProxy.ts";
+import { applyEvictBody } from "../proxy/kvEvents.ts";
+import { mountProxyRoutes, proxyRouteLabel } from "../proxy/proxyRoutes.ts";
 import { requireApiKey } from "./auth.ts";
 import { BODY_FIELD, createErrorHandler, errorResponse, validationErrorResponse } from "./errors.ts";
 import { withDefaultLimits, type ServerLimits } from "./limits.ts";
@@ -21,6 +25,8 @@ export interface AppOptions {
   metrics?: ServerMetrics;
   /** Where internal errors are logged (default: stderr). */
   log?: (text: string) => void;
+  /** With upstreams: the proxy routes (/v1/chat/completions, /v1/completions, other /v1/* passed through). */
+  proxy?: ProxyOptions | null;
 }
 
 const KNOWN_METHODS = new Set(["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]);
@@ -42,22 +48,25 @@ export function createApp(service: ContextService, options: AppOptions = {}): Op
     onError: (c) => errorResponse(c, 413, `${BODY_FIELD}: request body larger than ${limits.maxBodyBytes} bytes`, BODY_FIELD),
   });
   const mutating = apiKey === null ? [sizeLimit] : [requireApiKey(apiKey), sizeLimit];
-  const routes = createRoutes(createSchemas(limits), { mutating, secured: apiKey !== null });
+  const schemas = createSchemas(limits);
+  const routes = createRoutes(schemas, { mutating, secured: apiKey !== null });
   const table = routeTable(routes);
+  const proxy = options.proxy ? new ContextProxy(service, options.proxy, apiKey !== null, log) : null;
 
   app.use("*", async (c, next) => {
     const started = performance.now();
     await next();
-    const route = table.has(c.req.path) ? c.req.path : "unmatched";
+    const route = table.has(c.req.path) ? c.req.path : ((proxy === null ? null : proxyRouteLabel(c.req.path)) ?? "unmatched");
     const method = KNOWN_METHODS.has(c.req.method) ? c.req.method : "OTHER";
     metrics.observeRequest(route, method, c.res.status, (performance.now() - started) / 1000);
   });
   app.onError(createErrorHandler(log));
-  app.notFound((c) => {
+  const notAllowed = (c: Context) => {
     const allowed = table.get(c.req.path);
     if (allowed === undefined) return errorResponse(c, 404, `no route ${c.req.method} ${c.req.path}`);
     return errorResponse(c, 405, `method ${c.req.method} not allowed on ${c.req.path}; use ${allowed.join(", ")}`, "", { Allow: allowed.join(", ") });
-  });
+  };
+  app.notFound(notAllowed);
 
   if (apiKey !== null) {
     app.openAPIRegistry.registerComponent("securitySchemes", "bearerAuth", { type: "http", scheme: "bearer", description: "Authorization: Bearer KEY" });
@@ -82,9 +91,9 @@ export function createApp(service: ContextService, options: AppOptions = {}): Op
     return c.json(document as Record<string, unknown>, 200);
   });
 
-  app.openapi(routes.metrics, (c) => c.text(metrics.render(service.stats()), 200, { "Content-Type": PROMETHEUS_CONTENT_TYPE }));
+  app.openapi(routes.metrics, (c) => c.text(metrics.render(service.stats()) + (proxy?.metrics() ?? ""), 200, { "Content-Type": PROMETHEUS_CONTENT_TYPE }));
 
-  app.openapi(routes.stats, (c) => c.json({ ...service.stats(), recovery: service.recovery }, 200));
+  app.openapi(routes.stats, (c) => c.json({ ...service.stats(), recovery: service.recovery, ...(proxy === null ? {} : { upstreams: proxy.stats() }) }, 200));
 
   app.openapi(routes.reorder, async (c) => {
     const body = c.req.valid("json");
@@ -102,14 +111,29 @@ export function createApp(service: ContextService, options: AppOptions = {}): Op
   });
 
   app.openapi(routes.evict, async (c) => {
-    const body = c.req.valid("json");
-    return c.json(await service.evict(body.request_ids), 200);
+    const evicted = await applyEvictBody(c.req.valid("json"), {
+      evict: async (ids) => {
+        proxy?.forgetRouted(ids);
+        return (await service.evict(ids)).evicted;
+      },
+      clearEngine: async (selector, field) => {
+        if (proxy !== null) return proxy.clearEngine(selector, field);
+        if (selector !== undefined) throw new RequestError(field, "no upstreams are configured (ctxr serve --upstream)");
+        return (await service.evictAll()).evicted;
+      },
+    });
+    return c.json({ evicted }, 200);
   });
 
   app.openapi(routes.reset, async (c) => {
     await service.reset();
+    proxy?.pool.clear();
     return c.json({ reset: true as const }, 200);
   });
+
+  if (proxy !== null) {
+    mountProxyRoutes(app, proxy, { middleware: mutating, ownPaths: table, notAllowed, secured: apiKey !== null, errorSchema: schemas.ErrorResponse });
+  }
 
   return app;
 }

@@ -52,13 +52,24 @@ function informative(branch: readonly Issue[]): boolean {
   return !branch.some((issue) => issue.path.length === 0 && issue.code === "invalid_type");
 }
 
+/** A required field is absent. */
+function missingField(issue: Issue): boolean {
+  return issue.code === "invalid_type" && issue.path.length === 1 && /received undefined$/.test(issue.message);
+}
+
 /** The first issue of a failed validation, as {field, message}. */
 export function describeIssue(issues: readonly Issue[]): { field: string; message: string } {
   let issue = issues[0];
   if (issue === undefined) return { field: BODY_FIELD, message: `${BODY_FIELD}: invalid` };
   // A union where exactly one alternative fits the input's type: report that alternative's problem.
   while (issue.code === "invalid_union" && issue.errors !== undefined) {
-    const fitting = issue.errors.filter(informative);
+    let fitting = issue.errors.filter(informative);
+    // Several object alternatives: the one the input has the fields of (not missing its first field) says what is wrong;
+    // when the input has the fields of none, the first alternative's.
+    if (fitting.length > 1) {
+      const present = fitting.filter((branch) => branch.length > 0 && !missingField(branch[0]!));
+      fitting = present.length === 1 ? present : present.length === 0 ? [fitting[0]!] : fitting;
+    }
     if (fitting.length !== 1 || fitting[0]!.length === 0) break;
     const inner: Issue = fitting[0]![0]!;
     issue = { ...inner, path: [...issue.path, ...inner.path] };

@@ -15,20 +15,20 @@ function escapeLabelValue(value: string): string {
   return value.replace(/\\/g, "\\\\").replace(/\n/g, "\\n").replace(/"/g, '\\"');
 }
 
-function labelText(labels: Labels, extra?: [string, string]): string {
+export function labelText(labels: Labels, extra?: [string, string]): string {
   const parts = Object.entries(labels).map(([name, value]) => `${name}="${escapeLabelValue(value)}"`);
   if (extra) parts.push(`${extra[0]}="${escapeLabelValue(extra[1])}"`);
   return parts.length === 0 ? "" : `{${parts.join(",")}}`;
 }
 
-function formatNumber(value: number): string {
+export function formatNumber(value: number): string {
   if (Number.isNaN(value)) return "NaN";
   if (value === Infinity) return "+Inf";
   if (value === -Infinity) return "-Inf";
   return String(value);
 }
 
-function header(name: string, help: string, type: "counter" | "gauge" | "histogram"): string {
+export function metricHeader(name: string, help: string, type: "counter" | "gauge" | "histogram"): string {
   return `# HELP ${name} ${help.replace(/\\/g, "\\\\").replace(/\n/g, "\\n")}\n# TYPE ${name} ${type}\n`;
 }
 
@@ -53,7 +53,7 @@ export class LabeledCounter {
   }
 
   render(): string {
-    let out = header(this.name, this.help, "counter");
+    let out = metricHeader(this.name, this.help, "counter");
     for (const [key, { value }] of this.series) out += `${this.name}${key} ${formatNumber(value)}\n`;
     return out;
   }
@@ -84,7 +84,7 @@ export class LabeledHistogram {
   }
 
   render(): string {
-    let out = header(this.name, this.help, "histogram");
+    let out = metricHeader(this.name, this.help, "histogram");
     for (const { labels, counts, sum, count } of this.series.values()) {
       let cumulative = 0;
       this.buckets.forEach((bound, i) => {
@@ -122,8 +122,8 @@ export class ServerMetrics {
   }
 
   render(figures: ServiceFigures): string {
-    const gauge = (name: string, help: string, value: number) => `${header(name, help, "gauge")}${name} ${formatNumber(value)}\n`;
-    const counter = (name: string, help: string, value: number) => `${header(name, help, "counter")}${name} ${formatNumber(value)}\n`;
+    const gauge = (name: string, help: string, value: number) => `${metricHeader(name, help, "gauge")}${name} ${formatNumber(value)}\n`;
+    const counter = (name: string, help: string, value: number) => `${metricHeader(name, help, "counter")}${name} ${formatNumber(value)}\n`;
     return (
       this.requests.render() +
       this.durations.render() +

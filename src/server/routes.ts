@@ -91,7 +91,10 @@ export function createRoutes(schemas: ApiSchemas, options: RouteOptions) {
     }),
     evict: createRoute({
       ...post("/v1/evict"),
-      summary: "Remove contexts the engine evicted, by request id",
+      summary: "Remove contexts the engine evicted: by request id, or from engine KV-event batches",
+      description:
+        'Either {"request_ids": [...]}, or KV-cache events as vLLM and SGLang publish them: {"ts"?, "events": [{"type": "BlockRemoved", "request_ids": [...]}, {"type": "AllBlocksCleared"}, ...], "upstream"?}, or a list of such batches. ' +
+        "Events apply in order; AllBlocksCleared removes every context routed to the batch's upstream (every context when it names none; conversations are kept); other event types are ignored.",
       request: jsonBody(schemas.EvictRequest),
       responses: { 200: json(schemas.EvictResponse, "How many contexts were removed (unknown ids are ignored)."), ...errorResponses(...mutatingErrors) },
     }),

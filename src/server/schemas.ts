@@ -70,9 +70,35 @@ export function createSchemas(limits: ServerLimits) {
     .openapi("DedupRequest", { example: { conversation_id: "chat-42", blocks: [1, 5, 9] } });
 
   const RequestId = z.string().min(1).max(limits.maxIdChars);
+  const RequestIds = z.array(RequestId).max(limits.maxRequestIds);
+  const EvictByIds = z
+    .strictObject({ request_ids: RequestIds.openapi({ description: 'Request ids as issued, or as engines report them ("cmpl-"/"chatcmpl-" prefixes, vLLM "-<n>-<hex>" suffixes).' }) })
+    .openapi("EvictByRequestIds", { example: { request_ids: ["chatcmpl-ctxr-0123456789abcdef0123456789abcdef"] } });
+  const KvEvent = z
+    .union([
+      z.looseObject({
+        type: z.string().min(1).max(limits.maxIdChars).openapi({ description: '"BlockRemoved" (removes the contexts of its request_ids), "AllBlocksCleared" (the engine emptied its cache); other types are ignored.' }),
+        request_ids: RequestIds.optional().openapi({ description: "The requests whose cached blocks were removed (BlockRemoved)." }),
+      }),
+      z.array(z.unknown()).min(1).openapi({ description: 'An event in array form, ["AllBlocksCleared"]; other array events are ignored.' }),
+    ])
+    .openapi("KvEvent", { example: { type: "BlockRemoved", request_ids: ["chatcmpl-ctxr-0123456789abcdef0123456789abcdef"] } });
+  const KvEventBatch = z
+    .looseObject({
+      ts: z.number().optional().openapi({ description: "When the engine emitted the batch (ignored)." }),
+      events: z.array(KvEvent).max(limits.maxRequestIds),
+      upstream: z
+        .union([z.string().min(1).max(limits.maxIdChars), z.int().min(0)])
+        .optional()
+        .openapi({ description: "With --upstream: the engine that sent the batch (its URL as /v1/stats shows it, or its 0-based position); AllBlocksCleared then removes only the contexts routed to it." }),
+    })
+    .openapi("KvEventBatch", { example: { ts: 1718000000.5, events: [{ type: "BlockRemoved", request_ids: ["cmpl-ctxr-0123456789abcdef0123456789abcdef-0-1a2b3c4d"] }, { type: "BlockStored" }, { type: "AllBlocksCleared" }] } });
   const EvictRequest = z
-    .strictObject({ request_ids: z.array(RequestId).max(limits.maxRequestIds).openapi({ description: 'Request ids as issued, or as engines report them ("cmpl-"/"chatcmpl-" prefixes, vLLM "-<n>-<hex>" suffixes).' }) })
-    .openapi("EvictRequest", { example: { request_ids: ["chatcmpl-ctxr-0123456789abcdef0123456789abcdef"] } });
+    .union([EvictByIds, KvEventBatch, z.array(KvEventBatch).min(1).max(limits.maxRequestIds)])
+    .openapi("EvictRequest", {
+      description: "Request ids, an engine KV-event batch (vLLM/SGLang style), or a list of batches.",
+      example: { request_ids: ["chatcmpl-ctxr-0123456789abcdef0123456789abcdef"] },
+    });
 
   const ReorderResult = z
     .object({
@@ -119,6 +145,26 @@ export function createSchemas(limits: ServerLimits) {
     })
     .openapi("RecoveryReport", { description: "What the journal found at start-up (null without a data dir)." });
 
+  const UpstreamStats = z
+    .object({
+      url: z.string().openapi({ description: "The upstream URL, without credentials." }),
+      healthy: z.boolean().openapi({ description: "In rotation (false: out after a connection error or timeout, until retry_in_ms)." }),
+      in_flight: z.int(),
+      requests: z.int().openapi({ description: "Requests sent (rewritten and passed through)." }),
+      errors: z.int().openapi({ description: "Connection errors, timeouts and answers with status >= 400." }),
+      prompt_tokens_received: z.int().openapi({ description: "Estimated prompt tokens as clients sent them (accepted requests; documents field rendered)." }),
+      prompt_tokens_forwarded: z.int().openapi({ description: "Estimated prompt tokens as forwarded." }),
+      documents: z.int(),
+      documents_deduplicated: z.int().openapi({ description: "Documents replaced by a note pointing to an earlier turn." }),
+      estimated_cached_tokens: z.int().openapi({ description: "Prompt tokens the live index expected the upstream to have cached." }),
+      cached_tokens: z.int().openapi({ description: "Sum of usage.prompt_tokens_details.cached_tokens the upstream reported." }),
+      cached_tokens_reports: z.int().openapi({ description: "Answers whose usage reported cached_tokens." }),
+      consecutive_failures: z.int(),
+      retry_in_ms: z.number().nullable().openapi({ description: "When an upstream out of rotation is tried again." }),
+      last_error: z.string().nullable(),
+    })
+    .openapi("UpstreamStats");
+
   const StatsResponse = z
     .object({
       contexts: z.int(),
@@ -137,6 +183,7 @@ export function createSchemas(limits: ServerLimits) {
       evicted_contexts: z.int(),
       persistent: z.boolean(),
       recovery: RecoveryReport.nullable(),
+      upstreams: z.array(UpstreamStats).optional().openapi({ description: "With --upstream: each upstream's health and counters." }),
     })
     .openapi("StatsResponse");
 

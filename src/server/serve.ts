@@ -6,6 +6,8 @@
 import type { Server } from "bun";
 import { resolve } from "node:path";
 import { ContextService } from "../online/contextService.ts";
+import type { ProxyOptions } from "../proxy/contextProxy.ts";
+import { parseUpstreamUrl } from "../proxy/upstreamTarget.ts";
 import { createApp } from "./app.ts";
 import { errorBody } from "./errors.ts";
 import { withDefaultLimits, type ServerLimits } from "./limits.ts";
@@ -21,6 +23,8 @@ export interface ServerOptions {
   expireEveryMs?: number;
   /** Internal errors and timer failures (default: stderr). */
   log?: (text: string) => void;
+  /** Proxy to these upstreams (none: the context-reuse API only). */
+  proxy?: ProxyOptions | null;
 }
 
 export interface RunningServer {
@@ -63,7 +67,7 @@ export function startServer(service: ContextService, options: ServerOptions = {}
   const log = options.log ?? ((text: string) => void process.stderr.write(text));
   const limits = withDefaultLimits(options.limits);
   const metrics = new ServerMetrics();
-  const app = createApp(service, { limits, apiKey: options.apiKey, metrics, log });
+  const app = createApp(service, { limits, apiKey: options.apiKey, metrics, log, proxy: options.proxy });
   const host = options.host ?? DEFAULT_HOST;
 
   let inFlight = 0;
@@ -179,6 +183,10 @@ export async function runServer(options: RunOptions, io: RunIo): Promise<void> {
       `ctxr serve: recovery: skipped ${report.skipped.length} damaged log part(s) (${bytes} bytes), discarded ${report.discardedSnapshots.length} snapshot(s), ` +
         `replayed ${report.recordsReplayed} record(s) ${JSON.stringify({ skipped: report.skipped, discardedSnapshots: report.discardedSnapshots })}\n`,
     );
+  }
+  if (options.proxy) {
+    const urls = options.proxy.upstreams.map((u) => parseUpstreamUrl(u).url).join(", ");
+    io.out(`ctxr serve: proxying /v1/chat/completions, /v1/completions and other /v1/* requests to ${urls} (engine: ${options.proxy.engine ?? "openai"})\n`);
   }
   io.out(`ctxr serve: listening on ${running.url} (data: ${dataDir ?? "memory"})\n`);
 

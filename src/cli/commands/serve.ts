@@ -2,9 +2,12 @@
  * `ctxr serve`: the online context-reuse service over HTTP (src/server/),
  * with its state journaled in a data directory unless --in-memory.
  */
+import { DEFAULT_UPSTREAM_TIMEOUT_MS } from "../../proxy/contextProxy.ts";
+import { ENGINES, type Engine } from "../../proxy/engineRequestId.ts";
+import { parseUpstreamUrl } from "../../proxy/upstreamTarget.ts";
 import { DEFAULT_LIMITS } from "../../server/limits.ts";
 import { DEFAULT_HOST, DEFAULT_PORT, runServer } from "../../server/serve.ts";
-import { EXIT_OK, UsageError, integerFlag, numberFlag, parseFlags } from "../args.ts";
+import { EXIT_OK, UsageError, choiceFlag, integerFlag, numberFlag, parseFlags } from "../args.ts";
 import type { FlagSpec } from "../args.ts";
 import type { CommandIo } from "./types.ts";
 
@@ -35,13 +38,28 @@ Options:
   --max-blocks N           blocks per context (default ${DEFAULT_LIMITS.maxBlocks})
   -h, --help               this help
 
+Proxy for OpenAI-compatible engines (vLLM, SGLang, llama.cpp, hosted APIs):
+  --upstream URL           forward to this engine (repeat for several; cache-aware
+                           routing picks the one most likely to hold a request's
+                           prefix). POST /v1/chat/completions and /v1/completions are
+                           rewritten (documents reordered, deduplicated, annotated);
+                           every other /v1/* request passes through unchanged
+  --upstream-key KEY       send 'Authorization: Bearer KEY' upstream (default: env
+                           CTXR_UPSTREAM_KEY; never shown in answers or logs)
+  --engine E               ${ENGINES.join("|")}: the request-id field to set
+                           (vllm: request_id, sglang: rid; default openai: none)
+  --upstream-timeout S     seconds to wait for an upstream's response headers
+                           (default ${DEFAULT_UPSTREAM_TIMEOUT_MS / 1000})
+  --document-template T    how a "documents" entry is rendered: {id}, {title}, {text}
+                           (default an XML <document id=.. title=..> element)
+
 Exit codes: 0 after a graceful stop, 2 bad usage, 1 failure (port in use, data
 directory locked by another server or unreadable).
 `;
 
 const COMMAND = "serve";
 
-const FLAGS: FlagSpec = {
+const FLAGS = {
   host: { type: "string" },
   port: { type: "string" },
   "data-dir": { type: "string" },
@@ -53,8 +71,14 @@ const FLAGS: FlagSpec = {
   "max-body-bytes": { type: "string" },
   "max-contexts": { type: "string" },
   "max-blocks": { type: "string" },
+  // Repeatable: parseArgs collects every --upstream (FlagSpec has no "multiple", so the spec is not annotated).
+  upstream: { type: "string", multiple: true },
+  "upstream-key": { type: "string" },
+  engine: { type: "string" },
+  "upstream-timeout": { type: "string" },
+  "document-template": { type: "string" },
   help: { type: "boolean", short: "h" },
-};
+} satisfies Record<string, FlagSpec[string] & { multiple?: boolean }>;
 
 export async function serveCommand(args: string[], io: CommandIo & { err?(text: string): void }): Promise<number> {
   const flags = parseFlags(args, FLAGS, COMMAND);
@@ -78,6 +102,24 @@ export async function serveCommand(args: string[], io: CommandIo & { err?(text: 
   const blockTokens = integerFlag(flags, "block-tokens", COMMAND, 1) ?? 256;
   if (blockTokens > DEFAULT_LIMITS.maxBlockTokens) throw new UsageError(`--block-tokens must be at most ${DEFAULT_LIMITS.maxBlockTokens}`, COMMAND);
 
+  const upstreams = (flags.values.upstream as unknown as string[] | undefined) ?? [];
+  for (const upstream of upstreams) {
+    try {
+      parseUpstreamUrl(upstream);
+    } catch (error) {
+      throw new UsageError(`--upstream: ${(error as Error).message}`, COMMAND);
+    }
+  }
+  const proxyOnly = ["upstream-key", "engine", "upstream-timeout", "document-template"].find((name) => flags.values[name] !== undefined);
+  if (upstreams.length === 0 && proxyOnly !== undefined) throw new UsageError(`--${proxyOnly} needs --upstream`, COMMAND);
+  if (flags.values["upstream-key"] === "") throw new UsageError("--upstream-key must not be empty", COMMAND);
+  const upstreamKey = typeof flags.values["upstream-key"] === "string" ? flags.values["upstream-key"] : process.env.CTXR_UPSTREAM_KEY || null;
+  const engine = choiceFlag<Engine>(flags, "engine", COMMAND, ENGINES, "openai");
+  const timeoutSeconds = numberFlag(flags, "upstream-timeout", COMMAND, DEFAULT_UPSTREAM_TIMEOUT_MS / 1000, { min: 0 });
+  if (timeoutSeconds <= 0) throw new UsageError(`--upstream-timeout must be a positive number, got '${flags.values["upstream-timeout"]}'`, COMMAND);
+  const template = flags.values["document-template"];
+  if (template === "") throw new UsageError("--document-template must not be empty", COMMAND);
+
   await runServer(
     {
       host,
@@ -92,6 +134,10 @@ export async function serveCommand(args: string[], io: CommandIo & { err?(text: 
         maxContexts: integerFlag(flags, "max-contexts", COMMAND, 1),
         maxBlocks: integerFlag(flags, "max-blocks", COMMAND, 1),
       },
+      proxy:
+        upstreams.length === 0
+          ? null
+          : { upstreams, upstreamKey, engine, timeoutMs: timeoutSeconds * 1000, documentTemplate: typeof template === "string" ? template : undefined },
     },
     { out: io.out, err: io.err ?? ((text) => void process.stderr.write(text)) },
   );

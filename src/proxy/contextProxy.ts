@@ -1,0 +1,244 @@
+/**
+ * The proxy in front of OpenAI-compatible engines: chat and completion
+ * requests are rewritten (PromptRewriter: documents reordered, deduplicated and
+ * annotated), tagged with the request id the engine will report, routed to the
+ * upstream most likely to hold their prefix, and relayed back as they stream;
+ * every other /v1/* request passes through unchanged.
+ *
+ * A request the upstream did not accept (unreachable, timed out, error status)
+ * is removed from the live index again: the engine does not cache it.
+ */
+import type { Context } from "hono";
+import { RequestError, type ContextService } from "../online/contextService.ts";
+import { errorResponse } from "../server/errors.ts";
+import { setEngineRequestId, type Engine } from "./engineRequestId.ts";
+import { relayBody, relayedResponseHeaders, sendToUpstream, upstreamRequestHeaders } from "./forwarder.ts";
+import { PromptRewriter, type RewriteResult } from "./promptRewriter.ts";
+import { renderUpstreamMetrics, upstreamStats, type UpstreamStats } from "./proxyStats.ts";
+import { redactText, usableSecrets } from "./redact.ts";
+import { chatRoutingPlan, completionRoutingPlan, EMPTY_PLAN, type RoutingPlan } from "./routingKeys.ts";
+import { UpstreamPool, type Upstream } from "./upstreamPool.ts";
+import { parseUpstreamUrl, upstreamRequestUrl } from "./upstreamTarget.ts";
+
+export interface ProxyOptions {
+  /** Upstream base URLs (at least one). */
+  upstreams: string[];
+  /** Sent as `Authorization: Bearer KEY` to every upstream. */
+  upstreamKey?: string | null;
+  /** Which request-id field to set (default "openai": none). */
+  engine?: Engine;
+  /** Time allowed until an upstream's response headers arrive (default 600 000 ms). */
+  timeoutMs?: number;
+  /** Template of one `documents` entry ({id}, {title}, {text}); default an XML element. */
+  documentTemplate?: string;
+  /** First delay before an unreachable upstream is tried again (default 5000 ms), doubling up to maxBackoffMs (60 000). */
+  backoffMs?: number;
+  maxBackoffMs?: number;
+  /** Share of a request's prefix an upstream must hold to win over load (default 0.5). */
+  cacheThreshold?: number;
+  /** Tokens each upstream's routing index models (default: the service's capacity, else 4,000,000). */
+  routingCapacityTokens?: number | null;
+}
+
+export const DEFAULT_UPSTREAM_TIMEOUT_MS = 600_000;
+
+type Kind = "chat" | "completion";
+
+interface Dispatch {
+  method: string;
+  body: Uint8Array | string | null;
+  /** Rewritten routes: decompressed, scanned for usage; passthrough: bytes as they come. */
+  rewrite: RewriteResult | null;
+  plan: RoutingPlan;
+}
+
+export class ContextProxy {
+  readonly pool: UpstreamPool;
+  readonly rewriter: PromptRewriter;
+  readonly engine: Engine;
+  private readonly secrets: string[];
+  private readonly timeoutMs: number;
+  private readonly upstreamKey: string | null;
+  private readonly log: (text: string) => void;
+  private readonly decoder = new TextDecoder();
+
+  constructor(
+    private readonly service: ContextService,
+    options: ProxyOptions,
+    /** Whether clients authenticate to ctxr (their credentials are then not forwarded). */
+    private readonly clientKeyRequired: boolean,
+    log: (text: string) => void,
+  ) {
+    const targets = options.upstreams.map(parseUpstreamUrl);
+    this.upstreamKey = options.upstreamKey ? options.upstreamKey : null;
+    this.secrets = usableSecrets([this.upstreamKey, ...targets.flatMap((t) => t.secrets)]);
+    this.log = (text) => log(redactText(text, this.secrets));
+    this.engine = options.engine ?? "openai";
+    this.timeoutMs = options.timeoutMs ?? DEFAULT_UPSTREAM_TIMEOUT_MS;
+    const stats = service.stats();
+    this.pool = new UpstreamPool(targets, {
+      backoffMs: options.backoffMs,
+      maxBackoffMs: options.maxBackoffMs,
+      cacheThreshold: options.cacheThreshold,
+      capacityTokens: options.routingCapacityTokens === undefined ? (stats.capacity_tokens ?? undefined) : options.routingCapacityTokens,
+      ttlMs: stats.ttl_ms,
+    });
+    this.rewriter = new PromptRewriter(service, { documentTemplate: options.documentTemplate });
+  }
+
+  /** The upstreams as stats name them (no credentials). */
+  get upstreamUrls(): string[] {
+    return this.pool.upstreams.map((u) => u.url);
+  }
+
+  /** POST /v1/chat/completions and /v1/completions: rewrite, tag, route, relay. */
+  async generate(c: Context, kind: Kind): Promise<Response> {
+    const bytes = new Uint8Array(await c.req.arrayBuffer());
+    let body: unknown;
+    try {
+      body = JSON.parse(this.decoder.decode(bytes));
+    } catch {
+      return errorResponse(c, 400, "body: invalid JSON", "body");
+    }
+    if (body === null || typeof body !== "object" || Array.isArray(body)) return errorResponse(c, 400, "body: expected a JSON object", "body");
+    const received = body as Record<string, unknown>;
+    const result = kind === "chat" ? await this.rewriter.rewriteChat(received) : await this.rewriter.rewriteCompletion(received);
+    // Nothing to change: the client's bytes go out as they came.
+    const unchanged = result.documents === 0 && result.requestId === null && !("ctxr" in received) && !("documents" in received);
+    setEngineRequestId(result.body, this.engine, result.requestId);
+    const plan = !this.pool.routes ? EMPTY_PLAN : kind === "chat" ? chatRoutingPlan(result.body, result) : completionRoutingPlan(result);
+    return this.dispatch(c, { method: "POST", body: unchanged ? bytes : JSON.stringify(result.body), rewrite: result, plan });
+  }
+
+  /** Any other /v1/* request: method, path, query, headers and body as they came. */
+  async passthrough(c: Context): Promise<Response> {
+    const method = c.req.method;
+    const body = method === "GET" || method === "HEAD" ? null : new Uint8Array(await c.req.arrayBuffer());
+    return this.dispatch(c, { method, body, rewrite: null, plan: EMPTY_PLAN });
+  }
+
+  stats(): UpstreamStats[] {
+    const now = this.pool.now();
+    return this.pool.upstreams.map((u) => upstreamStats(u, now));
+  }
+
+  metrics(): string {
+    return renderUpstreamMetrics(this.pool.upstreams);
+  }
+
+  /** The engine reported these request ids evicted: forget them for routing too. */
+  forgetRouted(requestIds: readonly string[]): void {
+    this.pool.evict(requestIds);
+  }
+
+  /**
+   * An engine cleared its whole cache: removes from the live index every
+   * context routed to it (`selector`: its URL or 0-based position; without
+   * one, or with a single upstream, every context).
+   */
+  async clearEngine(selector: string | number | undefined, field: string): Promise<number> {
+    const upstream = selector === undefined ? undefined : this.pool.find(selector);
+    if (selector !== undefined && upstream === undefined) {
+      throw new RequestError(field, `no upstream ${JSON.stringify(selector)} (upstreams: ${this.upstreamUrls.join(", ")})`);
+    }
+    if (upstream === undefined || this.pool.upstreams.length === 1) {
+      this.pool.clear();
+      return (await this.service.evictAll()).evicted;
+    }
+    const ids = this.pool.requestIdsOf(upstream);
+    this.pool.clear(upstream);
+    return (await this.service.evict(ids)).evicted;
+  }
+
+  private authorizationFor(upstream: Upstream): string | null {
+    if (this.upstreamKey !== null) return `Bearer ${this.upstreamKey}`;
+    return upstream.target.basicAuthorization;
+  }
+
+  private async dispatch(c: Context, request: Dispatch): Promise<Response> {
+    const url = new URL(c.req.url);
+    const query = url.search.replace(/^\?/, "");
+    const tried = new Set<Upstream>();
+    for (;;) {
+      const upstream = this.pool.choose(request.plan, tried);
+      if (upstream === null) {
+        await this.undeliverable(request.rewrite);
+        const down = this.pool.upstreams.filter((u) => !u.healthy).length;
+        return errorResponse(c, 502, `no upstream available: ${down} of ${this.pool.upstreams.length} out of rotation after failures${tried.size > 0 ? `, ${tried.size} tried now` : ""}`);
+      }
+      tried.add(upstream);
+      upstream.inFlight++;
+      upstream.counters.requests++;
+      const outcome = await sendToUpstream(upstreamRequestUrl(upstream.target, url.pathname, query), {
+        method: request.method,
+        headers: upstreamRequestHeaders(c.req.raw.headers, {
+          dropClientCredentials: this.clientKeyRequired,
+          authorization: this.authorizationFor(upstream),
+          acceptEncoding: request.rewrite === null ? undefined : "identity",
+          defaultContentType: request.rewrite === null ? undefined : "application/json",
+        }),
+        body: request.body,
+        decompress: request.rewrite !== null,
+        timeoutMs: this.timeoutMs,
+        clientSignal: c.req.raw.signal,
+      });
+
+      if (!outcome.ok) {
+        upstream.inFlight--;
+        upstream.counters.errors++;
+        if (outcome.failure === "aborted") {
+          await this.undeliverable(request.rewrite);
+          return new Response(null, { status: 499 });
+        }
+        const delay = this.pool.markDown(upstream, outcome.message);
+        this.log(`ctxr serve: upstream ${upstream.url} ${outcome.failure === "timeout" ? "timed out" : "unreachable"} (${outcome.message}); out of rotation for ${delay / 1000} s\n`);
+        if (outcome.failure === "timeout") {
+          // The upstream may still be working on it: not sent again elsewhere.
+          await this.undeliverable(request.rewrite);
+          return errorResponse(c, 504, `upstream ${upstream.url} sent no answer within ${this.timeoutMs} ms`);
+        }
+        continue;
+      }
+
+      if (upstream.markUp()) this.log(`ctxr serve: upstream ${upstream.url} is back in rotation\n`);
+      const response = outcome.response;
+      const accepted = response.status < 400;
+      const rewrite = request.rewrite;
+      if (!accepted) {
+        upstream.counters.errors++;
+        await this.undeliverable(rewrite);
+      } else if (rewrite !== null) {
+        const counters = upstream.counters;
+        counters.promptTokensReceived += rewrite.receivedTokens;
+        counters.promptTokensForwarded += rewrite.forwardedTokens;
+        counters.documents += rewrite.documents;
+        counters.documentsDeduplicated += rewrite.deduplicated;
+        counters.estimatedCachedTokens += rewrite.estimatedCachedTokens;
+        this.pool.record(upstream, request.plan, rewrite.requestId);
+      }
+      const eventStream = (response.headers.get("content-type") ?? "").toLowerCase().startsWith("text/event-stream");
+      const body = relayBody(response.body, {
+        scan: accepted && rewrite !== null ? (eventStream ? "sse" : "json") : null,
+        secrets: this.secrets,
+        onDone: ({ usage, error }) => {
+          upstream.inFlight--;
+          if (usage !== null && usage.cachedTokens !== null) {
+            upstream.counters.cachedTokens += usage.cachedTokens;
+            upstream.counters.usageReports++;
+          }
+          if (error) this.log(`ctxr serve: upstream ${upstream.url}: answer broke off: ${error instanceof Error ? error.message : String(error)}\n`);
+        },
+      });
+      return new Response(body, {
+        status: response.status,
+        statusText: response.statusText,
+        headers: relayedResponseHeaders(response.headers, { decompressed: rewrite !== null, secrets: this.secrets }),
+      });
+    }
+  }
+
+  /** A rewritten request no engine accepted: its context is not cached anywhere. */
+  private async undeliverable(rewrite: RewriteResult | null): Promise<void> {
+    if (rewrite?.requestId) await this.service.evict([rewrite.requestId]);
+  }
+}

@@ -1,0 +1,235 @@
+/**
+ * Sending one request to an upstream and relaying its answer.
+ *
+ * Request headers are the client's minus hop-by-hop headers (and those the
+ * Connection header names), Host and Content-Length; the client's credentials
+ * are dropped when they were meant for ctxr, and Authorization is replaced when
+ * ctxr has a key for the upstream. The answer is relayed as it arrives: the
+ * upstream's body stream is read chunk by chunk and each chunk is passed on at
+ * once (never buffered), while a scanner looks for the usage report (the last
+ * `usage` of an SSE stream, or of a JSON body) and a redactor keeps secrets out.
+ */
+import { StreamRedactor } from "./redact.ts";
+
+/** Hop-by-hop headers (RFC 9110 §7.6.1) and others a proxy must not pass on. */
+const HOP_BY_HOP = new Set(["connection", "keep-alive", "proxy-connection", "proxy-authenticate", "proxy-authorization", "te", "trailer", "transfer-encoding", "upgrade", "host", "content-length"]);
+
+export interface HeaderPolicy {
+  /** Drop the client's Authorization and x-api-key (they authenticated the client to ctxr). */
+  dropClientCredentials: boolean;
+  /** Authorization to send instead (the upstream key, or URL credentials), else null. */
+  authorization: string | null;
+  /** Replace Accept-Encoding (e.g. "identity" where the answer is scanned), else pass the client's. */
+  acceptEncoding?: string;
+  /** Content-Type when the client sent none. */
+  defaultContentType?: string;
+}
+
+function connectionTokens(headers: Headers): Set<string> {
+  const tokens = new Set<string>();
+  for (const token of (headers.get("connection") ?? "").split(",")) if (token.trim() !== "") tokens.add(token.trim().toLowerCase());
+  return tokens;
+}
+
+/** The headers to send upstream for a client request. */
+export function upstreamRequestHeaders(client: Headers, policy: HeaderPolicy): Headers {
+  const named = connectionTokens(client);
+  const out = new Headers();
+  client.forEach((value, name) => {
+    if (HOP_BY_HOP.has(name) || named.has(name)) return;
+    if ((name === "authorization" || name === "x-api-key") && policy.dropClientCredentials) return;
+    out.append(name, value);
+  });
+  if (policy.authorization !== null) out.set("authorization", policy.authorization);
+  if (policy.acceptEncoding !== undefined) out.set("accept-encoding", policy.acceptEncoding);
+  if (policy.defaultContentType !== undefined && !out.has("content-type")) out.set("content-type", policy.defaultContentType);
+  return out;
+}
+
+/** The upstream's response headers to relay (hop-by-hop removed; those carrying a secret dropped). */
+export function relayedResponseHeaders(upstream: Headers, options: { decompressed: boolean; secrets: readonly string[] }): Headers {
+  const named = connectionTokens(upstream);
+  const out = new Headers();
+  upstream.forEach((value, name) => {
+    if (HOP_BY_HOP.has(name) || named.has(name)) return;
+    if (options.decompressed && name === "content-encoding") return;
+    if (options.secrets.some((secret) => value.includes(secret))) return;
+    out.append(name, value);
+  });
+  return out;
+}
+
+export type SendOutcome =
+  | { ok: true; response: Response }
+  | { ok: false; failure: "connect" | "timeout" | "aborted"; message: string };
+
+export interface SendOptions {
+  method: string;
+  headers: Headers;
+  body: Uint8Array | string | null;
+  /** false: relay the body bytes as the upstream encoded them. */
+  decompress: boolean;
+  /** Time allowed until the response headers arrive. */
+  timeoutMs: number;
+  /** The client's request signal (aborts when the client goes away). */
+  clientSignal?: AbortSignal;
+}
+
+/** fetch with a timeout on the response headers; failures classified, never thrown. */
+export async function sendToUpstream(url: string, options: SendOptions): Promise<SendOutcome> {
+  const timeout = new AbortController();
+  const timer = setTimeout(() => timeout.abort(), options.timeoutMs);
+  const signal = options.clientSignal === undefined ? timeout.signal : AbortSignal.any([timeout.signal, options.clientSignal]);
+  try {
+    const response = await fetch(url, {
+      method: options.method,
+      headers: options.headers,
+      body: options.body,
+      signal,
+      redirect: "manual",
+      decompress: options.decompress,
+    } as RequestInit);
+    return { ok: true, response };
+  } catch (error) {
+    if (timeout.signal.aborted) return { ok: false, failure: "timeout", message: `no answer within ${options.timeoutMs} ms` };
+    if (options.clientSignal?.aborted) return { ok: false, failure: "aborted", message: "the client went away" };
+    const code = (error as { code?: unknown }).code;
+    return { ok: false, failure: "connect", message: typeof code === "string" ? code : error instanceof Error ? error.message : String(error) };
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+export type UsageFormat = "sse" | "json" | null;
+
+export interface Usage {
+  promptTokens: number | null;
+  cachedTokens: number | null;
+}
+
+/** Largest non-streamed body (or SSE line) kept for finding the usage report. */
+const MAX_SCANNED_CHARS = 16 * 1024 * 1024;
+
+/** Finds the usage report in an answer as it streams by. */
+export class UsageScanner {
+  private readonly decoder = new TextDecoder();
+  private text = "";
+  private usage: unknown = undefined;
+  private overflow = false;
+
+  constructor(private readonly format: "sse" | "json") {}
+
+  push(chunk: Uint8Array): void {
+    if (this.overflow) return;
+    this.text += this.decoder.decode(chunk, { stream: true });
+    if (this.format === "json") {
+      if (this.text.length > MAX_SCANNED_CHARS) this.drop();
+      return;
+    }
+    const end = this.text.lastIndexOf("\n");
+    if (end < 0) {
+      if (this.text.length > MAX_SCANNED_CHARS) this.drop();
+      return;
+    }
+    const complete = this.text.slice(0, end);
+    this.text = this.text.slice(end + 1);
+    if (complete.includes('"usage"')) this.scanLines(complete);
+  }
+
+  /** The last usage report seen (after the stream ended). */
+  finish(): Usage | null {
+    if (!this.overflow) {
+      this.text += this.decoder.decode();
+      if (this.format === "json") this.usage = parseUsageOf(this.text) ?? this.usage;
+      else if (this.text.includes('"usage"')) this.scanLines(this.text);
+    }
+    this.text = "";
+    const usage = this.usage as { prompt_tokens?: unknown; prompt_tokens_details?: { cached_tokens?: unknown } | null } | undefined;
+    if (usage === undefined || usage === null || typeof usage !== "object") return null;
+    const count = (value: unknown) => (typeof value === "number" && Number.isFinite(value) && value >= 0 ? Math.floor(value) : null);
+    return { promptTokens: count(usage.prompt_tokens), cachedTokens: count(usage.prompt_tokens_details?.cached_tokens) };
+  }
+
+  private scanLines(text: string): void {
+    for (const line of text.split("\n")) {
+      if (!line.startsWith("data:") || !line.includes('"usage"')) continue;
+      const usage = parseUsageOf(line.slice(5));
+      if (usage !== undefined) this.usage = usage;
+    }
+  }
+
+  private drop(): void {
+    this.overflow = true;
+    this.text = "";
+  }
+}
+
+function parseUsageOf(json: string): unknown {
+  try {
+    const value = JSON.parse(json) as { usage?: unknown } | null;
+    return value !== null && typeof value === "object" && value.usage !== null && typeof value.usage === "object" ? value.usage : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+export interface RelayOptions {
+  /** Scan for usage in this format (null: do not scan). */
+  scan: UsageFormat;
+  /** Secrets to redact from the body (empty: bytes pass untouched). */
+  secrets: readonly string[];
+  /** Called once, when the body ended, failed or the client went away. */
+  onDone(outcome: { usage: Usage | null; error: unknown }): void;
+}
+
+/**
+ * The upstream body as a stream that hands each chunk on as soon as it
+ * arrives. Cancelling it (the client went away) cancels the upstream body.
+ */
+export function relayBody(body: ReadableStream<Uint8Array> | null, options: RelayOptions): ReadableStream<Uint8Array> | null {
+  let done = false;
+  const finish = (usage: Usage | null, error: unknown) => {
+    if (done) return;
+    done = true;
+    options.onDone({ usage, error });
+  };
+  if (body === null) {
+    finish(null, null);
+    return null;
+  }
+  const reader = body.getReader();
+  const scanner = options.scan === null ? null : new UsageScanner(options.scan);
+  const redactor = options.secrets.length === 0 ? null : new StreamRedactor(options.secrets);
+  return new ReadableStream<Uint8Array>({
+    async pull(controller) {
+      // Loop until something was handed on: a pull that enqueues nothing is not called again.
+      for (;;) {
+        let read: Awaited<ReturnType<typeof reader.read>>;
+        try {
+          read = await reader.read();
+        } catch (error) {
+          finish(scanner?.finish() ?? null, error);
+          controller.error(error);
+          return;
+        }
+        if (read.done) {
+          const tail = redactor?.flush();
+          if (tail !== undefined && tail.length > 0) controller.enqueue(tail);
+          finish(scanner?.finish() ?? null, null);
+          controller.close();
+          return;
+        }
+        scanner?.push(read.value);
+        const out = redactor === null ? read.value : redactor.push(read.value);
+        if (out.length > 0) {
+          controller.enqueue(out);
+          return;
+        }
+      }
+    },
+    cancel(reason) {
+      finish(null, null);
+      return reader.cancel(reason);
+    },
+  });
+}

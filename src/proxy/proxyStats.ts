@@ -1,0 +1,96 @@
+/**
+ * Per-upstream counters of the proxy, as /v1/stats reports them and as
+ * Prometheus series (label `upstream`: the URL without credentials).
+ * Prompt tokens, documents and cached-token estimates are counted for
+ * requests the upstream accepted (status below 400); `cached_tokens` sums
+ * what the upstream itself reported in usage.prompt_tokens_details.
+ */
+import { formatNumber, metricHeader, labelText } from "../server/metrics.ts";
+
+export class UpstreamCounters {
+  /** Requests sent (rewritten and passed through), whatever the answer. */
+  requests = 0;
+  /** Requests that failed: connection errors, timeouts, error statuses (>= 400). */
+  errors = 0;
+  promptTokensReceived = 0;
+  promptTokensForwarded = 0;
+  documents = 0;
+  documentsDeduplicated = 0;
+  estimatedCachedTokens = 0;
+  /** Sum of usage.prompt_tokens_details.cached_tokens reported by the upstream. */
+  cachedTokens = 0;
+  /** Responses whose usage carried cached_tokens. */
+  usageReports = 0;
+}
+
+export interface UpstreamState {
+  readonly url: string;
+  readonly healthy: boolean;
+  readonly inFlight: number;
+  readonly consecutiveFailures: number;
+  /** When an unhealthy upstream is tried again (ms since epoch), else null. */
+  readonly retryAt: number | null;
+  readonly lastError: string | null;
+  readonly counters: UpstreamCounters;
+}
+
+export interface UpstreamStats {
+  url: string;
+  healthy: boolean;
+  in_flight: number;
+  requests: number;
+  errors: number;
+  prompt_tokens_received: number;
+  prompt_tokens_forwarded: number;
+  documents: number;
+  documents_deduplicated: number;
+  estimated_cached_tokens: number;
+  cached_tokens: number;
+  cached_tokens_reports: number;
+  consecutive_failures: number;
+  retry_in_ms: number | null;
+  last_error: string | null;
+}
+
+export function upstreamStats(state: UpstreamState, now: number): UpstreamStats {
+  const c = state.counters;
+  return {
+    url: state.url,
+    healthy: state.healthy,
+    in_flight: state.inFlight,
+    requests: c.requests,
+    errors: c.errors,
+    prompt_tokens_received: c.promptTokensReceived,
+    prompt_tokens_forwarded: c.promptTokensForwarded,
+    documents: c.documents,
+    documents_deduplicated: c.documentsDeduplicated,
+    estimated_cached_tokens: c.estimatedCachedTokens,
+    cached_tokens: c.cachedTokens,
+    cached_tokens_reports: c.usageReports,
+    consecutive_failures: state.consecutiveFailures,
+    retry_in_ms: state.retryAt === null ? null : Math.max(0, state.retryAt - now),
+    last_error: state.lastError,
+  };
+}
+
+const SERIES: [name: string, type: "counter" | "gauge", help: string, value: (s: UpstreamState) => number][] = [
+  ["ctxr_upstream_healthy", "gauge", "1 while the upstream is in rotation, 0 while it is out after a failure.", (s) => (s.healthy ? 1 : 0)],
+  ["ctxr_upstream_in_flight", "gauge", "Requests the upstream is answering now.", (s) => s.inFlight],
+  ["ctxr_upstream_requests_total", "counter", "Requests sent to the upstream.", (s) => s.counters.requests],
+  ["ctxr_upstream_errors_total", "counter", "Requests to the upstream that failed (connection, timeout, status >= 400).", (s) => s.counters.errors],
+  ["ctxr_upstream_prompt_tokens_received_total", "counter", "Estimated prompt tokens of the requests as clients sent them.", (s) => s.counters.promptTokensReceived],
+  ["ctxr_upstream_prompt_tokens_forwarded_total", "counter", "Estimated prompt tokens of the requests as forwarded.", (s) => s.counters.promptTokensForwarded],
+  ["ctxr_upstream_documents_total", "counter", "Documents found in the requests' new turns.", (s) => s.counters.documents],
+  ["ctxr_upstream_documents_deduplicated_total", "counter", "Documents replaced by a note pointing to an earlier turn.", (s) => s.counters.documentsDeduplicated],
+  ["ctxr_upstream_estimated_cached_tokens_total", "counter", "Prompt tokens the live index expected the upstream to have cached.", (s) => s.counters.estimatedCachedTokens],
+  ["ctxr_upstream_cached_tokens_total", "counter", "Cached prompt tokens the upstream reported (usage.prompt_tokens_details.cached_tokens).", (s) => s.counters.cachedTokens],
+];
+
+export function renderUpstreamMetrics(states: readonly UpstreamState[]): string {
+  let out = "";
+  for (const [name, type, help, value] of SERIES) {
+    out += metricHeader(name, help, type);
+    for (const state of states) out += `${name}${labelText({ upstream: state.url })} ${formatNumber(value(state))}\n`;
+  }
+  return out;
+}

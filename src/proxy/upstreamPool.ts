@@ -1,0 +1,249 @@
+/**
+ * The upstreams of the proxy: their health and their routing indexes.
+ *
+ * Routing: each upstream keeps a LiveContextIndex of the chunk sequences
+ * (routingKeys.ts) sent to it — what its prefix cache probably holds. A
+ * request goes to the available upstream whose index matches the longest
+ * prefix of its lookup sequence, in tokens, when that match covers at least
+ * `cacheThreshold` of the sequence and that upstream is not overloaded (at most
+ * `balanceSlack` more requests in flight than the least busy one); otherwise,
+ * and on ties, to the upstream with the fewest requests in flight (then the
+ * fewest requests so far, then the first listed). With the threshold, a short
+ * shared prefix (a common system prompt, one popular document) does not pull
+ * every request onto one engine.
+ *
+ * The routing indexes forget a context when the engine reports its request id
+ * evicted (/v1/evict), when an engine reports clearing its cache, and under a
+ * capacity model: least-recently-used contexts beyond `capacityTokens` per
+ * upstream (and the service's TTL).
+ *
+ * Health: a connection error or timeout takes an upstream out of rotation;
+ * it is tried again after a backoff (5 s, doubling up to 60 s by default), and
+ * is back in rotation as soon as it answers.
+ */
+import { LiveContextIndex } from "../online/liveIndex.ts";
+import { requestIdCandidates } from "../online/requestIds.ts";
+import { UpstreamCounters, type UpstreamState } from "./proxyStats.ts";
+import type { RouteKey, RoutingPlan } from "./routingKeys.ts";
+import { parseUpstreamUrl, type UpstreamTarget } from "./upstreamTarget.ts";
+
+export interface PoolOptions {
+  /** First delay before an unreachable upstream is tried again (default 5000 ms); doubles per failure. */
+  backoffMs?: number;
+  /** Longest delay (default 60 000 ms). */
+  maxBackoffMs?: number;
+  /** Share of a request's lookup tokens an upstream must already hold to be preferred over load (default 0.5). */
+  cacheThreshold?: number;
+  /** How many more requests in flight than the least busy upstream a cache match may cost (default 32). */
+  balanceSlack?: number;
+  /** Tokens each routing index models (least recently used contexts forgotten beyond; default 4,000,000). */
+  capacityTokens?: number | null;
+  /** Contexts unused this long are forgotten (default: never). */
+  ttlMs?: number | null;
+  /** Clock (ms), replaceable in tests. */
+  now?: () => number;
+}
+
+export const DEFAULT_ROUTING_CAPACITY_TOKENS = 4_000_000;
+/** Distinct routing keys kept before the routing indexes start afresh (bounds memory). */
+const MAX_ROUTING_KEYS = 1 << 20;
+/** Suffix of the request id under which a chat request's whole message list is recorded. */
+const TURN_SUFFIX = "#turn";
+
+export class Upstream implements UpstreamState {
+  inFlight = 0;
+  healthy = true;
+  consecutiveFailures = 0;
+  retryAt: number | null = null;
+  lastError: string | null = null;
+  readonly counters = new UpstreamCounters();
+  index: LiveContextIndex;
+  private backoff = 0;
+
+  constructor(
+    readonly target: UpstreamTarget,
+    readonly position: number,
+    private readonly indexOptions: { capacityTokens: number | null; ttlMs: number | null },
+  ) {
+    this.index = new LiveContextIndex(indexOptions);
+  }
+
+  get url(): string {
+    return this.target.url;
+  }
+
+  /** In rotation, or out but due for another try. */
+  available(now: number): boolean {
+    return this.healthy || (this.retryAt !== null && now >= this.retryAt);
+  }
+
+  /** Takes the upstream out of rotation; returns the delay before it is tried again. */
+  markDown(reason: string, now: number, initialMs: number, maxMs: number): number {
+    this.backoff = this.consecutiveFailures === 0 ? initialMs : Math.min(maxMs, Math.max(initialMs, this.backoff * 2));
+    this.consecutiveFailures++;
+    this.healthy = false;
+    this.retryAt = now + this.backoff;
+    this.lastError = reason;
+    return this.backoff;
+  }
+
+  /** Back in rotation; true when it had been out. */
+  markUp(): boolean {
+    const wasDown = !this.healthy;
+    this.healthy = true;
+    this.consecutiveFailures = 0;
+    this.retryAt = null;
+    this.backoff = 0;
+    return wasDown;
+  }
+
+  resetIndex(): void {
+    this.index = new LiveContextIndex(this.indexOptions);
+  }
+}
+
+export class UpstreamPool {
+  readonly upstreams: Upstream[];
+  private readonly keyIds = new Map<string, number>();
+  private readonly options: Required<Omit<PoolOptions, "capacityTokens" | "ttlMs">>;
+  private internalIds = 0;
+
+  constructor(targets: readonly UpstreamTarget[], options: PoolOptions = {}) {
+    if (targets.length === 0) throw new Error("a proxy needs at least one upstream");
+    this.options = {
+      backoffMs: options.backoffMs ?? 5000,
+      maxBackoffMs: options.maxBackoffMs ?? 60_000,
+      cacheThreshold: options.cacheThreshold ?? 0.5,
+      balanceSlack: options.balanceSlack ?? 32,
+      now: options.now ?? Date.now,
+    };
+    const indexOptions = { capacityTokens: options.capacityTokens === undefined ? DEFAULT_ROUTING_CAPACITY_TOKENS : options.capacityTokens, ttlMs: options.ttlMs ?? null };
+    this.upstreams = targets.map((target, i) => new Upstream(target, i, indexOptions));
+  }
+
+  now(): number {
+    return this.options.now();
+  }
+
+  /** Whether routing compares prefixes at all (only with several upstreams). */
+  get routes(): boolean {
+    return this.upstreams.length > 1;
+  }
+
+  /** The upstream for a request, among those available and not in `exclude`; null when none is. */
+  choose(plan: RoutingPlan, exclude: ReadonlySet<Upstream> = new Set()): Upstream | null {
+    const now = this.now();
+    const candidates = this.upstreams.filter((u) => !exclude.has(u) && u.available(now));
+    if (candidates.length <= 1) return candidates[0] ?? null;
+
+    const leastLoaded = (pool: Upstream[]) =>
+      pool.reduce((best, u) => (u.inFlight < best.inFlight || (u.inFlight === best.inFlight && u.counters.requests < best.counters.requests) ? u : best));
+    const total = plan.lookup.reduce((sum, k) => sum + k.tokens, 0);
+    if (total === 0) return leastLoaded(candidates);
+
+    const dense = plan.lookup.map((k) => this.keyIds.get(k.key) ?? -1);
+    let bestTokens = 0;
+    let matching: Upstream[] = [];
+    for (const u of candidates) {
+      if (u.index.options.ttlMs !== null) u.index.expire(now);
+      const tokens = matchedTokens(u.index, dense, plan.lookup);
+      if (tokens > bestTokens) {
+        bestTokens = tokens;
+        matching = [u];
+      } else if (tokens === bestTokens && tokens > 0) matching.push(u);
+    }
+    const idlest = leastLoaded(candidates);
+    if (matching.length === 0 || bestTokens < this.options.cacheThreshold * total) return idlest;
+    const best = leastLoaded(matching);
+    return best.inFlight <= idlest.inFlight + this.options.balanceSlack ? best : idlest;
+  }
+
+  /** Records what was sent to `upstream` (its cache now probably holds it). */
+  record(upstream: Upstream, plan: RoutingPlan, requestId: string | null): void {
+    if (!this.routes || (plan.lookup.length === 0 && plan.turn === null)) return;
+    if (this.keyIds.size > MAX_ROUTING_KEYS) this.restartIndexes();
+    const id = requestId ?? `route-${++this.internalIds}`;
+    const now = this.now();
+    if (plan.lookup.length > 0) this.insert(upstream, plan.lookup, id, now);
+    if (plan.turn !== null) this.insert(upstream, plan.turn, id + TURN_SUFFIX, now);
+    upstream.index.evictOverCapacity();
+  }
+
+  /** Forgets contexts by the request ids engines report (all upstreams). */
+  evict(reportedIds: readonly string[]): void {
+    if (!this.routes) return;
+    for (const reported of reportedIds) {
+      for (const candidate of requestIdCandidates(reported)) {
+        for (const u of this.upstreams) {
+          u.index.remove(candidate);
+          u.index.remove(candidate + TURN_SUFFIX);
+        }
+      }
+    }
+  }
+
+  /** The ctxr request ids routed to `upstream` that its routing index still holds. */
+  requestIdsOf(upstream: Upstream): string[] {
+    const ids: string[] = [];
+    for (const [id] of upstream.index.contexts()) if (id.startsWith("ctxr-") && !id.endsWith(TURN_SUFFIX)) ids.push(id);
+    return ids;
+  }
+
+  /** Forgets everything routed to `upstream` (or to every upstream). */
+  clear(upstream?: Upstream): void {
+    for (const u of upstream === undefined ? this.upstreams : [upstream]) u.resetIndex();
+  }
+
+  /** An upstream by its URL as stats show it, or by its 0-based position. */
+  find(selector: string | number): Upstream | undefined {
+    if (typeof selector === "number") return this.upstreams[selector];
+    let wanted = selector.replace(/\/+$/, "");
+    try {
+      wanted = parseUpstreamUrl(selector).url;
+    } catch {
+      // Not a URL: compared as given.
+    }
+    return this.upstreams.find((u) => u.url === wanted);
+  }
+
+  markDown(upstream: Upstream, reason: string): number {
+    return upstream.markDown(reason, this.now(), this.options.backoffMs, this.options.maxBackoffMs);
+  }
+
+  private insert(upstream: Upstream, keys: readonly RouteKey[], id: string, now: number): void {
+    const dense = keys.map((k) => this.intern(k.key));
+    upstream.index.insert(dense, keys.map((k) => k.tokens), id, now);
+  }
+
+  private intern(key: string): number {
+    let id = this.keyIds.get(key);
+    if (id === undefined) {
+      id = this.keyIds.size;
+      this.keyIds.set(key, id);
+    }
+    return id;
+  }
+
+  private restartIndexes(): void {
+    this.keyIds.clear();
+    this.clear();
+  }
+}
+
+/** Tokens of the longest prefix of `dense` (block ids; -1 unknown) found as a path from the index's root. */
+function matchedTokens(index: LiveContextIndex, dense: readonly number[], keys: readonly RouteKey[]): number {
+  let node = index.root;
+  let i = 0;
+  let tokens = 0;
+  while (i < dense.length) {
+    const child = node.children.get(dense[i]!);
+    if (child === undefined) break;
+    const edge = child.edge;
+    let j = 0;
+    while (j < edge.length && i + j < dense.length && edge[j] === dense[i + j]) tokens += keys[i + j++]!.tokens;
+    i += j;
+    if (j < edge.length) break;
+    node = child;
+  }
+  return tokens;
+}

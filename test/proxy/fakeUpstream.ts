@@ -1,0 +1,216 @@
+/**
+ * A fake OpenAI-compatible engine for proxy tests: Bun.serve on port 0 that
+ * records the exact bytes and headers it receives and answers
+ *
+ *  - POST /v1/chat/completions and /v1/completions, non-streaming (one JSON
+ *    body) and streaming (SSE `data: {...}\n\n` chunks, one answer word each,
+ *    `chunkDelayMs` apart, then `data: [DONE]`, with a usage chunk before it
+ *    when `stream_options.include_usage` is set);
+ *  - GET /v1/models; anything else 404 (recorded too).
+ *
+ * It reports cached tokens like vLLM's prefix cache: the prompt is the
+ * message contents joined by "\n" (chat) or the prompt string (completions);
+ * its tokens are its whitespace-separated words; `cached_tokens` is the
+ * longest common prefix, in words, with any earlier prompt (no block
+ * rounding). `prompt_tokens` is the prompt's word count.
+ *
+ * It can be told to fail (status + body), to hang (never answer until told
+ * otherwise or stopped), or to answer with a custom Response.
+ */
+import type { Server } from "bun";
+
+export interface RecordedRequest {
+  method: string;
+  /** Path and query as received, e.g. "/v1/models?x=1". */
+  url: string;
+  path: string;
+  headers: Record<string, string>;
+  /** The exact body bytes. */
+  bytes: Uint8Array;
+  text: string;
+  /** The body parsed as JSON, when it is. */
+  json: any;
+  receivedAt: number;
+  /** When the answer's last byte was written (streaming: after [DONE]). */
+  finishedAt: number | null;
+}
+
+export interface FakeUpstreamOptions {
+  /** Default 0: a free port. */
+  port?: number;
+  model?: string;
+  /** Delay between SSE chunks (default 20 ms). */
+  chunkDelayMs?: number;
+  /** The answer text for a request (default: a fixed sentence); streamed one word a chunk. */
+  answer?: (prompt: string, body: any) => string;
+}
+
+export interface FakeUpstream {
+  readonly url: string;
+  readonly port: number;
+  readonly requests: RecordedRequest[];
+  /** The last request received. */
+  last(): RecordedRequest;
+  /** Answers every request with this status and body until `recover()`. */
+  fail(status: number, body: string, headers?: Record<string, string>): void;
+  /** Never answers (requests hang) until `recover()` or `stop()`. */
+  hang(): void;
+  /** Answers with `respond(request)` when it returns a Response (until `recover()`). */
+  custom(respond: (request: RecordedRequest) => Response | undefined): void;
+  recover(): void;
+  /** Prompts seen, in words (the prefix cache). */
+  readonly prompts: string[][];
+  stop(): Promise<void>;
+}
+
+export const DEFAULT_ANSWER = "The documents say the answer is forty-two.";
+
+/** The prompt an OpenAI request stands for: chat message contents joined by newlines, or the completion prompt. */
+export function promptOf(body: any): string {
+  if (Array.isArray(body?.messages)) {
+    return body.messages
+      .map((m: any) => (typeof m?.content === "string" ? m.content : Array.isArray(m?.content) ? m.content.map((p: any) => (typeof p?.text === "string" ? p.text : "")).join("\n") : ""))
+      .join("\n");
+  }
+  if (typeof body?.prompt === "string") return body.prompt;
+  if (Array.isArray(body?.prompt)) return body.prompt.filter((p: unknown) => typeof p === "string").join("\n");
+  return "";
+}
+
+export function words(text: string): string[] {
+  return text.split(/\s+/).filter((w) => w !== "");
+}
+
+export async function startFakeUpstream(options: FakeUpstreamOptions = {}): Promise<FakeUpstream> {
+  const model = options.model ?? "fake-model";
+  const chunkDelayMs = options.chunkDelayMs ?? 20;
+  const answerOf = options.answer ?? (() => DEFAULT_ANSWER);
+  const requests: RecordedRequest[] = [];
+  const prompts: string[][] = [];
+  let mode: { kind: "ok" } | { kind: "fail"; status: number; body: string; headers: Record<string, string> } | { kind: "hang" } | { kind: "custom"; respond: (r: RecordedRequest) => Response | undefined } = { kind: "ok" };
+  const hanging = new Set<() => void>();
+  let counter = 0;
+
+  const cachedTokens = (tokens: string[]): number => {
+    let best = 0;
+    for (const earlier of prompts) {
+      const n = Math.min(earlier.length, tokens.length);
+      let i = 0;
+      while (i < n && earlier[i] === tokens[i]) i++;
+      if (i > best) best = i;
+    }
+    return best;
+  };
+
+  const generate = (record: RecordedRequest, chat: boolean): Response => {
+    const body = record.json ?? {};
+    const prompt = promptOf(body);
+    const tokens = words(prompt);
+    const cached = cachedTokens(tokens);
+    prompts.push(tokens);
+    const answer = answerOf(prompt, body);
+    const answerWords = answer.split(/(?<= )/);
+    const usage = { prompt_tokens: tokens.length, completion_tokens: answerWords.length, total_tokens: tokens.length + answerWords.length, prompt_tokens_details: { cached_tokens: cached } };
+    const id = `${chat ? "chatcmpl" : "cmpl"}-${body.request_id ?? body.rid ?? `fake${++counter}`}`;
+    const created = 1_700_000_000;
+    if (body.stream !== true) {
+      const choice = chat ? { index: 0, message: { role: "assistant", content: answer }, finish_reason: "stop" } : { index: 0, text: answer, finish_reason: "stop" };
+      record.finishedAt = performance.now();
+      return Response.json({ id, object: chat ? "chat.completion" : "text_completion", created, model, choices: [choice], usage });
+    }
+    const object = chat ? "chat.completion.chunk" : "text_completion";
+    const chunk = (choices: unknown[], extra: Record<string, unknown> = {}) => `data: ${JSON.stringify({ id, object, created, model, choices, ...extra })}\n\n`;
+    const events: string[] = [];
+    if (chat) events.push(chunk([{ index: 0, delta: { role: "assistant", content: "" }, finish_reason: null }]));
+    for (const w of answerWords) events.push(chunk([chat ? { index: 0, delta: { content: w }, finish_reason: null } : { index: 0, text: w, finish_reason: null }]));
+    events.push(chunk([chat ? { index: 0, delta: {}, finish_reason: "stop" } : { index: 0, text: "", finish_reason: "stop" }]));
+    if (body.stream_options?.include_usage === true) events.push(chunk([], { usage }));
+    events.push("data: [DONE]\n\n");
+    const encoder = new TextEncoder();
+    let next = 0;
+    const stream = new ReadableStream<Uint8Array>({
+      async pull(controller) {
+        if (next > 0) await Bun.sleep(chunkDelayMs);
+        controller.enqueue(encoder.encode(events[next++]!));
+        if (next === events.length) {
+          record.finishedAt = performance.now();
+          controller.close();
+        }
+      },
+    });
+    return new Response(stream, { headers: { "content-type": "text/event-stream", "cache-control": "no-cache" } });
+  };
+
+  const server: Server<undefined> = Bun.serve({
+    hostname: "127.0.0.1",
+    port: options.port ?? 0,
+    development: false,
+    async fetch(request) {
+      const url = new URL(request.url);
+      const bytes = new Uint8Array(await request.arrayBuffer());
+      const text = new TextDecoder().decode(bytes);
+      let json: any = undefined;
+      try {
+        json = JSON.parse(text);
+      } catch {
+        json = undefined;
+      }
+      const headers: Record<string, string> = {};
+      request.headers.forEach((value, name) => (headers[name] = value));
+      const record: RecordedRequest = { method: request.method, url: url.pathname + url.search, path: url.pathname, headers, bytes, text, json, receivedAt: performance.now(), finishedAt: null };
+      requests.push(record);
+
+      if (mode.kind === "hang") {
+        await new Promise<void>((resolve) => hanging.add(resolve));
+        return new Response("released", { status: 503 });
+      }
+      if (mode.kind === "fail") {
+        record.finishedAt = performance.now();
+        return new Response(mode.body, { status: mode.status, headers: mode.headers });
+      }
+      if (mode.kind === "custom") {
+        const answer = mode.respond(record);
+        if (answer !== undefined) return answer;
+      }
+      if (request.method === "POST" && url.pathname === "/v1/chat/completions") return generate(record, true);
+      if (request.method === "POST" && url.pathname === "/v1/completions") return generate(record, false);
+      if (request.method === "GET" && url.pathname === "/v1/models") {
+        return Response.json({ object: "list", data: [{ id: model, object: "model", created: 1_700_000_000, owned_by: "fake" }] });
+      }
+      return Response.json({ error: { message: `no route ${request.method} ${url.pathname}`, type: "not_found" } }, { status: 404 });
+    },
+  });
+
+  const release = () => {
+    for (const resolve of hanging) resolve();
+    hanging.clear();
+  };
+  return {
+    url: `http://127.0.0.1:${server.port}`,
+    port: server.port!,
+    requests,
+    prompts,
+    last: () => {
+      const r = requests[requests.length - 1];
+      if (r === undefined) throw new Error("the fake upstream received no request");
+      return r;
+    },
+    fail(status, body, headers = { "content-type": "application/json" }) {
+      mode = { kind: "fail", status, body, headers };
+    },
+    hang() {
+      mode = { kind: "hang" };
+    },
+    custom(respond) {
+      mode = { kind: "custom", respond };
+    },
+    recover() {
+      mode = { kind: "ok" };
+      release();
+    },
+    async stop() {
+      release();
+      await server.stop(true);
+    },
+  };
+}

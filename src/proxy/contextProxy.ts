@@ -52,6 +52,18 @@ interface Dispatch {
   plan: RoutingPlan;
 }
 
+/** The request body, or null when it is larger than the limit (by its Content-Length, or once read). */
+async function readBody(c: Context, maxBytes: number): Promise<Uint8Array | null> {
+  const declared = Number(c.req.header("content-length") ?? "0");
+  if (declared > maxBytes) return null;
+  const bytes = new Uint8Array(await c.req.arrayBuffer());
+  return bytes.length > maxBytes ? null : bytes;
+}
+
+function tooLarge(c: Context, maxBytes: number): Response {
+  return errorResponse(c, 413, `body: request body larger than ${maxBytes} bytes`, "body");
+}
+
 export class ContextProxy {
   readonly pool: UpstreamPool;
   readonly rewriter: PromptRewriter;
@@ -92,8 +104,9 @@ export class ContextProxy {
   }
 
   /** POST /v1/chat/completions and /v1/completions: rewrite, tag, route, relay. */
-  async generate(c: Context, kind: Kind): Promise<Response> {
-    const bytes = new Uint8Array(await c.req.arrayBuffer());
+  async generate(c: Context, kind: Kind, maxBodyBytes: number): Promise<Response> {
+    const bytes = await readBody(c, maxBodyBytes);
+    if (bytes === null) return tooLarge(c, maxBodyBytes);
     let body: unknown;
     try {
       body = JSON.parse(this.decoder.decode(bytes));
@@ -111,9 +124,10 @@ export class ContextProxy {
   }
 
   /** Any other /v1/* request: method, path, query, headers and body as they came. */
-  async passthrough(c: Context): Promise<Response> {
+  async passthrough(c: Context, maxBodyBytes: number): Promise<Response> {
     const method = c.req.method;
-    const body = method === "GET" || method === "HEAD" ? null : new Uint8Array(await c.req.arrayBuffer());
+    const body = method === "GET" || method === "HEAD" ? null : await readBody(c, maxBodyBytes);
+    if (body === null && method !== "GET" && method !== "HEAD") return tooLarge(c, maxBodyBytes);
     return this.dispatch(c, { method, body, rewrite: null, plan: EMPTY_PLAN });
   }
 

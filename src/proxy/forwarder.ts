@@ -11,15 +11,18 @@
  */
 import { StreamRedactor } from "./redact.ts";
 
-/** Hop-by-hop headers (RFC 9110 §7.6.1) and others a proxy must not pass on. */
-const HOP_BY_HOP = new Set(["connection", "keep-alive", "proxy-connection", "proxy-authenticate", "proxy-authorization", "te", "trailer", "transfer-encoding", "upgrade", "host", "content-length"]);
+/** Hop-by-hop headers (RFC 9110 §7.6.1) and others a proxy must not pass on (the body is complete: no Expect). */
+const HOP_BY_HOP = new Set(["connection", "keep-alive", "proxy-connection", "proxy-authenticate", "proxy-authorization", "te", "trailer", "transfer-encoding", "upgrade", "host", "content-length", "expect"]);
 
 export interface HeaderPolicy {
   /** Drop the client's Authorization and x-api-key (they authenticated the client to ctxr). */
   dropClientCredentials: boolean;
   /** Authorization to send instead (the upstream key, or URL credentials), else null. */
   authorization: string | null;
-  /** Replace Accept-Encoding (e.g. "identity" where the answer is scanned), else pass the client's. */
+  /**
+   * Replace Accept-Encoding (e.g. "identity" where the answer is scanned), else pass the client's, or
+   * "identity" when it sent none (fetch would otherwise ask for gzip and the relayed bytes would be compressed).
+   */
   acceptEncoding?: string;
   /** Content-Type when the client sent none. */
   defaultContentType?: string;
@@ -42,6 +45,7 @@ export function upstreamRequestHeaders(client: Headers, policy: HeaderPolicy): H
   });
   if (policy.authorization !== null) out.set("authorization", policy.authorization);
   if (policy.acceptEncoding !== undefined) out.set("accept-encoding", policy.acceptEncoding);
+  else if (!out.has("accept-encoding")) out.set("accept-encoding", "identity");
   if (policy.defaultContentType !== undefined && !out.has("content-type")) out.set("content-type", policy.defaultContentType);
   return out;
 }

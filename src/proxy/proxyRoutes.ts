@@ -14,8 +14,10 @@ export const PROXY_ROUTES = ["/v1/chat/completions", "/v1/completions"] as const
 export const PASSTHROUGH_LABEL = "/v1/* (passthrough)";
 
 export interface ProxyMountOptions {
-  /** API key check and body limit. */
+  /** The API key check (when ctxr has a key). */
   middleware: MiddlewareHandler[];
+  /** Largest request body (413 beyond). */
+  maxBodyBytes: number;
   /** ctxr's own paths: a request to one of them with another method is answered by `notAllowed`, not forwarded. */
   ownPaths: ReadonlyMap<string, string[]>;
   notAllowed(c: Context): Response;
@@ -30,14 +32,15 @@ export function proxyRouteLabel(path: string): string | null {
 }
 
 export function mountProxyRoutes(app: OpenAPIHono, proxy: ContextProxy, options: ProxyMountOptions): void {
-  const guard = every(...options.middleware);
-  app.post("/v1/chat/completions", guard, (c) => proxy.generate(c, "chat"));
-  app.post("/v1/completions", guard, (c) => proxy.generate(c, "completion"));
+  const guard: MiddlewareHandler = options.middleware.length === 0 ? (_c, next) => next() : every(...options.middleware);
+  const limit = options.maxBodyBytes;
+  app.post("/v1/chat/completions", guard, (c) => proxy.generate(c, "chat", limit));
+  app.post("/v1/completions", guard, (c) => proxy.generate(c, "completion", limit));
   const ownPath: MiddlewareHandler = async (c, next) => {
     if (options.ownPaths.has(c.req.path)) return options.notAllowed(c);
     await next();
   };
-  app.all("/v1/*", ownPath, guard, (c) => proxy.passthrough(c));
+  app.all("/v1/*", ownPath, guard, (c) => proxy.passthrough(c, limit));
   documentProxyRoutes(app, proxy, options);
 }
 

@@ -132,7 +132,15 @@ export function createApp(service: ContextService, options: AppOptions = {}): Op
   });
 
   if (proxy !== null) {
-    mountProxyRoutes(app, proxy, { middleware: mutating, ownPaths: table, notAllowed, secured: apiKey !== null, errorSchema: schemas.ErrorResponse });
+    // The proxy reads bodies itself and checks their size as it does (Hono's bodyLimit would make Bun stream the body).
+    mountProxyRoutes(app, proxy, {
+      middleware: apiKey === null ? [] : [requireApiKey(apiKey)],
+      maxBodyBytes: limits.maxBodyBytes,
+      ownPaths: table,
+      notAllowed,
+      secured: apiKey !== null,
+      errorSchema: schemas.ErrorResponse,
+    });
   }
 
   return app;

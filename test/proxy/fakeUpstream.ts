@@ -11,8 +11,11 @@
  * It reports cached tokens like vLLM's prefix cache: the prompt is the
  * message contents joined by "\n" (chat) or the prompt string (completions);
  * its tokens are its whitespace-separated words; `cached_tokens` is the
- * longest common prefix, in words, with any earlier prompt (no block
- * rounding). `prompt_tokens` is the prompt's word count.
+ * longest common prefix, in words, with any earlier prompt, rounded down to
+ * whole blocks of `blockWords` words (default 1: exact; vLLM uses 16-token
+ * blocks). The cache is a set of chained block hashes, so a lookup costs the
+ * prompt's length, not the number of earlier prompts. `prompt_tokens` is the
+ * prompt's word count.
  *
  * It can be told to fail (status + body), to hang (never answer until told
  * otherwise or stopped), or to answer with a custom Response.
@@ -39,6 +42,8 @@ export interface FakeUpstreamOptions {
   /** Default 0: a free port. */
   port?: number;
   model?: string;
+  /** Words a cache block (default 1). */
+  blockWords?: number;
   /** Delay between SSE chunks (default 20 ms). */
   chunkDelayMs?: number;
   /** The answer text for a request (default: a fixed sentence); streamed one word a chunk. */
@@ -58,8 +63,6 @@ export interface FakeUpstream {
   /** Answers with `respond(request)` when it returns a Response (until `recover()`). */
   custom(respond: (request: RecordedRequest) => Response | undefined): void;
   recover(): void;
-  /** Prompts seen, in words (the prefix cache). */
-  readonly prompts: string[][];
   stop(): Promise<void>;
 }
 
@@ -86,20 +89,26 @@ export async function startFakeUpstream(options: FakeUpstreamOptions = {}): Prom
   const chunkDelayMs = options.chunkDelayMs ?? 20;
   const answerOf = options.answer ?? (() => DEFAULT_ANSWER);
   const requests: RecordedRequest[] = [];
-  const prompts: string[][] = [];
+  const blockWords = options.blockWords ?? 1;
+  const cachedBlocks = new Set<bigint>();
   let mode: { kind: "ok" } | { kind: "fail"; status: number; body: string; headers: Record<string, string> } | { kind: "hang" } | { kind: "custom"; respond: (r: RecordedRequest) => Response | undefined } = { kind: "ok" };
   const hanging = new Set<() => void>();
   let counter = 0;
 
+  /** Looks the prompt's blocks up (hash of a block chained with its predecessors'), then caches them. */
   const cachedTokens = (tokens: string[]): number => {
-    let best = 0;
-    for (const earlier of prompts) {
-      const n = Math.min(earlier.length, tokens.length);
-      let i = 0;
-      while (i < n && earlier[i] === tokens[i]) i++;
-      if (i > best) best = i;
+    let hash = 0n;
+    let cached = 0;
+    let hit = true;
+    for (let start = 0; start + blockWords <= tokens.length; start += blockWords) {
+      hash = Bun.hash.wyhash(tokens.slice(start, start + blockWords).join(" "), hash);
+      if (hit && cachedBlocks.has(hash)) cached += blockWords;
+      else {
+        hit = false;
+        cachedBlocks.add(hash);
+      }
     }
-    return best;
+    return cached;
   };
 
   const generate = (record: RecordedRequest, chat: boolean): Response => {
@@ -107,7 +116,6 @@ export async function startFakeUpstream(options: FakeUpstreamOptions = {}): Prom
     const prompt = promptOf(body);
     const tokens = words(prompt);
     const cached = cachedTokens(tokens);
-    prompts.push(tokens);
     const answer = answerOf(prompt, body);
     const answerWords = answer.split(/(?<= )/);
     const usage = { prompt_tokens: tokens.length, completion_tokens: answerWords.length, total_tokens: tokens.length + answerWords.length, prompt_tokens_details: { cached_tokens: cached } };
@@ -189,7 +197,6 @@ export async function startFakeUpstream(options: FakeUpstreamOptions = {}): Prom
     url: `http://127.0.0.1:${server.port}`,
     port: server.port!,
     requests,
-    prompts,
     last: () => {
       const r = requests[requests.length - 1];
       if (r === undefined) throw new Error("the fake upstream received no request");

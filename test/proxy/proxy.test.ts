@@ -366,6 +366,32 @@ describe("client authentication with --api-key", () => {
   });
 });
 
+describe("limits", () => {
+  test("a body over --max-body-bytes is a 413 on proxied routes, declared or streamed, and is not forwarded", async () => {
+    const own = await startFakeUpstream();
+    const server = await startProxy({ upstreams: [own.url] }, { limits: { maxBodyBytes: 1000 } });
+    try {
+      const big = { messages: [{ role: "user", content: "x".repeat(2000) }] };
+      const answer = await server.post("/v1/chat/completions", big);
+      expect(answer.status).toBe(413);
+      expect(answer.body.error.field).toBe("body");
+      expect((await server.post("/v1/embeddings", big)).status).toBe(413);
+      const chunked = new ReadableStream<Uint8Array>({
+        start(controller) {
+          for (let i = 0; i < 4; i++) controller.enqueue(new TextEncoder().encode("y".repeat(400)));
+          controller.close();
+        },
+      });
+      expect((await server.request("POST", "/v1/completions", { body: chunked, headers: { "content-type": "application/json" } })).status).toBe(413);
+      expect(own.requests.length).toBe(0);
+      expect((await server.post("/v1/chat/completions", { messages: [{ role: "user", content: "small" }] })).status).toBe(200);
+    } finally {
+      await server.close();
+      await own.stop();
+    }
+  });
+});
+
 describe("engines", () => {
   test("sglang gets rid, openai and llamacpp get no id field", async () => {
     for (const [engine, field] of [["sglang", "rid"], ["openai", null], ["llamacpp", null]] as const) {

@@ -69,7 +69,10 @@ describe("headers", () => {
 
   test("hop-by-hop headers (and those Connection names) are dropped; credentials kept, replaced or dropped by policy", () => {
     const plain = upstreamRequestHeaders(client, { dropClientCredentials: false, authorization: null });
-    expect([...plain.keys()].sort()).toEqual(["authorization", "x-api-key", "x-kept"]);
+    expect([...plain.keys()].sort()).toEqual(["accept-encoding", "authorization", "x-api-key", "x-kept"]);
+    // Without the client's Accept-Encoding, identity (the relayed bytes are not decoded).
+    expect(plain.get("accept-encoding")).toBe("identity");
+    expect(upstreamRequestHeaders(new Headers({ "accept-encoding": "br", expect: "100-continue" }), { dropClientCredentials: false, authorization: null }).get("accept-encoding")).toBe("br");
     const keyed = upstreamRequestHeaders(client, { dropClientCredentials: false, authorization: "Bearer up", acceptEncoding: "identity", defaultContentType: "application/json" });
     expect(keyed.get("authorization")).toBe("Bearer up");
     expect(keyed.get("accept-encoding")).toBe("identity");

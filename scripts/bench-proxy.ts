@@ -1,0 +1,290 @@
+/**
+ * Benchmark of `ctxr serve --upstream` against a fake OpenAI-compatible engine
+ * (scripts/benchProxyUpstream.ts; each server is its own process):
+ *
+ * 1. Added time to first byte: streaming chat requests with 15 documents of
+ *    ~1,000 tokens in the `documents` field through ctxr, vs. the same prompt
+ *    pre-rendered sent straight to the engine, at 1 and 16 connections. The two
+ *    kinds alternate request by request, so drift hits both alike. TTFB = from
+ *    sending the request to receiving the first body chunk.
+ * 2. The multi-turn workload (shared/workloads multiturn_C200_T5_k15_o40: 200
+ *    conversations x 5 turns, 15 documents a turn, 40% of them sent in an
+ *    earlier turn): every turn sends the whole history (earlier user turns with
+ *    their documents in full, fixed assistant answers) plus the new turn's
+ *    documents, XML-tagged in the message, once straight to an engine and once
+ *    through ctxr to another. Reports prompt tokens received vs. forwarded
+ *    (ctxr's estimate, 4 characters a token), the engines' own counts (words)
+ *    and cached tokens, and whether every answer is unchanged: the fake
+ *    engine answers with the set of documents present in full in its prompt.
+ *
+ * Usage: npx bun scripts/bench-proxy.ts [--requests N] [--workload FILE] [--data-dir] [--skip-ttfb] [--skip-multiturn]
+ */
+import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+import { renderDocumentsField } from "../src/proxy/documents/documentsField.ts";
+import { documentText } from "./benchProxyUpstream.ts";
+
+const ROOT = resolve(import.meta.dir, "..");
+const args = process.argv.slice(2);
+const option = (name: string, fallback: string) => {
+  const at = args.indexOf(name);
+  return at >= 0 && args[at + 1] !== undefined ? args[at + 1]! : fallback;
+};
+const REQUESTS = Number(option("--requests", "400"));
+const WORKLOAD = resolve(option("--workload", resolve(ROOT, "../shared/workloads/data/multiturn_C200_T5_k15_o40.jsonl")));
+const JOURNALED = args.includes("--data-dir");
+
+interface Child {
+  url: string;
+  stop(): Promise<void>;
+}
+
+/** Spawns a server process and waits for the line giving its URL. */
+async function spawnChild(command: string[], pattern: RegExp): Promise<Child> {
+  const child = Bun.spawn(command, { cwd: ROOT, stdout: "pipe", stderr: "inherit", env: { ...process.env, NO_COLOR: "1" } });
+  const reader = child.stdout.getReader();
+  const decoder = new TextDecoder();
+  let buffered = "";
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) throw new Error(`${command.join(" ")} exited before it was ready: ${buffered}`);
+    buffered += decoder.decode(value, { stream: true });
+    const match = pattern.exec(buffered);
+    if (match) {
+      void (async () => {
+        while (!(await reader.read()).done);
+      })();
+      return {
+        url: match[1]!,
+        stop: async () => {
+          child.kill("SIGTERM");
+          await child.exited;
+        },
+      };
+    }
+  }
+}
+
+const startUpstream = () => spawnChild([process.execPath, "scripts/benchProxyUpstream.ts", "--chunk-delay-ms", "1", "--block-words", "16"], /^url (\S+)$/m);
+
+async function startCtxr(upstream: string): Promise<Child & { dataDir: string | null }> {
+  const dataDir = JOURNALED ? mkdtempSync(join(tmpdir(), "ctxr-bench-proxy-")) : null;
+  const child = await spawnChild(
+    [process.execPath, "src/cli/main.ts", "serve", "--port", "0", ...(dataDir === null ? ["--in-memory"] : ["--data-dir", dataDir]), "--upstream", upstream, "--max-body-bytes", String(64 * 1024 * 1024)],
+    /listening on (\S+) \(data/,
+  );
+  return {
+    ...child,
+    dataDir,
+    stop: async () => {
+      await child.stop();
+      if (dataDir !== null) rmSync(dataDir, { recursive: true, force: true });
+    },
+  };
+}
+
+function seeded(seed: number): () => number {
+  let state = seed >>> 0;
+  return () => {
+    state = (state + 0x6d2b79f5) >>> 0;
+    let t = state;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+const quantile = (sorted: number[], q: number) => sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil(q * sorted.length) - 1))]!;
+const ms = (value: number) => value.toFixed(2);
+
+// ---------------------------------------------------------------------------------------------
+// 1. Time to first byte
+
+const DOCS_PER_REQUEST = 15;
+const DOC_POOL = 300;
+
+function ttfbBodies(i: number): { proxied: string; direct: string } {
+  const random = seeded(1000 + i);
+  const ids = new Set<number>();
+  while (ids.size < DOCS_PER_REQUEST) ids.add(Math.floor(random() * DOC_POOL));
+  const documents = [...ids].map((id) => ({ id: String(id), text: documentText(id) }));
+  const question = `Question ${i}: what do these documents have in common?`;
+  const common = { model: "fake-model", stream: true, max_tokens: 16 };
+  return {
+    proxied: JSON.stringify({ ...common, messages: [{ role: "user", content: question }], documents }),
+    direct: JSON.stringify({ ...common, messages: [{ role: "user", content: `${renderDocumentsField(documents)}\n\n${question}` }] }),
+  };
+}
+
+async function timeToFirstByte(url: string, body: string): Promise<number> {
+  const started = performance.now();
+  const response = await fetch(`${url}/v1/chat/completions`, { method: "POST", headers: { "content-type": "application/json" }, body });
+  const reader = response.body!.getReader();
+  const first = await reader.read();
+  const elapsed = performance.now() - started;
+  if (response.status !== 200 || first.done) throw new Error(`status ${response.status}`);
+  while (!(await reader.read()).done);
+  return elapsed;
+}
+
+interface TtfbRow {
+  connections: number;
+  requests: number;
+  direct: { p50: number; p99: number };
+  proxied: { p50: number; p99: number };
+  added: { p50: number; p99: number };
+}
+
+async function ttfbRun(upstream: string, ctxr: string, connections: number, total: number, offset: number): Promise<TtfbRow> {
+  const direct: number[] = [];
+  const proxied: number[] = [];
+  const warmup = Math.min(40, Math.floor(total / 5));
+  let next = 0;
+  const worker = async () => {
+    for (;;) {
+      const i = next++;
+      if (i >= total + warmup) return;
+      const bodies = ttfbBodies(offset + i);
+      // Alternate which goes first, so neither always follows the other.
+      const order = i % 2 === 0 ? (["direct", "proxied"] as const) : (["proxied", "direct"] as const);
+      for (const kind of order) {
+        const t = await timeToFirstByte(kind === "direct" ? upstream : ctxr, bodies[kind]);
+        if (i >= warmup) (kind === "direct" ? direct : proxied).push(t);
+      }
+    }
+  };
+  await Promise.all(Array.from({ length: connections }, worker));
+  direct.sort((a, b) => a - b);
+  proxied.sort((a, b) => a - b);
+  const d = { p50: quantile(direct, 0.5), p99: quantile(direct, 0.99) };
+  const p = { p50: quantile(proxied, 0.5), p99: quantile(proxied, 0.99) };
+  return { connections, requests: direct.length, direct: d, proxied: p, added: { p50: p.p50 - d.p50, p99: p.p99 - d.p99 } };
+}
+
+// ---------------------------------------------------------------------------------------------
+// 2. Multi-turn workload
+
+interface Turn {
+  conv: number;
+  turn: number;
+  blocks: number[];
+}
+
+interface Completion {
+  answer: string;
+  promptTokens: number;
+  cachedTokens: number;
+}
+
+async function complete(url: string, body: string): Promise<Completion> {
+  const response = await fetch(`${url}/v1/chat/completions`, { method: "POST", headers: { "content-type": "application/json" }, body });
+  const json = (await response.json()) as any;
+  if (response.status !== 200) throw new Error(`status ${response.status}: ${JSON.stringify(json)}`);
+  return { answer: json.choices[0].message.content, promptTokens: json.usage.prompt_tokens, cachedTokens: json.usage.prompt_tokens_details?.cached_tokens ?? 0 };
+}
+
+async function multiTurn(turns: Turn[]) {
+  const directEngine = await startUpstream();
+  const proxiedEngine = await startUpstream();
+  const ctxr = await startCtxr(proxiedEngine.url);
+  const histories = new Map<number, { role: string; content: string }[]>();
+  const totals = { direct: { prompt: 0, cached: 0 }, proxied: { prompt: 0, cached: 0 } };
+  let unchanged = 0;
+  let complete_ = 0;
+  const mismatches: string[] = [];
+  const started = performance.now();
+  try {
+    for (const { conv, turn, blocks } of turns) {
+      const history = histories.get(conv) ?? [];
+      const documents = blocks.map((id) => ({ id: String(id), text: documentText(id) }));
+      const user = { role: "user", content: `${renderDocumentsField(documents)}\n\nQuestion ${turn} of conversation ${conv}: what do the documents say?` };
+      const body = JSON.stringify({ model: "fake-model", max_tokens: 16, messages: [...history, user] });
+      const [direct, proxied] = await Promise.all([complete(directEngine.url, body), complete(ctxr.url, body)]);
+      totals.direct.prompt += direct.promptTokens;
+      totals.direct.cached += direct.cachedTokens;
+      totals.proxied.prompt += proxied.promptTokens;
+      totals.proxied.cached += proxied.cachedTokens;
+      if (direct.answer === proxied.answer) unchanged++;
+      else if (mismatches.length < 3) mismatches.push(`conv ${conv} turn ${turn}: direct "${direct.answer}" vs proxied "${proxied.answer}"`);
+      // Every document of the turn is in full somewhere in what the engine read.
+      const read = new Set(proxied.answer.replace(/^Read documents: |\.$/g, "").split(", "));
+      if (blocks.every((b) => read.has(String(b)))) complete_++;
+      history.push(user, { role: "assistant", content: `Answer ${turn} of conversation ${conv}.` });
+      histories.set(conv, history);
+    }
+    const stats = (await (await fetch(`${ctxr.url}/v1/stats`)).json()) as any;
+    const upstream = stats.upstreams[0];
+    return {
+      turns: turns.length,
+      seconds: (performance.now() - started) / 1000,
+      received: upstream.prompt_tokens_received as number,
+      forwarded: upstream.prompt_tokens_forwarded as number,
+      documents: upstream.documents as number,
+      deduplicated: upstream.documents_deduplicated as number,
+      engine: totals,
+      unchanged,
+      complete: complete_,
+      mismatches,
+    };
+  } finally {
+    await Promise.all([ctxr.stop(), directEngine.stop(), proxiedEngine.stop()]);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+
+const command = `npx bun scripts/bench-proxy.ts${args.length > 0 ? ` ${args.join(" ")}` : ""}`;
+const lines: string[] = [`Command: \`${command}\` (Bun ${Bun.version}, ${navigator.hardwareConcurrency} CPUs; ctxr ${JOURNALED ? "with --data-dir (journaled)" : "--in-memory"})`, ""];
+const summary: Record<string, unknown> = {};
+
+if (!args.includes("--skip-ttfb")) {
+  const upstream = await startUpstream();
+  const ctxr = await startCtxr(upstream.url);
+  const rows: TtfbRow[] = [];
+  try {
+    rows.push(await ttfbRun(upstream.url, ctxr.url, 1, REQUESTS, 0));
+    rows.push(await ttfbRun(upstream.url, ctxr.url, 16, REQUESTS, 100_000));
+  } finally {
+    await Promise.all([ctxr.stop(), upstream.stop()]);
+  }
+  lines.push(
+    `Time to first byte, streaming chat request with ${DOCS_PER_REQUEST} documents of ~1,000 tokens (\`documents\` field through ctxr vs. pre-rendered straight to the engine), ms:`,
+    "",
+    "| connections | requests (each kind) | direct p50 | direct p99 | through ctxr p50 | through ctxr p99 | added p50 | added p99 |",
+    "|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ...rows.map((r) => `| ${r.connections} | ${r.requests} | ${ms(r.direct.p50)} | ${ms(r.direct.p99)} | ${ms(r.proxied.p50)} | ${ms(r.proxied.p99)} | **${ms(r.added.p50)}** | ${ms(r.added.p99)} |`),
+    "",
+  );
+  summary.ttfb = rows;
+}
+
+if (!args.includes("--skip-multiturn")) {
+  if (!existsSync(WORKLOAD)) throw new Error(`no workload at ${WORKLOAD} (give --workload FILE)`);
+  const turns = readFileSync(WORKLOAD, "utf8")
+    .split("\n")
+    .filter((l) => l.trim() !== "")
+    .map((l) => JSON.parse(l) as Turn);
+  const r = await multiTurn(turns);
+  const drop = 1 - r.forwarded / r.received;
+  const engineDrop = 1 - r.engine.proxied.prompt / r.engine.direct.prompt;
+  const uncached = (t: { prompt: number; cached: number }) => t.prompt - t.cached;
+  lines.push(
+    `Multi-turn workload ${WORKLOAD.split("/").pop()} (${r.turns} requests, whole history each turn, ${r.seconds.toFixed(1)} s):`,
+    "",
+    "| | straight to the engine | through ctxr | change |",
+    "|---|---:|---:|---:|",
+    `| prompt tokens (ctxr's estimate: received vs. forwarded) | ${r.received} | ${r.forwarded} | **${(-drop * 100).toFixed(1)}%** |`,
+    `| prompt tokens (engine's count, words) | ${r.engine.direct.prompt} | ${r.engine.proxied.prompt} | ${(-engineDrop * 100).toFixed(1)}% |`,
+    `| cached prompt tokens (engine, 16-word blocks) | ${r.engine.direct.cached} | ${r.engine.proxied.cached} | |`,
+    `| prompt tokens to prefill (not cached) | ${uncached(r.engine.direct)} | ${uncached(r.engine.proxied)} | ${((uncached(r.engine.proxied) / uncached(r.engine.direct) - 1) * 100).toFixed(1)}% |`,
+    `| answers unchanged (same documents read in full) | | ${r.unchanged} / ${r.turns} | |`,
+    `| turns whose every document is in the prompt in full | | ${r.complete} / ${r.turns} | |`,
+    `| documents in new turns / replaced by a note | | ${r.documents} / ${r.deduplicated} | |`,
+    "",
+  );
+  if (r.mismatches.length > 0) lines.push(`Mismatched answers (first ${r.mismatches.length}):`, ...r.mismatches.map((m) => `- ${m}`), "");
+  summary.multiturn = { ...r, forwarded_drop: drop, engine_prompt_drop: engineDrop };
+}
+
+process.stdout.write(`${lines.join("\n")}\n${JSON.stringify(summary)}\n`);

@@ -32,8 +32,35 @@ export function normalizeBlock(block: BlockInput, defaults: BlockDefaults): Norm
 
 /** Whitespace-normalized text (trimmed, runs of whitespace as one space) hashed with SHA-256 (first 128 bits, hex). */
 export function textHash(text: string): string {
-  const normalized = text.trim().replace(/\s+/g, " ");
-  return createHash("sha256").update(normalized).digest("hex").slice(0, 32);
+  let hash = recentHashes.get(text);
+  if (hash === undefined) {
+    hash = createHash("sha256").update(normalizeWhitespace(text)).digest("hex").slice(0, 32);
+    rememberHash(text, hash);
+  }
+  return hash;
+}
+
+// Whitespace runs other than a lone space: replacing only those is twice as fast as /\s+/.
+const WHITESPACE_TO_COLLAPSE = /(?! )\s+| \s+/g;
+
+export function normalizeWhitespace(text: string): string {
+  return text.trim().replace(WHITESPACE_TO_COLLAPSE, " ");
+}
+
+// The same documents come back request after request (that is the premise of reuse), and one
+// request names a document several times: remember recent hashes, bounded by characters held.
+const MEMO_CHARACTERS = 16 * 1024 * 1024;
+const recentHashes = new Map<string, string>();
+let memoCharacters = 0;
+
+function rememberHash(text: string, hash: string): void {
+  if (memoCharacters + text.length > MEMO_CHARACTERS) {
+    recentHashes.clear();
+    memoCharacters = 0;
+  }
+  if (text.length > MEMO_CHARACTERS) return;
+  recentHashes.set(text, hash);
+  memoCharacters += text.length;
 }
 
 /** About four characters a token: a stand-in until a tokenizer is configured. */

@@ -174,6 +174,16 @@ export class ContextService {
     return { blocks: out, duplicates };
   }
 
+  /** Records blocks as sent in a conversation with their labels (the first label of a block is kept). */
+  async recordSent(conversationId: string, entries: [block: BlockInput, label: string][]): Promise<void> {
+    if (entries.length === 0) return;
+    this.recordConversation(
+      conversationId,
+      entries.map(([block, label]) => [normalizeBlock(block, { blockTokens: this.blockTokens }).key, label]),
+    );
+    await this.journal?.flush();
+  }
+
   /** For each block, its label when it was first sent in the conversation, else undefined. Changes nothing. */
   sentBefore(conversationId: string, blocks: BlockInput[]): (string | undefined)[] {
     return blocks.map((block) => this.conversations.labelOf(conversationId, normalizeBlock(block, { blockTokens: this.blockTokens }).key));

@@ -229,6 +229,7 @@ export class ContextProxy {
         counters.documentsDeduplicated += rewrite.deduplicated;
         counters.estimatedCachedTokens += rewrite.estimatedCachedTokens;
         this.pool.record(upstream, request.plan, rewrite.requestId);
+        await rewrite.commit();
       }
       const eventStream = (response.headers.get("content-type") ?? "").toLowerCase().startsWith("text/event-stream");
       const body = relayBody(response.body, {

@@ -17,7 +17,7 @@
  * The conversation id defaults to a hash of the first system and user messages.
  */
 import { createHash } from "node:crypto";
-import { dedupAnnotation, withDefaults } from "../online/annotations.ts";
+import { dedupAnnotation, docLabel, withDefaults } from "../online/annotations.ts";
 import { estimateTokens, normalizeBlock, type BlockInput } from "../online/blocks.ts";
 import { RequestError, type ContextService } from "../online/contextService.ts";
 import { findTextDocuments, renderTextDocuments } from "./documents/textDocuments.ts";
@@ -32,6 +32,12 @@ export interface RewriteResult {
   receivedTokens: number;
   forwardedTokens: number;
   estimatedCachedTokens: number;
+  /**
+   * Call once the engine accepted the request: records the turn's documents as
+   * sent in the conversation and remembers the rewritten messages. A request no
+   * engine took is never committed, so its retry is rewritten afresh.
+   */
+  commit(): Promise<void>;
 }
 
 export interface PromptRewriterOptions {
@@ -47,6 +53,16 @@ interface CtxrOptions {
   conversationId: string | null;
   reorder: boolean;
   dedup: boolean;
+}
+
+/** What one request will have sent, recorded only by commit(). */
+interface Turn {
+  conversationId: string | null;
+  ctxr: CtxrOptions;
+  /** Documents this request sends in full, with their labels (also checked for repeats within the request). */
+  sent: Map<string, [block: BlockInput, label: string]>;
+  /** Messages to remember as forwarded: key -> content. */
+  history: [key: string, content: unknown][];
 }
 
 interface Message {
@@ -84,12 +100,12 @@ export class PromptRewriter {
     const forwarded: Record<string, unknown> = { ...body };
     delete forwarded.ctxr;
     delete forwarded.documents;
-    const result = emptyResult(forwarded);
-    if (!Array.isArray(body.messages)) return result;
+    if (!Array.isArray(body.messages)) return this.result(forwarded, newTurn(null, ctxr));
 
     const messages = body.messages as Message[];
-    const conversationId = ctxr.conversationId ?? deriveConversationId(messages);
-    const history = this.history(conversationId);
+    const turn = newTurn(ctxr.conversationId ?? deriveConversationId(messages), ctxr);
+    const result = this.result(forwarded, turn);
+    const history = this.history(turn.conversationId!);
     const firstNew = messages.findLastIndex((m) => m?.role === "assistant") + 1;
     const rendered = fieldDocuments.length > 0 ? renderDocumentsField(fieldDocuments, this.options.documentTemplate) : null;
     let documentsAt = messages.findLastIndex((m, i) => i >= firstNew && m?.role === "user");
@@ -100,14 +116,18 @@ export class PromptRewriter {
       const message = messages[i]!;
       const received = i === documentsAt && rendered !== null ? withPrefix(message, rendered) : message;
       result.receivedTokens += contentTokens(received?.content);
-      const key = messageKey(message, i);
+      const key = messageKey(received, i);
       const remembered = history.get(key);
-      if (i < firstNew) {
-        // History: exactly what was forwarded when this message was new.
-        out.push(remembered === undefined ? message : { ...message, content: remembered });
+      if (remembered !== undefined) {
+        // Exactly what was forwarded before: earlier turns, or this turn again (a retry).
+        out.push({ ...message, content: remembered });
+      } else if (i < firstNew) {
+        out.push(message);
       } else {
-        const rewritten = await this.rewriteNewMessage(received, conversationId, ctxr, result);
-        history.set(key, rewritten.content);
+        const rewritten = await this.rewriteNewMessage(received, turn, result);
+        // Later turns may resend the message as received or as the client wrote it (documents field not rendered).
+        turn.history.push([key, rewritten.content]);
+        if (received !== message) turn.history.push([messageKey(message, i), rewritten.content]);
         out.push(rewritten);
       }
       result.forwardedTokens += contentTokens(out[i]!.content);
@@ -120,21 +140,41 @@ export class PromptRewriter {
     const ctxr = parseCtxrOptions(body.ctxr);
     const forwarded: Record<string, unknown> = { ...body };
     delete forwarded.ctxr;
-    const result = emptyResult(forwarded);
+    const turn = newTurn(ctxr.conversationId, ctxr);
+    const result = this.result(forwarded, turn);
     if (typeof body.prompt !== "string") return result;
     result.receivedTokens = estimateTokens(body.prompt);
-    const outcome = await this.rewriteText(body.prompt, ctxr.conversationId, ctxr);
+    const outcome = await this.rewriteText(body.prompt, turn);
     forwarded.prompt = outcome.text;
     addOutcome(result, outcome);
     result.forwardedTokens = estimateTokens(outcome.text);
     return result;
   }
 
-  private async rewriteNewMessage(message: Message, conversationId: string, ctxr: CtxrOptions, result: RewriteResult): Promise<Message> {
+  private result(body: Record<string, unknown>, turn: Turn): RewriteResult {
+    return {
+      body,
+      requestId: null,
+      documentKeys: [],
+      documents: 0,
+      deduplicated: 0,
+      receivedTokens: 0,
+      forwardedTokens: 0,
+      estimatedCachedTokens: 0,
+      commit: async () => {
+        if (turn.conversationId === null) return;
+        const history = this.history(turn.conversationId);
+        for (const [key, content] of turn.history) history.set(key, content);
+        if (turn.ctxr.dedup) await this.service.recordSent(turn.conversationId, [...turn.sent.values()]);
+      },
+    };
+  }
+
+  private async rewriteNewMessage(message: Message, turn: Turn, result: RewriteResult): Promise<Message> {
     const content = message?.content;
     if (typeof content === "string") {
-      const outcome = await this.rewriteText(content, conversationId, ctxr);
-      if (outcome.documents === 0 && message.role === "tool") return this.rewriteToolResult(message, content, conversationId, ctxr, result);
+      const outcome = await this.rewriteText(content, turn);
+      if (outcome.documents === 0 && message.role === "tool") return this.rewriteToolResult(message, content, turn, result);
       addOutcome(result, outcome);
       return outcome.text === content ? message : { ...message, content: outcome.text };
     }
@@ -142,7 +182,7 @@ export class PromptRewriter {
       const parts: unknown[] = [];
       for (const part of content) {
         if (part !== null && typeof part === "object" && (part as { type?: unknown }).type === "text" && typeof (part as { text?: unknown }).text === "string") {
-          const outcome = await this.rewriteText((part as { text: string }).text, conversationId, ctxr);
+          const outcome = await this.rewriteText((part as { text: string }).text, turn);
           addOutcome(result, outcome);
           parts.push(outcome.documents === 0 ? part : { ...(part as object), text: outcome.text });
         } else parts.push(part);
@@ -153,28 +193,29 @@ export class PromptRewriter {
   }
 
   /** A tool result without recognisable documents is one document: dedup only (tool messages cannot move). */
-  private async rewriteToolResult(message: Message, content: string, conversationId: string, ctxr: CtxrOptions, result: RewriteResult): Promise<Message> {
-    if (!ctxr.dedup || content.trim() === "") return message;
+  private rewriteToolResult(message: Message, content: string, turn: Turn, result: RewriteResult): Message {
+    if (!turn.ctxr.dedup || turn.conversationId === null || content.trim() === "") return message;
     const block: BlockInput = { text: content };
-    const label = `[Tool result ${typeof message.tool_call_id === "string" ? message.tool_call_id : "?"}]`;
-    const [earlier] = this.service.sentBefore(conversationId, [block]);
     result.documents++;
+    const earlier = this.earlierLabels(turn, [block])[0];
     if (earlier !== undefined) {
       result.deduplicated++;
       return { ...message, content: dedupAnnotation(withDefaults(undefined), earlier) };
     }
-    await this.service.dedup(conversationId, [block], { doc: label });
+    const label = `[Tool result ${typeof message.tool_call_id === "string" ? message.tool_call_id : "?"}]`;
+    turn.sent.set(keyOf(block), [block, label]);
     return message;
   }
 
-  private async rewriteText(text: string, conversationId: string | null, ctxr: CtxrOptions): Promise<TextOutcome> {
+  private async rewriteText(text: string, turn: Turn): Promise<TextOutcome> {
     const found = findTextDocuments(text);
     const none: TextOutcome = { text, requestId: null, keys: [], documents: 0, deduplicated: 0, cachedTokens: 0 };
+    const { ctxr } = turn;
     if (found === null || (!ctxr.reorder && !ctxr.dedup)) return found === null ? none : { ...none, documents: found.documents.length };
     const blocks: BlockInput[] = found.documents.map((d) => ({ text: d.content }));
     const templates = withDefaults(undefined);
-    const dedupOn = ctxr.dedup && conversationId !== null;
-    const earlier = dedupOn ? this.service.sentBefore(conversationId, blocks) : blocks.map(() => undefined);
+    const dedupOn = ctxr.dedup && turn.conversationId !== null;
+    const earlier = dedupOn ? this.earlierLabels(turn, blocks) : blocks.map(() => undefined);
     const notes = new Map<number, string>();
     const fresh: number[] = [];
     earlier.forEach((label, i) => (label === undefined ? fresh.push(i) : notes.set(i, dedupAnnotation(templates, label))));
@@ -185,19 +226,30 @@ export class PromptRewriter {
     let cachedTokens = 0;
     if (ctxr.reorder && fresh.length > 0) {
       // Fresh documents first (longest cached prefix first), then the notes for documents sent before.
-      const { results } = await this.service.reorder([fresh.map((i) => blocks[i]!)], dedupOn ? conversationId : undefined);
+      const { results } = await this.service.reorder([fresh.map((i) => blocks[i]!)]);
       const reordered = results[0]!;
-      order = [...reordered.order.map((j) => fresh[j]!), ...[...notes.keys()]];
+      order = [...reordered.order.map((j) => fresh[j]!), ...notes.keys()];
       annotation = fresh.length > 1 ? reordered.annotation : null;
       requestId = reordered.request_id;
       cachedTokens = reordered.prefix_tokens;
     } else {
       // Dedup only: documents stay where they are; labels follow their positions.
       order = blocks.map((_, i) => i);
-      if (dedupOn && fresh.length > 0) await this.service.dedup(conversationId, blocks.filter((_, i) => !notes.has(i)));
     }
-    const keys = order.filter((i) => !notes.has(i)).map((i) => normalizeBlock({ text: found.documents[i]!.content }, NO_DEFAULTS).key);
+    if (dedupOn) order.forEach((i, position) => notes.has(i) || turn.sent.set(keyOf(blocks[i]!), [blocks[i]!, docLabel(templates, position)]));
+    const keys = order.filter((i) => !notes.has(i)).map((i) => keyOf(blocks[i]!));
     return { text: renderTextDocuments(found, order, notes, annotation), requestId, keys, documents: blocks.length, deduplicated: notes.size, cachedTokens };
+  }
+
+  /** Labels of blocks sent in an earlier turn, or earlier in this request. */
+  private earlierLabels(turn: Turn, blocks: BlockInput[]): (string | undefined)[] {
+    const recorded = this.service.sentBefore(turn.conversationId!, blocks);
+    return blocks.map((block, i) => recorded[i] ?? turn.sent.get(keyOf(block))?.[1]);
+  }
+
+  /** Forgets every remembered history (with POST /v1/reset). */
+  reset(): void {
+    this.histories.clear();
   }
 
   private history(conversationId: string): Map<string, unknown> {
@@ -210,8 +262,12 @@ export class PromptRewriter {
   }
 }
 
-function emptyResult(body: Record<string, unknown>): RewriteResult {
-  return { body, requestId: null, documentKeys: [], documents: 0, deduplicated: 0, receivedTokens: 0, forwardedTokens: 0, estimatedCachedTokens: 0 };
+function newTurn(conversationId: string | null, ctxr: CtxrOptions): Turn {
+  return { conversationId, ctxr, sent: new Map(), history: [] };
+}
+
+function keyOf(block: BlockInput): string {
+  return normalizeBlock(block, NO_DEFAULTS).key;
 }
 
 function addOutcome(result: RewriteResult, outcome: TextOutcome): void {

@@ -128,6 +128,7 @@ export function createApp(service: ContextService, options: AppOptions = {}): Op
   app.openapi(routes.reset, async (c) => {
     await service.reset();
     proxy?.pool.clear();
+    proxy?.rewriter.reset();
     return c.json({ reset: true as const }, 200);
   });
 

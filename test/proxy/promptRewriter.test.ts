@@ -1,12 +1,19 @@
 import { afterEach, describe, expect, test } from "bun:test";
 import { ContextService, RequestError } from "../../src/online/contextService.ts";
-import { PromptRewriter } from "../../src/proxy/promptRewriter.ts";
+import { PromptRewriter, type RewriteResult } from "../../src/proxy/promptRewriter.ts";
 
 const services: ContextService[] = [];
+/** A rewriter whose every rewrite is committed, as the proxy does once the engine accepted the request. */
 async function rewriter(): Promise<PromptRewriter> {
   const service = await ContextService.open({ dataDir: null });
   services.push(service);
-  return new PromptRewriter(service);
+  const inner = new PromptRewriter(service);
+  const committed = (rewrite: (body: Record<string, unknown>) => Promise<RewriteResult>) => async (body: Record<string, unknown>) => {
+    const result = await rewrite(body);
+    await result.commit();
+    return result;
+  };
+  return Object.assign(Object.create(inner), { rewriteChat: committed(inner.rewriteChat.bind(inner)), rewriteCompletion: committed(inner.rewriteCompletion.bind(inner)) });
 }
 afterEach(async () => {
   for (const s of services.splice(0)) await s.close();
@@ -109,5 +116,26 @@ describe("PromptRewriter.rewriteCompletion", () => {
     const out = await r.rewriteCompletion({ prompt: "<document>gamma</document>\n<document>beta</document>\n<document>alpha</document>\nQ:", ctxr: {} });
     expect(out.body.prompt).toBe("<document>alpha</document>\n<document>beta</document>\n<document>gamma</document>\nPlease read the context in the following priority order: [Doc 3] > [Doc 2] > [Doc 1] and answer the question.\nQ:");
     expect(out.body.ctxr).toBeUndefined();
+  });
+});
+
+describe("PromptRewriter commit", () => {
+  test("an uncommitted turn (no engine took it) records nothing: its retry is rewritten afresh", async () => {
+    const service = await ContextService.open({ dataDir: null });
+    services.push(service);
+    const r = new PromptRewriter(service);
+    const body = { messages: [{ role: "user", content: "x" }], documents: docs("A", "B"), ctxr: { conversation_id: "retry" } };
+    const failed = await r.rewriteChat(body);
+    const retry = await r.rewriteChat(body);
+    expect(retry.deduplicated).toBe(0);
+    expect(userText(retry.body, 0)).toContain("A is a document about A.");
+    await retry.commit();
+    // A retry of a delivered turn is forwarded exactly as before (no notes pointing at itself).
+    const again = await r.rewriteChat(body);
+    expect(userText(again.body, 0)).toBe(userText(retry.body, 0));
+    expect(failed.deduplicated).toBe(0);
+    // The next turn deduplicates against the delivered one.
+    const next = await r.rewriteChat({ messages: [{ role: "user", content: "x" }, { role: "assistant", content: "ok" }, { role: "user", content: "y" }], documents: docs("B"), ctxr: { conversation_id: "retry" } });
+    expect(userText(next.body, 2)).toContain("Please refer to [Doc");
   });
 });

@@ -94,7 +94,17 @@ export class ContextService {
     return this.journal?.report ?? null;
   }
 
-  async reorder(contexts: BlockInput[][], conversationId?: string, templates?: Partial<AnnotationTemplates>): Promise<{ results: ReorderResult[]; schedule: number[] }> {
+  /**
+   * With `deferDurability`, returns before the changes are on disk: the caller
+   * must await `durable()` before acknowledging anything (the proxy overlaps the
+   * fsync with the engine's work).
+   */
+  async reorder(
+    contexts: BlockInput[][],
+    conversationId?: string,
+    templates?: Partial<AnnotationTemplates>,
+    options: { deferDurability?: boolean } = {},
+  ): Promise<{ results: ReorderResult[]; schedule: number[] }> {
     const t = withDefaults(templates);
     const normalized = contexts.map((blocks, i) => this.normalizeContext(blocks, `contexts[${i}]`));
     const dense = normalized.map((blocks) => Int32Array.from(blocks, (b) => this.intern(b.key)));
@@ -134,7 +144,7 @@ export class ContextService {
     }
     this.evictOverCapacity();
     const schedule = scheduleBySearchPath(paths, processingOrder);
-    await this.journal?.flush();
+    if (!options.deferDurability) await this.journal?.flush();
     return { results, schedule };
   }
 
@@ -174,13 +184,17 @@ export class ContextService {
     return { blocks: out, duplicates };
   }
 
-  /** Records blocks as sent in a conversation with their labels (the first label of a block is kept). */
-  async recordSent(conversationId: string, entries: [block: BlockInput, label: string][]): Promise<void> {
+  /** Records blocks as sent in a conversation with their labels (the first label of a block is kept); see `durable`. */
+  recordSent(conversationId: string, entries: [block: BlockInput, label: string][]): void {
     if (entries.length === 0) return;
     this.recordConversation(
       conversationId,
       entries.map(([block, label]) => [normalizeBlock(block, { blockTokens: this.blockTokens }).key, label]),
     );
+  }
+
+  /** Resolves once every change made so far is on disk. */
+  async durable(): Promise<void> {
     await this.journal?.flush();
   }
 

@@ -229,7 +229,10 @@ export class ContextProxy {
         counters.documentsDeduplicated += rewrite.deduplicated;
         counters.estimatedCachedTokens += rewrite.estimatedCachedTokens;
         this.pool.record(upstream, request.plan, rewrite.requestId);
-        await rewrite.commit();
+        // The index changes were journaled while the engine worked: on disk before the answer starts.
+        // The turn's conversation record follows within one group commit (not awaited).
+        await rewrite.durable();
+        rewrite.commit();
       }
       const eventStream = (response.headers.get("content-type") ?? "").toLowerCase().startsWith("text/event-stream");
       const body = relayBody(response.body, {

@@ -37,7 +37,9 @@ export interface RewriteResult {
    * sent in the conversation and remembers the rewritten messages. A request no
    * engine took is never committed, so its retry is rewritten afresh.
    */
-  commit(): Promise<void>;
+  commit(): void;
+  /** Resolves once the index changes of this rewrite (and all before) are on disk. */
+  durable(): Promise<void>;
 }
 
 export interface PromptRewriterOptions {
@@ -161,12 +163,13 @@ export class PromptRewriter {
       receivedTokens: 0,
       forwardedTokens: 0,
       estimatedCachedTokens: 0,
-      commit: async () => {
+      commit: () => {
         if (turn.conversationId === null) return;
         const history = this.history(turn.conversationId);
         for (const [key, content] of turn.history) history.set(key, content);
-        if (turn.ctxr.dedup) await this.service.recordSent(turn.conversationId, [...turn.sent.values()]);
+        if (turn.ctxr.dedup) this.service.recordSent(turn.conversationId, [...turn.sent.values()]);
       },
+      durable: () => this.service.durable(),
     };
   }
 
@@ -226,7 +229,7 @@ export class PromptRewriter {
     let cachedTokens = 0;
     if (ctxr.reorder && fresh.length > 0) {
       // Fresh documents first (longest cached prefix first), then the notes for documents sent before.
-      const { results } = await this.service.reorder([fresh.map((i) => blocks[i]!)]);
+      const { results } = await this.service.reorder([fresh.map((i) => blocks[i]!)], undefined, undefined, { deferDurability: true });
       const reordered = results[0]!;
       order = [...reordered.order.map((j) => fresh[j]!), ...notes.keys()];
       annotation = fresh.length > 1 ? reordered.annotation : null;

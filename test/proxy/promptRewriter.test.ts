@@ -10,7 +10,7 @@ async function rewriter(): Promise<PromptRewriter> {
   const inner = new PromptRewriter(service);
   const committed = (rewrite: (body: Record<string, unknown>) => Promise<RewriteResult>) => async (body: Record<string, unknown>) => {
     const result = await rewrite(body);
-    await result.commit();
+    result.commit();
     return result;
   };
   return Object.assign(Object.create(inner), { rewriteChat: committed(inner.rewriteChat.bind(inner)), rewriteCompletion: committed(inner.rewriteCompletion.bind(inner)) });
@@ -129,7 +129,7 @@ describe("PromptRewriter commit", () => {
     const retry = await r.rewriteChat(body);
     expect(retry.deduplicated).toBe(0);
     expect(userText(retry.body, 0)).toContain("A is a document about A.");
-    await retry.commit();
+    retry.commit();
     // A retry of a delivered turn is forwarded exactly as before (no notes pointing at itself).
     const again = await r.rewriteChat(body);
     expect(userText(again.body, 0)).toBe(userText(retry.body, 0));

@@ -11,7 +11,7 @@ import type { LinkageMethod } from "../kernels/index.ts";
 import { dedupAnnotation, docLabel, priorityAnnotation, withDefaults, type AnnotationTemplates } from "./annotations.ts";
 import { normalizeBlock, type BlockInput, type NormalizedBlock } from "./blocks.ts";
 import { ConversationStore, type ConversationEntries } from "./conversationStore.ts";
-import { LiveContextIndex } from "./liveIndex.ts";
+import { LiveContextIndex, type LiveNode } from "./liveIndex.ts";
 import { newRequestId, requestIdCandidates } from "./requestIds.ts";
 import { ServiceJournal, type ServiceSnapshot } from "./serviceJournal.ts";
 
@@ -111,7 +111,7 @@ export class ContextService {
     const { processingOrder, preferred } = batchPreference(normalized);
     const now = this.now();
     const results = new Array<ReorderResult>(contexts.length);
-    const paths: number[][] = new Array(contexts.length);
+    const nodes: LiveNode[] = new Array(contexts.length);
 
     for (const c of processingOrder) {
       const match = this.index.search(dense[c]!);
@@ -124,7 +124,7 @@ export class ContextService {
       const requestId = newRequestId();
       const inserted = this.index.insert(ordered, tokens, requestId, now);
       this.record({ op: "insert", id: requestId, keys: order.map((p) => normalized[c]![p]!.key), tokens, at: now });
-      paths[c] = this.index.searchPath(inserted.node);
+      nodes[c] = inserted.node;
       results[c] = {
         blocks: order.map((p) => contexts[c]![p]!),
         order,
@@ -142,6 +142,8 @@ export class ContextService {
       for (const c of processingOrder) results[c]!.order.forEach((p, at) => entries.push([normalized[c]![p]!.key, docLabel(t, at)]));
       this.recordConversation(conversationId, entries);
     }
+    // Paths once every context is in: a later insert may split an earlier context's edge.
+    const paths = nodes.map((node) => this.index.searchPath(node));
     this.evictOverCapacity();
     const schedule = scheduleBySearchPath(paths, processingOrder);
     if (!options.deferDurability) await this.journal?.flush();

@@ -51,6 +51,14 @@ describe("ContextService.reorder", () => {
     expect(results[0]!.prefix_blocks + results[2]!.prefix_blocks).toBe(2);
   });
 
+  test("the schedule runs each context after the ones whose blocks it reuses", async () => {
+    const service = await memoryService();
+    const { results, schedule } = await service.reorder([[1, 2, 3], [3, 2, 9]]);
+    const sharer = results.findIndex((r) => r.prefix_blocks > 0);
+    expect(sharer).toBeGreaterThanOrEqual(0);
+    expect(schedule.indexOf(sharer)).toBe(1);
+  });
+
   test("text blocks are the same block when their text differs only in whitespace; templates apply", async () => {
     const service = await memoryService();
     await service.reorder([[{ text: "The  cat\nsat." }, { text: "Dogs bark." }]]);

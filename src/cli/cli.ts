@@ -5,6 +5,7 @@
 import { ContextsJsonlError } from "../index/contextsJsonl.ts";
 import { EXIT_FAILURE, EXIT_OK, EXIT_USAGE, InputError, UsageError } from "./args.ts";
 import { INDEX_BUILD_HELP, indexBuildCommand } from "./commands/indexBuild.ts";
+import { MODEL_HELP, MODEL_TINY_HELP, modelTinyCommand } from "./commands/model.ts";
 import { SERVE_HELP, serveCommand } from "./commands/serve.ts";
 import { SIMULATE_HELP, simulateCommand } from "./commands/simulate.ts";
 import type { Command, CommandIo } from "./commands/types.ts";
@@ -18,6 +19,7 @@ Commands:
   index build    reorder and schedule contexts for prefix-cache reuse (JSONL in, JSONL out)
   simulate       prefix-cache hit ratio of a request sequence (JSONL)
   serve          the online context-reuse API over HTTP (reorder, dedup, evict, ...)
+  model tiny     write a deterministic tiny Llama checkpoint (tests, smoke runs, benchmarks)
 
 Global options:
   -h, --help     show help (also: ctxr <command> --help)
@@ -42,10 +44,11 @@ const COMMANDS: Record<string, CommandEntry> = {
   "index build": { run: indexBuildCommand, help: INDEX_BUILD_HELP },
   simulate: { run: simulateCommand, help: SIMULATE_HELP },
   serve: { run: serveCommand, help: SERVE_HELP },
+  "model tiny": { run: modelTinyCommand, help: MODEL_TINY_HELP },
 };
 
 /** Groups of subcommands: their help when called without a subcommand. */
-const GROUPS: Record<string, string> = { index: INDEX_HELP };
+const GROUPS: Record<string, string> = { index: INDEX_HELP, model: MODEL_HELP };
 
 export interface CliIo extends CommandIo {
   err(text: string): void;

@@ -1,0 +1,98 @@
+// The compute interface the model code (model.cpp) drives. Two implementations: the CPU
+// backend (cpu/, OpenMP + AVX2 GEMM) and the CUDA backend (gpu/, cuBLAS + own kernels).
+//
+// Conventions: every pointer argument of an op is backend memory (host memory for the CPU
+// backend, device memory for CUDA) unless its name ends in _host. Activations are float32,
+// row-major, with an explicit row stride (in floats) where a row may be part of a wider fused
+// row (q|k|v out of one fused projection). Ops are asynchronous on CUDA; to_host() waits.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+namespace ctxr {
+
+enum class DType { F32, F16, BF16 };
+
+// An opaque weight matrix [rows][cols] (row-major, as stored in safetensors), prepared by the
+// backend for linear(): the CPU backend widens to f32 and packs panels; CUDA keeps f16/bf16.
+struct Matrix;
+
+struct KvGeometry {
+  int layers;
+  int num_blocks;
+  int block_size;
+  int kv_width;  // kv_heads * head_dim
+};
+
+// One attention call for n_tokens query rows of possibly different sequences.
+struct AttentionBatch {
+  int n_tokens;
+  int heads, kv_heads, head_dim;
+  float scale;                  // 1/sqrt(head_dim)
+  const int32_t* block_tables;  // [n_seqs][max_blocks]
+  int max_blocks;
+  const int32_t* token_seq;     // [n_tokens] row of block_tables
+  const int32_t* token_len;     // [n_tokens] visible entries: sequence index + 1
+  int max_len;                  // max of token_len
+  // Optional statistics: when stat_row is not null, token t with stat_row[t] >= 0 writes the
+  // head-averaged attention probabilities over its entries into stats[stat_row[t]][0..len),
+  // zero-filling [len, max_len).
+  const int32_t* stat_row;
+  float* stats;                 // [n_stat_rows][max_len]
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual const char* name() const = 0;  // "cpu" or "cuda:<gpu name>"
+
+  // Memory.
+  virtual void* alloc(size_t bytes) = 0;
+  virtual void release(void* p) = 0;
+  virtual void to_device(void* dst, const void* src_host, size_t bytes) = 0;
+  virtual void to_host(void* dst_host, const void* src, size_t bytes) = 0;  // waits for prior ops
+
+  // Weights. `data_host` is the raw safetensors payload in `dtype`.
+  virtual Matrix* matrix(const void* data_host, DType dtype, int rows, int cols) = 0;
+  virtual void free_matrix(Matrix* m) = 0;
+  virtual const char* matrix_dtype() const = 0;  // what matrices are kept in: "f32", "bf16", ...
+  // A float32 vector in backend memory (norm weights, biases); release() frees it.
+  virtual float* vector(const void* data_host, DType dtype, int n) = 0;
+
+  // Ops.
+  // out[i][:] = row tokens[i] of `table` (the embedding), widened to f32.
+  virtual void embed(const Matrix* table, const int32_t* tokens, int n, float* out) = 0;
+  // out[i] = x[i] / rms(x[i]) * w, rows of width d; x and out may alias.
+  virtual void rms_norm(const float* x, const float* w, float eps, int n, int d, float* out) = 0;
+  // y[i][:] = x[i][:] · Wᵀ (+ bias): x is [n][W.cols], y is [n][W.rows], both contiguous.
+  virtual void linear(const float* x, int n, const Matrix* w, const float* bias, float* y) = 0;
+  // Rotates `heads` heads of head_dim at the start of each of n rows (row stride `stride`) in
+  // place by angle pos[i] * inv_freq[j], pairs (j, j + head_dim/2); sign -1 undoes the rotation.
+  virtual void rope(float* x, int stride, int n, int heads, int head_dim, const int32_t* pos,
+                    const float* inv_freq, int sign) = 0;
+  // out[i][j] = silu(x[i][j]) * x[i][ff + j] for rows of 2*ff (gate|up fused), out is [n][ff].
+  virtual void silu_mul(const float* x, int n, int ff, float* out) = 0;
+  // x += y over n floats.
+  virtual void add(float* x, const float* y, size_t n) = 0;
+  // dst[i][:] = src[rows[i]][:], rows of width d.
+  virtual void gather_rows(const float* src, const int32_t* rows, int n, int d, float* dst) = 0;
+
+  // KV cache (layer-first pages, see PROTOCOL.md).
+  virtual void kv_init(const KvGeometry& g) = 0;
+  // Writes K and V rows (stride `stride` floats, kv_width wide) of n tokens to `slots`.
+  virtual void kv_write(int layer, const float* k, const float* v, int stride, const int32_t* slots, int n) = 0;
+  // Reads n slots into contiguous [n][kv_width] K and V.
+  virtual void kv_read(int layer, const int32_t* slots, int n, float* k, float* v) = 0;
+  // Copies whole blocks (every layer, K and V); ids are host arrays.
+  virtual void kv_copy_blocks(const int32_t* src_host, const int32_t* dst_host, int n) = 0;
+  // out[t] = softmax(q[t] · K[entries]ᵀ · scale) · V[entries] per head, grouped-query
+  // (query head h reads kv head h / (heads / kv_heads)). q rows have stride q_stride; out is
+  // [n_tokens][heads * head_dim] contiguous.
+  virtual void attention(int layer, const float* q, int q_stride, const AttentionBatch& batch, float* out) = 0;
+};
+
+Backend* make_cpu_backend(int threads);
+// Defined only in the CUDA build; device is the CUDA ordinal.
+Backend* make_cuda_backend(int device);
+
+}  // namespace ctxr

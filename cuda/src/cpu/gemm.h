@@ -1,0 +1,19 @@
+// Single-precision GEMM for the CPU backend: C[m][n] = A[m][k] · Bᵀ (+ bias), where B is a
+// weight matrix stored row-major as [n][k] (the safetensors layout) and pre-packed once.
+#pragma once
+#include <cstddef>
+
+namespace ctxr {
+
+struct PackedB;  // B[n][k] rearranged for the micro-kernel
+
+PackedB* pack_b(const float* b, int n, int k);
+void free_packed_b(PackedB* p);
+int packed_b_rows(const PackedB* p);  // n
+int packed_b_cols(const PackedB* p);  // k
+
+// C[m][n] = A[m][k] · Bᵀ + bias (bias may be null); A and C contiguous row-major. Parallel
+// over the calling OpenMP team size `threads`.
+void sgemm_packed(const float* a, int m, const PackedB* b, const float* bias, float* c, int threads);
+
+}  // namespace ctxr

@@ -1,0 +1,553 @@
+/**
+ * The binary protocol between the server and the native model runner
+ * (cuda/PROTOCOL.md): length-prefixed frames over the runner's stdin/stdout,
+ * little-endian. Pure encoding and decoding of frames and op bodies, and an
+ * incremental reader that cuts stdout chunks into response frames. No I/O here
+ * (runnerProcess.ts does that).
+ *
+ * Request frame:  u32 length, u32 op, u32 id, body
+ * Response frame: u32 length, u32 id, u32 status, body
+ */
+
+export const Op = {
+  INFO: 1,
+  ALLOC: 2,
+  FREE: 3,
+  COPY: 4,
+  FORWARD: 5,
+  EXPORT: 6,
+  IMPORT: 7,
+  SHUTDOWN: 8,
+  MOVE: 9,
+} as const;
+export type OpCode = (typeof Op)[keyof typeof Op];
+
+export const OP_NAMES: Record<number, string> = Object.fromEntries(Object.entries(Op).map(([name, code]) => [code, name]));
+
+export const Status = {
+  OK: 0,
+  /** The request was invalid; the runner's state is unchanged. */
+  BAD_REQUEST: 1,
+  /** ALLOC: fewer blocks free than asked for (nothing allocated). */
+  OUT_OF_BLOCKS: 2,
+  INTERNAL: 3,
+} as const;
+
+/** The id of the unsolicited INFO (or load failure) response the runner writes once loaded. */
+export const READY_ID = 0;
+
+/** Frames larger than this are treated as a corrupt stream rather than allocated. */
+export const MAX_FRAME_BYTES = 2 ** 31 - 1;
+
+const HOST_LITTLE_ENDIAN = new Uint8Array(new Uint16Array([1]).buffer)[0] === 1;
+
+/** A malformed frame or body: the stream can no longer be trusted. */
+export class ProtocolError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = "ProtocolError";
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Writing and reading packed little-endian values
+
+type U32Source = ArrayLike<number>;
+
+/** Builds a body from u32/i32/f32 values and arrays; sizes are computed up front by the caller. */
+export class BodyWriter {
+  readonly bytes: Uint8Array;
+  private readonly view: DataView;
+  private offset = 0;
+
+  constructor(byteLength: number) {
+    this.bytes = new Uint8Array(byteLength);
+    this.view = new DataView(this.bytes.buffer);
+  }
+
+  u32(value: number): this {
+    if (!Number.isInteger(value) || value < 0 || value > 0xffffffff) throw new ProtocolError(`not a u32: ${value}`);
+    this.view.setUint32(this.offset, value, true);
+    this.offset += 4;
+    return this;
+  }
+
+  i32(value: number): this {
+    if (!Number.isInteger(value) || value < -0x80000000 || value > 0x7fffffff) throw new ProtocolError(`not an i32: ${value}`);
+    this.view.setInt32(this.offset, value, true);
+    this.offset += 4;
+    return this;
+  }
+
+  u32s(values: U32Source): this {
+    for (let i = 0; i < values.length; i++) this.u32(values[i]!);
+    return this;
+  }
+
+  i32s(values: U32Source): this {
+    for (let i = 0; i < values.length; i++) this.i32(values[i]!);
+    return this;
+  }
+
+  f32s(values: Float32Array): this {
+    if (HOST_LITTLE_ENDIAN) {
+      this.bytes.set(new Uint8Array(values.buffer, values.byteOffset, values.byteLength), this.offset);
+      this.offset += values.byteLength;
+    } else {
+      for (let i = 0; i < values.length; i++) {
+        this.view.setFloat32(this.offset, values[i]!, true);
+        this.offset += 4;
+      }
+    }
+    return this;
+  }
+
+  /** The body, checking that exactly the planned bytes were written. */
+  finish(): Uint8Array {
+    if (this.offset !== this.bytes.length) throw new ProtocolError(`body size mismatch: wrote ${this.offset} of ${this.bytes.length} bytes`);
+    return this.bytes;
+  }
+}
+
+/** Reads packed little-endian values from a body, with bounds checks naming what was being read. */
+export class BodyReader {
+  private readonly view: DataView;
+  offset = 0;
+
+  constructor(
+    readonly bytes: Uint8Array,
+    private readonly what: string,
+  ) {
+    this.view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  }
+
+  get remaining(): number {
+    return this.bytes.length - this.offset;
+  }
+
+  private need(bytes: number, field: string): void {
+    if (this.offset + bytes > this.bytes.length) {
+      throw new ProtocolError(`${this.what}: body too short reading ${field} (${bytes} bytes at offset ${this.offset} of ${this.bytes.length})`);
+    }
+  }
+
+  u32(field: string): number {
+    this.need(4, field);
+    const value = this.view.getUint32(this.offset, true);
+    this.offset += 4;
+    return value;
+  }
+
+  u32s(count: number, field: string): Uint32Array {
+    this.need(count * 4, field);
+    const out = new Uint32Array(count);
+    for (let i = 0; i < count; i++) out[i] = this.view.getUint32(this.offset + i * 4, true);
+    this.offset += count * 4;
+    return out;
+  }
+
+  i32s(count: number, field: string): Int32Array {
+    this.need(count * 4, field);
+    const out = new Int32Array(count);
+    for (let i = 0; i < count; i++) out[i] = this.view.getInt32(this.offset + i * 4, true);
+    this.offset += count * 4;
+    return out;
+  }
+
+  f32s(count: number, field: string): Float32Array {
+    this.need(count * 4, field);
+    let out: Float32Array;
+    if (HOST_LITTLE_ENDIAN) {
+      // A copy: aligned, and independent of the frame buffer.
+      out = new Float32Array(this.bytes.slice(this.offset, this.offset + count * 4).buffer);
+    } else {
+      out = new Float32Array(count);
+      for (let i = 0; i < count; i++) out[i] = this.view.getFloat32(this.offset + i * 4, true);
+    }
+    this.offset += count * 4;
+    return out;
+  }
+
+  /** Throws unless the whole body was consumed. */
+  end(): void {
+    if (this.offset !== this.bytes.length) throw new ProtocolError(`${this.what}: ${this.bytes.length - this.offset} unexpected trailing bytes`);
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Frames
+
+/** A whole request frame: u32 length, u32 op, u32 id, body. */
+export function encodeRequest(op: OpCode, id: number, body: Uint8Array = new Uint8Array(0)): Uint8Array {
+  const length = 8 + body.length;
+  if (length > MAX_FRAME_BYTES) throw new ProtocolError(`request of ${length} bytes is over the frame limit`);
+  const frame = new Uint8Array(4 + length);
+  const view = new DataView(frame.buffer);
+  view.setUint32(0, length, true);
+  view.setUint32(4, op, true);
+  view.setUint32(8, id >>> 0, true);
+  frame.set(body, 12);
+  return frame;
+}
+
+export interface ResponseFrame {
+  id: number;
+  status: number;
+  body: Uint8Array;
+}
+
+/** A whole response frame (used by tests and fakes): u32 length, u32 id, u32 status, body. */
+export function encodeResponse(id: number, status: number, body: Uint8Array = new Uint8Array(0)): Uint8Array {
+  const frame = new Uint8Array(12 + body.length);
+  const view = new DataView(frame.buffer);
+  view.setUint32(0, 8 + body.length, true);
+  view.setUint32(4, id >>> 0, true);
+  view.setUint32(8, status, true);
+  frame.set(body, 12);
+  return frame;
+}
+
+export interface RequestFrame {
+  op: number;
+  id: number;
+  body: Uint8Array;
+}
+
+/**
+ * Cuts a byte stream into frames as chunks arrive: push() each chunk and get the
+ * frames it completed (zero or more). A frame split across chunks is kept until
+ * its last byte arrives. Each returned body is its own copy.
+ */
+export class FrameReader {
+  private buffer = new Uint8Array(64 * 1024);
+  private start = 0;
+  private end = 0;
+
+  constructor(private readonly maxFrameBytes = MAX_FRAME_BYTES) {}
+
+  /** Bytes received that do not yet form a whole frame. */
+  get pending(): number {
+    return this.end - this.start;
+  }
+
+  /** Raw frames: the 4-byte length prefix removed, the rest (header + body) returned. */
+  pushRaw(chunk: Uint8Array): Uint8Array[] {
+    this.append(chunk);
+    const frames: Uint8Array[] = [];
+    for (;;) {
+      if (this.end - this.start < 4) break;
+      const length = (this.buffer[this.start]! | (this.buffer[this.start + 1]! << 8) | (this.buffer[this.start + 2]! << 16) | (this.buffer[this.start + 3]! << 24)) >>> 0;
+      if (length < 8) throw new ProtocolError(`frame length ${length} is shorter than its 8-byte header`);
+      if (length > this.maxFrameBytes) throw new ProtocolError(`frame length ${length} is over the limit of ${this.maxFrameBytes} bytes`);
+      if (this.end - this.start < 4 + length) {
+        this.reserve(4 + length);
+        break;
+      }
+      frames.push(this.buffer.slice(this.start + 4, this.start + 4 + length));
+      this.start += 4 + length;
+    }
+    if (this.start === this.end) this.start = this.end = 0;
+    return frames;
+  }
+
+  /** Response frames completed by this chunk. */
+  push(chunk: Uint8Array): ResponseFrame[] {
+    return this.pushRaw(chunk).map((raw) => {
+      const view = new DataView(raw.buffer, raw.byteOffset, raw.byteLength);
+      return { id: view.getUint32(0, true), status: view.getUint32(4, true), body: raw.subarray(8) };
+    });
+  }
+
+  /** Request frames completed by this chunk (the runner's side; for tests and fakes). */
+  pushRequests(chunk: Uint8Array): RequestFrame[] {
+    return this.pushRaw(chunk).map((raw) => {
+      const view = new DataView(raw.buffer, raw.byteOffset, raw.byteLength);
+      return { op: view.getUint32(0, true), id: view.getUint32(4, true), body: raw.subarray(8) };
+    });
+  }
+
+  private append(chunk: Uint8Array): void {
+    this.reserve(this.end - this.start + chunk.length);
+    this.buffer.set(chunk, this.end);
+    this.end += chunk.length;
+  }
+
+  /** Makes room for `bytes` unread bytes from `start` (compacting or growing). */
+  private reserve(bytes: number): void {
+    if (this.start + bytes <= this.buffer.length) return;
+    const unread = this.end - this.start;
+    if (bytes <= this.buffer.length) {
+      this.buffer.copyWithin(0, this.start, this.end);
+    } else {
+      let size = this.buffer.length;
+      while (size < bytes) size *= 2;
+      const grown = new Uint8Array(size);
+      grown.set(this.buffer.subarray(this.start, this.end));
+      this.buffer = grown;
+    }
+    this.start = 0;
+    this.end = unread;
+  }
+}
+
+const decoder = new TextDecoder();
+const encoder = new TextEncoder();
+
+/** The UTF-8 message of an error response. */
+export function decodeText(body: Uint8Array): string {
+  return decoder.decode(body);
+}
+
+export function encodeText(text: string): Uint8Array {
+  return encoder.encode(text);
+}
+
+// ---------------------------------------------------------------------------
+// INFO
+
+export interface RunnerInfo {
+  layers: number;
+  hidden: number;
+  heads: number;
+  kv_heads: number;
+  head_dim: number;
+  vocab: number;
+  block_size: number;
+  num_blocks: number;
+  free_blocks: number;
+  device: string;
+  weight_dtype: string;
+  kv_dtype: string;
+  max_position_embeddings: number;
+  architecture: string;
+  build: string;
+}
+
+const INFO_INTEGERS = ["layers", "hidden", "heads", "kv_heads", "head_dim", "vocab", "block_size", "num_blocks", "free_blocks", "max_position_embeddings"] as const;
+const INFO_STRINGS = ["device", "weight_dtype", "kv_dtype", "architecture", "build"] as const;
+
+/** INFO's JSON body, checked for the fields the server relies on (unknown extra fields are kept). */
+export function decodeInfo(body: Uint8Array): RunnerInfo {
+  let value: unknown;
+  try {
+    value = JSON.parse(decodeText(body));
+  } catch (error) {
+    throw new ProtocolError(`INFO: body is not JSON: ${(error as Error).message}`);
+  }
+  if (typeof value !== "object" || value === null || Array.isArray(value)) throw new ProtocolError("INFO: body is not a JSON object");
+  const info = value as Record<string, unknown>;
+  for (const key of INFO_INTEGERS) {
+    const field = info[key];
+    if (typeof field !== "number" || !Number.isSafeInteger(field) || field < 0) throw new ProtocolError(`INFO: ${key} must be a non-negative integer, got ${JSON.stringify(field)}`);
+  }
+  for (const key of INFO_STRINGS) {
+    if (info[key] === undefined) info[key] = "";
+    else if (typeof info[key] !== "string") throw new ProtocolError(`INFO: ${key} must be a string, got ${JSON.stringify(info[key])}`);
+  }
+  return info as unknown as RunnerInfo;
+}
+
+export function kvWidth(info: Pick<RunnerInfo, "kv_heads" | "head_dim">): number {
+  return info.kv_heads * info.head_dim;
+}
+
+// ---------------------------------------------------------------------------
+// ALLOC, FREE, COPY, MOVE
+
+export function encodeAlloc(count: number): Uint8Array {
+  return new BodyWriter(4).u32(count).finish();
+}
+
+export function decodeAllocResponse(body: Uint8Array, requested?: number): number[] {
+  const reader = new BodyReader(body, "ALLOC response");
+  const n = reader.u32("n");
+  if (requested !== undefined && n !== requested) throw new ProtocolError(`ALLOC response: ${n} blocks for a request of ${requested}`);
+  const ids = Array.from(reader.u32s(n, "ids"));
+  reader.end();
+  return ids;
+}
+
+export function encodeFree(ids: readonly number[]): Uint8Array {
+  return new BodyWriter(4 + 4 * ids.length).u32(ids.length).u32s(ids).finish();
+}
+
+export interface BlockPair {
+  src: number;
+  dst: number;
+}
+
+/** The body of COPY and of MOVE. */
+export function encodeBlockPairs(pairs: readonly BlockPair[]): Uint8Array {
+  const writer = new BodyWriter(4 + 8 * pairs.length).u32(pairs.length);
+  for (const pair of pairs) writer.u32(pair.src).u32(pair.dst);
+  return writer.finish();
+}
+
+// ---------------------------------------------------------------------------
+// FORWARD
+
+export interface ForwardSequence {
+  /** The sequence's block table. */
+  table: readonly number[];
+  /** New tokens to run. */
+  tokens: ArrayLike<number>;
+  /** Their rotary positions (default: their sequence indices). */
+  positions?: ArrayLike<number>;
+  /** The sequence index each token's K/V is written to. */
+  indices: ArrayLike<number>;
+  /** Which of the new tokens (0-based) to return logits for. */
+  logitRows: ArrayLike<number>;
+  /** With statistics: new tokens (0-based) whose attention to record. */
+  queryRows?: ArrayLike<number>;
+  /** With statistics: chunk boundaries in sequence indices (n_chunks + 1 values, increasing). */
+  chunkBounds?: ArrayLike<number>;
+}
+
+export interface ForwardRequest {
+  sequences: readonly ForwardSequence[];
+  /** Ask for attention statistics (flags bit 0). */
+  stats?: boolean;
+}
+
+export interface AttentionStats {
+  /** Queries × len: each query row's attention mass on each entry, averaged over heads. */
+  mass: Float32Array;
+  queries: number;
+  /** 1 + the largest sequence index among the new tokens. */
+  len: number;
+  /** chunks × chunks: chunk a's total mass on chunk b. */
+  chunks: Float32Array;
+  nChunks: number;
+}
+
+export interface ForwardResult {
+  /** Per sequence: n_logits × vocab, row-major. */
+  logits: Float32Array[];
+  /** With statistics: per sequence, per layer. */
+  stats?: AttentionStats[][];
+}
+
+/** Sequence indices start .. start+count-1, as FORWARD's `indices` for a contiguous run. */
+export function sequenceRange(start: number, count: number): Uint32Array {
+  const out = new Uint32Array(count);
+  for (let i = 0; i < count; i++) out[i] = start + i;
+  return out;
+}
+
+function forwardBodyBytes(request: ForwardRequest): number {
+  let bytes = 8;
+  for (const seq of request.sequences) bytes += 4 + 4 * seq.table.length + 4 + 12 * seq.tokens.length + 4 + 4 * seq.logitRows.length;
+  if (request.stats) {
+    for (const seq of request.sequences) bytes += 4 + 4 * (seq.queryRows?.length ?? 0) + 4 + 4 * (seq.chunkBounds?.length ?? 1);
+  }
+  return bytes;
+}
+
+export function encodeForward(request: ForwardRequest): Uint8Array {
+  const writer = new BodyWriter(forwardBodyBytes(request));
+  writer.u32(request.stats ? 1 : 0).u32(request.sequences.length);
+  request.sequences.forEach((seq, s) => {
+    const n = seq.tokens.length;
+    if (seq.indices.length !== n) throw new ProtocolError(`FORWARD: sequence ${s} has ${n} tokens but ${seq.indices.length} indices`);
+    if (seq.positions !== undefined && seq.positions.length !== n) throw new ProtocolError(`FORWARD: sequence ${s} has ${n} tokens but ${seq.positions.length} positions`);
+    writer.u32(seq.table.length).u32s(seq.table);
+    writer.u32(n).u32s(seq.tokens);
+    writer.i32s(seq.positions ?? seq.indices);
+    writer.u32s(seq.indices);
+    writer.u32(seq.logitRows.length).u32s(seq.logitRows);
+  });
+  if (request.stats) {
+    request.sequences.forEach((seq, s) => {
+      const queries = seq.queryRows ?? [];
+      const bounds = seq.chunkBounds ?? [0];
+      if (bounds.length < 1) throw new ProtocolError(`FORWARD: sequence ${s} chunk bounds need at least one value`);
+      writer.u32(queries.length).u32s(queries);
+      writer.u32(bounds.length - 1).u32s(bounds);
+    });
+  }
+  return writer.finish();
+}
+
+/** 1 + the largest sequence index among a sequence's new tokens (the width of its attention statistics). */
+export function statsLength(seq: ForwardSequence): number {
+  let max = -1;
+  for (let i = 0; i < seq.indices.length; i++) max = Math.max(max, seq.indices[i]!);
+  return max + 1;
+}
+
+export function decodeForwardResponse(body: Uint8Array, request: ForwardRequest, info: Pick<RunnerInfo, "vocab" | "layers">): ForwardResult {
+  const reader = new BodyReader(body, "FORWARD response");
+  const logits = request.sequences.map((seq, s) => reader.f32s(seq.logitRows.length * info.vocab, `logits of sequence ${s}`));
+  let stats: AttentionStats[][] | undefined;
+  if (request.stats) {
+    stats = request.sequences.map((seq, s) => {
+      const queries = seq.queryRows?.length ?? 0;
+      const nChunks = Math.max(0, (seq.chunkBounds?.length ?? 1) - 1);
+      const len = statsLength(seq);
+      const layers: AttentionStats[] = [];
+      for (let layer = 0; layer < info.layers; layer++) {
+        const mass = reader.f32s(queries * len, `attention mass of sequence ${s}, layer ${layer}`);
+        const chunks = reader.f32s(nChunks * nChunks, `chunk attention of sequence ${s}, layer ${layer}`);
+        layers.push({ mass, queries, len, chunks, nChunks });
+      }
+      return layers;
+    });
+  }
+  reader.end();
+  return stats === undefined ? { logits } : { logits, stats };
+}
+
+// ---------------------------------------------------------------------------
+// EXPORT and IMPORT
+
+export interface KvRange {
+  table: readonly number[];
+  /** First sequence index. */
+  start: number;
+  count: number;
+}
+
+export interface LayerKv {
+  /** count × kv_width, without RoPE. */
+  k: Float32Array;
+  v: Float32Array;
+}
+
+export interface KvData {
+  positions: Int32Array;
+  layers: LayerKv[];
+}
+
+export function encodeExport(range: KvRange): Uint8Array {
+  return new BodyWriter(12 + 4 * range.table.length).u32(range.table.length).u32s(range.table).u32(range.start).u32(range.count).finish();
+}
+
+export function decodeExportResponse(body: Uint8Array, count: number, info: Pick<RunnerInfo, "layers" | "kv_heads" | "head_dim">): KvData {
+  const reader = new BodyReader(body, "EXPORT response");
+  const width = kvWidth(info);
+  const positions = reader.i32s(count, "positions");
+  const layers: LayerKv[] = [];
+  for (let layer = 0; layer < info.layers; layer++) {
+    const k = reader.f32s(count * width, `K of layer ${layer}`);
+    const v = reader.f32s(count * width, `V of layer ${layer}`);
+    layers.push({ k, v });
+  }
+  reader.end();
+  return { positions, layers };
+}
+
+export function encodeImport(range: KvRange, data: KvData, info: Pick<RunnerInfo, "layers" | "kv_heads" | "head_dim">): Uint8Array {
+  const width = kvWidth(info);
+  const { count } = range;
+  if (data.positions.length !== count) throw new ProtocolError(`IMPORT: ${data.positions.length} positions for ${count} entries`);
+  if (data.layers.length !== info.layers) throw new ProtocolError(`IMPORT: ${data.layers.length} layers of K/V for a model of ${info.layers}`);
+  data.layers.forEach((layer, i) => {
+    if (layer.k.length !== count * width || layer.v.length !== count * width) {
+      throw new ProtocolError(`IMPORT: layer ${i} K/V must hold ${count} × ${width} values each, got ${layer.k.length} and ${layer.v.length}`);
+    }
+  });
+  const writer = new BodyWriter(12 + 4 * range.table.length + 4 * count + info.layers * 2 * 4 * count * width);
+  writer.u32(range.table.length).u32s(range.table).u32(range.start).u32(count).i32s(data.positions);
+  for (const layer of data.layers) writer.f32s(layer.k).f32s(layer.v);
+  return writer.finish();
+}

@@ -1,0 +1,287 @@
+// The CPU backend: float32 everywhere, OpenMP over the configured threads, the packed AVX2
+// GEMM (gemm.cpp) for linear(). Matrices are widened to f32 once; the packed copy is made on
+// first use by linear() and the plain copy on first use by embed(), so an untied embedding is
+// never packed and an lm_head is never kept unpacked.
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <stdexcept>
+#include <vector>
+
+#include "backend.h"
+#include "cpu/gemm.h"
+#include "halfs.h"
+
+namespace ctxr {
+
+struct Matrix {
+  int rows, cols;
+  DType dtype;
+  const void* source;  // the mmap'd checkpoint bytes, alive for the runner's lifetime
+  std::vector<float> plain;
+  PackedB* packed = nullptr;
+  std::mutex lock;
+};
+
+namespace {
+
+class CpuBackend final : public Backend {
+ public:
+  explicit CpuBackend(int threads) : threads_(threads > 0 ? threads : omp_get_num_procs()) {}
+  ~CpuBackend() override = default;
+
+  const char* name() const override { return "cpu"; }
+
+  void* alloc(size_t bytes) override {
+    void* p = std::aligned_alloc(64, (bytes + 63) / 64 * 64 + 64);
+    if (!p) throw std::runtime_error("out of host memory allocating " + std::to_string(bytes) + " bytes");
+    return p;
+  }
+  void release(void* p) override { std::free(p); }
+  void to_device(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
+  void to_host(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
+
+  Matrix* matrix(const void* data, DType dtype, int rows, int cols) override {
+    auto* m = new Matrix;
+    m->rows = rows;
+    m->cols = cols;
+    m->dtype = dtype;
+    m->source = data;
+    return m;
+  }
+  void free_matrix(Matrix* m) override {
+    if (m->packed) free_packed_b(m->packed);
+    delete m;
+  }
+  const char* matrix_dtype() const override { return "f32"; }
+
+  float* vector(const void* data, DType dtype, int n) override {
+    auto* v = static_cast<float*>(alloc(static_cast<size_t>(n) * 4));
+    widen_to_f32(data, static_cast<int>(dtype), n, v);
+    return v;
+  }
+
+  void embed(const Matrix* table, const int32_t* tokens, int n, float* out) override {
+    const auto& plain = plain_of(const_cast<Matrix*>(table));
+    size_t d = table->cols;
+    for (int i = 0; i < n; i++) std::memcpy(out + i * d, plain.data() + static_cast<size_t>(tokens[i]) * d, d * 4);
+  }
+
+  void rms_norm(const float* x, const float* w, float eps, int n, int d, float* out) override {
+#pragma omp parallel for num_threads(threads_) schedule(static) if (n > 16)
+    for (int i = 0; i < n; i++) {
+      const float* row = x + static_cast<size_t>(i) * d;
+      double squares = 0;
+      for (int j = 0; j < d; j++) squares += static_cast<double>(row[j]) * row[j];
+      float scale = static_cast<float>(1.0 / std::sqrt(squares / d + eps));
+      float* o = out + static_cast<size_t>(i) * d;
+      for (int j = 0; j < d; j++) o[j] = row[j] * scale * w[j];
+    }
+  }
+
+  void linear(const float* x, int n, const Matrix* w, const float* bias, float* y) override {
+    sgemm_packed(x, n, packed_of(const_cast<Matrix*>(w)), bias, y, threads_);
+  }
+
+  void rope(float* x, int stride, int n, int heads, int head_dim, const int32_t* pos, const float* inv_freq, int sign) override {
+    int half = head_dim / 2;
+#pragma omp parallel num_threads(threads_) if (n > 16)
+    {
+      std::vector<float> cosines(half), sines(half);
+#pragma omp for schedule(static)
+      for (int i = 0; i < n; i++) {
+        for (int j = 0; j < half; j++) {
+          double angle = static_cast<double>(pos[i]) * static_cast<double>(inv_freq[j]);
+          cosines[j] = static_cast<float>(std::cos(angle));
+          sines[j] = static_cast<float>(sign * std::sin(angle));
+        }
+        float* row = x + static_cast<size_t>(i) * stride;
+        for (int h = 0; h < heads; h++) {
+          float* a = row + h * head_dim;
+          float* b = a + half;
+          for (int j = 0; j < half; j++) {
+            float u = a[j], v = b[j];
+            a[j] = u * cosines[j] - v * sines[j];
+            b[j] = v * cosines[j] + u * sines[j];
+          }
+        }
+      }
+    }
+  }
+
+  void silu_mul(const float* x, int n, int ff, float* out) override {
+#pragma omp parallel for num_threads(threads_) schedule(static) if (static_cast<size_t>(n) * ff > 65536)
+    for (int i = 0; i < n; i++) {
+      const float* gate = x + static_cast<size_t>(i) * 2 * ff;
+      const float* up = gate + ff;
+      float* o = out + static_cast<size_t>(i) * ff;
+      for (int j = 0; j < ff; j++) o[j] = gate[j] / (1.0f + std::exp(-gate[j])) * up[j];
+    }
+  }
+
+  void add(float* x, const float* y, size_t n) override {
+#pragma omp parallel for num_threads(threads_) schedule(static) if (n > 65536)
+    for (size_t i = 0; i < n; i++) x[i] += y[i];
+  }
+
+  void gather_rows(const float* src, const int32_t* rows, int n, int d, float* dst) override {
+    for (int i = 0; i < n; i++) std::memcpy(dst + static_cast<size_t>(i) * d, src + static_cast<size_t>(rows[i]) * d, static_cast<size_t>(d) * 4);
+  }
+
+  void kv_init(const KvGeometry& g) override {
+    geometry_ = g;
+    size_t per_layer = static_cast<size_t>(g.num_blocks) * g.block_size * g.kv_width;
+    keys_.assign(g.layers, {});
+    values_.assign(g.layers, {});
+    for (int l = 0; l < g.layers; l++) {
+      keys_[l].assign(per_layer, 0.f);
+      values_[l].assign(per_layer, 0.f);
+    }
+  }
+
+  void kv_write(int layer, const float* k, const float* v, int stride, const int32_t* slots, int n) override {
+    size_t w = geometry_.kv_width;
+    float* kc = keys_[layer].data();
+    float* vc = values_[layer].data();
+    for (int i = 0; i < n; i++) {
+      std::memcpy(kc + static_cast<size_t>(slots[i]) * w, k + static_cast<size_t>(i) * stride, w * 4);
+      std::memcpy(vc + static_cast<size_t>(slots[i]) * w, v + static_cast<size_t>(i) * stride, w * 4);
+    }
+  }
+
+  void kv_read(int layer, const int32_t* slots, int n, float* k, float* v) override {
+    size_t w = geometry_.kv_width;
+    for (int i = 0; i < n; i++) {
+      std::memcpy(k + i * w, keys_[layer].data() + static_cast<size_t>(slots[i]) * w, w * 4);
+      std::memcpy(v + i * w, values_[layer].data() + static_cast<size_t>(slots[i]) * w, w * 4);
+    }
+  }
+
+  void kv_copy_blocks(const int32_t* src, const int32_t* dst, int n) override {
+    size_t block = static_cast<size_t>(geometry_.block_size) * geometry_.kv_width;
+    for (int l = 0; l < geometry_.layers; l++) {
+      for (int i = 0; i < n; i++) {
+        std::memmove(keys_[l].data() + dst[i] * block, keys_[l].data() + src[i] * block, block * 4);
+        std::memmove(values_[l].data() + dst[i] * block, values_[l].data() + src[i] * block, block * 4);
+      }
+    }
+  }
+
+  void attention(int layer, const float* q, int q_stride, const AttentionBatch& b, float* out) override;
+
+ private:
+  int threads_;
+  KvGeometry geometry_{};
+  std::vector<std::vector<float>> keys_, values_;
+
+  const std::vector<float>& plain_of(Matrix* m) {
+    std::lock_guard<std::mutex> guard(m->lock);
+    if (m->plain.empty()) {
+      m->plain.resize(static_cast<size_t>(m->rows) * m->cols);
+      widen_to_f32(m->source, static_cast<int>(m->dtype), m->plain.size(), m->plain.data());
+    }
+    return m->plain;
+  }
+
+  PackedB* packed_of(Matrix* m) {
+    std::lock_guard<std::mutex> guard(m->lock);
+    if (!m->packed) {
+      if (m->dtype == DType::F32 && m->plain.empty()) {
+        m->packed = pack_b(static_cast<const float*>(m->source), m->rows, m->cols);
+      } else {
+        std::vector<float> wide(static_cast<size_t>(m->rows) * m->cols);
+        widen_to_f32(m->source, static_cast<int>(m->dtype), wide.size(), wide.data());
+        m->packed = pack_b(wide.data(), m->rows, m->cols);
+      }
+    }
+    return m->packed;
+  }
+};
+
+// One query row of one head against its visible entries: scores, softmax, weighted values.
+// `scores` has room for len floats. Returns nothing; writes hd floats to o and, when
+// `probabilities_sum` is set, adds p/heads for each entry there.
+inline void attend_one(const float* qh, const float* kc, const float* vc, int kv_offset, int kv_width, int hd, float scale,
+                       const int32_t* table, int block_size, int len, float* scores, float* o, float* probabilities_sum,
+                       float head_weight) {
+  float best = -INFINITY;
+  for (int s0 = 0, blk = 0; s0 < len; s0 += block_size, blk++) {
+    size_t base = static_cast<size_t>(table[blk]) * block_size;
+    int end = std::min(block_size, len - s0);
+    for (int j = 0; j < end; j++) {
+      const float* krow = kc + (base + j) * kv_width + kv_offset;
+      float dot = 0;
+#pragma omp simd reduction(+ : dot)
+      for (int d = 0; d < hd; d++) dot += qh[d] * krow[d];
+      float sc = dot * scale;
+      scores[s0 + j] = sc;
+      best = std::max(best, sc);
+    }
+  }
+  double total = 0;
+  for (int s = 0; s < len; s++) {
+    float e = std::exp(scores[s] - best);
+    scores[s] = e;
+    total += e;
+  }
+  float inverse = static_cast<float>(1.0 / total);
+  for (int d = 0; d < hd; d++) o[d] = 0;
+  for (int s0 = 0, blk = 0; s0 < len; s0 += block_size, blk++) {
+    size_t base = static_cast<size_t>(table[blk]) * block_size;
+    int end = std::min(block_size, len - s0);
+    for (int j = 0; j < end; j++) {
+      float p = scores[s0 + j] * inverse;
+      const float* vrow = vc + (base + j) * kv_width + kv_offset;
+#pragma omp simd
+      for (int d = 0; d < hd; d++) o[d] += p * vrow[d];
+      if (probabilities_sum) probabilities_sum[s0 + j] += p * head_weight;
+    }
+  }
+}
+
+void CpuBackend::attention(int layer, const float* q, int q_stride, const AttentionBatch& b, float* out) {
+  const float* kc = keys_[layer].data();
+  const float* vc = values_[layer].data();
+  int group = b.heads / b.kv_heads;
+  int kv_width = geometry_.kv_width;
+  int hd = b.head_dim;
+  int block_size = geometry_.block_size;
+  bool stats = b.stat_row != nullptr;
+  int n = b.n_tokens;
+  if (stats)
+    for (int t = 0; t < n; t++)
+      if (b.stat_row[t] >= 0) std::memset(b.stats + static_cast<size_t>(b.stat_row[t]) * b.max_len, 0, static_cast<size_t>(b.max_len) * 4);
+#pragma omp parallel num_threads(threads_)
+  {
+    std::vector<float> scores(std::max(1, b.max_len));
+#pragma omp for collapse(2) schedule(dynamic, 4)
+    for (int t = 0; t < n; t++) {
+      for (int h = 0; h < b.heads; h++) {
+        const int32_t* table = b.block_tables + static_cast<size_t>(b.token_seq[t]) * b.max_blocks;
+        float* row_stats = nullptr;
+        if (stats && b.stat_row[t] >= 0) row_stats = b.stats + static_cast<size_t>(b.stat_row[t]) * b.max_len;
+        if (row_stats) {
+          // Heads of one token share its statistics row: accumulate into a private row, then add.
+          std::vector<float> mine(b.token_len[t], 0.f);
+          attend_one(q + static_cast<size_t>(t) * q_stride + h * hd, kc, vc, (h / group) * hd, kv_width, hd, b.scale, table, block_size,
+                     b.token_len[t], scores.data(), out + static_cast<size_t>(t) * b.heads * hd + h * hd, mine.data(), 1.0f / b.heads);
+#pragma omp critical(ctxr_attention_stats)
+          for (int s = 0; s < b.token_len[t]; s++) row_stats[s] += mine[s];
+        } else {
+          attend_one(q + static_cast<size_t>(t) * q_stride + h * hd, kc, vc, (h / group) * hd, kv_width, hd, b.scale, table, block_size,
+                     b.token_len[t], scores.data(), out + static_cast<size_t>(t) * b.heads * hd + h * hd, nullptr, 0.f);
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+
+Backend* make_cpu_backend(int threads) { return new CpuBackend(threads); }
+
+}  // namespace ctxr

@@ -1,0 +1,317 @@
+#include "model.h"
+
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+
+namespace ctxr {
+
+namespace {
+
+std::string read_text_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw std::runtime_error("cannot read " + path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+enum ScratchBuffer { kTokens, kPositions, kSlots, kTables, kTokenSeq, kTokenLen, kStatRow, kX, kH, kQkv, kAttn, kTmp, kGateUp, kAct, kLogitRows, kLogitX, kLogits, kStats, kScratchCount };
+
+}  // namespace
+
+Model::Model(const std::string& dir, Backend* backend, int num_blocks, int block_size)
+    : backend_(backend), num_blocks_(num_blocks), block_size_(block_size), scratch_(kScratchCount) {
+  config_ = model_config_from_json_text(read_text_file(dir + "/config.json"));
+  weights_ = std::make_unique<SafetensorsFolder>(dir);
+  const ModelConfig& c = config_;
+  const TensorView& embed = weights_->get("model.embed_tokens.weight", {c.vocab, c.hidden});
+  weight_dtype_ = dtype_name(embed.dtype);
+  embed_ = load_matrix("model.embed_tokens.weight", c.vocab, c.hidden);
+  bool tied = c.tie_word_embeddings || !weights_->has("lm_head.weight");
+  lm_head_ = tied ? embed_ : load_matrix("lm_head.weight", c.vocab, c.hidden);
+  final_norm_ = load_vector("model.norm.weight", c.hidden);
+  int q = c.heads * c.head_dim, kv = c.kv_heads * c.head_dim;
+  for (int l = 0; l < c.layers; l++) {
+    std::string p = "model.layers." + std::to_string(l) + ".";
+    Layer layer;
+    layer.attn_norm = load_vector(p + "input_layernorm.weight", c.hidden);
+    layer.qkv = load_fused({p + "self_attn.q_proj.weight", p + "self_attn.k_proj.weight", p + "self_attn.v_proj.weight"}, {q, kv, kv}, c.hidden);
+    if (weights_->has(p + "self_attn.q_proj.bias"))
+      layer.qkv_bias = load_fused_vector({p + "self_attn.q_proj.bias", p + "self_attn.k_proj.bias", p + "self_attn.v_proj.bias"}, {q, kv, kv});
+    layer.o = load_matrix(p + "self_attn.o_proj.weight", c.hidden, q);
+    layer.mlp_norm = load_vector(p + "post_attention_layernorm.weight", c.hidden);
+    layer.gate_up = load_fused({p + "mlp.gate_proj.weight", p + "mlp.up_proj.weight"}, {c.intermediate, c.intermediate}, c.hidden);
+    layer.down = load_matrix(p + "mlp.down_proj.weight", c.hidden, c.intermediate);
+    layers_.push_back(layer);
+  }
+  std::vector<double> inv = rope_inverse_frequencies(c);
+  std::vector<float> inv_f(inv.begin(), inv.end());
+  inv_freq_ = static_cast<float*>(backend_->alloc(inv_f.size() * 4));
+  backend_->to_device(inv_freq_, inv_f.data(), inv_f.size() * 4);
+  backend_->kv_init({c.layers, num_blocks, block_size, kv_width()});
+  if (std::string(backend_->name()) != "cpu") fused_.clear();
+}
+
+Model::~Model() {
+  for (auto& s : scratch_)
+    if (s.p) backend_->release(s.p);
+  for (auto& l : layers_) {
+    backend_->release(l.attn_norm);
+    backend_->release(l.mlp_norm);
+    if (l.qkv_bias) backend_->release(l.qkv_bias);
+    backend_->free_matrix(l.qkv);
+    backend_->free_matrix(l.o);
+    backend_->free_matrix(l.gate_up);
+    backend_->free_matrix(l.down);
+  }
+  if (lm_head_ != embed_) backend_->free_matrix(lm_head_);
+  backend_->free_matrix(embed_);
+  backend_->release(final_norm_);
+  backend_->release(inv_freq_);
+}
+
+Matrix* Model::load_matrix(const std::string& name, int rows, int cols) {
+  const TensorView& t = weights_->get(name, {rows, cols});
+  return backend_->matrix(t.data, t.dtype, rows, cols);
+}
+
+Matrix* Model::load_fused(const std::vector<std::string>& names, const std::vector<int>& rows, int cols) {
+  DType dtype = DType::F32;
+  size_t total = 0;
+  int total_rows = 0;
+  std::vector<const TensorView*> parts;
+  for (size_t i = 0; i < names.size(); i++) {
+    parts.push_back(&weights_->get(names[i], {rows[i], cols}));
+    if (i == 0) dtype = parts[0]->dtype;
+    else if (parts[i]->dtype != dtype) throw std::runtime_error("tensor " + names[i] + " has a different dtype from " + names[0]);
+    total += parts[i]->bytes;
+    total_rows += rows[i];
+  }
+  std::vector<uint8_t> bytes(total);
+  size_t at = 0;
+  for (const TensorView* t : parts) {
+    std::memcpy(bytes.data() + at, t->data, t->bytes);
+    at += t->bytes;
+  }
+  fused_.push_back(std::move(bytes));
+  return backend_->matrix(fused_.back().data(), dtype, total_rows, cols);
+}
+
+float* Model::load_vector(const std::string& name, int n) {
+  const TensorView& t = weights_->get(name, {n});
+  return backend_->vector(t.data, t.dtype, n);
+}
+
+float* Model::load_fused_vector(const std::vector<std::string>& names, const std::vector<int>& sizes) {
+  std::vector<float> all;
+  for (size_t i = 0; i < names.size(); i++) {
+    const TensorView& t = weights_->get(names[i], {sizes[i]});
+    float* v = backend_->vector(t.data, t.dtype, sizes[i]);
+    std::vector<float> host(sizes[i]);
+    backend_->to_host(host.data(), v, host.size() * 4);
+    backend_->release(v);
+    all.insert(all.end(), host.begin(), host.end());
+  }
+  auto* out = static_cast<float*>(backend_->alloc(all.size() * 4));
+  backend_->to_device(out, all.data(), all.size() * 4);
+  return out;
+}
+
+void* Model::buffer(int which, size_t bytes) {
+  Scratch& s = scratch_[which];
+  if (s.bytes < bytes) {
+    if (s.p) backend_->release(s.p);
+    s.bytes = std::max(bytes, s.bytes * 3 / 2);
+    s.p = backend_->alloc(s.bytes);
+  }
+  return s.p;
+}
+
+ForwardResult Model::forward(const std::vector<SequenceStep>& steps, bool with_stats) {
+  const ModelConfig& c = config_;
+  int n = 0, max_blocks = 1, max_len = 0, n_logits = 0;
+  for (const auto& s : steps) {
+    n += static_cast<int>(s.tokens.size());
+    max_blocks = std::max(max_blocks, static_cast<int>(s.table.size()));
+    n_logits += static_cast<int>(s.logit_rows.size());
+  }
+  ForwardResult result;
+  if (n == 0) return result;
+  std::vector<int32_t> tokens, positions, slots, token_seq, token_len, stat_row, logit_rows;
+  std::vector<int32_t> tables(steps.size() * max_blocks, 0);
+  std::vector<int> seq_len(steps.size(), 0), stat_base(steps.size(), -1);
+  int stat_rows = 0;
+  for (size_t q = 0; q < steps.size(); q++) {
+    const auto& s = steps[q];
+    std::copy(s.table.begin(), s.table.end(), tables.begin() + q * max_blocks);
+    for (size_t i = 0; i < s.tokens.size(); i++) seq_len[q] = std::max(seq_len[q], s.indices[i] + 1);
+    max_len = std::max(max_len, seq_len[q]);
+    if (with_stats) {
+      stat_base[q] = stat_rows;
+      stat_rows += static_cast<int>(s.tokens.size());
+    }
+    for (int32_t r : s.logit_rows) logit_rows.push_back(static_cast<int32_t>(tokens.size()) + r);
+    for (size_t i = 0; i < s.tokens.size(); i++) {
+      int idx = s.indices[i];
+      if (with_stats) stat_row.push_back(stat_base[q] + static_cast<int>(i));
+      tokens.push_back(s.tokens[i]);
+      positions.push_back(s.positions[i]);
+      slots.push_back(s.table[idx / block_size_] * block_size_ + idx % block_size_);
+      token_seq.push_back(static_cast<int32_t>(q));
+      token_len.push_back(idx + 1);
+    }
+  }
+  auto upload = [&](int which, const std::vector<int32_t>& v) {
+    auto* p = static_cast<int32_t*>(buffer(which, std::max<size_t>(1, v.size()) * 4));
+    if (!v.empty()) backend_->to_device(p, v.data(), v.size() * 4);
+    return p;
+  };
+  int32_t* d_tokens = upload(kTokens, tokens);
+  int32_t* d_positions = upload(kPositions, positions);
+  int32_t* d_slots = upload(kSlots, slots);
+  AttentionBatch batch{};
+  batch.n_tokens = n;
+  batch.heads = c.heads;
+  batch.kv_heads = c.kv_heads;
+  batch.head_dim = c.head_dim;
+  batch.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(c.head_dim)));
+  batch.block_tables = upload(kTables, tables);
+  batch.max_blocks = max_blocks;
+  batch.token_seq = upload(kTokenSeq, token_seq);
+  batch.token_len = upload(kTokenLen, token_len);
+  batch.max_len = max_len;
+  if (with_stats) {
+    batch.stat_row = upload(kStatRow, stat_row);
+    batch.stats = static_cast<float*>(buffer(kStats, static_cast<size_t>(stat_rows) * max_len * 4));
+  }
+
+  const int q_width = c.heads * c.head_dim, kv = kv_width(), qkv_width = q_width + 2 * kv;
+  auto* x = static_cast<float*>(buffer(kX, static_cast<size_t>(n) * c.hidden * 4));
+  auto* h = static_cast<float*>(buffer(kH, static_cast<size_t>(n) * c.hidden * 4));
+  auto* qkv = static_cast<float*>(buffer(kQkv, static_cast<size_t>(n) * qkv_width * 4));
+  auto* attn = static_cast<float*>(buffer(kAttn, static_cast<size_t>(n) * q_width * 4));
+  auto* tmp = static_cast<float*>(buffer(kTmp, static_cast<size_t>(n) * c.hidden * 4));
+  auto* gate_up = static_cast<float*>(buffer(kGateUp, static_cast<size_t>(n) * 2 * c.intermediate * 4));
+  auto* act = static_cast<float*>(buffer(kAct, static_cast<size_t>(n) * c.intermediate * 4));
+
+  std::vector<float> host_stats;
+  backend_->embed(embed_, d_tokens, n, x);
+  for (int l = 0; l < c.layers; l++) {
+    const Layer& layer = layers_[l];
+    backend_->rms_norm(x, layer.attn_norm, static_cast<float>(c.rms_norm_eps), n, c.hidden, h);
+    backend_->linear(h, n, layer.qkv, layer.qkv_bias, qkv);
+    backend_->rope(qkv, qkv_width, n, c.heads, c.head_dim, d_positions, inv_freq_, 1);
+    backend_->rope(qkv + q_width, qkv_width, n, c.kv_heads, c.head_dim, d_positions, inv_freq_, 1);
+    backend_->kv_write(l, qkv + q_width, qkv + q_width + kv, qkv_width, d_slots, n);
+    backend_->attention(l, qkv, qkv_width, batch, attn);
+    if (with_stats) {
+      host_stats.resize(static_cast<size_t>(stat_rows) * max_len);
+      backend_->to_host(host_stats.data(), batch.stats, host_stats.size() * 4);
+      for (size_t q = 0; q < steps.size(); q++) {
+        const auto& s = steps[q];
+        int len = seq_len[q];
+        for (int32_t r : s.query_rows) {
+          const float* row = host_stats.data() + static_cast<size_t>(stat_base[q] + r) * max_len;
+          result.stats.insert(result.stats.end(), row, row + len);
+        }
+        int chunks = static_cast<int>(s.chunk_bounds.size()) - 1;
+        std::vector<float> sums(static_cast<size_t>(std::max(chunks, 0)) * std::max(chunks, 0), 0.f);
+        if (chunks > 0) {
+          std::vector<int> chunk_of(len, -1);
+          for (int ch = 0; ch < chunks; ch++)
+            for (int e = s.chunk_bounds[ch]; e < s.chunk_bounds[ch + 1] && e < len; e++) chunk_of[e] = ch;
+          for (size_t i = 0; i < s.tokens.size(); i++) {
+            int a = chunk_of[s.indices[i]];
+            if (a < 0) continue;
+            const float* row = host_stats.data() + static_cast<size_t>(stat_base[q] + static_cast<int>(i)) * max_len;
+            for (int e = 0; e < len; e++)
+              if (chunk_of[e] >= 0) sums[static_cast<size_t>(a) * chunks + chunk_of[e]] += row[e];
+          }
+        }
+        result.stats.insert(result.stats.end(), sums.begin(), sums.end());
+      }
+    }
+    backend_->linear(attn, n, layer.o, nullptr, tmp);
+    backend_->add(x, tmp, static_cast<size_t>(n) * c.hidden);
+    backend_->rms_norm(x, layer.mlp_norm, static_cast<float>(c.rms_norm_eps), n, c.hidden, h);
+    backend_->linear(h, n, layer.gate_up, nullptr, gate_up);
+    backend_->silu_mul(gate_up, n, c.intermediate, act);
+    backend_->linear(act, n, layer.down, nullptr, tmp);
+    backend_->add(x, tmp, static_cast<size_t>(n) * c.hidden);
+  }
+  if (n_logits > 0) {
+    int32_t* d_rows = upload(kLogitRows, logit_rows);
+    auto* xl = static_cast<float*>(buffer(kLogitX, static_cast<size_t>(n_logits) * c.hidden * 4));
+    auto* logits = static_cast<float*>(buffer(kLogits, static_cast<size_t>(n_logits) * c.vocab * 4));
+    backend_->gather_rows(x, d_rows, n_logits, c.hidden, xl);
+    backend_->rms_norm(xl, final_norm_, static_cast<float>(c.rms_norm_eps), n_logits, c.hidden, xl);
+    backend_->linear(xl, n_logits, lm_head_, nullptr, logits);
+    result.logits.resize(static_cast<size_t>(n_logits) * c.vocab);
+    backend_->to_host(result.logits.data(), logits, result.logits.size() * 4);
+  }
+  // Stats were appended layer by layer for all sequences; reorder to sequence-major.
+  if (with_stats && steps.size() > 1) {
+    std::vector<size_t> per_seq(steps.size());
+    for (size_t q = 0; q < steps.size(); q++) {
+      size_t chunks = steps[q].chunk_bounds.empty() ? 0 : steps[q].chunk_bounds.size() - 1;
+      per_seq[q] = steps[q].query_rows.size() * seq_len[q] + chunks * chunks;
+    }
+    std::vector<float> ordered;
+    ordered.reserve(result.stats.size());
+    for (size_t q = 0; q < steps.size(); q++) {
+      for (int l = 0; l < c.layers; l++) {
+        size_t offset = 0;
+        for (int l2 = 0; l2 < l; l2++)
+          for (size_t q2 = 0; q2 < steps.size(); q2++) offset += per_seq[q2];
+        for (size_t q2 = 0; q2 < q; q2++) offset += per_seq[q2];
+        ordered.insert(ordered.end(), result.stats.begin() + offset, result.stats.begin() + offset + per_seq[q]);
+      }
+    }
+    result.stats.swap(ordered);
+  }
+  return result;
+}
+
+void Model::export_kv(const std::vector<int32_t>& slots, const std::vector<int32_t>& positions, std::vector<float>& out) {
+  int count = static_cast<int>(slots.size());
+  int kv = kv_width();
+  size_t per = static_cast<size_t>(count) * kv;
+  out.resize(per * 2 * config_.layers);
+  if (count == 0) return;
+  auto* d_slots = static_cast<int32_t*>(buffer(kSlots, slots.size() * 4));
+  backend_->to_device(d_slots, slots.data(), slots.size() * 4);
+  auto* d_positions = static_cast<int32_t*>(buffer(kPositions, positions.size() * 4));
+  backend_->to_device(d_positions, positions.data(), positions.size() * 4);
+  auto* k = static_cast<float*>(buffer(kTmp, per * 4));
+  auto* v = static_cast<float*>(buffer(kAttn, per * 4));
+  for (int l = 0; l < config_.layers; l++) {
+    backend_->kv_read(l, d_slots, count, k, v);
+    backend_->rope(k, kv, count, config_.kv_heads, config_.head_dim, d_positions, inv_freq_, -1);
+    backend_->to_host(out.data() + per * 2 * l, k, per * 4);
+    backend_->to_host(out.data() + per * (2 * l + 1), v, per * 4);
+  }
+}
+
+void Model::import_kv(const std::vector<int32_t>& slots, const std::vector<int32_t>& positions, const float* data) {
+  int count = static_cast<int>(slots.size());
+  if (count == 0) return;
+  int kv = kv_width();
+  size_t per = static_cast<size_t>(count) * kv;
+  auto* d_slots = static_cast<int32_t*>(buffer(kSlots, slots.size() * 4));
+  backend_->to_device(d_slots, slots.data(), slots.size() * 4);
+  auto* d_positions = static_cast<int32_t*>(buffer(kPositions, positions.size() * 4));
+  backend_->to_device(d_positions, positions.data(), positions.size() * 4);
+  auto* k = static_cast<float*>(buffer(kTmp, per * 4));
+  auto* v = static_cast<float*>(buffer(kAttn, per * 4));
+  for (int l = 0; l < config_.layers; l++) {
+    backend_->to_device(k, data + per * 2 * l, per * 4);
+    backend_->to_device(v, data + per * (2 * l + 1), per * 4);
+    backend_->rope(k, kv, count, config_.kv_heads, config_.head_dim, d_positions, inv_freq_, 1);
+    backend_->kv_write(l, k, v, kv, d_slots, count);
+  }
+}
+
+}  // namespace ctxr

@@ -1,0 +1,89 @@
+// A Llama-family decoder (Llama 2/3, Qwen2 with QKV bias, Mistral, tied embeddings) on a
+// Backend: weights loaded from a Hugging Face folder, a batched forward pass over new tokens
+// of several sequences writing their K/V into the paged cache.
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backend.h"
+#include "model_config.h"
+#include "safetensors.h"
+
+namespace ctxr {
+
+// New tokens of one sequence. Validated by the caller (runner.cpp) before forward().
+struct SequenceStep {
+  std::vector<int32_t> table;      // block ids
+  std::vector<int32_t> tokens;
+  std::vector<int32_t> positions;  // rotary positions
+  std::vector<int32_t> indices;    // sequence index each token's K/V goes to
+  std::vector<int32_t> logit_rows; // rows of `tokens` to return logits for
+  // Attention statistics (when ForwardResult stats are requested).
+  std::vector<int32_t> query_rows;
+  std::vector<int32_t> chunk_bounds;  // n_chunks + 1 increasing sequence indices
+};
+
+struct ForwardResult {
+  std::vector<float> logits;  // per sequence, per logit row, vocab floats, in order
+  // Per sequence, per layer: mass [n_queries][len] then chunks [n_chunks][n_chunks].
+  std::vector<float> stats;
+};
+
+class Model {
+ public:
+  Model(const std::string& dir, Backend* backend, int num_blocks, int block_size);
+  ~Model();
+
+  const ModelConfig& config() const { return config_; }
+  Backend* backend() const { return backend_; }
+  int block_size() const { return block_size_; }
+  int num_blocks() const { return num_blocks_; }
+  int kv_width() const { return config_.kv_heads * config_.head_dim; }
+  const std::string& weight_dtype() const { return weight_dtype_; }
+
+  ForwardResult forward(const std::vector<SequenceStep>& steps, bool with_stats);
+
+  // K (rotation removed) and V of `slots` at `positions`, per layer: K[n][kv_width], V[n][kv_width].
+  void export_kv(const std::vector<int32_t>& slots, const std::vector<int32_t>& positions, std::vector<float>& out);
+  // The inverse: `data` holds per layer K (unrotated) then V for n slots; K is rotated to positions.
+  void import_kv(const std::vector<int32_t>& slots, const std::vector<int32_t>& positions, const float* data);
+
+ private:
+  struct Layer {
+    float* attn_norm = nullptr;
+    Matrix* qkv = nullptr;
+    float* qkv_bias = nullptr;
+    Matrix* o = nullptr;
+    float* mlp_norm = nullptr;
+    Matrix* gate_up = nullptr;
+    Matrix* down = nullptr;
+  };
+
+  ModelConfig config_;
+  Backend* backend_;
+  std::unique_ptr<SafetensorsFolder> weights_;
+  int num_blocks_, block_size_;
+  std::string weight_dtype_;
+  Matrix* embed_ = nullptr;
+  Matrix* lm_head_ = nullptr;
+  float* final_norm_ = nullptr;
+  float* inv_freq_ = nullptr;
+  std::vector<Layer> layers_;
+  std::vector<std::vector<uint8_t>> fused_;  // host bytes of fused matrices (the CPU backend reads them lazily)
+
+  // Reusable backend buffers, grown on demand.
+  struct Scratch {
+    void* p = nullptr;
+    size_t bytes = 0;
+  };
+  std::vector<Scratch> scratch_;
+  void* buffer(int which, size_t bytes);
+
+  Matrix* load_matrix(const std::string& name, int rows, int cols);
+  Matrix* load_fused(const std::vector<std::string>& names, const std::vector<int>& rows, int cols);
+  float* load_vector(const std::string& name, int n);
+  float* load_fused_vector(const std::vector<std::string>& names, const std::vector<int>& sizes);
+};
+
+}  // namespace ctxr

@@ -1,0 +1,111 @@
+#include "model_config.h"
+
+#include <cmath>
+#include <stdexcept>
+
+#include "json.h"
+
+namespace ctxr {
+
+namespace {
+
+[[noreturn]] void bad(const std::string& what) { throw std::runtime_error("config.json: " + what); }
+
+int positive_int(const JsonValue& json, const std::string& key, int fallback = -1) {
+  const JsonValue* v = json.find(key);
+  if (!v || v->is_null()) {
+    if (fallback > 0) return fallback;
+    bad(key + " is missing");
+  }
+  if (!v->is_number() || v->number < 1 || v->number != std::floor(v->number) || v->number > 1e9)
+    bad(key + " must be a positive integer");
+  return static_cast<int>(v->number);
+}
+
+double number_or(const JsonValue& json, const std::string& key, double fallback) {
+  const JsonValue* v = json.find(key);
+  if (!v || v->is_null()) return fallback;
+  if (!v->is_number()) bad(key + " must be a number");
+  return v->number;
+}
+
+}  // namespace
+
+ModelConfig model_config_from_json_text(const std::string& text) {
+  JsonValue json;
+  try {
+    json = parse_json(text);
+  } catch (const std::exception& e) {
+    bad(e.what());
+  }
+  if (!json.is_object()) bad("not a JSON object");
+  ModelConfig c;
+  if (const JsonValue* arch = json.find("architectures"); arch && arch->is_array() && !arch->array.empty() && arch->array[0].is_string())
+    c.architecture = arch->array[0].string;
+  else
+    c.architecture = "LlamaForCausalLM";
+  static const char* supported[] = {"LlamaForCausalLM", "Qwen2ForCausalLM", "MistralForCausalLM"};
+  bool known = false;
+  for (const char* s : supported) known = known || c.architecture == s;
+  if (!known) bad("architecture " + c.architecture + " is not supported (LlamaForCausalLM, Qwen2ForCausalLM, MistralForCausalLM)");
+  c.hidden = positive_int(json, "hidden_size");
+  c.heads = positive_int(json, "num_attention_heads");
+  c.kv_heads = positive_int(json, "num_key_value_heads", c.heads);
+  c.head_dim = positive_int(json, "head_dim", c.hidden / c.heads);
+  c.intermediate = positive_int(json, "intermediate_size");
+  c.layers = positive_int(json, "num_hidden_layers");
+  c.vocab = positive_int(json, "vocab_size");
+  c.max_position_embeddings = positive_int(json, "max_position_embeddings", 4096);
+  if (c.heads % c.kv_heads != 0) bad("num_attention_heads is not a multiple of num_key_value_heads");
+  if (c.head_dim % 2 != 0) bad("head_dim must be even");
+  if (const JsonValue* act = json.find("hidden_act"); act && !(act->is_string() && act->string == "silu"))
+    bad("hidden_act must be silu");
+  c.rms_norm_eps = number_or(json, "rms_norm_eps", 1e-6);
+  c.rope_theta = number_or(json, "rope_theta", 10000);
+  if (c.rope_theta <= 0) bad("rope_theta must be positive");
+  if (const JsonValue* tie = json.find("tie_word_embeddings"); tie && tie->kind == JsonValue::Kind::Bool) c.tie_word_embeddings = tie->boolean;
+  if (const JsonValue* sw = json.find("sliding_window"); sw && sw->is_number()) c.sliding_window = static_cast<int>(sw->number);
+  if (const JsonValue* rs = json.find("rope_scaling"); rs && rs->is_object()) {
+    const JsonValue* type = rs->find("rope_type");
+    if (!type) type = rs->find("type");
+    c.rope_type = type && type->is_string() ? type->string : "default";
+    if (c.rope_type != "default") {
+      c.rope_factor = number_or(*rs, "factor", 0);
+      if (c.rope_factor <= 0) bad("rope_scaling.factor must be positive");
+    }
+    if (c.rope_type == "llama3") {
+      c.rope_low_freq_factor = number_or(*rs, "low_freq_factor", 1);
+      c.rope_high_freq_factor = number_or(*rs, "high_freq_factor", 4);
+      c.rope_original_max_positions = number_or(*rs, "original_max_position_embeddings", 8192);
+      if (c.rope_high_freq_factor <= c.rope_low_freq_factor) bad("rope_scaling.high_freq_factor must exceed low_freq_factor");
+    } else if (c.rope_type != "default" && c.rope_type != "linear") {
+      bad("rope_scaling type " + c.rope_type + " is not supported (default, linear, llama3)");
+    }
+  }
+  return c;
+}
+
+std::vector<double> rope_inverse_frequencies(const ModelConfig& c) {
+  int half = c.head_dim / 2;
+  std::vector<double> f(half);
+  for (int i = 0; i < half; i++) f[i] = 1.0 / std::pow(c.rope_theta, (2.0 * i) / c.head_dim);
+  if (c.rope_type == "linear") {
+    for (auto& x : f) x /= c.rope_factor;
+  } else if (c.rope_type == "llama3") {
+    double low_wavelength = c.rope_original_max_positions / c.rope_low_freq_factor;
+    double high_wavelength = c.rope_original_max_positions / c.rope_high_freq_factor;
+    for (auto& x : f) {
+      double wavelength = 2 * M_PI / x;
+      if (wavelength < high_wavelength) continue;
+      if (wavelength > low_wavelength) {
+        x /= c.rope_factor;
+        continue;
+      }
+      double smooth = (c.rope_original_max_positions / wavelength - c.rope_low_freq_factor) / (c.rope_high_freq_factor - c.rope_low_freq_factor);
+      x = (1 - smooth) * x / c.rope_factor + smooth * x;
+    }
+  }
+  return f;
+}
+
+}  // namespace ctxr

@@ -1,0 +1,25 @@
+// The fields of a Hugging Face config.json the Llama-family forward pass needs, checked, and
+// the rotary inverse frequencies (with llama3 / linear rope_scaling) computed in double.
+#pragma once
+#include <string>
+#include <vector>
+
+namespace ctxr {
+
+struct ModelConfig {
+  std::string architecture;
+  int hidden = 0, intermediate = 0, heads = 0, kv_heads = 0, head_dim = 0, layers = 0, vocab = 0;
+  int max_position_embeddings = 0;
+  double rms_norm_eps = 1e-6;
+  double rope_theta = 10000;
+  std::string rope_type = "default";  // default | linear | llama3
+  double rope_factor = 1, rope_low_freq_factor = 1, rope_high_freq_factor = 4, rope_original_max_positions = 8192;
+  bool tie_word_embeddings = false;
+  int sliding_window = 0;  // Mistral; 0 when absent
+};
+
+// Throws std::runtime_error("config.json: ...") naming the bad field.
+ModelConfig model_config_from_json_text(const std::string& text);
+std::vector<double> rope_inverse_frequencies(const ModelConfig& c);
+
+}  // namespace ctxr

@@ -1,0 +1,265 @@
+#include "runner.h"
+
+#include <algorithm>
+#include <stdexcept>
+
+#include "frames.h"
+#include "json.h"
+
+namespace ctxr {
+
+namespace {
+
+std::vector<int32_t> table_from(BodyReader& r, const KvBlocks& blocks, const char* op) {
+  uint32_t nb = r.u32("the block count");
+  std::vector<int32_t> table = r.i32s(nb, "the block table");
+  blocks.check_allocated(table, op);
+  return table;
+}
+
+}  // namespace
+
+std::string Runner::info_json() const {
+  const ModelConfig& c = model_.config();
+  std::string s = "{";
+  auto num = [&](const char* k, long long v) { s += json_quote(k) + ":" + std::to_string(v) + ","; };
+  auto str = [&](const char* k, const std::string& v) { s += json_quote(k) + ":" + json_quote(v) + ","; };
+  num("layers", c.layers);
+  num("hidden", c.hidden);
+  num("heads", c.heads);
+  num("kv_heads", c.kv_heads);
+  num("head_dim", c.head_dim);
+  num("intermediate", c.intermediate);
+  num("vocab", c.vocab);
+  num("block_size", blocks_.block_size());
+  num("num_blocks", blocks_.num_blocks());
+  num("free_blocks", blocks_.free_count());
+  num("max_position_embeddings", c.max_position_embeddings);
+  str("device", model_.backend()->name());
+  str("weight_dtype", model_.weight_dtype());
+  str("compute_dtype", model_.backend()->matrix_dtype());
+  str("kv_dtype", "f32");
+  str("architecture", c.architecture);
+  str("build", build_);
+  s.back() = '}';
+  return s;
+}
+
+std::vector<uint8_t> Runner::handle(const std::vector<uint8_t>& request, bool& shutdown) {
+  BodyWriter out;
+  uint32_t op = 0, id = 0;
+  if (request.size() >= 8) {
+    std::memcpy(&op, request.data(), 4);
+    std::memcpy(&id, request.data() + 4, 4);
+  }
+  out.u32(id);
+  std::vector<uint8_t> body;
+  uint32_t status = kOk;
+  try {
+    if (request.size() < 8) throw BadRequest("a request needs an op and an id (8 bytes)");
+    body = dispatch(op, request.data() + 8, request.size() - 8, shutdown);
+  } catch (const BadRequest& e) {
+    status = kBadRequest;
+    body.assign(e.what(), e.what() + std::strlen(e.what()));
+  } catch (const OutOfBlocks& e) {
+    status = kOutOfBlocks;
+    body.assign(e.what(), e.what() + std::strlen(e.what()));
+  } catch (const std::bad_alloc&) {
+    status = kInternal;
+    std::string m = "out of memory";
+    body.assign(m.begin(), m.end());
+  } catch (const std::exception& e) {
+    status = kInternal;
+    body.assign(e.what(), e.what() + std::strlen(e.what()));
+  }
+  out.u32(status);
+  out.append(body.data(), body.size());
+  return out.bytes;
+}
+
+std::vector<uint8_t> Runner::dispatch(uint32_t op, const uint8_t* body, size_t size, bool& shutdown) {
+  BodyReader r(body, size);
+  BodyWriter w;
+  switch (op) {
+    case kInfo: {
+      std::string info = info_json();
+      w.append(info.data(), info.size());
+      return w.bytes;
+    }
+    case kAlloc: {
+      uint32_t n = r.u32("the count");
+      r.end("ALLOC");
+      if (n > static_cast<uint32_t>(blocks_.num_blocks())) throw OutOfBlocks("out of KV blocks: " + std::to_string(n) + " requested, the cache has " + std::to_string(blocks_.num_blocks()));
+      std::vector<int32_t> ids = blocks_.alloc(static_cast<int>(n));
+      w.u32(n);
+      w.append(ids.data(), ids.size() * 4);
+      return w.bytes;
+    }
+    case kFree: {
+      uint32_t n = r.u32("the count");
+      std::vector<int32_t> ids = r.i32s(n, "the block ids");
+      r.end("FREE");
+      blocks_.free(ids);
+      return w.bytes;
+    }
+    case kCopy:
+    case kMove:
+      copy_blocks(body, size, op == kMove);
+      return w.bytes;
+    case kForward:
+      return forward(body, size);
+    case kExport:
+      return export_span(body, size);
+    case kImport:
+      import_span(body, size);
+      return w.bytes;
+    case kShutdown:
+      r.end("SHUTDOWN");
+      shutdown = true;
+      return w.bytes;
+    default:
+      throw BadRequest("unknown op " + std::to_string(op));
+  }
+}
+
+void Runner::copy_blocks(const uint8_t* body, size_t size, bool move) {
+  const char* name = move ? "MOVE" : "COPY";
+  BodyReader r(body, size);
+  uint32_t n = r.u32("the count");
+  std::vector<int32_t> pairs = r.i32s(static_cast<size_t>(n) * 2 > UINT32_MAX ? UINT32_MAX : n * 2, "the block pairs");
+  r.end(name);
+  std::vector<int32_t> src, dst;
+  for (uint32_t i = 0; i < n; i++) {
+    src.push_back(pairs[2 * i]);
+    dst.push_back(pairs[2 * i + 1]);
+  }
+  blocks_.check_allocated(src, name);
+  blocks_.check_allocated(dst, name);
+  std::vector<int32_t> sorted_dst(dst);
+  std::sort(sorted_dst.begin(), sorted_dst.end());
+  if (std::adjacent_find(sorted_dst.begin(), sorted_dst.end()) != sorted_dst.end()) throw BadRequest(std::string(name) + ": a destination block is listed twice");
+  for (int32_t d : dst)
+    if (std::find(src.begin(), src.end(), d) != src.end()) throw BadRequest(std::string(name) + ": block " + std::to_string(d) + " is both a source and a destination");
+  if (move) {
+    std::vector<int32_t> sorted_src(src);
+    std::sort(sorted_src.begin(), sorted_src.end());
+    if (std::adjacent_find(sorted_src.begin(), sorted_src.end()) != sorted_src.end()) throw BadRequest("MOVE: a source block is listed twice");
+  }
+  model_.backend()->kv_copy_blocks(src.data(), dst.data(), static_cast<int>(n));
+  blocks_.copy(src, dst);
+  if (move) blocks_.free(src);
+}
+
+std::vector<int32_t> Runner::span_slots(const std::vector<int32_t>& table, uint32_t start, uint32_t count, const char* op) const {
+  uint64_t capacity = static_cast<uint64_t>(table.size()) * blocks_.block_size();
+  if (static_cast<uint64_t>(start) + count > capacity)
+    throw BadRequest(std::string(op) + ": span " + std::to_string(start) + "+" + std::to_string(count) + " exceeds the block table's " + std::to_string(capacity) + " slots");
+  std::vector<int32_t> slots(count);
+  for (uint32_t i = 0; i < count; i++) slots[i] = blocks_.slot(table, static_cast<int>(start + i));
+  return slots;
+}
+
+std::vector<uint8_t> Runner::export_span(const uint8_t* body, size_t size) {
+  BodyReader r(body, size);
+  std::vector<int32_t> table = table_from(r, blocks_, "EXPORT");
+  uint32_t start = r.u32("start"), count = r.u32("count");
+  r.end("EXPORT");
+  std::vector<int32_t> slots = span_slots(table, start, count, "EXPORT");
+  std::vector<int32_t> positions(count);
+  for (uint32_t i = 0; i < count; i++) {
+    positions[i] = blocks_.position(slots[i]);
+    if (positions[i] == KvBlocks::kUnwritten) throw BadRequest("EXPORT: sequence index " + std::to_string(start + i) + " has not been written");
+  }
+  std::vector<float> kv;
+  model_.export_kv(slots, positions, kv);
+  BodyWriter w;
+  w.append(positions.data(), positions.size() * 4);
+  w.append(kv.data(), kv.size() * 4);
+  return w.bytes;
+}
+
+void Runner::import_span(const uint8_t* body, size_t size) {
+  BodyReader r(body, size);
+  std::vector<int32_t> table = table_from(r, blocks_, "IMPORT");
+  uint32_t start = r.u32("start"), count = r.u32("count");
+  std::vector<int32_t> slots = span_slots(table, start, count, "IMPORT");
+  std::vector<int32_t> positions = r.i32s(count, "the positions");
+  size_t floats = static_cast<size_t>(count) * model_.kv_width() * 2 * model_.config().layers;
+  const float* data = r.floats(floats, "the K/V data");
+  r.end("IMPORT");
+  model_.import_kv(slots, positions, data);
+  for (uint32_t i = 0; i < count; i++) blocks_.set_position(slots[i], positions[i]);
+}
+
+std::vector<uint8_t> Runner::forward(const uint8_t* body, size_t size) {
+  BodyReader r(body, size);
+  uint32_t flags = r.u32("flags");
+  if (flags > 1) throw BadRequest("FORWARD: unknown flags " + std::to_string(flags));
+  bool with_stats = flags & 1;
+  uint32_t n_seqs = r.u32("the sequence count");
+  if (n_seqs > r.left() / 16) throw BadRequest("request body ends before the sequences");
+  const int vocab = model_.config().vocab;
+  std::vector<SequenceStep> steps(n_seqs);
+  for (uint32_t q = 0; q < n_seqs; q++) {
+    SequenceStep& s = steps[q];
+    std::string which = "FORWARD sequence " + std::to_string(q);
+    s.table = table_from(r, blocks_, "FORWARD");
+    uint32_t n = r.u32("the token count");
+    s.tokens = r.i32s(n, "the tokens");
+    s.positions = r.i32s(n, "the positions");
+    s.indices = r.i32s(n, "the indices");
+    uint32_t nl = r.u32("the logit row count");
+    s.logit_rows = r.i32s(nl, "the logit rows");
+    uint64_t capacity = static_cast<uint64_t>(s.table.size()) * blocks_.block_size();
+    for (uint32_t i = 0; i < n; i++) {
+      if (s.tokens[i] < 0 || s.tokens[i] >= vocab) throw BadRequest(which + ": token id " + std::to_string(static_cast<uint32_t>(s.tokens[i])) + " is outside the vocab of " + std::to_string(vocab));
+      if (s.indices[i] < 0 || static_cast<uint64_t>(s.indices[i]) >= capacity)
+        throw BadRequest(which + ": index " + std::to_string(static_cast<uint32_t>(s.indices[i])) + " is beyond the block table's " + std::to_string(capacity) + " slots");
+    }
+    for (int32_t row : s.logit_rows)
+      if (row < 0 || static_cast<uint32_t>(row) >= n) throw BadRequest(which + ": logit row " + std::to_string(static_cast<uint32_t>(row)) + " is not one of its " + std::to_string(n) + " tokens");
+    std::vector<int32_t> sorted(s.indices);
+    std::sort(sorted.begin(), sorted.end());
+    if (std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end()) throw BadRequest(which + ": two tokens write the same index");
+  }
+  if (with_stats) {
+    for (uint32_t q = 0; q < n_seqs; q++) {
+      SequenceStep& s = steps[q];
+      std::string which = "FORWARD statistics of sequence " + std::to_string(q);
+      uint32_t nq = r.u32("the query count");
+      s.query_rows = r.i32s(nq, "the query rows");
+      uint32_t nc = r.u32("the chunk count");
+      if (nc == UINT32_MAX) throw BadRequest(which + ": too many chunks");
+      s.chunk_bounds = r.i32s(nc + 1, "the chunk bounds");
+      int len = 0;
+      for (int32_t idx : s.indices) len = std::max(len, idx + 1);
+      for (int32_t row : s.query_rows)
+        if (row < 0 || static_cast<size_t>(row) >= s.tokens.size()) throw BadRequest(which + ": query row " + std::to_string(static_cast<uint32_t>(row)) + " is not one of its tokens");
+      for (uint32_t c = 0; c < nc; c++)
+        if (s.chunk_bounds[c] < 0 || s.chunk_bounds[c] >= s.chunk_bounds[c + 1]) throw BadRequest(which + ": chunk bounds must increase");
+      if (nc > 0 && s.chunk_bounds[nc] > len) throw BadRequest(which + ": chunk bounds go beyond the sequence length " + std::to_string(len));
+      if (static_cast<uint64_t>(nc) * nc > 1u << 24) throw BadRequest(which + ": too many chunks");
+    }
+  }
+  r.end("FORWARD");
+  // Every entry a new token attends to must be written already or in this call.
+  for (uint32_t q = 0; q < n_seqs; q++) {
+    const SequenceStep& s = steps[q];
+    if (s.tokens.empty()) continue;
+    int len = *std::max_element(s.indices.begin(), s.indices.end()) + 1;
+    std::vector<uint8_t> fresh(len, 0);
+    for (int32_t idx : s.indices) fresh[idx] = 1;
+    for (int e = 0; e < len; e++)
+      if (!fresh[e] && blocks_.position(blocks_.slot(s.table, e)) == KvBlocks::kUnwritten)
+        throw BadRequest("FORWARD sequence " + std::to_string(q) + ": index " + std::to_string(e) + " is attended to but has not been written");
+  }
+  ForwardResult result = model_.forward(steps, with_stats);
+  for (const SequenceStep& s : steps)
+    for (size_t i = 0; i < s.tokens.size(); i++) blocks_.set_position(blocks_.slot(s.table, s.indices[i]), s.positions[i]);
+  BodyWriter w;
+  w.append(result.logits.data(), result.logits.size() * 4);
+  w.append(result.stats.data(), result.stats.size() * 4);
+  return w.bytes;
+}
+
+}  // namespace ctxr

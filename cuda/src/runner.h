@@ -1,0 +1,39 @@
+// The runner's request handler: decodes one request body (PROTOCOL.md), validates it fully
+// before touching any state, runs it on the Model and encodes the response body.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kv_blocks.h"
+#include "model.h"
+
+namespace ctxr {
+
+enum Op : uint32_t { kInfo = 1, kAlloc = 2, kFree = 3, kCopy = 4, kForward = 5, kExport = 6, kImport = 7, kShutdown = 8, kMove = 9 };
+enum Status : uint32_t { kOk = 0, kBadRequest = 1, kOutOfBlocks = 2, kInternal = 3 };
+
+class Runner {
+ public:
+  Runner(Model& model, std::string build) : model_(model), blocks_(model.num_blocks(), model.block_size()), build_(std::move(build)) {}
+
+  // Handles a request payload (op, id, body); returns the response payload (id, status, body).
+  // Sets `shutdown` on SHUTDOWN.
+  std::vector<uint8_t> handle(const std::vector<uint8_t>& request, bool& shutdown);
+  std::string info_json() const;
+
+ private:
+  Model& model_;
+  KvBlocks blocks_;
+  std::string build_;
+
+  std::vector<uint8_t> dispatch(uint32_t op, const uint8_t* body, size_t size, bool& shutdown);
+  std::vector<uint8_t> forward(const uint8_t* body, size_t size);
+  std::vector<uint8_t> export_span(const uint8_t* body, size_t size);
+  void import_span(const uint8_t* body, size_t size);
+  void copy_blocks(const uint8_t* body, size_t size, bool move);
+  // Slots of sequence indices start..start+count-1 of `table`, checked.
+  std::vector<int32_t> span_slots(const std::vector<int32_t>& table, uint32_t start, uint32_t count, const char* op) const;
+};
+
+}  // namespace ctxr

@@ -1,5 +1,6 @@
 #include "model.h"
 
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <fstream>
@@ -130,6 +131,23 @@ void* Model::buffer(int which, size_t bytes) {
   return s.p;
 }
 
+void Model::sync() {
+  float sink;
+  backend_->to_host(&sink, inv_freq_, 4);
+}
+
+ForwardProfile Model::take_profile() {
+  ForwardProfile p = profile_;
+  profile_ = ForwardProfile{};
+  return p;
+}
+
+namespace {
+double seconds_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+}  // namespace
+
 ForwardResult Model::forward(const std::vector<SequenceStep>& steps, bool with_stats) {
   const ModelConfig& c = config_;
   int n = 0, max_blocks = 1, max_len = 0, n_logits = 0;
@@ -198,15 +216,34 @@ ForwardResult Model::forward(const std::vector<SequenceStep>& steps, bool with_s
   auto* act = static_cast<float*>(buffer(kAct, static_cast<size_t>(n) * c.intermediate * 4));
 
   std::vector<float> host_stats;
+  auto started = std::chrono::steady_clock::now();
+  auto linear = [&](const float* in, int rows, const Matrix* w, int out_width, int in_width, const float* bias, float* out) {
+    if (!profiling_) return backend_->linear(in, rows, w, bias, out);
+    sync();
+    auto t = std::chrono::steady_clock::now();
+    backend_->linear(in, rows, w, bias, out);
+    sync();
+    profile_.linear_seconds += seconds_since(t);
+    profile_.linear_flops += 2.0 * rows * out_width * in_width;
+  };
   backend_->embed(embed_, d_tokens, n, x);
   for (int l = 0; l < c.layers; l++) {
     const Layer& layer = layers_[l];
     backend_->rms_norm(x, layer.attn_norm, static_cast<float>(c.rms_norm_eps), n, c.hidden, h);
-    backend_->linear(h, n, layer.qkv, layer.qkv_bias, qkv);
+    linear(h, n, layer.qkv, qkv_width, c.hidden, layer.qkv_bias, qkv);
     backend_->rope(qkv, qkv_width, n, c.heads, c.head_dim, d_positions, inv_freq_, 1);
     backend_->rope(qkv + q_width, qkv_width, n, c.kv_heads, c.head_dim, d_positions, inv_freq_, 1);
     backend_->kv_write(l, qkv + q_width, qkv + q_width + kv, qkv_width, d_slots, n);
-    backend_->attention(l, qkv, qkv_width, batch, attn);
+    if (profiling_) {
+      sync();
+      auto t = std::chrono::steady_clock::now();
+      backend_->attention(l, qkv, qkv_width, batch, attn);
+      sync();
+      profile_.attention_seconds += seconds_since(t);
+      for (int len : token_len) profile_.attention_flops += 4.0 * len * c.heads * c.head_dim;
+    } else {
+      backend_->attention(l, qkv, qkv_width, batch, attn);
+    }
     if (with_stats) {
       host_stats.resize(static_cast<size_t>(stat_rows) * max_len);
       backend_->to_host(host_stats.data(), batch.stats, host_stats.size() * 4);
@@ -234,12 +271,12 @@ ForwardResult Model::forward(const std::vector<SequenceStep>& steps, bool with_s
         result.stats.insert(result.stats.end(), sums.begin(), sums.end());
       }
     }
-    backend_->linear(attn, n, layer.o, nullptr, tmp);
+    linear(attn, n, layer.o, c.hidden, q_width, nullptr, tmp);
     backend_->add(x, tmp, static_cast<size_t>(n) * c.hidden);
     backend_->rms_norm(x, layer.mlp_norm, static_cast<float>(c.rms_norm_eps), n, c.hidden, h);
-    backend_->linear(h, n, layer.gate_up, nullptr, gate_up);
+    linear(h, n, layer.gate_up, 2 * c.intermediate, c.hidden, nullptr, gate_up);
     backend_->silu_mul(gate_up, n, c.intermediate, act);
-    backend_->linear(act, n, layer.down, nullptr, tmp);
+    linear(act, n, layer.down, c.hidden, c.intermediate, nullptr, tmp);
     backend_->add(x, tmp, static_cast<size_t>(n) * c.hidden);
   }
   if (n_logits > 0) {
@@ -248,9 +285,15 @@ ForwardResult Model::forward(const std::vector<SequenceStep>& steps, bool with_s
     auto* logits = static_cast<float*>(buffer(kLogits, static_cast<size_t>(n_logits) * c.vocab * 4));
     backend_->gather_rows(x, d_rows, n_logits, c.hidden, xl);
     backend_->rms_norm(xl, final_norm_, static_cast<float>(c.rms_norm_eps), n_logits, c.hidden, xl);
-    backend_->linear(xl, n_logits, lm_head_, nullptr, logits);
+    linear(xl, n_logits, lm_head_, c.vocab, c.hidden, nullptr, logits);
     result.logits.resize(static_cast<size_t>(n_logits) * c.vocab);
     backend_->to_host(result.logits.data(), logits, result.logits.size() * 4);
+  }
+  if (profiling_) {
+    sync();
+    profile_.total_seconds += seconds_since(started);
+    profile_.tokens += n;
+    profile_.calls += 1;
   }
   // Stats were appended layer by layer for all sequences; reorder to sequence-major.
   if (with_stats && steps.size() > 1) {

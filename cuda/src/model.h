@@ -30,6 +30,13 @@ struct ForwardResult {
   std::vector<float> stats;
 };
 
+// Where forward() spends its time, when profiling is on (it synchronizes after each op).
+struct ForwardProfile {
+  double linear_seconds = 0, attention_seconds = 0, total_seconds = 0;
+  double linear_flops = 0, attention_flops = 0;
+  long long tokens = 0, calls = 0;
+};
+
 class Model {
  public:
   Model(const std::string& dir, Backend* backend, int num_blocks, int block_size);
@@ -43,6 +50,11 @@ class Model {
   const std::string& weight_dtype() const { return weight_dtype_; }
 
   ForwardResult forward(const std::vector<SequenceStep>& steps, bool with_stats);
+
+  void set_profiling(bool on) { profiling_ = on; }
+  bool profiling() const { return profiling_; }
+  // The profile since the last call, then zeroed.
+  ForwardProfile take_profile();
 
   // K (rotation removed) and V of `slots` at `positions`, per layer: K[n][kv_width], V[n][kv_width].
   void export_kv(const std::vector<int32_t>& slots, const std::vector<int32_t>& positions, std::vector<float>& out);
@@ -70,6 +82,9 @@ class Model {
   float* final_norm_ = nullptr;
   float* inv_freq_ = nullptr;
   std::vector<Layer> layers_;
+  bool profiling_ = false;
+  ForwardProfile profile_;
+  void sync();
   std::vector<std::vector<uint8_t>> fused_;  // host bytes of fused matrices (the CPU backend reads them lazily)
 
   // Reusable backend buffers, grown on demand.

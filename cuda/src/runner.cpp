@@ -1,6 +1,8 @@
 #include "runner.h"
 
 #include <algorithm>
+#include <cstdio>
+#include <cstring>
 #include <stdexcept>
 
 #include "frames.h"
@@ -113,6 +115,20 @@ std::vector<uint8_t> Runner::dispatch(uint32_t op, const uint8_t* body, size_t s
     case kImport:
       import_span(body, size);
       return w.bytes;
+    case kProfile: {
+      uint32_t on = r.u32("the profiling switch");
+      r.end("PROFILE");
+      if (on > 1) throw BadRequest("PROFILE: the switch must be 0 or 1");
+      ForwardProfile p = model_.take_profile();
+      model_.set_profiling(on == 1);
+      char json[512];
+      std::snprintf(json, sizeof json,
+                    "{\"calls\":%lld,\"tokens\":%lld,\"total_seconds\":%.9f,\"linear_seconds\":%.9f,\"linear_flops\":%.0f,"
+                    "\"attention_seconds\":%.9f,\"attention_flops\":%.0f}",
+                    p.calls, p.tokens, p.total_seconds, p.linear_seconds, p.linear_flops, p.attention_seconds, p.attention_flops);
+      w.append(json, std::strlen(json));
+      return w.bytes;
+    }
     case kShutdown:
       r.end("SHUTDOWN");
       shutdown = true;

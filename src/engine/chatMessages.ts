@@ -1,0 +1,74 @@
+/**
+ * OpenAI chat `messages` to the {role, content} strings a chat template takes.
+ *
+ * content may be a string or an array of content parts; text parts ({type: "text",
+ * text}) are joined with "\n" (as vLLM does), and an assistant's refusal parts
+ * ({type: "refusal", refusal}) count as text. Any other part (image_url,
+ * input_audio, file...) is a ChatMessagesError naming the message and part. An
+ * assistant message may have null or no content (one that only calls tools): it
+ * becomes "". The "developer" role (OpenAI's newer name for system) becomes
+ * "system", which chat templates know. Other fields (name, tool_calls...) are left
+ * out. Written without zod so the engine can use it on any parsed JSON.
+ */
+import type { ChatTemplateMessage } from "./modelTokenizer.ts";
+
+export class ChatMessagesError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = "ChatMessagesError";
+  }
+}
+
+export const TEXT_PART_SEPARATOR = "\n";
+
+function describe(value: unknown): string {
+  if (value === null) return "null";
+  if (Array.isArray(value)) return "an array";
+  return typeof value === "object" ? "an object" : `${typeof value} ${JSON.stringify(value)}`;
+}
+
+function isObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === "object" && value !== null && !Array.isArray(value);
+}
+
+function partText(part: unknown, where: string, role: string): string {
+  if (!isObject(part)) throw new ChatMessagesError(`${where} must be a content part object, got ${describe(part)}`);
+  const type = part.type;
+  if (type === "text") {
+    if (typeof part.text !== "string") throw new ChatMessagesError(`${where}.text must be a string, got ${describe(part.text)}`);
+    return part.text;
+  }
+  if (type === "refusal" && role === "assistant") {
+    if (typeof part.refusal !== "string") throw new ChatMessagesError(`${where}.refusal must be a string, got ${describe(part.refusal)}`);
+    return part.refusal;
+  }
+  if (typeof type !== "string") throw new ChatMessagesError(`${where}.type must be a string, got ${describe(type)}`);
+  throw new ChatMessagesError(`${where}: content part type ${JSON.stringify(type)} is not supported (only text parts are)`);
+}
+
+/** The text of one message's content. */
+export function messageContentText(content: unknown, role: string, where = "content"): string {
+  if (typeof content === "string") return content;
+  if (content === null || content === undefined) {
+    if (role === "assistant") return "";
+    throw new ChatMessagesError(`${where} is missing; a ${role} message needs text`);
+  }
+  if (Array.isArray(content)) {
+    return content.map((part, index) => partText(part, `${where}[${index}]`, role)).join(TEXT_PART_SEPARATOR);
+  }
+  throw new ChatMessagesError(`${where} must be a string or an array of content parts, got ${describe(content)}`);
+}
+
+/** Normalizes a request's messages; throws ChatMessagesError naming the offending field. */
+export function normalizeChatMessages(messages: unknown): ChatTemplateMessage[] {
+  if (!Array.isArray(messages)) throw new ChatMessagesError(`messages must be an array, got ${describe(messages)}`);
+  if (messages.length === 0) throw new ChatMessagesError("messages must not be empty");
+  return messages.map((message, index) => {
+    const where = `messages[${index}]`;
+    if (!isObject(message)) throw new ChatMessagesError(`${where} must be an object, got ${describe(message)}`);
+    const role = message.role;
+    if (typeof role !== "string" || role.length === 0) throw new ChatMessagesError(`${where}.role must be a non-empty string, got ${describe(role)}`);
+    const content = messageContentText(message.content, role, `${where}.content`);
+    return { role: role === "developer" ? "system" : role, content };
+  });
+}

@@ -1,0 +1,604 @@
+/**
+ * Continuous batching over the model runner. Requests queue; one loop runs steps,
+ * one FORWARD each:
+ *
+ * - admission: waiting requests join the running batch (first come, first
+ *   served) while the KV cache can hold them: every running sequence's current
+ *   tokens plus one are counted against the cache's blocks;
+ * - the step's FORWARD holds the next token of every decoding sequence (one token
+ *   each, logits of row 0) and prompt chunks of the sequences still prefilling, at
+ *   most `prefillChunk` prompt tokens per step in all, so a long prompt never
+ *   stalls the others' decoding for long (chunked prefill);
+ * - blocks are allocated lazily, for the entries the step writes, in one ALLOC for
+ *   the whole step; when the cache is full the most recently admitted sequence is
+ *   preempted (its blocks freed; it is requeued first and recomputes its tokens
+ *   when readmitted; what it already streamed stands);
+ * - every sequence that got logits samples its next token with its own Sampler;
+ *   eos ids, stop strings and max_tokens end it; its text deltas go to its
+ *   consumer; finished and cancelled sequences' blocks are freed in one FREE.
+ *
+ * When the runner crashes, every running request fails with the crash error, the
+ * runner is restarted and the queue carries on. Prompts longer than the model or
+ * the cache can hold are refused when submitted.
+ */
+import type { RunnerInfo, ForwardResult, ForwardRequest, ForwardSequence } from "./runnerProtocol.ts";
+import { RunnerCrashedError } from "./runnerProcess.ts";
+import { KvBlockPool, KvBlockTable, blocksFor, type BlockRunner } from "./kvBlockTable.ts";
+import { Sampler, tokenLogprobs, type SamplingParams } from "./sampler.ts";
+import { StopMatcher } from "./stopMatcher.ts";
+import { TokenTextStream, type StreamDecoder } from "./textStream.ts";
+
+/** What the scheduler needs of the runner (RunnerProcess has it). */
+export interface SchedulerRunner extends BlockRunner {
+  readonly info: RunnerInfo;
+  readonly alive: boolean;
+  forward(request: ForwardRequest): Promise<ForwardResult>;
+  restart(): Promise<RunnerInfo>;
+}
+
+export interface GenerationRequest {
+  /** The prompt's token ids (at least one). */
+  promptIds: readonly number[];
+  /** Most tokens to generate (at least 1); null: as many as the model's length allows. */
+  maxTokens: number | null;
+  sampling: SamplingParams;
+  /** Stop strings: the text ends before the first one generated. */
+  stop?: readonly string[];
+  /** Ids that end generation (eos); their text is not part of the output. */
+  stopTokenIds?: readonly number[];
+  /** Return each token's logprob and this many top alternatives (null: no logprobs). */
+  logprobs?: number | null;
+  /** Leave special tokens out of the text (default true). */
+  skipSpecialTokens?: boolean;
+}
+
+export interface GeneratedToken {
+  id: number;
+  /** With logprobs: log p(id) under the raw logits. */
+  logprob?: number;
+  /** With logprobs: the most likely tokens, most likely first. */
+  top?: { id: number; logprob: number }[];
+}
+
+export type FinishReason = "stop" | "length";
+
+export type GenerationEvent =
+  | { type: "delta"; text: string; tokens: GeneratedToken[] }
+  | { type: "finish"; reason: FinishReason; promptTokens: number; completionTokens: number };
+
+export interface GenerationResult {
+  text: string;
+  tokens: GeneratedToken[];
+  finishReason: FinishReason;
+  promptTokens: number;
+  completionTokens: number;
+}
+
+/** A prompt (with max_tokens) that the model or cache cannot hold; `field` names the request field. */
+export class PromptTooLongError extends Error {
+  constructor(
+    message: string,
+    readonly field: "prompt" | "max_tokens",
+  ) {
+    super(message);
+    this.name = "PromptTooLongError";
+  }
+}
+
+/** A request that was cut short by a runner failure (crash, internal error). */
+export class GenerationFailedError extends Error {
+  constructor(
+    message: string,
+    readonly cause?: unknown,
+  ) {
+    super(message);
+    this.name = "GenerationFailedError";
+  }
+}
+
+/** The scheduler was closed. */
+export class SchedulerClosedError extends Error {
+  constructor() {
+    super("the generation engine is shutting down");
+    this.name = "SchedulerClosedError";
+  }
+}
+
+export interface SchedulerOptions {
+  /** Most prompt tokens per step, over all prefilling sequences (default 512). */
+  prefillChunk?: number;
+  /** Most sequences running at once (default 64). */
+  maxBatch?: number;
+  /** Longest sequence (prompt + generated), further capped by the runner's max positions and cache (default: those). */
+  maxModelLen?: number;
+  /** Runner restarts and failures. */
+  log?: (line: string) => void;
+}
+
+export interface SchedulerStats {
+  /** FORWARD calls. */
+  forwards: number;
+  /** FORWARD calls with at least one decoding sequence. */
+  decodeSteps: number;
+  /** FORWARD calls that decoded two or more sequences together. */
+  batchedDecodeSteps: number;
+  /** Decode tokens over all steps (sum of sequences decoded per step). */
+  decodeTokens: number;
+  /** The most sequences decoded in one step. */
+  maxDecodeBatch: number;
+  /** Prompt tokens run (recomputed ones after preemption included). */
+  prefillTokens: number;
+  /** Requests completed, failed and cancelled. */
+  finished: number;
+  failed: number;
+  cancelled: number;
+  preemptions: number;
+  runnerRestarts: number;
+  running: number;
+  waiting: number;
+  kvBlocksUsed: number;
+  kvBlocksTotal: number;
+}
+
+/** An async queue of events with an end (or an error). */
+class EventQueue<T> {
+  private readonly items: T[] = [];
+  private waiter: (() => void) | null = null;
+  private ended = false;
+  private error: unknown = null;
+
+  push(item: T): void {
+    if (this.ended) return;
+    this.items.push(item);
+    this.wake();
+  }
+
+  end(error: unknown = null): void {
+    if (this.ended) return;
+    this.ended = true;
+    this.error = error;
+    this.wake();
+  }
+
+  private wake(): void {
+    const waiter = this.waiter;
+    this.waiter = null;
+    waiter?.();
+  }
+
+  async *drain(): AsyncGenerator<T> {
+    for (;;) {
+      while (this.items.length > 0) yield this.items.shift()!;
+      if (this.ended) {
+        if (this.error !== null) throw this.error;
+        return;
+      }
+      await new Promise<void>((resolve) => (this.waiter = resolve));
+    }
+  }
+}
+
+/** One request's state from submission to its end. */
+class Sequence {
+  /** Prompt and generated ids; the last one is not yet in the cache while decoding. */
+  readonly tokens: number[];
+  readonly promptLength: number;
+  readonly table: KvBlockTable;
+  readonly sampler: Sampler;
+  readonly text: TokenTextStream;
+  readonly stop: StopMatcher;
+  readonly stopIds: ReadonlySet<number>;
+  readonly events = new EventQueue<GenerationEvent>();
+  generated = 0;
+  cancelled = false;
+  done = false;
+  admitted = 0;
+
+  constructor(
+    readonly request: GenerationRequest,
+    decoder: StreamDecoder,
+    blockSize: number,
+    readonly maxTokens: number,
+  ) {
+    this.tokens = [...request.promptIds];
+    this.promptLength = this.tokens.length;
+    this.table = new KvBlockTable(blockSize);
+    this.sampler = new Sampler(request.sampling);
+    this.text = new TokenTextStream(decoder, { skipSpecialTokens: request.skipSpecialTokens ?? true, contextIds: request.promptIds });
+    this.stop = new StopMatcher(request.stop ?? []);
+    this.stopIds = new Set(request.stopTokenIds ?? []);
+  }
+
+  /** Tokens still to run before the next logits (0 never: the last token always runs). */
+  get uncached(): number {
+    return this.tokens.length - this.table.length;
+  }
+
+  get prefilling(): boolean {
+    return this.uncached > 1;
+  }
+}
+
+/** A submitted request: its events as an async iterable, or its whole result. */
+export class GenerationHandle implements AsyncIterable<GenerationEvent> {
+  constructor(
+    private readonly sequence: Sequence,
+    private readonly onCancel: () => void,
+  ) {}
+
+  get promptTokens(): number {
+    return this.sequence.promptLength;
+  }
+
+  [Symbol.asyncIterator](): AsyncIterator<GenerationEvent> {
+    return this.sequence.events.drain();
+  }
+
+  /** Stops generating (frees the request's KV blocks at the next step); later events are dropped. */
+  cancel(): void {
+    if (this.sequence.done || this.sequence.cancelled) return;
+    this.sequence.cancelled = true;
+    this.sequence.events.end();
+    this.onCancel();
+  }
+
+  /** Collects every event into the whole result. */
+  async result(): Promise<GenerationResult> {
+    let text = "";
+    const tokens: GeneratedToken[] = [];
+    for await (const event of this) {
+      if (event.type === "delta") {
+        text += event.text;
+        tokens.push(...event.tokens);
+      } else {
+        return { text, tokens, finishReason: event.reason, promptTokens: event.promptTokens, completionTokens: event.completionTokens };
+      }
+    }
+    throw new GenerationFailedError("the request was cancelled");
+  }
+}
+
+export class GenerationScheduler {
+  private readonly waiting: Sequence[] = [];
+  private readonly running: Sequence[] = [];
+  private pool: KvBlockPool;
+  private loop: Promise<void> | null = null;
+  private closed = false;
+  private admissions = 0;
+  /** Set when the runner must be restarted before the next step (it crashed, or a restart failed). */
+  private needsRestart = false;
+  /** Restart even with no work queued (right after a crash; not again after a failed restart). */
+  private eagerRestart = false;
+  private readonly prefillChunk: number;
+  private readonly maxBatch: number;
+  private readonly counters = {
+    forwards: 0,
+    decodeSteps: 0,
+    batchedDecodeSteps: 0,
+    decodeTokens: 0,
+    maxDecodeBatch: 0,
+    prefillTokens: 0,
+    finished: 0,
+    failed: 0,
+    cancelled: 0,
+    preemptions: 0,
+    runnerRestarts: 0,
+  };
+
+  constructor(
+    private readonly runner: SchedulerRunner,
+    private readonly decoder: StreamDecoder,
+    private readonly options: SchedulerOptions = {},
+  ) {
+    this.prefillChunk = options.prefillChunk ?? 512;
+    this.maxBatch = options.maxBatch ?? 64;
+    if (!Number.isSafeInteger(this.prefillChunk) || this.prefillChunk < 1) throw new RangeError(`prefillChunk must be a positive integer, got ${this.prefillChunk}`);
+    if (!Number.isSafeInteger(this.maxBatch) || this.maxBatch < 1) throw new RangeError(`maxBatch must be a positive integer, got ${this.maxBatch}`);
+    this.pool = this.newPool(runner.info);
+  }
+
+  private newPool(info: RunnerInfo): KvBlockPool {
+    return new KvBlockPool(this.runner, info.block_size, info.free_blocks);
+  }
+
+  /** Longest sequence (prompt + generated tokens) the model and the cache can hold. */
+  get maxModelLen(): number {
+    const info = this.runner.info;
+    const limits = [info.max_position_embeddings > 0 ? info.max_position_embeddings : Infinity, this.pool.totalBlocks * info.block_size];
+    if (this.options.maxModelLen !== undefined) limits.push(this.options.maxModelLen);
+    return Math.min(...limits);
+  }
+
+  get stats(): SchedulerStats {
+    return {
+      ...this.counters,
+      running: this.running.length,
+      waiting: this.waiting.length,
+      kvBlocksUsed: this.pool.used,
+      kvBlocksTotal: this.pool.totalBlocks,
+    };
+  }
+
+  /**
+   * Queues a request. Throws PromptTooLongError when prompt + max_tokens cannot
+   * fit, and the Sampler's SamplingError for bad sampling parameters.
+   */
+  submit(request: GenerationRequest): GenerationHandle {
+    if (this.closed) throw new SchedulerClosedError();
+    const promptLength = request.promptIds.length;
+    if (promptLength === 0) throw new PromptTooLongError("the prompt is empty; it needs at least one token", "prompt");
+    const vocab = this.runner.info.vocab;
+    for (const id of request.promptIds) {
+      if (!Number.isSafeInteger(id) || id < 0 || id >= vocab) throw new PromptTooLongError(`prompt token ${id} is not in the model's vocabulary (0 to ${vocab - 1})`, "prompt");
+    }
+    const maxLen = this.maxModelLen;
+    if (promptLength >= maxLen) {
+      throw new PromptTooLongError(`the prompt has ${promptLength} tokens; this model and KV cache hold at most ${maxLen} tokens in all, so a prompt may have at most ${maxLen - 1}`, "prompt");
+    }
+    const maxTokens = request.maxTokens ?? maxLen - promptLength;
+    if (!Number.isSafeInteger(maxTokens) || maxTokens < 1) throw new PromptTooLongError(`max_tokens must be a positive integer, got ${maxTokens}`, "max_tokens");
+    if (promptLength + maxTokens > maxLen) {
+      throw new PromptTooLongError(
+        `this model and KV cache hold at most ${maxLen} tokens, but ${promptLength + maxTokens} were requested (${promptLength} in the prompt, ${maxTokens} in max_tokens); lower max_tokens or shorten the prompt`,
+        "max_tokens",
+      );
+    }
+    const sequence = new Sequence(request, this.decoder, this.runner.info.block_size, maxTokens);
+    const handle = new GenerationHandle(sequence, () => this.onCancel(sequence));
+    this.waiting.push(sequence);
+    this.kick();
+    return handle;
+  }
+
+  /** Fails every request and stops the loop (the runner is the owner's to shut down). */
+  async close(): Promise<void> {
+    this.closed = true;
+    for (const sequence of [...this.waiting, ...this.running]) this.fail(sequence, new SchedulerClosedError());
+    this.waiting.length = 0;
+    await this.loop;
+  }
+
+  /** A waiting request that is cancelled leaves the queue at once; a running one at the next step. */
+  private onCancel(sequence: Sequence): void {
+    const at = this.waiting.indexOf(sequence);
+    if (at >= 0) {
+      this.waiting.splice(at, 1);
+      sequence.done = true;
+      this.counters.cancelled++;
+    }
+  }
+
+  /** The runner died while idle: restart it before the next step. */
+  runnerCrashed(): void {
+    this.needsRestart = true;
+    this.eagerRestart = true;
+    this.kick();
+  }
+
+  private kick(): void {
+    if (this.loop !== null) return;
+    this.loop = this.run().finally(() => {
+      this.loop = null;
+      // Work that arrived as the loop was ending.
+      if (this.hasWork()) this.kick();
+    });
+  }
+
+  private hasWork(): boolean {
+    return !this.closed && (this.waiting.length > 0 || this.running.length > 0 || (this.needsRestart && this.eagerRestart));
+  }
+
+  private async run(): Promise<void> {
+    while (this.hasWork()) {
+      if (this.needsRestart || !this.runner.alive) {
+        if (!(await this.restartRunner())) return;
+        continue;
+      }
+      try {
+        await this.step();
+      } catch (error) {
+        await this.recover(error);
+      }
+    }
+  }
+
+  /** Restarts the runner; on failure fails the waiting requests (the next request tries again). */
+  private async restartRunner(): Promise<boolean> {
+    this.options.log?.("ctxr: restarting the model runner");
+    try {
+      const info = await this.runner.restart();
+      this.counters.runnerRestarts++;
+      this.pool = this.newPool(info);
+      this.needsRestart = false;
+      this.eagerRestart = false;
+      this.options.log?.(`ctxr: model runner restarted (${info.num_blocks} KV blocks)`);
+      return true;
+    } catch (error) {
+      const failure = new GenerationFailedError(`the model runner could not be restarted: ${(error as Error).message}`, error);
+      this.options.log?.(`ctxr: ${failure.message}`);
+      for (const sequence of [...this.running, ...this.waiting]) this.fail(sequence, failure);
+      this.running.length = 0;
+      this.waiting.length = 0;
+      this.needsRestart = true;
+      this.eagerRestart = false;
+      return false;
+    }
+  }
+
+  /** A step failed: a crash fails the running requests (the loop restarts the runner); other errors fail them too. */
+  private async recover(error: unknown): Promise<void> {
+    const crashed = error instanceof RunnerCrashedError || !this.runner.alive;
+    const message = crashed
+      ? `the model runner crashed during generation: ${(error as Error).message}`
+      : `generation failed: ${(error as Error).message}`;
+    this.options.log?.(`ctxr: ${message}`);
+    const failure = new GenerationFailedError(message, error);
+    const victims = this.running.splice(0);
+    for (const sequence of victims) this.fail(sequence, failure);
+    if (crashed) {
+      this.needsRestart = true;
+      this.eagerRestart = true;
+      return;
+    }
+    try {
+      await this.pool.release(victims.map((sequence) => sequence.table));
+    } catch {
+      // The runner is in trouble: start afresh.
+      this.needsRestart = true;
+      this.eagerRestart = true;
+    }
+  }
+
+  private fail(sequence: Sequence, error: Error): void {
+    if (sequence.done) return;
+    sequence.done = true;
+    this.counters.failed++;
+    sequence.events.end(error);
+  }
+
+  private finish(sequence: Sequence, reason: FinishReason, finalText: string, tokens: GeneratedToken[]): void {
+    sequence.done = true;
+    this.counters.finished++;
+    if (finalText !== "" || tokens.length > 0) sequence.events.push({ type: "delta", text: finalText, tokens });
+    sequence.events.push({ type: "finish", reason, promptTokens: sequence.promptLength, completionTokens: sequence.generated });
+    sequence.events.end();
+  }
+
+  /** Blocks a sequence is counted for at admission: its tokens so far plus the next one. */
+  private committedBlocks(sequence: Sequence): number {
+    return blocksFor(Math.min(sequence.tokens.length + 1, this.maxModelLen), this.pool.blockSize);
+  }
+
+  private async step(): Promise<void> {
+    // Cancelled sequences leave; their blocks are freed with the step's other frees.
+    const released: KvBlockTable[] = [];
+    for (let i = this.running.length - 1; i >= 0; i--) {
+      const sequence = this.running[i]!;
+      if (sequence.cancelled || sequence.done) {
+        if (sequence.cancelled && !sequence.done) {
+          sequence.done = true;
+          this.counters.cancelled++;
+        }
+        this.running.splice(i, 1);
+        released.push(sequence.table);
+      }
+    }
+
+    // Admission, first come first served.
+    let committed = this.running.reduce((sum, sequence) => sum + this.committedBlocks(sequence), 0);
+    while (this.waiting.length > 0 && this.running.length < this.maxBatch) {
+      const candidate = this.waiting[0]!;
+      const need = this.committedBlocks(candidate);
+      if (committed + need > this.pool.totalBlocks && this.running.length > 0) break;
+      this.waiting.shift();
+      candidate.admitted = ++this.admissions;
+      this.running.push(candidate);
+      committed += need;
+    }
+
+    // The batch: every decoding sequence, and prompt chunks within the budget.
+    let plan = this.plan();
+    // Preempt the most recently admitted sequences until the step's blocks fit.
+    while (this.pool.shortfall(plan.map((p) => ({ table: p.sequence.table, entries: p.sequence.table.length + p.count }))) > this.pool.free + countBlocks(released)) {
+      if (this.running.length <= 1) break;
+      const victim = this.running.reduce((latest, sequence) => (sequence.admitted > latest.admitted ? sequence : latest));
+      this.running.splice(this.running.indexOf(victim), 1);
+      released.push(victim.table);
+      this.waiting.unshift(victim);
+      this.counters.preemptions++;
+      plan = this.plan();
+    }
+    if (released.length > 0) {
+      // release() empties the tables at once, so a preempted sequence recomputes from its start.
+      await this.pool.release(released);
+    }
+    if (plan.length === 0) return;
+    await this.pool.grow(plan.map((p) => ({ table: p.sequence.table, entries: p.sequence.table.length + p.count })));
+
+    const sequences: ForwardSequence[] = plan.map(({ sequence, count }) => {
+      const start = sequence.table.length;
+      const indices = new Uint32Array(count);
+      for (let i = 0; i < count; i++) indices[i] = start + i;
+      const last = start + count === sequence.tokens.length;
+      return { table: sequence.table.blocks, tokens: sequence.tokens.slice(start, start + count), indices, logitRows: last ? [count - 1] : [] };
+    });
+    const decoding = plan.filter((p) => p.decode).length;
+    this.counters.forwards++;
+    if (decoding > 0) {
+      this.counters.decodeSteps++;
+      this.counters.decodeTokens += decoding;
+      if (decoding > 1) this.counters.batchedDecodeSteps++;
+      this.counters.maxDecodeBatch = Math.max(this.counters.maxDecodeBatch, decoding);
+    }
+    for (const p of plan) if (!p.decode) this.counters.prefillTokens += p.count;
+
+    const result = await this.runner.forward({ sequences });
+
+    const finished: KvBlockTable[] = [];
+    plan.forEach(({ sequence, count }, i) => {
+      sequence.table.length += count;
+      const logits = result.logits[i]!;
+      if (sequence.cancelled || sequence.done || logits.length === 0) return;
+      this.accept(sequence, logits);
+      if (sequence.done) finished.push(sequence.table);
+    });
+    if (finished.length > 0) {
+      for (let i = this.running.length - 1; i >= 0; i--) if (this.running[i]!.done) this.running.splice(i, 1);
+      await this.pool.release(finished);
+    }
+  }
+
+  /** This step's work: [sequence, tokens to run, whether it is a decode]. */
+  private plan(): { sequence: Sequence; count: number; decode: boolean }[] {
+    const plan: { sequence: Sequence; count: number; decode: boolean }[] = [];
+    let budget = this.prefillChunk;
+    for (const sequence of this.running) {
+      if (sequence.cancelled || sequence.done) continue;
+      const uncached = sequence.uncached;
+      if (uncached <= 1 && sequence.table.length > 0) {
+        plan.push({ sequence, count: 1, decode: true });
+      } else if (budget > 0) {
+        const count = Math.min(uncached, budget);
+        budget -= count;
+        plan.push({ sequence, count, decode: false });
+      }
+    }
+    return plan;
+  }
+
+  /** Samples the next token from the logits and passes its text on; ends the sequence on eos, a stop string or a length limit. */
+  private accept(sequence: Sequence, logits: Float32Array): void {
+    const id = sequence.sampler.sample(logits);
+    const token: GeneratedToken = { id };
+    const topN = sequence.request.logprobs;
+    if (topN !== undefined && topN !== null) {
+      const lp = tokenLogprobs(logits, id, topN);
+      token.logprob = lp.logprob;
+      token.top = lp.top;
+    }
+    sequence.tokens.push(id);
+    sequence.generated++;
+
+    if (sequence.stopIds.has(id)) {
+      const rest = sequence.stop.push(sequence.text.flush());
+      this.finish(sequence, "stop", rest.stopped ? rest.text : rest.text + sequence.stop.flush(), [token]);
+      return;
+    }
+    const piece = sequence.stop.push(sequence.text.push(id));
+    if (piece.stopped) {
+      this.finish(sequence, "stop", piece.text, [token]);
+      return;
+    }
+    if (sequence.generated >= sequence.maxTokens || sequence.tokens.length >= this.maxModelLen) {
+      const rest = sequence.stop.push(sequence.text.flush());
+      const text = piece.text + rest.text + (rest.stopped ? "" : sequence.stop.flush());
+      this.finish(sequence, rest.stopped ? "stop" : "length", text, [token]);
+      return;
+    }
+    sequence.events.push({ type: "delta", text: piece.text, tokens: [token] });
+  }
+}
+
+function countBlocks(tables: readonly KvBlockTable[]): number {
+  return tables.reduce((sum, table) => sum + table.blocks.length, 0);
+}

@@ -1,0 +1,239 @@
+/**
+ * Continuous batching (GenerationScheduler) and the KV block bookkeeping
+ * (KvBlockPool) on the real CPU runner with the tiny model of the reference
+ * fixture: greedy tokens equal the PyTorch reference, concurrent requests decode
+ * together, chunked prefill and preemption do not change greedy outputs, stop
+ * strings / eos / max_tokens, cancellation frees blocks, too-long prompts are
+ * refused, a runner crash fails the running requests and the next one succeeds.
+ */
+import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
+import { GenerationFailedError, GenerationScheduler, PromptTooLongError, type GenerationRequest } from "../../src/engine/generationScheduler.ts";
+import { KvBlockPool, KvBlockTable, KvCacheFullError, blocksFor } from "../../src/engine/kvBlockTable.ts";
+import { loadModelTokenizer, type ModelTokenizer } from "../../src/engine/modelTokenizer.ts";
+import { RunnerProcess } from "../../src/engine/runnerProcess.ts";
+import { TINY_REFERENCE, buildRunner, tinyModelFolder } from "../helpers/engineKit.ts";
+
+setDefaultTimeout(120_000);
+
+let executable = "";
+let model: { path: string; cleanup(): void };
+let tokenizer: ModelTokenizer;
+const runners: RunnerProcess[] = [];
+
+beforeAll(async () => {
+  executable = buildRunner();
+  model = tinyModelFolder();
+  tokenizer = await loadModelTokenizer(model.path);
+}, 300_000);
+
+afterAll(async () => {
+  for (const runner of runners) await runner.shutdown();
+  model?.cleanup();
+});
+
+async function startRunner(blocks: number, blockSize = 16): Promise<RunnerProcess> {
+  const runner = await RunnerProcess.start({ executable, model: model.path, blocks, blockSize, threads: 2 });
+  runners.push(runner);
+  return runner;
+}
+
+const GREEDY = { temperature: 0, topP: 1, topK: 0 };
+const request = (promptIds: readonly number[], maxTokens: number, extra: Partial<GenerationRequest> = {}): GenerationRequest => ({ promptIds, maxTokens, sampling: GREEDY, ...extra });
+const textOf = (ids: number[]) => ids.map((id) => String.fromCharCode(id)).join("");
+const prompt = TINY_REFERENCE.prompt_ids;
+const expected = TINY_REFERENCE.generated_ids;
+
+describe("KvBlockPool", () => {
+  test("grows many tables in one ALLOC, frees them in one FREE, mirrors the runner's free count", async () => {
+    const runner = await startRunner(8);
+    const pool = new KvBlockPool(runner, 16, 8);
+    const a = new KvBlockTable(16);
+    const b = new KvBlockTable(16);
+    expect(a.blocksNeeded(17)).toBe(2);
+    expect(blocksFor(32, 16)).toBe(2);
+    expect(pool.shortfall([{ table: a, entries: 17 }, { table: b, entries: 1 }])).toBe(3);
+    await pool.grow([{ table: a, entries: 17 }, { table: b, entries: 1 }]);
+    expect(a.blocks.length).toBe(2);
+    expect(b.blocks.length).toBe(1);
+    expect(new Set([...a.blocks, ...b.blocks]).size).toBe(3);
+    expect(pool.free).toBe(5);
+    expect((await runner.queryInfo()).free_blocks).toBe(5);
+    await pool.grow([{ table: a, entries: 20 }]); // already holds 32
+    expect(pool.free).toBe(5);
+    await expect(pool.grow([{ table: b, entries: 16 * 7 }])).rejects.toBeInstanceOf(KvCacheFullError);
+    expect(b.blocks.length).toBe(1);
+    await pool.release([a, b]);
+    expect(a.blocks).toEqual([]);
+    expect(pool.free).toBe(8);
+    expect((await runner.queryInfo()).free_blocks).toBe(8);
+  });
+});
+
+describe("GenerationScheduler", () => {
+  let runner: RunnerProcess;
+  let scheduler: GenerationScheduler;
+  beforeAll(async () => {
+    runner = await startRunner(64);
+    scheduler = new GenerationScheduler(runner, tokenizer);
+  });
+
+  test("greedy tokens equal the PyTorch reference", async () => {
+    const result = await scheduler.submit(request(prompt, expected.length, { logprobs: 2 })).result();
+    expect(result.tokens.map((t) => t.id)).toEqual(expected);
+    expect(result.finishReason).toBe("length");
+    expect(result.promptTokens).toBe(prompt.length);
+    expect(result.completionTokens).toBe(expected.length);
+    expect(result.text).toBe(tokenizer.decode(expected));
+    for (const token of result.tokens) {
+      expect(token.top!.length).toBe(2);
+      expect(token.top![0]!.id).toBe(token.id); // greedy picks the most likely
+      expect(token.logprob).toBeLessThan(0);
+    }
+    expect(scheduler.stats.kvBlocksUsed).toBe(0);
+  });
+
+  test("concurrent requests decode together and each gets its own greedy answer", async () => {
+    const prompts = Array.from({ length: 6 }, (_, i) => [256, ...new TextEncoder().encode(`request ${i}: `)]);
+    const alone = [];
+    for (const p of prompts) alone.push((await scheduler.submit(request(p, 12)).result()).tokens.map((t) => t.id));
+    const before = scheduler.stats;
+    const together = await Promise.all(prompts.map((p) => scheduler.submit(request(p, 12)).result()));
+    expect(together.map((r) => r.tokens.map((t) => t.id))).toEqual(alone);
+    const after = scheduler.stats;
+    expect(after.batchedDecodeSteps).toBeGreaterThan(before.batchedDecodeSteps);
+    expect(after.maxDecodeBatch).toBe(6);
+    // 6 × 11 decode tokens in about 11 steps, not 66.
+    expect(after.decodeSteps - before.decodeSteps).toBeLessThan(20);
+    expect(after.kvBlocksUsed).toBe(0);
+  });
+
+  test("chunked prefill (4 tokens a step) and a long prompt give the same greedy tokens", async () => {
+    const chunked = new GenerationScheduler(runner, tokenizer, { prefillChunk: 4 });
+    const result = await chunked.submit(request(prompt, expected.length)).result();
+    expect(result.tokens.map((t) => t.id)).toEqual(expected);
+    expect(chunked.stats.forwards).toBe(Math.ceil(prompt.length / 4) + expected.length - 1);
+    const long = [256, ...new TextEncoder().encode("a fairly long prompt ".repeat(20))];
+    const whole = await scheduler.submit(request(long, 5)).result();
+    const pieces = await chunked.submit(request(long, 5)).result();
+    expect(pieces.tokens).toEqual(whole.tokens);
+  });
+
+  test("preemption when the cache is full: every request still gets its greedy answer", async () => {
+    const small = await startRunner(6); // 96 tokens
+    const tight = new GenerationScheduler(small, tokenizer);
+    const prompts = Array.from({ length: 4 }, (_, i) => [256, ...new TextEncoder().encode(`${i}`.repeat(10))]);
+    const alone = [];
+    for (const p of prompts) alone.push((await tight.submit(request(p, 30)).result()).tokens.map((t) => t.id));
+    const together = await Promise.all(prompts.map((p) => tight.submit(request(p, 30)).result()));
+    expect(together.map((r) => r.tokens.map((t) => t.id))).toEqual(alone);
+    expect(tight.stats.preemptions).toBeGreaterThan(0);
+    expect(tight.stats.kvBlocksUsed).toBe(0);
+    expect((await small.queryInfo()).free_blocks).toBe(6);
+  });
+
+  test("stop strings end the text before them; eos ids end it without their text", async () => {
+    const text = textOf(expected); // the byte tokenizer: id = byte
+    const at = text.indexOf("{");
+    expect(at).toBeGreaterThan(0);
+    const stopped = await scheduler.submit(request(prompt, expected.length, { stop: ["{"] })).result();
+    expect(stopped.finishReason).toBe("stop");
+    expect(stopped.text).toBe(tokenizer.decode(expected.slice(0, at)));
+    expect(stopped.completionTokens).toBe(at + 1);
+
+    const eos = await scheduler.submit(request(prompt, expected.length, { stopTokenIds: [expected[3]!] })).result();
+    expect(eos.finishReason).toBe("stop");
+    expect(eos.tokens.map((t) => t.id)).toEqual(expected.slice(0, 4));
+    expect(eos.text).toBe(tokenizer.decode(expected.slice(0, 3)));
+  });
+
+  test("streamed deltas add up to the text; max_tokens ends with length", async () => {
+    let text = "";
+    let tokens = 0;
+    let finish = null;
+    for await (const event of scheduler.submit(request(prompt, 5))) {
+      if (event.type === "delta") {
+        text += event.text;
+        tokens += event.tokens.length;
+      } else finish = event;
+    }
+    expect(tokens).toBe(5);
+    expect(text).toBe(tokenizer.decode(expected.slice(0, 5)));
+    expect(finish).toEqual({ type: "finish", reason: "length", promptTokens: prompt.length, completionTokens: 5 });
+  });
+
+  test("seeded sampling repeats; the seed matters", async () => {
+    const sampled = (seed: number) => scheduler.submit(request(prompt, 20, { sampling: { temperature: 1, topP: 0.95, topK: 0, seed } })).result();
+    const a = await sampled(7);
+    const b = await sampled(7);
+    const c = await sampled(8);
+    expect(b.tokens).toEqual(a.tokens);
+    expect(c.tokens).not.toEqual(a.tokens);
+  });
+
+  test("cancel frees the request's blocks", async () => {
+    const before = scheduler.stats.cancelled;
+    const handle = scheduler.submit(request(prompt, 500));
+    let seen = 0;
+    for await (const event of handle) {
+      if (event.type === "delta" && ++seen === 3) handle.cancel();
+    }
+    await Bun.sleep(50);
+    expect(scheduler.stats.cancelled).toBe(before + 1);
+    expect(scheduler.stats.running).toBe(0);
+    expect(scheduler.stats.kvBlocksUsed).toBe(0);
+    expect((await runner.queryInfo()).free_blocks).toBe(64);
+  });
+
+  test("prompts the model and cache cannot hold are refused", () => {
+    expect(scheduler.maxModelLen).toBe(64 * 16);
+    expect(() => scheduler.submit(request(new Array(1024).fill(65), 1))).toThrow(PromptTooLongError);
+    expect(() => scheduler.submit(request(new Array(1024).fill(65), 1))).toThrow(/at most 1023/);
+    expect(() => scheduler.submit(request([256, 65], 1023))).toThrow(/1025 were requested/);
+    expect(() => scheduler.submit(request([], 1))).toThrow(/empty/);
+    expect(() => scheduler.submit(request([259], 1))).toThrow(/not in the model's vocabulary/);
+    // Without max_tokens: up to the model's length.
+    expect(() => scheduler.submit(request(new Array(1023).fill(65), null)).cancel()).not.toThrow();
+  });
+
+  test("a runner crash fails the running requests; the runner restarts and the next request succeeds", async () => {
+    const crashRunner = await startRunner(64);
+    const crashy = new GenerationScheduler(crashRunner, tokenizer);
+    crashRunner.onCrash(() => crashy.runnerCrashed());
+    const pid = crashRunner.pid!;
+    const handles = [crashy.submit(request(prompt, 800)), crashy.submit(request([256, 66], 800))];
+    let events = 0;
+    const failures = handles.map((handle) =>
+      (async () => {
+        try {
+          for await (const event of handle) if (event.type === "delta" && ++events === 4) process.kill(pid, "SIGKILL");
+          return null;
+        } catch (error) {
+          return error as Error;
+        }
+      })(),
+    );
+    const errors = await Promise.all(failures);
+    for (const error of errors) {
+      expect(error).toBeInstanceOf(GenerationFailedError);
+      expect(error!.message).toContain("crashed");
+      expect(error!.message).toContain("SIGKILL");
+    }
+    const next = await crashy.submit(request(prompt, expected.length)).result();
+    expect(next.tokens.map((t) => t.id)).toEqual(expected);
+    expect(crashRunner.pid).not.toBe(pid);
+    expect(crashy.stats.runnerRestarts).toBe(1);
+    expect(crashy.stats.failed).toBe(2);
+  });
+
+  test("a runner that dies while idle is restarted before the next request", async () => {
+    const idleRunner = await startRunner(16);
+    const idle = new GenerationScheduler(idleRunner, tokenizer);
+    idleRunner.onCrash(() => idle.runnerCrashed());
+    const pid = idleRunner.pid!;
+    process.kill(pid, "SIGKILL");
+    for (let i = 0; i < 100 && idleRunner.pid === pid; i++) await Bun.sleep(20);
+    const result = await idle.submit(request(prompt, 3)).result();
+    expect(result.tokens.map((t) => t.id)).toEqual(expected.slice(0, 3));
+    expect(idle.stats.runnerRestarts).toBe(1);
+  });
+});

@@ -38,7 +38,7 @@ async function startRunner(blocks: number, blockSize = 16): Promise<RunnerProces
 }
 
 const GREEDY = { temperature: 0, topP: 1, topK: 0 };
-const request = (promptIds: readonly number[], maxTokens: number, extra: Partial<GenerationRequest> = {}): GenerationRequest => ({ promptIds, maxTokens, sampling: GREEDY, ...extra });
+const request = (promptIds: readonly number[], maxTokens: number | null, extra: Partial<GenerationRequest> = {}): GenerationRequest => ({ promptIds, maxTokens, sampling: GREEDY, ...extra });
 const textOf = (ids: number[]) => ids.map((id) => String.fromCharCode(id)).join("");
 const prompt = TINY_REFERENCE.prompt_ids;
 const expected = TINY_REFERENCE.generated_ids;

@@ -1,0 +1,198 @@
+/**
+ * Finds the ctxr-runner executable for a device:
+ *
+ * 1. $CTXR_RUNNER, when set (it must be an executable file);
+ * 2. from the source tree: cuda/build/ctxr-runner-{cpu,cuda}, built with
+ *    `make -C cuda cpu` (or `cuda`) first when missing and make and a compiler
+ *    are there;
+ * 3. inside the single binary (`npm run build`): the runner embedded in it
+ *    (Bun.embeddedFiles), unpacked on first use into
+ *    $XDG_CACHE_HOME/ctxr/runner-<sha256 prefix>/ (default ~/.cache), with mode
+ *    0755, through a temporary file and a rename, so concurrent starts never see
+ *    a partial file.
+ *
+ * The CUDA build includes the CPU backend, so `cpu` falls back to it; `cuda`
+ * needs it.
+ */
+import { createHash } from "node:crypto";
+import { accessSync, chmodSync, closeSync, constants, existsSync, fsyncSync, mkdirSync, openSync, readFileSync, renameSync, statSync, unlinkSync, writeSync } from "node:fs";
+import { homedir } from "node:os";
+import { join, resolve } from "node:path";
+
+export type RunnerFlavor = "cpu" | "cuda";
+
+/** The runner build a --device value needs: "cpu" → cpu, "cuda" / "cuda:N" → cuda. */
+export function runnerFlavor(device: string): RunnerFlavor {
+  return device === "cpu" ? "cpu" : "cuda";
+}
+
+export function runnerFileName(flavor: RunnerFlavor): string {
+  return `ctxr-runner-${flavor}`;
+}
+
+/** The runner cannot be found or built; the message says what to do. */
+export class RunnerNotFoundError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = "RunnerNotFoundError";
+  }
+}
+
+/** A file the single binary carries (a Bun.embeddedFiles entry, or a stand-in in tests). */
+export interface EmbeddedFile {
+  /** The name the bundler gave it, e.g. "ctxr-runner-cpu-p5ak8a34." */
+  name: string;
+  bytes(): Promise<Uint8Array>;
+}
+
+export interface FindRunnerOptions {
+  /** Default: process.env. */
+  env?: Record<string, string | undefined>;
+  /** Repository root whose cuda/ holds the runner sources (default: this source tree's, when it has one). */
+  sourceRoot?: string | null;
+  /** Files embedded in the single binary (default: Bun.embeddedFiles). */
+  embedded?: readonly EmbeddedFile[];
+  /** Build from source when the runner is missing (default true). */
+  build?: boolean;
+  /** Progress lines (builds, unpacking). */
+  log?: (line: string) => void;
+}
+
+/** The repository root when running from source (src/engine/ → ../..), else null. */
+export function defaultSourceRoot(): string | null {
+  if (Bun.isStandaloneExecutable) return null;
+  const root = resolve(import.meta.dir, "../..");
+  return existsSync(join(root, "cuda", "Makefile")) ? root : null;
+}
+
+function isExecutable(path: string): boolean {
+  try {
+    if (!statSync(path).isFile()) return false;
+    accessSync(path, constants.X_OK);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** Finds (building or unpacking when needed) the runner for `device`; returns its path. */
+export async function findRunner(device: string, options: FindRunnerOptions = {}): Promise<string> {
+  const env = options.env ?? process.env;
+  const flavor = runnerFlavor(device);
+  const fromEnv = env.CTXR_RUNNER;
+  if (fromEnv !== undefined && fromEnv !== "") {
+    if (!isExecutable(fromEnv)) throw new RunnerNotFoundError(`CTXR_RUNNER=${fromEnv} is not an executable file`);
+    return resolve(fromEnv);
+  }
+
+  const sourceRoot = options.sourceRoot === undefined ? defaultSourceRoot() : options.sourceRoot;
+  if (sourceRoot !== null) return sourceRunner(sourceRoot, flavor, options);
+
+  const embedded = options.embedded ?? (Bun.embeddedFiles as unknown as EmbeddedFile[]);
+  const file = embeddedRunner(embedded, flavor);
+  if (file === null) {
+    throw new RunnerNotFoundError(
+      flavor === "cuda"
+        ? "this ctxr binary carries no CUDA runner (build it with `npm run build:cuda` on a machine with nvcc), or set CTXR_RUNNER to a ctxr-runner-cuda executable"
+        : "this ctxr binary carries no model runner (build it with `npm run build`), or set CTXR_RUNNER to a ctxr-runner executable",
+    );
+  }
+  return unpackRunner(file, runnerCacheRoot(env), options.log);
+}
+
+/** cuda/build/ctxr-runner-<flavor> of a source tree, built first when missing. */
+function sourceRunner(root: string, flavor: RunnerFlavor, options: FindRunnerOptions): string {
+  const build = join(root, "cuda", "build");
+  const wanted = join(build, runnerFileName(flavor));
+  if (isExecutable(wanted)) return wanted;
+  // The CUDA build has the CPU backend too.
+  if (flavor === "cpu" && isExecutable(join(build, runnerFileName("cuda")))) return join(build, runnerFileName("cuda"));
+  if (options.build === false) throw new RunnerNotFoundError(`${wanted} is missing; build it with \`make -C cuda ${flavor}\``);
+  const tools = flavor === "cpu" ? ["make", "g++"] : ["make", "g++", "nvcc"];
+  const missing = tools.filter((tool) => Bun.which(tool) === null);
+  if (missing.length > 0) {
+    throw new RunnerNotFoundError(
+      `${wanted} is missing and cannot be built here: ${missing.join(" and ")} ${missing.length === 1 ? "is" : "are"} not installed ` +
+        `(install ${flavor === "cpu" ? "make and g++ (apt-get install build-essential)" : "make, g++ and the CUDA toolkit"}, then run \`make -C cuda ${flavor}\`), or set CTXR_RUNNER`,
+    );
+  }
+  options.log?.(`ctxr: building the model runner: make -C cuda ${flavor}`);
+  const result = Bun.spawnSync(["make", "-C", join(root, "cuda"), flavor], { stdout: "pipe", stderr: "pipe" });
+  if (result.exitCode !== 0 || !isExecutable(wanted)) {
+    const output = (result.stderr.toString() + result.stdout.toString()).trim().split("\n").slice(-15).join("\n");
+    throw new RunnerNotFoundError(`\`make -C cuda ${flavor}\` failed (exit ${result.exitCode}):\n${output}`);
+  }
+  return wanted;
+}
+
+/** The embedded runner for a flavor (cpu falls back to cuda), or null. */
+export function embeddedRunner(files: readonly EmbeddedFile[], flavor: RunnerFlavor): EmbeddedFile | null {
+  const find = (f: RunnerFlavor) => {
+    const pattern = new RegExp(`^${runnerFileName(f)}(-[A-Za-z0-9]+)?\\.?$`);
+    return files.find((file) => pattern.test(file.name)) ?? null;
+  };
+  return find(flavor) ?? (flavor === "cpu" ? find("cuda") : null);
+}
+
+/** $XDG_CACHE_HOME/ctxr, default ~/.cache/ctxr. */
+export function runnerCacheRoot(env: Record<string, string | undefined> = process.env): string {
+  const xdg = env.XDG_CACHE_HOME;
+  const base = xdg !== undefined && xdg !== "" ? xdg : join(env.HOME && env.HOME !== "" ? env.HOME : homedir(), ".cache");
+  return join(base, "ctxr");
+}
+
+/** The runner's name without the bundler's hash: ctxr-runner-cpu or ctxr-runner-cuda. */
+function plainName(file: EmbeddedFile): string {
+  return /^(ctxr-runner-(cpu|cuda))/.exec(file.name)?.[1] ?? "ctxr-runner";
+}
+
+/**
+ * Writes an embedded runner to <cacheRoot>/runner-<sha256[0:16]>/<name> unless a
+ * file with the same content is already there; returns its path.
+ */
+export async function unpackRunner(file: EmbeddedFile, cacheRoot: string, log?: (line: string) => void): Promise<string> {
+  const bytes = await file.bytes();
+  const digest = createHash("sha256").update(bytes).digest("hex");
+  const folder = join(cacheRoot, `runner-${digest.slice(0, 16)}`);
+  const target = join(folder, plainName(file));
+  if (isExecutable(target)) {
+    try {
+      if (statSync(target).size === bytes.length && createHash("sha256").update(readFileSync(target)).digest("hex") === digest) return target;
+    } catch {
+      // rewrite it
+    }
+  }
+  try {
+    mkdirSync(folder, { recursive: true, mode: 0o755 });
+  } catch (error) {
+    throw new RunnerNotFoundError(`cannot create ${folder} to unpack the model runner: ${(error as Error).message} (set XDG_CACHE_HOME to a writable folder, or CTXR_RUNNER)`);
+  }
+  const temporary = join(folder, `.${plainName(file)}.${process.pid}.${Math.random().toString(36).slice(2, 10)}.tmp`);
+  let fd: number | undefined;
+  try {
+    fd = openSync(temporary, "wx", 0o755);
+    let offset = 0;
+    while (offset < bytes.length) offset += writeSync(fd, bytes, offset, bytes.length - offset);
+    fsyncSync(fd);
+    closeSync(fd);
+    fd = undefined;
+    chmodSync(temporary, 0o755);
+    renameSync(temporary, target);
+  } catch (error) {
+    if (fd !== undefined) {
+      try {
+        closeSync(fd);
+      } catch {
+        // failing already
+      }
+    }
+    try {
+      unlinkSync(temporary);
+    } catch {
+      // not created
+    }
+    throw new RunnerNotFoundError(`cannot unpack the model runner to ${target}: ${(error as Error).message}`);
+  }
+  log?.(`ctxr: unpacked the model runner to ${target}`);
+  return target;
+}

@@ -9,12 +9,14 @@ import { bodyLimit } from "hono/body-limit";
 import { VERSION } from "../cli/version.ts";
 import { RequestError, type ContextService } from "../online/contextService.ts";
 import { ContextProxy, type ProxyOptions } from "../proxy/contextProxy.ts";
+import type { GenerationEngine } from "../engine/generationEngine.ts";
 import { applyEvictBody } from "../proxy/kvEvents.ts";
 import { mountProxyRoutes, proxyRouteLabel } from "../proxy/proxyRoutes.ts";
 import { requireApiKey } from "./auth.ts";
 import { BODY_FIELD, createErrorHandler, errorResponse, validationErrorResponse } from "./errors.ts";
 import { withDefaultLimits, type ServerLimits } from "./limits.ts";
 import { PROMETHEUS_CONTENT_TYPE, ServerMetrics } from "./metrics.ts";
+import { GENERATION_PATHS, mountGenerationRoutes, mountNoModelRoutes } from "./openaiRoutes.ts";
 import { createRoutes, routeTable } from "./routes.ts";
 import { createSchemas } from "./schemas.ts";
 
@@ -27,6 +29,8 @@ export interface AppOptions {
   log?: (text: string) => void;
   /** With upstreams: the proxy routes (/v1/chat/completions, /v1/completions, other /v1/* passed through). */
   proxy?: ProxyOptions | null;
+  /** With --model: the built-in engine behind /v1/chat/completions, /v1/completions and /v1/models. */
+  engine?: GenerationEngine | null;
 }
 
 const KNOWN_METHODS = new Set(["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]);
@@ -52,6 +56,9 @@ export function createApp(service: ContextService, options: AppOptions = {}): Op
   const routes = createRoutes(schemas, { mutating, secured: apiKey !== null });
   const table = routeTable(routes);
   const proxy = options.proxy ? new ContextProxy(service, options.proxy, apiKey !== null, log) : null;
+  const engine = options.engine ?? null;
+  if (proxy !== null && engine !== null) throw new Error("a server either proxies upstreams or serves a model, not both");
+  if (proxy === null) for (const [path, methods] of GENERATION_PATHS) table.set(path, methods);
 
   app.use("*", async (c, next) => {
     const started = performance.now();
@@ -91,7 +98,7 @@ export function createApp(service: ContextService, options: AppOptions = {}): Op
     return c.json(document as Record<string, unknown>, 200);
   });
 
-  app.openapi(routes.metrics, (c) => c.text(metrics.render(service.stats()) + (proxy?.metrics() ?? ""), 200, { "Content-Type": PROMETHEUS_CONTENT_TYPE }));
+  app.openapi(routes.metrics, (c) => c.text(metrics.render(service.stats()) + (proxy?.metrics() ?? "") + (engine?.metrics() ?? ""), 200, { "Content-Type": PROMETHEUS_CONTENT_TYPE }));
 
   app.openapi(routes.stats, (c) => c.json({ ...service.stats(), recovery: service.recovery, ...(proxy === null ? {} : { upstreams: proxy.stats() }) }, 200));
 
@@ -142,6 +149,12 @@ export function createApp(service: ContextService, options: AppOptions = {}): Op
       secured: apiKey !== null,
       errorSchema: schemas.ErrorResponse,
     });
+  }
+
+  if (engine !== null) {
+    mountGenerationRoutes(app, engine, { middleware: mutating, secured: apiKey !== null, errorSchema: schemas.ErrorResponse });
+  } else if (proxy === null) {
+    mountNoModelRoutes(app);
   }
 
   return app;

@@ -5,6 +5,7 @@
  */
 import type { Server } from "bun";
 import { resolve } from "node:path";
+import { GenerationEngine, type EngineOptions } from "../engine/generationEngine.ts";
 import { ContextService } from "../online/contextService.ts";
 import type { ProxyOptions } from "../proxy/contextProxy.ts";
 import { parseUpstreamUrl } from "../proxy/upstreamTarget.ts";
@@ -25,6 +26,8 @@ export interface ServerOptions {
   log?: (text: string) => void;
   /** Proxy to these upstreams (none: the context-reuse API only). */
   proxy?: ProxyOptions | null;
+  /** Serve this model (POST /v1/chat/completions, /v1/completions, GET /v1/models). */
+  engine?: GenerationEngine | null;
 }
 
 export interface RunningServer {
@@ -67,7 +70,7 @@ export function startServer(service: ContextService, options: ServerOptions = {}
   const log = options.log ?? ((text: string) => void process.stderr.write(text));
   const limits = withDefaultLimits(options.limits);
   const metrics = new ServerMetrics();
-  const app = createApp(service, { limits, apiKey: options.apiKey, metrics, log, proxy: options.proxy });
+  const app = createApp(service, { limits, apiKey: options.apiKey, metrics, log, proxy: options.proxy, engine: options.engine });
   const host = options.host ?? DEFAULT_HOST;
 
   let inFlight = 0;
@@ -148,6 +151,8 @@ export interface RunOptions extends ServerOptions {
   capacityTokens?: number | null;
   ttlMs?: number | null;
   blockTokens?: number;
+  /** --model: load this model and serve the generation API. */
+  model?: EngineOptions | null;
 }
 
 export interface RunIo {
@@ -168,10 +173,15 @@ export async function runServer(options: RunOptions, io: RunIo): Promise<void> {
     ttlMs: options.ttlMs ?? null,
     blockTokens: options.blockTokens,
   });
+  let engine: GenerationEngine | null = null;
   let running: RunningServer;
   try {
-    running = startServer(service, { ...options, log: options.log ?? io.err });
+    if (options.model) {
+      engine = await GenerationEngine.open({ ...options.model, log: options.model.log ?? ((line) => io.err(`${line}\n`)) });
+    }
+    running = startServer(service, { ...options, engine, log: options.log ?? io.err });
   } catch (error) {
+    await engine?.close();
     await service.close();
     throw error;
   }
@@ -187,6 +197,13 @@ export async function runServer(options: RunOptions, io: RunIo): Promise<void> {
   if (options.proxy) {
     const urls = options.proxy.upstreams.map((u) => parseUpstreamUrl(u).url).join(", ");
     io.out(`ctxr serve: proxying /v1/chat/completions, /v1/completions and other /v1/* requests to ${urls} (engine: ${options.proxy.engine ?? "openai"})\n`);
+  }
+  if (engine !== null) {
+    const info = engine.info;
+    io.out(
+      `ctxr serve: serving model ${engine.modelId} from ${engine.modelDir} on ${info.device} (${info.num_blocks} KV blocks of ${info.block_size} tokens, ` +
+        `at most ${engine.maxModelLen} tokens a sequence): POST /v1/chat/completions, /v1/completions; GET /v1/models\n`,
+    );
   }
   io.out(`ctxr serve: listening on ${running.url} (data: ${dataDir ?? "memory"})\n`);
 
@@ -206,6 +223,7 @@ export async function runServer(options: RunOptions, io: RunIo): Promise<void> {
   io.err(`ctxr serve: ${signal}: shutting down\n`);
   try {
     await running.stop();
+    await engine?.close();
     await service.close();
   } finally {
     process.off("SIGINT", force);

@@ -53,8 +53,20 @@ Proxy for OpenAI-compatible engines (vLLM, SGLang, llama.cpp, hosted APIs):
   --document-template T    how a "documents" entry is rendered: {id}, {title}, {text}
                            (default an XML <document id=.. title=..> element)
 
+Built-in generation (OpenAI-compatible: POST /v1/chat/completions, /v1/completions,
+GET /v1/models; continuous batching on the native model runner):
+  --model DIR              serve this Hugging Face model folder (config.json,
+                           *.safetensors, tokenizer.json, tokenizer_config.json)
+  --device D               cpu (default), cuda or cuda:N
+  --kv-blocks N            KV-cache blocks (default: 8,192 tokens' worth)
+  --block-size B           tokens per KV block: 16 (default) or 32
+  --threads N              CPU threads of the runner (default: all cores)
+  --served-model-name ID   the model's id in the API (default: the folder's name)
+  The runner is $CTXR_RUNNER, else cuda/build/ctxr-runner-{cpu,cuda} of the source
+  tree (built with make when missing), else the one inside this binary.
+
 Exit codes: 0 after a graceful stop, 2 bad usage, 1 failure (port in use, data
-directory locked by another server or unreadable).
+directory locked by another server or unreadable, model not loadable).
 `;
 
 const COMMAND = "serve";
@@ -77,6 +89,12 @@ const FLAGS = {
   engine: { type: "string" },
   "upstream-timeout": { type: "string" },
   "document-template": { type: "string" },
+  model: { type: "string" },
+  device: { type: "string" },
+  "kv-blocks": { type: "string" },
+  "block-size": { type: "string" },
+  threads: { type: "string" },
+  "served-model-name": { type: "string" },
   help: { type: "boolean", short: "h" },
 } satisfies Record<string, FlagSpec[string] & { multiple?: boolean }>;
 
@@ -120,6 +138,18 @@ export async function serveCommand(args: string[], io: CommandIo & { err?(text: 
   const template = flags.values["document-template"];
   if (template === "") throw new UsageError("--document-template must not be empty", COMMAND);
 
+  const model = typeof flags.values.model === "string" ? flags.values.model : null;
+  if (model === "") throw new UsageError("--model must not be empty", COMMAND);
+  const modelOnly = ["device", "kv-blocks", "block-size", "threads", "served-model-name"].find((name) => flags.values[name] !== undefined);
+  if (model === null && modelOnly !== undefined) throw new UsageError(`--${modelOnly} needs --model`, COMMAND);
+  if (model !== null && upstreams.length > 0) throw new UsageError("give --model (serve a model) or --upstream (proxy engines), not both", COMMAND);
+  const device = typeof flags.values.device === "string" ? flags.values.device : "cpu";
+  if (!/^(cpu|cuda(:\d+)?)$/.test(device)) throw new UsageError(`--device must be cpu, cuda or cuda:N, got '${device}'`, COMMAND);
+  const blockSize = integerFlag(flags, "block-size", COMMAND, 1);
+  if (blockSize !== undefined && blockSize !== 16 && blockSize !== 32) throw new UsageError(`--block-size must be 16 or 32, got '${flags.values["block-size"]}'`, COMMAND);
+  const servedName = flags.values["served-model-name"];
+  if (servedName === "") throw new UsageError("--served-model-name must not be empty", COMMAND);
+
   await runServer(
     {
       host,
@@ -138,6 +168,17 @@ export async function serveCommand(args: string[], io: CommandIo & { err?(text: 
         upstreams.length === 0
           ? null
           : { upstreams, upstreamKey, engine, timeoutMs: timeoutSeconds * 1000, documentTemplate: typeof template === "string" ? template : undefined },
+      model:
+        model === null
+          ? null
+          : {
+              model,
+              device,
+              kvBlocks: integerFlag(flags, "kv-blocks", COMMAND, 1),
+              blockSize,
+              threads: integerFlag(flags, "threads", COMMAND, 1),
+              servedModelName: typeof servedName === "string" ? servedName : undefined,
+            },
     },
     { out: io.out, err: io.err ?? ((text) => void process.stderr.write(text)) },
   );

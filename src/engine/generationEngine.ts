@@ -1,0 +1,165 @@
+/**
+ * The built-in generation engine of `ctxr serve --model DIR`: the model folder's
+ * tokenizer, the native runner process and the continuous-batching scheduler,
+ * wired together. Restarts the runner after a crash (the scheduler fails the
+ * requests it was running). Prometheus metrics of the scheduler.
+ */
+import { readFile } from "node:fs/promises";
+import { existsSync, statSync } from "node:fs";
+import { basename, join, resolve } from "node:path";
+import { GenerationScheduler, type GenerationHandle, type GenerationRequest, type SchedulerStats } from "./generationScheduler.ts";
+import { loadModelTokenizer, type ChatTemplateMessage, type ChatTemplateOptions, type ModelTokenizer } from "./modelTokenizer.ts";
+import { findRunner } from "./runnerExecutable.ts";
+import { RunnerProcess } from "./runnerProcess.ts";
+import type { RunnerInfo } from "./runnerProtocol.ts";
+
+export interface EngineOptions {
+  /** The model folder (config.json, *.safetensors, tokenizer.json, tokenizer_config.json). */
+  model: string;
+  /** "cpu" (default), "cuda" or "cuda:N". */
+  device?: string;
+  /** KV-cache blocks (default: the runner's, 8,192 tokens' worth). */
+  kvBlocks?: number;
+  /** Tokens per KV block (default: the runner's, 16). */
+  blockSize?: number;
+  /** CPU threads of the runner (default: the runner's). */
+  threads?: number;
+  /** The model id in the API (default: the folder's name). */
+  servedModelName?: string;
+  /** The runner executable (default: found by runnerExecutable.ts). */
+  runner?: string;
+  /** Most prompt tokens per step (default 512). */
+  prefillChunk?: number;
+  /** Most sequences running together (default 64). */
+  maxBatch?: number;
+  /** Runner stderr and engine events (default: dropped). */
+  log?: (line: string) => void;
+}
+
+/** The model folder is unusable (missing, not a folder, no config.json). */
+export class ModelFolderMissingError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = "ModelFolderMissingError";
+  }
+}
+
+/** Whether plain-text completion prompts start with BOS (tokenizer_config.json's add_bos_token, else whether tokenizer.json's post-processor adds it). */
+async function completionsAddBos(dir: string, tokenizer: ModelTokenizer): Promise<boolean> {
+  if (tokenizer.bosTokenId === null) return false;
+  try {
+    const config = JSON.parse(await readFile(join(dir, "tokenizer_config.json"), "utf8")) as Record<string, unknown>;
+    if (typeof config.add_bos_token === "boolean") return config.add_bos_token;
+    const json = JSON.parse(await readFile(join(dir, "tokenizer.json"), "utf8")) as Record<string, unknown>;
+    const processor = json.post_processor;
+    if (processor === null || processor === undefined) return false;
+    return JSON.stringify(processor).includes(JSON.stringify(tokenizer.tokenText(tokenizer.bosTokenId)));
+  } catch {
+    return false;
+  }
+}
+
+export class GenerationEngine {
+  /** Unix seconds when the engine started (the model's "created"). */
+  readonly created = Math.floor(Date.now() / 1000);
+
+  private constructor(
+    readonly modelId: string,
+    readonly modelDir: string,
+    readonly tokenizer: ModelTokenizer,
+    readonly runner: RunnerProcess,
+    readonly scheduler: GenerationScheduler,
+    private readonly addBos: boolean,
+    readonly device: string,
+  ) {}
+
+  static async open(options: EngineOptions): Promise<GenerationEngine> {
+    const dir = resolve(options.model);
+    if (!existsSync(dir)) throw new ModelFolderMissingError(`model folder ${options.model} does not exist`);
+    if (!statSync(dir).isDirectory()) throw new ModelFolderMissingError(`${options.model} is not a folder (--model takes a Hugging Face model folder)`);
+    if (!existsSync(join(dir, "config.json"))) throw new ModelFolderMissingError(`${options.model} has no config.json; is it a Hugging Face model folder?`);
+    const log = options.log ?? (() => {});
+    const device = options.device ?? "cpu";
+    const tokenizer = await loadModelTokenizer(dir);
+    const executable = options.runner ?? (await findRunner(device, { log }));
+    const runner = await RunnerProcess.start({
+      executable,
+      model: dir,
+      blocks: options.kvBlocks,
+      blockSize: options.blockSize,
+      threads: options.threads,
+      device,
+      log: (line) => log(`ctxr-runner: ${line}`),
+    });
+    const scheduler = new GenerationScheduler(runner, tokenizer, { prefillChunk: options.prefillChunk, maxBatch: options.maxBatch, log });
+    runner.onCrash((error) => {
+      log(`ctxr: ${error.message}`);
+      scheduler.runnerCrashed();
+    });
+    const engine = new GenerationEngine(options.servedModelName ?? basename(dir), dir, tokenizer, runner, scheduler, await completionsAddBos(dir, tokenizer), device);
+    return engine;
+  }
+
+  get info(): RunnerInfo {
+    return this.runner.info;
+  }
+
+  /** Longest prompt + completion, in tokens. */
+  get maxModelLen(): number {
+    return this.scheduler.maxModelLen;
+  }
+
+  /** A plain-text completion prompt's ids (with BOS when the tokenizer adds one). */
+  completionPromptIds(text: string): number[] {
+    const ids = this.tokenizer.promptIds(text);
+    const bos = this.tokenizer.bosTokenId;
+    if (this.addBos && bos !== null && ids[0] !== bos) ids.unshift(bos);
+    return ids;
+  }
+
+  /** A chat's prompt ids through the chat template (which writes its own BOS). */
+  chatPromptIds(messages: readonly ChatTemplateMessage[], options?: ChatTemplateOptions): number[] {
+    return this.tokenizer.encode(this.tokenizer.applyChatTemplate(messages, options));
+  }
+
+  /** Queues a request (see GenerationScheduler.submit); eos ids are added to stopTokenIds unless ignoreEos. */
+  generate(request: GenerationRequest & { ignoreEos?: boolean }): GenerationHandle {
+    const stopTokenIds = request.ignoreEos ? (request.stopTokenIds ?? []) : [...this.tokenizer.eosTokenIds, ...(request.stopTokenIds ?? [])];
+    return this.scheduler.submit({ ...request, stopTokenIds });
+  }
+
+  get stats(): SchedulerStats {
+    return this.scheduler.stats;
+  }
+
+  /** Prometheus text of the scheduler's counters and gauges. */
+  metrics(): string {
+    const stats = this.stats;
+    const lines: string[] = [];
+    const metric = (name: string, type: "counter" | "gauge", help: string, value: number) => {
+      lines.push(`# HELP ${name} ${help}`, `# TYPE ${name} ${type}`, `${name} ${value}`);
+    };
+    metric("ctxr_generation_forwards_total", "counter", "FORWARD calls to the model runner.", stats.forwards);
+    metric("ctxr_generation_decode_steps_total", "counter", "Steps that decoded at least one sequence.", stats.decodeSteps);
+    metric("ctxr_generation_batched_decode_steps_total", "counter", "Steps that decoded two or more sequences together.", stats.batchedDecodeSteps);
+    metric("ctxr_generation_decode_tokens_total", "counter", "Tokens decoded (sequences per step, summed).", stats.decodeTokens);
+    metric("ctxr_generation_max_decode_batch", "gauge", "The most sequences decoded in one step so far.", stats.maxDecodeBatch);
+    metric("ctxr_generation_prefill_tokens_total", "counter", "Prompt tokens run (recomputed ones included).", stats.prefillTokens);
+    metric("ctxr_generation_requests_finished_total", "counter", "Generation requests completed.", stats.finished);
+    metric("ctxr_generation_requests_failed_total", "counter", "Generation requests failed (runner crash, shutdown).", stats.failed);
+    metric("ctxr_generation_requests_cancelled_total", "counter", "Generation requests cancelled (client gone).", stats.cancelled);
+    metric("ctxr_generation_preemptions_total", "counter", "Sequences preempted for lack of KV blocks.", stats.preemptions);
+    metric("ctxr_generation_runner_restarts_total", "counter", "Model runner restarts.", stats.runnerRestarts);
+    metric("ctxr_generation_running", "gauge", "Sequences in the running batch.", stats.running);
+    metric("ctxr_generation_waiting", "gauge", "Requests waiting for admission.", stats.waiting);
+    metric("ctxr_generation_kv_blocks_used", "gauge", "KV-cache blocks allocated.", stats.kvBlocksUsed);
+    metric("ctxr_generation_kv_blocks_total", "gauge", "KV-cache blocks.", stats.kvBlocksTotal);
+    return lines.join("\n") + "\n";
+  }
+
+  /** Fails queued requests and shuts the runner down. */
+  async close(): Promise<void> {
+    await this.scheduler.close();
+    await this.runner.shutdown();
+  }
+}

@@ -1,0 +1,484 @@
+/**
+ * The OpenAI-compatible generation API of `ctxr serve --model DIR`, over the
+ * built-in engine (src/engine/generationEngine.ts):
+ *
+ * - POST /v1/chat/completions: messages through the model's chat template;
+ * - POST /v1/completions: a prompt string or token ids (or several: one choice each);
+ * - GET /v1/models: the served model.
+ *
+ * Both generation routes answer as one JSON object, or with "stream": true as
+ * server-sent events (`data: {chunk}` lines, then `data: [DONE]`). A client that
+ * disconnects cancels its request (its KV blocks are freed at the next step).
+ * Without --model (and without --upstream) these paths answer 404 saying how to
+ * load a model.
+ */
+import { createRoute, z, type OpenAPIHono } from "@hono/zod-openapi";
+import type { Context, MiddlewareHandler } from "hono";
+import { ChatMessagesError, normalizeChatMessages } from "../engine/chatMessages.ts";
+import type { GenerationEngine } from "../engine/generationEngine.ts";
+import { GenerationFailedError, PromptTooLongError, SchedulerClosedError, type GeneratedToken, type GenerationEvent, type GenerationHandle } from "../engine/generationScheduler.ts";
+import { ChatTemplateError, ModelTokenizerError } from "../engine/modelTokenizer.ts";
+import { SamplingError, type SamplingParams } from "../engine/sampler.ts";
+import { errorResponse } from "./errors.ts";
+import { createOpenAiSchemas, type ChatCompletionBody, type CompletionBody } from "./openaiSchemas.ts";
+
+export const GENERATION_PATHS: ReadonlyMap<string, string[]> = new Map([
+  ["/v1/chat/completions", ["POST"]],
+  ["/v1/completions", ["POST"]],
+  ["/v1/models", ["GET", "HEAD"]],
+]);
+
+/** Default max_tokens of /v1/completions (OpenAI's). */
+export const COMPLETIONS_DEFAULT_MAX_TOKENS = 16;
+
+/** The lowest logprob reported (log 0 is -Infinity, which JSON cannot hold). */
+const LOGPROB_FLOOR = -9999;
+
+export interface GenerationRouteOptions {
+  /** Run before validation on the POST routes (API key, body limit). */
+  middleware: MiddlewareHandler[];
+  secured: boolean;
+  errorSchema: z.ZodType;
+}
+
+/** A request the engine cannot serve as asked: 400 (or `status`) naming the field. */
+class InvalidRequest extends Error {
+  constructor(
+    readonly field: string,
+    message: string,
+    readonly status: 400 | 404 = 400,
+  ) {
+    super(`${field}: ${message}`);
+  }
+}
+
+function requestId(prefix: string): string {
+  return `${prefix}-${crypto.randomUUID().replace(/-/g, "")}`;
+}
+
+function clampLogprob(value: number): number {
+  return Math.max(value, LOGPROB_FLOOR);
+}
+
+/** Fields OpenAI defines that this engine cannot honour. */
+function refuseUnsupported(body: ChatCompletionBody | CompletionBody): void {
+  if (body.n !== undefined && body.n !== null && body.n !== 1) throw new InvalidRequest("n", `only 1 choice per prompt is supported, got ${body.n}`);
+  for (const field of ["presence_penalty", "frequency_penalty"] as const) {
+    const value = body[field];
+    if (value !== undefined && value !== null && value !== 0) throw new InvalidRequest(field, "penalties are not supported (only 0)");
+  }
+  if (body.logit_bias && Object.keys(body.logit_bias).length > 0) throw new InvalidRequest("logit_bias", "logit_bias is not supported");
+  if ("echo" in body && body.echo) throw new InvalidRequest("echo", "echo is not supported");
+  if ("suffix" in body && body.suffix) throw new InvalidRequest("suffix", "suffix is not supported");
+  if ("best_of" in body && body.best_of !== undefined && body.best_of !== null && body.best_of !== 1) throw new InvalidRequest("best_of", `only 1 is supported, got ${body.best_of}`);
+}
+
+function samplingParams(body: ChatCompletionBody | CompletionBody): SamplingParams {
+  const topK = body.top_k ?? 0;
+  return {
+    temperature: body.temperature ?? 1,
+    topP: body.top_p ?? 1,
+    topK: topK < 0 ? 0 : topK,
+    ...(body.seed !== undefined && body.seed !== null ? { seed: body.seed } : {}),
+  };
+}
+
+function stopStrings(body: ChatCompletionBody | CompletionBody): string[] {
+  const stop = body.stop;
+  if (stop === undefined || stop === null) return [];
+  return typeof stop === "string" ? [stop] : stop;
+}
+
+/** The field a ChatMessagesError is about ("messages[2].content[0].type: ..." → "messages[2].content[0].type"). */
+function chatMessagesField(message: string): string {
+  return /^(messages(\[\d+\])?(\.[A-Za-z_]+|\[\d+\])*)/.exec(message)?.[1] ?? "messages";
+}
+
+/** Submits every prompt; if one is refused, the ones already queued are cancelled. */
+function submitAll(engine: GenerationEngine, prompts: number[][], build: (promptIds: number[]) => Parameters<GenerationEngine["generate"]>[0]): GenerationHandle[] {
+  const handles: GenerationHandle[] = [];
+  try {
+    prompts.forEach((promptIds, index) => {
+      try {
+        handles.push(engine.generate(build(promptIds)));
+      } catch (error) {
+        if (error instanceof PromptTooLongError) {
+          const field = error.field === "prompt" && prompts.length > 1 ? `prompt[${index}]` : error.field;
+          throw new InvalidRequest(field, error.message);
+        }
+        if (error instanceof SamplingError) throw new InvalidRequest("body", error.message);
+        throw error;
+      }
+    });
+  } catch (error) {
+    for (const handle of handles) handle.cancel();
+    throw error;
+  }
+  return handles;
+}
+
+/** Runs every handle's events through `onEvent(index, event)`; rejects with the first failure (the others are cancelled). */
+async function pumpAll(handles: readonly GenerationHandle[], onEvent: (index: number, event: GenerationEvent) => void): Promise<void> {
+  let failure: unknown = null;
+  await Promise.all(
+    handles.map(async (handle, index) => {
+      try {
+        for await (const event of handle) onEvent(index, event);
+      } catch (error) {
+        if (failure === null) {
+          failure = error;
+          for (const other of handles) other.cancel();
+        }
+      }
+    }),
+  );
+  if (failure !== null) throw failure;
+}
+
+const encoder = new TextEncoder();
+
+/** A text/event-stream response fed by `run`; cancelling it (client gone) calls onCancel. */
+function eventStream(run: (send: (data: unknown) => void) => Promise<void>, onCancel: () => void, signal: AbortSignal): Response {
+  let closed = false;
+  const stream = new ReadableStream<Uint8Array>({
+    start(controller) {
+      const send = (data: unknown) => {
+        if (closed) return;
+        controller.enqueue(encoder.encode(`data: ${typeof data === "string" ? data : JSON.stringify(data)}\n\n`));
+      };
+      void run(send).finally(() => {
+        if (closed) return;
+        closed = true;
+        try {
+          controller.close();
+        } catch {
+          // cancelled meanwhile
+        }
+      });
+    },
+    cancel() {
+      closed = true;
+      onCancel();
+    },
+  });
+  signal.addEventListener("abort", () => {
+    closed = true;
+    onCancel();
+  });
+  return new Response(stream, { status: 200, headers: { "Content-Type": "text/event-stream; charset=utf-8", "Cache-Control": "no-cache", "X-Accel-Buffering": "no" } });
+}
+
+/** What a failed generation answers: the message of the failure. */
+function failureMessage(error: unknown): string {
+  if (error instanceof GenerationFailedError || error instanceof SchedulerClosedError) return error.message;
+  return `generation failed: ${(error as Error).message ?? String(error)}`;
+}
+
+export function mountGenerationRoutes(app: OpenAPIHono, engine: GenerationEngine, options: GenerationRouteOptions): void {
+  const schemas = createOpenAiSchemas();
+  const { tokenizer } = engine;
+  const security: Record<string, string[]>[] | undefined = options.secured ? [{ bearerAuth: [] }, { apiKeyHeader: [] }] : undefined;
+  const error = (description: string) => ({ description, content: { "application/json": { schema: options.errorSchema } } });
+  const errors = {
+    400: error('Invalid input ("field" names it): a wrong type or value, an unsupported option, a prompt longer than the model and KV cache hold.'),
+    ...(options.secured ? { 401: error("Missing or wrong API key.") } : {}),
+    404: error("The request names another model than the one served."),
+    413: error("The request body is larger than the server's --max-body-bytes."),
+    500: error("The model runner failed (it is restarted; the request was not completed)."),
+  };
+  const streamed = (schema: z.ZodType, what: string) => ({
+    description: `${what}, or with "stream": true server-sent events: data: {chunk} lines (choices[].delta / choices[].text), then data: [DONE].`,
+    content: { "application/json": { schema }, "text/event-stream": { schema: z.string() } },
+  });
+
+  const chatRoute = createRoute({
+    method: "post",
+    path: "/v1/chat/completions",
+    tags: ["generation"],
+    summary: "Chat completion with the served model (OpenAI-compatible)",
+    middleware: options.middleware,
+    security,
+    request: { body: { required: true, content: { "application/json": { schema: schemas.ChatCompletionRequest } } } },
+    responses: { 200: streamed(schemas.ChatCompletionResponse, "The completion"), ...errors },
+  });
+  const completionRoute = createRoute({
+    method: "post",
+    path: "/v1/completions",
+    tags: ["generation"],
+    summary: "Text completion with the served model (OpenAI-compatible); the prompt may be token ids",
+    middleware: options.middleware,
+    security,
+    request: { body: { required: true, content: { "application/json": { schema: schemas.CompletionRequest } } } },
+    responses: { 200: streamed(schemas.CompletionResponse, "The completion (one choice per prompt)"), ...errors },
+  });
+  const modelsRoute = createRoute({
+    method: "get",
+    path: "/v1/models",
+    tags: ["generation"],
+    summary: "The served model",
+    responses: { 200: { description: "One model.", content: { "application/json": { schema: schemas.ModelList } } } },
+  });
+
+  const checkModel = (model: string | undefined) => {
+    if (model !== undefined && model !== "" && model !== engine.modelId) {
+      throw new InvalidRequest("model", `model ${JSON.stringify(model)} does not exist; this server serves ${JSON.stringify(engine.modelId)}`, 404);
+    }
+  };
+
+  const answerError = (c: Context, error: unknown): Response => {
+    if (error instanceof InvalidRequest) return errorResponse(c, error.status, error.message, error.field);
+    if (error instanceof GenerationFailedError || error instanceof SchedulerClosedError) return errorResponse(c, error instanceof SchedulerClosedError ? 503 : 500, error.message);
+    throw error;
+  };
+
+  const chatLogprobs = (tokens: readonly GeneratedToken[]) => ({
+    content: tokens.map((token) => ({
+      token: tokenizer.tokenText(token.id),
+      logprob: clampLogprob(token.logprob ?? 0),
+      bytes: tokenizer.tokenBytes(token.id),
+      top_logprobs: (token.top ?? []).map((alt) => ({ token: tokenizer.tokenText(alt.id), logprob: clampLogprob(alt.logprob), bytes: tokenizer.tokenBytes(alt.id) })),
+    })),
+  });
+
+  /** Completion logprobs; offsets continue from `offset` (characters of the choice's text so far). */
+  const completionLogprobs = (tokens: readonly GeneratedToken[], offset: number) => {
+    const texts = tokens.map((token) => tokenizer.tokenText(token.id));
+    const textOffset: number[] = [];
+    for (const text of texts) {
+      textOffset.push(offset);
+      offset += text.length;
+    }
+    return {
+      tokens: texts,
+      token_logprobs: tokens.map((token) => clampLogprob(token.logprob ?? 0)),
+      top_logprobs: tokens.map((token) => {
+        const top: Record<string, number> = {};
+        for (const alt of token.top ?? []) top[tokenizer.tokenText(alt.id)] ??= clampLogprob(alt.logprob);
+        top[tokenizer.tokenText(token.id)] ??= clampLogprob(token.logprob ?? 0);
+        return top;
+      }),
+      text_offset: textOffset,
+    };
+  };
+
+  app.openapi(chatRoute, (async (c: Context) => {
+    const body = (c.req as unknown as { valid(target: "json"): ChatCompletionBody }).valid("json");
+    let handles: GenerationHandle[];
+    let topLogprobs: number | null;
+    try {
+      checkModel(body.model);
+      refuseUnsupported(body);
+      if (body.top_logprobs !== undefined && body.top_logprobs !== null && body.logprobs !== true) throw new InvalidRequest("top_logprobs", 'needs "logprobs": true');
+      topLogprobs = body.logprobs === true ? (body.top_logprobs ?? 0) : null;
+      let messages;
+      try {
+        messages = normalizeChatMessages(body.messages);
+      } catch (error) {
+        if (error instanceof ChatMessagesError) throw new InvalidRequest(chatMessagesField(error.message), error.message.replace(/^[^\s:]+:?\s*/, ""));
+        throw error;
+      }
+      let promptIds: number[];
+      try {
+        promptIds = engine.chatPromptIds(messages, body.chat_template_kwargs ? { templateKwargs: body.chat_template_kwargs } : undefined);
+      } catch (error) {
+        if (error instanceof ChatTemplateError || error instanceof ModelTokenizerError) throw new InvalidRequest("messages", error.message);
+        throw error;
+      }
+      const maxTokens = body.max_completion_tokens ?? body.max_tokens ?? null;
+      handles = submitAll(engine, [promptIds], (ids) => ({
+        promptIds: ids,
+        maxTokens,
+        sampling: samplingParams(body),
+        stop: stopStrings(body),
+        logprobs: topLogprobs,
+        ignoreEos: body.ignore_eos ?? false,
+        skipSpecialTokens: body.skip_special_tokens ?? true,
+      }));
+    } catch (error) {
+      // max_completion_tokens (when given) is the field that was too large.
+      if (error instanceof InvalidRequest && error.field === "max_tokens" && body.max_completion_tokens != null) {
+        return answerError(c, new InvalidRequest("max_completion_tokens", error.message.replace(/^max_tokens: /, "")));
+      }
+      return answerError(c, error);
+    }
+    const id = requestId("chatcmpl");
+    const created = Math.floor(Date.now() / 1000);
+    const model = engine.modelId;
+    const cancelAll = () => handles.forEach((handle) => handle.cancel());
+
+    if (body.stream) {
+      const includeUsage = body.stream_options?.include_usage === true;
+      const chunk = (choices: unknown[], extra: Record<string, unknown> = {}) => ({
+        id,
+        object: "chat.completion.chunk",
+        created,
+        model,
+        choices,
+        ...(includeUsage ? { usage: null } : {}),
+        ...extra,
+      });
+      return eventStream(
+        async (send) => {
+          let promptTokens = 0;
+          let completionTokens = 0;
+          send(chunk([{ index: 0, delta: { role: "assistant", content: "" }, logprobs: null, finish_reason: null }]));
+          try {
+            await pumpAll(handles, (index, event) => {
+              if (event.type === "delta") {
+                if (event.text === "" && topLogprobs === null) return;
+                send(chunk([{ index, delta: { content: event.text }, logprobs: topLogprobs === null ? null : chatLogprobs(event.tokens), finish_reason: null }]));
+              } else {
+                promptTokens += event.promptTokens;
+                completionTokens += event.completionTokens;
+                send(chunk([{ index, delta: {}, logprobs: null, finish_reason: event.reason }]));
+              }
+            });
+            if (includeUsage) send({ ...chunk([]), usage: { prompt_tokens: promptTokens, completion_tokens: completionTokens, total_tokens: promptTokens + completionTokens } });
+          } catch (error) {
+            send({ error: { message: failureMessage(error), type: "server_error", code: 500 } });
+          }
+          send("[DONE]");
+        },
+        cancelAll,
+        c.req.raw.signal,
+      );
+    }
+
+    c.req.raw.signal.addEventListener("abort", cancelAll);
+    try {
+      const result = await handles[0]!.result();
+      return c.json(
+        {
+          id,
+          object: "chat.completion",
+          created,
+          model,
+          choices: [
+            {
+              index: 0,
+              message: { role: "assistant", content: result.text },
+              logprobs: topLogprobs === null ? null : chatLogprobs(result.tokens),
+              finish_reason: result.finishReason,
+            },
+          ],
+          usage: { prompt_tokens: result.promptTokens, completion_tokens: result.completionTokens, total_tokens: result.promptTokens + result.completionTokens },
+        },
+        200,
+      );
+    } catch (error) {
+      return answerError(c, error);
+    }
+  }) as never);
+
+  app.openapi(completionRoute, (async (c: Context) => {
+    const body = (c.req as unknown as { valid(target: "json"): CompletionBody }).valid("json");
+    let handles: GenerationHandle[];
+    const topLogprobs = body.logprobs ?? null;
+    try {
+      checkModel(body.model);
+      refuseUnsupported(body);
+      const prompt = body.prompt;
+      let prompts: number[][];
+      if (typeof prompt === "string") prompts = [engine.completionPromptIds(prompt)];
+      else if (prompt.length > 0 && typeof prompt[0] === "number") prompts = [prompt as number[]];
+      else if (prompt.length > 0 && typeof prompt[0] === "string") prompts = (prompt as string[]).map((text) => engine.completionPromptIds(text));
+      else prompts = prompt as number[][];
+      prompts.forEach((ids, index) => {
+        if (ids.length === 0) throw new InvalidRequest(prompts.length > 1 ? `prompt[${index}]` : "prompt", "the prompt is empty");
+      });
+      const maxTokens = body.max_tokens ?? COMPLETIONS_DEFAULT_MAX_TOKENS;
+      handles = submitAll(engine, prompts, (ids) => ({
+        promptIds: ids,
+        maxTokens,
+        sampling: samplingParams(body),
+        stop: stopStrings(body),
+        logprobs: topLogprobs,
+        ignoreEos: body.ignore_eos ?? false,
+        skipSpecialTokens: body.skip_special_tokens ?? true,
+      }));
+    } catch (error) {
+      return answerError(c, error);
+    }
+    const id = requestId("cmpl");
+    const created = Math.floor(Date.now() / 1000);
+    const model = engine.modelId;
+    const cancelAll = () => handles.forEach((handle) => handle.cancel());
+
+    if (body.stream) {
+      const includeUsage = body.stream_options?.include_usage === true;
+      const chunk = (choices: unknown[]) => ({ id, object: "text_completion", created, model, choices, ...(includeUsage ? { usage: null } : {}) });
+      return eventStream(
+        async (send) => {
+          const offsets = handles.map(() => 0);
+          let promptTokens = 0;
+          let completionTokens = 0;
+          try {
+            await pumpAll(handles, (index, event) => {
+              if (event.type === "delta") {
+                if (event.text === "" && topLogprobs === null) return;
+                const logprobs = topLogprobs === null ? null : completionLogprobs(event.tokens, offsets[index]!);
+                offsets[index]! += logprobs === null ? 0 : logprobs.tokens.reduce((n, text) => n + text.length, 0);
+                send(chunk([{ index, text: event.text, logprobs, finish_reason: null }]));
+              } else {
+                promptTokens += event.promptTokens;
+                completionTokens += event.completionTokens;
+                send(chunk([{ index, text: "", logprobs: null, finish_reason: event.reason }]));
+              }
+            });
+            if (includeUsage) send({ ...chunk([]), usage: { prompt_tokens: promptTokens, completion_tokens: completionTokens, total_tokens: promptTokens + completionTokens } });
+          } catch (error) {
+            send({ error: { message: failureMessage(error), type: "server_error", code: 500 } });
+          }
+          send("[DONE]");
+        },
+        cancelAll,
+        c.req.raw.signal,
+      );
+    }
+
+    c.req.raw.signal.addEventListener("abort", cancelAll);
+    try {
+      const results = await Promise.all(handles.map((handle) => handle.result()));
+      const promptTokens = results.reduce((n, r) => n + r.promptTokens, 0);
+      const completionTokens = results.reduce((n, r) => n + r.completionTokens, 0);
+      return c.json(
+        {
+          id,
+          object: "text_completion",
+          created,
+          model,
+          choices: results.map((result, index) => ({
+            index,
+            text: result.text,
+            logprobs: topLogprobs === null ? null : completionLogprobs(result.tokens, 0),
+            finish_reason: result.finishReason,
+          })),
+          usage: { prompt_tokens: promptTokens, completion_tokens: completionTokens, total_tokens: promptTokens + completionTokens },
+        },
+        200,
+      );
+    } catch (error) {
+      cancelAll();
+      return answerError(c, error);
+    }
+  }) as never);
+
+  app.openapi(modelsRoute, (c) =>
+    c.json(
+      {
+        object: "list" as const,
+        data: [{ id: engine.modelId, object: "model" as const, created: engine.created, owned_by: "ctxr", max_model_len: engine.maxModelLen }],
+      },
+      200,
+    ),
+  );
+}
+
+/** Without --model (and without --upstream): the generation paths say how to get a model. */
+export function mountNoModelRoutes(app: OpenAPIHono): void {
+  const answer = (c: Context) =>
+    errorResponse(c, 404, `${c.req.path}: no model is loaded; start ctxr serve with --model DIR to generate (or --upstream URL to proxy an OpenAI-compatible engine)`, "");
+  app.post("/v1/chat/completions", answer);
+  app.post("/v1/completions", answer);
+  app.get("/v1/models", answer);
+}

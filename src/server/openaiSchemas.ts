@@ -1,0 +1,156 @@
+/**
+ * zod schemas of the OpenAI-compatible generation API served with --model:
+ * POST /v1/chat/completions, POST /v1/completions and GET /v1/models. Requests
+ * are validated with them (400 naming the field); fields OpenAI defines that the
+ * engine does not use are accepted and ignored, those it cannot honour (n > 1,
+ * penalties, echo, ...) are refused by the routes with a 400 naming them.
+ * Responses are documentation only.
+ */
+import { z } from "@hono/zod-openapi";
+
+/** Most stop strings a request may give. */
+export const MAX_STOP_STRINGS = 16;
+/** Most top alternatives per token (OpenAI's chat limit). */
+export const MAX_TOP_LOGPROBS = 20;
+/** Most prompts in one /v1/completions request. */
+export const MAX_PROMPTS = 64;
+
+export function createOpenAiSchemas() {
+  const nullable = <T extends z.ZodType>(schema: T) => schema.nullable().optional();
+
+  const Stop = nullable(
+    z.union([z.string(), z.array(z.string()).max(MAX_STOP_STRINGS)], {
+      error: (issue) => (issue.code === "invalid_union" ? `expected a string or an array of at most ${MAX_STOP_STRINGS} strings` : undefined),
+    }),
+  ).openapi({ description: "Stop strings: the text ends just before the first one generated (it is not returned)." });
+
+  const StreamOptions = nullable(
+    z.object({ include_usage: z.boolean().optional().openapi({ description: "Send a last chunk with usage (and empty choices) before [DONE]." }) }),
+  );
+
+  const sampling = {
+    model: z.string().optional().openapi({ description: "The served model's id (GET /v1/models); optional." }),
+    stream: nullable(z.boolean()).openapi({ description: "Answer as server-sent events: data: {chunk} lines, then data: [DONE]." }),
+    stream_options: StreamOptions,
+    max_tokens: nullable(z.int().min(1)).openapi({ description: "Most tokens to generate." }),
+    temperature: nullable(z.number().min(0).max(2)).openapi({ description: "Sampling temperature, 0 (greedy) to 2; default 1." }),
+    top_p: nullable(z.number().gt(0).max(1)).openapi({ description: "Nucleus sampling mass in (0, 1]; default 1." }),
+    top_k: nullable(z.int().min(-1)).openapi({ description: "Extension: sample among the k most likely tokens (0 or -1: all)." }),
+    seed: nullable(z.int().min(Number.MIN_SAFE_INTEGER).max(Number.MAX_SAFE_INTEGER)).openapi({ description: "Same seed, same parameters and prompt: same tokens." }),
+    stop: Stop,
+    n: nullable(z.int().min(1)).openapi({ description: "Choices per prompt; only 1 is supported." }),
+    presence_penalty: nullable(z.number().min(-2).max(2)).openapi({ description: "Only 0 is supported." }),
+    frequency_penalty: nullable(z.number().min(-2).max(2)).openapi({ description: "Only 0 is supported." }),
+    logit_bias: nullable(z.record(z.string(), z.number())).openapi({ description: "Not supported (only empty)." }),
+    user: z.string().optional(),
+    ignore_eos: nullable(z.boolean()).openapi({ description: "Extension (vLLM): keep generating past the end-of-sequence token." }),
+    skip_special_tokens: nullable(z.boolean()).openapi({ description: "Extension (vLLM): leave special tokens out of the text (default true)." }),
+  };
+
+  const Message = z
+    .object({
+      role: z.string().min(1).openapi({ description: "system, developer, user or assistant (what the model's chat template accepts)." }),
+      content: z.unknown().openapi({ description: "A string or an array of text parts ({type: \"text\", text})." }),
+    })
+    .passthrough()
+    .openapi("ChatMessage");
+
+  const ChatCompletionRequest = z
+    .object({
+      messages: z.array(Message).min(1).openapi({ description: "The conversation, rendered with the model's chat template." }),
+      ...sampling,
+      max_completion_tokens: nullable(z.int().min(1)).openapi({ description: "Most tokens to generate (OpenAI's newer name of max_tokens)." }),
+      logprobs: nullable(z.boolean()).openapi({ description: "Return each generated token's log-probability." }),
+      top_logprobs: nullable(z.int().min(0).max(MAX_TOP_LOGPROBS)).openapi({ description: `With logprobs: this many most likely alternatives per token (0 to ${MAX_TOP_LOGPROBS}).` }),
+      chat_template_kwargs: nullable(z.record(z.string(), z.unknown())).openapi({ description: "Extension (vLLM): more variables for the chat template." }),
+    })
+    .passthrough()
+    .openapi("ChatCompletionRequest", {
+      example: { model: "tiny", messages: [{ role: "user", content: "Hello!" }], max_tokens: 16, temperature: 0 },
+    });
+
+  const TokenIds = z.array(z.int().min(0)).min(1);
+  const Prompt = z
+    .union([z.string(), z.array(z.string()).min(1).max(MAX_PROMPTS), TokenIds, z.array(TokenIds).min(1).max(MAX_PROMPTS)], {
+      error: (issue) =>
+        issue.code !== "invalid_union"
+          ? undefined
+          : issue.input === undefined
+            ? "required"
+            : "expected a string, an array of strings, an array of (at least one) token ids or an array of arrays of token ids",
+    })
+    .openapi({ description: `A prompt (a string or an array of token ids) or up to ${MAX_PROMPTS} of them (one choice each).` });
+
+  const CompletionRequest = z
+    .object({
+      prompt: Prompt,
+      ...sampling,
+      max_tokens: nullable(z.int().min(1)).openapi({ description: "Most tokens to generate; default 16." }),
+      logprobs: nullable(z.int().min(0).max(MAX_TOP_LOGPROBS)).openapi({ description: `Return each token's log-probability and this many most likely alternatives (0 to ${MAX_TOP_LOGPROBS}).` }),
+      echo: nullable(z.boolean()).openapi({ description: "Only false is supported." }),
+      suffix: nullable(z.string()).openapi({ description: "Not supported." }),
+      best_of: nullable(z.int().min(1)).openapi({ description: "Only 1 is supported." }),
+    })
+    .passthrough()
+    .openapi("CompletionRequest", { example: { model: "tiny", prompt: "Hello, ctxr!", max_tokens: 8, temperature: 0 } });
+
+  const Usage = z
+    .object({ prompt_tokens: z.int(), completion_tokens: z.int(), total_tokens: z.int() })
+    .openapi("Usage");
+
+  const TopLogprob = z.object({ token: z.string(), logprob: z.number(), bytes: z.array(z.int()).nullable() });
+  const ChatLogprobs = z
+    .object({ content: z.array(TopLogprob.extend({ top_logprobs: z.array(TopLogprob) })) })
+    .nullable()
+    .openapi("ChatLogprobs");
+
+  const ChatCompletionResponse = z
+    .object({
+      id: z.string(),
+      object: z.literal("chat.completion"),
+      created: z.int(),
+      model: z.string(),
+      choices: z.array(
+        z.object({
+          index: z.int(),
+          message: z.object({ role: z.literal("assistant"), content: z.string() }),
+          logprobs: ChatLogprobs,
+          finish_reason: z.enum(["stop", "length"]),
+        }),
+      ),
+      usage: Usage,
+    })
+    .openapi("ChatCompletionResponse");
+
+  const CompletionLogprobs = z
+    .object({
+      tokens: z.array(z.string()),
+      token_logprobs: z.array(z.number()),
+      top_logprobs: z.array(z.record(z.string(), z.number())),
+      text_offset: z.array(z.int()),
+    })
+    .nullable()
+    .openapi("CompletionLogprobs");
+
+  const CompletionResponse = z
+    .object({
+      id: z.string(),
+      object: z.literal("text_completion"),
+      created: z.int(),
+      model: z.string(),
+      choices: z.array(z.object({ index: z.int(), text: z.string(), logprobs: CompletionLogprobs, finish_reason: z.enum(["stop", "length"]) })),
+      usage: Usage,
+    })
+    .openapi("CompletionResponse");
+
+  const Model = z
+    .object({ id: z.string(), object: z.literal("model"), created: z.int(), owned_by: z.string(), max_model_len: z.int().openapi({ description: "Longest prompt + completion in tokens." }) })
+    .openapi("Model");
+  const ModelList = z.object({ object: z.literal("list"), data: z.array(Model) }).openapi("ModelList");
+
+  return { ChatCompletionRequest, CompletionRequest, ChatCompletionResponse, CompletionResponse, ModelList };
+}
+
+export type OpenAiSchemas = ReturnType<typeof createOpenAiSchemas>;
+export type ChatCompletionBody = z.infer<OpenAiSchemas["ChatCompletionRequest"]>;
+export type CompletionBody = z.infer<OpenAiSchemas["CompletionRequest"]>;

@@ -276,13 +276,18 @@ export class RunnerProcess {
         resolve: (frame) => (frame.status === Status.OK ? resolve(frame) : reject(new RunnerRequestError(name, frame.status, decodeText(frame.body)))),
         reject,
       });
+      // A write fails when the process is gone (or going): the request stays pending and is
+      // rejected with the exit's RunnerCrashedError, which says how it ended.
+      const writeFailed = () => {
+        const process = incarnation.process;
+        if (process.exitCode === null && process.signalCode === null) process.kill("SIGKILL");
+      };
       try {
         const stdin = incarnation.process.stdin;
         stdin.write(encodeRequest(op, id, body));
-        void Promise.resolve(stdin.flush()).catch((error: unknown) => this.fail(incarnation, new Error(`cannot write to ctxr-runner: ${String(error)}`)));
-      } catch (error) {
-        incarnation.pending.delete(id);
-        reject(incarnation.failure ?? new RunnerCrashedError(`cannot write to ctxr-runner: ${(error as Error).message}`, null, null, incarnation.stderrTail.slice()));
+        void Promise.resolve(stdin.flush()).catch(writeFailed);
+      } catch {
+        writeFailed();
       }
     });
   }

@@ -1,5 +1,5 @@
 // sgemm_packed against a double-precision reference: edges of every blocking dimension, the
-// small-m (decode) path, model-sized prefill shapes, 1 and 2 threads, with and without bias.
+// unpacked small-m (decode) path, model-sized prefill shapes, 1 and 2 threads, with and without bias.
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -139,7 +139,8 @@ RUNNER_TEST(gemm, random_shapes) {
   }
 }
 
-// The decode path at model size, every batch size up to two row groups past it.
+// Decode-sized batches at model size: the unpacked path (m ≤ 2) and the packed one with every
+// row remainder.
 RUNNER_TEST(gemm, decode_rows) {
   for (int m = 1; m <= 20; m++)
     for (int threads : {1, 2}) check_shape(m, m % 3 == 0 ? 2304 : 777, 768, m % 2 == 0, threads, 2000 + m);

@@ -5,18 +5,19 @@
 // micro-panel is kc × NR floats, element [t][j] = B[p·NR + j][k0 + t]. Blocks are stored
 // kb-major, so the micro-panel (kb, p) starts at k0·npanels·NR + p·kc·NR.
 //
-// Large m: each thread takes a rectangle of C (rows split when that balances, else columns)
-// and runs the usual loops over it: column blocks of NC_PANELS panels, k blocks, row blocks of
-// about MC rows whose A block is packed into MR-row micro-panels (L2-resident); for each B
-// micro-panel (L1-resident) the micro-kernel sweeps the row micro-panels.
-// Small m (decode): no A packing; each B panel is streamed once for all rows, accumulating
-// over the whole of k in registers.
+// Large m: C is cut into tasks of about MC rows × 512 columns, taken by the threads from a
+// shared counter. A task runs over the k blocks: it packs its rows' A block into MR-row
+// micro-panels (L2-resident), and for each B micro-panel (L1-resident) the micro-kernel sweeps
+// the row micro-panels.
+// m ≤ 2 (decode of one or two sequences): no A packing; each B panel is streamed once,
+// accumulating over the whole of k in registers.
 #include "gemm.h"
 
 #include <immintrin.h>
 #include <omp.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -29,10 +30,10 @@ namespace {
 
 constexpr int MR = 6;
 constexpr int NR = 16;
-constexpr int KC = 256;         // B micro-panel 16 KB + A micro-panel 6 KB in the 32 KB L1d
-constexpr int MC = 144;         // A block MC × KC (144 KB) in the 1 MB L2
-constexpr int NC_PANELS = 128;  // B block KC × 2048 columns (2 MB) in L3
-constexpr int SMALL_M = 12;     // m up to this takes the unpacked streaming path
+constexpr int KC = 256;          // B micro-panel 16 KB + A micro-panel 6 KB in the 32 KB L1d
+constexpr int MC = 144;          // A block MC × KC (144 KB) in the 1 MB L2
+constexpr int TASK_PANELS = 32;  // columns per task: 512 (a 512 KB slice of B per k block)
+constexpr int SMALL_M = 2;       // m up to this takes the unpacked streaming path
 
 float* alloc_floats(size_t n) {
   size_t bytes = (n * sizeof(float) + 63) / 64 * 64;
@@ -61,7 +62,8 @@ PackedB* pack_b(const float* b, int n, int k) {
   pb->npanels = (n + NR - 1) / NR;
   // Equal k blocks of at most KC, so that no block is a short remainder.
   const int kblocks = (k + KC - 1) / KC;
-  for (int i = 0; i <= kblocks; i++) pb->k0.push_back(static_cast<int>(static_cast<int64_t>(k) * i / kblocks));
+  pb->k0.push_back(0);
+  for (int i = 1; i <= kblocks; i++) pb->k0.push_back(static_cast<int>(static_cast<int64_t>(k) * i / kblocks));
   pb->data = alloc_floats(static_cast<size_t>(k) * pb->npanels * NR);
   const int np = pb->npanels;
 #pragma omp parallel for schedule(static) if (static_cast<int64_t>(n) * k >= (1 << 20))
@@ -219,39 +221,31 @@ float* a_buffer() {
   return buf.p;
 }
 
-// C[r0..r1) × panels [p0..p1) for m large enough to pack A.
-void gemm_block(const float* a, const PackedB& pb, const float* bias, float* c, int r0, int r1, int p0, int p1) {
+// One task: C rows [r0, r1) (at most MC + MR - 1) × panels [p0, p1), over all of k. Per k
+// block the rows' A block is packed (L2) and each B micro-panel (L1) meets every A micro-panel;
+// the C tile stays in L2 between k blocks.
+void gemm_task(const float* a, const PackedB& pb, const float* bias, float* c, int r0, int r1, int p0, int p1) {
   const int n = pb.n, k = pb.k;
   const int kblocks = static_cast<int>(pb.k0.size()) - 1;
+  const int mc = r1 - r0;
   float* abuf = a_buffer();
-  // Row blocks of equal size (a multiple of MR) of at most about MC rows.
-  const int rows = r1 - r0;
-  const int mblocks = (rows + MC - 1) / MC;
-  const int mc_step = ((rows + mblocks - 1) / mblocks + MR - 1) / MR * MR;
-  for (int jc = p0; jc < p1; jc += NC_PANELS) {
-    const int jc1 = std::min(p1, jc + NC_PANELS);
-    for (int kb = 0; kb < kblocks; kb++) {
-      const int k0 = pb.k0[kb], kc = pb.k0[kb + 1] - k0;
-      const bool first = kb == 0;
-      for (int ic = r0; ic < r1; ic += mc_step) {
-        const int mc = std::min(mc_step, r1 - ic);
-        pack_a(a + static_cast<size_t>(ic) * k + k0, k, mc, kc, abuf);
-        for (int p = jc; p < jc1; p++) {
-          const float* bp = pb.panel(kb, p);
-          const int nr = std::min(NR, n - p * NR);
-          const float* bias_p = bias ? bias + p * NR : nullptr;
-          for (int ir = 0; ir < mc; ir += MR) {
-            kernel_6x16(kc, abuf + static_cast<size_t>(ir) * kc, bp, c + static_cast<size_t>(ic + ir) * n + p * NR, n,
-                        std::min(MR, mc - ir), nr, first, bias_p);
-          }
-        }
-      }
+  for (int kb = 0; kb < kblocks; kb++) {
+    const int k0 = pb.k0[kb], kc = pb.k0[kb + 1] - k0;
+    pack_a(a + static_cast<size_t>(r0) * k + k0, k, mc, kc, abuf);
+    for (int p = p0; p < p1; p++) {
+      const float* bp = pb.panel(kb, p);
+      const int nr = std::min(NR, n - p * NR);
+      const float* bias_p = bias ? bias + p * NR : nullptr;
+      for (int ir = 0; ir < mc; ir += MR)
+        kernel_6x16(kc, abuf + static_cast<size_t>(ir) * kc, bp, c + static_cast<size_t>(r0 + ir) * n + p * NR, n,
+                    std::min(MR, mc - ir), nr, kb == 0, bias_p);
     }
   }
 }
 
 // M rows of A (unpacked, row stride k) times one B panel over all of k, written to C with
 // bias. For M ≤ 3 two accumulator sets (even and odd t) keep enough FMA chains in flight.
+// (For m ≥ 3 the packed path measured faster, so only M = 1, 2 are used.)
 template <int M>
 void kernel_small(const float* a, const PackedB& pb, int p, const float* bias, float* c) {
   const int n = pb.n, k = pb.k;
@@ -259,16 +253,18 @@ void kernel_small(const float* a, const PackedB& pb, int p, const float* bias, f
   constexpr int SETS = M <= 3 ? 2 : 1;
   __m256 acc[SETS][M][2];
   for (int s = 0; s < SETS; s++)
+    #pragma GCC unroll 6
     for (int i = 0; i < M; i++) acc[s][i][0] = acc[s][i][1] = _mm256_setzero_ps();
   for (int kb = 0; kb < kblocks; kb++) {
     const int k0 = pb.k0[kb], kc = pb.k0[kb + 1] - k0;
     const float* b = pb.panel(kb, p);
     const float* ak = a + k0;
     int t = 0;
-    if (SETS == 2) {
+    if constexpr (SETS == 2) {
       for (; t + 1 < kc; t += 2) {
         const __m256 b0 = _mm256_load_ps(b + t * NR), b1 = _mm256_load_ps(b + t * NR + 8);
         const __m256 b2 = _mm256_load_ps(b + t * NR + NR), b3 = _mm256_load_ps(b + t * NR + NR + 8);
+        #pragma GCC unroll 6
         for (int i = 0; i < M; i++) {
           const __m256 x = _mm256_broadcast_ss(ak + static_cast<size_t>(i) * k + t);
           acc[0][i][0] = _mm256_fmadd_ps(x, b0, acc[0][i][0]);
@@ -281,6 +277,7 @@ void kernel_small(const float* a, const PackedB& pb, int p, const float* bias, f
     }
     for (; t < kc; t++) {
       const __m256 b0 = _mm256_load_ps(b + t * NR), b1 = _mm256_load_ps(b + t * NR + 8);
+      #pragma GCC unroll 6
       for (int i = 0; i < M; i++) {
         const __m256 x = _mm256_broadcast_ss(ak + static_cast<size_t>(i) * k + t);
         acc[0][i][0] = _mm256_fmadd_ps(x, b0, acc[0][i][0]);
@@ -288,7 +285,8 @@ void kernel_small(const float* a, const PackedB& pb, int p, const float* bias, f
       }
     }
   }
-  if (SETS == 2) {
+  if constexpr (SETS == 2) {
+    #pragma GCC unroll 6
     for (int i = 0; i < M; i++) {
       acc[0][i][0] = _mm256_add_ps(acc[0][i][0], acc[SETS - 1][i][0]);
       acc[0][i][1] = _mm256_add_ps(acc[0][i][1], acc[SETS - 1][i][1]);
@@ -300,12 +298,14 @@ void kernel_small(const float* a, const PackedB& pb, int p, const float* bias, f
   if (nr == NR) {
     const __m256 bias0 = bias_p ? _mm256_loadu_ps(bias_p) : _mm256_setzero_ps();
     const __m256 bias1 = bias_p ? _mm256_loadu_ps(bias_p + 8) : _mm256_setzero_ps();
+    #pragma GCC unroll 6
     for (int i = 0; i < M; i++) {
       _mm256_storeu_ps(cp + static_cast<size_t>(i) * n, _mm256_add_ps(acc[0][i][0], bias0));
       _mm256_storeu_ps(cp + static_cast<size_t>(i) * n + 8, _mm256_add_ps(acc[0][i][1], bias1));
     }
   } else {
     alignas(32) float tmp[MR * NR];
+    #pragma GCC unroll 6
     for (int i = 0; i < M; i++) {
       _mm256_store_ps(tmp + i * NR, acc[0][i][0]);
       _mm256_store_ps(tmp + i * NR + 8, acc[0][i][1]);
@@ -314,23 +314,12 @@ void kernel_small(const float* a, const PackedB& pb, int p, const float* bias, f
   }
 }
 
-void small_rows(const float* a, int rows, const PackedB& pb, int p, const float* bias, float* c) {
-  switch (rows) {
-    case 1: kernel_small<1>(a, pb, p, bias, c); break;
-    case 2: kernel_small<2>(a, pb, p, bias, c); break;
-    case 3: kernel_small<3>(a, pb, p, bias, c); break;
-    case 4: kernel_small<4>(a, pb, p, bias, c); break;
-    case 5: kernel_small<5>(a, pb, p, bias, c); break;
-    default: kernel_small<6>(a, pb, p, bias, c); break;
-  }
-}
-
-// C[0..m) × panels [p0..p1) for small m: each panel is read from memory once (by the first
-// row group) and stays in L2 for the others.
+// C[0..m) × panels [p0..p1) for m ≤ 2: B is streamed once, A read in place.
 void gemm_small(const float* a, int m, const PackedB& pb, const float* bias, float* c, int p0, int p1) {
-  const size_t k = pb.k, n = pb.n;
-  for (int p = p0; p < p1; p++)
-    for (int i = 0; i < m; i += MR) small_rows(a + i * k, std::min(MR, m - i), pb, p, bias, c + i * n);
+  for (int p = p0; p < p1; p++) {
+    if (m == 1) kernel_small<1>(a, pb, p, bias, c);
+    else kernel_small<2>(a, pb, p, bias, c);
+  }
 }
 
 }  // namespace
@@ -346,47 +335,35 @@ void sgemm_packed(const float* a, int m, const PackedB* b, const float* bias, fl
   const int np = pb.npanels;
   const int mpanels = (m + MR - 1) / MR;
   // Below ~1 MFLOP the fork/join costs more than it saves.
-  const double flops = 2.0 * m * pb.n * pb.k;
-  threads = std::max(1, flops < 1e6 ? 1 : threads);
-  threads = std::min(threads, std::max(np, mpanels));
+  threads = 2.0 * m * pb.n * pb.k < 1e6 ? 1 : std::max(1, threads);
 
+  // Work is split into tasks handed out through a shared counter rather than statically, so
+  // that a thread slowed down by other processes on its core does not hold up the others.
+  // Every element is computed the same way whichever thread runs its task.
+  std::atomic<int> next{0};
   if (m <= SMALL_M) {
-    threads = std::min(threads, np);
-#pragma omp parallel num_threads(threads)
-    {
-      const int t = omp_get_thread_num(), nt = omp_get_num_threads();
-      gemm_small(a, m, pb, bias, c, static_cast<int>(static_cast<int64_t>(np) * t / nt),
-                 static_cast<int>(static_cast<int64_t>(np) * (t + 1) / nt));
-    }
+    const int chunks = std::min(np, threads == 1 ? 1 : 8 * threads);
+#pragma omp parallel num_threads(std::min(threads, chunks))
+    for (int t; (t = next.fetch_add(1, std::memory_order_relaxed)) < chunks;)
+      gemm_small(a, m, pb, bias, c, static_cast<int>(static_cast<int64_t>(np) * t / chunks),
+                 static_cast<int>(static_cast<int64_t>(np) * (t + 1) / chunks));
     return;
   }
 
-  // Thread grid tm × tn: the least padded work per thread; ties go to splitting rows, which
-  // keeps each thread's column range long and shares B blocks through L3.
-  int tm = 1, tn = threads;
-  int64_t best = INT64_MAX;
-  for (int f = threads; f >= 1; f--) {
-    if (threads % f) continue;
-    const int g = threads / f;
-    const int64_t cost = static_cast<int64_t>((mpanels + f - 1) / f) * ((np + g - 1) / g);
-    if (cost < best) {
-      best = cost;
-      tm = f;
-      tn = g;
-    }
-  }
-#pragma omp parallel num_threads(threads)
-  {
-    const int t = omp_get_thread_num(), nt = omp_get_num_threads();
-    // A smaller team than asked for: the threads present share the whole grid.
-    for (int cell = t; cell < tm * tn; cell += nt) {
-      const int ti = cell / tn, tj = cell % tn;
-      const int r0 = std::min(m, static_cast<int>(static_cast<int64_t>(mpanels) * ti / tm) * MR);
-      const int r1 = std::min(m, static_cast<int>(static_cast<int64_t>(mpanels) * (ti + 1) / tm) * MR);
-      const int p0 = static_cast<int>(static_cast<int64_t>(np) * tj / tn);
-      const int p1 = static_cast<int>(static_cast<int64_t>(np) * (tj + 1) / tn);
-      if (r0 < r1 && p0 < p1) gemm_block(a, pb, bias, c, r0, r1, p0, p1);
-    }
+  // Tasks of about MC rows × TASK_PANELS panels, at least 4 per thread where the shape allows.
+  int rblocks = (mpanels + MC / MR - 1) / (MC / MR);
+  int cblocks = std::max((np + TASK_PANELS - 1) / TASK_PANELS, std::min(np, (4 * threads + rblocks - 1) / rblocks));
+  if (rblocks * cblocks < 4 * threads) rblocks = std::min(mpanels, (4 * threads + cblocks - 1) / cblocks);
+  const int tasks = rblocks * cblocks;
+#pragma omp parallel num_threads(std::min(threads, tasks))
+  for (int t; (t = next.fetch_add(1, std::memory_order_relaxed)) < tasks;) {
+    // Consecutive tasks share a column block, so that concurrent ones read the same B from L3.
+    const int cb = t / rblocks, rb = t % rblocks;
+    const int r0 = std::min(m, static_cast<int>(static_cast<int64_t>(mpanels) * rb / rblocks) * MR);
+    const int r1 = std::min(m, static_cast<int>(static_cast<int64_t>(mpanels) * (rb + 1) / rblocks) * MR);
+    const int p0 = static_cast<int>(static_cast<int64_t>(np) * cb / cblocks);
+    const int p1 = static_cast<int>(static_cast<int64_t>(np) * (cb + 1) / cblocks);
+    if (r0 < r1 && p0 < p1) gemm_task(a, pb, bias, c, r0, r1, p0, p1);
   }
 }
 

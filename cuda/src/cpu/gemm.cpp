@@ -335,7 +335,8 @@ void sgemm_packed(const float* a, int m, const PackedB* b, const float* bias, fl
   const int np = pb.npanels;
   const int mpanels = (m + MR - 1) / MR;
   // Below ~1 MFLOP the fork/join costs more than it saves.
-  threads = 2.0 * m * pb.n * pb.k < 1e6 ? 1 : std::max(1, threads);
+  if (threads <= 0) threads = omp_get_max_threads();
+  if (2.0 * m * pb.n * pb.k < 1e6) threads = 1;
 
   // Work is split into tasks handed out through a shared counter rather than statically, so
   // that a thread slowed down by other processes on its core does not hold up the others.

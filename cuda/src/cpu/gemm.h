@@ -13,7 +13,7 @@ int packed_b_rows(const PackedB* p);  // n
 int packed_b_cols(const PackedB* p);  // k
 
 // C[m][n] = A[m][k] · Bᵀ + bias (bias may be null); A and C contiguous row-major. Parallel
-// over the calling OpenMP team size `threads`.
+// over the calling OpenMP team size `threads` (≤ 0: omp_get_max_threads()).
 void sgemm_packed(const float* a, int m, const PackedB* b, const float* bias, float* c, int threads);
 
 }  // namespace ctxr

@@ -87,7 +87,7 @@ double timed_run(int threads, long iters, int* team, float* sink) {
 }  // namespace
 
 std::string peak_gflops_json(int threads, double seconds) {
-  threads = std::max(threads, 1);
+  if (threads <= 0) threads = omp_get_max_threads();
   seconds = std::max(seconds, 0.05);
   int team = threads;
   float sink = 0;
@@ -118,7 +118,7 @@ std::string bench_gemm_json(int m, int n, int k, int threads, int repeat) {
   m = std::max(m, 1);
   n = std::max(n, 1);
   k = std::max(k, 1);
-  threads = std::max(threads, 1);
+  if (threads <= 0) threads = omp_get_max_threads();
   repeat = std::max(repeat, 1);
   std::mt19937 rng(1234);
   std::uniform_real_distribution<float> dist(-1.f, 1.f);

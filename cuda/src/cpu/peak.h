@@ -5,6 +5,8 @@
 
 namespace ctxr {
 
+// threads ≤ 0: omp_get_max_threads() (all cores unless OMP_NUM_THREADS says otherwise).
+
 // Runs independent AVX2 FMA chains on `threads` OpenMP threads for about `seconds` in total
 // (several timed runs, median reported):
 // {"threads":T,"gflops":G,"per_thread_gflops":P,"isa":"avx2-fma","runs":R}

@@ -236,9 +236,18 @@ void gemm_task(const float* a, const PackedB& pb, const float* bias, float* c, i
       const float* bp = pb.panel(kb, p);
       const int nr = std::min(NR, n - p * NR);
       const float* bias_p = bias ? bias + p * NR : nullptr;
-      for (int ir = 0; ir < mc; ir += MR)
+      // The next B micro-panel comes from L3; prefetch it into L2 a few lines per kernel call,
+      // so the first call on it does not wait.
+      const char* next = p + 1 < p1 ? reinterpret_cast<const char*>(pb.panel(kb, p + 1)) : nullptr;
+      const int lines = kc * NR * static_cast<int>(sizeof(float)) / 64;
+      const int per_call = (lines + (mc + MR - 1) / MR - 1) / ((mc + MR - 1) / MR);
+      for (int ir = 0, line = 0; ir < mc; ir += MR) {
+        if (next)
+          for (const int end = std::min(lines, line + per_call); line < end; line++)
+            _mm_prefetch(next + line * 64, _MM_HINT_T1);
         kernel_6x16(kc, abuf + static_cast<size_t>(ir) * kc, bp, c + static_cast<size_t>(r0 + ir) * n + p * NR, n,
                     std::min(MR, mc - ir), nr, kb == 0, bias_p);
+      }
     }
   }
 }

@@ -21,6 +21,7 @@ import {
   decodeExportResponse,
   decodeForwardResponse,
   decodeInfo,
+  decodeProfile,
   decodeText,
   encodeAlloc,
   encodeBlockPairs,
@@ -28,6 +29,7 @@ import {
   encodeForward,
   encodeFree,
   encodeImport,
+  encodeProfile,
   encodeRequest,
   type BlockPair,
   type ForwardRequest,
@@ -37,6 +39,7 @@ import {
   type OpCode,
   type ResponseFrame,
   type RunnerInfo,
+  type RunnerProfile,
 } from "./runnerProtocol.ts";
 
 export interface RunnerOptions {
@@ -232,6 +235,11 @@ export class RunnerProcess {
 
   async import(range: KvRange, data: KvData): Promise<void> {
     await this.call(Op.IMPORT, encodeImport(range, data, this.info));
+  }
+
+  /** The FORWARD profile since the previous call (then zeroed); `on` switches profiling for later FORWARDs. */
+  async profile(on: boolean): Promise<RunnerProfile> {
+    return decodeProfile((await this.call(Op.PROFILE, encodeProfile(on))).body);
   }
 
   /** Asks the runner to exit, waits for it (killing it after `graceMs`). */

@@ -19,6 +19,7 @@ export const Op = {
   IMPORT: 7,
   SHUTDOWN: 8,
   MOVE: 9,
+  PROFILE: 10,
 } as const;
 export type OpCode = (typeof Op)[keyof typeof Op];
 
@@ -550,4 +551,30 @@ export function encodeImport(range: KvRange, data: KvData, info: Pick<RunnerInfo
   writer.u32(range.table.length).u32s(range.table).u32(range.start).u32(count).i32s(data.positions);
   for (const layer of data.layers) writer.f32s(layer.k).f32s(layer.v);
   return writer.finish();
+}
+
+// ---------------------------------------------------------------------------
+// PROFILE
+
+/** Where FORWARD spent its time since the previous PROFILE (seconds and FLOPs). */
+export interface RunnerProfile {
+  calls: number;
+  tokens: number;
+  total_seconds: number;
+  linear_seconds: number;
+  linear_flops: number;
+  attention_seconds: number;
+  attention_flops: number;
+}
+
+export function encodeProfile(on: boolean): Uint8Array {
+  return new BodyWriter(4).u32(on ? 1 : 0).finish();
+}
+
+export function decodeProfile(body: Uint8Array): RunnerProfile {
+  const json = JSON.parse(decodeText(body)) as RunnerProfile;
+  for (const key of ["calls", "tokens", "total_seconds", "linear_seconds", "linear_flops", "attention_seconds", "attention_flops"] as const) {
+    if (typeof json[key] !== "number") throw new ProtocolError(`PROFILE response lacks ${key}`);
+  }
+  return json;
 }

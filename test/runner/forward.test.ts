@@ -204,6 +204,24 @@ describe("KV reuse operations", () => {
     await runner.free(table);
   });
 
+  test("PROFILE counts the FLOPs of the GEMMs and attention of the FORWARDs since the last call", async () => {
+    const table = await runner.alloc(1);
+    await runner.profile(true);
+    await runner.forward({ sequences: [{ table, tokens: chunk, indices: sequenceRange(0, n), logitRows: [n - 1] }] });
+    const profile = await runner.profile(false);
+    expect(profile.calls).toBe(1);
+    expect(profile.tokens).toBe(n);
+    // Tiny model: hidden 64, q 64, k/v 32 each, intermediate 128, 2 layers, vocab 259.
+    const perToken = 2 * (64 * 128 + 64 * 64 + 64 * 256 + 128 * 64) * 2;
+    expect(profile.linear_flops).toBe(n * perToken + 2 * 64 * 259);
+    expect(profile.attention_flops).toBe(/* layers */ 2 * /* QKᵀ and PV */ 4 * /* heads */ 4 * /* head_dim */ 16 * ((n * (n + 1)) / 2));
+    expect(profile.linear_seconds).toBeGreaterThan(0);
+    expect(profile.total_seconds).toBeGreaterThanOrEqual(profile.linear_seconds + profile.attention_seconds);
+    await runner.forward({ sequences: [{ table, tokens: chunk, indices: sequenceRange(0, n), logitRows: [n - 1] }] });
+    expect((await runner.profile(false)).calls).toBe(0);
+    await runner.free(table);
+  });
+
   test("refuses to attend to entries never written, and two tokens on one index", async () => {
     const table = await runner.alloc(1);
     await expect(runner.forward({ sequences: [{ table, tokens: [65], indices: [4], logitRows: [0] }] })).rejects.toThrow(/index 0 is attended to but has not been written/);

@@ -56,6 +56,9 @@ class Backend {
   virtual Matrix* matrix(const void* data_host, DType dtype, int rows, int cols) = 0;
   virtual void free_matrix(Matrix* m) = 0;
   virtual const char* matrix_dtype() const = 0;  // what matrices are kept in: "f32", "bf16", ...
+  // Called once at load for every matrix linear() will use, so its one-time preparation (the CPU
+  // backend's panel packing) happens before the first request rather than inside it.
+  virtual void prepare_linear(Matrix* m) {}
   // A float32 vector in backend memory (norm weights, biases); release() frees it.
   virtual float* vector(const void* data_host, DType dtype, int n) = 0;
 

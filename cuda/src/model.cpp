@@ -53,6 +53,9 @@ Model::Model(const std::string& dir, Backend* backend, int num_blocks, int block
   inv_freq_ = static_cast<float*>(backend_->alloc(inv_f.size() * 4));
   backend_->to_device(inv_freq_, inv_f.data(), inv_f.size() * 4);
   backend_->kv_init({c.layers, num_blocks, block_size, kv_width()});
+  backend_->prepare_linear(lm_head_);
+  for (auto& layer : layers_)
+    for (Matrix* m : {layer.qkv, layer.o, layer.gate_up, layer.down}) backend_->prepare_linear(m);
   if (std::string(backend_->name()) != "cpu") fused_.clear();
 }
 

@@ -58,6 +58,7 @@ class CpuBackend final : public Backend {
     delete m;
   }
   const char* matrix_dtype() const override { return "f32"; }
+  void prepare_linear(Matrix* m) override { packed_of(m); }
 
   float* vector(const void* data, DType dtype, int n) override {
     auto* v = static_cast<float*>(alloc(static_cast<size_t>(n) * 4));

@@ -1,0 +1,197 @@
+/**
+ * Engine benchmark (issue 5, item 6): prefill and decode tokens/s of the bundled runner, next to
+ * the machine's measured GEMM peak.
+ *
+ *   npx bun scripts/bench-engine.ts [--device cpu|cuda] [--threads N] [--models tiny,100m]
+ *                                   [--contexts 512,4096] [--decode-steps 16] [--batch 8]
+ *                                   [--runs 3] [--json out.json]
+ *
+ * Models are random-weight Llama checkpoints written by the same code as `ctxr model tiny`
+ * into .bench/engine-models/ when missing:
+ *   tiny  the default tiny model (2 layers, hidden 64, vocab 259), f32
+ *   100m  12 layers, hidden 768, 12 heads (4 KV heads, GQA), intermediate 2048, vocab 16384:
+ *         100.7M parameters, f32 (CPU) — the "~100M-parameter" model of the issue
+ *   1b    16 layers, hidden 2048, 32 heads (8 KV), intermediate 8192, vocab 32000: 1.37B, bf16 (GPU)
+ *
+ * For each model and context length L (one fresh runner per model):
+ *   prefill  one FORWARD of L tokens (positions 0..L-1), with the runner's PROFILE on: wall
+ *            tokens/s, and the GFLOP/s of the GEMMs (every linear layer, FLOPs 2·m·n·k, timed
+ *            inside the runner) and of attention.
+ *   decode   one token a step at context L: a single sequence, and `--batch` sequences (COPY of
+ *            the prefilled blocks) decoded together in one FORWARD a step (continuous batching).
+ * Medians over --runs. The CPU peak is `ctxr-runner --peak-gflops` (AVX2 FMA loop on all
+ * threads), measured before and after the runs; the GEMM share is quoted against the median.
+ *
+ * Prints the machine, the command and a markdown table on stdout (progress on stderr).
+ */
+import { spawnSync } from "node:child_process";
+import { existsSync, writeFileSync } from "node:fs";
+import { cpus, loadavg, totalmem } from "node:os";
+import { join, resolve } from "node:path";
+import { parseArgs } from "node:util";
+import { RunnerProcess } from "../src/engine/runnerProcess.ts";
+import { type RunnerProfile, sequenceRange } from "../src/engine/runnerProtocol.ts";
+import { TINY_MODEL_DEFAULTS, type TinyModelOptions, tinyModelFiles, tinyModelParameterCount } from "../src/engine/tinyModel.ts";
+import { writeModelFolder } from "../src/engine/writeModelFolder.ts";
+
+const REPO = resolve(import.meta.dir, "..");
+const MODELS_DIR = join(REPO, ".bench", "engine-models");
+
+const MODELS: Record<string, TinyModelOptions> = {
+  tiny: { ...TINY_MODEL_DEFAULTS },
+  "100m": { ...TINY_MODEL_DEFAULTS, layers: 12, hidden: 768, heads: 12, kvHeads: 4, intermediate: 2048, vocab: 16384 },
+  "1b": { ...TINY_MODEL_DEFAULTS, layers: 16, hidden: 2048, heads: 32, kvHeads: 8, intermediate: 8192, vocab: 32000, dtype: "bf16" },
+};
+
+const { values } = parseArgs({
+  options: {
+    device: { type: "string", default: "cpu" },
+    threads: { type: "string", default: String(cpus().length) },
+    models: { type: "string", default: "tiny,100m" },
+    contexts: { type: "string", default: "512,4096" },
+    "decode-steps": { type: "string", default: "16" },
+    batch: { type: "string", default: "8" },
+    runs: { type: "string", default: "3" },
+    json: { type: "string" },
+  },
+});
+
+const device = values.device!;
+const threads = Number(values.threads);
+const contexts = values.contexts!.split(",").map(Number);
+const decodeSteps = Number(values["decode-steps"]);
+const batch = Number(values.batch);
+const runs = Number(values.runs);
+const modelNames = values.models!.split(",");
+for (const name of modelNames) if (!MODELS[name]) throw new Error(`unknown model '${name}' (${Object.keys(MODELS).join(", ")})`);
+if (device !== "cpu" && !device.startsWith("cuda")) throw new Error("--device must be cpu or cuda[:N]");
+
+const progress = (line: string) => process.stderr.write(`${line}\n`);
+const median = (xs: number[]) => {
+  const s = [...xs].sort((a, b) => a - b);
+  const mid = s.length >> 1;
+  return s.length % 2 ? s[mid]! : (s[mid - 1]! + s[mid]!) / 2;
+};
+
+function buildRunner(): string {
+  const target = device === "cpu" ? "cpu" : "cuda";
+  const made = spawnSync("make", ["-C", join(REPO, "cuda"), "-j", String(cpus().length), target], { stdio: ["ignore", "ignore", "inherit"] });
+  if (made.status !== 0) throw new Error(`make -C cuda ${target} failed`);
+  return join(REPO, "cuda", "build", `ctxr-runner-${target}`);
+}
+
+function modelFolder(name: string): string {
+  const path = join(MODELS_DIR, name);
+  if (!existsSync(join(path, "model.safetensors"))) {
+    progress(`writing the ${name} model to ${path} ...`);
+    writeModelFolder(path, tinyModelFiles(MODELS[name]!), { overwrite: true });
+  }
+  return path;
+}
+
+function peakGflops(executable: string): number {
+  const run = spawnSync(executable, ["--peak-gflops", "--threads", String(threads), "--seconds", "1"], { encoding: "utf8" });
+  if (run.status !== 0) throw new Error(`--peak-gflops failed: ${run.stderr}`);
+  return (JSON.parse(run.stdout.trim()) as { gflops: number }).gflops;
+}
+
+interface Row {
+  model: string;
+  parameters: number;
+  context: number;
+  prefill_tokens_per_s: number;
+  prefill_seconds: number;
+  gemm_gflops: number;
+  gemm_share_of_time: number;
+  attention_gflops: number;
+  decode_tokens_per_s: number;
+  batch_decode_tokens_per_s: number;
+}
+
+async function benchModel(executable: string, name: string): Promise<Row[]> {
+  const path = modelFolder(name);
+  const blockSize = 16;
+  const maxContext = Math.max(...contexts);
+  const perSequence = Math.ceil((maxContext + decodeSteps + 1) / blockSize);
+  const runner = await RunnerProcess.start({ executable, model: path, blocks: perSequence * (batch + 1), blockSize, threads, device, log: () => {} });
+  const rows: Row[] = [];
+  try {
+    const vocabForPrompt = Math.min(256, runner.info.vocab);
+    for (const context of contexts) {
+      const tokens = Array.from({ length: context }, (_, i) => (i * 7919 + 13) % vocabForPrompt);
+      const prefill: RunnerProfile[] = [];
+      const prefillWall: number[] = [];
+      const decode: number[] = [];
+      const batchDecode: number[] = [];
+      for (let run = 0; run < runs; run++) {
+        const table = await runner.alloc(perSequence);
+        await runner.profile(true);
+        const started = performance.now();
+        await runner.forward({ sequences: [{ table, tokens, indices: sequenceRange(0, context), logitRows: [context - 1] }] });
+        prefillWall.push((performance.now() - started) / 1000);
+        prefill.push(await runner.profile(false));
+
+        // Decode at context L: tokens L .. L+steps-1 of the one sequence.
+        let begin = performance.now();
+        for (let step = 0; step < decodeSteps; step++) {
+          await runner.forward({ sequences: [{ table, tokens: [tokens[step]!], indices: [context + step], logitRows: [0] }] });
+        }
+        decode.push(decodeSteps / ((performance.now() - begin) / 1000));
+
+        // The same context copied into `batch` sequences, decoded together.
+        const tables: number[][] = [];
+        for (let b = 0; b < batch; b++) {
+          const copy = await runner.alloc(perSequence);
+          await runner.copy(table.map((src, i) => ({ src, dst: copy[i]! })));
+          tables.push(copy);
+        }
+        begin = performance.now();
+        for (let step = 0; step < decodeSteps; step++) {
+          await runner.forward({ sequences: tables.map((t, b) => ({ table: t, tokens: [tokens[(step + b) % context]!], indices: [context + step], logitRows: [0] })) });
+        }
+        batchDecode.push((batch * decodeSteps) / ((performance.now() - begin) / 1000));
+        await runner.free([...table, ...tables.flat()]);
+        progress(`${name} L=${context} run ${run + 1}/${runs}: prefill ${prefillWall.at(-1)!.toFixed(3)} s, decode ${decode.at(-1)!.toFixed(1)} tok/s, batch ${batchDecode.at(-1)!.toFixed(1)} tok/s`);
+      }
+      rows.push({
+        model: name,
+        parameters: tinyModelParameterCount(MODELS[name]!),
+        context,
+        prefill_seconds: median(prefillWall),
+        prefill_tokens_per_s: context / median(prefillWall),
+        gemm_gflops: median(prefill.map((p) => p.linear_flops / p.linear_seconds / 1e9)),
+        gemm_share_of_time: median(prefill.map((p) => p.linear_seconds / p.total_seconds)),
+        attention_gflops: median(prefill.map((p) => p.attention_flops / p.attention_seconds / 1e9)),
+        decode_tokens_per_s: median(decode),
+        batch_decode_tokens_per_s: median(batchDecode),
+      });
+    }
+  } finally {
+    await runner.shutdown();
+  }
+  return rows;
+}
+
+const executable = buildRunner();
+const peaks: number[] = [];
+if (device === "cpu") peaks.push(peakGflops(executable));
+const rows: Row[] = [];
+for (const name of modelNames) rows.push(...(await benchModel(executable, name)));
+if (device === "cpu") peaks.push(peakGflops(executable));
+const peak = peaks.length ? median(peaks) : NaN;
+
+const cpu = cpus()[0]?.model ?? "unknown CPU";
+console.log(`machine: ${cpu}, ${cpus().length} cores, ${(totalmem() / 2 ** 30).toFixed(0)} GiB, load ${loadavg().map((l) => l.toFixed(2)).join(" ")}`);
+console.log(`command: npx bun scripts/bench-engine.ts ${process.argv.slice(2).join(" ")}`.trimEnd());
+console.log(`device ${device}, ${threads} threads, ${runs} runs (medians), decode ${decodeSteps} steps, batch ${batch}`);
+if (device === "cpu") console.log(`measured f32 FMA peak: ${peak.toFixed(1)} GFLOP/s (before ${peaks[0]!.toFixed(1)}, after ${peaks[1]!.toFixed(1)})`);
+console.log("");
+console.log("| model | params | context | prefill tok/s | prefill s | GEMM GFLOP/s | GEMM % of peak | GEMM share of prefill | attention GFLOP/s | decode tok/s (1 seq) | decode tok/s (batch) |");
+console.log("|---|---|---|---|---|---|---|---|---|---|---|");
+for (const r of rows) {
+  const share = device === "cpu" ? `${((100 * r.gemm_gflops) / peak).toFixed(1)}%` : "—";
+  console.log(
+    `| ${r.model} | ${(r.parameters / 1e6).toFixed(1)}M | ${r.context} | ${r.prefill_tokens_per_s.toFixed(0)} | ${r.prefill_seconds.toFixed(3)} | ${r.gemm_gflops.toFixed(1)} | ${share} | ${(100 * r.gemm_share_of_time).toFixed(0)}% | ${r.attention_gflops.toFixed(1)} | ${r.decode_tokens_per_s.toFixed(1)} | ${r.batch_decode_tokens_per_s.toFixed(1)} |`,
+  );
+}
+if (values.json) writeFileSync(values.json, JSON.stringify({ device, threads, peak_gflops: peak, peaks, rows }, null, 2));

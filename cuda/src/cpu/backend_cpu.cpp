@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "backend.h"
+#include "cpu/attention_cpu.h"
 #include "cpu/gemm.h"
 #include "halfs.h"
 
@@ -203,82 +204,8 @@ class CpuBackend final : public Backend {
   }
 };
 
-// One query row of one head against its visible entries: scores, softmax, weighted values.
-// `scores` has room for len floats. Returns nothing; writes hd floats to o and, when
-// `probabilities_sum` is set, adds p/heads for each entry there.
-inline void attend_one(const float* qh, const float* kc, const float* vc, int kv_offset, int kv_width, int hd, float scale,
-                       const int32_t* table, int block_size, int len, float* scores, float* o, float* probabilities_sum,
-                       float head_weight) {
-  float best = -INFINITY;
-  for (int s0 = 0, blk = 0; s0 < len; s0 += block_size, blk++) {
-    size_t base = static_cast<size_t>(table[blk]) * block_size;
-    int end = std::min(block_size, len - s0);
-    for (int j = 0; j < end; j++) {
-      const float* krow = kc + (base + j) * kv_width + kv_offset;
-      float dot = 0;
-#pragma omp simd reduction(+ : dot)
-      for (int d = 0; d < hd; d++) dot += qh[d] * krow[d];
-      float sc = dot * scale;
-      scores[s0 + j] = sc;
-      best = std::max(best, sc);
-    }
-  }
-  double total = 0;
-  for (int s = 0; s < len; s++) {
-    float e = std::exp(scores[s] - best);
-    scores[s] = e;
-    total += e;
-  }
-  float inverse = static_cast<float>(1.0 / total);
-  for (int d = 0; d < hd; d++) o[d] = 0;
-  for (int s0 = 0, blk = 0; s0 < len; s0 += block_size, blk++) {
-    size_t base = static_cast<size_t>(table[blk]) * block_size;
-    int end = std::min(block_size, len - s0);
-    for (int j = 0; j < end; j++) {
-      float p = scores[s0 + j] * inverse;
-      const float* vrow = vc + (base + j) * kv_width + kv_offset;
-#pragma omp simd
-      for (int d = 0; d < hd; d++) o[d] += p * vrow[d];
-      if (probabilities_sum) probabilities_sum[s0 + j] += p * head_weight;
-    }
-  }
-}
-
 void CpuBackend::attention(int layer, const float* q, int q_stride, const AttentionBatch& b, float* out) {
-  const float* kc = keys_[layer].data();
-  const float* vc = values_[layer].data();
-  int group = b.heads / b.kv_heads;
-  int kv_width = geometry_.kv_width;
-  int hd = b.head_dim;
-  int block_size = geometry_.block_size;
-  bool stats = b.stat_row != nullptr;
-  int n = b.n_tokens;
-  if (stats)
-    for (int t = 0; t < n; t++)
-      if (b.stat_row[t] >= 0) std::memset(b.stats + static_cast<size_t>(b.stat_row[t]) * b.max_len, 0, static_cast<size_t>(b.max_len) * 4);
-#pragma omp parallel num_threads(threads_)
-  {
-    std::vector<float> scores(std::max(1, b.max_len));
-#pragma omp for collapse(2) schedule(dynamic, 4)
-    for (int t = 0; t < n; t++) {
-      for (int h = 0; h < b.heads; h++) {
-        const int32_t* table = b.block_tables + static_cast<size_t>(b.token_seq[t]) * b.max_blocks;
-        float* row_stats = nullptr;
-        if (stats && b.stat_row[t] >= 0) row_stats = b.stats + static_cast<size_t>(b.stat_row[t]) * b.max_len;
-        if (row_stats) {
-          // Heads of one token share its statistics row: accumulate into a private row, then add.
-          std::vector<float> mine(b.token_len[t], 0.f);
-          attend_one(q + static_cast<size_t>(t) * q_stride + h * hd, kc, vc, (h / group) * hd, kv_width, hd, b.scale, table, block_size,
-                     b.token_len[t], scores.data(), out + static_cast<size_t>(t) * b.heads * hd + h * hd, mine.data(), 1.0f / b.heads);
-#pragma omp critical(ctxr_attention_stats)
-          for (int s = 0; s < b.token_len[t]; s++) row_stats[s] += mine[s];
-        } else {
-          attend_one(q + static_cast<size_t>(t) * q_stride + h * hd, kc, vc, (h / group) * hd, kv_width, hd, b.scale, table, block_size,
-                     b.token_len[t], scores.data(), out + static_cast<size_t>(t) * b.heads * hd + h * hd, nullptr, 0.f);
-        }
-      }
-    }
-  }
+  cpu_attention(q, q_stride, b, keys_[layer].data(), values_[layer].data(), geometry_.kv_width, geometry_.block_size, threads_, out);
 }
 
 }  // namespace

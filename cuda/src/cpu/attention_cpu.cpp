@@ -1,0 +1,494 @@
+// Paged attention for the CPU backend; see attention_cpu.h for the paths.
+#include "cpu/attention_cpu.h"
+
+#include <immintrin.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstring>
+#include <vector>
+
+namespace ctxr {
+namespace {
+
+constexpr int kChunk = 64;     // K/V entries per chunk of a prefill tile
+constexpr int kTileRows = 64;  // target query rows (tokens x group) of a prefill tile
+
+// ---------------------------------------------------------------------------------------------
+// exp(x) for 8 floats (Cephes polynomial, ~1 ulp); -inf and x < -88 give 0.
+inline __m256 exp8(__m256 x) {
+  const __m256 hi = _mm256_set1_ps(88.3762626647949f), lo = _mm256_set1_ps(-88.0f);
+  x = _mm256_min_ps(_mm256_max_ps(x, lo), hi);
+  __m256 fx = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m256 r = _mm256_fnmadd_ps(fx, _mm256_set1_ps(0.693359375f), x);
+  r = _mm256_fnmadd_ps(fx, _mm256_set1_ps(-2.12194440e-4f), r);
+  __m256 y = _mm256_set1_ps(1.9875691500e-4f);
+  y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(1.3981999507e-3f));
+  y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(8.3334519073e-3f));
+  y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(4.1665795894e-2f));
+  y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(1.6666665459e-1f));
+  y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(5.0000001201e-1f));
+  y = _mm256_fmadd_ps(y, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
+  __m256i n = _mm256_add_epi32(_mm256_cvtps_epi32(fx), _mm256_set1_epi32(127));
+  return _mm256_mul_ps(y, _mm256_castsi256_ps(_mm256_slli_epi32(n, 23)));
+}
+
+inline float hmax8(__m256 v) {
+  __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+  m = _mm_max_ss(m, _mm_movehdup_ps(m));
+  return _mm_cvtss_f32(m);
+}
+
+inline float hsum8(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+// Lane k of the result is the horizontal sum of a[k].
+inline __m256 reduce8(const __m256* a) {
+  __m256 t0 = _mm256_hadd_ps(a[0], a[1]), t1 = _mm256_hadd_ps(a[2], a[3]);
+  __m256 t2 = _mm256_hadd_ps(a[4], a[5]), t3 = _mm256_hadd_ps(a[6], a[7]);
+  __m256 u0 = _mm256_hadd_ps(t0, t1), u1 = _mm256_hadd_ps(t2, t3);
+  return _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20), _mm256_permute2f128_ps(u0, u1, 0x31));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Micro-kernels.
+
+// Scores, transposed: st[k][i] = Σ_d qt[d][i] · krow[k][d] for NK keys and NV*8 rows. qt has row
+// stride `qs` (the tile's padded row count), st row stride `ss`.
+template <int NK, int NV>
+inline void score_kernel(const float* qt, int qs, const float* const* krow, int hd, float* st, int ss) {
+  __m256 acc[NK][NV];
+  for (int k = 0; k < NK; k++)
+    for (int v = 0; v < NV; v++) acc[k][v] = _mm256_setzero_ps();
+  const float* kr[NK];
+  for (int k = 0; k < NK; k++) kr[k] = krow[k];
+  for (int d = 0; d < hd; d++) {
+    __m256 q[NV];
+    for (int v = 0; v < NV; v++) q[v] = _mm256_loadu_ps(qt + static_cast<size_t>(d) * qs + 8 * v);
+    for (int k = 0; k < NK; k++) {
+      __m256 b = _mm256_broadcast_ss(kr[k] + d);
+      for (int v = 0; v < NV; v++) acc[k][v] = _mm256_fmadd_ps(q[v], b, acc[k][v]);
+    }
+  }
+  for (int k = 0; k < NK; k++)
+    for (int v = 0; v < NV; v++) _mm256_storeu_ps(st + static_cast<size_t>(k) * ss + 8 * v, acc[k][v]);
+}
+
+template <int NV>
+inline void score_rows(const float* qt, int qs, const float* const* krow, int n, int hd, float* st, int ss) {
+  int k = 0;
+  for (; k + 6 <= n; k += 6) score_kernel<6, NV>(qt, qs, krow + k, hd, st + static_cast<size_t>(k) * ss, ss);
+  float* s = st + static_cast<size_t>(k) * ss;
+  switch (n - k) {
+    case 5: score_kernel<5, NV>(qt, qs, krow + k, hd, s, ss); break;
+    case 4: score_kernel<4, NV>(qt, qs, krow + k, hd, s, ss); break;
+    case 3: score_kernel<3, NV>(qt, qs, krow + k, hd, s, ss); break;
+    case 2: score_kernel<2, NV>(qt, qs, krow + k, hd, s, ss); break;
+    case 1: score_kernel<1, NV>(qt, qs, krow + k, hd, s, ss); break;
+    default: break;
+  }
+}
+
+// How P·V starts from the accumulator o.
+enum class Start { kZero, kLoad, kScaled };  // 0; o; o * alpha[r]
+
+// o[r][d0 .. d0+8*NV) = start(o[r][..]) + Σ_j p(r, j) · vrow[j][..] for NR rows, where
+// p(r, j) = p[r * ps_r + j * ps_j].
+template <int NR, int NV>
+inline void pv_kernel(const float* p, ptrdiff_t ps_r, ptrdiff_t ps_j, const float* const* vrow, int n, int d0, Start start,
+                      const float* alpha, float* o, int os) {
+  __m256 acc[NR][NV];
+  for (int r = 0; r < NR; r++) {
+    for (int v = 0; v < NV; v++) {
+      if (start == Start::kZero) {
+        acc[r][v] = _mm256_setzero_ps();
+      } else {
+        acc[r][v] = _mm256_loadu_ps(o + static_cast<size_t>(r) * os + d0 + 8 * v);
+        if (start == Start::kScaled) acc[r][v] = _mm256_mul_ps(_mm256_broadcast_ss(alpha + r), acc[r][v]);
+      }
+    }
+  }
+  const float* pr[NR];
+  for (int r = 0; r < NR; r++) pr[r] = p + r * ps_r;
+  for (int j = 0; j < n; j++) {
+    __m256 x[NV];
+    for (int v = 0; v < NV; v++) x[v] = _mm256_loadu_ps(vrow[j] + d0 + 8 * v);
+    const ptrdiff_t off = j * ps_j;
+    for (int r = 0; r < NR; r++) {
+      __m256 b = _mm256_broadcast_ss(pr[r] + off);
+      for (int v = 0; v < NV; v++) acc[r][v] = _mm256_fmadd_ps(b, x[v], acc[r][v]);
+    }
+  }
+  for (int r = 0; r < NR; r++)
+    for (int v = 0; v < NV; v++) _mm256_storeu_ps(o + static_cast<size_t>(r) * os + d0 + 8 * v, acc[r][v]);
+}
+
+template <int NR>
+inline void pv_rows(const float* p, ptrdiff_t ps_r, ptrdiff_t ps_j, const float* const* vrow, int n, int hd, Start start,
+                    const float* alpha, float* o, int os) {
+  int d0 = 0;
+  for (; d0 + 16 <= hd; d0 += 16) pv_kernel<NR, 2>(p, ps_r, ps_j, vrow, n, d0, start, alpha, o, os);
+  if (d0 < hd) pv_kernel<NR, 1>(p, ps_r, ps_j, vrow, n, d0, start, alpha, o, os);
+}
+
+// P·V for m rows (blocks of up to 6); o has row stride os.
+inline void pv_all(const float* p, ptrdiff_t ps_r, ptrdiff_t ps_j, const float* const* vrow, int n, int hd, Start start,
+                   const float* alpha, float* o, int os, int m) {
+  for (int r0 = 0; r0 < m; r0 += 6) {
+    const float* pp = p + r0 * ps_r;
+    const float* a = alpha ? alpha + r0 : nullptr;
+    float* oo = o + static_cast<size_t>(r0) * os;
+    switch (std::min(6, m - r0)) {
+      case 6: pv_rows<6>(pp, ps_r, ps_j, vrow, n, hd, start, a, oo, os); break;
+      case 5: pv_rows<5>(pp, ps_r, ps_j, vrow, n, hd, start, a, oo, os); break;
+      case 4: pv_rows<4>(pp, ps_r, ps_j, vrow, n, hd, start, a, oo, os); break;
+      case 3: pv_rows<3>(pp, ps_r, ps_j, vrow, n, hd, start, a, oo, os); break;
+      case 2: pv_rows<2>(pp, ps_r, ps_j, vrow, n, hd, start, a, oo, os); break;
+      default: pv_rows<1>(pp, ps_r, ps_j, vrow, n, hd, start, a, oo, os); break;
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+
+struct Job {
+  const float* q;
+  int q_stride;
+  const AttentionBatch* b;
+  const float* kc;
+  const float* vc;
+  int kv_width, block_size, hd, group;
+  float* out;
+
+  const int32_t* table(int t) const { return b->block_tables + static_cast<size_t>(b->token_seq[t]) * b->max_blocks; }
+  // Row pointers (kv head column offset `off`) of entries c0 .. c0+n-1.
+  void rows(const float* cache, const int32_t* tab, int off, int c0, int n, const float** dst) const {
+    int s = c0;
+    while (s < c0 + n) {
+      int blk = s / block_size, within = s % block_size;
+      int take = std::min(block_size - within, c0 + n - s);
+      const float* base = cache + (static_cast<size_t>(tab[blk]) * block_size + within) * kv_width + off;
+      for (int j = 0; j < take; j++) dst[s - c0 + j] = base + static_cast<size_t>(j) * kv_width;
+      s += take;
+    }
+  }
+};
+
+struct Item {
+  enum Kind : int { kTile, kToken, kPlain, kStats } kind;
+  int first, count, kvh;
+  double cost;
+};
+
+// Per-thread scratch, grown as needed and kept across calls (OpenMP threads persist).
+struct Scratch {
+  std::vector<float> buf;
+  std::vector<const float*> ptrs;
+  float* floats(size_t n) {
+    if (buf.size() < n + 16) buf.resize(n + 16);
+    auto addr = reinterpret_cast<uintptr_t>(buf.data());
+    return buf.data() + ((64 - addr % 64) % 64) / sizeof(float);
+  }
+};
+thread_local Scratch tls_scratch;
+
+inline size_t round8(size_t x) { return (x + 7) & ~static_cast<size_t>(7); }
+
+// A tile of `count` consecutive batch tokens (same sequence) x the `group` query heads of kv
+// head kvh.
+void run_tile(const Job& J, int first, int count, int kvh) {
+  const AttentionBatch& b = *J.b;
+  const int hd = J.hd, group = J.group;
+  const int m = count * group;
+  const int mp = static_cast<int>(round8(m));
+  const float scale = b.scale;
+  // Layout: qt[hd][mp], s[kChunk][mp], o[mp][hd], mrow, lrow, alpha, lens[mp].
+  Scratch& sc = tls_scratch;
+  float* qt = sc.floats(static_cast<size_t>(hd) * mp + static_cast<size_t>(kChunk) * mp + static_cast<size_t>(mp) * hd + 4 * mp + 64);
+  float* s = qt + static_cast<size_t>(hd) * mp;
+  float* o = s + static_cast<size_t>(kChunk) * mp;
+  float* mrow = o + static_cast<size_t>(mp) * hd;
+  float* lrow = mrow + mp;
+  float* alpha = lrow + mp;
+  auto* lens = reinterpret_cast<int32_t*>(alpha + mp);
+  if (sc.ptrs.size() < 2 * kChunk) sc.ptrs.resize(2 * kChunk);
+  const float** krow = sc.ptrs.data();
+  const float** vrow = krow + kChunk;
+
+  int maxlen = 0, minlen = 1 << 30;
+  for (int i = 0; i < mp; i++) {
+    if (i < m) {
+      int t = first + i / group, g = i % group;
+      const float* qr = J.q + static_cast<size_t>(t) * J.q_stride + static_cast<size_t>(kvh * group + g) * hd;
+      for (int d = 0; d < hd; d++) qt[static_cast<size_t>(d) * mp + i] = qr[d];
+      lens[i] = b.token_len[t];
+      maxlen = std::max(maxlen, lens[i]);
+      minlen = std::min(minlen, lens[i]);
+    } else {
+      for (int d = 0; d < hd; d++) qt[static_cast<size_t>(d) * mp + i] = 0.f;
+      lens[i] = 1;  // padding rows see entry 0 only; their results are dropped
+    }
+    mrow[i] = -INFINITY;
+    lrow[i] = 0.f;
+  }
+  const int32_t* tab = J.table(first);
+  const int off = kvh * hd;
+  const __m256 vscale = _mm256_set1_ps(scale), neg_inf = _mm256_set1_ps(-INFINITY);
+
+  for (int c0 = 0; c0 < maxlen; c0 += kChunk) {
+    const int n = std::min(kChunk, maxlen - c0);
+    J.rows(J.kc, tab, off, c0, n, krow);
+    J.rows(J.vc, tab, off, c0, n, vrow);
+    // Scores (transposed: s[j][i]).
+    int i0 = 0;
+    for (; i0 + 16 <= mp; i0 += 16) score_rows<2>(qt + i0, mp, krow, n, hd, s + i0, mp);
+    if (i0 < mp) score_rows<1>(qt + i0, mp, krow, n, hd, s + i0, mp);
+    // Online softmax, 8 rows per vector.
+    const bool masked = c0 + n > minlen;
+    for (i0 = 0; i0 < mp; i0 += 8) {
+      __m256 mx = _mm256_loadu_ps(mrow + i0);
+      const __m256 m_old = mx;
+      if (masked) {
+        const __m256i lenv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(lens + i0));
+        for (int j = 0; j < n; j++) {
+          float* sj = s + static_cast<size_t>(j) * mp + i0;
+          __m256 keep = _mm256_castsi256_ps(_mm256_cmpgt_epi32(lenv, _mm256_set1_epi32(c0 + j)));
+          __m256 v = _mm256_blendv_ps(neg_inf, _mm256_loadu_ps(sj), keep);
+          _mm256_storeu_ps(sj, v);
+          mx = _mm256_max_ps(mx, v);
+        }
+      } else {
+        for (int j = 0; j < n; j++) mx = _mm256_max_ps(mx, _mm256_loadu_ps(s + static_cast<size_t>(j) * mp + i0));
+      }
+      const __m256 a = exp8(_mm256_mul_ps(_mm256_sub_ps(m_old, mx), vscale));
+      const __m256 mxs = _mm256_mul_ps(mx, vscale);
+      __m256 sum0 = _mm256_setzero_ps(), sum1 = _mm256_setzero_ps();
+      int j = 0;
+      for (; j + 2 <= n; j += 2) {
+        float* s0 = s + static_cast<size_t>(j) * mp + i0;
+        float* s1 = s0 + mp;
+        __m256 p0 = exp8(_mm256_fmsub_ps(_mm256_loadu_ps(s0), vscale, mxs));
+        __m256 p1 = exp8(_mm256_fmsub_ps(_mm256_loadu_ps(s1), vscale, mxs));
+        _mm256_storeu_ps(s0, p0);
+        _mm256_storeu_ps(s1, p1);
+        sum0 = _mm256_add_ps(sum0, p0);
+        sum1 = _mm256_add_ps(sum1, p1);
+      }
+      if (j < n) {
+        float* s0 = s + static_cast<size_t>(j) * mp + i0;
+        __m256 p0 = exp8(_mm256_fmsub_ps(_mm256_loadu_ps(s0), vscale, mxs));
+        _mm256_storeu_ps(s0, p0);
+        sum0 = _mm256_add_ps(sum0, p0);
+      }
+      __m256 l = _mm256_fmadd_ps(_mm256_loadu_ps(lrow + i0), a, _mm256_add_ps(sum0, sum1));
+      _mm256_storeu_ps(lrow + i0, l);
+      _mm256_storeu_ps(mrow + i0, mx);
+      _mm256_storeu_ps(alpha + i0, a);
+    }
+    // o = o * alpha + P·V (the first chunk starts from zero).
+    pv_all(s, 1, mp, vrow, n, hd, c0 == 0 ? Start::kZero : Start::kScaled, alpha, o, hd, m);
+  }
+  for (int i = 0; i < m; i++) {
+    int t = first + i / group, g = i % group;
+    float* dst = J.out + static_cast<size_t>(t) * b.heads * hd + static_cast<size_t>(kvh * group + g) * hd;
+    const float* src = o + static_cast<size_t>(i) * hd;
+    const __m256 inv = _mm256_set1_ps(1.0f / lrow[i]);
+    for (int d = 0; d < hd; d += 8) _mm256_storeu_ps(dst + d, _mm256_mul_ps(inv, _mm256_loadu_ps(src + d)));
+  }
+}
+
+// One token, the `group` query heads of kv head kvh: scores of every entry, softmax, P·V.
+void run_token(const Job& J, int t, int kvh) {
+  const AttentionBatch& b = *J.b;
+  const int hd = J.hd, group = J.group;
+  const int len = b.token_len[t];
+  const int lp = static_cast<int>(round8(len));
+  const float scale = b.scale;
+  Scratch& sc = tls_scratch;
+  // Layout: s[group][lp], o[group][hd].
+  float* s = sc.floats(static_cast<size_t>(group) * lp + static_cast<size_t>(group) * hd + 16);
+  float* o = s + static_cast<size_t>(group) * lp;
+  if (sc.ptrs.size() < 2 * kChunk) sc.ptrs.resize(2 * kChunk);
+  const float** krow = sc.ptrs.data();
+  const float** vrow = krow + kChunk;
+  const int32_t* tab = J.table(t);
+  const int off = kvh * hd;
+  const float* qbase = J.q + static_cast<size_t>(t) * J.q_stride + static_cast<size_t>(kvh * group) * hd;
+
+  // Scores, 8 entries at a time per head.
+  for (int c0 = 0; c0 < len; c0 += kChunk) {
+    const int n = std::min(kChunk, len - c0);
+    J.rows(J.kc, tab, off, c0, n, krow);
+    for (int j = n; j < static_cast<int>(round8(n)); j++) krow[j] = krow[0];  // padding lanes, dropped below
+    for (int j0 = 0; j0 < n; j0 += 8) {
+      for (int g = 0; g < group; g++) {
+        const float* qg = qbase + static_cast<size_t>(g) * hd;
+        __m256 acc[8];
+        for (int k = 0; k < 8; k++) acc[k] = _mm256_setzero_ps();
+        for (int d = 0; d < hd; d += 8) {
+          __m256 qv = _mm256_loadu_ps(qg + d);
+          for (int k = 0; k < 8; k++) acc[k] = _mm256_fmadd_ps(qv, _mm256_loadu_ps(krow[j0 + k] + d), acc[k]);
+        }
+        // s has room for lp >= c0 + j0 + 8 floats per row.
+        _mm256_storeu_ps(s + static_cast<size_t>(g) * lp + c0 + j0, reduce8(acc));
+      }
+    }
+  }
+  // Softmax numerators and sums per head.
+  float inv[64];
+  std::vector<float> inv_big;
+  float* invp = inv;
+  if (group > 64) {
+    inv_big.resize(group);
+    invp = inv_big.data();
+  }
+  const __m256 vscale = _mm256_set1_ps(scale);
+  const int full = len & ~7;
+  for (int g = 0; g < group; g++) {
+    float* sg = s + static_cast<size_t>(g) * lp;
+    __m256 mxv = _mm256_set1_ps(-INFINITY);
+    for (int j = 0; j < full; j += 8) mxv = _mm256_max_ps(mxv, _mm256_loadu_ps(sg + j));
+    float mx = hmax8(mxv);
+    for (int j = full; j < len; j++) mx = std::max(mx, sg[j]);
+    for (int j = len; j < lp; j++) sg[j] = -INFINITY;
+    const __m256 mxs = _mm256_set1_ps(mx * scale);
+    __m256 sum = _mm256_setzero_ps();
+    for (int j = 0; j < lp; j += 8) {
+      __m256 p = exp8(_mm256_fmsub_ps(_mm256_loadu_ps(sg + j), vscale, mxs));
+      _mm256_storeu_ps(sg + j, p);
+      sum = _mm256_add_ps(sum, p);
+    }
+    invp[g] = 1.0f / hsum8(sum);
+  }
+  // P·V in chunks (V rows of a chunk stay in L1 across the head_dim blocks).
+  for (int c0 = 0; c0 < len; c0 += kChunk) {
+    const int n = std::min(kChunk, len - c0);
+    J.rows(J.vc, tab, off, c0, n, vrow);
+    pv_all(s + c0, lp, 1, vrow, n, hd, c0 == 0 ? Start::kZero : Start::kLoad, nullptr, o, hd, group);
+  }
+  float* dst = J.out + static_cast<size_t>(t) * b.heads * hd + static_cast<size_t>(kvh * group) * hd;
+  for (int g = 0; g < group; g++) {
+    const __m256 iv = _mm256_set1_ps(invp[g]);
+    for (int d = 0; d < hd; d += 8)
+      _mm256_storeu_ps(dst + static_cast<size_t>(g) * hd + d, _mm256_mul_ps(iv, _mm256_loadu_ps(o + static_cast<size_t>(g) * hd + d)));
+  }
+}
+
+// The plain path: one token, every head; scores, softmax (sum in double), and then P·V into out
+// when `write_out`, and/or the head-averaged probabilities added to `stats_row` when not null.
+// Statistics never change the output: with statistics, the output still comes from the path it
+// takes without them, and this runs once more for the probabilities only.
+void run_plain(const Job& J, int t, bool write_out, float* stats_row) {
+  const AttentionBatch& b = *J.b;
+  const int hd = J.hd, len = b.token_len[t];
+  Scratch& sc = tls_scratch;
+  float* scores = sc.floats(static_cast<size_t>(len) + hd);
+  float* acc = scores + len;
+  if (sc.ptrs.size() < 2 * static_cast<size_t>(len)) sc.ptrs.resize(2 * static_cast<size_t>(len));
+  const int32_t* tab = J.table(t);
+  const float weight = 1.0f / b.heads;
+  const float** krow = sc.ptrs.data();
+  const float** vrow = krow + len;
+  for (int h = 0; h < b.heads; h++) {
+    const int off = (h / J.group) * hd;
+    J.rows(J.kc, tab, off, 0, len, krow);
+    const float* qh = J.q + static_cast<size_t>(t) * J.q_stride + static_cast<size_t>(h) * hd;
+    float best = -INFINITY;
+    for (int j = 0; j < len; j++) {
+      float dot = 0;
+      for (int d = 0; d < hd; d++) dot += qh[d] * krow[j][d];
+      scores[j] = dot * b.scale;
+      best = std::max(best, scores[j]);
+    }
+    double total = 0;
+    for (int j = 0; j < len; j++) {
+      scores[j] = std::exp(scores[j] - best);
+      total += scores[j];
+    }
+    const float inverse = static_cast<float>(1.0 / total);
+    if (stats_row)
+      for (int j = 0; j < len; j++) stats_row[j] += scores[j] * inverse * weight;
+    if (!write_out) continue;
+    J.rows(J.vc, tab, off, 0, len, vrow);
+    for (int d = 0; d < hd; d++) acc[d] = 0.f;
+    for (int j = 0; j < len; j++) {
+      const float p = scores[j] * inverse;
+      for (int d = 0; d < hd; d++) acc[d] += p * vrow[j][d];
+    }
+    std::memcpy(J.out + static_cast<size_t>(t) * b.heads * hd + static_cast<size_t>(h) * hd, acc, static_cast<size_t>(hd) * 4);
+  }
+}
+
+}  // namespace
+
+void cpu_attention(const float* q, int q_stride, const AttentionBatch& b, const float* k_cache, const float* v_cache,
+                   int kv_width, int block_size, int threads, float* out) {
+  const int n = b.n_tokens;
+  if (n <= 0) return;
+  Job J{q, q_stride, &b, k_cache, v_cache, kv_width, block_size, b.head_dim, b.heads / b.kv_heads, out};
+  const bool stats = b.stat_row != nullptr;
+  const bool fast = J.hd % 8 == 0;
+  auto has_stats = [&](int t) { return stats && b.stat_row[t] >= 0; };
+
+  if (stats)
+    for (int t = 0; t < n; t++)
+      if (has_stats(t)) std::memset(b.stats + static_cast<size_t>(b.stat_row[t]) * b.max_len, 0, static_cast<size_t>(b.max_len) * 4);
+
+  // Work items: runs of consecutive tokens of one sequence become tiles (x kv heads) when they
+  // give at least 8 query rows; other tokens are per-token items (x kv heads); every token is a
+  // plain item when head_dim is not a multiple of 8. Tokens with a statistics row add a
+  // statistics item (the outputs do not depend on whether statistics are asked for).
+  std::vector<Item> items;
+  const int tile_tokens = std::max(1, kTileRows / J.group);
+  const int spread = 2 * kChunk;  // a tile's lengths stay within this of each other
+  for (int t = 0; t < n;) {
+    if (!fast) {
+      items.push_back({Item::kPlain, t, 1, 0, 2.0 * b.token_len[t] * b.heads});
+      t++;
+      continue;
+    }
+    int end = t + 1;
+    int lo = b.token_len[t], hi = lo;
+    while (end < n && end - t < tile_tokens && b.token_seq[end] == b.token_seq[t]) {
+      const int len = b.token_len[end];
+      if (std::max(hi, len) - std::min(lo, len) > spread) break;
+      lo = std::min(lo, len);
+      hi = std::max(hi, len);
+      end++;
+    }
+    const int count = end - t;
+    if (count >= 2 && count * J.group >= 8) {
+      for (int h = 0; h < b.kv_heads; h++) items.push_back({Item::kTile, t, count, h, static_cast<double>(hi) * count * J.group});
+      t = end;
+    } else {
+      for (int h = 0; h < b.kv_heads; h++) items.push_back({Item::kToken, t, 1, h, static_cast<double>(b.token_len[t]) * J.group});
+      t++;
+    }
+  }
+  if (stats)
+    for (int t = 0; t < n; t++)
+      if (has_stats(t)) items.push_back({Item::kStats, t, 1, 0, 1.0 * b.token_len[t] * b.heads});
+  std::stable_sort(items.begin(), items.end(), [](const Item& a, const Item& c) { return a.cost > c.cost; });
+
+  const int n_items = static_cast<int>(items.size());
+  const int team = std::max(1, std::min(threads > 0 ? threads : omp_get_max_threads(), n_items));
+#pragma omp parallel for num_threads(team) schedule(dynamic, 1) if (team > 1)
+  for (int i = 0; i < n_items; i++) {
+    const Item& it = items[i];
+    switch (it.kind) {
+      case Item::kTile: run_tile(J, it.first, it.count, it.kvh); break;
+      case Item::kToken: run_token(J, it.first, it.kvh); break;
+      case Item::kPlain: run_plain(J, it.first, true, nullptr); break;
+      case Item::kStats: run_plain(J, it.first, false, b.stats + static_cast<size_t>(b.stat_row[it.first]) * b.max_len); break;
+    }
+  }
+}
+
+}  // namespace ctxr

@@ -1,0 +1,29 @@
+// Paged attention for the CPU backend (AVX2 + FMA, OpenMP). Semantics are those of
+// Backend::attention (backend.h): token t of the batch attends to entries 0..token_len[t]-1 of
+// its sequence, entry s living in row table[s / block_size] * block_size + s % block_size of the
+// layer's K and V caches ([num_blocks * block_size][kv_width] float32, kv head j at columns
+// j*head_dim .. j*head_dim+head_dim-1).
+//
+// Paths:
+//   prefill tiles  consecutive tokens of one sequence (up to ~64 query rows = tokens x the query
+//                  heads sharing a kv head) against 64-entry K/V chunks: an AVX2 micro-GEMM for
+//                  the scores (transposed, so rows are vector lanes), online softmax per row
+//                  (running max and sum, accumulator rescaled), a micro-GEMM for P·V; each row is
+//                  masked at its own causal length.
+//   per token      single tokens (decode, or runs too short for a tile): all query heads of one
+//                  kv head together, every K/V row read once per kv head; scores, softmax, P·V.
+//   statistics     tokens with a statistics row (stat_row[t] >= 0; rows distinct) get the
+//                  head-averaged probabilities from an extra plain pass (scores, softmax) that
+//                  writes no output: the output is bitwise the same with and without statistics.
+// head_dim not a multiple of 8 uses the plain path for every token.
+#pragma once
+#include <cstdint>
+
+#include "backend.h"
+
+namespace ctxr {
+
+void cpu_attention(const float* q, int q_stride, const AttentionBatch& batch, const float* k_cache, const float* v_cache,
+                   int kv_width, int block_size, int threads, float* out);
+
+}  // namespace ctxr

@@ -1,0 +1,301 @@
+// CPU paged attention (cpu/attention_cpu.cpp) against a double-precision reference: random
+// paged layouts (shuffled block tables, ragged lengths), GQA groups 1/3/4, head_dim 16/64/128 and
+// odd ones, prefill tiles with partial tiles, chunked prefill, decode, mixed batches, recomputed
+// scattered tokens, statistics on and off, 1 and 2 threads, and the Backend wiring.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <numeric>
+#include <random>
+#include <vector>
+
+#include "backend.h"
+#include "cpu/attention_cpu.h"
+#include "runner_test.h"
+
+namespace {
+
+// New tokens of one sequence: the sequence indices they sit at (any order).
+struct SeqSpec {
+  int len;                   // entries the sequence has (max index + 1 at least)
+  std::vector<int> indices;  // new tokens, in batch order
+};
+
+struct Layout {
+  int heads, kv_heads, hd, block_size, num_blocks;
+  int q_stride;
+  std::vector<SeqSpec> seqs;
+  std::vector<float> k, v;  // [num_blocks*block_size][kv_width]
+  std::vector<int32_t> tables, token_seq, token_len, stat_row;
+  int max_blocks = 1, max_len = 0, n = 0, stat_rows = 0;
+  std::vector<float> q;  // [n][q_stride]
+  int kv_width() const { return kv_heads * hd; }
+};
+
+// Builds caches, shuffled block tables and queries. q_gain > 1 makes the softmax peaky.
+Layout make_layout(int heads, int kv_heads, int hd, int block_size, std::vector<SeqSpec> seqs, bool with_stats, uint32_t seed,
+                   float q_gain = 1.f) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(-1.f, 1.f);
+  Layout L;
+  L.heads = heads;
+  L.kv_heads = kv_heads;
+  L.hd = hd;
+  L.block_size = block_size;
+  L.seqs = std::move(seqs);
+  int needed = 0;
+  for (const auto& s : L.seqs) {
+    int blocks = (s.len + block_size - 1) / block_size;
+    needed += blocks;
+    L.max_blocks = std::max(L.max_blocks, blocks);
+  }
+  L.num_blocks = needed + 5;  // a few blocks nobody uses
+  std::vector<int> ids(L.num_blocks);
+  std::iota(ids.begin(), ids.end(), 0);
+  std::shuffle(ids.begin(), ids.end(), rng);
+  L.tables.assign(L.seqs.size() * L.max_blocks, 0);
+  int next = 0;
+  for (size_t s = 0; s < L.seqs.size(); s++) {
+    int blocks = (L.seqs[s].len + block_size - 1) / block_size;
+    for (int b = 0; b < blocks; b++) L.tables[s * L.max_blocks + b] = ids[next++];
+  }
+  const size_t cache = static_cast<size_t>(L.num_blocks) * block_size * L.kv_width();
+  L.k.resize(cache);
+  L.v.resize(cache);
+  for (auto& x : L.k) x = u(rng);
+  for (auto& x : L.v) x = u(rng);
+  for (size_t s = 0; s < L.seqs.size(); s++) {
+    for (int idx : L.seqs[s].indices) {
+      L.token_seq.push_back(static_cast<int32_t>(s));
+      L.token_len.push_back(idx + 1);
+      L.max_len = std::max(L.max_len, idx + 1);
+      L.stat_row.push_back(-1);
+    }
+  }
+  L.n = static_cast<int>(L.token_seq.size());
+  if (with_stats) {
+    // Every other token gets a statistics row (in reverse order), the rest none.
+    for (int t = L.n - 1; t >= 0; t--)
+      if ((t + static_cast<int>(seed)) % 2 == 0) L.stat_row[t] = L.stat_rows++;
+  }
+  L.q_stride = heads * hd + 2 * L.kv_width() + 3;  // like the fused q|k|v rows, plus odd padding
+  L.q.resize(static_cast<size_t>(L.n) * L.q_stride);
+  for (auto& x : L.q) x = q_gain * u(rng);
+  return L;
+}
+
+ctxr::AttentionBatch batch_of(const Layout& L, std::vector<float>* stats) {
+  ctxr::AttentionBatch b{};
+  b.n_tokens = L.n;
+  b.heads = L.heads;
+  b.kv_heads = L.kv_heads;
+  b.head_dim = L.hd;
+  b.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(L.hd)));
+  b.block_tables = L.tables.data();
+  b.max_blocks = L.max_blocks;
+  b.token_seq = L.token_seq.data();
+  b.token_len = L.token_len.data();
+  b.max_len = L.max_len;
+  if (stats) {
+    stats->assign(static_cast<size_t>(std::max(1, L.stat_rows)) * L.max_len, std::numeric_limits<float>::quiet_NaN());
+    b.stat_row = L.stat_row.data();
+    b.stats = stats->data();
+  }
+  return b;
+}
+
+// Double-precision reference: out [n][heads*hd], stats [stat_rows][max_len].
+void reference(const Layout& L, std::vector<double>& out, std::vector<double>& stats) {
+  const int group = L.heads / L.kv_heads, w = L.kv_width();
+  const double scale = 1.0 / std::sqrt(static_cast<double>(L.hd));
+  out.assign(static_cast<size_t>(L.n) * L.heads * L.hd, 0.0);
+  stats.assign(static_cast<size_t>(std::max(1, L.stat_rows)) * L.max_len, 0.0);
+  std::vector<double> p;
+  for (int t = 0; t < L.n; t++) {
+    const int len = L.token_len[t];
+    const int32_t* table = L.tables.data() + static_cast<size_t>(L.token_seq[t]) * L.max_blocks;
+    auto slot = [&](int s) { return static_cast<size_t>(table[s / L.block_size]) * L.block_size + s % L.block_size; };
+    for (int h = 0; h < L.heads; h++) {
+      const float* qh = L.q.data() + static_cast<size_t>(t) * L.q_stride + static_cast<size_t>(h) * L.hd;
+      const int off = (h / group) * L.hd;
+      p.assign(len, 0.0);
+      double best = -INFINITY;
+      for (int s = 0; s < len; s++) {
+        const float* kr = L.k.data() + slot(s) * w + off;
+        double dot = 0;
+        for (int d = 0; d < L.hd; d++) dot += static_cast<double>(qh[d]) * kr[d];
+        p[s] = dot * scale;
+        best = std::max(best, p[s]);
+      }
+      double total = 0;
+      for (int s = 0; s < len; s++) total += (p[s] = std::exp(p[s] - best));
+      for (int s = 0; s < len; s++) p[s] /= total;
+      double* o = out.data() + static_cast<size_t>(t) * L.heads * L.hd + static_cast<size_t>(h) * L.hd;
+      for (int s = 0; s < len; s++) {
+        const float* vr = L.v.data() + slot(s) * w + off;
+        for (int d = 0; d < L.hd; d++) o[d] += p[s] * vr[d];
+      }
+      if (L.stat_row[t] >= 0)
+        for (int s = 0; s < len; s++) stats[static_cast<size_t>(L.stat_row[t]) * L.max_len + s] += p[s] / L.heads;
+    }
+  }
+}
+
+void check(const Layout& L, const std::vector<float>& out, const std::vector<float>* stats, const char* what) {
+  std::vector<double> ref, ref_stats;
+  reference(L, ref, ref_stats);
+  const size_t width = static_cast<size_t>(L.heads) * L.hd;
+  for (int t = 0; t < L.n; t++) {
+    for (size_t c = 0; c < width; c++) {
+      const double got = out[t * width + c], want = ref[t * width + c];
+      CHECK_MSG(std::fabs(got - want) <= 2e-5 + 2e-5 * std::fabs(want),
+                what << ": token " << t << " (len " << L.token_len[t] << ") head " << c / L.hd << " dim " << c % L.hd << ": got " << got
+                     << ", want " << want);
+    }
+  }
+  if (!stats) return;
+  for (int t = 0; t < L.n; t++) {
+    if (L.stat_row[t] < 0) continue;
+    const size_t row = static_cast<size_t>(L.stat_row[t]) * L.max_len;
+    for (int s = 0; s < L.max_len; s++) {
+      const double got = (*stats)[row + s], want = s < L.token_len[t] ? ref_stats[row + s] : 0.0;
+      CHECK_MSG(std::fabs(got - want) <= 1e-6, what << ": stats of token " << t << " entry " << s << ": got " << got << ", want " << want);
+    }
+  }
+}
+
+// Runs cpu_attention (NaN-filled output with guards); returns the output.
+std::vector<float> run_once(const Layout& L, bool with_stats, int threads, std::vector<float>* stats, const char* what) {
+  const size_t size = static_cast<size_t>(L.n) * L.heads * L.hd;
+  const float guard = -777.25f;
+  std::vector<float> buf(size + 32, guard);
+  std::fill(buf.begin() + 16, buf.begin() + 16 + size, std::numeric_limits<float>::quiet_NaN());
+  ctxr::AttentionBatch b = batch_of(L, with_stats ? stats : nullptr);
+  ctxr::cpu_attention(L.q.data(), L.q_stride, b, L.k.data(), L.v.data(), L.kv_width(), L.block_size, threads, buf.data() + 16);
+  for (int i = 0; i < 16; i++) CHECK_MSG(buf[i] == guard && buf[16 + size + i] == guard, what << ": wrote outside out");
+  return std::vector<float>(buf.begin() + 16, buf.begin() + 16 + size);
+}
+
+// Checks 1 and 2 threads against the reference; the output must be bitwise the same for both
+// thread counts and with or without statistics.
+void run_and_check(const Layout& L, bool with_stats, const char* what) {
+  std::vector<float> stats, none;
+  std::vector<float> first = run_once(L, with_stats, 1, &stats, what);
+  check(L, first, with_stats ? &stats : nullptr, what);
+  std::vector<float> second = run_once(L, with_stats, 2, &stats, what);
+  check(L, second, with_stats ? &stats : nullptr, what);
+  std::vector<float> other = run_once(L, !with_stats, 2, &none, what);
+  for (size_t i = 0; i < first.size(); i++) {
+    CHECK_MSG(std::memcmp(&first[i], &second[i], 4) == 0, what << ": 1 and 2 threads differ at " << i);
+    CHECK_MSG(std::memcmp(&first[i], &other[i], 4) == 0, what << ": statistics changed the output at " << i);
+  }
+}
+
+std::vector<int> range(int a, int b) {
+  std::vector<int> r;
+  for (int i = a; i < b; i++) r.push_back(i);
+  return r;
+}
+
+// A mixed batch: decode tokens, a fresh prefill (partial last tile), a chunked-prefill
+// continuation, a 2-token run, and a recompute of scattered tokens.
+std::vector<SeqSpec> mixed_seqs() {
+  return {
+      {301, {300}},                       // decode
+      {100, range(0, 100)},               // prefill, 100 tokens (partial tiles)
+      {170, range(37, 170)},              // chunked prefill continuing at 37
+      {1, {0}},                           // the very first token
+      {66, {64, 65}},                     // two tokens
+      {513, {512}},                       // decode at a block boundary + 1
+      {260, {5, 70, 71, 72, 200, 259}},   // recompute of scattered tokens
+  };
+}
+
+}  // namespace
+
+RUNNER_TEST(attention, gqa_and_head_dims) {
+  for (int group : {1, 3, 4}) {
+    for (int hd : {16, 64, 128}) {
+      Layout L = make_layout(2 * group, 2, hd, 16, mixed_seqs(), false, 100 + group * 7 + hd);
+      run_and_check(L, false, "gqa/head_dim");
+    }
+  }
+}
+
+RUNNER_TEST(attention, statistics) {
+  for (int group : {1, 3}) {
+    for (int hd : {16, 64}) {
+      Layout L = make_layout(4 * group, 4, hd, 16, mixed_seqs(), true, 200 + group + hd);
+      run_and_check(L, true, "statistics");
+      run_and_check(L, false, "statistics off");
+    }
+  }
+}
+
+RUNNER_TEST(attention, block_sizes_and_odd_head_dims) {
+  // Odd block sizes cut chunks mid-block; head_dim 24 takes the 8-wide P·V tail; 12 and 20 are
+  // not multiples of 8 (plain path).
+  const int cases[][3] = {{32, 64, 3}, {5, 64, 3}, {7, 24, 4}, {16, 12, 2}, {3, 20, 1}, {1, 32, 4}};
+  uint32_t seed = 300;
+  for (const auto& c : cases) {
+    Layout L = make_layout(2 * c[2], 2, c[1], c[0], mixed_seqs(), (seed & 1) != 0, seed);
+    run_and_check(L, (seed & 1) != 0, "block sizes / odd head_dim");
+    seed++;
+  }
+}
+
+RUNNER_TEST(attention, long_prefill_peaky) {
+  // A long prefill with large scores (softmax dominated by few entries, running max changes
+  // between chunks), plus a decode of another sequence in the same batch.
+  for (float gain : {1.f, 12.f}) {
+    Layout L = make_layout(12, 4, 64, 16, {{700, range(0, 700)}, {450, {449}}}, false, 400 + static_cast<uint32_t>(gain), gain);
+    run_and_check(L, false, "long prefill");
+  }
+}
+
+RUNNER_TEST(attention, unordered_runs) {
+  // Tokens of one sequence in decreasing and shuffled index order, and lengths far apart inside
+  // what would be one tile.
+  std::vector<int> down = range(0, 90);
+  std::reverse(down.begin(), down.end());
+  std::vector<int> shuffled = range(10, 120);
+  std::shuffle(shuffled.begin(), shuffled.end(), std::mt19937(5));
+  std::vector<int> far = {0, 1, 2, 400, 401, 3, 402, 4, 5, 6, 7, 8, 9};
+  Layout L = make_layout(6, 2, 64, 16, {{90, down}, {120, shuffled}, {403, far}}, false, 500);
+  run_and_check(L, false, "unordered");
+  Layout S = make_layout(6, 2, 64, 16, {{90, down}, {120, shuffled}, {403, far}}, true, 501);
+  run_and_check(S, true, "unordered with statistics");
+}
+
+RUNNER_TEST(attention, many_decodes) {
+  std::vector<SeqSpec> seqs;
+  std::mt19937 rng(7);
+  for (int i = 0; i < 9; i++) {
+    int len = 1 + static_cast<int>(rng() % 600);
+    seqs.push_back({len, {len - 1}});
+  }
+  for (int group : {1, 3, 4}) {
+    Layout L = make_layout(4 * group, 4, 64, 16, seqs, false, 600 + group);
+    run_and_check(L, false, "decodes");
+  }
+}
+
+RUNNER_TEST(attention, backend_wiring) {
+  // The same through the CPU Backend: kv_write into the paged cache, then attention.
+  Layout L = make_layout(12, 4, 64, 16, mixed_seqs(), true, 700);
+  std::unique_ptr<ctxr::Backend> cpu(ctxr::make_cpu_backend(2));
+  ctxr::KvGeometry g{2, L.num_blocks, L.block_size, L.kv_width()};
+  cpu->kv_init(g);
+  const int slots = L.num_blocks * L.block_size;
+  std::vector<int32_t> all(slots);
+  std::iota(all.begin(), all.end(), 0);
+  cpu->kv_write(1, L.k.data(), L.v.data(), L.kv_width(), all.data(), slots);
+  std::vector<float> stats;
+  ctxr::AttentionBatch b = batch_of(L, &stats);
+  std::vector<float> out(static_cast<size_t>(L.n) * L.heads * L.hd, std::numeric_limits<float>::quiet_NaN());
+  cpu->attention(1, L.q.data(), L.q_stride, b, out.data());
+  check(L, out, &stats, "backend");
+}

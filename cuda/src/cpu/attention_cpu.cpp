@@ -65,19 +65,27 @@ inline __m256 reduce8(const __m256* a) {
 template <int NK, int NV>
 inline void score_kernel(const float* qt, int qs, const float* const* krow, int hd, float* st, int ss) {
   __m256 acc[NK][NV];
+  #pragma GCC unroll 8
   for (int k = 0; k < NK; k++)
+    #pragma GCC unroll 8
     for (int v = 0; v < NV; v++) acc[k][v] = _mm256_setzero_ps();
   const float* kr[NK];
+  #pragma GCC unroll 8
   for (int k = 0; k < NK; k++) kr[k] = krow[k];
   for (int d = 0; d < hd; d++) {
     __m256 q[NV];
+    #pragma GCC unroll 8
     for (int v = 0; v < NV; v++) q[v] = _mm256_loadu_ps(qt + static_cast<size_t>(d) * qs + 8 * v);
+    #pragma GCC unroll 8
     for (int k = 0; k < NK; k++) {
       __m256 b = _mm256_broadcast_ss(kr[k] + d);
+      #pragma GCC unroll 8
       for (int v = 0; v < NV; v++) acc[k][v] = _mm256_fmadd_ps(q[v], b, acc[k][v]);
     }
   }
+  #pragma GCC unroll 8
   for (int k = 0; k < NK; k++)
+    #pragma GCC unroll 8
     for (int v = 0; v < NV; v++) _mm256_storeu_ps(st + static_cast<size_t>(k) * ss + 8 * v, acc[k][v]);
 }
 
@@ -105,7 +113,9 @@ template <int NR, int NV>
 inline void pv_kernel(const float* p, ptrdiff_t ps_r, ptrdiff_t ps_j, const float* const* vrow, int n, int d0, Start start,
                       const float* alpha, float* o, int os) {
   __m256 acc[NR][NV];
+  #pragma GCC unroll 8
   for (int r = 0; r < NR; r++) {
+    #pragma GCC unroll 8
     for (int v = 0; v < NV; v++) {
       if (start == Start::kZero) {
         acc[r][v] = _mm256_setzero_ps();
@@ -116,17 +126,23 @@ inline void pv_kernel(const float* p, ptrdiff_t ps_r, ptrdiff_t ps_j, const floa
     }
   }
   const float* pr[NR];
+  #pragma GCC unroll 8
   for (int r = 0; r < NR; r++) pr[r] = p + r * ps_r;
   for (int j = 0; j < n; j++) {
     __m256 x[NV];
+    #pragma GCC unroll 8
     for (int v = 0; v < NV; v++) x[v] = _mm256_loadu_ps(vrow[j] + d0 + 8 * v);
     const ptrdiff_t off = j * ps_j;
+    #pragma GCC unroll 8
     for (int r = 0; r < NR; r++) {
       __m256 b = _mm256_broadcast_ss(pr[r] + off);
+      #pragma GCC unroll 8
       for (int v = 0; v < NV; v++) acc[r][v] = _mm256_fmadd_ps(b, x[v], acc[r][v]);
     }
   }
+  #pragma GCC unroll 8
   for (int r = 0; r < NR; r++)
+    #pragma GCC unroll 8
     for (int v = 0; v < NV; v++) _mm256_storeu_ps(o + static_cast<size_t>(r) * os + d0 + 8 * v, acc[r][v]);
 }
 

@@ -281,6 +281,14 @@ RUNNER_TEST(attention, many_decodes) {
     Layout L = make_layout(4 * group, 4, 64, 16, seqs, false, 600 + group);
     run_and_check(L, false, "decodes");
   }
+  // Few long decodes: their entries are split into parts that are merged afterwards (3 and 2
+  // parts here, one too short to split, and 5 parts alone), with and without statistics, peaky or not.
+  for (float gain : {1.f, 12.f}) {
+    Layout L = make_layout(12, 4, 64, 16, {{2000, {1999}}, {700, {699}}, {100, {99}}}, gain > 1.f, 650, gain);
+    run_and_check(L, gain > 1.f, "split decodes");
+    Layout M = make_layout(8, 1, 128, 32, {{1500, {1499}}}, false, 651, gain);
+    run_and_check(M, false, "one split decode");
+  }
 }
 
 RUNNER_TEST(attention, backend_wiring) {

@@ -110,8 +110,8 @@ enum class Start { kZero, kLoad, kScaled };  // 0; o; o * alpha[r]
 // o[r][d0 .. d0+8*NV) = start(o[r][..]) + Σ_j p(r, j) · vrow[j][..] for NR rows, where
 // p(r, j) = p[r * ps_r + j * ps_j].
 template <int NR, int NV>
-inline void pv_kernel(const float* p, ptrdiff_t ps_r, ptrdiff_t ps_j, const float* const* vrow, int n, int d0, Start start,
-                      const float* alpha, float* o, int os) {
+inline void pv_kernel(const float* p, ptrdiff_t ps_r, ptrdiff_t ps_j, const float* const* vrow, int voff, int n, int d0,
+                      Start start, const float* alpha, float* o, int os) {
   __m256 acc[NR][NV];
   #pragma GCC unroll 8
   for (int r = 0; r < NR; r++) {
@@ -131,7 +131,7 @@ inline void pv_kernel(const float* p, ptrdiff_t ps_r, ptrdiff_t ps_j, const floa
   for (int j = 0; j < n; j++) {
     __m256 x[NV];
     #pragma GCC unroll 8
-    for (int v = 0; v < NV; v++) x[v] = _mm256_loadu_ps(vrow[j] + d0 + 8 * v);
+    for (int v = 0; v < NV; v++) x[v] = _mm256_loadu_ps(vrow[j] + voff + d0 + 8 * v);
     const ptrdiff_t off = j * ps_j;
     #pragma GCC unroll 8
     for (int r = 0; r < NR; r++) {
@@ -147,27 +147,27 @@ inline void pv_kernel(const float* p, ptrdiff_t ps_r, ptrdiff_t ps_j, const floa
 }
 
 template <int NR>
-inline void pv_rows(const float* p, ptrdiff_t ps_r, ptrdiff_t ps_j, const float* const* vrow, int n, int hd, Start start,
+inline void pv_rows(const float* p, ptrdiff_t ps_r, ptrdiff_t ps_j, const float* const* vrow, int voff, int n, int hd, Start start,
                     const float* alpha, float* o, int os) {
   int d0 = 0;
-  for (; d0 + 16 <= hd; d0 += 16) pv_kernel<NR, 2>(p, ps_r, ps_j, vrow, n, d0, start, alpha, o, os);
-  if (d0 < hd) pv_kernel<NR, 1>(p, ps_r, ps_j, vrow, n, d0, start, alpha, o, os);
+  for (; d0 + 16 <= hd; d0 += 16) pv_kernel<NR, 2>(p, ps_r, ps_j, vrow, voff, n, d0, start, alpha, o, os);
+  if (d0 < hd) pv_kernel<NR, 1>(p, ps_r, ps_j, vrow, voff, n, d0, start, alpha, o, os);
 }
 
-// P·V for m rows (blocks of up to 6); o has row stride os.
-inline void pv_all(const float* p, ptrdiff_t ps_r, ptrdiff_t ps_j, const float* const* vrow, int n, int hd, Start start,
+// P·V for m rows (blocks of up to 6); o has row stride os; V columns start at voff of each row.
+inline void pv_all(const float* p, ptrdiff_t ps_r, ptrdiff_t ps_j, const float* const* vrow, int voff, int n, int hd, Start start,
                    const float* alpha, float* o, int os, int m) {
   for (int r0 = 0; r0 < m; r0 += 6) {
     const float* pp = p + r0 * ps_r;
     const float* a = alpha ? alpha + r0 : nullptr;
     float* oo = o + static_cast<size_t>(r0) * os;
     switch (std::min(6, m - r0)) {
-      case 6: pv_rows<6>(pp, ps_r, ps_j, vrow, n, hd, start, a, oo, os); break;
-      case 5: pv_rows<5>(pp, ps_r, ps_j, vrow, n, hd, start, a, oo, os); break;
-      case 4: pv_rows<4>(pp, ps_r, ps_j, vrow, n, hd, start, a, oo, os); break;
-      case 3: pv_rows<3>(pp, ps_r, ps_j, vrow, n, hd, start, a, oo, os); break;
-      case 2: pv_rows<2>(pp, ps_r, ps_j, vrow, n, hd, start, a, oo, os); break;
-      default: pv_rows<1>(pp, ps_r, ps_j, vrow, n, hd, start, a, oo, os); break;
+      case 6: pv_rows<6>(pp, ps_r, ps_j, vrow, voff, n, hd, start, a, oo, os); break;
+      case 5: pv_rows<5>(pp, ps_r, ps_j, vrow, voff, n, hd, start, a, oo, os); break;
+      case 4: pv_rows<4>(pp, ps_r, ps_j, vrow, voff, n, hd, start, a, oo, os); break;
+      case 3: pv_rows<3>(pp, ps_r, ps_j, vrow, voff, n, hd, start, a, oo, os); break;
+      case 2: pv_rows<2>(pp, ps_r, ps_j, vrow, voff, n, hd, start, a, oo, os); break;
+      default: pv_rows<1>(pp, ps_r, ps_j, vrow, voff, n, hd, start, a, oo, os); break;
     }
   }
 }
@@ -197,10 +197,18 @@ struct Job {
   }
 };
 
+// Prefetches `width` floats at each of n rows (decode streams K and V from memory).
+inline void prefetch_rows(const float* const* rows, int n, int width) {
+  for (int j = 0; j < n; j++)
+    for (int d = 0; d < width; d += 16) _mm_prefetch(reinterpret_cast<const char*>(rows[j] + d), _MM_HINT_T0);
+}
+
 struct Item {
   enum Kind : int { kTile, kToken, kPlain, kStats } kind;
-  int first, count, kvh;
+  int first, count, kvh;  // tile: tokens first .. first+count-1, kv head kvh; others: token first
+  int a, e;               // kToken: entries a .. e-1
   double cost;
+  float* part;            // kToken split into parts: where this part's partial results go
 };
 
 // Per-thread scratch, grown as needed and kept across calls (OpenMP threads persist).
@@ -309,7 +317,7 @@ void run_tile(const Job& J, int first, int count, int kvh) {
       _mm256_storeu_ps(alpha + i0, a);
     }
     // o = o * alpha + P·V (the first chunk starts from zero).
-    pv_all(s, 1, mp, vrow, n, hd, c0 == 0 ? Start::kZero : Start::kScaled, alpha, o, hd, m);
+    pv_all(s, 1, mp, vrow, 0, n, hd, c0 == 0 ? Start::kZero : Start::kScaled, alpha, o, hd, m);
   }
   for (int i = 0; i < m; i++) {
     int t = first + i / group, g = i % group;
@@ -320,80 +328,129 @@ void run_tile(const Job& J, int first, int count, int kvh) {
   }
 }
 
-// One token, the `group` query heads of kv head kvh: scores of every entry, softmax, P·V.
-void run_token(const Job& J, int t, int kvh) {
+// One token, every head, entries [a, e) (the whole range or one part of a split): scores of
+// every entry for all heads at once, so K and V rows are read whole (a kv head's slice of a row
+// alone streams from memory at a fraction of the bandwidth), softmax, P·V. With a part, writes
+// the unnormalized partial (running max, sum, accumulator per head) to `part`
+// ([heads][hd + 2]: o, max, sum); otherwise the output row.
+void run_token(const Job& J, int t, int a, int e, float* part) {
   const AttentionBatch& b = *J.b;
-  const int hd = J.hd, group = J.group;
-  const int len = b.token_len[t];
+  const int hd = J.hd, group = J.group, heads = b.heads;
+  const int len = e - a;
   const int lp = static_cast<int>(round8(len));
   const float scale = b.scale;
   Scratch& sc = tls_scratch;
-  // Layout: s[group][lp], o[group][hd].
-  float* s = sc.floats(static_cast<size_t>(group) * lp + static_cast<size_t>(group) * hd + 16);
-  float* o = s + static_cast<size_t>(group) * lp;
+  // Layout: s[heads][lp], o[heads][hd], inv[heads].
+  float* s = sc.floats(static_cast<size_t>(heads) * lp + static_cast<size_t>(heads) * hd + heads + 16);
+  float* o = s + static_cast<size_t>(heads) * lp;
+  float* inv = o + static_cast<size_t>(heads) * hd;
   if (sc.ptrs.size() < 2 * kChunk) sc.ptrs.resize(2 * kChunk);
-  const float** krow = sc.ptrs.data();
-  const float** vrow = krow + kChunk;
+  const float** rows = sc.ptrs.data();  // and rows + kChunk: the next chunk
   const int32_t* tab = J.table(t);
-  const int off = kvh * hd;
-  const float* qbase = J.q + static_cast<size_t>(t) * J.q_stride + static_cast<size_t>(kvh * group) * hd;
+  const float* qbase = J.q + static_cast<size_t>(t) * J.q_stride;
 
-  // Scores, 8 entries at a time per head.
+  // Scores, 8 entries at a time for every head; the next chunk's rows are prefetched meanwhile.
+  const float** next_rows = rows + kChunk;
+  const int width = J.kv_width;
   for (int c0 = 0; c0 < len; c0 += kChunk) {
     const int n = std::min(kChunk, len - c0);
-    J.rows(J.kc, tab, off, c0, n, krow);
-    for (int j = n; j < static_cast<int>(round8(n)); j++) krow[j] = krow[0];  // padding lanes, dropped below
+    if (c0 == 0) J.rows(J.kc, tab, 0, a, n, rows);
+    else std::swap(rows, next_rows);
+    for (int j = n; j < static_cast<int>(round8(n)); j++) rows[j] = rows[0];  // padding lanes, dropped below
+    const int next = std::min(kChunk, len - c0 - kChunk);
+    if (next > 0) J.rows(J.kc, tab, 0, a + c0 + kChunk, next, next_rows);
     for (int j0 = 0; j0 < n; j0 += 8) {
-      for (int g = 0; g < group; g++) {
-        const float* qg = qbase + static_cast<size_t>(g) * hd;
+      if (next > j0) prefetch_rows(next_rows + j0, std::min(8, next - j0), width);
+      for (int h = 0; h < heads; h++) {
+        const float* qh = qbase + static_cast<size_t>(h) * hd;
+        const int off = (h / group) * hd;
         __m256 acc[8];
+#pragma GCC unroll 8
         for (int k = 0; k < 8; k++) acc[k] = _mm256_setzero_ps();
         for (int d = 0; d < hd; d += 8) {
-          __m256 qv = _mm256_loadu_ps(qg + d);
-          for (int k = 0; k < 8; k++) acc[k] = _mm256_fmadd_ps(qv, _mm256_loadu_ps(krow[j0 + k] + d), acc[k]);
+          __m256 qv = _mm256_loadu_ps(qh + d);
+#pragma GCC unroll 8
+          for (int k = 0; k < 8; k++) acc[k] = _mm256_fmadd_ps(qv, _mm256_loadu_ps(rows[j0 + k] + off + d), acc[k]);
         }
         // s has room for lp >= c0 + j0 + 8 floats per row.
-        _mm256_storeu_ps(s + static_cast<size_t>(g) * lp + c0 + j0, reduce8(acc));
+        _mm256_storeu_ps(s + static_cast<size_t>(h) * lp + c0 + j0, reduce8(acc));
       }
     }
   }
-  // Softmax numerators and sums per head.
-  float inv[64];
-  std::vector<float> inv_big;
-  float* invp = inv;
-  if (group > 64) {
-    inv_big.resize(group);
-    invp = inv_big.data();
-  }
+  rows = sc.ptrs.data();
+  next_rows = rows + kChunk;
+  // Softmax numerators, maxima and sums per head.
   const __m256 vscale = _mm256_set1_ps(scale);
   const int full = len & ~7;
-  for (int g = 0; g < group; g++) {
-    float* sg = s + static_cast<size_t>(g) * lp;
+  for (int h = 0; h < heads; h++) {
+    float* sh = s + static_cast<size_t>(h) * lp;
     __m256 mxv = _mm256_set1_ps(-INFINITY);
-    for (int j = 0; j < full; j += 8) mxv = _mm256_max_ps(mxv, _mm256_loadu_ps(sg + j));
+    for (int j = 0; j < full; j += 8) mxv = _mm256_max_ps(mxv, _mm256_loadu_ps(sh + j));
     float mx = hmax8(mxv);
-    for (int j = full; j < len; j++) mx = std::max(mx, sg[j]);
-    for (int j = len; j < lp; j++) sg[j] = -INFINITY;
+    for (int j = full; j < len; j++) mx = std::max(mx, sh[j]);
+    for (int j = len; j < lp; j++) sh[j] = -INFINITY;
     const __m256 mxs = _mm256_set1_ps(mx * scale);
     __m256 sum = _mm256_setzero_ps();
     for (int j = 0; j < lp; j += 8) {
-      __m256 p = exp8(_mm256_fmsub_ps(_mm256_loadu_ps(sg + j), vscale, mxs));
-      _mm256_storeu_ps(sg + j, p);
+      __m256 p = exp8(_mm256_fmsub_ps(_mm256_loadu_ps(sh + j), vscale, mxs));
+      _mm256_storeu_ps(sh + j, p);
       sum = _mm256_add_ps(sum, p);
     }
-    invp[g] = 1.0f / hsum8(sum);
+    const float total = hsum8(sum);
+    if (part) {
+      part[static_cast<size_t>(h) * (hd + 2) + hd] = mx;
+      part[static_cast<size_t>(h) * (hd + 2) + hd + 1] = total;
+    }
+    inv[h] = 1.0f / total;
   }
-  // P·V in chunks (V rows of a chunk stay in L1 across the head_dim blocks).
+  // P·V in chunks, a kv head at a time (its group of heads together); the next chunk's rows are
+  // prefetched a slice per kv head.
   for (int c0 = 0; c0 < len; c0 += kChunk) {
     const int n = std::min(kChunk, len - c0);
-    J.rows(J.vc, tab, off, c0, n, vrow);
-    pv_all(s + c0, lp, 1, vrow, n, hd, c0 == 0 ? Start::kZero : Start::kLoad, nullptr, o, hd, group);
+    if (c0 == 0) J.rows(J.vc, tab, 0, a, n, rows);
+    else std::swap(rows, next_rows);
+    const int next = std::min(kChunk, len - c0 - kChunk);
+    if (next > 0) J.rows(J.vc, tab, 0, a + c0 + kChunk, next, next_rows);
+    const int slice = (std::max(next, 0) + b.kv_heads - 1) / b.kv_heads;
+    for (int kvh = 0; kvh < b.kv_heads; kvh++) {
+      const int p0 = kvh * slice, p1 = std::min(next, p0 + slice);
+      if (p1 > p0) prefetch_rows(next_rows + p0, p1 - p0, width);
+      const int h0 = kvh * group;
+      pv_all(s + static_cast<size_t>(h0) * lp + c0, lp, 1, rows, kvh * hd, n, hd, c0 == 0 ? Start::kZero : Start::kLoad, nullptr,
+             o + static_cast<size_t>(h0) * hd, hd, group);
+    }
   }
-  float* dst = J.out + static_cast<size_t>(t) * b.heads * hd + static_cast<size_t>(kvh * group) * hd;
-  for (int g = 0; g < group; g++) {
-    const __m256 iv = _mm256_set1_ps(invp[g]);
-    for (int d = 0; d < hd; d += 8)
-      _mm256_storeu_ps(dst + static_cast<size_t>(g) * hd + d, _mm256_mul_ps(iv, _mm256_loadu_ps(o + static_cast<size_t>(g) * hd + d)));
+  for (int h = 0; h < heads; h++) {
+    const float* src = o + static_cast<size_t>(h) * hd;
+    if (part) {
+      std::memcpy(part + static_cast<size_t>(h) * (hd + 2), src, static_cast<size_t>(hd) * 4);
+    } else {
+      float* dst = J.out + static_cast<size_t>(t) * heads * hd + static_cast<size_t>(h) * hd;
+      const __m256 iv = _mm256_set1_ps(inv[h]);
+      for (int d = 0; d < hd; d += 8) _mm256_storeu_ps(dst + d, _mm256_mul_ps(iv, _mm256_loadu_ps(src + d)));
+    }
+  }
+}
+
+// Merges the parts of a split token: o = Σ w_p o_p / Σ w_p l_p, w_p = exp((m_p - max m) · scale).
+void combine_parts(const Job& J, int t, const float* parts, int n_parts) {
+  const AttentionBatch& b = *J.b;
+  const int hd = J.hd;
+  const size_t stride = static_cast<size_t>(b.heads) * (hd + 2);
+  for (int h = 0; h < b.heads; h++) {
+    float mx = -INFINITY;
+    for (int p = 0; p < n_parts; p++) mx = std::max(mx, parts[p * stride + static_cast<size_t>(h) * (hd + 2) + hd]);
+    float* dst = J.out + static_cast<size_t>(t) * b.heads * hd + static_cast<size_t>(h) * hd;
+    float total = 0;
+    for (int d = 0; d < hd; d++) dst[d] = 0.f;
+    for (int p = 0; p < n_parts; p++) {
+      const float* src = parts + p * stride + static_cast<size_t>(h) * (hd + 2);
+      const float w = std::exp((src[hd] - mx) * b.scale);
+      total += w * src[hd + 1];
+      for (int d = 0; d < hd; d++) dst[d] += w * src[d];
+    }
+    const float inverse = 1.0f / total;
+    for (int d = 0; d < hd; d++) dst[d] *= inverse;
   }
 }
 
@@ -462,11 +519,12 @@ void cpu_attention(const float* q, int q_stride, const AttentionBatch& b, const 
   // plain item when head_dim is not a multiple of 8. Tokens with a statistics row add a
   // statistics item (the outputs do not depend on whether statistics are asked for).
   std::vector<Item> items;
+  std::vector<int> singles;
   const int tile_tokens = std::max(1, kTileRows / J.group);
   const int spread = 2 * kChunk;  // a tile's lengths stay within this of each other
   for (int t = 0; t < n;) {
     if (!fast) {
-      items.push_back({Item::kPlain, t, 1, 0, 2.0 * b.token_len[t] * b.heads});
+      items.push_back({Item::kPlain, t, 1, 0, 0, 0, 2.0 * b.token_len[t] * b.heads, nullptr});
       t++;
       continue;
     }
@@ -481,16 +539,43 @@ void cpu_attention(const float* q, int q_stride, const AttentionBatch& b, const 
     }
     const int count = end - t;
     if (count >= 2 && count * J.group >= 8) {
-      for (int h = 0; h < b.kv_heads; h++) items.push_back({Item::kTile, t, count, h, static_cast<double>(hi) * count * J.group});
+      for (int h = 0; h < b.kv_heads; h++) items.push_back({Item::kTile, t, count, h, 0, 0, static_cast<double>(hi) * count * J.group, nullptr});
       t = end;
     } else {
-      for (int h = 0; h < b.kv_heads; h++) items.push_back({Item::kToken, t, 1, h, static_cast<double>(b.token_len[t]) * J.group});
+      singles.push_back(t);
       t++;
+    }
+  }
+  // Single tokens: all heads at once; with few of them, long ones are split into parts of at
+  // least kMinPart entries (the split depends on the batch only, never on the thread count, so
+  // results are the same on any number of threads).
+  constexpr int kMinPart = 256, kTargetItems = 8;
+  std::vector<float> parts;
+  std::vector<int> part_first;  // per single: index of its first part in `parts` (-1: not split)
+  std::vector<int> part_count;
+  {
+    const int want = singles.empty() ? 1 : (kTargetItems + static_cast<int>(singles.size()) - 1) / static_cast<int>(singles.size());
+    size_t total_parts = 0;
+    for (int t : singles) {
+      const int np = std::max(1, std::min(want, b.token_len[t] / kMinPart));
+      part_first.push_back(np > 1 ? static_cast<int>(total_parts) : -1);
+      part_count.push_back(np);
+      if (np > 1) total_parts += np;
+    }
+    const size_t part_floats = static_cast<size_t>(b.heads) * (J.hd + 2);
+    parts.resize(total_parts * part_floats);
+    for (size_t i = 0; i < singles.size(); i++) {
+      const int t = singles[i], len = b.token_len[t], np = part_count[i];
+      for (int p = 0; p < np; p++) {
+        const int a = static_cast<int>(static_cast<long>(len) * p / np), e = static_cast<int>(static_cast<long>(len) * (p + 1) / np);
+        float* dst = np > 1 ? parts.data() + (part_first[i] + p) * part_floats : nullptr;
+        items.push_back({Item::kToken, t, 1, 0, a, e, static_cast<double>(e - a) * b.heads, dst});
+      }
     }
   }
   if (stats)
     for (int t = 0; t < n; t++)
-      if (has_stats(t)) items.push_back({Item::kStats, t, 1, 0, 1.0 * b.token_len[t] * b.heads});
+      if (has_stats(t)) items.push_back({Item::kStats, t, 1, 0, 0, 0, 1.0 * b.token_len[t] * b.heads, nullptr});
   std::stable_sort(items.begin(), items.end(), [](const Item& a, const Item& c) { return a.cost > c.cost; });
 
   const int n_items = static_cast<int>(items.size());
@@ -500,11 +585,14 @@ void cpu_attention(const float* q, int q_stride, const AttentionBatch& b, const 
     const Item& it = items[i];
     switch (it.kind) {
       case Item::kTile: run_tile(J, it.first, it.count, it.kvh); break;
-      case Item::kToken: run_token(J, it.first, it.kvh); break;
+      case Item::kToken: run_token(J, it.first, it.a, it.e, it.part); break;
       case Item::kPlain: run_plain(J, it.first, true, nullptr); break;
       case Item::kStats: run_plain(J, it.first, false, b.stats + static_cast<size_t>(b.stat_row[it.first]) * b.max_len); break;
     }
   }
+  const size_t part_floats = static_cast<size_t>(b.heads) * (J.hd + 2);
+  for (size_t i = 0; i < singles.size(); i++)
+    if (part_count[i] > 1) combine_parts(J, singles[i], parts.data() + part_first[i] * part_floats, part_count[i]);
 }
 
 }  // namespace ctxr

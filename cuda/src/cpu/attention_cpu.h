@@ -10,8 +10,12 @@
 //                  the scores (transposed, so rows are vector lanes), online softmax per row
 //                  (running max and sum, accumulator rescaled), a micro-GEMM for P·V; each row is
 //                  masked at its own causal length.
-//   per token      single tokens (decode, or runs too short for a tile): all query heads of one
-//                  kv head together, every K/V row read once per kv head; scores, softmax, P·V.
+//   per token      single tokens (decode, or runs too short for a tile): every head at once, so
+//                  each K/V row is read whole and once (a kv head's slice of the rows alone
+//                  streams from memory at a fraction of the bandwidth); scores, softmax, P·V.
+//                  With few such tokens, long ones are split into parts of >= 256 entries merged
+//                  afterwards (the split depends on the batch only: results do not depend on the
+//                  thread count).
 //   statistics     tokens with a statistics row (stat_row[t] >= 0; rows distinct) get the
 //                  head-averaged probabilities from an extra plain pass (scores, softmax) that
 //                  writes no output: the output is bitwise the same with and without statistics.

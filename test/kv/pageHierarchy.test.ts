@@ -87,7 +87,7 @@ describe("PageHierarchy", () => {
     const h = PageHierarchy.fromPages(dim, v, count, { chunkPages: 4, gridChunks: 3 });
     const chunkRef: number[][] = [];
     for (let c = 0; c < h.chunkCount; c++) {
-      const members = [];
+      const members: number[] = [];
       for (let p = c * 4; p < Math.min(count, c * 4 + 4); p++) members.push(p);
       chunkRef.push(Array.from({ length: dim }, (_, i) => members.reduce((s, p) => s + v[p * dim + i]!, 0) / members.length));
     }
@@ -95,7 +95,7 @@ describe("PageHierarchy", () => {
       for (let i = 0; i < dim; i++) expect(h.chunkVector(c)[i]!).toBeCloseTo(chunkRef[c]![i]!, 6);
     }
     for (let g = 0; g < h.gridCount; g++) {
-      const members = [];
+      const members: number[] = [];
       for (let c = g * 3; c < Math.min(h.chunkCount, g * 3 + 3); c++) members.push(c);
       for (let i = 0; i < dim; i++) {
         const ref = members.reduce((s, c) => s + chunkRef[c]![i]!, 0) / members.length;

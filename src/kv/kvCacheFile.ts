@@ -224,10 +224,10 @@ export function encodeKvCacheFile(data: KvData, options: EncodeKvCacheFileOption
  * length's bound).
  */
 export function kvCacheHeaderEnd(preamble: Uint8Array): number {
-  if (preamble.length < MAGIC_BYTES.length) throw new KvCacheFileError("truncated", `${preamble.length} bytes is shorter than the magic`);
-  for (let i = 0; i < MAGIC_BYTES.length; i++) {
+  for (let i = 0; i < Math.min(preamble.length, MAGIC_BYTES.length); i++) {
     if (preamble[i] !== MAGIC_BYTES[i]) throw new KvCacheFileError("magic", `bad magic (not a ${KV_CACHE_MAGIC} file)`);
   }
+  if (preamble.length < MAGIC_BYTES.length) throw new KvCacheFileError("truncated", `${preamble.length} bytes is shorter than the magic`);
   if (preamble.length < KV_CACHE_PREAMBLE_BYTES) throw new KvCacheFileError("truncated", `${preamble.length} bytes is shorter than the header length field`);
   const headerLength = new DataView(preamble.buffer, preamble.byteOffset, KV_CACHE_PREAMBLE_BYTES).getUint32(8, true);
   if (headerLength > MAX_KV_HEADER_BYTES) throw new KvCacheFileError("header", `header length ${headerLength} is over the limit of ${MAX_KV_HEADER_BYTES}`);

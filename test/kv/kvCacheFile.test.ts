@@ -161,6 +161,8 @@ describe("kvCacheFile damage", () => {
     for (let length = 0; length < file.length; length++) {
       expect(["truncated", "magic"]).toContain(problemOf(() => decodeKvCacheFile(file.subarray(0, length), expected(2, 3))));
     }
+    expect(problemOf(() => decodeKvCacheFile(new TextEncoder().encode("garbage"), expected(2, 3)))).toBe("magic");
+    expect(problemOf(() => decodeKvCacheFile(new TextEncoder().encode("CTXR"), expected(2, 3)))).toBe("truncated");
     for (const extra of [1, 7, 8, 100]) {
       const longer = new Uint8Array(file.length + extra);
       longer.set(file);

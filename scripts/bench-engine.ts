@@ -25,23 +25,13 @@
  * Prints the machine, the command and a markdown table on stdout (progress on stderr).
  */
 import { spawnSync } from "node:child_process";
-import { existsSync, writeFileSync } from "node:fs";
+import { writeFileSync } from "node:fs";
 import { cpus, loadavg, totalmem } from "node:os";
-import { join, resolve } from "node:path";
 import { parseArgs } from "node:util";
 import { RunnerProcess } from "../src/engine/runnerProcess.ts";
 import { type RunnerProfile, sequenceRange } from "../src/engine/runnerProtocol.ts";
-import { TINY_MODEL_DEFAULTS, type TinyModelOptions, tinyModelFiles, tinyModelParameterCount } from "../src/engine/tinyModel.ts";
-import { writeModelFolder } from "../src/engine/writeModelFolder.ts";
-
-const REPO = resolve(import.meta.dir, "..");
-const MODELS_DIR = join(REPO, ".bench", "engine-models");
-
-const MODELS: Record<string, TinyModelOptions> = {
-  tiny: { ...TINY_MODEL_DEFAULTS },
-  "100m": { ...TINY_MODEL_DEFAULTS, layers: 12, hidden: 768, heads: 12, kvHeads: 4, intermediate: 2048, vocab: 16384 },
-  "1b": { ...TINY_MODEL_DEFAULTS, layers: 16, hidden: 2048, heads: 32, kvHeads: 8, intermediate: 8192, vocab: 32000, dtype: "bf16" },
-};
+import { tinyModelParameterCount } from "../src/engine/tinyModel.ts";
+import { BENCH_MODELS as MODELS, benchModelFolder as modelFolder, buildBenchRunner, median, progress } from "./benchKit.ts";
 
 const { values } = parseArgs({
   options: {
@@ -66,28 +56,7 @@ const modelNames = values.models!.split(",");
 for (const name of modelNames) if (!MODELS[name]) throw new Error(`unknown model '${name}' (${Object.keys(MODELS).join(", ")})`);
 if (device !== "cpu" && !device.startsWith("cuda")) throw new Error("--device must be cpu or cuda[:N]");
 
-const progress = (line: string) => process.stderr.write(`${line}\n`);
-const median = (xs: number[]) => {
-  const s = [...xs].sort((a, b) => a - b);
-  const mid = s.length >> 1;
-  return s.length % 2 ? s[mid]! : (s[mid - 1]! + s[mid]!) / 2;
-};
-
-function buildRunner(): string {
-  const target = device === "cpu" ? "cpu" : "cuda";
-  const made = spawnSync("make", ["-C", join(REPO, "cuda"), "-j", String(cpus().length), target], { stdio: ["ignore", "ignore", "inherit"] });
-  if (made.status !== 0) throw new Error(`make -C cuda ${target} failed`);
-  return join(REPO, "cuda", "build", `ctxr-runner-${target}`);
-}
-
-function modelFolder(name: string): string {
-  const path = join(MODELS_DIR, name);
-  if (!existsSync(join(path, "model.safetensors"))) {
-    progress(`writing the ${name} model to ${path} ...`);
-    writeModelFolder(path, tinyModelFiles(MODELS[name]!), { overwrite: true });
-  }
-  return path;
-}
+const buildRunner = () => buildBenchRunner(device);
 
 function peakGflops(executable: string): number {
   const run = spawnSync(executable, ["--peak-gflops", "--threads", String(threads), "--seconds", "1"], { encoding: "utf8" });

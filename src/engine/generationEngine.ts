@@ -12,6 +12,12 @@ import { loadModelTokenizer, type ChatTemplateMessage, type ChatTemplateOptions,
 import { findRunner } from "./runnerExecutable.ts";
 import { RunnerProcess } from "./runnerProcess.ts";
 import type { RunnerInfo } from "./runnerProtocol.ts";
+import type { FieldDocument } from "../proxy/documents/documentsField.ts";
+import { ChunkCache } from "../kv/chunkCache.ts";
+import { DiskKvTier } from "../kv/diskKvTier.ts";
+import { modelIdentity } from "../kv/modelIdentity.ts";
+import type { RecomputePolicy } from "../kv/recomputeSelection.ts";
+import { promptTokens, segmentChat, segmentTexts, type SegmentedPrompt } from "../kv/segmentedPrompt.ts";
 
 export interface EngineOptions {
   /** The model folder (config.json, *.safetensors, tokenizer.json, tokenizer_config.json). */
@@ -34,6 +40,16 @@ export interface EngineOptions {
   maxBatch?: number;
   /** Runner stderr and engine events (default: dropped). */
   log?: (line: string) => void;
+  /** KV-managed generation: default recompute policy and ratio (prophet, 0.2). */
+  kvPolicy?: RecomputePolicy;
+  recomputeRatio?: number;
+  /** Chunk-cache tiers: device blocks (default a quarter of the cache), host bytes (1 GiB), disk folder and bytes (none; 16 GiB). */
+  kvDeviceBlocks?: number;
+  kvHostBytes?: number;
+  kvDir?: string | null;
+  kvDiskBytes?: number;
+  /** Cache-Craft focused-chunk early stop window in layers (0: off). */
+  focusWindow?: number;
 }
 
 /** The model folder is unusable (missing, not a folder, no config.json). */
@@ -71,6 +87,7 @@ export class GenerationEngine {
     readonly scheduler: GenerationScheduler,
     private readonly addBos: boolean,
     readonly device: string,
+    readonly chunkCache: ChunkCache,
   ) {}
 
   static async open(options: EngineOptions): Promise<GenerationEngine> {
@@ -91,12 +108,25 @@ export class GenerationEngine {
       device,
       log: (line) => log(`ctxr-runner: ${line}`),
     });
-    const scheduler = new GenerationScheduler(runner, tokenizer, { prefillChunk: options.prefillChunk, maxBatch: options.maxBatch, log });
+    const identity = await modelIdentity(dir);
+    const disk = options.kvDir ? new DiskKvTier({ dir: options.kvDir, capacityBytes: options.kvDiskBytes ?? 16 * 2 ** 30, modelIdentity: identity, layers: runner.info.layers, kvWidth: runner.info.kv_heads * runner.info.head_dim, pageSize: runner.info.block_size, log }) : null;
+    const chunkCache = new ChunkCache(runner, { deviceBlocks: options.kvDeviceBlocks, hostBytes: options.kvHostBytes, disk, log });
+    const scheduler = new GenerationScheduler(runner, tokenizer, {
+      prefillChunk: options.prefillChunk,
+      maxBatch: options.maxBatch,
+      log,
+      chunkCache,
+      kvPolicy: options.kvPolicy,
+      recomputeRatio: options.recomputeRatio,
+      focusWindow: options.focusWindow,
+    });
+    const restored = await chunkCache.loadFromDisk();
+    if (restored > 0) log(`ctxr: ${restored} chunk caches restored from ${options.kvDir}`);
     runner.onCrash((error) => {
       log(`ctxr: ${error.message}`);
       scheduler.runnerCrashed();
     });
-    const engine = new GenerationEngine(options.servedModelName ?? basename(dir), dir, tokenizer, runner, scheduler, await completionsAddBos(dir, tokenizer), device);
+    const engine = new GenerationEngine(options.servedModelName ?? basename(dir), dir, tokenizer, runner, scheduler, await completionsAddBos(dir, tokenizer), device, chunkCache);
     return engine;
   }
 
@@ -120,6 +150,20 @@ export class GenerationEngine {
   /** A chat's prompt ids through the chat template (which writes its own BOS). */
   chatPromptIds(messages: readonly ChatTemplateMessage[], options?: ChatTemplateOptions): number[] {
     return this.tokenizer.encode(this.tokenizer.applyChatTemplate(messages, options));
+  }
+
+  /** A chat with documents as a segmented prompt (each document a reusable chunk). */
+  chatSegments(messages: readonly ChatTemplateMessage[], documents: readonly FieldDocument[], options?: ChatTemplateOptions): SegmentedPrompt {
+    return segmentChat(this.tokenizer, messages, documents, options);
+  }
+
+  /** /v1/completions `segments`: chunks, then the question; BOS as the head when the model adds one. */
+  completionSegments(texts: readonly string[]): SegmentedPrompt {
+    return segmentTexts(this.tokenizer, texts, this.addBos ? this.tokenizer.bosTokenId : null);
+  }
+
+  segmentIds(prompt: SegmentedPrompt): number[] {
+    return promptTokens(prompt);
   }
 
   /** Queues a request (see GenerationScheduler.submit); eos ids are added to stopTokenIds unless ignoreEos. */

@@ -27,9 +27,14 @@ import { KvBlockPool, KvBlockTable, blocksFor, type BlockRunner } from "./kvBloc
 import { Sampler, tokenLogprobs, type SamplingParams } from "./sampler.ts";
 import { StopMatcher } from "./stopMatcher.ts";
 import { TokenTextStream, type StreamDecoder } from "./textStream.ts";
+import { promptTokens, type SegmentedPrompt } from "../kv/segmentedPrompt.ts";
+import { managedPrefill, type ManagedPrefillUsage } from "../kv/managedPrefill.ts";
+import type { ChunkCache } from "../kv/chunkCache.ts";
+import type { RecomputePolicy } from "../kv/recomputeSelection.ts";
+import { SparseDecode, type SparseDecodeRunner } from "../kv/sparseDecode.ts";
 
 /** What the scheduler needs of the runner (RunnerProcess has it). */
-export interface SchedulerRunner extends BlockRunner {
+export interface SchedulerRunner extends BlockRunner, SparseDecodeRunner {
   readonly info: RunnerInfo;
   readonly alive: boolean;
   forward(request: ForwardRequest): Promise<ForwardResult>;
@@ -50,6 +55,26 @@ export interface GenerationRequest {
   logprobs?: number | null;
   /** Leave special tokens out of the text (default true). */
   skipSpecialTokens?: boolean;
+  /** KV-managed prefill: the prompt as segments (promptIds must be their tokens). */
+  segments?: SegmentedPrompt;
+  /** Recompute policy of the managed prefill (default: the scheduler's). */
+  kvPolicy?: RecomputePolicy;
+  /** Share of reused chunk tokens to recompute, 0..1 (default: the scheduler's). */
+  recomputeRatio?: number;
+  /** Sparse decode (CHESS): the share of the KV each decode step reads, (0, 1]; null or 1: all of it. */
+  kvBudget?: number | null;
+}
+
+/** What happened to a request's prompt and KV (usage.ctxr). */
+export interface CtxrUsage extends Partial<ManagedPrefillUsage> {
+  prompt_tokens_prefix_reused: number;
+  prompt_tokens_chunk_reused: number;
+  prompt_tokens_recomputed: number;
+  prompt_tokens_computed: number;
+  ttft_ms: number;
+  /** Sparse decode: steps decoded from a page subset, and selections made. */
+  sparse_decode_steps?: number;
+  sparse_reconstructions?: number;
 }
 
 export interface GeneratedToken {
@@ -64,7 +89,7 @@ export type FinishReason = "stop" | "length";
 
 export type GenerationEvent =
   | { type: "delta"; text: string; tokens: GeneratedToken[] }
-  | { type: "finish"; reason: FinishReason; promptTokens: number; completionTokens: number };
+  | { type: "finish"; reason: FinishReason; promptTokens: number; completionTokens: number; ctxr: CtxrUsage };
 
 export interface GenerationResult {
   text: string;
@@ -72,6 +97,7 @@ export interface GenerationResult {
   finishReason: FinishReason;
   promptTokens: number;
   completionTokens: number;
+  ctxr: CtxrUsage;
 }
 
 /** A prompt (with max_tokens) that the model or cache cannot hold; `field` names the request field. */
@@ -113,6 +139,13 @@ export interface SchedulerOptions {
   maxModelLen?: number;
   /** Runner restarts and failures. */
   log?: (line: string) => void;
+  /** The chunk cache of KV-managed prefills (none: segments are prefilled without reuse). */
+  chunkCache?: ChunkCache | null;
+  /** Default recompute policy and ratio of KV-managed prefills (prophet, 0.2). */
+  kvPolicy?: RecomputePolicy;
+  recomputeRatio?: number;
+  /** Cache-Craft focused-chunk early stop window in layers (0: off; default 0). */
+  focusWindow?: number;
 }
 
 export interface SchedulerStats {
@@ -193,6 +226,10 @@ class Sequence {
   cancelled = false;
   done = false;
   admitted = 0;
+  readonly submittedAt = performance.now();
+  ttftMs: number | null = null;
+  usage: ManagedPrefillUsage | null = null;
+  sparse: SparseDecode | null = null;
 
   constructor(
     readonly request: GenerationRequest,
@@ -216,6 +253,27 @@ class Sequence {
 
   get prefilling(): boolean {
     return this.uncached > 1;
+  }
+
+  /** Whether the prompt still waits for its KV-managed prefill. */
+  get needsManagedPrefill(): boolean {
+    return this.request.segments !== undefined && this.table.length === 0;
+  }
+
+  get ctxrUsage(): CtxrUsage {
+    const usage: CtxrUsage = {
+      prompt_tokens_prefix_reused: 0,
+      prompt_tokens_chunk_reused: 0,
+      prompt_tokens_recomputed: 0,
+      prompt_tokens_computed: this.promptLength,
+      ...(this.usage ?? {}),
+      ttft_ms: Math.round((this.ttftMs ?? 0) * 1000) / 1000,
+    };
+    if (this.sparse !== null) {
+      usage.sparse_decode_steps = this.sparse.sparseSteps;
+      usage.sparse_reconstructions = this.sparse.reconstructions;
+    }
+    return usage;
   }
 }
 
@@ -251,7 +309,7 @@ export class GenerationHandle implements AsyncIterable<GenerationEvent> {
         text += event.text;
         tokens.push(...event.tokens);
       } else {
-        return { text, tokens, finishReason: event.reason, promptTokens: event.promptTokens, completionTokens: event.completionTokens };
+        return { text, tokens, finishReason: event.reason, promptTokens: event.promptTokens, completionTokens: event.completionTokens, ctxr: event.ctxr };
       }
     }
     throw new GenerationFailedError("the request was cancelled");
@@ -295,6 +353,11 @@ export class GenerationScheduler {
     if (!Number.isSafeInteger(this.prefillChunk) || this.prefillChunk < 1) throw new RangeError(`prefillChunk must be a positive integer, got ${this.prefillChunk}`);
     if (!Number.isSafeInteger(this.maxBatch) || this.maxBatch < 1) throw new RangeError(`maxBatch must be a positive integer, got ${this.maxBatch}`);
     this.pool = this.newPool(runner.info);
+    this.chunkCache?.attachPool(this.pool);
+  }
+
+  private get chunkCache(): ChunkCache | null {
+    return this.options.chunkCache ?? null;
   }
 
   private newPool(info: RunnerInfo): KvBlockPool {
@@ -343,7 +406,17 @@ export class GenerationScheduler {
         "max_tokens",
       );
     }
+    if (request.segments !== undefined) {
+      const flat = promptTokens(request.segments);
+      if (flat.length !== promptLength || flat.some((id, i) => id !== request.promptIds[i])) throw new Error("submit: promptIds must be the segments' tokens");
+    }
+    if (request.recomputeRatio !== undefined && !(request.recomputeRatio >= 0 && request.recomputeRatio <= 1)) {
+      throw new PromptTooLongError(`recompute_ratio must be between 0 and 1, got ${request.recomputeRatio}`, "prompt");
+    }
+    const budget = request.kvBudget ?? null;
+    if (budget !== null && !(budget > 0 && budget <= 1)) throw new PromptTooLongError(`kv_budget must be in (0, 1], got ${budget}`, "prompt");
     const sequence = new Sequence(request, this.decoder, this.runner.info.block_size, maxTokens);
+    if (budget !== null && budget < 1) sequence.sparse = new SparseDecode(this.runner.info, budget);
     const handle = new GenerationHandle(sequence, () => this.onCancel(sequence));
     this.waiting.push(sequence);
     this.kick();
@@ -409,6 +482,7 @@ export class GenerationScheduler {
       const info = await this.runner.restart();
       this.counters.runnerRestarts++;
       this.pool = this.newPool(info);
+      this.chunkCache?.attachPool(this.pool);
       this.needsRestart = false;
       this.eagerRestart = false;
       this.options.log?.(`ctxr: model runner restarted (${info.num_blocks} KV blocks)`);
@@ -460,7 +534,7 @@ export class GenerationScheduler {
     sequence.done = true;
     this.counters.finished++;
     if (finalText !== "" || tokens.length > 0) sequence.events.push({ type: "delta", text: finalText, tokens });
-    sequence.events.push({ type: "finish", reason, promptTokens: sequence.promptLength, completionTokens: sequence.generated });
+    sequence.events.push({ type: "finish", reason, promptTokens: sequence.promptLength, completionTokens: sequence.generated, ctxr: sequence.ctxrUsage });
     sequence.events.end();
   }
 
@@ -496,6 +570,13 @@ export class GenerationScheduler {
       committed += need;
     }
 
+    // KV-managed prefills run on their own, one sequence at a time.
+    const managed = this.running.find((sequence) => sequence.needsManagedPrefill && !sequence.cancelled && !sequence.done);
+    if (managed !== undefined) {
+      await this.pool.release(released.splice(0));
+      if (await this.runManagedPrefill(managed)) return;
+    }
+
     // The batch: every decoding sequence, and prompt chunks within the budget.
     let plan = this.plan();
     // Preempt the most recently admitted sequences until the step's blocks fit.
@@ -515,8 +596,12 @@ export class GenerationScheduler {
     if (plan.length === 0) return;
     await this.pool.grow(plan.map((p) => ({ table: p.sequence.table, entries: p.sequence.table.length + p.count })));
 
-    const sequences: ForwardSequence[] = plan.map(({ sequence, count }) => {
+    const sequences: ForwardSequence[] = plan.map(({ sequence, count, decode }) => {
       const start = sequence.table.length;
+      if (decode && sequence.sparse !== null) {
+        const entry = sequence.sparse.decodeEntry(sequence.table.blocks, start);
+        return { table: entry.table, tokens: [sequence.tokens[start]!], positions: [start], indices: [entry.index], logitRows: [0] };
+      }
       const indices = new Uint32Array(count);
       for (let i = 0; i < count; i++) indices[i] = start + i;
       const last = start + count === sequence.tokens.length;
@@ -539,13 +624,59 @@ export class GenerationScheduler {
       sequence.table.length += count;
       const logits = result.logits[i]!;
       if (sequence.cancelled || sequence.done || logits.length === 0) return;
+      sequence.sparse?.observe(logits);
       this.accept(sequence, logits);
       if (sequence.done) finished.push(sequence.table);
     });
+    // Sparse decode summarises pages as they fill.
+    for (const { sequence } of plan) {
+      if (sequence.sparse !== null && !sequence.done && !sequence.cancelled && sequence.uncached <= 1) await sequence.sparse.sync(this.runner, sequence.table);
+    }
     if (finished.length > 0) {
       for (let i = this.running.length - 1; i >= 0; i--) if (this.running[i]!.done) this.running.splice(i, 1);
       await this.pool.release(finished);
     }
+  }
+
+  /**
+   * A KV-managed prefill (managedPrefill.ts): blocks for the prompt and the first
+   * token, the prefill, the first token out; then the chunk cache's store-back.
+   * A sequence readmitted after preemption with tokens already generated only
+   * gets its prompt back this way; the rest is recomputed by ordinary steps.
+   */
+  private async runManagedPrefill(sequence: Sequence): Promise<boolean> {
+    const entries = sequence.promptLength + 1;
+    const need = sequence.table.blocksNeeded(entries);
+    if (need > this.pool.free && this.chunkCache !== null) await this.chunkCache.reclaim(need);
+    if (need > this.pool.free && this.running.length > 1) {
+      // Back to the queue until running sequences free blocks; this step decodes the others.
+      this.running.splice(this.running.indexOf(sequence), 1);
+      this.waiting.unshift(sequence);
+      return false;
+    }
+    await this.pool.grow([{ table: sequence.table, entries }]);
+    const request = sequence.request;
+    this.counters.forwards++;
+    const result = await managedPrefill(this.runner, this.chunkCache, request.segments!, sequence.table.blocks, {
+      policy: request.kvPolicy ?? this.options.kvPolicy ?? "prophet",
+      recomputeRatio: request.recomputeRatio ?? this.options.recomputeRatio ?? 0.2,
+      focusWindow: this.options.focusWindow ?? 0,
+    });
+    sequence.table.length = sequence.promptLength;
+    this.counters.prefillTokens += result.usage.prompt_tokens_computed + result.usage.prompt_tokens_recomputed;
+    const first = sequence.generated === 0;
+    if (first) sequence.usage = result.usage;
+    if (first && !sequence.cancelled && !sequence.done) {
+      sequence.sparse?.observe(result.logits);
+      this.accept(sequence, result.logits);
+    }
+    await result.storeBack();
+    if (sequence.sparse !== null && !sequence.done) await sequence.sparse.sync(this.runner, sequence.table);
+    if (sequence.done) {
+      this.running.splice(this.running.indexOf(sequence), 1);
+      await this.pool.release([sequence.table]);
+    }
+    return true;
   }
 
   /** This step's work: [sequence, tokens to run, whether it is a decode]. */
@@ -553,7 +684,7 @@ export class GenerationScheduler {
     const plan: { sequence: Sequence; count: number; decode: boolean }[] = [];
     let budget = this.prefillChunk;
     for (const sequence of this.running) {
-      if (sequence.cancelled || sequence.done) continue;
+      if (sequence.cancelled || sequence.done || sequence.needsManagedPrefill) continue;
       const uncached = sequence.uncached;
       if (uncached <= 1 && sequence.table.length > 0) {
         plan.push({ sequence, count: 1, decode: true });
@@ -578,6 +709,7 @@ export class GenerationScheduler {
     }
     sequence.tokens.push(id);
     sequence.generated++;
+    if (sequence.ttftMs === null) sequence.ttftMs = performance.now() - sequence.submittedAt;
 
     if (sequence.stopIds.has(id)) {
       const rest = sequence.stop.push(sequence.text.flush());

@@ -16,7 +16,9 @@ import { createRoute, z, type OpenAPIHono } from "@hono/zod-openapi";
 import type { Context, MiddlewareHandler } from "hono";
 import { ChatMessagesError, normalizeChatMessages } from "../engine/chatMessages.ts";
 import type { GenerationEngine } from "../engine/generationEngine.ts";
-import { GenerationFailedError, PromptTooLongError, SchedulerClosedError, type GeneratedToken, type GenerationEvent, type GenerationHandle } from "../engine/generationScheduler.ts";
+import { GenerationFailedError, PromptTooLongError, SchedulerClosedError, type CtxrUsage, type GeneratedToken, type GenerationEvent, type GenerationHandle } from "../engine/generationScheduler.ts";
+import type { RecomputePolicy } from "../kv/recomputeSelection.ts";
+import { SegmentedPromptError, type SegmentedPrompt } from "../kv/segmentedPrompt.ts";
 import { ChatTemplateError, ModelTokenizerError } from "../engine/modelTokenizer.ts";
 import { SamplingError, type SamplingParams } from "../engine/sampler.ts";
 import { errorResponse } from "./errors.ts";
@@ -60,6 +62,8 @@ function clampLogprob(value: number): number {
   return Math.max(value, LOGPROB_FLOOR);
 }
 
+type GenerationFinish = Extract<GenerationEvent, { type: "finish" }>;
+
 /** Fields OpenAI defines that this engine cannot honour. */
 function refuseUnsupported(body: ChatCompletionBody | CompletionBody): void {
   if (body.n !== undefined && body.n !== null && body.n !== 1) throw new InvalidRequest("n", `only 1 choice per prompt is supported, got ${body.n}`);
@@ -81,6 +85,40 @@ function samplingParams(body: ChatCompletionBody | CompletionBody): SamplingPara
     topK: topK < 0 ? 0 : topK,
     ...(body.seed !== undefined && body.seed !== null ? { seed: body.seed } : {}),
   };
+}
+
+/** The request's KV-management options (the `ctxr` extension). */
+function kvOptions(body: ChatCompletionBody | CompletionBody): { kvPolicy?: RecomputePolicy; recomputeRatio?: number; kvBudget?: number } {
+  const options = body.ctxr ?? {};
+  return {
+    ...(options.policy !== undefined ? { kvPolicy: options.policy } : {}),
+    ...(options.recompute_ratio !== undefined ? { recomputeRatio: options.recompute_ratio } : {}),
+    ...(options.kv_budget !== undefined ? { kvBudget: options.kv_budget } : {}),
+  };
+}
+
+/** usage, with usage.ctxr summed over the choices (ttft_ms: the largest). */
+function usageOf(results: readonly { promptTokens: number; completionTokens: number; ctxr?: CtxrUsage }[]) {
+  const prompt = results.reduce((n, r) => n + r.promptTokens, 0);
+  const completion = results.reduce((n, r) => n + r.completionTokens, 0);
+  const ctxr: CtxrUsage = { prompt_tokens_prefix_reused: 0, prompt_tokens_chunk_reused: 0, prompt_tokens_recomputed: 0, prompt_tokens_computed: 0, ttft_ms: 0 };
+  for (const r of results) {
+    const u = r.ctxr;
+    if (u === undefined) continue;
+    ctxr.prompt_tokens_prefix_reused += u.prompt_tokens_prefix_reused;
+    ctxr.prompt_tokens_chunk_reused += u.prompt_tokens_chunk_reused;
+    ctxr.prompt_tokens_recomputed += u.prompt_tokens_recomputed;
+    ctxr.prompt_tokens_computed += u.prompt_tokens_computed;
+    ctxr.ttft_ms = Math.max(ctxr.ttft_ms, u.ttft_ms);
+    if (u.tier_hits !== undefined) {
+      const hits = (ctxr.tier_hits ??= { device: 0, host: 0, disk: 0 });
+      for (const tier of ["device", "host", "disk"] as const) hits[tier] += u.tier_hits[tier];
+    }
+    if (u.policy !== undefined) ctxr.policy = u.policy;
+    if (u.sparse_decode_steps !== undefined) ctxr.sparse_decode_steps = (ctxr.sparse_decode_steps ?? 0) + u.sparse_decode_steps;
+    if (u.sparse_reconstructions !== undefined) ctxr.sparse_reconstructions = (ctxr.sparse_reconstructions ?? 0) + u.sparse_reconstructions;
+  }
+  return { prompt_tokens: prompt, completion_tokens: completion, total_tokens: prompt + completion, ctxr };
 }
 
 function stopStrings(body: ChatCompletionBody | CompletionBody): string[] {
@@ -278,14 +316,24 @@ export function mountGenerationRoutes(app: OpenAPIHono, engine: GenerationEngine
         throw error;
       }
       let promptIds: number[];
+      let segments: SegmentedPrompt | undefined;
       try {
-        promptIds = engine.chatPromptIds(messages, body.chat_template_kwargs ? { templateKwargs: body.chat_template_kwargs } : undefined);
+        const templateOptions = body.chat_template_kwargs ? { templateKwargs: body.chat_template_kwargs } : undefined;
+        if (body.documents && body.documents.length > 0) {
+          segments = engine.chatSegments(messages, body.documents, templateOptions);
+          promptIds = engine.segmentIds(segments);
+        } else {
+          promptIds = engine.chatPromptIds(messages, templateOptions);
+        }
       } catch (error) {
         if (error instanceof ChatTemplateError || error instanceof ModelTokenizerError) throw new InvalidRequest("messages", error.message);
+        if (error instanceof SegmentedPromptError) throw new InvalidRequest(error.field, error.message);
         throw error;
       }
       const maxTokens = body.max_completion_tokens ?? body.max_tokens ?? null;
       handles = submitAll(engine, [promptIds], (ids) => ({
+        ...kvOptions(body),
+        ...(segments !== undefined ? { segments } : {}),
         promptIds: ids,
         maxTokens,
         sampling: samplingParams(body),
@@ -319,8 +367,7 @@ export function mountGenerationRoutes(app: OpenAPIHono, engine: GenerationEngine
       });
       return eventStream(
         async (send) => {
-          let promptTokens = 0;
-          let completionTokens = 0;
+          const finished: GenerationFinish[] = [];
           send(chunk([{ index: 0, delta: { role: "assistant", content: "" }, logprobs: null, finish_reason: null }]));
           try {
             await pumpAll(handles, (index, event) => {
@@ -328,12 +375,11 @@ export function mountGenerationRoutes(app: OpenAPIHono, engine: GenerationEngine
                 if (event.text === "" && topLogprobs === null) return;
                 send(chunk([{ index, delta: { content: event.text }, logprobs: topLogprobs === null ? null : chatLogprobs(event.tokens), finish_reason: null }]));
               } else {
-                promptTokens += event.promptTokens;
-                completionTokens += event.completionTokens;
+                finished.push(event);
                 send(chunk([{ index, delta: {}, logprobs: null, finish_reason: event.reason }]));
               }
             });
-            if (includeUsage) send({ ...chunk([]), usage: { prompt_tokens: promptTokens, completion_tokens: completionTokens, total_tokens: promptTokens + completionTokens } });
+            if (includeUsage) send({ ...chunk([]), usage: usageOf(finished) });
           } catch (error) {
             send({ error: { message: failureMessage(error), type: "server_error", code: 500 } });
           }
@@ -361,7 +407,7 @@ export function mountGenerationRoutes(app: OpenAPIHono, engine: GenerationEngine
               finish_reason: result.finishReason,
             },
           ],
-          usage: { prompt_tokens: result.promptTokens, completion_tokens: result.completionTokens, total_tokens: result.promptTokens + result.completionTokens },
+          usage: usageOf([result]),
         },
         200,
       );
@@ -379,7 +425,18 @@ export function mountGenerationRoutes(app: OpenAPIHono, engine: GenerationEngine
       refuseUnsupported(body);
       const prompt = body.prompt;
       let prompts: number[][];
-      if (typeof prompt === "string") prompts = [engine.completionPromptIds(prompt)];
+      let segments: SegmentedPrompt | undefined;
+      if (body.segments && prompt !== undefined) throw new InvalidRequest("segments", "give either prompt or segments, not both");
+      if (body.segments) {
+        try {
+          segments = engine.completionSegments(body.segments);
+        } catch (error) {
+          if (error instanceof SegmentedPromptError) throw new InvalidRequest(error.field, error.message);
+          throw error;
+        }
+        prompts = [engine.segmentIds(segments)];
+      } else if (prompt === undefined) throw new InvalidRequest("prompt", "required (or give segments)");
+      else if (typeof prompt === "string") prompts = [engine.completionPromptIds(prompt)];
       else if (prompt.length > 0 && typeof prompt[0] === "number") prompts = [prompt as number[]];
       else if (prompt.length > 0 && typeof prompt[0] === "string") prompts = (prompt as string[]).map((text) => engine.completionPromptIds(text));
       else prompts = prompt as number[][];
@@ -388,6 +445,8 @@ export function mountGenerationRoutes(app: OpenAPIHono, engine: GenerationEngine
       });
       const maxTokens = body.max_tokens ?? COMPLETIONS_DEFAULT_MAX_TOKENS;
       handles = submitAll(engine, prompts, (ids) => ({
+        ...kvOptions(body),
+        ...(segments !== undefined ? { segments } : {}),
         promptIds: ids,
         maxTokens,
         sampling: samplingParams(body),
@@ -410,8 +469,7 @@ export function mountGenerationRoutes(app: OpenAPIHono, engine: GenerationEngine
       return eventStream(
         async (send) => {
           const offsets = handles.map(() => 0);
-          let promptTokens = 0;
-          let completionTokens = 0;
+          const finished: GenerationFinish[] = [];
           try {
             await pumpAll(handles, (index, event) => {
               if (event.type === "delta") {
@@ -420,12 +478,11 @@ export function mountGenerationRoutes(app: OpenAPIHono, engine: GenerationEngine
                 offsets[index]! += logprobs === null ? 0 : logprobs.tokens.reduce((n, text) => n + text.length, 0);
                 send(chunk([{ index, text: event.text, logprobs, finish_reason: null }]));
               } else {
-                promptTokens += event.promptTokens;
-                completionTokens += event.completionTokens;
+                finished.push(event);
                 send(chunk([{ index, text: "", logprobs: null, finish_reason: event.reason }]));
               }
             });
-            if (includeUsage) send({ ...chunk([]), usage: { prompt_tokens: promptTokens, completion_tokens: completionTokens, total_tokens: promptTokens + completionTokens } });
+            if (includeUsage) send({ ...chunk([]), usage: usageOf(finished) });
           } catch (error) {
             send({ error: { message: failureMessage(error), type: "server_error", code: 500 } });
           }
@@ -439,8 +496,6 @@ export function mountGenerationRoutes(app: OpenAPIHono, engine: GenerationEngine
     c.req.raw.signal.addEventListener("abort", cancelAll);
     try {
       const results = await Promise.all(handles.map((handle) => handle.result()));
-      const promptTokens = results.reduce((n, r) => n + r.promptTokens, 0);
-      const completionTokens = results.reduce((n, r) => n + r.completionTokens, 0);
       return c.json(
         {
           id,
@@ -453,7 +508,7 @@ export function mountGenerationRoutes(app: OpenAPIHono, engine: GenerationEngine
             logprobs: topLogprobs === null ? null : completionLogprobs(result.tokens, 0),
             finish_reason: result.finishReason,
           })),
-          usage: { prompt_tokens: promptTokens, completion_tokens: completionTokens, total_tokens: promptTokens + completionTokens },
+          usage: usageOf(results),
         },
         200,
       );

@@ -14,6 +14,8 @@ export const MAX_STOP_STRINGS = 16;
 export const MAX_TOP_LOGPROBS = 20;
 /** Most prompts in one /v1/completions request. */
 export const MAX_PROMPTS = 64;
+/** Most documents (chunks) in one request. */
+export const MAX_DOCUMENTS = 256;
 
 export function createOpenAiSchemas() {
   const nullable = <T extends z.ZodType>(schema: T) => schema.nullable().optional();
@@ -45,7 +47,22 @@ export function createOpenAiSchemas() {
     user: z.string().optional(),
     ignore_eos: nullable(z.boolean()).openapi({ description: "Extension (vLLM): keep generating past the end-of-sequence token." }),
     skip_special_tokens: nullable(z.boolean()).openapi({ description: "Extension (vLLM): leave special tokens out of the text (default true)." }),
+    ctxr: nullable(
+      z
+        .object({
+          policy: z.enum(["prophet", "cachecraft", "none", "prefix", "full"]).optional().openapi({ description: "How cached chunk KV is reused: prophet (ProphetKV, default), cachecraft (Cache-Craft), none (reuse as is), prefix (exact prefix only), full (no cache)." }),
+          recompute_ratio: z.number().min(0).max(1).optional().openapi({ description: "Share of the reused chunks' tokens to recompute (default 0.2)." }),
+          kv_budget: z.number().gt(0).max(1).optional().openapi({ description: "Sparse decode (CHESS): the share of the KV cache each decode step reads; 1 or absent: all." }),
+        })
+        .passthrough(),
+    ).openapi({ description: "Extension: KV-cache management options of this request." }),
   };
+
+  const Document = z.object({
+    id: z.union([z.string(), z.number()]).optional(),
+    title: z.string().optional(),
+    text: z.string().min(1),
+  });
 
   const Message = z
     .object({
@@ -63,6 +80,9 @@ export function createOpenAiSchemas() {
       logprobs: nullable(z.boolean()).openapi({ description: "Return each generated token's log-probability." }),
       top_logprobs: nullable(z.int().min(0).max(MAX_TOP_LOGPROBS)).openapi({ description: `With logprobs: this many most likely alternatives per token (0 to ${MAX_TOP_LOGPROBS}).` }),
       chat_template_kwargs: nullable(z.record(z.string(), z.unknown())).openapi({ description: "Extension (vLLM): more variables for the chat template." }),
+      documents: nullable(z.array(Document).max(MAX_DOCUMENTS)).openapi({
+        description: "Extension: documents for the last user message (rendered as <document> elements before its text). Each is a chunk whose KV is cached and reused at any position.",
+      }),
     })
     .passthrough()
     .openapi("ChatCompletionRequest", {
@@ -83,7 +103,10 @@ export function createOpenAiSchemas() {
 
   const CompletionRequest = z
     .object({
-      prompt: Prompt,
+      prompt: Prompt.optional(),
+      segments: nullable(z.array(z.string().min(1)).min(1).max(MAX_DOCUMENTS + 1)).openapi({
+        description: "Extension, instead of prompt: the prompt as segments; every segment but the last is a chunk whose KV is cached and reused at any position, the last is the question.",
+      }),
       ...sampling,
       max_tokens: nullable(z.int().min(1)).openapi({ description: "Most tokens to generate; default 16." }),
       logprobs: nullable(z.int().min(0).max(MAX_TOP_LOGPROBS)).openapi({ description: `Return each token's log-probability and this many most likely alternatives (0 to ${MAX_TOP_LOGPROBS}).` }),
@@ -94,8 +117,21 @@ export function createOpenAiSchemas() {
     .passthrough()
     .openapi("CompletionRequest", { example: { model: "tiny", prompt: "Hello, ctxr!", max_tokens: 8, temperature: 0 } });
 
+  const CtxrUsage = z
+    .object({
+      prompt_tokens_prefix_reused: z.int().openapi({ description: "Prompt tokens whose KV came from an exact cached prefix." }),
+      prompt_tokens_chunk_reused: z.int().openapi({ description: "Prompt tokens whose KV came from a cached chunk at another position and was not recomputed." }),
+      prompt_tokens_recomputed: z.int().openapi({ description: "Tokens of reused chunks that were recomputed." }),
+      prompt_tokens_computed: z.int().openapi({ description: "Prompt tokens computed from scratch." }),
+      tier_hits: z.object({ device: z.int(), host: z.int(), disk: z.int() }).optional().openapi({ description: "Cached segments by the tier they came from." }),
+      policy: z.string().optional(),
+      ttft_ms: z.number().openapi({ description: "Time from arrival to the first token." }),
+      sparse_decode_steps: z.int().optional(),
+      sparse_reconstructions: z.int().optional(),
+    })
+    .openapi("CtxrUsage");
   const Usage = z
-    .object({ prompt_tokens: z.int(), completion_tokens: z.int(), total_tokens: z.int() })
+    .object({ prompt_tokens: z.int(), completion_tokens: z.int(), total_tokens: z.int(), ctxr: CtxrUsage.optional() })
     .openapi("Usage");
 
   const TopLogprob = z.object({ token: z.string(), logprob: z.number(), bytes: z.array(z.int()).nullable() });

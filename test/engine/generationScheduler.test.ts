@@ -158,7 +158,7 @@ describe("GenerationScheduler", () => {
     }
     expect(tokens).toBe(5);
     expect(text).toBe(tokenizer.decode(expected.slice(0, 5)));
-    expect(finish).toEqual({ type: "finish", reason: "length", promptTokens: prompt.length, completionTokens: 5 });
+    expect(finish).toMatchObject({ type: "finish", reason: "length", promptTokens: prompt.length, completionTokens: 5, ctxr: { prompt_tokens_computed: prompt.length } });
   });
 
   test("seeded sampling repeats; the seed matters", async () => {

@@ -81,7 +81,10 @@ describe("POST /v1/completions", () => {
     expect(answer.body).toMatchObject({ object: "text_completion", model: "tiny-llama" });
     expect(answer.body.id).toStartWith("cmpl-");
     expect(answer.body.choices).toEqual([{ index: 0, text: expectedText(), logprobs: null, finish_reason: "length" }]);
-    expect(answer.body.usage).toEqual({ prompt_tokens: 13, completion_tokens: 8, total_tokens: 21 });
+    expect(answer.body.usage).toMatchObject({ prompt_tokens: 13, completion_tokens: 8, total_tokens: 21 });
+    // usage.ctxr: a plain prompt is computed in full.
+    expect(answer.body.usage.ctxr).toMatchObject({ prompt_tokens_prefix_reused: 0, prompt_tokens_chunk_reused: 0, prompt_tokens_recomputed: 0, prompt_tokens_computed: 13 });
+    expect(answer.body.usage.ctxr.ttft_ms).toBeGreaterThan(0);
   });
 
   test("a text prompt is tokenized with BOS like the fixture", async () => {
@@ -100,7 +103,7 @@ describe("POST /v1/completions", () => {
     expect(ids.size).toBe(1);
     const last = answer.events[answer.events.length - 1];
     expect(last.choices).toEqual([]);
-    expect(last.usage).toEqual({ prompt_tokens: 13, completion_tokens: 8, total_tokens: 21 });
+    expect(last.usage).toMatchObject({ prompt_tokens: 13, completion_tokens: 8, total_tokens: 21, ctxr: { prompt_tokens_computed: 13 } });
     const finish = answer.events[answer.events.length - 2];
     expect(finish.choices[0].finish_reason).toBe("length");
     for (const event of answer.events.slice(0, -1)) {
@@ -159,14 +162,15 @@ describe("POST /v1/chat/completions", () => {
     expect(choice.message.role).toBe("assistant");
     expect(choice.finish_reason).toBe("length");
     const promptIds = engine.tokenizer.encode(engine.tokenizer.applyChatTemplate(messages));
-    expect(whole.body.usage).toEqual({ prompt_tokens: promptIds.length, completion_tokens: 10, total_tokens: promptIds.length + 10 });
+    expect(whole.body.usage).toMatchObject({ prompt_tokens: promptIds.length, completion_tokens: 10, total_tokens: promptIds.length + 10 });
 
     const streamed = await stream("/v1/chat/completions", { messages, temperature: 0, max_tokens: 10, stream_options: { include_usage: true } });
     expect(streamed.done).toBe(true);
     expect(streamed.events[0].choices[0].delta).toEqual({ role: "assistant", content: "" });
     expect(chatText(streamed.events)).toBe(choice.message.content);
     expect(streamed.events.every((e) => e.object === "chat.completion.chunk")).toBe(true);
-    expect(streamed.events[streamed.events.length - 1].usage).toEqual(whole.body.usage);
+    const withoutTiming = (usage: { ctxr: { ttft_ms: number } }) => ({ ...usage, ctxr: { ...usage.ctxr, ttft_ms: 0 } });
+    expect(withoutTiming(streamed.events[streamed.events.length - 1].usage)).toEqual(withoutTiming(whole.body.usage));
     expect(streamed.events[streamed.events.length - 2].choices[0]).toMatchObject({ delta: {}, finish_reason: "length" });
   });
 

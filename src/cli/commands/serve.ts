@@ -7,6 +7,7 @@ import { ENGINES, type Engine } from "../../proxy/engineRequestId.ts";
 import { parseUpstreamUrl } from "../../proxy/upstreamTarget.ts";
 import { DEFAULT_LIMITS } from "../../server/limits.ts";
 import { DEFAULT_HOST, DEFAULT_PORT, runServer } from "../../server/serve.ts";
+import { RECOMPUTE_POLICIES, type RecomputePolicy } from "../../kv/recomputeSelection.ts";
 import { EXIT_OK, UsageError, choiceFlag, integerFlag, numberFlag, parseFlags } from "../args.ts";
 import type { FlagSpec } from "../args.ts";
 import type { CommandIo } from "./types.ts";
@@ -62,6 +63,19 @@ GET /v1/models; continuous batching on the native model runner):
   --block-size B           tokens per KV block: 16 (default) or 32
   --threads N              CPU threads of the runner (default: all cores)
   --served-model-name ID   the model's id in the API (default: the folder's name)
+
+KV-cache managed generation (requests with "documents" or "segments"; every
+document's KV is cached and reused at any position):
+  --kv-policy P            prophet (default), cachecraft, none, prefix or full;
+                           a request's "ctxr": {"policy"} overrides it
+  --recompute-ratio R      share of reused tokens to recompute, 0..1 (default 0.2)
+  --kv-device-blocks N     KV blocks the chunk cache may keep in the runner
+                           (default: a quarter of --kv-blocks)
+  --kv-host-bytes B        chunk caches kept in this process's memory (default 1 GiB)
+  --kv-dir DIR             a disk tier for chunk caches (kept across restarts)
+  --kv-disk-bytes B        capacity of --kv-dir (default 16 GiB)
+  --focus-window L         Cache-Craft focused-chunk early stop after L stable
+                           layers (default 0: off)
   The runner is $CTXR_RUNNER, else cuda/build/ctxr-runner-{cpu,cuda} of the source
   tree (built with make when missing), else the one inside this binary.
 
@@ -95,6 +109,13 @@ const FLAGS = {
   "block-size": { type: "string" },
   threads: { type: "string" },
   "served-model-name": { type: "string" },
+  "kv-policy": { type: "string" },
+  "recompute-ratio": { type: "string" },
+  "kv-device-blocks": { type: "string" },
+  "kv-host-bytes": { type: "string" },
+  "kv-dir": { type: "string" },
+  "kv-disk-bytes": { type: "string" },
+  "focus-window": { type: "string" },
   help: { type: "boolean", short: "h" },
 } satisfies Record<string, FlagSpec[string] & { multiple?: boolean }>;
 
@@ -140,7 +161,7 @@ export async function serveCommand(args: string[], io: CommandIo & { err?(text: 
 
   const model = typeof flags.values.model === "string" ? flags.values.model : null;
   if (model === "") throw new UsageError("--model must not be empty", COMMAND);
-  const modelOnly = ["device", "kv-blocks", "block-size", "threads", "served-model-name"].find((name) => flags.values[name] !== undefined);
+  const modelOnly = ["device", "kv-blocks", "block-size", "threads", "served-model-name", "kv-policy", "recompute-ratio", "kv-device-blocks", "kv-host-bytes", "kv-dir", "kv-disk-bytes", "focus-window"].find((name) => flags.values[name] !== undefined);
   if (model === null && modelOnly !== undefined) throw new UsageError(`--${modelOnly} needs --model`, COMMAND);
   if (model !== null && upstreams.length > 0) throw new UsageError("give --model (serve a model) or --upstream (proxy engines), not both", COMMAND);
   const device = typeof flags.values.device === "string" ? flags.values.device : "cpu";
@@ -149,6 +170,12 @@ export async function serveCommand(args: string[], io: CommandIo & { err?(text: 
   if (blockSize !== undefined && blockSize !== 16 && blockSize !== 32) throw new UsageError(`--block-size must be 16 or 32, got '${flags.values["block-size"]}'`, COMMAND);
   const servedName = flags.values["served-model-name"];
   if (servedName === "") throw new UsageError("--served-model-name must not be empty", COMMAND);
+  const kvPolicy = choiceFlag<RecomputePolicy>(flags, "kv-policy", COMMAND, RECOMPUTE_POLICIES, "prophet");
+  const recomputeRatio = numberFlag(flags, "recompute-ratio", COMMAND, 0.2, { min: 0 });
+  if (recomputeRatio > 1) throw new UsageError(`--recompute-ratio must be from 0 to 1, got '${flags.values["recompute-ratio"]}'`, COMMAND);
+  const kvDir = flags.values["kv-dir"];
+  if (kvDir === "") throw new UsageError("--kv-dir must not be empty", COMMAND);
+  if (flags.values["kv-disk-bytes"] !== undefined && kvDir === undefined) throw new UsageError("--kv-disk-bytes needs --kv-dir", COMMAND);
 
   await runServer(
     {
@@ -178,6 +205,13 @@ export async function serveCommand(args: string[], io: CommandIo & { err?(text: 
               blockSize,
               threads: integerFlag(flags, "threads", COMMAND, 1),
               servedModelName: typeof servedName === "string" ? servedName : undefined,
+              kvPolicy,
+              recomputeRatio,
+              kvDeviceBlocks: integerFlag(flags, "kv-device-blocks", COMMAND, 0),
+              kvHostBytes: integerFlag(flags, "kv-host-bytes", COMMAND, 0),
+              kvDir: typeof kvDir === "string" ? kvDir : null,
+              kvDiskBytes: integerFlag(flags, "kv-disk-bytes", COMMAND, 1),
+              focusWindow: integerFlag(flags, "focus-window", COMMAND, 0),
             },
     },
     { out: io.out, err: io.err ?? ((text) => void process.stderr.write(text)) },

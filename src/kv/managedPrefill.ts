@@ -1,0 +1,253 @@
+/**
+ * The prefill of a segmented prompt with chunk-cache reuse (Cache-Craft,
+ * ProphetKV). For one sequence whose block table already holds the prompt:
+ *
+ * 1. plan (prefillPlan.ts): exact-prefix segments, reused chunk variants (lowest
+ *    CFO) and chunks to compute;
+ * 2. place every reused segment's KV at its positions (RELOCATE from the device
+ *    tier, IMPORT from host or disk) — re-rotated, so a chunk serves any position;
+ * 3. compute: the missing chunks (with attention statistics for their metadata),
+ *    the recompute set of the reused chunks and the question, with causal
+ *    attention over the merged cache:
+ *    - cachecraft: the top ⌈CFO·|C|⌉ most contextualised tokens of each reused
+ *      chunk (budget-normalised), recomputed with the question in one pass, with
+ *      focused-chunk early stop;
+ *    - prophet: stage I runs the question over the reused KV and records its
+ *      attention in every layer; the fused scores give one global top set; stage
+ *      II recomputes it with the question;
+ *    - none: only the missing chunks and the question;
+ *    - prefix: exact prefix reuse only; full: no cache at all;
+ * 4. return the last question token's logits, the usage accounting and the
+ *    store-back (new chunks into the cache, hits promoted), which the caller runs
+ *    after the first token has gone out.
+ */
+import type { ForwardRequest, ForwardResult, ForwardSequence, RunnerInfo } from "../engine/runnerProtocol.ts";
+import type { ChunkCache, KvTier } from "./chunkCache.ts";
+import { variantMetadataFromStats } from "./variantMetadata.ts";
+import { planPrefill, type SegmentPlan } from "./prefillPlan.ts";
+import { cacheCraftSelection, prophetSelection, type RecomputePolicy } from "./recomputeSelection.ts";
+import { promptTokens, segmentBounds, type SegmentedPrompt } from "./segmentedPrompt.ts";
+
+export interface ManagedPrefillRunner {
+  readonly info: RunnerInfo;
+  forward(request: ForwardRequest): Promise<ForwardResult>;
+}
+
+export interface ManagedPrefillOptions {
+  policy: RecomputePolicy;
+  /** Share of the reused chunks' tokens to recompute, 0..1. */
+  recomputeRatio: number;
+  /** α of CFO = α·CCI·(1−β′) (eq. 12); only the ranking of variants depends on it. */
+  alpha?: number;
+  /** Cache-Craft focused-chunk early stop: layers the focused set must hold (0: off). */
+  focusWindow?: number;
+  /** Most new tokens in one FORWARD (longer runs are split in sequence order). */
+  maxForwardTokens?: number;
+}
+
+export interface ManagedPrefillUsage {
+  prompt_tokens_prefix_reused: number;
+  prompt_tokens_chunk_reused: number;
+  prompt_tokens_recomputed: number;
+  prompt_tokens_computed: number;
+  tier_hits: Record<KvTier, number>;
+  policy: RecomputePolicy;
+  /** Cache-Craft early stop: the layer after which unfocused chunks stopped (null: never). */
+  focus_cutoff_layer?: number | null;
+}
+
+export interface ManagedPrefillResult {
+  /** The last question token's logits. */
+  logits: Float32Array;
+  usage: ManagedPrefillUsage;
+  /** Chunk hashes this request computes (delay-hit bookkeeping; released by storeBack). */
+  computing: string[];
+  /** Stores the computed chunks and promotes host/disk hits; run after the first token. */
+  storeBack(): Promise<void>;
+}
+
+/** Runs FORWARDs of the new tokens at `indices` (sorted), split so none exceeds `max` tokens; returns the last one's result. */
+async function forwardSpans(
+  runner: ManagedPrefillRunner,
+  table: readonly number[],
+  tokens: readonly number[],
+  indices: Uint32Array,
+  max: number,
+): Promise<ForwardResult> {
+  let result: ForwardResult | null = null;
+  for (let from = 0; from < indices.length; from += max) {
+    const part = indices.subarray(from, Math.min(indices.length, from + max));
+    const isLast = from + max >= indices.length;
+    const seq: ForwardSequence = {
+      table,
+      tokens: Array.from(part, (i) => tokens[i]!),
+      indices: part,
+      logitRows: isLast ? [part.length - 1] : [],
+    };
+    result = await runner.forward({ sequences: [seq] });
+  }
+  return result!;
+}
+
+function range(start: number, end: number): number[] {
+  const out: number[] = [];
+  for (let i = start; i < end; i++) out.push(i);
+  return out;
+}
+
+export async function managedPrefill(
+  runner: ManagedPrefillRunner,
+  cache: ChunkCache | null,
+  prompt: SegmentedPrompt,
+  table: readonly number[],
+  options: ManagedPrefillOptions,
+): Promise<ManagedPrefillResult> {
+  const tokens = promptTokens(prompt);
+  const bounds = segmentBounds(prompt);
+  const length = tokens.length;
+  const questionStart = bounds.at(-1)!;
+  const maxForward = options.maxForwardTokens ?? 8192;
+  const usage: ManagedPrefillUsage = {
+    prompt_tokens_prefix_reused: 0,
+    prompt_tokens_chunk_reused: 0,
+    prompt_tokens_recomputed: 0,
+    prompt_tokens_computed: 0,
+    tier_hits: { device: 0, host: 0, disk: 0 },
+    policy: options.policy,
+  };
+
+  const plans: SegmentPlan[] = cache === null || options.policy === "full" ? prompt.segments.map(() => ({ kind: "compute" as const })) : planPrefill(cache.index, prompt, options.policy, options.alpha ?? 1);
+
+  // Place the cached segments; a damaged disk file turns its segment into a computed one.
+  const hits: { segment: number; tier: KvTier }[] = [];
+  for (let s = 0; s < plans.length; s++) {
+    const plan = plans[s]!;
+    if (plan.kind === "compute") continue;
+    const positions = Int32Array.from(range(bounds[s]!, bounds[s + 1]!));
+    const tier = await cache!.place(plan.variant, table, bounds[s]!, positions);
+    if (tier === null) {
+      plans[s] = { kind: "compute" };
+      continue;
+    }
+    usage.tier_hits[tier]++;
+    hits.push({ segment: s, tier });
+    cache!.recordUse(plan.variant, plan.kind === "reuse" ? plan.cfo : 0);
+  }
+
+  // Exactness: a segment's KV equals full prefill's when everything before it does and it is computed or fully recomputed.
+  const computedSegments = plans.flatMap((p, s) => (p.kind === "compute" ? [s] : []));
+  const reusedSegments = plans.flatMap((p, s) => (p.kind === "reuse" ? [s] : []));
+  const reusedTokens = reusedSegments.reduce((sum, s) => sum + prompt.segments[s]!.tokens.length, 0);
+  const budget = Math.min(reusedTokens, Math.ceil(Math.max(0, Math.min(1, options.recomputeRatio)) * reusedTokens - 1e-9));
+
+  const computeIndices: number[] = [];
+  for (const s of computedSegments) computeIndices.push(...range(bounds[s]!, bounds[s + 1]!));
+  const questionIndices = range(questionStart, length);
+
+  // Stats of the computed chunks (for their metadata) come from the pass that computes them.
+  const chunkBounds = Uint32Array.from([...bounds, length]);
+  let recompute: number[] = [];
+  let metadataStats: ForwardResult | null = null;
+
+  if (options.policy === "prophet" && budget > 0 && reusedTokens > 0) {
+    // Stage I: missing chunks, then the question over the reused KV, its attention recorded per layer.
+    if (computeIndices.length > 0) metadataStats = await statsForward(runner, table, tokens, computeIndices, chunkBounds);
+    const stage1 = await runner.forward({
+      stats: true,
+      sequences: [{ table, tokens: questionIndices.map((i) => tokens[i]!), indices: Uint32Array.from(questionIndices), logitRows: [], queryRows: range(0, questionIndices.length), chunkBounds: [0] }],
+    });
+    const layers = stage1.stats![0]!;
+    const candidates = reusedSegments.map((s) => ({ start: bounds[s]!, end: bounds[s + 1]! }));
+    recompute = Array.from(prophetSelection(layers.map((l) => l.mass), questionIndices.length, layers[0]!.len, candidates, budget));
+  } else if (options.policy === "cachecraft" && budget > 0 && reusedTokens > 0) {
+    const chosen = cacheCraftSelection(
+      reusedSegments.map((s) => {
+        const plan = plans[s] as Extract<SegmentPlan, { kind: "reuse" }>;
+        return { tokenCount: prompt.segments[s]!.tokens.length, cfo: plan.cfo, tokenInter: plan.variant.meta.tokenInter };
+      }),
+      budget,
+    );
+    reusedSegments.forEach((s, k) => {
+      for (const local of chosen[k]!) recompute.push(bounds[s]! + local);
+    });
+  }
+
+  // The computing pass: missing chunks, the recompute set and the question. After prophet's stage I
+  // the missing chunks are computed already; those behind a recomputed token run again, as their
+  // KV depends on it.
+  const pass = new Set<number>(recompute);
+  const firstRecomputed = recompute.length > 0 ? Math.min(...recompute) : Infinity;
+  for (const i of computeIndices) if (metadataStats === null || i > firstRecomputed) pass.add(i);
+  for (const i of questionIndices) pass.add(i);
+  const passIndices = Uint32Array.from([...pass].sort((a, b) => a - b));
+  let result: ForwardResult;
+  if (metadataStats === null && computeIndices.length > 0 && cache !== null && options.policy !== "full") {
+    result = await statsForward(runner, table, tokens, Array.from(passIndices), chunkBounds, computeIndices);
+    metadataStats = result;
+  } else {
+    result = await forwardSpans(runner, table, tokens, passIndices, maxForward);
+  }
+  const logitsAll = result.logits[0]!;
+  const logits = logitsAll.subarray(logitsAll.length - runner.info.vocab);
+
+  usage.prompt_tokens_recomputed = recompute.length;
+  for (const hit of hits) {
+    const n = prompt.segments[hit.segment]!.tokens.length;
+    if (plans[hit.segment]!.kind === "prefix") usage.prompt_tokens_prefix_reused += n;
+    else usage.prompt_tokens_chunk_reused += n;
+  }
+  usage.prompt_tokens_chunk_reused -= recompute.length;
+  usage.prompt_tokens_computed = length - usage.prompt_tokens_prefix_reused - usage.prompt_tokens_chunk_reused - usage.prompt_tokens_recomputed;
+
+  const computing = cache === null || options.policy === "full" ? [] : computedSegments.map((s) => prompt.segments[s]!.hash);
+  cache?.computing(computing);
+  const recomputedAll = budget === reusedTokens;
+
+  const storeBack = async (): Promise<void> => {
+    if (cache === null || options.policy === "full") return;
+    try {
+      let exactSoFar = true;
+      for (let s = 0; s < plans.length; s++) {
+        const plan = plans[s]!;
+        if (plan.kind === "prefix") continue;
+        if (plan.kind === "reuse") {
+          if (!(recomputedAll && options.policy !== "none")) exactSoFar = false;
+          if (hits.some((h) => h.segment === s && h.tier !== "device")) await cache.promote(plan.variant, table, bounds[s]!);
+          continue;
+        }
+        const segment = prompt.segments[s]!;
+        const meta = variantMetadataFromStats(metadataStats!, computeIndices, s, chunkBounds, prompt.segments.map((g) => g.hash));
+        await cache.store(table, bounds[s]!, { chunkHash: segment.hash, tokenCount: segment.tokens.length, prefix: prompt.segments.slice(0, s).map((g) => g.hash), exact: exactSoFar, ...meta });
+      }
+    } finally {
+      cache.computed(computing);
+    }
+  };
+  return { logits, usage, computing, storeBack };
+}
+
+/**
+ * A FORWARD of `indices` (sorted) with per-token chunk attention recorded for the
+ * tokens in `statRows` (default: all of them), chunk bounds over the whole prompt.
+ */
+async function statsForward(
+  runner: ManagedPrefillRunner,
+  table: readonly number[],
+  tokens: readonly number[],
+  indices: number[],
+  chunkBounds: Uint32Array,
+  statRows: number[] = indices,
+): Promise<ForwardResult> {
+  const rowOf = new Map<number, number>();
+  indices.forEach((index, row) => rowOf.set(index, row));
+  const queryRows = statRows.map((i) => rowOf.get(i)!);
+  // Chunk bounds must not reach past the largest index of this pass.
+  const len = indices[indices.length - 1]! + 1;
+  const bounds = Array.from(chunkBounds).filter((b) => b <= len);
+  if (bounds.at(-1)! < len) bounds.push(len);
+  return runner.forward({
+    stats: true,
+    chunkMass: true,
+    sequences: [{ table, tokens: indices.map((i) => tokens[i]!), indices: Uint32Array.from(indices), logitRows: [indices.length - 1], queryRows, chunkBounds: bounds }],
+  } as ForwardRequest);
+}

@@ -1,0 +1,57 @@
+/**
+ * Sparse decode (CHESS) for one sequence: keeps the page vectors of its KV (the
+ * runner's KEY_SUMMARY of every full block: mean keys without RoPE over all
+ * layers) in step with the sequence, and gives each decode step a compacted
+ * block table (SparseDecodePlanner: selected pages, sinks, the local window and
+ * the current page), so the step reads only those pages.
+ */
+import type { RunnerInfo } from "../engine/runnerProtocol.ts";
+import type { KvBlockTable } from "../engine/kvBlockTable.ts";
+import { SparseDecodePlanner } from "./sparseDecodePlanner.ts";
+
+/** The runner op sparse decode needs (RunnerProcess has it). */
+export interface SparseDecodeRunner {
+  keySummary(blocks: readonly number[]): Promise<{ counts: Uint32Array; summaries: Float32Array }>;
+}
+
+export class SparseDecode {
+  private readonly planner: SparseDecodePlanner;
+  private readonly blockSize: number;
+  private readonly dim: number;
+  /** Full blocks summarised so far. */
+  private summarised = 0;
+  sparseSteps = 0;
+  reconstructions = 0;
+
+  constructor(info: RunnerInfo, budgetFraction: number) {
+    this.blockSize = info.block_size;
+    this.dim = info.layers * info.kv_heads * info.head_dim;
+    this.planner = new SparseDecodePlanner({ budgetFraction, blockSize: info.block_size });
+  }
+
+  /** Summarises the blocks that filled up since the last call. */
+  async sync(runner: SparseDecodeRunner, table: KvBlockTable): Promise<void> {
+    const full = Math.floor(table.length / this.blockSize);
+    if (full <= this.summarised) return;
+    const blocks = table.blocks.slice(this.summarised, full);
+    const { summaries } = await runner.keySummary(blocks);
+    if (this.summarised === 0) {
+      this.planner.setPages(summaries, blocks.length);
+    } else {
+      for (let b = 0; b < blocks.length; b++) this.planner.appendPage(summaries.subarray(b * this.dim, (b + 1) * this.dim));
+    }
+    this.summarised = full;
+  }
+
+  /** The table and sequence index for the decode token at sequence index `length`. */
+  decodeEntry(fullTable: readonly number[], length: number): { table: readonly number[]; index: number } {
+    const entry = this.planner.tableFor(fullTable, length);
+    if (entry.table !== fullTable && entry.table.length < fullTable.length) this.sparseSteps++;
+    if (entry.reconstructed) this.reconstructions++;
+    return { table: entry.table, index: entry.index };
+  }
+
+  observe(logits: Float32Array): void {
+    this.planner.observeLogits(logits);
+  }
+}

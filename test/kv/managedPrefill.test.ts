@@ -1,0 +1,199 @@
+/**
+ * KV-managed prefill on the real CPU runner (tiny model, 4 layers): with policy
+ * full or recompute ratio 1.0 the logits equal a plain full prefill; exact prefix
+ * reuse is exact; chunks reused in another order are placed at their new
+ * positions; host and disk tiers give the same results as the device tier; a
+ * damaged cache file is discarded and its chunk computed; usage adds up.
+ */
+import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
+import { readdirSync, readFileSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { KvBlockPool, KvBlockTable } from "../../src/engine/kvBlockTable.ts";
+import { RunnerProcess } from "../../src/engine/runnerProcess.ts";
+import { sequenceRange } from "../../src/engine/runnerProtocol.ts";
+import { ChunkCache } from "../../src/kv/chunkCache.ts";
+import { DiskKvTier } from "../../src/kv/diskKvTier.ts";
+import { managedPrefill, type ManagedPrefillOptions } from "../../src/kv/managedPrefill.ts";
+import { modelIdentity } from "../../src/kv/modelIdentity.ts";
+import { promptTokens, segmentTokens, type SegmentedPrompt } from "../../src/kv/segmentedPrompt.ts";
+import { tempFolder } from "../helpers/cli.ts";
+import { buildRunner, tinyModelFolder } from "../helpers/engineKit.ts";
+
+setDefaultTimeout(120_000);
+
+let executable = "";
+let model: { path: string; cleanup(): void };
+const runners: RunnerProcess[] = [];
+const folders: { cleanup(): void }[] = [];
+
+beforeAll(() => {
+  executable = buildRunner();
+  model = tinyModelFolder({ layers: 4, seed: 7 });
+});
+
+afterAll(async () => {
+  for (const runner of runners) await runner.shutdown();
+  for (const folder of folders) folder.cleanup();
+  model?.cleanup();
+});
+
+async function setup(cacheOptions: ConstructorParameters<typeof ChunkCache>[1] = {}) {
+  const runner = await RunnerProcess.start({ executable, model: model.path, blocks: 256, blockSize: 16, threads: 2 });
+  runners.push(runner);
+  const pool = new KvBlockPool(runner, 16, runner.info.free_blocks);
+  const cache = new ChunkCache(runner, cacheOptions);
+  cache.attachPool(pool);
+  return { runner, pool, cache };
+}
+
+/** Deterministic pseudo-random byte tokens (the tiny model's vocabulary starts with the 256 bytes). */
+function tokens(seed: number, n: number): number[] {
+  let x = seed * 2654435761;
+  return Array.from({ length: n }, () => {
+    x = (x * 1103515245 + 12345) >>> 0;
+    return 32 + ((x >>> 16) % 90);
+  });
+}
+
+const HEAD = tokens(1, 12);
+const CHUNKS = [tokens(2, 40), tokens(3, 33), tokens(4, 48), tokens(5, 21), tokens(6, 37)];
+const QUESTION = tokens(9, 9);
+const prompt = (order: number[]): SegmentedPrompt => segmentTokens(HEAD, order.map((i) => CHUNKS[i]!), QUESTION);
+
+async function fullPrefillLogits(runner: RunnerProcess, pool: KvBlockPool, p: SegmentedPrompt): Promise<Float32Array> {
+  const ids = promptTokens(p);
+  const table = new KvBlockTable(16);
+  await pool.grow([{ table, entries: ids.length }]);
+  const result = await runner.forward({ sequences: [{ table: table.blocks, tokens: ids, indices: sequenceRange(0, ids.length), logitRows: [ids.length - 1] }] });
+  await pool.release([table]);
+  return result.logits[0]!;
+}
+
+async function managed(setupValue: Awaited<ReturnType<typeof setup>>, p: SegmentedPrompt, options: ManagedPrefillOptions) {
+  const { runner, pool, cache } = setupValue;
+  const table = new KvBlockTable(16);
+  await pool.grow([{ table, entries: promptTokens(p).length }]);
+  const result = await managedPrefill(runner, cache, p, table.blocks, options);
+  await result.storeBack();
+  await pool.release([table]);
+  return result;
+}
+
+function maxAbsDiff(a: Float32Array, b: Float32Array): number {
+  expect(a.length).toBe(b.length);
+  let max = 0;
+  for (let i = 0; i < a.length; i++) max = Math.max(max, Math.abs(a[i]! - b[i]!));
+  return max;
+}
+
+const argmax = (logits: Float32Array) => logits.reduce((best, v, i) => (v > logits[best]! ? i : best), 0);
+
+describe("managedPrefill", () => {
+  test("policy full equals a plain prefill and touches no cache", async () => {
+    const s = await setup();
+    const p = prompt([0, 1, 2]);
+    const reference = await fullPrefillLogits(s.runner, s.pool, p);
+    const result = await managed(s, p, { policy: "full", recomputeRatio: 0.2 });
+    expect(maxAbsDiff(result.logits, reference)).toBeLessThanOrEqual(1e-5);
+    expect(result.usage.prompt_tokens_computed).toBe(promptTokens(p).length);
+    expect(s.cache.index.size).toBe(0);
+  });
+
+  test("the same prompt again is an exact prefix hit: nothing but the question is computed, logits unchanged", async () => {
+    const s = await setup();
+    const p = prompt([0, 1, 2]);
+    const reference = await fullPrefillLogits(s.runner, s.pool, p);
+    const first = await managed(s, p, { policy: "prophet", recomputeRatio: 0.2 });
+    expect(first.usage.prompt_tokens_computed).toBe(promptTokens(p).length);
+    expect(maxAbsDiff(first.logits, reference)).toBeLessThanOrEqual(1e-4);
+    const second = await managed(s, p, { policy: "prophet", recomputeRatio: 0.2 });
+    expect(second.usage.prompt_tokens_prefix_reused).toBe(promptTokens(p).length - QUESTION.length);
+    expect(second.usage.prompt_tokens_computed).toBe(QUESTION.length);
+    expect(second.usage.tier_hits.device).toBe(4);
+    expect(maxAbsDiff(second.logits, reference)).toBeLessThanOrEqual(1e-4);
+  });
+
+  for (const policy of ["prophet", "cachecraft"] as const) {
+    test(`${policy} at recompute ratio 1.0 equals full prefill with the chunks in another order`, async () => {
+      const s = await setup();
+      await managed(s, prompt([0, 1, 2, 3]), { policy, recomputeRatio: 0.2 });
+      const p = prompt([2, 0, 4, 3, 1]);
+      const reference = await fullPrefillLogits(s.runner, s.pool, p);
+      const result = await managed(s, p, { policy, recomputeRatio: 1 });
+      const reused = [2, 0, 3, 1].reduce((n, i) => n + CHUNKS[i]!.length, 0);
+      expect(result.usage.prompt_tokens_prefix_reused).toBe(HEAD.length);
+      expect(result.usage.prompt_tokens_recomputed).toBe(reused);
+      expect(result.usage.prompt_tokens_chunk_reused).toBe(0);
+      expect(result.usage.prompt_tokens_computed).toBe(CHUNKS[4]!.length + QUESTION.length);
+      expect(maxAbsDiff(result.logits, reference)).toBeLessThanOrEqual(1e-4);
+    });
+  }
+
+  test("at 20% the recompute set is 20% of the reused tokens and the usage partitions the prompt", async () => {
+    const s = await setup();
+    await managed(s, prompt([0, 1, 2, 3]), { policy: "prophet", recomputeRatio: 0.2 });
+    const p = prompt([3, 1, 0, 2]);
+    for (const policy of ["prophet", "cachecraft", "none"] as const) {
+      const result = await managed(s, p, { policy, recomputeRatio: 0.2 });
+      const reused = [3, 1, 0, 2].reduce((n, i) => n + CHUNKS[i]!.length, 0);
+      const u = result.usage;
+      expect(u.prompt_tokens_recomputed).toBe(policy === "none" ? 0 : Math.ceil(0.2 * reused));
+      expect(u.prompt_tokens_prefix_reused + u.prompt_tokens_chunk_reused + u.prompt_tokens_recomputed + u.prompt_tokens_computed).toBe(promptTokens(p).length);
+      expect(u.prompt_tokens_computed).toBe(QUESTION.length);
+    }
+  });
+
+  test("host tier (no device room): the same logits as from the device tier", async () => {
+    const device = await setup();
+    const host = await setup({ deviceBlocks: 0 });
+    for (const s of [device, host]) await managed(s, prompt([0, 1, 2]), { policy: "prophet", recomputeRatio: 0.2 });
+    expect(host.cache.stats.deviceVariants).toBe(0);
+    expect(host.cache.stats.hostVariants).toBe(4);
+    const p = prompt([2, 1, 0]);
+    const a = await managed(device, p, { policy: "none", recomputeRatio: 0 });
+    const b = await managed(host, p, { policy: "none", recomputeRatio: 0 });
+    // The head (an exact prefix) and the three chunks.
+    expect(b.usage.tier_hits.host).toBe(4);
+    expect(a.usage.tier_hits.device).toBe(4);
+    expect(maxAbsDiff(a.logits, b.logits)).toBeLessThanOrEqual(1e-5);
+  });
+
+  test("disk tier: lossless round trip; a damaged file is discarded and its chunk computed", async () => {
+    const folder = tempFolder("ctxr-kvdir-");
+    folders.push(folder);
+    const identity = await modelIdentity(model.path);
+    const first = await setup();
+    const disk = new DiskKvTier({ dir: folder.path, capacityBytes: 1 << 30, modelIdentity: identity, layers: first.runner.info.layers, kvWidth: first.runner.info.kv_heads * first.runner.info.head_dim, pageSize: 16 });
+    const s = await setup({ deviceBlocks: 0, hostBytes: 0, disk });
+    await managed(s, prompt([0, 1, 2]), { policy: "prophet", recomputeRatio: 0.2 });
+    expect(s.cache.stats.diskVariants).toBe(4);
+    const p = prompt([0, 1, 2]);
+    const reference = await fullPrefillLogits(s.runner, s.pool, p);
+    const exact = await managed(s, p, { policy: "prophet", recomputeRatio: 0.2 });
+    expect(exact.usage.tier_hits.disk).toBe(4);
+    expect(maxAbsDiff(exact.logits, reference)).toBeLessThanOrEqual(1e-4);
+
+    // Damage every file on disk: each is discarded when read, the chunks are computed again.
+    const damaged = await setup({ deviceBlocks: 0, hostBytes: 0, disk });
+    await damaged.cache.loadFromDisk();
+    for (const name of readdirSync(folder.path)) {
+      const path = join(folder.path, name);
+      const bytes = readFileSync(path);
+      bytes[bytes.length >> 1] ^= 0x10;
+      writeFileSync(path, bytes);
+    }
+    const again = await managed(damaged, p, { policy: "prophet", recomputeRatio: 0.2 });
+    expect(again.usage.tier_hits.disk).toBe(0);
+    expect(again.usage.prompt_tokens_computed).toBe(promptTokens(p).length);
+    expect(maxAbsDiff(again.logits, reference)).toBeLessThanOrEqual(1e-4);
+    expect(damaged.cache.stats.discarded).toBeGreaterThan(0);
+  });
+
+  test("greedy next token of none/prophet at 20% is a valid token id and the runner stays consistent", async () => {
+    const s = await setup();
+    await managed(s, prompt([0, 1, 2, 3, 4]), { policy: "prophet", recomputeRatio: 0.2 });
+    const result = await managed(s, prompt([4, 3, 2, 1, 0]), { policy: "prophet", recomputeRatio: 0.2 });
+    expect(argmax(result.logits)).toBeLessThan(s.runner.info.vocab);
+    expect((await s.runner.queryInfo()).free_blocks).toBe(s.pool.free);
+  });
+});

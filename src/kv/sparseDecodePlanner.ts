@@ -1,0 +1,239 @@
+/**
+ * Per-sequence CHESS state for sparse decoding: the page hierarchy, the current page selection
+ * and the uncertainty trigger, turned into the block table a decode step's FORWARD gets.
+ *
+ * The token with sequence index s attends to entries 0..=s of the table FORWARD is given, so a
+ * sparse step passes a compacted table: the kept full pages in their original order, then the
+ * sequence's last page (the one the new token is written into, partially filled). The new
+ * token's index in that table is (pages before the last) * blockSize + (offset in the last
+ * page); its position (RoPE) is still its true sequence index, passed separately.
+ *
+ * Lifecycle: `setPages` after prefill with the full pages' vectors (mean un-RoPEd keys per page,
+ * layers * kv_width floats each), `appendPage` whenever a page fills, `observeLogits` after each
+ * step, and `tableFor` before each decode step.
+ *
+ * The selection is recomputed (`reconstructed: true`) on the first sparse call, when the
+ * uncertainty trigger fires (its window is then cleared), when the sequence got shorter, and when
+ * the local window slid onto pages the previous table did not have (the sequence grew by more
+ * than a page since the last call). Otherwise the previous semantic pages are reused with the
+ * always-kept pages of the current step: sinks, window, and full pages that had no vector when
+ * the selection was made or still have none. In steady decoding the window slides one page at a time onto the page
+ * the previous table ended with, so only the trigger reconstructs. When the budget covers the
+ * whole context (sinks + window + semantic budget >= pages, or budgetFraction >= 1) the full
+ * table is returned unchanged (dense decode).
+ */
+import type { IndexKernels } from "../kernels/index.ts";
+import { type PageHierarchyOptions, PageHierarchy } from "./pageHierarchy.ts";
+import {
+  budgetToPages,
+  checkRatios,
+  DEFAULT_RATIOS,
+  DEFAULT_SINK_PAGES,
+  DEFAULT_WINDOW_PAGES,
+  selectPages,
+  type SelectionRatios,
+  withKeptPages,
+} from "./sparsePageSelection.ts";
+import { type TokenUncertainty, UncertaintyTrigger, type UncertaintyTriggerOptions } from "./uncertaintyTrigger.ts";
+
+/** KV budget as a fraction of the context when none is given: the paper's 1%. */
+export const DEFAULT_BUDGET_FRACTION = 0.01;
+export const DEFAULT_BLOCK_SIZE = 16;
+
+export interface SparseDecodePlannerOptions extends Pick<PageHierarchyOptions, "chunkPages" | "gridChunks"> {
+  /** KV budget as a fraction of the context (sinks and window included); default 0.01. >= 1 is dense. */
+  budgetFraction?: number;
+  /** Default DEFAULT_RATIOS ({ grid: 0.5, chunk: 0.2 }). */
+  ratios?: SelectionRatios;
+  /** Default 1. */
+  sinkPages?: number;
+  /** At least 1 (the partial page); default 2. */
+  windowPages?: number;
+  /** Tokens per page; default 16. */
+  blockSize?: number;
+  /** Trigger thresholds and window (see uncertaintyTrigger.ts for the defaults). */
+  trigger?: UncertaintyTriggerOptions;
+  /** Default `kernels()`. */
+  kernels?: IndexKernels;
+}
+
+export interface DecodeTable {
+  /** The block table to pass to FORWARD. */
+  table: number[];
+  /** The new token's sequence index within `table`. */
+  index: number;
+  /** Pages the new token attends to (the whole table but for blocks past the last page when dense). */
+  pagesSelected: number;
+  /** Whether the page selection was recomputed for this step. */
+  reconstructed: boolean;
+}
+
+function checkInteger(what: string, value: number, min: number): void {
+  if (!Number.isInteger(value) || value < min) throw new RangeError(`SparseDecodePlanner: ${what} must be an integer >= ${min} (got ${value})`);
+}
+
+export class SparseDecodePlanner {
+  readonly budgetFraction: number;
+  readonly ratios: Readonly<SelectionRatios>;
+  readonly sinkPages: number;
+  readonly windowPages: number;
+  readonly blockSize: number;
+  readonly trigger: UncertaintyTrigger;
+
+  private readonly hierarchyOptions: PageHierarchyOptions;
+  private readonly kernels: IndexKernels | undefined;
+  private hierarchy: PageHierarchy | undefined;
+  /** Semantic pages of the current selection; undefined when there is none. */
+  private semantic: number[] | undefined;
+  /** Full pages [start, end) that had no vector when the current selection was made (kept until the next). */
+  private unscoredAtSelection: [number, number] = [0, 0];
+  /** Pages of the last sparse table returned. */
+  private lastPages = new Set<number>();
+  private lastLength = -1;
+  private reconstructionCount = 0;
+
+  constructor(options: SparseDecodePlannerOptions = {}) {
+    const {
+      budgetFraction = DEFAULT_BUDGET_FRACTION,
+      ratios = DEFAULT_RATIOS,
+      sinkPages = DEFAULT_SINK_PAGES,
+      windowPages = DEFAULT_WINDOW_PAGES,
+      blockSize = DEFAULT_BLOCK_SIZE,
+    } = options;
+    if (typeof budgetFraction !== "number" || !(budgetFraction >= 0)) throw new RangeError(`SparseDecodePlanner: budgetFraction must be >= 0 (got ${budgetFraction})`);
+    checkRatios(ratios);
+    checkInteger("sinkPages", sinkPages, 0);
+    checkInteger("windowPages", windowPages, 1);
+    checkInteger("blockSize", blockSize, 1);
+    this.budgetFraction = budgetFraction;
+    this.ratios = { grid: ratios.grid, chunk: ratios.chunk };
+    this.sinkPages = sinkPages;
+    this.windowPages = windowPages;
+    this.blockSize = blockSize;
+    this.trigger = new UncertaintyTrigger(options.trigger);
+    this.hierarchyOptions = { chunkPages: options.chunkPages, gridChunks: options.gridChunks };
+    this.kernels = options.kernels;
+    if (options.chunkPages !== undefined) checkInteger("chunkPages", options.chunkPages, 1);
+    if (options.gridChunks !== undefined) checkInteger("gridChunks", options.gridChunks, 1);
+  }
+
+  /** Full pages with a vector. */
+  get pageCount(): number {
+    return this.hierarchy?.pageCount ?? 0;
+  }
+
+  /** The semantic pages of the current selection (sorted), or undefined before one / while dense. */
+  get selection(): readonly number[] | undefined {
+    return this.semantic;
+  }
+
+  /** Selections computed so far. */
+  get reconstructions(): number {
+    return this.reconstructionCount;
+  }
+
+  /**
+   * The vectors of the sequence's first `count` full pages (count rows of layers * kv_width
+   * floats), after prefill. Replaces any previous state of the sequence (selection and trigger
+   * included).
+   */
+  setPages(vectors: ArrayLike<number>, count: number): void {
+    checkInteger("count", count, 0);
+    if (count === 0) {
+      if (vectors.length !== 0) throw new RangeError(`SparseDecodePlanner: 0 pages but ${vectors.length} floats`);
+      this.hierarchy = undefined;
+    } else {
+      if (vectors.length % count !== 0 || vectors.length === 0) {
+        throw new RangeError(`SparseDecodePlanner: ${vectors.length} floats are not ${count} page vectors`);
+      }
+      this.hierarchy = PageHierarchy.fromPages(vectors.length / count, vectors, count, this.hierarchyOptions);
+    }
+    this.clearSelection();
+    this.lastLength = -1;
+    this.trigger.reset();
+  }
+
+  /** The vector of the next full page (the page that just filled). */
+  appendPage(vector: ArrayLike<number>): void {
+    if (this.hierarchy === undefined) {
+      this.hierarchy = new PageHierarchy(vector.length, this.hierarchyOptions);
+    }
+    this.hierarchy.appendPage(vector);
+  }
+
+  /** Feeds a step's next-token logits to the trigger; returns the step's entropy and varentropy. */
+  observeLogits(logits: ArrayLike<number>, temperature = 1): TokenUncertainty {
+    return this.trigger.observeLogits(logits, temperature);
+  }
+
+  /**
+   * The table for the next decode token, at sequence index `length` (entries 0..length-1
+   * written). `fullTable` is the sequence's block table and must have its page
+   * floor(length / blockSize); blocks past it are ignored by a sparse table and kept by a dense one.
+   */
+  tableFor(fullTable: readonly number[], length: number): DecodeTable {
+    checkInteger("length", length, 0);
+    const blockSize = this.blockSize;
+    const lastPage = Math.floor(length / blockSize);
+    const offset = length % blockSize;
+    const totalPages = lastPage + 1;
+    if (fullTable.length < totalPages) {
+      throw new RangeError(`SparseDecodePlanner: sequence index ${length} needs ${totalPages} blocks (the table has ${fullTable.length})`);
+    }
+    const budget = budgetToPages(length + 1, this.budgetFraction, blockSize, this.sinkPages, this.windowPages);
+    if (this.budgetFraction >= 1 || this.sinkPages + this.windowPages + budget >= totalPages) {
+      this.clearSelection();
+      this.lastLength = length;
+      return { table: fullTable.slice(), index: length, pagesSelected: totalPages, reconstructed: false };
+    }
+
+    const reconstruct =
+      this.semantic === undefined || length < this.lastLength || this.windowSlidOntoNewPages(totalPages) || this.trigger.shouldReconstruct();
+    let pages: number[];
+    if (reconstruct) {
+      const hierarchy = this.hierarchy;
+      if (hierarchy !== undefined && hierarchy.pageCount > 0) {
+        const selection = selectPages(hierarchy, {
+          pageBudget: budget,
+          ratios: this.ratios,
+          sinkPages: this.sinkPages,
+          windowPages: this.windowPages,
+          totalPages,
+          kernels: this.kernels,
+        });
+        this.semantic = selection.semantic;
+        pages = selection.pages;
+      } else {
+        this.semantic = [];
+        pages = withKeptPages([], totalPages, 0, this.sinkPages, this.windowPages);
+      }
+      this.unscoredAtSelection = [Math.min(this.pageCount, lastPage), lastPage];
+      this.trigger.reset();
+      this.reconstructionCount++;
+    } else {
+      const kept = [...this.semantic!];
+      for (let page = this.unscoredAtSelection[0]; page < this.unscoredAtSelection[1]; page++) kept.push(page);
+      pages = withKeptPages(kept, totalPages, this.pageCount, this.sinkPages, this.windowPages);
+    }
+
+    this.lastPages = new Set(pages);
+    this.lastLength = length;
+    const table = pages.map((page) => fullTable[page]!);
+    return { table, index: (pages.length - 1) * blockSize + offset, pagesSelected: pages.length, reconstructed: reconstruct };
+  }
+
+  /** Whether a full page of the current window was not in the last table. */
+  private windowSlidOntoNewPages(totalPages: number): boolean {
+    const lastPage = totalPages - 1;
+    for (let page = Math.max(0, totalPages - this.windowPages); page < lastPage; page++) {
+      if (!this.lastPages.has(page)) return true;
+    }
+    return false;
+  }
+
+  private clearSelection(): void {
+    this.semantic = undefined;
+    this.unscoredAtSelection = [0, 0];
+    this.lastPages = new Set();
+  }
+}

@@ -39,6 +39,7 @@ import { managedPrefill, type ManagedPrefillOptions } from "../src/kv/managedPre
 import type { RecomputePolicy } from "../src/kv/recomputeSelection.ts";
 import { promptTokens, segmentTokens, type SegmentedPrompt } from "../src/kv/segmentedPrompt.ts";
 import { SparseDecode } from "../src/kv/sparseDecode.ts";
+import { calibrateThresholds, tokenUncertainty, type TokenUncertainty } from "../src/kv/uncertaintyTrigger.ts";
 import { BENCH_MODELS, benchModelFolder, buildBenchRunner, median, progress } from "./benchKit.ts";
 
 const { values } = parseArgs({
@@ -162,7 +163,7 @@ async function benchPrefill(runner: RunnerProcess): Promise<PrefillRow[]> {
     const table = new KvBlockTable(BLOCK);
     await pool.grow([{ table, entries: length + agreeTokens + 1 }]);
     const started = performance.now();
-    const result = await managedPrefill(runner, cache, prompt, table.blocks, options);
+    const result = await managedPrefill(runner, cache, prompt, table.blocks, { ...options, collectMetadata: store });
     const ttft = performance.now() - started;
     const steps: number[] = [argmax(result.logits)];
     if (forced !== null) {
@@ -172,7 +173,6 @@ async function benchPrefill(runner: RunnerProcess): Promise<PrefillRow[]> {
       }
     }
     if (store) await result.storeBack();
-    else cache.computed(result.computing);
     await pool.release([table]);
     return { result, ttft, steps };
   }
@@ -272,6 +272,7 @@ interface DecodeRow {
   speedup: number;
   pages_read: number;
   pages_total: number;
+  reconstructions: number;
 }
 
 async function benchDecode(runner: RunnerProcess): Promise<DecodeRow[]> {
@@ -292,18 +293,21 @@ async function benchDecode(runner: RunnerProcess): Promise<DecodeRow[]> {
     const prefix = table.slice(0, context / BLOCK);
     const tail = await runner.alloc(1);
     const full = [...prefix, ...tail];
-    const timeSteps = async (entry: (step: number) => { table: readonly number[]; index: number }) => {
+    const timeSteps = async (entry: (step: number) => { table: readonly number[]; index: number }, observe: (logits: Float32Array) => void) => {
       const times: number[] = [];
       for (let step = 0; step < decodeSteps; step++) {
         const started = performance.now();
         const e = entry(step);
-        await runner.forward({ sequences: [{ table: e.table, tokens: [baseTokens[step]!], positions: [context + step], indices: [e.index], logitRows: [0] }] });
+        const out = await runner.forward({ sequences: [{ table: e.table, tokens: [baseTokens[step]!], positions: [context + step], indices: [e.index], logitRows: [0] }] });
+        observe(out.logits[0]!);
         times.push(performance.now() - started);
       }
       return median(times);
     };
-    const dense = await timeSteps((step) => ({ table: full, index: context + step }));
-    const sparse = new SparseDecode(runner.info, kvBudget);
+    // The dense steps calibrate the reconstruction trigger (99th percentile, as CHESS does offline).
+    const uncertainty: TokenUncertainty[] = [];
+    const dense = await timeSteps((step) => ({ table: full, index: context + step }), (logits) => uncertainty.push(tokenUncertainty(logits)));
+    const sparse = new SparseDecode(runner.info, kvBudget, { ...calibrateThresholds(uncertainty, 0.99), windowSteps: 4 });
     const started = performance.now();
     const view = new KvBlockTable(BLOCK);
     view.blocks.push(...prefix);
@@ -311,14 +315,17 @@ async function benchDecode(runner: RunnerProcess): Promise<DecodeRow[]> {
     await sparse.sync(runner, view);
     const summariseMs = performance.now() - started;
     let pages = 0;
-    const sparseMs = await timeSteps((step) => {
-      const e = sparse.decodeEntry(full, context + step);
-      pages = e.table.length;
-      return e;
-    });
+    const sparseMs = await timeSteps(
+      (step) => {
+        const e = sparse.decodeEntry(full, context + step);
+        pages = e.table.length;
+        return e;
+      },
+      (logits) => sparse.observe(logits),
+    );
     await runner.free(tail);
-    rows.push({ context, dense_ms: dense, sparse_ms: sparseMs, speedup: dense / sparseMs, pages_read: pages, pages_total: full.length });
-    progress(`decode @${context}: dense ${dense.toFixed(2)} ms, sparse ${sparseMs.toFixed(2)} ms (${(dense / sparseMs).toFixed(2)}×, ${pages}/${full.length} pages; page summaries ${summariseMs.toFixed(0)} ms once)`);
+    rows.push({ context, dense_ms: dense, sparse_ms: sparseMs, speedup: dense / sparseMs, pages_read: pages, pages_total: full.length, reconstructions: sparse.reconstructions });
+    progress(`decode @${context}: dense ${dense.toFixed(2)} ms, sparse ${sparseMs.toFixed(2)} ms (${(dense / sparseMs).toFixed(2)}×, ${pages}/${full.length} pages, ${sparse.reconstructions} selections; page summaries ${summariseMs.toFixed(0)} ms once)`);
   }
   await runner.free(table);
   return rows;
@@ -328,17 +335,21 @@ async function benchDecode(runner: RunnerProcess): Promise<DecodeRow[]> {
 
 const executable = buildBenchRunner("cpu");
 const path = benchModelFolder(modelName);
-// Room for the chunk cache's device tier (two prompts' worth), a request and its decode steps; or the decode context.
+// The prefill part's runner holds the chunk cache's device tier (two prompts' worth) and a request.
 const longestPrompt = Math.max(...contexts) * 1.1 + 64;
-const blocksNeeded = Math.ceil(Math.max(3 * longestPrompt, Math.max(...decodeContexts) + 2 * BLOCK) / BLOCK);
-const runner = await RunnerProcess.start({ executable, model: path, blocks: blocksNeeded, blockSize: BLOCK, threads, log: () => {} });
 let prefillRows: PrefillRow[] = [];
 let decodeRows: DecodeRow[] = [];
-try {
-  if (!values["skip-prefill"]) prefillRows = await benchPrefill(runner);
-  if (!values["skip-decode"]) decodeRows = await benchDecode(runner);
-} finally {
-  await runner.shutdown();
+// One runner per part, each sized for it.
+for (const part of ["prefill", "decode"] as const) {
+  if (values[`skip-${part}`]) continue;
+  const blocks = part === "prefill" ? Math.ceil((3 * longestPrompt) / BLOCK) : Math.ceil((Math.max(...decodeContexts) + 2 * BLOCK) / BLOCK);
+  const runner = await RunnerProcess.start({ executable, model: path, blocks, blockSize: BLOCK, threads, log: () => {} });
+  try {
+    if (part === "prefill") prefillRows = await benchPrefill(runner);
+    else decodeRows = await benchDecode(runner);
+  } finally {
+    await runner.shutdown();
+  }
 }
 
 const cpu = cpus()[0]?.model ?? "unknown CPU";
@@ -357,8 +368,8 @@ if (prefillRows.length > 0) {
 }
 if (decodeRows.length > 0) {
   console.log("");
-  console.log(`| context | dense ms/token | sparse ms/token (budget ${kvBudget}) | speedup | pages read / total |`);
-  console.log("|---|---|---|---|---|");
-  for (const r of decodeRows) console.log(`| ${r.context} | ${r.dense_ms.toFixed(2)} | ${r.sparse_ms.toFixed(2)} | ${r.speedup.toFixed(2)}× | ${r.pages_read} / ${r.pages_total} |`);
+  console.log(`| context | dense ms/token | sparse ms/token (budget ${kvBudget}) | speedup | pages read / total | selections in ${decodeSteps} steps |`);
+  console.log("|---|---|---|---|---|---|");
+  for (const r of decodeRows) console.log(`| ${r.context} | ${r.dense_ms.toFixed(2)} | ${r.sparse_ms.toFixed(2)} | ${r.speedup.toFixed(2)}× | ${r.pages_read} / ${r.pages_total} | ${r.reconstructions} |`);
 }
 if (values.json) writeFileSync(values.json, JSON.stringify({ model: modelName, threads, prefill: prefillRows, decode: decodeRows }, null, 2));

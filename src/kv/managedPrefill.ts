@@ -43,6 +43,8 @@ export interface ManagedPrefillOptions {
   focusWindow?: number;
   /** Most new tokens in one FORWARD (longer runs are split in sequence order). */
   maxForwardTokens?: number;
+  /** Record the attention statistics new chunks need to be stored (default true; false: storeBack stores nothing new). */
+  collectMetadata?: boolean;
 }
 
 export interface ManagedPrefillUsage {
@@ -144,6 +146,7 @@ export async function managedPrefill(
   for (const s of computedSegments) computeIndices.push(...range(bounds[s]!, bounds[s + 1]!));
   const questionIndices = range(questionStart, length);
 
+  const storing = cache !== null && options.policy !== "full" && (options.collectMetadata ?? true);
   // Stats of the computed chunks (for their metadata) come from the pass that computes them.
   const chunkBounds = Uint32Array.from([...bounds, length]);
   let recompute: number[] = [];
@@ -151,7 +154,10 @@ export async function managedPrefill(
 
   if (options.policy === "prophet" && budget > 0 && reusedTokens > 0) {
     // Stage I: missing chunks, then the question over the reused KV, its attention recorded per layer.
-    if (computeIndices.length > 0) metadataStats = await statsForward(runner, table, tokens, computeIndices, chunkBounds);
+    if (computeIndices.length > 0) {
+      if (options.collectMetadata ?? true) metadataStats = await statsForward(runner, table, tokens, computeIndices, chunkBounds);
+      else await forwardSpans(runner, table, tokens, Uint32Array.from(computeIndices), maxForward);
+    }
     const stage1 = await runner.forward({
       stats: true,
       sequences: [{ table, tokens: questionIndices.map((i) => tokens[i]!), indices: Uint32Array.from(questionIndices), logitRows: [], queryRows: range(0, questionIndices.length), chunkBounds: [0] }],
@@ -177,11 +183,12 @@ export async function managedPrefill(
   // KV depends on it.
   const pass = new Set<number>(recompute);
   const firstRecomputed = recompute.length > 0 ? Math.min(...recompute) : Infinity;
-  for (const i of computeIndices) if (metadataStats === null || i > firstRecomputed) pass.add(i);
+  const stageOneRan = options.policy === "prophet" && budget > 0 && reusedTokens > 0;
+  for (const i of computeIndices) if (!stageOneRan || i > firstRecomputed) pass.add(i);
   for (const i of questionIndices) pass.add(i);
   const passIndices = Uint32Array.from([...pass].sort((a, b) => a - b));
   let result: ForwardResult;
-  if (metadataStats === null && computeIndices.length > 0 && cache !== null && options.policy !== "full") {
+  if (!stageOneRan && computeIndices.length > 0 && storing) {
     result = await statsForward(runner, table, tokens, Array.from(passIndices), chunkBounds, computeIndices);
     metadataStats = result;
   } else {
@@ -199,12 +206,19 @@ export async function managedPrefill(
   usage.prompt_tokens_chunk_reused -= recompute.length;
   usage.prompt_tokens_computed = length - usage.prompt_tokens_prefix_reused - usage.prompt_tokens_chunk_reused - usage.prompt_tokens_recomputed;
 
-  const computing = cache === null || options.policy === "full" ? [] : computedSegments.map((s) => prompt.segments[s]!.hash);
+  const computing = storing ? computedSegments.map((s) => prompt.segments[s]!.hash) : [];
   cache?.computing(computing);
   const recomputedAll = budget === reusedTokens;
 
   const storeBack = async (): Promise<void> => {
     if (cache === null || options.policy === "full") return;
+    if (!storing) {
+      for (const hit of hits) {
+        const plan = plans[hit.segment]!;
+        if (hit.tier !== "device" && plan.kind !== "compute") await cache.promote(plan.variant, table, bounds[hit.segment]!);
+      }
+      return;
+    }
     try {
       let exactSoFar = true;
       for (let s = 0; s < plans.length; s++) {

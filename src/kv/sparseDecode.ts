@@ -8,6 +8,7 @@
 import type { RunnerInfo } from "../engine/runnerProtocol.ts";
 import type { KvBlockTable } from "../engine/kvBlockTable.ts";
 import { SparseDecodePlanner } from "./sparseDecodePlanner.ts";
+import type { UncertaintyTriggerOptions } from "./uncertaintyTrigger.ts";
 
 /** The runner op sparse decode needs (RunnerProcess has it). */
 export interface SparseDecodeRunner {
@@ -23,10 +24,11 @@ export class SparseDecode {
   sparseSteps = 0;
   reconstructions = 0;
 
-  constructor(info: RunnerInfo, budgetFraction: number) {
+  /** `trigger`: the entropy/varentropy thresholds that make it select pages again (calibrate them per model). */
+  constructor(info: RunnerInfo, budgetFraction: number, trigger?: UncertaintyTriggerOptions) {
     this.blockSize = info.block_size;
     this.dim = info.layers * info.kv_heads * info.head_dim;
-    this.planner = new SparseDecodePlanner({ budgetFraction, blockSize: info.block_size });
+    this.planner = new SparseDecodePlanner({ budgetFraction, blockSize: info.block_size, ...(trigger !== undefined ? { trigger } : {}) });
   }
 
   /** Summarises the blocks that filled up since the last call. */

@@ -129,6 +129,35 @@ describe("managedPrefill", () => {
     });
   }
 
+  test("decoding after a ratio-1.0 prefill continues exactly like decoding after full prefill", async () => {
+    const s = await setup();
+    await managed(s, prompt([0, 1, 2, 3]), { policy: "prophet", recomputeRatio: 0.2 });
+    const p = prompt([3, 2, 1, 0]);
+    const ids = promptTokens(p);
+    const decodeAfter = async (prefill: (table: KvBlockTable) => Promise<void>) => {
+      const table = new KvBlockTable(16);
+      await s.pool.grow([{ table, entries: ids.length + 4 }]);
+      await prefill(table);
+      const out: Float32Array[] = [];
+      for (let t = 0; t < 3; t++) {
+        const step = await s.runner.forward({ sequences: [{ table: table.blocks, tokens: [CHUNKS[0]![t]!], indices: [ids.length + t], logitRows: [0] }] });
+        out.push(step.logits[0]!);
+      }
+      await s.pool.release([table]);
+      return out;
+    };
+    const reference = await decodeAfter(async (table) => {
+      await s.runner.forward({ sequences: [{ table: table.blocks, tokens: ids, indices: sequenceRange(0, ids.length), logitRows: [] }] });
+    });
+    for (const policy of ["prophet", "cachecraft"] as const) {
+      const reused = await decodeAfter(async (table) => {
+        const result = await managedPrefill(s.runner, s.cache, p, table.blocks, { policy, recomputeRatio: 1 });
+        await result.storeBack();
+      });
+      reused.forEach((logits, t) => expect(maxAbsDiff(logits, reference[t]!)).toBeLessThanOrEqual(1e-4));
+    }
+  });
+
   test("at 20% the recompute set is 20% of the reused tokens and the usage partitions the prompt", async () => {
     const s = await setup();
     await managed(s, prompt([0, 1, 2, 3]), { policy: "prophet", recomputeRatio: 0.2 });

@@ -82,15 +82,16 @@ export function segmentChat(
   }
   const rendered = renderDocumentsField(documents);
   const open = "<documents>\n";
-  const close = "\n</documents>\n\n";
+  // Every document ends with its newline, so its tokens do not depend on being last.
+  const close = "</documents>\n\n";
   const parts = documents.map((d, i) => {
     const one = renderDocumentsField([d]);
     const body = one.slice(open.length, one.length - "\n</documents>".length);
     if (body.length === 0 || d.text.length === 0) throw new SegmentedPromptError(`documents[${i}].text is empty`, `documents[${i}].text`);
-    return i < documents.length - 1 ? `${body}\n` : body;
+    return `${body}\n`;
   });
   // The pieces must concatenate to exactly what the proxy renders.
-  if (open + parts.join("") + "\n</documents>" !== rendered) throw new Error("segmentChat: document rendering drifted from renderDocumentsField");
+  if (open + parts.join("") + "</documents>" !== rendered) throw new Error("segmentChat: document rendering drifted from renderDocumentsField");
   const head = tokenizer.encode(text.slice(0, split) + open);
   const question = tokenizer.encode(close + text.slice(split + MARK.length));
   return assemble(head, parts.map((p) => tokenizer.encode(p)), question);

@@ -1,0 +1,166 @@
+/**
+ * KV-cache managed generation through the HTTP API (a real server on an
+ * ephemeral port, the real CPU runner, the tiny model): chat `documents` and
+ * completion `segments` become chunks whose KV is cached and reused at any
+ * position; usage.ctxr reports what happened; policy `full` and ratio 1.0 give
+ * the same greedy text as a plain prompt; sparse decode (kv_budget) answers; a
+ * disk tier (--kv-dir) survives a restart; bad options get a 400 naming them.
+ */
+import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
+import { GenerationEngine } from "../../src/engine/generationEngine.ts";
+import { ContextService } from "../../src/online/contextService.ts";
+import { startServer, type RunningServer } from "../../src/server/serve.ts";
+import { tempFolder } from "../helpers/cli.ts";
+import { buildRunner, tinyModelFolder } from "../helpers/engineKit.ts";
+import { client, type Client } from "./serverKit.ts";
+
+setDefaultTimeout(120_000);
+
+let model: { path: string; cleanup(): void };
+let runnerPath = "";
+let service: ContextService;
+const opened: { engine: GenerationEngine; server: RunningServer }[] = [];
+const kvDir = tempFolder("ctxr-kv-http-");
+
+async function open(options: Partial<Parameters<typeof GenerationEngine.open>[0]> = {}): Promise<{ engine: GenerationEngine; api: Client; server: RunningServer }> {
+  const engine = await GenerationEngine.open({ model: model.path, runner: runnerPath, kvBlocks: 256, threads: 2, ...options });
+  const server = startServer(service, { host: "127.0.0.1", port: 0, engine, log: () => {} });
+  opened.push({ engine, server });
+  return { engine, api: client(server.url), server };
+}
+
+beforeAll(async () => {
+  runnerPath = buildRunner();
+  model = tinyModelFolder({ layers: 3, seed: 11 }, "tiny-kv");
+  service = await ContextService.open({ dataDir: null });
+}, 300_000);
+
+afterAll(async () => {
+  for (const { engine, server } of opened) {
+    await server.stop(1000);
+    await engine.close();
+  }
+  await service?.close();
+  model?.cleanup();
+  kvDir.cleanup();
+});
+
+const DOCS = [
+  { id: "a", text: "The river Ouse floods the valley every spring, and the mill closes for a month." },
+  { id: "b", text: "Mill workers moved to the upland farms during the flood, tending sheep until June." },
+  { id: "c", text: "In 1887 a stone embankment was built; the floods have been smaller since then." },
+  { id: "d", text: "The embankment's keeper lives in the old toll house by the bridge." },
+];
+const chat = (documents: typeof DOCS, extra: Record<string, unknown> = {}) => ({
+  messages: [
+    { role: "system", content: "Answer from the documents." },
+    { role: "user", content: "When does the mill close?" },
+  ],
+  documents,
+  temperature: 0,
+  max_tokens: 6,
+  ...extra,
+});
+
+describe("KV-managed generation over HTTP", () => {
+  let api: Client;
+  beforeAll(async () => {
+    ({ api } = await open());
+  });
+
+  test("documents are chunks: a first request computes them, the reordered request reuses them", async () => {
+    const first = await api.post("/v1/chat/completions", chat(DOCS));
+    expect(first.status).toBe(200);
+    const u1 = first.body.usage.ctxr;
+    expect(u1.prompt_tokens_computed).toBe(first.body.usage.prompt_tokens);
+    expect(u1.ttft_ms).toBeGreaterThan(0);
+
+    const second = await api.post("/v1/chat/completions", chat([DOCS[2]!, DOCS[0]!, DOCS[3]!, DOCS[1]!], { ctxr: { policy: "cachecraft", recompute_ratio: 0.25 } }));
+    expect(second.status).toBe(200);
+    const u2 = second.body.usage.ctxr;
+    expect(u2.policy).toBe("cachecraft");
+    expect(u2.prompt_tokens_prefix_reused).toBeGreaterThan(0); // the head
+    expect(u2.prompt_tokens_chunk_reused + u2.prompt_tokens_recomputed).toBeGreaterThan(0);
+    expect(u2.prompt_tokens_recomputed).toBe(Math.ceil(0.25 * (u2.prompt_tokens_chunk_reused + u2.prompt_tokens_recomputed)));
+    expect(u2.prompt_tokens_prefix_reused + u2.prompt_tokens_chunk_reused + u2.prompt_tokens_recomputed + u2.prompt_tokens_computed).toBe(second.body.usage.prompt_tokens);
+    expect(u2.tier_hits.device).toBe(5);
+  });
+
+  test("policy full and recompute ratio 1.0 give the same greedy text as full prefill", async () => {
+    const order = [DOCS[1]!, DOCS[3]!, DOCS[0]!, DOCS[2]!];
+    const full = await api.post("/v1/chat/completions", chat(order, { ctxr: { policy: "full" } }));
+    const exact = await api.post("/v1/chat/completions", chat(order, { ctxr: { policy: "prophet", recompute_ratio: 1 } }));
+    expect(full.body.usage.ctxr.prompt_tokens_computed).toBe(full.body.usage.prompt_tokens);
+    expect(exact.body.usage.ctxr.prompt_tokens_chunk_reused).toBe(0);
+    expect(exact.body.choices[0].message.content).toBe(full.body.choices[0].message.content);
+  });
+
+  test("completion segments: chunks, then the question; streaming usage carries ctxr", async () => {
+    const segments = ["First chunk of text about kilns.", "Second chunk about glaze recipes.", "Question: what is fired?"];
+    await api.post("/v1/completions", { segments, max_tokens: 3, temperature: 0 });
+    const response = await fetch(`${opened[0]!.server.url}/v1/completions`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ segments: [segments[1], segments[0], segments[2]], max_tokens: 3, temperature: 0, stream: true, stream_options: { include_usage: true } }),
+    });
+    const events = (await response.text()).split("\n\n").filter((b) => b.startsWith("data: {")).map((b) => JSON.parse(b.slice(6)));
+    const usage = events.at(-1).usage;
+    expect(usage.ctxr.prompt_tokens_chunk_reused + usage.ctxr.prompt_tokens_recomputed).toBeGreaterThan(0);
+  });
+
+  test("sparse decode: kv_budget answers and reports its steps; kv_budget 1 equals dense", async () => {
+    const long = Array.from({ length: 12 }, (_, i) => ({ id: `p${i}`, text: `Paragraph ${i}: ${"the quick brown fox jumps over the lazy dog ".repeat(4)}` }));
+    const sparse = await api.post("/v1/chat/completions", chat(long, { max_tokens: 8, ctxr: { kv_budget: 0.05 } }));
+    expect(sparse.status).toBe(200);
+    expect(sparse.body.usage.completion_tokens).toBe(8);
+    expect(sparse.body.usage.ctxr.sparse_decode_steps).toBeGreaterThan(0);
+    const dense = await api.post("/v1/chat/completions", chat(long, { max_tokens: 8 }));
+    const one = await api.post("/v1/chat/completions", chat(long, { max_tokens: 8, ctxr: { kv_budget: 1 } }));
+    expect(one.body.choices[0].message.content).toBe(dense.body.choices[0].message.content);
+  });
+
+  test("concurrent requests with the same new documents compute them once (delay hit)", async () => {
+    const fresh = [
+      { text: "A brand new document about lighthouses and their keepers on the northern coast." },
+      { text: "Another new document: fog horns, lamp oil, and the long winter nights." },
+    ];
+    const answers = await Promise.all([0, 1, 2].map(() => api.post("/v1/chat/completions", chat(fresh))));
+    for (const a of answers) expect(a.status).toBe(200);
+    // One request computes the documents; the others wait for them and compute only their question.
+    const computed = answers.map((a) => a.body.usage.ctxr.prompt_tokens_computed).sort((x, y) => x - y);
+    expect(computed[0]).toBe(computed[1]!);
+    expect(computed[2]).toBeGreaterThan(computed[1]! + 100);
+    expect(answers.filter((a) => a.body.usage.ctxr.prompt_tokens_prefix_reused > 100).length).toBe(2);
+  });
+
+  test("bad options and documents are refused with 400 naming the field", async () => {
+    const bad = [
+      [chat(DOCS, { ctxr: { policy: "magic" } }), "ctxr.policy"],
+      [chat(DOCS, { ctxr: { recompute_ratio: 2 } }), "ctxr.recompute_ratio"],
+      [chat(DOCS, { ctxr: { kv_budget: 0 } }), "ctxr.kv_budget"],
+      [chat([{ text: "" }]), "documents"],
+    ] as const;
+    for (const [body, field] of bad) {
+      const answer = await api.post("/v1/chat/completions", body);
+      expect(answer.status).toBe(400);
+      expect(JSON.stringify(answer.body)).toContain(field);
+    }
+    const both = await api.post("/v1/completions", { prompt: "x", segments: ["a", "b"] });
+    expect(both.status).toBe(400);
+    expect(JSON.stringify(both.body)).toContain("segments");
+  });
+});
+
+describe("disk tier over a restart", () => {
+  test("chunk caches written to --kv-dir are reused by the next server", async () => {
+    const first = await open({ kvDir: kvDir.path, kvDeviceBlocks: 0, kvHostBytes: 0 });
+    const a = await first.api.post("/v1/chat/completions", chat(DOCS));
+    expect(a.status).toBe(200);
+    expect(first.engine.chunkCache.stats.diskVariants).toBeGreaterThan(0);
+    const second = await open({ kvDir: kvDir.path });
+    const b = await second.api.post("/v1/chat/completions", chat(DOCS));
+    expect(b.body.usage.ctxr.tier_hits.disk).toBe(5);
+    expect(b.body.usage.ctxr.prompt_tokens_computed).toBeLessThan(a.body.usage.ctxr.prompt_tokens_computed / 4);
+    expect(b.body.choices[0].message.content).toBe(a.body.choices[0].message.content);
+  });
+});

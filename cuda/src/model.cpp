@@ -1,11 +1,14 @@
 #include "model.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstring>
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
+
+#include "focus.h"
 
 namespace ctxr {
 
@@ -19,7 +22,7 @@ std::string read_text_file(const std::string& path) {
   return s.str();
 }
 
-enum ScratchBuffer { kTokens, kPositions, kSlots, kTables, kTokenSeq, kTokenLen, kStatRow, kX, kH, kQkv, kAttn, kTmp, kGateUp, kAct, kLogitRows, kLogitX, kLogits, kStats, kScratchCount };
+enum ScratchBuffer { kTokens, kPositions, kSlots, kTables, kTokenSeq, kTokenLen, kStatRow, kX, kH, kQkv, kAttn, kTmp, kGateUp, kAct, kLogitRows, kLogitX, kLogits, kStats, kKeepRows, kDstSlots, kDstPositions, kScratchCount };
 
 }  // namespace
 
@@ -151,8 +154,65 @@ double seconds_since(std::chrono::steady_clock::time_point t) {
 }
 }  // namespace
 
-ForwardResult Model::forward(const std::vector<SequenceStep>& steps, bool with_stats) {
+namespace {
+
+// The chunk of each sequence entry 0..len-1 (-1 outside every chunk).
+std::vector<int> chunk_of_entries(const std::vector<int32_t>& bounds, int len) {
+  std::vector<int> chunk_of(len, -1);
+  for (size_t c = 0; c + 1 < bounds.size(); c++)
+    for (int e = bounds[c]; e < bounds[c + 1] && e < len; e++) chunk_of[e] = static_cast<int>(c);
+  return chunk_of;
+}
+
+// One layer's statistics of one sequence: appends the query rows' mass (per entry, or summed per
+// chunk with chunk_mass; zeros for a token that stopped) and then the chunk matrix to `out`, and
+// leaves the chunk matrix in `matrix`. Token i's attention row is rows[i * stride .. + len).
+void append_sequence_stats(const SequenceStep& s, const float* rows, size_t stride, int len, const uint8_t* stopped, bool chunk_mass,
+                           std::vector<float>& out, std::vector<float>& matrix) {
+  const int chunks = std::max(0, static_cast<int>(s.chunk_bounds.size()) - 1);
+  const std::vector<int> chunk_of = chunk_of_entries(s.chunk_bounds, len);
+  const int width = chunk_mass ? chunks : len;
+  for (int32_t r : s.query_rows) {
+    size_t at = out.size();
+    out.resize(at + width, 0.f);
+    if (stopped[r]) continue;
+    const float* row = rows + static_cast<size_t>(r) * stride;
+    if (!chunk_mass) {
+      std::copy(row, row + len, out.begin() + at);
+      continue;
+    }
+    for (int e = 0; e < len; e++)
+      if (chunk_of[e] >= 0) out[at + chunk_of[e]] += row[e];
+  }
+  matrix.assign(static_cast<size_t>(chunks) * chunks, 0.f);
+  for (size_t i = 0; i < s.tokens.size(); i++) {
+    int a = chunk_of[s.indices[i]];
+    if (a < 0 || stopped[i]) continue;
+    const float* row = rows + i * stride;
+    for (int e = 0; e < len; e++)
+      if (chunk_of[e] >= 0) matrix[static_cast<size_t>(a) * chunks + chunk_of[e]] += row[e];
+  }
+  out.insert(out.end(), matrix.begin(), matrix.end());
+}
+
+// Marks the tokens of `s` that stop now: those that may stop and lie in a chunk outside `focused`.
+bool mark_stopped(const SequenceStep& s, int len, const std::vector<int>& focused, uint8_t* stopped) {
+  const std::vector<int> chunk_of = chunk_of_entries(s.chunk_bounds, len);
+  bool any = false;
+  for (size_t i = 0; i < s.tokens.size(); i++) {
+    int c = chunk_of[s.indices[i]];
+    if (!s.may_stop[i] || c < 0 || c == s.question_chunk || std::binary_search(focused.begin(), focused.end(), c)) continue;
+    stopped[i] = 1;
+    any = true;
+  }
+  return any;
+}
+
+}  // namespace
+
+ForwardResult Model::forward(const std::vector<SequenceStep>& steps, const ForwardFlags& flags) {
   const ModelConfig& c = config_;
+  const bool with_stats = flags.stats;
   int n = 0, max_blocks = 1, max_len = 0, n_logits = 0;
   for (const auto& s : steps) {
     n += static_cast<int>(s.tokens.size());
@@ -160,24 +220,30 @@ ForwardResult Model::forward(const std::vector<SequenceStep>& steps, bool with_s
     n_logits += static_cast<int>(s.logit_rows.size());
   }
   ForwardResult result;
-  if (n == 0) return result;
-  std::vector<int32_t> tokens, positions, slots, token_seq, token_len, stat_row, logit_rows;
+  std::vector<FocusedChunks> focus;
+  if (flags.early_stop)
+    for (const auto& s : steps) focus.emplace_back(static_cast<int>(s.chunk_bounds.size()) - 1, s.question_chunk, s.stop_window);
+  auto early_stop_result = [&] {
+    for (const auto& f : focus) result.early_stop.push_back({f.fixed() ? f.cutoff() : c.layers, f.focused()});
+  };
+  if (n == 0) {
+    early_stop_result();
+    return result;
+  }
+  // Per token of the batch (sequence after sequence): what the batch rows are built from. Tokens
+  // that stop (early stop) leave the batch; `live` holds the batch rows' token numbers.
+  std::vector<int32_t> tokens, positions, slots, token_seq, token_len, logit_rows;
   std::vector<int32_t> tables(steps.size() * max_blocks, 0);
-  std::vector<int> seq_len(steps.size(), 0), stat_base(steps.size(), -1);
-  int stat_rows = 0;
+  std::vector<int> seq_len(steps.size(), 0), seq_first(steps.size(), 0);
   for (size_t q = 0; q < steps.size(); q++) {
     const auto& s = steps[q];
     std::copy(s.table.begin(), s.table.end(), tables.begin() + q * max_blocks);
     for (size_t i = 0; i < s.tokens.size(); i++) seq_len[q] = std::max(seq_len[q], s.indices[i] + 1);
     max_len = std::max(max_len, seq_len[q]);
-    if (with_stats) {
-      stat_base[q] = stat_rows;
-      stat_rows += static_cast<int>(s.tokens.size());
-    }
+    seq_first[q] = static_cast<int>(tokens.size());
     for (int32_t r : s.logit_rows) logit_rows.push_back(static_cast<int32_t>(tokens.size()) + r);
     for (size_t i = 0; i < s.tokens.size(); i++) {
       int idx = s.indices[i];
-      if (with_stats) stat_row.push_back(stat_base[q] + static_cast<int>(i));
       tokens.push_back(s.tokens[i]);
       positions.push_back(s.positions[i]);
       slots.push_back(s.table[idx / block_size_] * block_size_ + idx % block_size_);
@@ -185,10 +251,20 @@ ForwardResult Model::forward(const std::vector<SequenceStep>& steps, bool with_s
       token_len.push_back(idx + 1);
     }
   }
+  std::vector<int32_t> live(n);
+  for (int t = 0; t < n; t++) live[t] = t;
+  std::vector<uint8_t> stopped(n, 0);
   auto upload = [&](int which, const std::vector<int32_t>& v) {
     auto* p = static_cast<int32_t*>(buffer(which, std::max<size_t>(1, v.size()) * 4));
     if (!v.empty()) backend_->to_device(p, v.data(), v.size() * 4);
     return p;
+  };
+  // The per-token arrays of the live rows.
+  auto of_live = [&](const std::vector<int32_t>& all) {
+    std::vector<int32_t> v;
+    v.reserve(live.size());
+    for (int32_t t : live) v.push_back(all[t]);
+    return v;
   };
   int32_t* d_tokens = upload(kTokens, tokens);
   int32_t* d_positions = upload(kPositions, positions);
@@ -205,8 +281,9 @@ ForwardResult Model::forward(const std::vector<SequenceStep>& steps, bool with_s
   batch.token_len = upload(kTokenLen, token_len);
   batch.max_len = max_len;
   if (with_stats) {
-    batch.stat_row = upload(kStatRow, stat_row);
-    batch.stats = static_cast<float*>(buffer(kStats, static_cast<size_t>(stat_rows) * max_len * 4));
+    // Statistics row of a token = its number in the batch (rows of stopped tokens go stale).
+    batch.stat_row = upload(kStatRow, live);
+    batch.stats = static_cast<float*>(buffer(kStats, static_cast<size_t>(n) * max_len * 4));
   }
 
   const int q_width = c.heads * c.head_dim, kv = kv_width(), qkv_width = q_width + 2 * kv;
@@ -218,7 +295,29 @@ ForwardResult Model::forward(const std::vector<SequenceStep>& steps, bool with_s
   auto* gate_up = static_cast<float*>(buffer(kGateUp, static_cast<size_t>(n) * 2 * c.intermediate * 4));
   auto* act = static_cast<float*>(buffer(kAct, static_cast<size_t>(n) * c.intermediate * 4));
 
-  std::vector<float> host_stats;
+  // Drops the tokens that stopped from the batch: their hidden rows and per-token arrays.
+  int m = n;
+  auto drop_stopped = [&] {
+    std::vector<int32_t> keep, next;
+    for (int r = 0; r < m; r++)
+      if (!stopped[live[r]]) {
+        keep.push_back(r);
+        next.push_back(live[r]);
+      }
+    if (static_cast<int>(next.size()) == m) return;
+    m = static_cast<int>(next.size());
+    if (m > 0) backend_->gather_rows(x, upload(kKeepRows, keep), m, c.hidden, h);
+    std::swap(x, h);
+    live.swap(next);
+    d_positions = upload(kPositions, of_live(positions));
+    d_slots = upload(kSlots, of_live(slots));
+    batch.n_tokens = m;
+    batch.token_seq = upload(kTokenSeq, of_live(token_seq));
+    batch.token_len = upload(kTokenLen, of_live(token_len));
+    if (with_stats) batch.stat_row = upload(kStatRow, live);
+  };
+
+  std::vector<float> host_stats, matrix;
   auto started = std::chrono::steady_clock::now();
   auto linear = [&](const float* in, int rows, const Matrix* w, int out_width, int in_width, const float* bias, float* out) {
     if (!profiling_) return backend_->linear(in, rows, w, bias, out);
@@ -229,60 +328,58 @@ ForwardResult Model::forward(const std::vector<SequenceStep>& steps, bool with_s
     profile_.linear_seconds += seconds_since(t);
     profile_.linear_flops += 2.0 * rows * out_width * in_width;
   };
+  // One layer's statistics of every sequence, and the early stops they decide.
+  auto layer_stats = [&](int l) {
+    bool any_stopped = false;
+    host_stats.resize(static_cast<size_t>(n) * max_len);
+    backend_->to_host(host_stats.data(), batch.stats, host_stats.size() * 4);
+    for (size_t q = 0; q < steps.size(); q++) {
+      const auto& s = steps[q];
+      const float* rows = host_stats.data() + static_cast<size_t>(seq_first[q]) * max_len;
+      uint8_t* seq_stopped = stopped.data() + seq_first[q];
+      append_sequence_stats(s, rows, max_len, seq_len[q], seq_stopped, flags.chunk_mass, result.stats, matrix);
+      if (flags.early_stop && focus[q].add_layer(matrix.data()) && l + 1 < c.layers)
+        any_stopped |= mark_stopped(s, seq_len[q], focus[q].focused(), seq_stopped);
+    }
+    return any_stopped;
+  };
   backend_->embed(embed_, d_tokens, n, x);
   for (int l = 0; l < c.layers; l++) {
+    if (m == 0) {  // every token stopped (statistics rows are all zeros then)
+      if (with_stats) layer_stats(l);
+      continue;
+    }
     const Layer& layer = layers_[l];
-    backend_->rms_norm(x, layer.attn_norm, static_cast<float>(c.rms_norm_eps), n, c.hidden, h);
-    linear(h, n, layer.qkv, qkv_width, c.hidden, layer.qkv_bias, qkv);
-    backend_->rope(qkv, qkv_width, n, c.heads, c.head_dim, d_positions, inv_freq_, 1);
-    backend_->rope(qkv + q_width, qkv_width, n, c.kv_heads, c.head_dim, d_positions, inv_freq_, 1);
-    backend_->kv_write(l, qkv + q_width, qkv + q_width + kv, qkv_width, d_slots, n);
+    backend_->rms_norm(x, layer.attn_norm, static_cast<float>(c.rms_norm_eps), m, c.hidden, h);
+    linear(h, m, layer.qkv, qkv_width, c.hidden, layer.qkv_bias, qkv);
+    backend_->rope(qkv, qkv_width, m, c.heads, c.head_dim, d_positions, inv_freq_, 1);
+    backend_->rope(qkv + q_width, qkv_width, m, c.kv_heads, c.head_dim, d_positions, inv_freq_, 1);
+    backend_->kv_write(l, qkv + q_width, qkv + q_width + kv, qkv_width, d_slots, m);
     if (profiling_) {
       sync();
       auto t = std::chrono::steady_clock::now();
       backend_->attention(l, qkv, qkv_width, batch, attn);
       sync();
       profile_.attention_seconds += seconds_since(t);
-      for (int len : token_len) profile_.attention_flops += 4.0 * len * c.heads * c.head_dim;
+      for (int32_t tok : live) profile_.attention_flops += 4.0 * token_len[tok] * c.heads * c.head_dim;
     } else {
       backend_->attention(l, qkv, qkv_width, batch, attn);
     }
-    if (with_stats) {
-      host_stats.resize(static_cast<size_t>(stat_rows) * max_len);
-      backend_->to_host(host_stats.data(), batch.stats, host_stats.size() * 4);
-      for (size_t q = 0; q < steps.size(); q++) {
-        const auto& s = steps[q];
-        int len = seq_len[q];
-        for (int32_t r : s.query_rows) {
-          const float* row = host_stats.data() + static_cast<size_t>(stat_base[q] + r) * max_len;
-          result.stats.insert(result.stats.end(), row, row + len);
-        }
-        int chunks = static_cast<int>(s.chunk_bounds.size()) - 1;
-        std::vector<float> sums(static_cast<size_t>(std::max(chunks, 0)) * std::max(chunks, 0), 0.f);
-        if (chunks > 0) {
-          std::vector<int> chunk_of(len, -1);
-          for (int ch = 0; ch < chunks; ch++)
-            for (int e = s.chunk_bounds[ch]; e < s.chunk_bounds[ch + 1] && e < len; e++) chunk_of[e] = ch;
-          for (size_t i = 0; i < s.tokens.size(); i++) {
-            int a = chunk_of[s.indices[i]];
-            if (a < 0) continue;
-            const float* row = host_stats.data() + static_cast<size_t>(stat_base[q] + static_cast<int>(i)) * max_len;
-            for (int e = 0; e < len; e++)
-              if (chunk_of[e] >= 0) sums[static_cast<size_t>(a) * chunks + chunk_of[e]] += row[e];
-          }
-        }
-        result.stats.insert(result.stats.end(), sums.begin(), sums.end());
-      }
-    }
-    linear(attn, n, layer.o, c.hidden, q_width, nullptr, tmp);
-    backend_->add(x, tmp, static_cast<size_t>(n) * c.hidden);
-    backend_->rms_norm(x, layer.mlp_norm, static_cast<float>(c.rms_norm_eps), n, c.hidden, h);
-    linear(h, n, layer.gate_up, 2 * c.intermediate, c.hidden, nullptr, gate_up);
-    backend_->silu_mul(gate_up, n, c.intermediate, act);
-    linear(act, n, layer.down, c.hidden, c.intermediate, nullptr, tmp);
-    backend_->add(x, tmp, static_cast<size_t>(n) * c.hidden);
+    bool any_stopped = with_stats && layer_stats(l);
+    linear(attn, m, layer.o, c.hidden, q_width, nullptr, tmp);
+    backend_->add(x, tmp, static_cast<size_t>(m) * c.hidden);
+    backend_->rms_norm(x, layer.mlp_norm, static_cast<float>(c.rms_norm_eps), m, c.hidden, h);
+    linear(h, m, layer.gate_up, 2 * c.intermediate, c.hidden, nullptr, gate_up);
+    backend_->silu_mul(gate_up, m, c.intermediate, act);
+    linear(act, m, layer.down, c.hidden, c.intermediate, nullptr, tmp);
+    backend_->add(x, tmp, static_cast<size_t>(m) * c.hidden);
+    if (any_stopped) drop_stopped();
   }
   if (n_logits > 0) {
+    // Logit rows never stop (runner.cpp checks): find their batch rows.
+    std::vector<int32_t> row_of(n, -1);
+    for (int r = 0; r < m; r++) row_of[live[r]] = r;
+    for (int32_t& t : logit_rows) t = row_of[t];
     int32_t* d_rows = upload(kLogitRows, logit_rows);
     auto* xl = static_cast<float*>(buffer(kLogitX, static_cast<size_t>(n_logits) * c.hidden * 4));
     auto* logits = static_cast<float*>(buffer(kLogits, static_cast<size_t>(n_logits) * c.vocab * 4));
@@ -303,7 +400,7 @@ ForwardResult Model::forward(const std::vector<SequenceStep>& steps, bool with_s
     std::vector<size_t> per_seq(steps.size());
     for (size_t q = 0; q < steps.size(); q++) {
       size_t chunks = steps[q].chunk_bounds.empty() ? 0 : steps[q].chunk_bounds.size() - 1;
-      per_seq[q] = steps[q].query_rows.size() * seq_len[q] + chunks * chunks;
+      per_seq[q] = steps[q].query_rows.size() * (flags.chunk_mass ? chunks : seq_len[q]) + chunks * chunks;
     }
     std::vector<float> ordered;
     ordered.reserve(result.stats.size());
@@ -318,6 +415,7 @@ ForwardResult Model::forward(const std::vector<SequenceStep>& steps, bool with_s
     }
     result.stats.swap(ordered);
   }
+  early_stop_result();
   return result;
 }
 
@@ -358,6 +456,71 @@ void Model::import_kv(const std::vector<int32_t>& slots, const std::vector<int32
     backend_->rope(k, kv, count, config_.kv_heads, config_.head_dim, d_positions, inv_freq_, 1);
     backend_->kv_write(l, k, v, kv, d_slots, count);
   }
+}
+
+namespace {
+// Slots are moved through backend buffers this many at a time (bounded scratch memory).
+constexpr int kSlotPiece = 4096;
+}  // namespace
+
+void Model::relocate_kv(const std::vector<int32_t>& src, const std::vector<int32_t>& from, const std::vector<int32_t>& dst,
+                        const std::vector<int32_t>& to) {
+  const int kv = kv_width(), total = static_cast<int>(src.size());
+  for (int first = 0; first < total; first += kSlotPiece) {
+    const int count = std::min(kSlotPiece, total - first);
+    auto piece = [&](int which, const std::vector<int32_t>& v) {
+      auto* p = static_cast<int32_t*>(buffer(which, static_cast<size_t>(count) * 4));
+      backend_->to_device(p, v.data() + first, static_cast<size_t>(count) * 4);
+      return p;
+    };
+    int32_t* d_src = piece(kSlots, src);
+    int32_t* d_from = piece(kPositions, from);
+    int32_t* d_dst = piece(kDstSlots, dst);
+    int32_t* d_to = piece(kDstPositions, to);
+    auto* k = static_cast<float*>(buffer(kTmp, static_cast<size_t>(count) * kv * 4));
+    auto* v = static_cast<float*>(buffer(kAttn, static_cast<size_t>(count) * kv * 4));
+    for (int l = 0; l < config_.layers; l++) {
+      backend_->kv_read(l, d_src, count, k, v);
+      backend_->rope(k, kv, count, config_.kv_heads, config_.head_dim, d_from, inv_freq_, -1);
+      backend_->rope(k, kv, count, config_.kv_heads, config_.head_dim, d_to, inv_freq_, 1);
+      backend_->kv_write(l, k, v, kv, d_dst, count);
+    }
+  }
+}
+
+std::vector<float> Model::key_means(const std::vector<int32_t>& slots, const std::vector<int32_t>& positions,
+                                    const std::vector<int32_t>& group, int groups) {
+  const int kv = kv_width(), total = static_cast<int>(slots.size());
+  const size_t width = static_cast<size_t>(config_.layers) * kv;
+  std::vector<float> out(static_cast<size_t>(groups) * width, 0.f);
+  std::vector<int> members(groups, 0);
+  for (int32_t g : group) members[g]++;
+  std::vector<float> host;
+  for (int first = 0; first < total; first += kSlotPiece) {
+    const int count = std::min(kSlotPiece, total - first);
+    auto* d_slots = static_cast<int32_t*>(buffer(kSlots, static_cast<size_t>(count) * 4));
+    backend_->to_device(d_slots, slots.data() + first, static_cast<size_t>(count) * 4);
+    auto* d_positions = static_cast<int32_t*>(buffer(kPositions, static_cast<size_t>(count) * 4));
+    backend_->to_device(d_positions, positions.data() + first, static_cast<size_t>(count) * 4);
+    auto* k = static_cast<float*>(buffer(kTmp, static_cast<size_t>(count) * kv * 4));
+    auto* v = static_cast<float*>(buffer(kAttn, static_cast<size_t>(count) * kv * 4));
+    host.resize(static_cast<size_t>(count) * kv);
+    for (int l = 0; l < config_.layers; l++) {
+      backend_->kv_read(l, d_slots, count, k, v);
+      backend_->rope(k, kv, count, config_.kv_heads, config_.head_dim, d_positions, inv_freq_, -1);
+      backend_->to_host(host.data(), k, host.size() * 4);
+      for (int i = 0; i < count; i++) {
+        float* sum = out.data() + static_cast<size_t>(group[first + i]) * width + static_cast<size_t>(l) * kv;
+        const float* row = host.data() + static_cast<size_t>(i) * kv;
+        for (int j = 0; j < kv; j++) sum[j] += row[j];
+      }
+    }
+  }
+  for (int g = 0; g < groups; g++) {
+    if (members[g] == 0) continue;
+    for (size_t j = 0; j < width; j++) out[static_cast<size_t>(g) * width + j] /= static_cast<float>(members[g]);
+  }
+  return out;
 }
 
 }  // namespace ctxr

@@ -22,12 +22,33 @@ struct SequenceStep {
   // Attention statistics (when ForwardResult stats are requested).
   std::vector<int32_t> query_rows;
   std::vector<int32_t> chunk_bounds;  // n_chunks + 1 increasing sequence indices
+  // Focused-chunk early stop (ForwardFlags::early_stop): the layer window (>= 1), the question's
+  // chunk, and per token whether it may drop out of the batch once the focused chunks are fixed
+  // (it then keeps the K/V its slot already holds in the later layers).
+  int stop_window = 0;
+  int question_chunk = -1;
+  std::vector<uint8_t> may_stop;
+};
+
+struct ForwardFlags {
+  bool stats = false;       // attention statistics
+  bool chunk_mass = false;  // with stats: each query's mass summed per chunk, not per entry
+  bool early_stop = false;  // with stats: Cache-Craft's focused-chunk early stop per sequence
+};
+
+// A sequence's early stop: the layers its stoppable tokens ran through (all of them when the
+// focused set was never fixed) and the focused chunks (every chunk but the question's then).
+struct EarlyStop {
+  int cutoff_layer = 0;
+  std::vector<int> focused;
 };
 
 struct ForwardResult {
   std::vector<float> logits;  // per sequence, per logit row, vocab floats, in order
-  // Per sequence, per layer: mass [n_queries][len] then chunks [n_chunks][n_chunks].
+  // Per sequence, per layer: mass [n_queries][len] (or [n_queries][n_chunks] with chunk_mass),
+  // then chunks [n_chunks][n_chunks].
   std::vector<float> stats;
+  std::vector<EarlyStop> early_stop;  // per sequence, with ForwardFlags::early_stop
 };
 
 // Where forward() spends its time, when profiling is on (it synchronizes after each op).
@@ -49,7 +70,7 @@ class Model {
   int kv_width() const { return config_.kv_heads * config_.head_dim; }
   const std::string& weight_dtype() const { return weight_dtype_; }
 
-  ForwardResult forward(const std::vector<SequenceStep>& steps, bool with_stats);
+  ForwardResult forward(const std::vector<SequenceStep>& steps, const ForwardFlags& flags);
 
   void set_profiling(bool on) { profiling_ = on; }
   bool profiling() const { return profiling_; }
@@ -60,6 +81,14 @@ class Model {
   void export_kv(const std::vector<int32_t>& slots, const std::vector<int32_t>& positions, std::vector<float>& out);
   // The inverse: `data` holds per layer K (unrotated) then V for n slots; K is rotated to positions.
   void import_kv(const std::vector<int32_t>& slots, const std::vector<int32_t>& positions, const float* data);
+  // Copies K and V of src[i] (stored rotated at from[i]) to dst[i], K re-rotated to to[i], all
+  // layers. dst[i] may be src[i]; no other dst slot may be a src slot.
+  void relocate_kv(const std::vector<int32_t>& src, const std::vector<int32_t>& from, const std::vector<int32_t>& dst,
+                   const std::vector<int32_t>& to);
+  // Per group g < groups: the mean over the slots i with group[i] == g of K without RoPE (slot i
+  // rotated at positions[i]), per layer: out[g][layer * kv_width + j]; zeros for an empty group.
+  std::vector<float> key_means(const std::vector<int32_t>& slots, const std::vector<int32_t>& positions,
+                               const std::vector<int32_t>& group, int groups);
 
  private:
   struct Layer {

@@ -115,6 +115,11 @@ std::vector<uint8_t> Runner::dispatch(uint32_t op, const uint8_t* body, size_t s
     case kImport:
       import_span(body, size);
       return w.bytes;
+    case kRelocate:
+      relocate(body, size);
+      return w.bytes;
+    case kKeySummary:
+      return key_summary(body, size);
     case kProfile: {
       uint32_t on = r.u32("the profiling switch");
       r.end("PROFILE");
@@ -207,11 +212,63 @@ void Runner::import_span(const uint8_t* body, size_t size) {
   for (uint32_t i = 0; i < count; i++) blocks_.set_position(slots[i], positions[i]);
 }
 
+void Runner::read_forward_stats(BodyReader& r, SequenceStep& s, uint32_t flags, const std::string& which) const {
+  uint32_t nq = r.u32("the query count");
+  s.query_rows = r.i32s(nq, "the query rows");
+  uint32_t nc = r.u32("the chunk count");
+  if (nc == UINT32_MAX) throw BadRequest(which + ": too many chunks");
+  s.chunk_bounds = r.i32s(nc + 1, "the chunk bounds");
+  int len = 0;
+  for (int32_t idx : s.indices) len = std::max(len, idx + 1);
+  for (int32_t row : s.query_rows)
+    if (row < 0 || static_cast<size_t>(row) >= s.tokens.size()) throw BadRequest(which + ": query row " + std::to_string(static_cast<uint32_t>(row)) + " is not one of its tokens");
+  for (uint32_t c = 0; c < nc; c++)
+    if (s.chunk_bounds[c] < 0 || s.chunk_bounds[c] >= s.chunk_bounds[c + 1]) throw BadRequest(which + ": chunk bounds must increase");
+  if (nc > 0 && s.chunk_bounds[nc] > len) throw BadRequest(which + ": chunk bounds go beyond the sequence length " + std::to_string(len));
+  if (static_cast<uint64_t>(nc) * nc > 1u << 24) throw BadRequest(which + ": too many chunks");
+  if (!(flags & kForwardEarlyStop)) return;
+  uint32_t window = r.u32("the early-stop window"), question = r.u32("the question chunk");
+  if (window == 0) throw BadRequest(which + ": the early-stop window must be at least 1 layer");
+  if (question >= nc) throw BadRequest(which + ": the question chunk " + std::to_string(question) + " is not one of its " + std::to_string(nc) + " chunks");
+  s.stop_window = static_cast<int>(std::min<uint32_t>(window, INT32_MAX));
+  s.question_chunk = static_cast<int>(question);
+  // Tokens in another chunk may stop; logit rows must not be among them.
+  auto chunk_of = [&](int32_t idx) {
+    for (uint32_t c = 0; c < nc; c++)
+      if (idx >= s.chunk_bounds[c] && idx < s.chunk_bounds[c + 1]) return static_cast<int>(c);
+    return -1;
+  };
+  for (int32_t row : s.logit_rows) {
+    int c = chunk_of(s.indices[row]);
+    if (c >= 0 && c != s.question_chunk)
+      throw BadRequest(which + ": logit row " + std::to_string(row) + " (index " + std::to_string(s.indices[row]) + ") lies in chunk " + std::to_string(c) +
+                       ", which may stop early; logit rows must lie in the question chunk or outside every chunk");
+  }
+  // A token stops only where its slot already holds K/V at its position (what later layers keep);
+  // a token on an unwritten slot runs every layer.
+  s.may_stop.assign(s.tokens.size(), 0);
+  for (size_t i = 0; i < s.tokens.size(); i++) {
+    int c = chunk_of(s.indices[i]);
+    if (c < 0 || c == s.question_chunk) continue;
+    int32_t held = blocks_.position(blocks_.slot(s.table, s.indices[i]));
+    if (held == KvBlocks::kUnwritten) continue;
+    if (held != s.positions[i])
+      throw BadRequest(which + ": token " + std::to_string(i) + " may stop early but index " + std::to_string(s.indices[i]) + " holds position " + std::to_string(held) +
+                       ", not its position " + std::to_string(s.positions[i]) + " (the layers after the stop would keep K rotated there)");
+    s.may_stop[i] = 1;
+  }
+}
+
 std::vector<uint8_t> Runner::forward(const uint8_t* body, size_t size) {
   BodyReader r(body, size);
   uint32_t flags = r.u32("flags");
-  if (flags > 1) throw BadRequest("FORWARD: unknown flags " + std::to_string(flags));
-  bool with_stats = flags & 1;
+  if (flags > (kForwardStats | kForwardChunkMass | kForwardEarlyStop)) throw BadRequest("FORWARD: unknown flags " + std::to_string(flags));
+  if ((flags & (kForwardChunkMass | kForwardEarlyStop)) && !(flags & kForwardStats))
+    throw BadRequest("FORWARD: flags bit 1 (chunk mass) and bit 2 (early stop) need bit 0 (attention statistics)");
+  ForwardFlags mode;
+  mode.stats = flags & kForwardStats;
+  mode.chunk_mass = flags & kForwardChunkMass;
+  mode.early_stop = flags & kForwardEarlyStop;
   uint32_t n_seqs = r.u32("the sequence count");
   if (n_seqs > r.left() / 16) throw BadRequest("request body ends before the sequences");
   const int vocab = model_.config().vocab;
@@ -238,25 +295,8 @@ std::vector<uint8_t> Runner::forward(const uint8_t* body, size_t size) {
     std::sort(sorted.begin(), sorted.end());
     if (std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end()) throw BadRequest(which + ": two tokens write the same index");
   }
-  if (with_stats) {
-    for (uint32_t q = 0; q < n_seqs; q++) {
-      SequenceStep& s = steps[q];
-      std::string which = "FORWARD statistics of sequence " + std::to_string(q);
-      uint32_t nq = r.u32("the query count");
-      s.query_rows = r.i32s(nq, "the query rows");
-      uint32_t nc = r.u32("the chunk count");
-      if (nc == UINT32_MAX) throw BadRequest(which + ": too many chunks");
-      s.chunk_bounds = r.i32s(nc + 1, "the chunk bounds");
-      int len = 0;
-      for (int32_t idx : s.indices) len = std::max(len, idx + 1);
-      for (int32_t row : s.query_rows)
-        if (row < 0 || static_cast<size_t>(row) >= s.tokens.size()) throw BadRequest(which + ": query row " + std::to_string(static_cast<uint32_t>(row)) + " is not one of its tokens");
-      for (uint32_t c = 0; c < nc; c++)
-        if (s.chunk_bounds[c] < 0 || s.chunk_bounds[c] >= s.chunk_bounds[c + 1]) throw BadRequest(which + ": chunk bounds must increase");
-      if (nc > 0 && s.chunk_bounds[nc] > len) throw BadRequest(which + ": chunk bounds go beyond the sequence length " + std::to_string(len));
-      if (static_cast<uint64_t>(nc) * nc > 1u << 24) throw BadRequest(which + ": too many chunks");
-    }
-  }
+  if (mode.stats)
+    for (uint32_t q = 0; q < n_seqs; q++) read_forward_stats(r, steps[q], flags, "FORWARD statistics of sequence " + std::to_string(q));
   r.end("FORWARD");
   // Every entry a new token attends to must be written already or in this call.
   for (uint32_t q = 0; q < n_seqs; q++) {
@@ -269,12 +309,72 @@ std::vector<uint8_t> Runner::forward(const uint8_t* body, size_t size) {
       if (!fresh[e] && blocks_.position(blocks_.slot(s.table, e)) == KvBlocks::kUnwritten)
         throw BadRequest("FORWARD sequence " + std::to_string(q) + ": index " + std::to_string(e) + " is attended to but has not been written");
   }
-  ForwardResult result = model_.forward(steps, with_stats);
+  ForwardResult result = model_.forward(steps, mode);
   for (const SequenceStep& s : steps)
     for (size_t i = 0; i < s.tokens.size(); i++) blocks_.set_position(blocks_.slot(s.table, s.indices[i]), s.positions[i]);
   BodyWriter w;
   w.append(result.logits.data(), result.logits.size() * 4);
   w.append(result.stats.data(), result.stats.size() * 4);
+  for (const EarlyStop& e : result.early_stop) {
+    w.u32(static_cast<uint32_t>(e.cutoff_layer));
+    w.u32(static_cast<uint32_t>(e.focused.size()));
+    for (int c : e.focused) w.u32(static_cast<uint32_t>(c));
+  }
+  return w.bytes;
+}
+
+void Runner::relocate(const uint8_t* body, size_t size) {
+  BodyReader r(body, size);
+  std::vector<int32_t> src_table = table_from(r, blocks_, "RELOCATE");
+  uint32_t src_start = r.u32("the source start"), count = r.u32("the count");
+  std::vector<int32_t> dst_table = table_from(r, blocks_, "RELOCATE");
+  uint32_t dst_start = r.u32("the destination start");
+  std::vector<int32_t> positions = r.i32s(count, "the positions");
+  r.end("RELOCATE");
+  std::vector<int32_t> src = span_slots(src_table, src_start, count, "RELOCATE source");
+  std::vector<int32_t> dst = span_slots(dst_table, dst_start, count, "RELOCATE destination");
+  std::vector<int32_t> from(count);
+  for (uint32_t i = 0; i < count; i++) {
+    from[i] = blocks_.position(src[i]);
+    if (from[i] == KvBlocks::kUnwritten) throw BadRequest("RELOCATE: source index " + std::to_string(src_start + i) + " has not been written");
+    if (positions[i] == KvBlocks::kUnwritten) throw BadRequest("RELOCATE: position " + std::to_string(positions[i]) + " is reserved (it marks unwritten slots)");
+  }
+  std::vector<int32_t> sorted_src(src), sorted_dst(dst);
+  std::sort(sorted_src.begin(), sorted_src.end());
+  std::sort(sorted_dst.begin(), sorted_dst.end());
+  if (std::adjacent_find(sorted_src.begin(), sorted_src.end()) != sorted_src.end()) throw BadRequest("RELOCATE: two source indices are the same slot (a block is listed twice)");
+  if (std::adjacent_find(sorted_dst.begin(), sorted_dst.end()) != sorted_dst.end()) throw BadRequest("RELOCATE: two destination indices are the same slot (a block is listed twice)");
+  for (uint32_t i = 0; i < count; i++)
+    if (dst[i] != src[i] && std::binary_search(sorted_src.begin(), sorted_src.end(), dst[i]))
+      throw BadRequest("RELOCATE: destination index " + std::to_string(dst_start + i) + " is the slot of another source entry; source and destination may overlap only in place (the same slots)");
+  model_.relocate_kv(src, from, dst, positions);
+  for (uint32_t i = 0; i < count; i++) blocks_.set_position(dst[i], positions[i]);
+}
+
+std::vector<uint8_t> Runner::key_summary(const uint8_t* body, size_t size) {
+  BodyReader r(body, size);
+  uint32_t n = r.u32("the block count");
+  std::vector<int32_t> ids = r.i32s(n, "the block ids");
+  r.end("KEY_SUMMARY");
+  blocks_.check_allocated(ids, "KEY_SUMMARY");
+  const int bs = blocks_.block_size();
+  std::vector<int32_t> slots, positions, group;
+  std::vector<uint32_t> counts(n, 0);
+  for (uint32_t b = 0; b < n; b++) {
+    for (int o = 0; o < bs; o++) {
+      int32_t slot = ids[b] * bs + o;
+      int32_t position = blocks_.position(slot);
+      if (position == KvBlocks::kUnwritten) continue;
+      slots.push_back(slot);
+      positions.push_back(position);
+      group.push_back(static_cast<int32_t>(b));
+      counts[b]++;
+    }
+  }
+  std::vector<float> means = model_.key_means(slots, positions, group, static_cast<int>(n));
+  BodyWriter w;
+  w.append(counts.data(), counts.size() * 4);
+  w.append(means.data(), means.size() * 4);
   return w.bytes;
 }
 

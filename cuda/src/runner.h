@@ -5,12 +5,16 @@
 #include <string>
 #include <vector>
 
+#include "frames.h"
 #include "kv_blocks.h"
 #include "model.h"
 
 namespace ctxr {
 
-enum Op : uint32_t { kInfo = 1, kAlloc = 2, kFree = 3, kCopy = 4, kForward = 5, kExport = 6, kImport = 7, kShutdown = 8, kMove = 9, kProfile = 10 };
+enum Op : uint32_t { kInfo = 1, kAlloc = 2, kFree = 3, kCopy = 4, kForward = 5, kExport = 6, kImport = 7, kShutdown = 8, kMove = 9, kProfile = 10,
+              kRelocate = 11, kKeySummary = 12 };
+// FORWARD flags.
+enum ForwardFlag : uint32_t { kForwardStats = 1, kForwardChunkMass = 2, kForwardEarlyStop = 4 };
 enum Status : uint32_t { kOk = 0, kBadRequest = 1, kOutOfBlocks = 2, kInternal = 3 };
 
 class Runner {
@@ -32,6 +36,10 @@ class Runner {
   std::vector<uint8_t> export_span(const uint8_t* body, size_t size);
   void import_span(const uint8_t* body, size_t size);
   void copy_blocks(const uint8_t* body, size_t size, bool move);
+  void relocate(const uint8_t* body, size_t size);
+  std::vector<uint8_t> key_summary(const uint8_t* body, size_t size);
+  // The FORWARD statistics block of one sequence (flags bit 0, with bits 1 and 2), checked.
+  void read_forward_stats(BodyReader& r, SequenceStep& s, uint32_t flags, const std::string& which) const;
   // Slots of sequence indices start..start+count-1 of `table`, checked.
   std::vector<int32_t> span_slots(const std::vector<int32_t>& table, uint32_t start, uint32_t count, const char* op) const;
 };

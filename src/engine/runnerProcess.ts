@@ -21,6 +21,7 @@ import {
   decodeExportResponse,
   decodeForwardResponse,
   decodeInfo,
+  decodeKeySummaryResponse,
   decodeProfile,
   decodeText,
   encodeAlloc,
@@ -29,14 +30,18 @@ import {
   encodeForward,
   encodeFree,
   encodeImport,
+  encodeKeySummary,
   encodeProfile,
+  encodeRelocate,
   encodeRequest,
   type BlockPair,
   type ForwardRequest,
   type ForwardResult,
+  type KeySummary,
   type KvData,
   type KvRange,
   type OpCode,
+  type RelocateRequest,
   type ResponseFrame,
   type RunnerInfo,
   type RunnerProfile,
@@ -235,6 +240,18 @@ export class RunnerProcess {
 
   async import(range: KvRange, data: KvData): Promise<void> {
     await this.call(Op.IMPORT, encodeImport(range, data, this.info));
+  }
+
+  /** Copies K/V between sequence entries, K re-rotated to new positions (RELOCATE). */
+  async relocate(request: RelocateRequest): Promise<void> {
+    await this.call(Op.RELOCATE, encodeRelocate(request));
+  }
+
+  /** Per block: its written slot count and mean K without RoPE over them, all layers (KEY_SUMMARY). */
+  async keySummary(blocks: readonly number[]): Promise<KeySummary> {
+    const info = this.info;
+    const frame = await this.call(Op.KEY_SUMMARY, encodeKeySummary(blocks));
+    return decodeKeySummaryResponse(frame.body, blocks.length, info);
   }
 
   /** The FORWARD profile since the previous call (then zeroed); `on` switches profiling for later FORWARDs. */

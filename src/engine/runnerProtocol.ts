@@ -20,6 +20,8 @@ export const Op = {
   SHUTDOWN: 8,
   MOVE: 9,
   PROFILE: 10,
+  RELOCATE: 11,
+  KEY_SUMMARY: 12,
 } as const;
 export type OpCode = (typeof Op)[keyof typeof Op];
 
@@ -402,23 +404,55 @@ export interface ForwardSequence {
   queryRows?: ArrayLike<number>;
   /** With statistics: chunk boundaries in sequence indices (n_chunks + 1 values, increasing). */
   chunkBounds?: ArrayLike<number>;
+  /** With early stop (ForwardRequest.earlyStop, required then): Cache-Craft focused-chunk early stop. */
+  earlyStop?: EarlyStopSettings;
+}
+
+export interface EarlyStopSettings {
+  /** Layers the focused set must stay the same before it is fixed (>= 1). */
+  window: number;
+  /** The chunk (index into chunkBounds' chunks) holding the question. */
+  questionChunk: number;
 }
 
 export interface ForwardRequest {
   sequences: readonly ForwardSequence[];
   /** Ask for attention statistics (flags bit 0). */
   stats?: boolean;
+  /** With stats: each query's mass summed per chunk, queries × nChunks, instead of per entry (flags bit 1). */
+  chunkMass?: boolean;
+  /**
+   * With stats: focused-chunk early stop (flags bit 2); every sequence needs `earlyStop`. Logit
+   * rows must lie in the question chunk or outside every chunk.
+   */
+  earlyStop?: boolean;
 }
 
 export interface AttentionStats {
-  /** Queries × len: each query row's attention mass on each entry, averaged over heads. */
+  /**
+   * Queries × len (or queries × nChunks when perChunk): each query row's attention mass on each
+   * entry (on each chunk), averaged over heads. Zeros for a query that stopped early.
+   */
   mass: Float32Array;
   queries: number;
   /** 1 + the largest sequence index among the new tokens. */
   len: number;
+  /** Whether `mass` is per chunk (ForwardRequest.chunkMass). */
+  perChunk: boolean;
   /** chunks × chunks: chunk a's total mass on chunk b. */
   chunks: Float32Array;
   nChunks: number;
+}
+
+/** A sequence's focused-chunk early stop (ForwardRequest.earlyStop). */
+export interface EarlyStopResult {
+  /**
+   * The layers the stoppable tokens ran through: the unfocused chunks' tokens were left out from
+   * layer cutoffLayer (0-based) on. Equals the model's layer count when they never stopped.
+   */
+  cutoffLayer: number;
+  /** Chunk indices, ascending: the focused set F* (every chunk but the question's when none was fixed). */
+  focused: number[];
 }
 
 export interface ForwardResult {
@@ -426,6 +460,8 @@ export interface ForwardResult {
   logits: Float32Array[];
   /** With statistics: per sequence, per layer. */
   stats?: AttentionStats[][];
+  /** With early stop: per sequence. */
+  earlyStop?: EarlyStopResult[];
 }
 
 /** Sequence indices start .. start+count-1, as FORWARD's `indices` for a contiguous run. */
@@ -439,14 +475,21 @@ function forwardBodyBytes(request: ForwardRequest): number {
   let bytes = 8;
   for (const seq of request.sequences) bytes += 4 + 4 * seq.table.length + 4 + 12 * seq.tokens.length + 4 + 4 * seq.logitRows.length;
   if (request.stats) {
-    for (const seq of request.sequences) bytes += 4 + 4 * (seq.queryRows?.length ?? 0) + 4 + 4 * (seq.chunkBounds?.length ?? 1);
+    for (const seq of request.sequences) bytes += 4 + 4 * (seq.queryRows?.length ?? 0) + 4 + 4 * (seq.chunkBounds?.length ?? 1) + (request.earlyStop ? 8 : 0);
   }
   return bytes;
 }
 
+/** FORWARD's flags word: bit 0 statistics, bit 1 chunk mass, bit 2 early stop. */
+export function forwardFlags(request: ForwardRequest): number {
+  if ((request.chunkMass || request.earlyStop) && !request.stats) throw new ProtocolError("FORWARD: chunkMass and earlyStop need stats");
+  return (request.stats ? 1 : 0) | (request.chunkMass ? 2 : 0) | (request.earlyStop ? 4 : 0);
+}
+
 export function encodeForward(request: ForwardRequest): Uint8Array {
+  const flags = forwardFlags(request);
   const writer = new BodyWriter(forwardBodyBytes(request));
-  writer.u32(request.stats ? 1 : 0).u32(request.sequences.length);
+  writer.u32(flags).u32(request.sequences.length);
   request.sequences.forEach((seq, s) => {
     const n = seq.tokens.length;
     if (seq.indices.length !== n) throw new ProtocolError(`FORWARD: sequence ${s} has ${n} tokens but ${seq.indices.length} indices`);
@@ -464,6 +507,10 @@ export function encodeForward(request: ForwardRequest): Uint8Array {
       if (bounds.length < 1) throw new ProtocolError(`FORWARD: sequence ${s} chunk bounds need at least one value`);
       writer.u32(queries.length).u32s(queries);
       writer.u32(bounds.length - 1).u32s(bounds);
+      if (request.earlyStop) {
+        if (seq.earlyStop === undefined) throw new ProtocolError(`FORWARD: sequence ${s} needs earlyStop settings (the request asks for early stop)`);
+        writer.u32(seq.earlyStop.window).u32(seq.earlyStop.questionChunk);
+      }
     });
   }
   return writer.finish();
@@ -485,17 +532,29 @@ export function decodeForwardResponse(body: Uint8Array, request: ForwardRequest,
       const queries = seq.queryRows?.length ?? 0;
       const nChunks = Math.max(0, (seq.chunkBounds?.length ?? 1) - 1);
       const len = statsLength(seq);
+      const perChunk = request.chunkMass === true;
       const layers: AttentionStats[] = [];
       for (let layer = 0; layer < info.layers; layer++) {
-        const mass = reader.f32s(queries * len, `attention mass of sequence ${s}, layer ${layer}`);
+        const mass = reader.f32s(queries * (perChunk ? nChunks : len), `attention mass of sequence ${s}, layer ${layer}`);
         const chunks = reader.f32s(nChunks * nChunks, `chunk attention of sequence ${s}, layer ${layer}`);
-        layers.push({ mass, queries, len, chunks, nChunks });
+        layers.push({ mass, queries, len, perChunk, chunks, nChunks });
       }
       return layers;
     });
   }
+  let earlyStop: EarlyStopResult[] | undefined;
+  if (request.stats && request.earlyStop) {
+    earlyStop = request.sequences.map((_, s) => {
+      const cutoffLayer = reader.u32(`cutoff layer of sequence ${s}`);
+      const focused = Array.from(reader.u32s(reader.u32(`focused chunk count of sequence ${s}`), `focused chunks of sequence ${s}`));
+      return { cutoffLayer, focused };
+    });
+  }
   reader.end();
-  return stats === undefined ? { logits } : { logits, stats };
+  const result: ForwardResult = { logits };
+  if (stats !== undefined) result.stats = stats;
+  if (earlyStop !== undefined) result.earlyStop = earlyStop;
+  return result;
 }
 
 // ---------------------------------------------------------------------------
@@ -551,6 +610,57 @@ export function encodeImport(range: KvRange, data: KvData, info: Pick<RunnerInfo
   writer.u32(range.table.length).u32s(range.table).u32(range.start).u32(count).i32s(data.positions);
   for (const layer of data.layers) writer.f32s(layer.k).f32s(layer.v);
   return writer.finish();
+}
+
+// ---------------------------------------------------------------------------
+// RELOCATE and KEY_SUMMARY
+
+/**
+ * RELOCATE: K/V of source entries srcStart .. srcStart+count-1 copied to destination entries
+ * dstStart .. dstStart+count-1 (all layers), K re-rotated to `positions`. Source and destination
+ * may be the same entries (in-place re-rotation), never otherwise overlapping slots.
+ */
+export interface RelocateRequest {
+  srcTable: readonly number[];
+  srcStart: number;
+  count: number;
+  dstTable: readonly number[];
+  dstStart: number;
+  /** The destination entries' rotary positions (count values). */
+  positions: ArrayLike<number>;
+}
+
+export function encodeRelocate(request: RelocateRequest): Uint8Array {
+  const { count } = request;
+  if (request.positions.length !== count) throw new ProtocolError(`RELOCATE: ${request.positions.length} positions for ${count} entries`);
+  const writer = new BodyWriter(4 * (5 + request.srcTable.length + request.dstTable.length + count));
+  writer.u32(request.srcTable.length).u32s(request.srcTable).u32(request.srcStart).u32(count);
+  writer.u32(request.dstTable.length).u32s(request.dstTable).u32(request.dstStart);
+  writer.i32s(request.positions);
+  return writer.finish();
+}
+
+/** KEY_SUMMARY: per block, its written slots and their mean K without RoPE. */
+export interface KeySummary {
+  /** Per block: how many of its slots are written. */
+  counts: Uint32Array;
+  /**
+   * blocks × (layers × kv_width), row-major: per block the mean K without RoPE over its written
+   * slots, layer 0's kv_width values first; zeros for a block with no written slot.
+   */
+  summaries: Float32Array;
+}
+
+export function encodeKeySummary(blocks: readonly number[]): Uint8Array {
+  return new BodyWriter(4 + 4 * blocks.length).u32(blocks.length).u32s(blocks).finish();
+}
+
+export function decodeKeySummaryResponse(body: Uint8Array, blocks: number, info: Pick<RunnerInfo, "layers" | "kv_heads" | "head_dim">): KeySummary {
+  const reader = new BodyReader(body, "KEY_SUMMARY response");
+  const counts = reader.u32s(blocks, "counts");
+  const summaries = reader.f32s(blocks * info.layers * kvWidth(info), "summaries");
+  reader.end();
+  return { counts, summaries };
 }
 
 // ---------------------------------------------------------------------------

@@ -7,6 +7,7 @@
  * the later layers).
  */
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
+import { join } from "node:path";
 import { RunnerProcess } from "../../src/engine/runnerProcess.ts";
 import {
   FrameReader,
@@ -22,6 +23,7 @@ import {
   type KvData,
 } from "../../src/engine/runnerProtocol.ts";
 import { argmax } from "../../src/engine/sampler.ts";
+import { REPO_ROOT, runProgram } from "../helpers/cli.ts";
 import { buildRunner, tinyModelFolder } from "../helpers/engineKit.ts";
 
 setDefaultTimeout(120_000);
@@ -263,6 +265,17 @@ describe("RELOCATE, KEY_SUMMARY and chunk mass (2 layers)", () => {
 
 // ---------------------------------------------------------------------------
 // Focused-chunk early stop
+
+test("the C++ unit tests of the focused-chunk prediction (cuda/test/focus_test.cpp) pass", () => {
+  const build = runProgram(["make", "-C", join(REPO_ROOT, "cuda"), "-j2", "tests"]);
+  expect(build.code).toBe(0);
+  const run = runProgram([join(REPO_ROOT, "cuda", "build", "runner-tests"), "focus."]);
+  if (run.code !== 0) console.error(run.stdout, run.stderr);
+  expect(run.stdout).not.toMatch(/^FAIL /m);
+  const passed = run.stdout.split("\n").flatMap((line) => /^ok (\S+)/.exec(line)?.[1] ?? []);
+  expect(passed).toEqual(["focus.degenerate_cases_focus_everything", "focus.split_of_sorted_scores", "focus.too_few_chunks_never_stop", "focus.window_fixes_the_set"]);
+  expect(run.code).toBe(0);
+}, 600_000);
 
 /** Cache-Craft Algorithm 1, written from the paper: cumulative entropies h and their jumps. */
 function referenceFocus(perLayer: Float32Array[], nChunks: number, question: number, window: number, layers: number): { cutoffLayer: number; focused: number[] } {

@@ -30,6 +30,8 @@ import { TokenTextStream, type StreamDecoder } from "./textStream.ts";
 import { promptTokens, type SegmentedPrompt } from "../kv/segmentedPrompt.ts";
 import { managedPrefill, type ManagedPrefillUsage } from "../kv/managedPrefill.ts";
 import type { ChunkCache } from "../kv/chunkCache.ts";
+import type { ChunkVariant } from "../kv/chunkVariantIndex.ts";
+import { cacheAwareOrder, type QueuedPrefill } from "../kv/cacheAwareOrder.ts";
 import type { RecomputePolicy } from "../kv/recomputeSelection.ts";
 import { SparseDecode, type SparseDecodeRunner } from "../kv/sparseDecode.ts";
 
@@ -321,6 +323,7 @@ export class GenerationScheduler {
   private readonly running: Sequence[] = [];
   private pool: KvBlockPool;
   private loop: Promise<void> | null = null;
+  private prefetching: Promise<void> | null = null;
   private closed = false;
   private admissions = 0;
   /** Set when the runner must be restarted before the next step (it crashed, or a restart failed). */
@@ -558,16 +561,22 @@ export class GenerationScheduler {
       }
     }
 
-    // Admission, first come first served.
+    // Admission in cache-aware order (first come first served without KV-managed prompts).
     let committed = this.running.reduce((sum, sequence) => sum + this.committedBlocks(sequence), 0);
-    while (this.waiting.length > 0 && this.running.length < this.maxBatch) {
-      const candidate = this.waiting[0]!;
+    const admitted = new Set<Sequence>();
+    for (const candidate of this.admissionOrder()) {
+      if (this.running.length >= this.maxBatch) break;
       const need = this.committedBlocks(candidate);
       if (committed + need > this.pool.totalBlocks && this.running.length > 0) break;
-      this.waiting.shift();
+      admitted.add(candidate);
       candidate.admitted = ++this.admissions;
       this.running.push(candidate);
       committed += need;
+    }
+    if (admitted.size > 0) {
+      const rest = this.waiting.filter((sequence) => !admitted.has(sequence));
+      this.waiting.length = 0;
+      this.waiting.push(...rest);
     }
 
     // KV-managed prefills run on their own, one sequence at a time.
@@ -636,6 +645,29 @@ export class GenerationScheduler {
       for (let i = this.running.length - 1; i >= 0; i--) if (this.running[i]!.done) this.running.splice(i, 1);
       await this.pool.release(finished);
     }
+  }
+
+  /**
+   * The waiting sequences in the order to admit them: with a chunk cache and
+   * KV-managed prompts queued, cache-aware (cacheAwareOrder.ts: delay-hit
+   * deferral, balanced batches, bundle hits), and their disk-tier chunks are
+   * prefetched to host memory while they wait; otherwise first come first served.
+   */
+  private admissionOrder(): Sequence[] {
+    const cache = this.chunkCache;
+    if (cache === null || !this.waiting.some((sequence) => sequence.request.segments !== undefined)) return [...this.waiting];
+    const onDisk: ChunkVariant[] = [];
+    const queue: QueuedPrefill[] = this.waiting.map((sequence) => {
+      if (sequence.request.segments === undefined) return { newChunks: [], cachedChunks: [], loadTokens: 0, computeTokens: sequence.tokens.length };
+      const described = cache.describe(sequence.request.segments);
+      onDisk.push(...described.onDisk);
+      return described.queued;
+    });
+    if (onDisk.length > 0 && this.prefetching === null) {
+      this.prefetching = cache.prefetch(onDisk).catch((error) => this.options.log?.(`ctxr: prefetch failed: ${(error as Error).message}`)).finally(() => (this.prefetching = null));
+    }
+    const order = cacheAwareOrder(queue, { inFlight: (hash) => cache.isInFlight(hash) });
+    return order.admit.map((i) => this.waiting[i]!);
   }
 
   /**

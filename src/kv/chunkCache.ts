@@ -22,6 +22,8 @@ import { ChunkVariantIndex, type ChunkVariant } from "./chunkVariantIndex.ts";
 import type { VariantMetadata } from "./reuseScores.ts";
 import { HostKvTier } from "./hostKvTier.ts";
 import type { DiskKvTier } from "./diskKvTier.ts";
+import type { QueuedPrefill } from "./cacheAwareOrder.ts";
+import type { SegmentedPrompt } from "./segmentedPrompt.ts";
 
 export type KvTier = "device" | "host" | "disk";
 
@@ -193,6 +195,32 @@ export class ChunkCache {
     return this.inFlight.has(hash);
   }
 
+  /**
+   * What a queued prompt needs from the cache (for cache-aware ordering), and
+   * its disk-tier variants, which prefetch() can bring up while it waits.
+   */
+  describe(prompt: SegmentedPrompt): { queued: QueuedPrefill; onDisk: ChunkVariant[] } {
+    const newChunks: string[] = [];
+    const cachedChunks: string[] = [];
+    const onDisk: ChunkVariant[] = [];
+    let loadTokens = 0;
+    let computeTokens = prompt.question.length;
+    for (const segment of prompt.segments) {
+      const variants = this.index.variantsOf(segment.hash);
+      if (variants.length === 0) {
+        newChunks.push(segment.hash);
+        computeTokens += segment.tokens.length;
+        continue;
+      }
+      cachedChunks.push(segment.hash);
+      const tiers = variants.map((v) => this.tierOf(v.id));
+      if (tiers.includes("device")) continue;
+      loadTokens += segment.tokens.length;
+      if (!tiers.includes("host")) onDisk.push(...variants.filter((_, k) => tiers[k] === "disk"));
+    }
+    return { queued: { newChunks, cachedChunks, loadTokens, computeTokens }, onDisk };
+  }
+
   // ---------------------------------------------------------------------------
   // Hits
 
@@ -230,6 +258,9 @@ export class ChunkCache {
       if (entry === null) throw new Error("missing");
       return entry.data;
     } catch (error) {
+      // A prefetch may have moved it up meanwhile.
+      const moved = this.host.get(id);
+      if (moved !== undefined) return moved.data;
       this.counters.discarded++;
       this.options.log?.(`ctxr: chunk cache file of ${id} discarded: ${(error as Error).message}`);
       this.index.remove(id);

@@ -54,7 +54,7 @@ export interface ManagedPrefillUsage {
   prompt_tokens_computed: number;
   tier_hits: Record<KvTier, number>;
   policy: RecomputePolicy;
-  /** Cache-Craft early stop: the layer after which unfocused chunks stopped (null: never). */
+  /** Cache-Craft early stop: layers the unfocused chunks' recomputed tokens ran through (null: they never stopped). */
   focus_cutoff_layer?: number | null;
 }
 
@@ -188,7 +188,31 @@ export async function managedPrefill(
   for (const i of questionIndices) pass.add(i);
   const passIndices = Uint32Array.from([...pass].sort((a, b) => a - b));
   let result: ForwardResult;
-  if (!stageOneRan && computeIndices.length > 0 && storing) {
+  const focus = options.policy === "cachecraft" && (options.focusWindow ?? 0) > 0 && recompute.length > 0 && prompt.segments.length >= 3;
+  if (focus) {
+    // Cache-Craft focused-chunk early stop: the runner stops recomputing the chunks the question does not focus on.
+    const indices = Array.from(passIndices);
+    const rowOf = new Map(indices.map((index, row) => [index, row] as const));
+    const metadataRows = !stageOneRan && storing ? computeIndices : [];
+    result = await runner.forward({
+      stats: true,
+      chunkMass: true,
+      earlyStop: true,
+      sequences: [
+        {
+          table,
+          tokens: indices.map((i) => tokens[i]!),
+          indices: passIndices,
+          logitRows: [indices.length - 1],
+          queryRows: metadataRows.map((i) => rowOf.get(i)!),
+          chunkBounds: Array.from(chunkBounds),
+          earlyStop: { window: options.focusWindow!, questionChunk: chunkBounds.length - 2 },
+        },
+      ],
+    });
+    if (metadataRows.length > 0) metadataStats = result;
+    usage.focus_cutoff_layer = result.earlyStop![0]!.cutoffLayer < runner.info.layers ? result.earlyStop![0]!.cutoffLayer : null;
+  } else if (!stageOneRan && computeIndices.length > 0 && storing) {
     result = await statsForward(runner, table, tokens, Array.from(passIndices), chunkBounds, computeIndices);
     metadataStats = result;
   } else {

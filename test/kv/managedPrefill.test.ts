@@ -172,6 +172,20 @@ describe("managedPrefill", () => {
     }
   });
 
+  test("cachecraft with focused-chunk early stop: the runner reports its cutoff; a window beyond the layers changes nothing", async () => {
+    const s = await setup();
+    await managed(s, prompt([0, 1, 2, 3, 4]), { policy: "prophet", recomputeRatio: 0.2 });
+    const p = prompt([4, 2, 0, 1, 3]);
+    const plain = await managed(s, p, { policy: "cachecraft", recomputeRatio: 0.3 });
+    const never = await managed(s, p, { policy: "cachecraft", recomputeRatio: 0.3, focusWindow: 99 });
+    expect(never.usage.focus_cutoff_layer).toBeNull();
+    expect(maxAbsDiff(never.logits, plain.logits)).toBeLessThanOrEqual(1e-5);
+    const early = await managed(s, p, { policy: "cachecraft", recomputeRatio: 0.3, focusWindow: 1 });
+    const cutoff = early.usage.focus_cutoff_layer;
+    expect(cutoff === null || (cutoff >= 1 && cutoff < s.runner.info.layers)).toBe(true);
+    expect(early.logits.every(Number.isFinite)).toBe(true);
+  });
+
   test("host tier (no device room): the same logits as from the device tier", async () => {
     const device = await setup();
     const host = await setup({ deviceBlocks: 0 });

@@ -51,7 +51,7 @@ const DOCS = [
   { id: "c", text: "In 1887 a stone embankment was built; the floods have been smaller since then." },
   { id: "d", text: "The embankment's keeper lives in the old toll house by the bridge." },
 ];
-const chat = (documents: typeof DOCS, extra: Record<string, unknown> = {}) => ({
+const chat = (documents: readonly { id?: string; text: string }[], extra: Record<string, unknown> = {}) => ({
   messages: [
     { role: "system", content: "Answer from the documents." },
     { role: "user", content: "When does the mill close?" },

@@ -198,6 +198,15 @@ export class GenerationEngine {
     metric("ctxr_generation_waiting", "gauge", "Requests waiting for admission.", stats.waiting);
     metric("ctxr_generation_kv_blocks_used", "gauge", "KV-cache blocks allocated.", stats.kvBlocksUsed);
     metric("ctxr_generation_kv_blocks_total", "gauge", "KV-cache blocks.", stats.kvBlocksTotal);
+    const cache = this.chunkCache.stats;
+    metric("ctxr_kv_chunk_variants", "gauge", "Chunk-cache variants held (all tiers).", cache.variants);
+    metric("ctxr_kv_device_variants", "gauge", "Chunk-cache variants in the runner's KV blocks.", cache.deviceVariants);
+    metric("ctxr_kv_host_variants", "gauge", "Chunk-cache variants in host memory.", cache.hostVariants);
+    metric("ctxr_kv_disk_variants", "gauge", "Chunk-cache variants on disk (--kv-dir).", cache.diskVariants);
+    for (const tier of ["device", "host", "disk"] as const) metric(`ctxr_kv_${tier}_hits_total`, "counter", `Chunk-cache hits served from the ${tier} tier.`, cache.hits[tier]);
+    metric("ctxr_kv_stored_total", "counter", "Chunk-cache variants stored.", cache.stored);
+    metric("ctxr_kv_evicted_total", "counter", "Chunk-cache variants dropped.", cache.evicted);
+    metric("ctxr_kv_discarded_total", "counter", "Damaged or foreign cache files discarded.", cache.discarded);
     return lines.join("\n") + "\n";
   }
 

@@ -16,6 +16,7 @@
  * - Disk files carry the model's identity and a checksum; a damaged one is
  *   discarded when read (DiskKvTier) and the variant is forgotten.
  */
+import { randomUUID } from "node:crypto";
 import type { KvData, RunnerInfo, KvRange } from "../engine/runnerProtocol.ts";
 import { KvBlockTable, type KvBlockPool } from "../engine/kvBlockTable.ts";
 import { ChunkVariantIndex, type ChunkVariant } from "./chunkVariantIndex.ts";
@@ -77,8 +78,6 @@ export interface ChunkCacheStats {
   promoted: number;
   discarded: number;
 }
-
-let nextVariantId = 1;
 
 export class ChunkCache {
   readonly index: ChunkVariantIndex;
@@ -310,7 +309,8 @@ export class ChunkCache {
   /** Stores a chunk computed in a request's sequence (indices start..start+count-1) as a new variant. */
   async store(table: readonly number[], start: number, meta: Omit<StoredVariantMeta, "frequencyReuse">): Promise<ChunkVariant | null> {
     if (this.index.variantsOf(meta.chunkHash).some((v) => v.exact === meta.exact && sameList(v.prefix, meta.prefix))) return null;
-    const variant = variantFromStored(`v${nextVariantId++}`, { ...meta, frequencyReuse: 0 }, this.tokenBytes);
+    // Ids stay unique across restarts (the disk tier keeps files named after them).
+    const variant = variantFromStored(`${meta.chunkHash.slice(0, 16)}-${randomUUID().slice(0, 8)}`, { ...meta, frequencyReuse: 0 }, this.tokenBytes);
     const copy = await this.copyToDevice(table, start, meta.tokenCount);
     if (copy !== null) {
       this.device.set(variant.id, copy);

@@ -159,7 +159,8 @@ describe("disk tier over a restart", () => {
     expect(first.engine.chunkCache.stats.diskVariants).toBeGreaterThan(0);
     const second = await open({ kvDir: kvDir.path });
     const b = await second.api.post("/v1/chat/completions", chat(DOCS));
-    expect(b.body.usage.ctxr.tier_hits.disk).toBe(5);
+    // From disk, or from memory when the queued request's prefetch got there first.
+    expect(b.body.usage.ctxr.tier_hits.disk + b.body.usage.ctxr.tier_hits.host).toBe(5);
     expect(b.body.usage.ctxr.prompt_tokens_computed).toBeLessThan(a.body.usage.ctxr.prompt_tokens_computed / 4);
     expect(b.body.choices[0].message.content).toBe(a.body.choices[0].message.content);
   });

@@ -38,7 +38,13 @@ struct AttentionBatch {
   // head-averaged attention probabilities over its entries into stats[stat_row[t]][0..len),
   // zero-filling [len, max_len).
   const int32_t* stat_row;
-  float* stats;                 // [n_stat_rows][max_len]
+  float* stats;                 // [n_stat_rows][max_len], or in chunk mode [n_stat_rows][heads][stat_chunks]
+  // Chunk mode (only for a backend whose chunk_statistics() is true): with stat_chunk_of not
+  // null, the probabilities are summed per chunk and kept per head instead:
+  // stats[stat_row[t]][h][c] = Σ p_h(e) over entries e < len with chunk_of[e] == c, where
+  // chunk_of = stat_chunk_of + token_seq[t] * max_len (-1: the entry is in no chunk).
+  const int32_t* stat_chunk_of;  // [n_seqs][max_len]
+  int stat_chunks;
 };
 
 class Backend {
@@ -92,6 +98,8 @@ class Backend {
   // (query head h reads kv head h / (heads / kv_heads)). q rows have stride q_stride; out is
   // [n_tokens][heads * head_dim] contiguous.
   virtual void attention(int layer, const float* q, int q_stride, const AttentionBatch& batch, float* out) = 0;
+  // Whether attention() takes statistics in chunk mode (AttentionBatch::stat_chunk_of).
+  virtual bool chunk_statistics() const { return false; }
 };
 
 Backend* make_cpu_backend(int threads);

@@ -22,7 +22,7 @@ std::string read_text_file(const std::string& path) {
   return s.str();
 }
 
-enum ScratchBuffer { kTokens, kPositions, kSlots, kTables, kTokenSeq, kTokenLen, kStatRow, kX, kH, kQkv, kAttn, kTmp, kGateUp, kAct, kLogitRows, kLogitX, kLogits, kStats, kKeepRows, kDstSlots, kDstPositions, kScratchCount };
+enum ScratchBuffer { kTokens, kPositions, kSlots, kTables, kTokenSeq, kTokenLen, kStatRow, kX, kH, kQkv, kAttn, kTmp, kGateUp, kAct, kLogitRows, kLogitX, kLogits, kStats, kStatChunkOf, kKeepRows, kDstSlots, kDstPositions, kScratchCount };
 
 }  // namespace
 
@@ -195,6 +195,38 @@ void append_sequence_stats(const SequenceStep& s, const float* rows, size_t stri
   out.insert(out.end(), matrix.begin(), matrix.end());
 }
 
+// The same from chunk-mode statistics (backend.h): token i's row is rows[i * stride ..], its
+// masses per head (`heads` rows of `width` chunks), averaged over heads here.
+void append_sequence_chunk_stats(const SequenceStep& s, const float* rows, size_t stride, int heads, int width, int len,
+                                 const uint8_t* stopped, std::vector<float>& out, std::vector<float>& matrix) {
+  const int chunks = std::max(0, static_cast<int>(s.chunk_bounds.size()) - 1);
+  const std::vector<int> chunk_of = chunk_of_entries(s.chunk_bounds, len);
+  std::vector<float> mass(chunks);
+  auto mass_of = [&](size_t i) {
+    const float* row = rows + i * stride;
+    for (int c = 0; c < chunks; c++) {
+      float sum = 0.f;
+      for (int h = 0; h < heads; h++) sum += row[static_cast<size_t>(h) * width + c];
+      mass[c] = sum / heads;
+    }
+  };
+  for (int32_t r : s.query_rows) {
+    size_t at = out.size();
+    out.resize(at + chunks, 0.f);
+    if (stopped[r]) continue;
+    mass_of(r);
+    std::copy(mass.begin(), mass.end(), out.begin() + at);
+  }
+  matrix.assign(static_cast<size_t>(chunks) * chunks, 0.f);
+  for (size_t i = 0; i < s.tokens.size(); i++) {
+    int a = chunk_of[s.indices[i]];
+    if (a < 0 || stopped[i]) continue;
+    mass_of(i);
+    for (int c = 0; c < chunks; c++) matrix[static_cast<size_t>(a) * chunks + c] += mass[c];
+  }
+  out.insert(out.end(), matrix.begin(), matrix.end());
+}
+
 // Marks the tokens of `s` that stop now: those that may stop and lie in a chunk outside `focused`.
 bool mark_stopped(const SequenceStep& s, int len, const std::vector<int>& focused, uint8_t* stopped) {
   const std::vector<int> chunk_of = chunk_of_entries(s.chunk_bounds, len);
@@ -280,10 +312,24 @@ ForwardResult Model::forward(const std::vector<SequenceStep>& steps, const Forwa
   batch.token_seq = upload(kTokenSeq, token_seq);
   batch.token_len = upload(kTokenLen, token_len);
   batch.max_len = max_len;
+  // Chunk masses straight from the attention kernel when the backend can (no [n][max_len] rows).
+  const bool chunk_stats = with_stats && flags.chunk_mass && backend_->chunk_statistics();
+  int stat_chunks = 1;
+  for (const auto& s : steps) stat_chunks = std::max(stat_chunks, static_cast<int>(s.chunk_bounds.size()) - 1);
+  const size_t stat_width = chunk_stats ? static_cast<size_t>(c.heads) * stat_chunks : static_cast<size_t>(max_len);
   if (with_stats) {
     // Statistics row of a token = its number in the batch (rows of stopped tokens go stale).
     batch.stat_row = upload(kStatRow, live);
-    batch.stats = static_cast<float*>(buffer(kStats, static_cast<size_t>(n) * max_len * 4));
+    batch.stats = static_cast<float*>(buffer(kStats, static_cast<size_t>(n) * stat_width * 4));
+  }
+  if (chunk_stats) {
+    std::vector<int32_t> chunk_of(steps.size() * max_len, -1);
+    for (size_t q = 0; q < steps.size(); q++) {
+      const std::vector<int> of = chunk_of_entries(steps[q].chunk_bounds, seq_len[q]);
+      std::copy(of.begin(), of.end(), chunk_of.begin() + q * max_len);
+    }
+    batch.stat_chunk_of = upload(kStatChunkOf, chunk_of);
+    batch.stat_chunks = stat_chunks;
   }
 
   const int q_width = c.heads * c.head_dim, kv = kv_width(), qkv_width = q_width + 2 * kv;
@@ -331,13 +377,16 @@ ForwardResult Model::forward(const std::vector<SequenceStep>& steps, const Forwa
   // One layer's statistics of every sequence, and the early stops they decide.
   auto layer_stats = [&](int l) {
     bool any_stopped = false;
-    host_stats.resize(static_cast<size_t>(n) * max_len);
+    host_stats.resize(static_cast<size_t>(n) * stat_width);
     backend_->to_host(host_stats.data(), batch.stats, host_stats.size() * 4);
     for (size_t q = 0; q < steps.size(); q++) {
       const auto& s = steps[q];
-      const float* rows = host_stats.data() + static_cast<size_t>(seq_first[q]) * max_len;
+      const float* rows = host_stats.data() + static_cast<size_t>(seq_first[q]) * stat_width;
       uint8_t* seq_stopped = stopped.data() + seq_first[q];
-      append_sequence_stats(s, rows, max_len, seq_len[q], seq_stopped, flags.chunk_mass, result.stats, matrix);
+      if (chunk_stats)
+        append_sequence_chunk_stats(s, rows, stat_width, c.heads, stat_chunks, seq_len[q], seq_stopped, result.stats, matrix);
+      else
+        append_sequence_stats(s, rows, max_len, seq_len[q], seq_stopped, flags.chunk_mass, result.stats, matrix);
       if (flags.early_stop && focus[q].add_layer(matrix.data()) && l + 1 < c.layers)
         any_stopped |= mark_stopped(s, seq_len[q], focus[q].focused(), seq_stopped);
     }

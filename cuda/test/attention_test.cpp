@@ -253,6 +253,9 @@ RUNNER_TEST(attention, long_prefill_peaky) {
   for (float gain : {1.f, 12.f}) {
     Layout L = make_layout(12, 4, 64, 16, {{700, range(0, 700)}, {450, {449}}}, false, 400 + static_cast<uint32_t>(gain), gain);
     run_and_check(L, false, "long prefill");
+    // With statistics rows: the statistics tiles' two passes over many chunks.
+    Layout S = make_layout(12, 4, 64, 16, {{700, range(0, 700)}, {450, {449}}}, true, 410 + static_cast<uint32_t>(gain), gain);
+    run_and_check(S, true, "long prefill with statistics");
   }
 }
 
@@ -306,4 +309,88 @@ RUNNER_TEST(attention, backend_wiring) {
   std::vector<float> out(static_cast<size_t>(L.n) * L.heads * L.hd, std::numeric_limits<float>::quiet_NaN());
   cpu->attention(1, L.q.data(), L.q_stride, b, out.data());
   check(L, out, &stats, "backend");
+}
+
+namespace {
+
+// Chunk mode: entry e of sequence s is in chunk chunk_of[s][e] (-1: none): 3 entries outside
+// any chunk first, then chunks of 37 entries with every 50th entry left out, the last chunk
+// taking the rest.
+std::vector<int32_t> chunk_layout(const Layout& L, int chunks) {
+  std::vector<int32_t> chunk_of(L.seqs.size() * L.max_len, -1);
+  for (size_t s = 0; s < L.seqs.size(); s++)
+    for (int e = 3; e < L.max_len; e++)
+      if (e % 50 != 49) chunk_of[s * L.max_len + e] = std::min((e - 3) / 37, chunks - 1);
+  return chunk_of;
+}
+
+// Runs cpu_attention in chunk mode on `threads` threads and checks, for every statistics token
+// and head, each chunk's mass against a double-precision reference; returns the output.
+std::vector<float> run_chunk_mode(const Layout& L, int chunks, int threads, const char* what) {
+  const std::vector<int32_t> chunk_of = chunk_layout(L, chunks);
+  std::vector<float> stats(static_cast<size_t>(std::max(1, L.stat_rows)) * L.heads * chunks, std::numeric_limits<float>::quiet_NaN());
+  std::vector<float> out(static_cast<size_t>(L.n) * L.heads * L.hd);
+  ctxr::AttentionBatch b = batch_of(L, nullptr);
+  b.stat_row = L.stat_row.data();
+  b.stats = stats.data();
+  b.stat_chunk_of = chunk_of.data();
+  b.stat_chunks = chunks;
+  ctxr::cpu_attention(L.q.data(), L.q_stride, b, L.k.data(), L.v.data(), L.kv_width(), L.block_size, threads, out.data());
+
+  const int group = L.heads / L.kv_heads, w = L.kv_width();
+  const double scale = 1.0 / std::sqrt(static_cast<double>(L.hd));
+  std::vector<double> p, want(chunks);
+  for (int t = 0; t < L.n; t++) {
+    if (L.stat_row[t] < 0) continue;
+    const int len = L.token_len[t];
+    const int32_t* table = L.tables.data() + static_cast<size_t>(L.token_seq[t]) * L.max_blocks;
+    const int32_t* of = chunk_of.data() + static_cast<size_t>(L.token_seq[t]) * L.max_len;
+    for (int h = 0; h < L.heads; h++) {
+      const float* qh = L.q.data() + static_cast<size_t>(t) * L.q_stride + static_cast<size_t>(h) * L.hd;
+      p.assign(len, 0.0);
+      double best = -INFINITY, total = 0;
+      for (int s = 0; s < len; s++) {
+        const float* kr = L.k.data() + (static_cast<size_t>(table[s / L.block_size]) * L.block_size + s % L.block_size) * w + (h / group) * L.hd;
+        double dot = 0;
+        for (int d = 0; d < L.hd; d++) dot += static_cast<double>(qh[d]) * kr[d];
+        best = std::max(best, p[s] = dot * scale);
+      }
+      for (int s = 0; s < len; s++) total += (p[s] = std::exp(p[s] - best));
+      std::fill(want.begin(), want.end(), 0.0);
+      for (int s = 0; s < len; s++)
+        if (of[s] >= 0) want[of[s]] += p[s] / total;
+      const float* got = stats.data() + (static_cast<size_t>(L.stat_row[t]) * L.heads + h) * chunks;
+      for (int c = 0; c < chunks; c++)
+        CHECK_MSG(std::fabs(got[c] - want[c]) <= 2e-6, what << ": token " << t << " (len " << len << ") head " << h << " chunk " << c
+                                                           << ": got " << got[c] << ", want " << want[c]);
+    }
+  }
+  return out;
+}
+
+// Chunk mode on 1 and 2 threads; the output is bitwise that of a run without statistics.
+void check_chunk_mode(const Layout& L, int chunks, const char* what) {
+  std::vector<float> none;
+  const std::vector<float> plain = run_once(L, false, 2, &none, what);
+  for (int threads : {1, 2}) {
+    const std::vector<float> out = run_chunk_mode(L, chunks, threads, what);
+    for (size_t i = 0; i < out.size(); i++) CHECK_MSG(std::memcmp(&out[i], &plain[i], 4) == 0, what << ": chunk statistics changed the output at " << i);
+  }
+}
+
+}  // namespace
+
+RUNNER_TEST(attention, chunk_statistics) {
+  // Prefill tiles (their statistics come from the tile itself), single tokens, split decodes and
+  // the plain path (head_dim 12), grouped or not; every other token has a statistics row.
+  for (int group : {1, 3}) {
+    for (int hd : {16, 64, 12}) {
+      Layout L = make_layout(2 * group, 2, hd, 16, mixed_seqs(), true, 700 + group + hd);
+      check_chunk_mode(L, 5, "chunk statistics");
+    }
+  }
+  for (float gain : {1.f, 12.f}) {
+    Layout L = make_layout(12, 4, 64, 16, {{700, range(0, 700)}, {2000, {1999}}, {450, {449}}}, true, 710 + static_cast<uint32_t>(gain), gain);
+    check_chunk_mode(L, 14, "chunk statistics, long");
+  }
 }

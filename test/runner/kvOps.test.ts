@@ -247,7 +247,9 @@ describe("RELOCATE, KEY_SUMMARY and chunk mass (2 layers)", () => {
         expect(layer.perChunk).toBe(true);
         expect(plain.perChunk).toBe(false);
         expect(layer.mass.length).toBe(queryRows.length * chunks);
-        expect(Array.from(layer.chunks)).toEqual(Array.from(plain.chunks));
+        // The CPU backend sums chunk-mode masses inside the attention kernel: same sums, another order.
+        expect(layer.chunks.length).toBe(plain.chunks.length);
+        expect(maxDiff(layer.chunks, plain.chunks)).toBeLessThanOrEqual(1e-5);
         const expected: number[] = [];
         for (let qi = 0; qi < queryRows.length; qi++)
           for (let c = 0; c < chunks; c++) {

@@ -184,6 +184,11 @@ struct Job {
   float* out;
 
   const int32_t* table(int t) const { return b->block_tables + static_cast<size_t>(b->token_seq[t]) * b->max_blocks; }
+  // Statistics (backend.h): chunk mode sums per chunk and keeps heads apart.
+  bool chunk_mode() const { return b->stat_chunk_of != nullptr; }
+  size_t stat_width() const { return chunk_mode() ? static_cast<size_t>(b->heads) * b->stat_chunks : static_cast<size_t>(b->max_len); }
+  float* stat_dst(int t) const { return b->stats + static_cast<size_t>(b->stat_row[t]) * stat_width(); }
+  const int32_t* chunk_of(int t) const { return b->stat_chunk_of + static_cast<size_t>(b->token_seq[t]) * b->max_len; }
   // Row pointers (kv head column offset `off`) of entries c0 .. c0+n-1.
   void rows(const float* cache, const int32_t* tab, int off, int c0, int n, const float** dst) const {
     int s = c0;
@@ -204,9 +209,10 @@ inline void prefetch_rows(const float* const* rows, int n, int width) {
 }
 
 struct Item {
-  enum Kind : int { kTile, kToken, kPlain, kStats } kind;
-  int first, count, kvh;  // tile: tokens first .. first+count-1, kv head kvh; others: token first
-  int a, e;               // kToken: entries a .. e-1
+  enum Kind : int { kTile, kToken, kPlain, kStats, kStatsTile } kind;
+  int first, count, kvh;  // tile: tokens first .. first+count-1, kv head kvh; stats tile: count
+                          // tokens listed from stat_tokens[first]; others: token first
+  int a, e;               // kToken: entries a .. e-1; kTile: a = 1 when it computes chunk statistics
   double cost;
   float* part;            // kToken split into parts: where this part's partial results go
 };
@@ -225,23 +231,57 @@ thread_local Scratch tls_scratch;
 
 inline size_t round8(size_t x) { return (x + 7) & ~static_cast<size_t>(7); }
 
+// Chunk masses of a prefill tile after one K/V chunk: cmass[c][i] = cmass[c][i] * alpha[i] +
+// Σ_j p[j][i] over the chunk's entries j (entry c0 + j) of chunk c; entries past a row's length
+// add nothing (with `masked`, some rows end inside this chunk).
+inline void accumulate_chunk_mass(const float* p, int mp, int n, int c0, bool masked, const int32_t* lens, const int32_t* chunk_of,
+                                  const float* alpha, int chunks, float* cmass) {
+  if (c0 > 0)
+    for (int c = 0; c < chunks; c++)
+      for (int i0 = 0; i0 < mp; i0 += 8) {
+        float* dst = cmass + static_cast<size_t>(c) * mp + i0;
+        _mm256_storeu_ps(dst, _mm256_mul_ps(_mm256_loadu_ps(dst), _mm256_loadu_ps(alpha + i0)));
+      }
+  for (int j = 0; j < n; j++) {
+    const int c = chunk_of[c0 + j];
+    if (c < 0 || c >= chunks) continue;
+    const float* pj = p + static_cast<size_t>(j) * mp;
+    float* dst = cmass + static_cast<size_t>(c) * mp;
+    for (int i0 = 0; i0 < mp; i0 += 8) {
+      __m256 v = _mm256_loadu_ps(pj + i0);
+      if (masked) {
+        const __m256i lenv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(lens + i0));
+        v = _mm256_and_ps(_mm256_castsi256_ps(_mm256_cmpgt_epi32(lenv, _mm256_set1_epi32(c0 + j))), v);
+      }
+      _mm256_storeu_ps(dst + i0, _mm256_add_ps(_mm256_loadu_ps(dst + i0), v));
+    }
+  }
+}
+
 // A tile of `count` consecutive batch tokens (same sequence) x the `group` query heads of kv
-// head kvh.
-void run_tile(const Job& J, int first, int count, int kvh) {
+// head kvh. With `chunk_stats` (chunk mode), the tile's statistics tokens also get their chunk
+// masses per head from the same probabilities: per row and chunk, the sum of exp(s - running max)
+// is rescaled with the accumulator and divided by the row's sum at the end.
+void run_tile(const Job& J, int first, int count, int kvh, bool chunk_stats) {
   const AttentionBatch& b = *J.b;
   const int hd = J.hd, group = J.group;
   const int m = count * group;
   const int mp = static_cast<int>(round8(m));
   const float scale = b.scale;
-  // Layout: qt[hd][mp], s[kChunk][mp], o[mp][hd], mrow, lrow, alpha, lens[mp].
+  const int chunks = chunk_stats ? b.stat_chunks : 0;
+  // Layout: qt[hd][mp], s[kChunk][mp], o[mp][hd], mrow, lrow, alpha, lens[mp], cmass[chunks][mp].
   Scratch& sc = tls_scratch;
-  float* qt = sc.floats(static_cast<size_t>(hd) * mp + static_cast<size_t>(kChunk) * mp + static_cast<size_t>(mp) * hd + 4 * mp + 64);
+  float* qt = sc.floats(static_cast<size_t>(hd) * mp + static_cast<size_t>(kChunk) * mp + static_cast<size_t>(mp) * hd + 4 * mp +
+                        static_cast<size_t>(chunks) * mp + 64);
   float* s = qt + static_cast<size_t>(hd) * mp;
   float* o = s + static_cast<size_t>(kChunk) * mp;
   float* mrow = o + static_cast<size_t>(mp) * hd;
   float* lrow = mrow + mp;
   float* alpha = lrow + mp;
   auto* lens = reinterpret_cast<int32_t*>(alpha + mp);
+  float* cmass = alpha + 2 * mp;
+  const int32_t* chunk_of = chunk_stats ? J.chunk_of(first) : nullptr;
+  if (chunk_stats) std::fill(cmass, cmass + static_cast<size_t>(chunks) * mp, 0.f);
   if (sc.ptrs.size() < 2 * kChunk) sc.ptrs.resize(2 * kChunk);
   const float** krow = sc.ptrs.data();
   const float** vrow = krow + kChunk;
@@ -316,8 +356,18 @@ void run_tile(const Job& J, int first, int count, int kvh) {
       _mm256_storeu_ps(mrow + i0, mx);
       _mm256_storeu_ps(alpha + i0, a);
     }
+    if (chunk_stats) accumulate_chunk_mass(s, mp, n, c0, masked, lens, chunk_of, alpha, chunks, cmass);
     // o = o * alpha + P·V (the first chunk starts from zero).
     pv_all(s, 1, mp, vrow, 0, n, hd, c0 == 0 ? Start::kZero : Start::kScaled, alpha, o, hd, m);
+  }
+  if (chunk_stats) {
+    for (int i = 0; i < m; i++) {
+      const int t = first + i / group;
+      if (b.stat_row[t] < 0) continue;
+      float* dst = J.stat_dst(t) + static_cast<size_t>(kvh * group + i % group) * chunks;
+      const float inverse = 1.0f / lrow[i];
+      for (int c = 0; c < chunks; c++) dst[c] = cmass[static_cast<size_t>(c) * mp + i] * inverse;
+    }
   }
   for (int i = 0; i < m; i++) {
     int t = first + i / group, g = i % group;
@@ -455,10 +505,12 @@ void combine_parts(const Job& J, int t, const float* parts, int n_parts) {
 }
 
 // The plain path: one token, every head; scores, softmax (sum in double), and then P·V into out
-// when `write_out`, and/or the head-averaged probabilities added to `stats_row` when not null.
+// when `write_out`, and/or the probabilities added to `stats_row` when not null (head-averaged,
+// or per head and chunk in chunk mode).
 // Statistics never change the output: with statistics, the output still comes from the path it
 // takes without them, and this runs once more for the probabilities only.
 void run_plain(const Job& J, int t, bool write_out, float* stats_row) {
+  const int32_t* chunk_of = stats_row && J.chunk_mode() ? J.chunk_of(t) : nullptr;
   const AttentionBatch& b = *J.b;
   const int hd = J.hd, len = b.token_len[t];
   Scratch& sc = tls_scratch;
@@ -486,8 +538,13 @@ void run_plain(const Job& J, int t, bool write_out, float* stats_row) {
       total += scores[j];
     }
     const float inverse = static_cast<float>(1.0 / total);
-    if (stats_row)
+    if (chunk_of) {
+      float* dst = stats_row + static_cast<size_t>(h) * b.stat_chunks;
+      for (int j = 0; j < len; j++)
+        if (chunk_of[j] >= 0 && chunk_of[j] < b.stat_chunks) dst[chunk_of[j]] += scores[j] * inverse;
+    } else if (stats_row) {
       for (int j = 0; j < len; j++) stats_row[j] += scores[j] * inverse * weight;
+    }
     if (!write_out) continue;
     J.rows(J.vc, tab, off, 0, len, vrow);
     for (int d = 0; d < hd; d++) acc[d] = 0.f;
@@ -496,6 +553,122 @@ void run_plain(const Job& J, int t, bool write_out, float* stats_row) {
       for (int d = 0; d < hd; d++) acc[d] += p * vrow[j][d];
     }
     std::memcpy(J.out + static_cast<size_t>(t) * b.heads * hd + static_cast<size_t>(h) * hd, acc, static_cast<size_t>(hd) * 4);
+  }
+}
+
+// Statistics for a tile of `count` statistics tokens of one sequence (any order, any lengths:
+// each row is masked at its own), all kv heads: per kv head, the scores of the tile's rows
+// (tokens x group) against 64-entry K chunks with the prefill micro-GEMM; pass 1 finds each
+// row's max and softmax sum, pass 2 recomputes the scores and adds the normalized probabilities
+// to the tokens' statistics rows (averaged over heads, or per head and chunk in chunk mode).
+// Writes no output (see cpu_attention).
+void run_stats_tile(const Job& J, const int* tokens, int count) {
+  const AttentionBatch& b = *J.b;
+  const int hd = J.hd, group = J.group;
+  const int m = count * group;
+  const int mp = static_cast<int>(round8(m));
+  const float scale = b.scale, weight = J.chunk_mode() ? 1.0f : 1.0f / b.heads;
+  const int32_t* chunk_of = J.chunk_mode() ? J.chunk_of(tokens[0]) : nullptr;
+  // Layout: qt[hd][mp], s[kChunk][mp], mrow, lrow, lens[mp].
+  Scratch& sc = tls_scratch;
+  float* qt = sc.floats(static_cast<size_t>(hd) * mp + static_cast<size_t>(kChunk) * mp + 3 * mp + 64);
+  float* s = qt + static_cast<size_t>(hd) * mp;
+  float* mrow = s + static_cast<size_t>(kChunk) * mp;
+  float* lrow = mrow + mp;
+  auto* lens = reinterpret_cast<int32_t*>(lrow + mp);
+  if (sc.ptrs.size() < kChunk) sc.ptrs.resize(kChunk);
+  const float** krow = sc.ptrs.data();
+  const int32_t* tab = J.table(tokens[0]);
+  int maxlen = 0;
+  for (int i = 0; i < mp; i++) {
+    lens[i] = i < m ? b.token_len[tokens[i / group]] : 0;  // padding rows keep no entry
+    maxlen = std::max(maxlen, lens[i]);
+  }
+  const __m256 vscale = _mm256_set1_ps(scale), neg_inf = _mm256_set1_ps(-INFINITY), zero = _mm256_setzero_ps();
+  for (int kvh = 0; kvh < b.kv_heads; kvh++) {
+    for (int i = 0; i < mp; i++) {
+      if (i < m) {
+        const float* qr = J.q + static_cast<size_t>(tokens[i / group]) * J.q_stride + static_cast<size_t>(kvh * group + i % group) * hd;
+        for (int d = 0; d < hd; d++) qt[static_cast<size_t>(d) * mp + i] = qr[d];
+      } else {
+        for (int d = 0; d < hd; d++) qt[static_cast<size_t>(d) * mp + i] = 0.f;
+      }
+      mrow[i] = -INFINITY;
+      lrow[i] = 0.f;
+    }
+    const int off = kvh * hd;
+    auto scores_at = [&](int c0, int n) {
+      J.rows(J.kc, tab, off, c0, n, krow);
+      int i0 = 0;
+      for (; i0 + 16 <= mp; i0 += 16) score_rows<2>(qt + i0, mp, krow, n, hd, s + i0, mp);
+      if (i0 < mp) score_rows<1>(qt + i0, mp, krow, n, hd, s + i0, mp);
+    };
+    // Pass 1: running max and sum per row (masked entries count as -inf).
+    for (int c0 = 0; c0 < maxlen; c0 += kChunk) {
+      const int n = std::min(kChunk, maxlen - c0);
+      scores_at(c0, n);
+      for (int i0 = 0; i0 < mp; i0 += 8) {
+        const __m256i lenv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(lens + i0));
+        __m256 mx = _mm256_loadu_ps(mrow + i0);
+        const __m256 m_old = mx;
+        for (int j = 0; j < n; j++) {
+          float* sj = s + static_cast<size_t>(j) * mp + i0;
+          __m256 keep = _mm256_castsi256_ps(_mm256_cmpgt_epi32(lenv, _mm256_set1_epi32(c0 + j)));
+          __m256 v = _mm256_blendv_ps(neg_inf, _mm256_loadu_ps(sj), keep);
+          _mm256_storeu_ps(sj, v);
+          mx = _mm256_max_ps(mx, v);
+        }
+        // Rows without any entry yet keep max -inf; their factors are forced to 0 (not NaN).
+        const __m256 live = _mm256_cmp_ps(mx, neg_inf, _CMP_GT_OQ);
+        const __m256 a = _mm256_and_ps(live, exp8(_mm256_mul_ps(_mm256_sub_ps(m_old, mx), vscale)));
+        const __m256 mxs = _mm256_mul_ps(mx, vscale);
+        __m256 sum = zero;
+        for (int j = 0; j < n; j++) {
+          const __m256 v = _mm256_loadu_ps(s + static_cast<size_t>(j) * mp + i0);
+          const __m256 kept = _mm256_cmp_ps(v, neg_inf, _CMP_GT_OQ);
+          sum = _mm256_add_ps(sum, _mm256_and_ps(kept, exp8(_mm256_fmsub_ps(v, vscale, mxs))));
+        }
+        _mm256_storeu_ps(lrow + i0, _mm256_and_ps(live, _mm256_fmadd_ps(_mm256_loadu_ps(lrow + i0), a, sum)));
+        _mm256_storeu_ps(mrow + i0, mx);
+      }
+    }
+    // Pass 2: probabilities, head-averaged, into the statistics rows.
+    for (int i = 0; i < mp; i++) lrow[i] = lrow[i] > 0.f ? weight / lrow[i] : 0.f;  // now the row's factor
+    for (int c0 = 0; c0 < maxlen; c0 += kChunk) {
+      const int n = std::min(kChunk, maxlen - c0);
+      scores_at(c0, n);
+      for (int i0 = 0; i0 < mp; i0 += 8) {
+        const __m256i lenv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(lens + i0));
+        const __m256 mxs = _mm256_mul_ps(_mm256_loadu_ps(mrow + i0), vscale);
+        const __m256 factor = _mm256_loadu_ps(lrow + i0);
+        for (int j = 0; j < n; j++) {
+          float* sj = s + static_cast<size_t>(j) * mp + i0;
+          __m256 keep = _mm256_castsi256_ps(_mm256_cmpgt_epi32(lenv, _mm256_set1_epi32(c0 + j)));
+          __m256 p = _mm256_mul_ps(exp8(_mm256_fmsub_ps(_mm256_loadu_ps(sj), vscale, mxs)), factor);
+          _mm256_storeu_ps(sj, _mm256_and_ps(keep, p));
+        }
+      }
+      for (int r = 0; r < count; r++) {
+        const int len = std::min(n, lens[r * group] - c0);
+        if (chunk_of) {
+          for (int g = 0; g < group; g++) {
+            float* dst = J.stat_dst(tokens[r]) + static_cast<size_t>(kvh * group + g) * b.stat_chunks;
+            for (int j = 0; j < len; j++) {
+              const int c = chunk_of[c0 + j];
+              if (c >= 0 && c < b.stat_chunks) dst[c] += s[static_cast<size_t>(j) * mp + r * group + g];
+            }
+          }
+          continue;
+        }
+        float* row = J.stat_dst(tokens[r]) + c0;
+        for (int j = 0; j < len; j++) {
+          const float* sj = s + static_cast<size_t>(j) * mp + r * group;
+          float add = 0.f;
+          for (int g = 0; g < group; g++) add += sj[g];
+          row[j] += add;
+        }
+      }
+    }
   }
 }
 
@@ -512,7 +685,9 @@ void cpu_attention(const float* q, int q_stride, const AttentionBatch& b, const 
 
   if (stats)
     for (int t = 0; t < n; t++)
-      if (has_stats(t)) std::memset(b.stats + static_cast<size_t>(b.stat_row[t]) * b.max_len, 0, static_cast<size_t>(b.max_len) * 4);
+      if (has_stats(t)) std::memset(J.stat_dst(t), 0, J.stat_width() * 4);
+  // In chunk mode the prefill tiles compute their tokens' statistics themselves.
+  std::vector<uint8_t> tiled(n, 0);
 
   // Work items: runs of consecutive tokens of one sequence become tiles (x kv heads) when they
   // give at least 8 query rows; other tokens are per-token items (x kv heads); every token is a
@@ -539,7 +714,12 @@ void cpu_attention(const float* q, int q_stride, const AttentionBatch& b, const 
     }
     const int count = end - t;
     if (count >= 2 && count * J.group >= 8) {
-      for (int h = 0; h < b.kv_heads; h++) items.push_back({Item::kTile, t, count, h, 0, 0, static_cast<double>(hi) * count * J.group, nullptr});
+      bool tile_stats = false;
+      if (stats && J.chunk_mode())
+        for (int u = t; u < end; u++) tile_stats |= has_stats(u);
+      if (tile_stats) std::fill(tiled.begin() + t, tiled.begin() + end, 1);
+      for (int h = 0; h < b.kv_heads; h++)
+        items.push_back({Item::kTile, t, count, h, tile_stats ? 1 : 0, 0, static_cast<double>(hi) * count * J.group, nullptr});
       t = end;
     } else {
       singles.push_back(t);
@@ -573,9 +753,32 @@ void cpu_attention(const float* q, int q_stride, const AttentionBatch& b, const 
       }
     }
   }
-  if (stats)
+  // Statistics tokens of one sequence, in batch order, form tiles like the prefill's (lengths
+  // within `spread`); head_dim not a multiple of 8 takes the plain path.
+  std::vector<int> stat_tokens;
+  if (stats) {
     for (int t = 0; t < n; t++)
-      if (has_stats(t)) items.push_back({Item::kStats, t, 1, 0, 0, 0, 1.0 * b.token_len[t] * b.heads, nullptr});
+      if (has_stats(t) && !tiled[t]) stat_tokens.push_back(t);
+    const int n_stat = static_cast<int>(stat_tokens.size());
+    for (int i = 0; i < n_stat;) {
+      const int t = stat_tokens[i];
+      if (!fast) {
+        items.push_back({Item::kStats, t, 1, 0, 0, 0, 1.0 * b.token_len[t] * b.heads, nullptr});
+        i++;
+        continue;
+      }
+      int end = i + 1, lo = b.token_len[t], hi = lo;
+      while (end < n_stat && end - i < tile_tokens && b.token_seq[stat_tokens[end]] == b.token_seq[t]) {
+        const int len = b.token_len[stat_tokens[end]];
+        if (std::max(hi, len) - std::min(lo, len) > spread) break;
+        lo = std::min(lo, len);
+        hi = std::max(hi, len);
+        end++;
+      }
+      items.push_back({Item::kStatsTile, i, end - i, 0, 0, 0, 2.0 * hi * (end - i) * b.heads, nullptr});
+      i = end;
+    }
+  }
   std::stable_sort(items.begin(), items.end(), [](const Item& a, const Item& c) { return a.cost > c.cost; });
 
   const int n_items = static_cast<int>(items.size());
@@ -584,10 +787,11 @@ void cpu_attention(const float* q, int q_stride, const AttentionBatch& b, const 
   for (int i = 0; i < n_items; i++) {
     const Item& it = items[i];
     switch (it.kind) {
-      case Item::kTile: run_tile(J, it.first, it.count, it.kvh); break;
+      case Item::kTile: run_tile(J, it.first, it.count, it.kvh, it.a != 0); break;
       case Item::kToken: run_token(J, it.first, it.a, it.e, it.part); break;
       case Item::kPlain: run_plain(J, it.first, true, nullptr); break;
-      case Item::kStats: run_plain(J, it.first, false, b.stats + static_cast<size_t>(b.stat_row[it.first]) * b.max_len); break;
+      case Item::kStats: run_plain(J, it.first, false, J.stat_dst(it.first)); break;
+      case Item::kStatsTile: run_stats_tile(J, stat_tokens.data() + it.first, it.count); break;
     }
   }
   const size_t part_floats = static_cast<size_t>(b.heads) * (J.hd + 2);

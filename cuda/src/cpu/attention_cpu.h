@@ -17,8 +17,14 @@
 //                  afterwards (the split depends on the batch only: results do not depend on the
 //                  thread count).
 //   statistics     tokens with a statistics row (stat_row[t] >= 0; rows distinct) get the
-//                  head-averaged probabilities from an extra plain pass (scores, softmax) that
-//                  writes no output: the output is bitwise the same with and without statistics.
+//                  head-averaged probabilities from an extra pass that writes no output (the
+//                  output is bitwise the same with and without statistics): tiles of a
+//                  sequence's statistics tokens, all kv heads, scores by the prefill micro-GEMM
+//                  computed twice (max and sum per row, then the probabilities). In chunk
+//                  mode (AttentionBatch::stat_chunk_of) the prefill tiles sum their own
+//                  probabilities per chunk and head as they go (accumulators rescaled with the
+//                  running max), so statistics tokens inside tiles cost no extra pass; the
+//                  others take the pass above.
 // head_dim not a multiple of 8 uses the plain path for every token.
 #pragma once
 #include <cstdint>

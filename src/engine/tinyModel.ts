@@ -60,6 +60,11 @@ export interface TinyModelOptions {
   tieEmbeddings: boolean;
   /** q/k/v projection biases, written as a Qwen2 checkpoint (Qwen2ForCausalLM). */
   qkvBias: boolean;
+  /**
+   * Multiplies the std of q_proj and k_proj: attention logits grow by its square, so attention
+   * concentrates on few entries, as a trained model's does (1: logits of std about 1).
+   */
+  attentionGain: number;
 }
 
 export const TINY_MODEL_DEFAULTS: Readonly<TinyModelOptions> = {
@@ -76,6 +81,7 @@ export const TINY_MODEL_DEFAULTS: Readonly<TinyModelOptions> = {
   ropeScaling: "none",
   tieEmbeddings: false,
   qkvBias: false,
+  attentionGain: 1,
 };
 
 export const RMS_NORM_EPS = 1e-5;
@@ -115,6 +121,7 @@ export function checkTinyModelOptions(options: TinyModelOptions): void {
     const value = options[key] as number;
     if (!Number.isSafeInteger(value) || value < 1) throw new TinyModelError(`${what} must be a positive integer, got ${value}`);
   }
+  if (!(options.attentionGain > 0) || !Number.isFinite(options.attentionGain)) throw new TinyModelError(`attention gain must be a positive number, got ${options.attentionGain}`);
   if (!Number.isSafeInteger(options.seed) || options.seed < 0) throw new TinyModelError(`seed must be a non-negative integer, got ${options.seed}`);
   if (!Number.isSafeInteger(options.vocab) || options.vocab < BYTE_TOKENIZER_VOCAB) {
     throw new TinyModelError(`vocab size must be an integer >= ${BYTE_TOKENIZER_VOCAB} (256 bytes + <s>, </s>, <pad>), got ${options.vocab}`);
@@ -159,6 +166,7 @@ export function tinyModelTensorSpecs(options: TinyModelOptions): TinyTensorSpec[
   const norm: TensorInit = { mean: 1, std: 0.1 };
   const bias: TensorInit = { mean: 0, std: 0.5 };
   const projection = (fanIn: number): TensorInit => ({ mean: 0, std: 1 / Math.sqrt(fanIn) });
+  const queryKey: TensorInit = { mean: 0, std: options.attentionGain / Math.sqrt(hidden) };
   const specs: TinyTensorSpec[] = [];
   const add = (name: string, shape: number[], init: TensorInit) => specs.push({ name, dtype, shape, init });
 
@@ -166,9 +174,9 @@ export function tinyModelTensorSpecs(options: TinyModelOptions): TinyTensorSpec[
   for (let layer = 0; layer < options.layers; layer++) {
     const prefix = `model.layers.${layer}`;
     add(`${prefix}.input_layernorm.weight`, [hidden], norm);
-    add(`${prefix}.self_attn.q_proj.weight`, [queryWidth, hidden], projection(hidden));
+    add(`${prefix}.self_attn.q_proj.weight`, [queryWidth, hidden], queryKey);
     if (options.qkvBias) add(`${prefix}.self_attn.q_proj.bias`, [queryWidth], bias);
-    add(`${prefix}.self_attn.k_proj.weight`, [keyValueWidth, hidden], projection(hidden));
+    add(`${prefix}.self_attn.k_proj.weight`, [keyValueWidth, hidden], queryKey);
     if (options.qkvBias) add(`${prefix}.self_attn.k_proj.bias`, [keyValueWidth], bias);
     add(`${prefix}.self_attn.v_proj.weight`, [keyValueWidth, hidden], projection(hidden));
     if (options.qkvBias) add(`${prefix}.self_attn.v_proj.bias`, [keyValueWidth], bias);
@@ -224,6 +232,7 @@ export function tinyModelArgs(options: TinyModelOptions): string[] {
     ["maxPositions", "--max-positions"],
     ["ropeTheta", "--rope-theta"],
     ["ropeScaling", "--rope-scaling"],
+    ["attentionGain", "--attention-gain"],
   ];
   for (const [key, flag] of flags) {
     if (options[key] !== TINY_MODEL_DEFAULTS[key]) args.push(flag, String(options[key]));
@@ -267,7 +276,7 @@ export function tinyModelConfig(options: TinyModelOptions): Record<string, unkno
   config.ctxr = {
     generator: `ctxr ${tinyModelArgs(options).join(" ")}`,
     seed: options.seed,
-    init: "one seeded normal stream per tensor (mean, std): embeddings and projections (0, 1/sqrt(fan_in)), embeddings' fan_in being hidden, norms (1, 0.1), q/k/v biases (0, 0.5)",
+    init: `one seeded normal stream per tensor (mean, std): embeddings and projections (0, 1/sqrt(fan_in)), embeddings' fan_in being hidden, norms (1, 0.1), q/k/v biases (0, 0.5)${options.attentionGain !== 1 ? `, q_proj and k_proj std times ${options.attentionGain}` : ""}`,
   };
   return config;
 }

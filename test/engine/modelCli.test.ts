@@ -80,6 +80,8 @@ describe("ctxr model tiny", () => {
     ["odd head size", ["--out", "X", "--hidden", "12", "--heads", "4"], "head size 3 (hidden / heads) must be even"],
     ["bad rope scaling", ["--out", "X", "--rope-scaling", "yarn"], "--rope-scaling must be one of none, llama3"],
     ["zero rope theta", ["--out", "X", "--rope-theta", "0"], "--rope-theta must be a positive number"],
+    ["zero attention gain", ["--out", "X", "--attention-gain", "0"], "--attention-gain must be a positive number"],
+    ["word attention gain", ["--out", "X", "--attention-gain", "sharp"], "--attention-gain"],
     ["a value for a boolean flag", ["--out", "X", "--qkv-bias=yes"], "qkv-bias"],
   ];
   for (const [name, args, message] of bad) {

@@ -190,6 +190,20 @@ describe("tiny model: options", () => {
     );
   });
 
+  test("--attention-gain scales q_proj and k_proj only, and is part of the generator line", () => {
+    const plain = readModel(writeModel({ seed: 3 }).dir).weights;
+    const { config, weights } = readModel(writeModel({ seed: 3, attentionGain: 4 }).dir);
+    for (const name of ["q_proj", "k_proj"]) {
+      const a = tensorToFloat32(plain.tensors.get(`model.layers.1.self_attn.${name}.weight`)!);
+      const b = tensorToFloat32(weights.tensors.get(`model.layers.1.self_attn.${name}.weight`)!);
+      for (let i = 0; i < a.length; i += 97) expect(b[i]!).toBeCloseTo(4 * a[i]!, 5);
+    }
+    for (const name of ["model.layers.1.self_attn.v_proj.weight", "model.layers.0.mlp.up_proj.weight", "lm_head.weight"])
+      expect(Array.from(tensorToFloat32(weights.tensors.get(name)!))).toEqual(Array.from(tensorToFloat32(plain.tensors.get(name)!)));
+    expect((config.ctxr as { generator: string }).generator).toBe("ctxr model tiny --seed 3 --attention-gain 4");
+    expect((config.ctxr as { init: string }).init).toContain("q_proj and k_proj std times 4");
+  });
+
   test("a larger vocab pads the embedding beyond the tokenizer's 259 tokens", () => {
     const { config, weights } = readModel(writeModel({ vocab: 320 }).dir);
     expect(config.vocab_size).toBe(320);
@@ -205,6 +219,8 @@ describe("tiny model: options", () => {
       [{ layers: 0 }, "layers must be a positive integer"],
       [{ seed: -1 }, "seed must be a non-negative integer"],
       [{ ropeTheta: 0 }, "rope theta must be a positive number"],
+      [{ attentionGain: 0 }, "attention gain must be a positive number, got 0"],
+      [{ attentionGain: Number.NaN }, "attention gain must be a positive number, got NaN"],
       [{ vocab: 2 ** 26, hidden: 64 }, "over the limit"],
     ];
     for (const [options, message] of cases) {

@@ -54,6 +54,7 @@ Options:
   --rope-scaling S         ${ROPE_SCALINGS.join(" | ")}: llama3 writes Llama 3's rope_scaling (default none)
   --tie-embeddings         no lm_head: output weights tied to the embedding
   --qkv-bias               q/k/v projection biases (written as a Qwen2 checkpoint)
+  --attention-gain X       q_proj and k_proj std times X: sharper attention (default ${D.attentionGain})
   --force                  overwrite the files in a non-empty folder
   -h, --help               this help
 
@@ -77,6 +78,7 @@ const FLAGS: FlagSpec = {
   "rope-scaling": { type: "string" },
   "tie-embeddings": { type: "boolean" },
   "qkv-bias": { type: "boolean" },
+  "attention-gain": { type: "string" },
   force: { type: "boolean" },
   help: { type: "boolean", short: "h" },
 };
@@ -100,7 +102,9 @@ export function tinyModelOptionsFromFlags(args: string[]): { out: string; force:
     ropeScaling: choiceFlag<RopeScaling>(flags, "rope-scaling", COMMAND, ROPE_SCALINGS, D.ropeScaling),
     tieEmbeddings: Boolean(flags.values["tie-embeddings"]),
     qkvBias: Boolean(flags.values["qkv-bias"]),
+    attentionGain: numberFlag(flags, "attention-gain", COMMAND, D.attentionGain, { min: 0 }),
   };
+  if (options.attentionGain <= 0) throw new UsageError(`--attention-gain must be a positive number, got '${flags.values["attention-gain"]}'`, COMMAND);
   if (options.ropeTheta <= 0) throw new UsageError(`--rope-theta must be a positive number, got '${flags.values["rope-theta"]}'`, COMMAND);
   try {
     checkTinyModelOptions(options);

@@ -14,6 +14,8 @@
  * at a new position after another prefix). Then, for the same prompt:
  *   full      every token computed (no cache): the reference logits and its 32 greedy tokens;
  *   prefix    exact-prefix caching only (the head is the only exact prefix);
+ *   cold + metadata  a prompt of the same lengths whose chunks were never seen: everything
+ *             computed, with the attention statistics a chunk's metadata needs (its first use);
  *   policy × ratio  chunk reuse with `prophet`, `cachecraft` or `none` at each ratio.
  * TTFT is the wall time of the prefill (placing cached KV included); measured requests store
  * nothing back, so every configuration sees the same cache. Deviation from full prefill: max and
@@ -157,13 +159,17 @@ async function benchPrefill(runner: RunnerProcess): Promise<PrefillRow[]> {
   cache.attachPool(pool);
   const vocab = runner.info.vocab;
 
+  // A cache with no room: prefills through it collect chunk metadata and then store nothing.
+  const roomless = new ChunkCache(runner, { deviceBlocks: 0, hostBytes: 0 });
+  roomless.attachPool(pool);
+
   /** One prefill (and optionally teacher-forced decode steps) in a fresh table; nothing stored back unless `store`. */
-  async function run(prompt: SegmentedPrompt, options: ManagedPrefillOptions, forced: number[] | null, store = false) {
+  async function run(prompt: SegmentedPrompt, options: ManagedPrefillOptions, forced: number[] | null, store = false, into: ChunkCache = cache) {
     const length = promptTokens(prompt).length;
     const table = new KvBlockTable(BLOCK);
     await pool.grow([{ table, entries: length + agreeTokens + 1 }]);
     const started = performance.now();
-    const result = await managedPrefill(runner, cache, prompt, table.blocks, { ...options, collectMetadata: store });
+    const result = await managedPrefill(runner, into, prompt, table.blocks, { ...options, collectMetadata: store });
     const ttft = performance.now() - started;
     const steps: number[] = [argmax(result.logits)];
     if (forced !== null) {
@@ -195,6 +201,12 @@ async function benchPrefill(runner: RunnerProcess): Promise<PrefillRow[]> {
       const chunks = drawChunks(context);
       chunkCounts.push(chunks.length);
       const question = randomTokens(24);
+      // Cold: chunks of the same lengths never seen before, so every token is computed, with the
+      // attention statistics for their metadata (what a chunk's first request pays).
+      const coldPrompt = segmentTokens(HEAD, chunks.map((i) => randomTokens(KNOWLEDGE[i]!.length)), question);
+      const cold = await run(coldPrompt, { policy: "cachecraft", recomputeRatio: 0.2 }, null, true, roomless);
+      record("cold + metadata", { ttft: cold.ttft, recomputed: 0, reused: 0, maxDiff: Number.NaN, meanDiff: Number.NaN, agree: Number.NaN });
+      progress(`  cold, metadata collected: ${cold.ttft.toFixed(0)} ms`);
       // Warm-up: the chunks cached after other prefixes (two other orders, other questions).
       for (let w = 0; w < 2; w++) await run(promptOf(shuffled(chunks), randomTokens(24)), { policy: "none", recomputeRatio: 0 }, null, true);
       const prompt = promptOf(chunks, question);
@@ -361,13 +373,15 @@ const cpu = cpus()[0]?.model ?? "unknown CPU";
 console.log(`machine: ${cpu}, ${cpus().length} cores, ${(totalmem() / 2 ** 30).toFixed(0)} GiB, load ${loadavg().map((l) => l.toFixed(2)).join(" ")}`);
 console.log(`command: npx bun scripts/bench-kv.ts ${process.argv.slice(2).join(" ")}`.trimEnd());
 console.log(`model ${modelName} (${(tinyModelParameterCount(BENCH_MODELS[modelName]!) / 1e6).toFixed(1)}M parameters), CPU runner, ${threads} threads; ${requestsPerContext} requests per context (medians)`);
+/** Not measured (the cold row has no deviation: it computes everything): a dash. */
+const shown = (x: number, digits: number) => (Number.isFinite(x) ? x.toFixed(digits) : "—");
 if (prefillRows.length > 0) {
   console.log("");
   console.log("| context | chunks | config | TTFT ms | × full | × prefix | reused tokens | recomputed | max abs Δlogit | mean abs Δlogit | top-1 agreement |");
   console.log("|---|---|---|---|---|---|---|---|---|---|---|");
   for (const r of prefillRows) {
     console.log(
-      `| ${r.context} | ${r.chunks} | ${r.config} | ${r.ttft_ms.toFixed(0)} | ${r.vs_full.toFixed(3)} | ${r.vs_prefix.toFixed(3)} | ${r.reused} | ${r.recomputed} | ${r.max_abs_logit_diff.toFixed(4)} | ${r.mean_abs_logit_diff.toFixed(5)} | ${(100 * r.top1_agreement).toFixed(1)}% |`,
+      `| ${r.context} | ${r.chunks} | ${r.config} | ${r.ttft_ms.toFixed(0)} | ${r.vs_full.toFixed(3)} | ${r.vs_prefix.toFixed(3)} | ${r.reused} | ${r.recomputed} | ${shown(r.max_abs_logit_diff, 4)} | ${shown(r.mean_abs_logit_diff, 5)} | ${Number.isFinite(r.top1_agreement) ? `${(100 * r.top1_agreement).toFixed(1)}%` : "—"} |`,
     );
   }
 }

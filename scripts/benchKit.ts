@@ -17,6 +17,12 @@ export const BENCH_MODELS: Record<string, TinyModelOptions> = {
   tiny: { ...TINY_MODEL_DEFAULTS },
   /** 8 layers, hidden 512, 8 heads (4 KV), intermediate 1536, vocab 8192: 33.6M parameters, f32. */
   kv: { ...TINY_MODEL_DEFAULTS, layers: 8, hidden: 512, heads: 8, kvHeads: 4, intermediate: 1536, vocab: 8192, maxPositions: 65536 },
+  /**
+   * The `kv` model with q/k projections at twice the std (attention logits ~4x, concentrated on
+   * few entries): a check that sharper attention alone does not make random weights a stand-in
+   * for a trained model in bench-kv's agreement figures (it makes every policy agree less).
+   */
+  "kv-sharp": { ...TINY_MODEL_DEFAULTS, layers: 8, hidden: 512, heads: 8, kvHeads: 4, intermediate: 1536, vocab: 8192, maxPositions: 65536, attentionGain: 2 },
   "100m": { ...TINY_MODEL_DEFAULTS, layers: 12, hidden: 768, heads: 12, kvHeads: 4, intermediate: 2048, vocab: 16384 },
   "1b": { ...TINY_MODEL_DEFAULTS, layers: 16, hidden: 2048, heads: 32, kvHeads: 8, intermediate: 8192, vocab: 32000, dtype: "bf16" },
 };

@@ -5,6 +5,7 @@
 import { ContextsJsonlError } from "../index/contextsJsonl.ts";
 import { EXIT_FAILURE, EXIT_OK, EXIT_USAGE, InputError, UsageError } from "./args.ts";
 import { INDEX_BUILD_HELP, indexBuildCommand } from "./commands/indexBuild.ts";
+import { CALIBRATE_SPARSE_HELP, calibrateSparseCommand } from "./commands/calibrateSparse.ts";
 import { MODEL_HELP, MODEL_TINY_HELP, modelTinyCommand } from "./commands/model.ts";
 import { SERVE_HELP, serveCommand } from "./commands/serve.ts";
 import { SIMULATE_HELP, simulateCommand } from "./commands/simulate.ts";
@@ -20,6 +21,8 @@ Commands:
   simulate       prefix-cache hit ratio of a request sequence (JSONL)
   serve          the online context-reuse API over HTTP (reorder, dedup, evict, ...)
   model tiny     write a deterministic tiny Llama checkpoint (tests, smoke runs, benchmarks)
+  model calibrate-sparse
+                 calibrate sparse decode's trigger thresholds for ctxr serve --model
 
 Global options:
   -h, --help     show help (also: ctxr <command> --help)
@@ -45,6 +48,7 @@ const COMMANDS: Record<string, CommandEntry> = {
   simulate: { run: simulateCommand, help: SIMULATE_HELP },
   serve: { run: serveCommand, help: SERVE_HELP },
   "model tiny": { run: modelTinyCommand, help: MODEL_TINY_HELP },
+  "model calibrate-sparse": { run: calibrateSparseCommand, help: CALIBRATE_SPARSE_HELP },
 };
 
 /** Groups of subcommands: their help when called without a subcommand. */

@@ -18,6 +18,7 @@ import { DiskKvTier } from "../kv/diskKvTier.ts";
 import { modelIdentity } from "../kv/modelIdentity.ts";
 import type { RecomputePolicy } from "../kv/recomputeSelection.ts";
 import { promptTokens, segmentChat, segmentTexts, type SegmentedPrompt } from "../kv/segmentedPrompt.ts";
+import type { UncertaintyTriggerOptions } from "../kv/uncertaintyTrigger.ts";
 
 export interface EngineOptions {
   /** The model folder (config.json, *.safetensors, tokenizer.json, tokenizer_config.json). */
@@ -50,6 +51,8 @@ export interface EngineOptions {
   kvDiskBytes?: number;
   /** Cache-Craft focused-chunk early stop window in layers (0: off). */
   focusWindow?: number;
+  /** Sparse decode's reconstruction trigger (default: uncertaintyTrigger.ts's placeholders; calibrate with `ctxr model calibrate-sparse`). */
+  sparseTrigger?: UncertaintyTriggerOptions;
 }
 
 /** The model folder is unusable (missing, not a folder, no config.json). */
@@ -60,8 +63,25 @@ export class ModelFolderMissingError extends Error {
   }
 }
 
+/** The model folder's absolute path; ModelFolderMissingError when it is missing, not a folder or has no config.json. */
+export function modelFolderPath(model: string): string {
+  const dir = resolve(model);
+  if (!existsSync(dir)) throw new ModelFolderMissingError(`model folder ${model} does not exist`);
+  if (!statSync(dir).isDirectory()) throw new ModelFolderMissingError(`${model} is not a folder (--model takes a Hugging Face model folder)`);
+  if (!existsSync(join(dir, "config.json"))) throw new ModelFolderMissingError(`${model} has no config.json; is it a Hugging Face model folder?`);
+  return dir;
+}
+
+/** A plain-text completion prompt's ids: BOS first when `addBos` (completionsAddBos) and the text did not encode it. */
+export function completionIds(tokenizer: ModelTokenizer, addBos: boolean, text: string): number[] {
+  const ids = tokenizer.promptIds(text);
+  const bos = tokenizer.bosTokenId;
+  if (addBos && bos !== null && ids[0] !== bos) ids.unshift(bos);
+  return ids;
+}
+
 /** Whether plain-text completion prompts start with BOS (tokenizer_config.json's add_bos_token, else whether tokenizer.json's post-processor adds it). */
-async function completionsAddBos(dir: string, tokenizer: ModelTokenizer): Promise<boolean> {
+export async function completionsAddBos(dir: string, tokenizer: ModelTokenizer): Promise<boolean> {
   if (tokenizer.bosTokenId === null) return false;
   try {
     const config = JSON.parse(await readFile(join(dir, "tokenizer_config.json"), "utf8")) as Record<string, unknown>;
@@ -91,10 +111,7 @@ export class GenerationEngine {
   ) {}
 
   static async open(options: EngineOptions): Promise<GenerationEngine> {
-    const dir = resolve(options.model);
-    if (!existsSync(dir)) throw new ModelFolderMissingError(`model folder ${options.model} does not exist`);
-    if (!statSync(dir).isDirectory()) throw new ModelFolderMissingError(`${options.model} is not a folder (--model takes a Hugging Face model folder)`);
-    if (!existsSync(join(dir, "config.json"))) throw new ModelFolderMissingError(`${options.model} has no config.json; is it a Hugging Face model folder?`);
+    const dir = modelFolderPath(options.model);
     const log = options.log ?? (() => {});
     const device = options.device ?? "cpu";
     const tokenizer = await loadModelTokenizer(dir);
@@ -119,6 +136,7 @@ export class GenerationEngine {
       kvPolicy: options.kvPolicy,
       recomputeRatio: options.recomputeRatio,
       focusWindow: options.focusWindow,
+      sparseTrigger: options.sparseTrigger,
     });
     const restored = await chunkCache.loadFromDisk();
     if (restored > 0) log(`ctxr: ${restored} chunk caches restored from ${options.kvDir}`);
@@ -141,10 +159,7 @@ export class GenerationEngine {
 
   /** A plain-text completion prompt's ids (with BOS when the tokenizer adds one). */
   completionPromptIds(text: string): number[] {
-    const ids = this.tokenizer.promptIds(text);
-    const bos = this.tokenizer.bosTokenId;
-    if (this.addBos && bos !== null && ids[0] !== bos) ids.unshift(bos);
-    return ids;
+    return completionIds(this.tokenizer, this.addBos, text);
   }
 
   /** A chat's prompt ids through the chat template (which writes its own BOS). */

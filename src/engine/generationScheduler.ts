@@ -34,6 +34,7 @@ import type { ChunkVariant } from "../kv/chunkVariantIndex.ts";
 import { cacheAwareOrder, type QueuedPrefill } from "../kv/cacheAwareOrder.ts";
 import type { RecomputePolicy } from "../kv/recomputeSelection.ts";
 import { SparseDecode, type SparseDecodeRunner } from "../kv/sparseDecode.ts";
+import type { UncertaintyTriggerOptions } from "../kv/uncertaintyTrigger.ts";
 
 /** What the scheduler needs of the runner (RunnerProcess has it). */
 export interface SchedulerRunner extends BlockRunner, SparseDecodeRunner {
@@ -148,6 +149,8 @@ export interface SchedulerOptions {
   recomputeRatio?: number;
   /** Cache-Craft focused-chunk early stop window in layers (0: off; default 0). */
   focusWindow?: number;
+  /** Sparse decode's reconstruction trigger: thresholds and window (default: uncertaintyTrigger.ts's). */
+  sparseTrigger?: UncertaintyTriggerOptions;
 }
 
 export interface SchedulerStats {
@@ -419,7 +422,7 @@ export class GenerationScheduler {
     const budget = request.kvBudget ?? null;
     if (budget !== null && !(budget > 0 && budget <= 1)) throw new PromptTooLongError(`kv_budget must be in (0, 1], got ${budget}`, "prompt");
     const sequence = new Sequence(request, this.decoder, this.runner.info.block_size, maxTokens);
-    if (budget !== null && budget < 1) sequence.sparse = new SparseDecode(this.runner.info, budget);
+    if (budget !== null && budget < 1) sequence.sparse = new SparseDecode(this.runner.info, budget, this.options.sparseTrigger);
     const handle = new GenerationHandle(sequence, () => this.onCancel(sequence));
     this.waiting.push(sequence);
     this.kick();

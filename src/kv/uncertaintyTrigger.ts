@@ -11,9 +11,11 @@
  * Thresholds: the paper calibrates them offline as the 99th percentiles of the (per-page)
  * average entropy and varentropy on a calibration set (LongBench v2) and reconstructs on the
  * outliers above them. `calibrateThresholds` computes such percentiles from windowed means you
- * collected; the defaults below are uncalibrated placeholders in the range where a language
- * model is clearly unsure (entropix-style cut-offs: a 16-step mean above 3 nats, or a mean
- * varentropy above 5 nats²). Calibrate them per model.
+ * collected (`windowedMeans` turns per-step values into the means the trigger compares). The
+ * defaults below are uncalibrated placeholders in the range where a language model is clearly
+ * unsure (entropix-style cut-offs: a 16-step mean above 3 nats, or a mean varentropy above
+ * 5 nats²). Calibrate them per model with `ctxr model calibrate-sparse` and pass the result to
+ * `ctxr serve` (--sparse-entropy-threshold, --sparse-varentropy-threshold, --sparse-trigger-window).
  */
 
 /** Windowed mean entropy (nats) above which reconstruction is asked for, when none is given. */
@@ -22,6 +24,8 @@ export const DEFAULT_ENTROPY_THRESHOLD = 3.0;
 export const DEFAULT_VARENTROPY_THRESHOLD = 5.0;
 /** Steps averaged over when none is given: about one page of generated tokens (block size 16). */
 export const DEFAULT_TRIGGER_WINDOW = 16;
+/** The longest window the command line accepts: each sequence keeps two f64 arrays of this length. */
+export const MAX_TRIGGER_WINDOW = 4096;
 
 export interface TokenUncertainty {
   /** H, nats. */
@@ -100,6 +104,27 @@ export function calibrateThresholds(
     entropyThreshold: quantile(samples.map((s) => s.entropy)),
     varentropyThreshold: quantile(samples.map((s) => s.varentropy)),
   };
+}
+
+/**
+ * The mean entropy and varentropy of every full window of `windowSteps` consecutive steps of one
+ * sequence (steps.length - windowSteps + 1 of them; none when the sequence is shorter): the values
+ * UncertaintyTrigger compares with its thresholds once its window is full.
+ */
+export function windowedMeans(steps: readonly TokenUncertainty[], windowSteps: number): TokenUncertainty[] {
+  if (!Number.isInteger(windowSteps) || windowSteps < 1) throw new RangeError(`windowSteps must be an integer >= 1 (got ${windowSteps})`);
+  const means: TokenUncertainty[] = [];
+  // Sums recomputed per window: a running sum would drift over long sequences and the windows are short.
+  for (let end = windowSteps; end <= steps.length; end++) {
+    let entropy = 0;
+    let varentropy = 0;
+    for (let i = end - windowSteps; i < end; i++) {
+      entropy += steps[i]!.entropy;
+      varentropy += steps[i]!.varentropy;
+    }
+    means.push({ entropy: entropy / windowSteps, varentropy: varentropy / windowSteps });
+  }
+  return means;
 }
 
 export class UncertaintyTrigger {

@@ -6,6 +6,7 @@ import {
   DEFAULT_VARENTROPY_THRESHOLD,
   tokenUncertainty,
   UncertaintyTrigger,
+  windowedMeans,
 } from "../../src/kv/uncertaintyTrigger.ts";
 import { Random } from "../kernels/helpers.ts";
 
@@ -129,5 +130,22 @@ describe("UncertaintyTrigger", () => {
     expect(calibrateThresholds(samples, 0.5)).toEqual({ entropyThreshold: 50, varentropyThreshold: 100 });
     expect(calibrateThresholds([{ entropy: 1, varentropy: 2 }])).toEqual({ entropyThreshold: 1, varentropyThreshold: 2 });
     expect(() => calibrateThresholds([])).toThrow(RangeError);
+  });
+
+  test("windowedMeans: one mean per full window, the values a full trigger window compares", () => {
+    const steps = [1, 5, 2, 8, 3, 0.5].map((e) => ({ entropy: e, varentropy: e * e }));
+    const means = windowedMeans(steps, 3);
+    expect(means.map((m) => m.entropy)).toEqual([8 / 3, 5, 13 / 3, 11.5 / 3]);
+    const trigger = new UncertaintyTrigger({ windowSteps: 3 });
+    steps.forEach((step, i) => {
+      trigger.observe(step);
+      if (i >= 2) {
+        expect(trigger.meanEntropy).toBeCloseTo(means[i - 2]!.entropy, 12);
+        expect(trigger.meanVarentropy).toBeCloseTo(means[i - 2]!.varentropy, 12);
+      }
+    });
+    expect(windowedMeans(steps, 1)).toEqual(steps);
+    expect(windowedMeans(steps, 7)).toEqual([]);
+    expect(() => windowedMeans(steps, 0)).toThrow(RangeError);
   });
 });

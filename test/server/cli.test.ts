@@ -40,6 +40,34 @@ describe("ctxr serve", () => {
     }
   });
 
+  test("sparse decode's trigger flags: listed in --help, validated, refused without --model", () => {
+    const help = runCli(["serve", "--help"]).stdout;
+    for (const flag of ["--sparse-entropy-threshold", "--sparse-varentropy-threshold", "--sparse-trigger-window", "ctxr model calibrate-sparse"]) expect(help).toContain(flag);
+    // Validation comes before the model is opened: a missing folder would fail with exit 1 instead.
+    const model = ["--model", join(folder.path, "no-model-here")];
+    const cases: [string[], string][] = [
+      [["--sparse-entropy-threshold", "0"], "--sparse-entropy-threshold must be a positive number (nats), got '0'"],
+      [["--sparse-entropy-threshold=-1"], "--sparse-entropy-threshold must be a positive number (nats), got '-1'"],
+      [["--sparse-entropy-threshold", "abc"], "--sparse-entropy-threshold must be a positive number (nats), got 'abc'"],
+      [["--sparse-entropy-threshold", "Infinity"], "--sparse-entropy-threshold must be a positive number (nats), got 'Infinity'"],
+      [["--sparse-varentropy-threshold", "NaN"], "--sparse-varentropy-threshold must be a positive number (nats²), got 'NaN'"],
+      [["--sparse-varentropy-threshold", ""], "--sparse-varentropy-threshold must be a positive number (nats²), got ''"],
+      [["--sparse-trigger-window", "0"], "--sparse-trigger-window must be a positive integer, got '0'"],
+      [["--sparse-trigger-window", "1.5"], "--sparse-trigger-window must be a positive integer, got '1.5'"],
+      [["--sparse-trigger-window", "4097"], "--sparse-trigger-window must be at most 4096 steps, got '4097'"],
+    ];
+    for (const [args, message] of cases) {
+      const run = runCli(["serve", "--in-memory", "--port", "0", ...model, ...args]);
+      expect({ args, code: run.code }).toEqual({ args, code: 2 });
+      expect(run.stderr).toContain(`ctxr serve: ${message}`);
+    }
+    for (const [flag, value] of [["--sparse-entropy-threshold", "2"], ["--sparse-varentropy-threshold", "4"], ["--sparse-trigger-window", "8"]]) {
+      const run = runCli(["serve", "--in-memory", "--port", "0", flag!, value!]);
+      expect(run.code).toBe(2);
+      expect(run.stderr).toContain(`ctxr serve: ${flag} needs --model`);
+    }
+  });
+
   test("--in-memory prints the ready line with (data: memory) and serves", async () => {
     const server = await spawnServer(["--in-memory"]);
     try {

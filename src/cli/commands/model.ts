@@ -27,6 +27,9 @@ export const MODEL_HELP = `Usage: ctxr model <subcommand> [options]
 
 Subcommands:
   tiny           write a deterministic tiny Llama checkpoint (see 'ctxr model tiny --help')
+  calibrate-sparse
+                 calibrate sparse decode's trigger thresholds for ctxr serve
+                 (see 'ctxr model calibrate-sparse --help')
 `;
 
 export const MODEL_TINY_HELP = `Usage: ctxr model tiny --out DIR [options]

@@ -9,7 +9,14 @@ import { DEFAULT_LIMITS } from "../../server/limits.ts";
 import { DEFAULT_HOST, DEFAULT_PORT, runServer } from "../../server/serve.ts";
 import { RECOMPUTE_POLICIES, type RecomputePolicy } from "../../kv/recomputeSelection.ts";
 import { EXIT_OK, UsageError, choiceFlag, integerFlag, numberFlag, parseFlags } from "../args.ts";
-import type { FlagSpec } from "../args.ts";
+import type { FlagSpec, ParsedFlags } from "../args.ts";
+import {
+  DEFAULT_ENTROPY_THRESHOLD,
+  DEFAULT_TRIGGER_WINDOW,
+  DEFAULT_VARENTROPY_THRESHOLD,
+  MAX_TRIGGER_WINDOW,
+  type UncertaintyTriggerOptions,
+} from "../../kv/uncertaintyTrigger.ts";
 import type { CommandIo } from "./types.ts";
 
 export const DEFAULT_DATA_DIR = "./ctxr-data";
@@ -76,6 +83,13 @@ document's KV is cached and reused at any position):
   --kv-disk-bytes B        capacity of --kv-dir (default 16 GiB)
   --focus-window L         Cache-Craft focused-chunk early stop after L stable
                            layers (default 0: off)
+  Sparse decode (a request's "ctxr": {"kv_budget": F}) selects the pages it reads
+  again when the model turns unsure: when the mean entropy or varentropy of the
+  next-token distribution over the last N decode steps is above its threshold.
+  Calibrate the three for your model with 'ctxr model calibrate-sparse'.
+  --sparse-entropy-threshold X     entropy threshold, nats (default ${DEFAULT_ENTROPY_THRESHOLD})
+  --sparse-varentropy-threshold X  varentropy threshold, nats² (default ${DEFAULT_VARENTROPY_THRESHOLD})
+  --sparse-trigger-window N        decode steps averaged, 1..${MAX_TRIGGER_WINDOW} (default ${DEFAULT_TRIGGER_WINDOW})
   The runner is $CTXR_RUNNER, else cuda/build/ctxr-runner-{cpu,cuda} of the source
   tree (built with make when missing), else the one inside this binary.
 
@@ -116,8 +130,33 @@ const FLAGS = {
   "kv-dir": { type: "string" },
   "kv-disk-bytes": { type: "string" },
   "focus-window": { type: "string" },
+  "sparse-entropy-threshold": { type: "string" },
+  "sparse-varentropy-threshold": { type: "string" },
+  "sparse-trigger-window": { type: "string" },
   help: { type: "boolean", short: "h" },
 } satisfies Record<string, FlagSpec[string] & { multiple?: boolean }>;
+
+/** A positive finite number, or undefined when the flag is absent. */
+function positiveNumberFlag(flags: ParsedFlags, name: string, unit: string): number | undefined {
+  const raw = flags.values[name];
+  if (typeof raw !== "string") return undefined;
+  const value = raw.trim() === "" ? NaN : Number(raw);
+  if (!(Number.isFinite(value) && value > 0)) throw new UsageError(`--${name} must be a positive number (${unit}), got '${raw}'`, COMMAND);
+  return value;
+}
+
+/** Sparse decode's trigger from --sparse-*; the fields not given keep uncertaintyTrigger.ts's defaults. */
+function sparseTriggerFromFlags(flags: ParsedFlags): UncertaintyTriggerOptions {
+  const window = integerFlag(flags, "sparse-trigger-window", COMMAND, 1);
+  if (window !== undefined && window > MAX_TRIGGER_WINDOW) {
+    throw new UsageError(`--sparse-trigger-window must be at most ${MAX_TRIGGER_WINDOW} steps, got '${flags.values["sparse-trigger-window"]}'`, COMMAND);
+  }
+  return {
+    entropyThreshold: positiveNumberFlag(flags, "sparse-entropy-threshold", "nats") ?? DEFAULT_ENTROPY_THRESHOLD,
+    varentropyThreshold: positiveNumberFlag(flags, "sparse-varentropy-threshold", "nats²") ?? DEFAULT_VARENTROPY_THRESHOLD,
+    windowSteps: window ?? DEFAULT_TRIGGER_WINDOW,
+  };
+}
 
 export async function serveCommand(args: string[], io: CommandIo & { err?(text: string): void }): Promise<number> {
   const flags = parseFlags(args, FLAGS, COMMAND);
@@ -161,7 +200,7 @@ export async function serveCommand(args: string[], io: CommandIo & { err?(text: 
 
   const model = typeof flags.values.model === "string" ? flags.values.model : null;
   if (model === "") throw new UsageError("--model must not be empty", COMMAND);
-  const modelOnly = ["device", "kv-blocks", "block-size", "threads", "served-model-name", "kv-policy", "recompute-ratio", "kv-device-blocks", "kv-host-bytes", "kv-dir", "kv-disk-bytes", "focus-window"].find((name) => flags.values[name] !== undefined);
+  const modelOnly = ["device", "kv-blocks", "block-size", "threads", "served-model-name", "kv-policy", "recompute-ratio", "kv-device-blocks", "kv-host-bytes", "kv-dir", "kv-disk-bytes", "focus-window", "sparse-entropy-threshold", "sparse-varentropy-threshold", "sparse-trigger-window"].find((name) => flags.values[name] !== undefined);
   if (model === null && modelOnly !== undefined) throw new UsageError(`--${modelOnly} needs --model`, COMMAND);
   if (model !== null && upstreams.length > 0) throw new UsageError("give --model (serve a model) or --upstream (proxy engines), not both", COMMAND);
   const device = typeof flags.values.device === "string" ? flags.values.device : "cpu";
@@ -176,6 +215,7 @@ export async function serveCommand(args: string[], io: CommandIo & { err?(text: 
   const kvDir = flags.values["kv-dir"];
   if (kvDir === "") throw new UsageError("--kv-dir must not be empty", COMMAND);
   if (flags.values["kv-disk-bytes"] !== undefined && kvDir === undefined) throw new UsageError("--kv-disk-bytes needs --kv-dir", COMMAND);
+  const sparseTrigger = sparseTriggerFromFlags(flags);
 
   await runServer(
     {
@@ -212,6 +252,7 @@ export async function serveCommand(args: string[], io: CommandIo & { err?(text: 
               kvDir: typeof kvDir === "string" ? kvDir : null,
               kvDiskBytes: integerFlag(flags, "kv-disk-bytes", COMMAND, 1),
               focusWindow: integerFlag(flags, "focus-window", COMMAND, 0),
+              sparseTrigger,
             },
     },
     { out: io.out, err: io.err ?? ((text) => void process.stderr.write(text)) },

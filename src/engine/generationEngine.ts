@@ -7,7 +7,8 @@
 import { readFile } from "node:fs/promises";
 import { existsSync, statSync } from "node:fs";
 import { basename, join, resolve } from "node:path";
-import { GenerationScheduler, type GenerationHandle, type GenerationRequest, type SchedulerStats } from "./generationScheduler.ts";
+import { DEFAULT_KV_POLICY, DEFAULT_RECOMPUTE_RATIO, GenerationScheduler, type GenerationHandle, type GenerationRequest, type SchedulerStats } from "./generationScheduler.ts";
+import { describeKvSettings } from "./kvSettings.ts";
 import { loadModelTokenizer, type ChatTemplateMessage, type ChatTemplateOptions, type ModelTokenizer } from "./modelTokenizer.ts";
 import { findRunner } from "./runnerExecutable.ts";
 import { RunnerProcess } from "./runnerProcess.ts";
@@ -98,6 +99,8 @@ export async function completionsAddBos(dir: string, tokenizer: ModelTokenizer):
 export class GenerationEngine {
   /** Unix seconds when the engine started (the model's "created"). */
   readonly created = Math.floor(Date.now() / 1000);
+  /** KV-cache managed generation's settings, one line (kvSettings.ts). */
+  kvSettings = "";
 
   private constructor(
     readonly modelId: string,
@@ -145,6 +148,16 @@ export class GenerationEngine {
       scheduler.runnerCrashed();
     });
     const engine = new GenerationEngine(options.servedModelName ?? basename(dir), dir, tokenizer, runner, scheduler, await completionsAddBos(dir, tokenizer), device, chunkCache);
+    const capacities = chunkCache.capacities;
+    engine.kvSettings = describeKvSettings({
+      policy: options.kvPolicy ?? DEFAULT_KV_POLICY,
+      recomputeRatio: options.recomputeRatio ?? DEFAULT_RECOMPUTE_RATIO,
+      deviceBlocks: capacities.deviceBlocks,
+      hostBytes: capacities.hostBytes,
+      disk: capacities.disk,
+      focusWindow: options.focusWindow ?? 0,
+      trigger: options.sparseTrigger ?? {},
+    });
     return engine;
   }
 

@@ -36,6 +36,10 @@ import type { RecomputePolicy } from "../kv/recomputeSelection.ts";
 import { SparseDecode, type SparseDecodeRunner } from "../kv/sparseDecode.ts";
 import type { UncertaintyTriggerOptions } from "../kv/uncertaintyTrigger.ts";
 
+/** The recompute policy and ratio of requests that name none, when the server sets none. */
+export const DEFAULT_KV_POLICY: RecomputePolicy = "prophet";
+export const DEFAULT_RECOMPUTE_RATIO = 0.2;
+
 /** What the scheduler needs of the runner (RunnerProcess has it). */
 export interface SchedulerRunner extends BlockRunner, SparseDecodeRunner {
   readonly info: RunnerInfo;
@@ -693,8 +697,8 @@ export class GenerationScheduler {
     const request = sequence.request;
     this.counters.forwards++;
     const result = await managedPrefill(this.runner, this.chunkCache, request.segments!, sequence.table.blocks, {
-      policy: request.kvPolicy ?? this.options.kvPolicy ?? "prophet",
-      recomputeRatio: request.recomputeRatio ?? this.options.recomputeRatio ?? 0.2,
+      policy: request.kvPolicy ?? this.options.kvPolicy ?? DEFAULT_KV_POLICY,
+      recomputeRatio: request.recomputeRatio ?? this.options.recomputeRatio ?? DEFAULT_RECOMPUTE_RATIO,
       focusWindow: this.options.focusWindow ?? 0,
     });
     sequence.table.length = sequence.promptLength;

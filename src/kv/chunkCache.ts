@@ -114,6 +114,11 @@ export class ChunkCache {
     this.deviceBlockLimit = this.options.deviceBlocks ?? Math.floor(pool.totalBlocks / 4);
   }
 
+  /** The tiers' capacities: device blocks (once a pool is attached), host bytes, disk folder and bytes. */
+  get capacities(): { deviceBlocks: number; hostBytes: number; disk: { dir: string; bytes: number } | null } {
+    return { deviceBlocks: this.deviceBlockLimit, hostBytes: this.host.capacityBytes, disk: this.disk === null ? null : { dir: this.disk.dir, bytes: this.disk.capacityBytes } };
+  }
+
   private get blocks(): KvBlockPool {
     if (this.pool === null) throw new Error("ChunkCache: attachPool() was not called");
     return this.pool;

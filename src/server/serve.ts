@@ -204,6 +204,7 @@ export async function runServer(options: RunOptions, io: RunIo): Promise<void> {
       `ctxr serve: serving model ${engine.modelId} from ${engine.modelDir} on ${info.device} (${info.num_blocks} KV blocks of ${info.block_size} tokens, ` +
         `at most ${engine.maxModelLen} tokens a sequence): POST /v1/chat/completions, /v1/completions; GET /v1/models\n`,
     );
+    io.out(`ctxr serve: ${engine.kvSettings}\n`);
   }
   io.out(`ctxr serve: listening on ${running.url} (data: ${dataDir ?? "memory"})\n`);
 

@@ -435,6 +435,10 @@ describe("ctxr serve --model (CLI)", () => {
     const spawned = await spawnServer(["--in-memory", "--model", model.path, "--kv-blocks", "32", "--threads", "1", "--served-model-name", "tiny"], { CTXR_RUNNER: runnerPath }, 60_000);
     try {
       expect(spawned.startLines.some((line) => /^ctxr serve: serving model tiny from .*tiny-llama on cpu \(32 KV blocks of 16 tokens, at most 512 tokens a sequence\)/.test(line))).toBe(true);
+      expect(spawned.startLines).toContain(
+        "ctxr serve: KV reuse policy prophet at 20% recompute; chunk cache: 8 device blocks, host 1 GiB, disk none; focused-chunk early stop off; " +
+          "sparse-decode trigger: entropy 3 nats, varentropy 5 nats², window 16 steps (uncalibrated defaults: see ctxr model calibrate-sparse)",
+      );
       const answer = await spawned.post("/v1/completions", { model: "tiny", prompt: TINY_REFERENCE.prompt_ids, ...greedy });
       expect(answer.status).toBe(200);
       expect(answer.body.choices[0].text).toBe(expectedText());

@@ -151,10 +151,13 @@ function sparseTriggerFromFlags(flags: ParsedFlags): UncertaintyTriggerOptions {
   if (window !== undefined && window > MAX_TRIGGER_WINDOW) {
     throw new UsageError(`--sparse-trigger-window must be at most ${MAX_TRIGGER_WINDOW} steps, got '${flags.values["sparse-trigger-window"]}'`, COMMAND);
   }
+  // Flags not given stay unset: the trigger's defaults apply, and the server says they are uncalibrated.
+  const entropy = positiveNumberFlag(flags, "sparse-entropy-threshold", "nats");
+  const varentropy = positiveNumberFlag(flags, "sparse-varentropy-threshold", "nats²");
   return {
-    entropyThreshold: positiveNumberFlag(flags, "sparse-entropy-threshold", "nats") ?? DEFAULT_ENTROPY_THRESHOLD,
-    varentropyThreshold: positiveNumberFlag(flags, "sparse-varentropy-threshold", "nats²") ?? DEFAULT_VARENTROPY_THRESHOLD,
-    windowSteps: window ?? DEFAULT_TRIGGER_WINDOW,
+    ...(entropy !== undefined ? { entropyThreshold: entropy } : {}),
+    ...(varentropy !== undefined ? { varentropyThreshold: varentropy } : {}),
+    ...(window !== undefined ? { windowSteps: window } : {}),
   };
 }
 

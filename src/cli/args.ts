@@ -107,6 +107,21 @@ export function integerFlag(flags: ParsedFlags, name: string, command: string, m
   return value;
 }
 
+const BYTE_UNITS: Record<string, number> = { "": 1, b: 1, k: 1024, kib: 1024, m: 1024 ** 2, mib: 1024 ** 2, g: 1024 ** 3, gib: 1024 ** 3 };
+
+/** A byte size: an integer with an optional binary unit (512, 64K, 256MiB, 1G, 1GiB); undefined when absent. */
+export function byteSizeFlag(flags: ParsedFlags, name: string, command: string, min: number): number | undefined {
+  const raw = flags.values[name];
+  if (typeof raw !== "string") return undefined;
+  const match = /^\s*(\d+(?:\.\d+)?)\s*([a-z]*)\s*$/i.exec(raw);
+  const unit = match === null ? undefined : BYTE_UNITS[match[2]!.toLowerCase()];
+  const value = match === null || unit === undefined ? NaN : Math.floor(Number(match[1]) * unit);
+  if (!Number.isSafeInteger(value) || value < min) {
+    throw new UsageError(`--${name} must be a byte size of at least ${min} (e.g. 1048576, 512KiB, 256MiB, 1GiB), got '${raw}'`, command);
+  }
+  return value;
+}
+
 export function choiceFlag<T extends string>(
   flags: ParsedFlags,
   name: string,

@@ -25,7 +25,9 @@ export function withDefaults(templates: Partial<AnnotationTemplates> | undefined
 }
 
 export function docLabel(templates: AnnotationTemplates, position: number): string {
-  return templates.doc.replaceAll("{n}", String(position + 1));
+  const n = String(position + 1);
+  // Function replacers: a string replacement would expand "$&", "$`" and "$'" in client-chosen text.
+  return templates.doc.replaceAll("{n}", () => n);
 }
 
 /**
@@ -36,9 +38,10 @@ export function priorityAnnotation(templates: AnnotationTemplates, order: readon
   const returnedAt = new Array<number>(order.length);
   order.forEach((original, returned) => (returnedAt[original] = returned));
   const labels = returnedAt.map((returned) => docLabel(templates, returned));
-  return templates.priority.replaceAll("{order}", labels.join(templates.separator));
+  const joined = labels.join(templates.separator);
+  return templates.priority.replaceAll("{order}", () => joined);
 }
 
 export function dedupAnnotation(templates: AnnotationTemplates, earlierLabel: string): string {
-  return templates.dedup.replaceAll("{doc}", earlierLabel);
+  return templates.dedup.replaceAll("{doc}", () => earlierLabel);
 }

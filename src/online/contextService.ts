@@ -8,12 +8,15 @@ import { buildContextIndex, type IndexMethod } from "../index/buildIndex.ts";
 import { contextSetFromArrays } from "../index/contextSet.ts";
 import { scheduleBySearchPath } from "../index/schedule.ts";
 import type { LinkageMethod } from "../kernels/index.ts";
+import { dedupAnnotationBytes, priorityAnnotationBytes } from "./annotationSize.ts";
 import { dedupAnnotation, docLabel, priorityAnnotation, withDefaults, type AnnotationTemplates } from "./annotations.ts";
+import { BlockKeyTable } from "./blockKeyTable.ts";
 import { normalizeBlock, type BlockInput, type NormalizedBlock } from "./blocks.ts";
 import { ConversationStore, type ConversationEntries } from "./conversationStore.ts";
 import { LiveContextIndex, type LiveNode } from "./liveIndex.ts";
 import { newRequestId, requestIdCandidates } from "./requestIds.ts";
 import { ServiceJournal, type ServiceSnapshot } from "./serviceJournal.ts";
+import { DEFAULT_BUDGETS } from "./stateBudgets.ts";
 
 export interface ServiceOptions {
   /** Journal directory; null keeps state in memory only. */
@@ -23,6 +26,12 @@ export interface ServiceOptions {
   /** Tokens of a block given without "tokens" or "text". */
   blockTokens?: number;
   maxConversations?: number;
+  /** Estimated heap bytes of the live index and its block keys (default DEFAULT_BUDGETS.indexBytes; null: unlimited). */
+  maxIndexBytes?: number | null;
+  /** Estimated heap bytes of the dedup conversation records (default DEFAULT_BUDGETS.dedupBytes; null: unlimited). */
+  maxDedupBytes?: number | null;
+  /** UTF-8 bytes of the annotations one request may render (default DEFAULT_BUDGETS.annotationBytes). */
+  maxAnnotationBytes?: number;
   /** Journal records between snapshots. */
   snapshotEvery?: number;
   /** Clock (ms), replaceable in tests. */
@@ -57,18 +66,31 @@ export interface ScheduleOptions {
 export class ContextService {
   private readonly index: LiveContextIndex;
   private readonly conversations: ConversationStore;
-  private readonly keyNumbers = new Map<string, number>();
-  private readonly keys: string[] = [];
+  private readonly keys = new BlockKeyTable();
   private readonly counters = { reorderedContexts: 0, promptTokens: 0, prefixHitTokens: 0, dedupBlocks: 0, duplicateBlocks: 0, evicted: 0 };
   private readonly blockTokens: number;
   private readonly now: () => number;
+  private readonly maxIndexBytes: number | null;
+  private readonly maxAnnotationBytes: number;
 
   private constructor(
     options: ServiceOptions,
     private readonly journal: ServiceJournal | null,
   ) {
-    this.index = new LiveContextIndex({ capacityTokens: options.capacityTokens ?? null, ttlMs: options.ttlMs ?? null });
-    this.conversations = new ConversationStore(options.maxConversations);
+    this.maxIndexBytes = options.maxIndexBytes === undefined ? DEFAULT_BUDGETS.indexBytes : options.maxIndexBytes;
+    this.maxAnnotationBytes = options.maxAnnotationBytes ?? DEFAULT_BUDGETS.annotationBytes;
+    // The key table counts against the index's budget: the index evicts down to what the table leaves it.
+    this.index = new LiveContextIndex({
+      capacityTokens: options.capacityTokens ?? null,
+      ttlMs: options.ttlMs ?? null,
+      maxBytes: this.maxIndexBytes,
+      externalBytes: () => this.keys.bytes,
+      onBlockFreed: (block) => this.keys.release(block),
+    });
+    this.conversations = new ConversationStore({
+      maxConversations: options.maxConversations,
+      maxBytes: options.maxDedupBytes === undefined ? DEFAULT_BUDGETS.dedupBytes : options.maxDedupBytes,
+    });
     this.blockTokens = options.blockTokens ?? 256;
     this.now = options.now ?? Date.now;
   }
@@ -80,6 +102,8 @@ export class ContextService {
       const { snapshot, records } = journal.recovered;
       if (snapshot !== null) service.restore(snapshot);
       for (const record of records) service.apply(record);
+      // A smaller budget than the journal was written under: the least recently used contexts go now.
+      service.index.evictOverCapacity();
     }
     return service;
   }
@@ -107,7 +131,8 @@ export class ContextService {
   ): Promise<{ results: ReorderResult[]; schedule: number[] }> {
     const t = withDefaults(templates);
     const normalized = contexts.map((blocks, i) => this.normalizeContext(blocks, `contexts[${i}]`));
-    const dense = normalized.map((blocks) => Int32Array.from(blocks, (b) => this.intern(b.key)));
+    this.checkAnnotationBytes(contexts.reduce((total, blocks) => total + priorityAnnotationBytes(t, blocks.length), 0));
+    const dense = normalized.map((blocks) => Int32Array.from(blocks, (b) => this.keys.intern(b.key)));
     const { processingOrder, preferred } = batchPreference(normalized);
     const now = this.now();
     const results = new Array<ReorderResult>(contexts.length);
@@ -166,6 +191,12 @@ export class ContextService {
   async dedup(conversationId: string, blocks: BlockInput[], templates?: Partial<AnnotationTemplates>) {
     const t = withDefaults(templates);
     const normalized = this.normalizeContext(blocks, "blocks");
+    let noteBytes = 0;
+    for (const block of normalized) {
+      const earlier = this.conversations.labelOf(conversationId, block.key);
+      if (earlier !== undefined) noteBytes += dedupAnnotationBytes(t, earlier);
+    }
+    this.checkAnnotationBytes(noteBytes);
     const out: (BlockInput | string)[] = [];
     const duplicates: (number | string)[] = [];
     const entries: ConversationEntries = [];
@@ -234,8 +265,15 @@ export class ContextService {
       contexts: this.index.contextCount,
       nodes: this.index.nodeCount,
       index_tokens: this.index.tokens,
-      distinct_blocks: this.keys.length,
+      distinct_blocks: this.keys.size,
+      index_bytes: this.indexBytes,
+      index_bytes_limit: this.maxIndexBytes,
+      index_budget_evicted_contexts: this.index.evictedForByteBudget,
       conversations: this.conversations.size,
+      dedup_bytes: this.conversations.bytes,
+      dedup_bytes_limit: this.conversations.byteLimit,
+      dedup_budget_evicted_conversations: this.conversations.evictedForByteBudget,
+      annotation_bytes_limit: this.maxAnnotationBytes,
       capacity_tokens: this.index.options.capacityTokens,
       ttl_ms: this.index.options.ttlMs,
       reordered_contexts: this.counters.reorderedContexts,
@@ -276,14 +314,19 @@ export class ContextService {
     });
   }
 
-  private intern(key: string): number {
-    let n = this.keyNumbers.get(key);
-    if (n === undefined) {
-      n = this.keys.length;
-      this.keyNumbers.set(key, n);
-      this.keys.push(key);
+  /** Estimated heap bytes of the live index and its key table. */
+  private get indexBytes(): number {
+    return this.index.bytes + this.keys.bytes;
+  }
+
+  /** A request whose annotations would exceed the limit is refused before it changes anything. */
+  private checkAnnotationBytes(bytes: number): void {
+    if (bytes > this.maxAnnotationBytes) {
+      throw new RequestError(
+        "templates",
+        `the annotations of this request would take ${bytes} bytes, over the server's limit of ${this.maxAnnotationBytes} (--max-annotation-bytes); use shorter templates or fewer blocks`,
+      );
     }
-    return n;
   }
 
   private recordConversation(conversationId: string, entries: ConversationEntries): void {
@@ -305,15 +348,14 @@ export class ContextService {
   private clearState(): void {
     this.index.clear();
     this.conversations.clear();
-    this.keyNumbers.clear();
-    this.keys.length = 0;
+    this.keys.clear();
   }
 
   /** Applies a journaled change during recovery (the same effect it had when first made). */
   private apply(record: ChangeRecord): void {
     switch (record.op) {
       case "insert":
-        this.index.insert(Int32Array.from(record.keys, (k) => this.intern(k)), record.tokens, record.id, record.at);
+        this.index.insert(Int32Array.from(record.keys, (k) => this.keys.intern(k)), record.tokens, record.id, record.at);
         break;
       case "remove":
         for (const id of record.ids) this.index.remove(id);
@@ -331,13 +373,13 @@ export class ContextService {
     const contexts: ServiceSnapshot["contexts"] = [];
     for (const [id, node] of this.index.contexts()) {
       const sequence = this.index.sequence(node);
-      contexts.push([id, Array.from(sequence, (b) => this.keys[b]!), Array.from(sequence, (b) => this.index.tokensOf(b)), node.lastAccess]);
+      contexts.push([id, Array.from(sequence, (b) => this.keys.keyOf(b)), Array.from(sequence, (b) => this.index.tokensOf(b)), node.lastAccess]);
     }
     return { version: 1, contexts, conversations: this.conversations.export() };
   }
 
   private restore(snapshot: ServiceSnapshot): void {
-    for (const [id, keys, tokens, at] of snapshot.contexts) this.index.insert(Int32Array.from(keys, (k) => this.intern(k)), tokens, id, at);
+    for (const [id, keys, tokens, at] of snapshot.contexts) this.index.insert(Int32Array.from(keys, (k) => this.keys.intern(k)), tokens, id, at);
     for (const [conversation, entries] of snapshot.conversations) this.conversations.record(conversation, entries);
   }
 }

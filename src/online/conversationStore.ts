@@ -1,43 +1,66 @@
 /**
  * What each conversation has been sent: block key -> the label it had when it
- * was first sent (e.g. "[Doc 2]"). Conversations are isolated from each other;
- * beyond `maxConversations` the least recently used one is forgotten.
+ * was first sent (e.g. "[Doc 2]"). Conversations are isolated from each other.
+ * Beyond `maxConversations`, or while their estimated heap bytes exceed
+ * `maxBytes`, the least recently used conversations are forgotten whole (the
+ * one just recorded too, when it alone is over the budget).
  */
+import { BudgetedLru } from "./budgetedLru.ts";
+import { CONVERSATION_BYTES, CONVERSATION_ENTRY_BYTES, estimatedStringBytes } from "./memoryEstimates.ts";
+
 export type ConversationEntries = [key: string, label: string][];
 
-export class ConversationStore {
-  // Map iteration order doubles as the LRU order: a used conversation is re-inserted at the end.
-  private readonly conversations = new Map<string, Map<string, string>>();
+export interface ConversationStoreOptions {
+  maxConversations?: number;
+  /** Estimated heap bytes of every conversation together (null: unlimited). */
+  maxBytes?: number | null;
+}
 
-  constructor(private readonly maxConversations = 100_000) {}
+export class ConversationStore {
+  private readonly conversations: BudgetedLru<Map<string, string>>;
+
+  constructor(options: ConversationStoreOptions = {}) {
+    this.conversations = new BudgetedLru({ maxEntries: options.maxConversations ?? 100_000, maxBytes: options.maxBytes ?? null });
+  }
 
   get size(): number {
     return this.conversations.size;
   }
 
+  /** Estimated heap bytes of all conversations. */
+  get bytes(): number {
+    return this.conversations.bytes;
+  }
+
+  get byteLimit(): number | null {
+    return this.conversations.byteLimit;
+  }
+
+  /** Conversations forgotten because the store was over its byte budget. */
+  get evictedForByteBudget(): number {
+    return this.conversations.evictedForByteBudget;
+  }
+
   /** The earlier label of `key` in the conversation, if it was sent before. */
   labelOf(conversationId: string, key: string): string | undefined {
-    return this.conversations.get(conversationId)?.get(key);
+    return this.conversations.peek(conversationId)?.get(key);
   }
 
   /** Records blocks as sent; keeps the first label of a key. Returns conversations forgotten to make room. */
   record(conversationId: string, entries: ConversationEntries): string[] {
-    let seen = this.conversations.get(conversationId);
-    if (seen === undefined) seen = new Map();
-    else this.conversations.delete(conversationId);
-    this.conversations.set(conversationId, seen);
-    for (const [key, label] of entries) if (!seen.has(key)) seen.set(key, label);
-    const forgotten: string[] = [];
-    while (this.conversations.size > this.maxConversations) {
-      const oldest = this.conversations.keys().next().value as string;
-      this.conversations.delete(oldest);
-      forgotten.push(oldest);
+    const seen = this.conversations.use(conversationId, () => new Map(), CONVERSATION_BYTES + estimatedStringBytes(conversationId));
+    let added = 0;
+    for (const [key, label] of entries) {
+      if (seen.has(key)) continue;
+      seen.set(key, label);
+      added += CONVERSATION_ENTRY_BYTES + estimatedStringBytes(key) + estimatedStringBytes(label);
     }
-    return forgotten;
+    this.conversations.grow(conversationId, added);
+    return this.conversations.enforce();
   }
 
   forget(conversationId: string): void {
-    this.conversations.delete(conversationId);
+    this.conversations.forget(conversationId);
   }
 
   clear(): void {
@@ -46,6 +69,6 @@ export class ConversationStore {
 
   /** Oldest first, so replaying `record` in this order restores the LRU order too. */
   export(): [string, ConversationEntries][] {
-    return [...this.conversations].map(([id, seen]) => [id, [...seen]]);
+    return [...this.conversations.entries()].map(([id, seen]) => [id, [...seen]]);
   }
 }

@@ -16,15 +16,26 @@
  * - Search paths are child slots from the root, computed from parent links on
  *   demand, so they are never stale after splits, merges or removals.
  * - Optional capacity model: least-recently-used leaves are evicted beyond a
- *   token budget, and contexts unused for a TTL expire.
+ *   token budget or an estimated byte budget, and contexts unused for a TTL
+ *   expire.
+ * - Blocks are reference-counted by the edges holding them: `onBlockFreed`
+ *   hears when the last one goes, so a key table can give the number away.
  */
+import { BLOCK_SLOT_BYTES, EDGE_BLOCK_BYTES, estimatedStringBytes, NODE_BYTES, REQUEST_ID_BYTES } from "./memoryEstimates.ts";
+
 export interface LiveIndexOptions {
   /** Evict least-recently-used leaves while cached tokens exceed this (null: unlimited). */
   capacityTokens?: number | null;
   /** Contexts not used for this long are evicted by `expire` (null: never). */
   ttlMs?: number | null;
+  /** Evict least-recently-used leaves while the estimated heap bytes exceed this (null: unlimited). */
+  maxBytes?: number | null;
   /** Position weight of the distance used to break ties (paper eq. 1). */
   alpha?: number;
+  /** Called when no edge holds a block any more. */
+  onBlockFreed?: ((block: number) => void) | null;
+  /** Bytes the owner keeps for the index (its key table), counted against maxBytes. */
+  externalBytes?: (() => number) | null;
 }
 
 export interface LiveNode {
@@ -68,6 +79,10 @@ export class LiveContextIndex {
   readonly root: LiveNode;
   private readonly byRequest = new Map<string, LiveNode>();
   private tokensOfBlock = new Int32Array(1024);
+  /** Edges holding each block. */
+  private references = new Int32Array(1024);
+  private byteTotal = 0;
+  private evictedForBytes = 0;
   private nextId = 1;
   private nodeTotal = 1;
   private tokenTotal = 0;
@@ -81,8 +96,15 @@ export class LiveContextIndex {
   readonly options: Required<LiveIndexOptions>;
 
   constructor(options: LiveIndexOptions = {}) {
-    this.options = { capacityTokens: options.capacityTokens ?? null, ttlMs: options.ttlMs ?? null, alpha: options.alpha ?? 0.001 } as Required<LiveIndexOptions>;
-    this.tracksLeaves = this.options.capacityTokens !== null || this.options.ttlMs !== null;
+    this.options = {
+      capacityTokens: options.capacityTokens ?? null,
+      ttlMs: options.ttlMs ?? null,
+      maxBytes: options.maxBytes ?? null,
+      alpha: options.alpha ?? 0.001,
+      onBlockFreed: options.onBlockFreed ?? null,
+      externalBytes: options.externalBytes ?? null,
+    } as Required<LiveIndexOptions>;
+    this.tracksLeaves = this.options.capacityTokens !== null || this.options.ttlMs !== null || this.options.maxBytes !== null;
     this.root = this.newNode(null, new Int32Array(0), 0);
   }
 
@@ -95,6 +117,16 @@ export class LiveContextIndex {
   /** Tokens held by the tree: every node's edge counted once. */
   get tokens(): number {
     return this.tokenTotal;
+  }
+
+  /** Estimated heap bytes: nodes, edges, request ids, per-block arrays. */
+  get bytes(): number {
+    return this.byteTotal + Math.max(this.tokensOfBlock.length, this.memberStamp.length) * BLOCK_SLOT_BYTES;
+  }
+
+  /** Contexts evicted because the index was over its byte budget, since it was made. */
+  get evictedForByteBudget(): number {
+    return this.evictedForBytes;
   }
 
   hasRequest(requestId: string): boolean {
@@ -189,6 +221,7 @@ export class LiveContextIndex {
     node.requestIds.add(requestId);
     this.byRequest.set(requestId, node);
     this.contextTotal++;
+    this.byteTotal += requestIdBytes(requestId);
     this.touch(node, now);
     return { node, reusedBlocks, reusedTokens };
   }
@@ -200,6 +233,7 @@ export class LiveContextIndex {
     this.byRequest.delete(requestId);
     node.requestIds.delete(requestId);
     this.contextTotal--;
+    this.byteTotal -= requestIdBytes(requestId);
     this.prune(node);
     return true;
   }
@@ -210,15 +244,27 @@ export class LiveContextIndex {
     this.trackLeaf(node);
   }
 
-  /** Evicts least-recently-used leaves while over capacity; returns the evicted request ids. */
+  /** Evicts least-recently-used leaves while over the token capacity or the byte budget; returns the evicted request ids. */
   evictOverCapacity(): string[] {
     const capacity = this.options.capacityTokens;
     const evicted: string[] = [];
-    if (capacity === null) return evicted;
-    while (this.tokenTotal > capacity) {
-      const leaf = this.lru.popLeaf();
-      if (leaf === null) break;
-      this.evictLeaf(leaf, evicted);
+    if (capacity !== null) {
+      while (this.tokenTotal > capacity) {
+        const leaf = this.lru.popLeaf();
+        if (leaf === null) break;
+        this.evictLeaf(leaf, evicted);
+      }
+    }
+    const maxBytes = this.options.maxBytes;
+    if (maxBytes !== null) {
+      const before = evicted.length;
+      const external = this.options.externalBytes;
+      while (this.bytes + (external === null ? 0 : external()) > maxBytes) {
+        const leaf = this.lru.popLeaf();
+        if (leaf === null) break;
+        this.evictLeaf(leaf, evicted);
+      }
+      this.evictedForBytes += evicted.length - before;
     }
     return evicted;
   }
@@ -278,6 +324,7 @@ export class LiveContextIndex {
     }
   }
 
+  /** Forgets every context; per-block arrays shrink back (onBlockFreed is not called: the owner clears its keys). */
   clear(): void {
     this.root.children.clear();
     this.root.requestIds.clear();
@@ -287,11 +334,17 @@ export class LiveContextIndex {
     this.nodeTotal = 1;
     this.tokenTotal = 0;
     this.contextTotal = 0;
+    this.byteTotal = NODE_BYTES;
+    this.tokensOfBlock = new Int32Array(1024);
+    this.references = new Int32Array(1024);
+    this.memberStamp = new Int32Array(1024);
+    this.memberPosition = new Int32Array(1024);
   }
 
   private newNode(parent: LiveNode | null, edge: Int32Array, slot: number): LiveNode {
     let edgeTokens = 0;
     for (let i = 0; i < edge.length; i++) edgeTokens += this.tokensOf(edge[i]!);
+    this.byteTotal += NODE_BYTES + EDGE_BLOCK_BYTES * edge.length;
     return {
       id: this.nextId++,
       parent,
@@ -309,6 +362,7 @@ export class LiveContextIndex {
 
   private attach(parent: LiveNode, edge: Int32Array): LiveNode {
     const node = this.newNode(parent, edge, parent.nextSlot++);
+    for (let i = 0; i < edge.length; i++) this.references[edge[i]!]!++;
     parent.children.set(edge[0]!, node);
     this.nodeTotal++;
     this.tokenTotal += node.edgeTokens;
@@ -321,6 +375,7 @@ export class LiveContextIndex {
     const middle = this.newNode(parent, child.edge.slice(0, length), child.slot);
     parent.children.set(middle.edge[0]!, middle);
     child.edge = child.edge.slice(length);
+    this.byteTotal -= EDGE_BLOCK_BYTES * length;
     child.edgeTokens -= middle.edgeTokens;
     child.parent = middle;
     child.slot = middle.nextSlot++;
@@ -339,6 +394,8 @@ export class LiveContextIndex {
       node.alive = false;
       this.nodeTotal--;
       this.tokenTotal -= node.edgeTokens;
+      this.byteTotal -= NODE_BYTES + EDGE_BLOCK_BYTES * node.edge.length;
+      this.dereference(node.edge);
       node = parent;
       this.trackLeaf(node);
     }
@@ -366,6 +423,7 @@ export class LiveContextIndex {
     node.lastAccess = Math.max(node.lastAccess, child.lastAccess);
     child.alive = false;
     this.nodeTotal--;
+    this.byteTotal -= NODE_BYTES;
     this.trackLeaf(node);
   }
 
@@ -375,6 +433,7 @@ export class LiveContextIndex {
       this.byRequest.delete(id);
       leaf.requestIds.delete(id);
       this.contextTotal--;
+      this.byteTotal -= requestIdBytes(id);
     }
     this.prune(leaf);
   }
@@ -400,11 +459,20 @@ export class LiveContextIndex {
     if (block >= this.tokensOfBlock.length) {
       let size = this.tokensOfBlock.length * 2;
       while (size <= block) size *= 2;
-      const grown = new Int32Array(size);
-      grown.set(this.tokensOfBlock);
-      this.tokensOfBlock = grown;
+      this.tokensOfBlock = grown(this.tokensOfBlock, size);
+      this.references = grown(this.references, size);
     }
     if (this.tokensOfBlock[block] === 0) this.tokensOfBlock[block] = tokens;
+  }
+
+  /** An edge left the tree: its blocks lose a reference; a block no edge holds is forgotten. */
+  private dereference(edge: Int32Array): void {
+    for (let i = 0; i < edge.length; i++) {
+      const block = edge[i]!;
+      if (--this.references[block]! > 0) continue;
+      this.tokensOfBlock[block] = 0;
+      this.options.onBlockFreed?.(block);
+    }
   }
 
   private markMembers(blocks: ArrayLike<number>): number {
@@ -492,6 +560,16 @@ class LeafHeap {
     }
     heap[i] = last;
   }
+}
+
+function grown(array: Int32Array, size: number): Int32Array<ArrayBuffer> {
+  const out = new Int32Array(size);
+  out.set(array);
+  return out;
+}
+
+function requestIdBytes(id: string): number {
+  return REQUEST_ID_BYTES + estimatedStringBytes(id);
 }
 
 function before(a: { lastAccess: number; order: number }, b: { lastAccess: number; order: number }): boolean {

@@ -11,10 +11,14 @@
 import type { Context } from "hono";
 import { RequestError, type ContextService } from "../online/contextService.ts";
 import { errorResponse } from "../server/errors.ts";
+import { depthProblem } from "../server/jsonDepth.ts";
+import { DEFAULT_LIMITS } from "../server/limits.ts";
 import { setEngineRequestId, type Engine } from "./engineRequestId.ts";
 import { relayBody, relayedResponseHeaders, sendToUpstream, upstreamRequestHeaders } from "./forwarder.ts";
 import { PromptRewriter, type RewriteResult } from "./promptRewriter.ts";
-import { renderUpstreamMetrics, upstreamStats, type UpstreamStats } from "./proxyStats.ts";
+import { requestShapeProblem } from "./requestShape.ts";
+import { renderProxyStateMetrics, renderUpstreamMetrics, upstreamStats, type ProxyState, type UpstreamStats } from "./proxyStats.ts";
+import { undecodedEncoding } from "./answerDecoding.ts";
 import { redactText, usableSecrets } from "./redact.ts";
 import { chatRoutingPlan, completionRoutingPlan, EMPTY_PLAN, type RoutingPlan } from "./routingKeys.ts";
 import { UpstreamPool, type Upstream } from "./upstreamPool.ts";
@@ -38,6 +42,10 @@ export interface ProxyOptions {
   cacheThreshold?: number;
   /** Tokens each upstream's routing index models (default: the service's capacity, else 4,000,000). */
   routingCapacityTokens?: number | null;
+  /** Estimated heap bytes of the remembered conversation histories (default DEFAULT_BUDGETS.historyBytes; null: unlimited). */
+  maxHistoryBytes?: number | null;
+  /** Estimated heap bytes of the routing indexes (default DEFAULT_BUDGETS.routingBytes; null: unlimited). */
+  maxRoutingBytes?: number | null;
 }
 
 export const DEFAULT_UPSTREAM_TIMEOUT_MS = 600_000;
@@ -47,17 +55,41 @@ type Kind = "chat" | "completion";
 interface Dispatch {
   method: string;
   body: Uint8Array | string | null;
-  /** Rewritten routes: decompressed, scanned for usage; passthrough: bytes as they come. */
+  /** Rewritten routes: decompressed, scanned for usage; passthrough: bytes as they come unless there are secrets to redact. */
   rewrite: RewriteResult | null;
   plan: RoutingPlan;
 }
 
-/** The request body, or null when it is larger than the limit (by its Content-Length, or once read). */
+/**
+ * The request body, or null when it is larger than the limit: by its
+ * Content-Length (nothing read), or, chunked, as soon as the bytes read pass
+ * it (Bun's own cap is far above the limit, so this is what bounds memory).
+ */
 async function readBody(c: Context, maxBytes: number): Promise<Uint8Array | null> {
-  const declared = Number(c.req.header("content-length") ?? "0");
-  if (declared > maxBytes) return null;
-  const bytes = new Uint8Array(await c.req.arrayBuffer());
-  return bytes.length > maxBytes ? null : bytes;
+  const length = c.req.header("content-length");
+  if (length !== undefined) {
+    if (Number(length) > maxBytes) return null;
+    const bytes = new Uint8Array(await c.req.arrayBuffer());
+    return bytes.length > maxBytes ? null : bytes;
+  }
+  const stream = c.req.raw.body;
+  if (stream === null) return new Uint8Array(0);
+  const parts: Uint8Array[] = [];
+  let size = 0;
+  for await (const part of stream) {
+    size += part.length;
+    // Leaving the loop cancels the rest of the stream.
+    if (size > maxBytes) return null;
+    parts.push(part);
+  }
+  if (parts.length === 1) return parts[0]!;
+  const bytes = new Uint8Array(size);
+  let offset = 0;
+  for (const part of parts) {
+    bytes.set(part, offset);
+    offset += part.length;
+  }
+  return bytes;
 }
 
 function tooLarge(c: Context, maxBytes: number): Response {
@@ -94,8 +126,9 @@ export class ContextProxy {
       cacheThreshold: options.cacheThreshold,
       capacityTokens: options.routingCapacityTokens === undefined ? (stats.capacity_tokens ?? undefined) : options.routingCapacityTokens,
       ttlMs: stats.ttl_ms,
+      maxBytes: options.maxRoutingBytes,
     });
-    this.rewriter = new PromptRewriter(service, { documentTemplate: options.documentTemplate });
+    this.rewriter = new PromptRewriter(service, { documentTemplate: options.documentTemplate, maxHistoryBytes: options.maxHistoryBytes });
   }
 
   /** The upstreams as stats name them (no credentials). */
@@ -104,7 +137,7 @@ export class ContextProxy {
   }
 
   /** POST /v1/chat/completions and /v1/completions: rewrite, tag, route, relay. */
-  async generate(c: Context, kind: Kind, maxBodyBytes: number): Promise<Response> {
+  async generate(c: Context, kind: Kind, maxBodyBytes: number, maxJsonDepth = DEFAULT_LIMITS.maxJsonDepth): Promise<Response> {
     const bytes = await readBody(c, maxBodyBytes);
     if (bytes === null) return tooLarge(c, maxBodyBytes);
     let body: unknown;
@@ -114,6 +147,9 @@ export class ContextProxy {
       return errorResponse(c, 400, "body: invalid JSON", "body");
     }
     if (body === null || typeof body !== "object" || Array.isArray(body)) return errorResponse(c, 400, "body: expected a JSON object", "body");
+    // Before anything recursive (hashing, JSON.stringify) sees it, and before the rewriter reads the messages.
+    const problem = depthProblem(body, maxJsonDepth) ?? requestShapeProblem(kind, body as Record<string, unknown>);
+    if (problem !== null) return errorResponse(c, 400, problem.message, problem.field);
     const received = body as Record<string, unknown>;
     const result = kind === "chat" ? await this.rewriter.rewriteChat(received) : await this.rewriter.rewriteCompletion(received);
     // Nothing to change: the client's bytes go out as they came.
@@ -137,7 +173,23 @@ export class ContextProxy {
   }
 
   metrics(): string {
-    return renderUpstreamMetrics(this.pool.upstreams);
+    return renderUpstreamMetrics(this.pool.upstreams) + renderProxyStateMetrics(this.state());
+  }
+
+  /** The proxy's own state against its byte budgets (/v1/stats "proxy", /metrics). */
+  state(): ProxyState {
+    const histories = this.rewriter.histories;
+    const evictions = this.pool.budgetEvictions;
+    return {
+      history_conversations: histories.size,
+      history_bytes: histories.bytes,
+      history_bytes_limit: histories.byteLimit,
+      history_budget_evicted_conversations: histories.evictedForByteBudget,
+      routing_bytes: this.pool.bytes,
+      routing_bytes_limit: this.pool.byteLimit,
+      routing_budget_evicted_contexts: evictions.contexts,
+      routing_key_table_restarts: evictions.restarts,
+    };
   }
 
   /** The engine reported these request ids evicted: forget them for routing too. */
@@ -183,16 +235,20 @@ export class ContextProxy {
       tried.add(upstream);
       upstream.inFlight++;
       upstream.counters.requests++;
+      // An answer is read decoded where it is scanned: for usage (rewritten routes), or for secrets to
+      // redact (an encoded answer would carry an echoed key past the redactor). Without either, the
+      // client's Accept-Encoding goes upstream and the bytes come back as encoded.
+      const decode = request.rewrite !== null || this.secrets.length > 0;
       const outcome = await sendToUpstream(upstreamRequestUrl(upstream.target, url.pathname, query), {
         method: request.method,
         headers: upstreamRequestHeaders(c.req.raw.headers, {
           dropClientCredentials: this.clientKeyRequired,
           authorization: this.authorizationFor(upstream),
-          acceptEncoding: request.rewrite === null ? undefined : "identity",
+          acceptEncoding: decode ? "identity" : undefined,
           defaultContentType: request.rewrite === null ? undefined : "application/json",
         }),
         body: request.body,
-        decompress: request.rewrite !== null,
+        decompress: decode,
         timeoutMs: this.timeoutMs,
         clientSignal: c.req.raw.signal,
       });
@@ -216,6 +272,18 @@ export class ContextProxy {
 
       if (upstream.markUp()) this.log(`ctxr serve: upstream ${upstream.url} is back in rotation\n`);
       const response = outcome.response;
+      // Asked for identity, the upstream may still answer encoded: fetch decodes the usual codings; any other cannot be scanned.
+      const undecoded = decode ? undecodedEncoding(response.headers.get("content-encoding")) : null;
+      if (undecoded !== null && this.secrets.length > 0) {
+        upstream.inFlight--;
+        upstream.counters.errors++;
+        await response.body?.cancel().catch(() => undefined);
+        await this.undeliverable(request.rewrite);
+        const message = `upstream ${upstream.url} answered in Content-Encoding ${JSON.stringify(undecoded)}, which ctxr cannot decode to keep the upstream credentials out of it; the answer was not relayed`;
+        this.log(`ctxr serve: ${message}\n`);
+        return errorResponse(c, 502, redactText(message, this.secrets));
+      }
+      const decoded = decode && undecoded === null;
       const accepted = response.status < 400;
       const rewrite = request.rewrite;
       if (!accepted) {
@@ -236,7 +304,7 @@ export class ContextProxy {
       }
       const eventStream = (response.headers.get("content-type") ?? "").toLowerCase().startsWith("text/event-stream");
       const body = relayBody(response.body, {
-        scan: accepted && rewrite !== null ? (eventStream ? "sse" : "json") : null,
+        scan: accepted && rewrite !== null && decoded ? (eventStream ? "sse" : "json") : null,
         secrets: this.secrets,
         onDone: ({ usage, error }) => {
           upstream.inFlight--;
@@ -249,8 +317,8 @@ export class ContextProxy {
       });
       return new Response(body, {
         status: response.status,
-        statusText: response.statusText,
-        headers: relayedResponseHeaders(response.headers, { decompressed: rewrite !== null, secrets: this.secrets }),
+        statusText: redactText(response.statusText, this.secrets),
+        headers: relayedResponseHeaders(response.headers, { decompressed: decoded, secrets: this.secrets }),
       });
     }
   }

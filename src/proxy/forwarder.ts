@@ -8,8 +8,10 @@
  * upstream's body stream is read chunk by chunk and each chunk is passed on at
  * once (never buffered), while a scanner looks for the usage report (the last
  * `usage` of an SSE stream, or of a JSON body) and a redactor keeps secrets out.
+ * Both read the body decoded: where either is needed, the upstream is asked
+ * for `identity` and fetch decodes whatever coding it answers in anyway.
  */
-import { StreamRedactor } from "./redact.ts";
+import { redactText, StreamRedactor } from "./redact.ts";
 
 /** Hop-by-hop headers (RFC 9110 §7.6.1) and others a proxy must not pass on (the body is complete: no Expect). */
 const HOP_BY_HOP = new Set(["connection", "keep-alive", "proxy-connection", "proxy-authenticate", "proxy-authorization", "te", "trailer", "transfer-encoding", "upgrade", "host", "content-length", "expect"]);
@@ -20,8 +22,9 @@ export interface HeaderPolicy {
   /** Authorization to send instead (the upstream key, or URL credentials), else null. */
   authorization: string | null;
   /**
-   * Replace Accept-Encoding (e.g. "identity" where the answer is scanned), else pass the client's, or
-   * "identity" when it sent none (fetch would otherwise ask for gzip and the relayed bytes would be compressed).
+   * Replace Accept-Encoding ("identity" where the answer is scanned: for usage, or for secrets to
+   * redact), else pass the client's, or "identity" when it sent none (fetch would otherwise ask for
+   * gzip and the relayed bytes would be compressed).
    */
   acceptEncoding?: string;
   /** Content-Type when the client sent none. */
@@ -50,15 +53,19 @@ export function upstreamRequestHeaders(client: Headers, policy: HeaderPolicy): H
   return out;
 }
 
-/** The upstream's response headers to relay (hop-by-hop removed; those carrying a secret dropped). */
+/**
+ * The upstream's response headers to relay: hop-by-hop ones (Content-Length
+ * among them) removed, Content-Encoding too when fetch decoded the body,
+ * secrets in values redacted, headers whose name holds a secret dropped.
+ */
 export function relayedResponseHeaders(upstream: Headers, options: { decompressed: boolean; secrets: readonly string[] }): Headers {
   const named = connectionTokens(upstream);
   const out = new Headers();
   upstream.forEach((value, name) => {
     if (HOP_BY_HOP.has(name) || named.has(name)) return;
     if (options.decompressed && name === "content-encoding") return;
-    if (options.secrets.some((secret) => value.includes(secret))) return;
-    out.append(name, value);
+    if (redactText(name, options.secrets) !== name) return;
+    out.append(name, redactText(value, options.secrets));
   });
   return out;
 }
@@ -71,7 +78,7 @@ export interface SendOptions {
   method: string;
   headers: Headers;
   body: Uint8Array | string | null;
-  /** false: relay the body bytes as the upstream encoded them. */
+  /** true: fetch decodes the body (see answerDecoding.ts); false: the bytes as the upstream encoded them. */
   decompress: boolean;
   /** Time allowed until the response headers arrive. */
   timeoutMs: number;

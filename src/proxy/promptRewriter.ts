@@ -20,7 +20,9 @@ import { createHash } from "node:crypto";
 import { dedupAnnotation, docLabel, withDefaults } from "../online/annotations.ts";
 import { estimateTokens, normalizeBlock, type BlockInput } from "../online/blocks.ts";
 import { RequestError, type ContextService } from "../online/contextService.ts";
+import { DEFAULT_BUDGETS } from "../online/stateBudgets.ts";
 import { findTextDocuments, renderTextDocuments } from "./documents/textDocuments.ts";
+import { HistoryStore } from "./historyStore.ts";
 import { renderDocumentsField, type FieldDocument } from "./documents/documentsField.ts";
 
 export interface RewriteResult {
@@ -47,6 +49,8 @@ export interface PromptRewriterOptions {
   documentTemplate?: string;
   /** Conversations whose rewritten history is remembered (least recently used forgotten). */
   maxConversations?: number;
+  /** Estimated heap bytes of the remembered histories (default DEFAULT_BUDGETS.historyBytes; null: unlimited). */
+  maxHistoryBytes?: number | null;
 }
 
 const NO_DEFAULTS = { blockTokens: 1 };
@@ -85,15 +89,17 @@ interface TextOutcome {
 }
 
 export class PromptRewriter {
-  /** Conversation -> (hash of an original message -> its rewritten content); Map order is the LRU order. */
-  private readonly histories = new Map<string, Map<string, unknown>>();
-  private readonly maxConversations: number;
+  /** Conversation -> (hash of an original message -> its rewritten content). */
+  readonly histories: HistoryStore;
 
   constructor(
     private readonly service: ContextService,
     private readonly options: PromptRewriterOptions = {},
   ) {
-    this.maxConversations = options.maxConversations ?? 10_000;
+    this.histories = new HistoryStore({
+      maxConversations: options.maxConversations,
+      maxBytes: options.maxHistoryBytes === undefined ? DEFAULT_BUDGETS.historyBytes : options.maxHistoryBytes,
+    });
   }
 
   async rewriteChat(body: Record<string, unknown>): Promise<RewriteResult> {
@@ -107,7 +113,7 @@ export class PromptRewriter {
     const messages = body.messages as Message[];
     const turn = newTurn(ctxr.conversationId ?? deriveConversationId(messages), ctxr);
     const result = this.result(forwarded, turn);
-    const history = this.history(turn.conversationId!);
+    const conversationId = turn.conversationId!;
     const firstNew = messages.findLastIndex((m) => m?.role === "assistant") + 1;
     const rendered = fieldDocuments.length > 0 ? renderDocumentsField(fieldDocuments, this.options.documentTemplate) : null;
     let documentsAt = messages.findLastIndex((m, i) => i >= firstNew && m?.role === "user");
@@ -119,7 +125,7 @@ export class PromptRewriter {
       const received = i === documentsAt && rendered !== null ? withPrefix(message, rendered) : message;
       result.receivedTokens += contentTokens(received?.content);
       const key = messageKey(received, i);
-      const remembered = history.get(key);
+      const remembered = this.histories.forwardedAs(conversationId, key);
       if (remembered !== undefined) {
         // Exactly what was forwarded before: earlier turns, or this turn again (a retry).
         out.push({ ...message, content: remembered });
@@ -165,8 +171,7 @@ export class PromptRewriter {
       estimatedCachedTokens: 0,
       commit: () => {
         if (turn.conversationId === null) return;
-        const history = this.history(turn.conversationId);
-        for (const [key, content] of turn.history) history.set(key, content);
+        this.histories.remember(turn.conversationId, turn.history);
         if (turn.ctxr.dedup) this.service.recordSent(turn.conversationId, [...turn.sent.values()]);
       },
       durable: () => this.service.durable(),
@@ -255,14 +260,6 @@ export class PromptRewriter {
     this.histories.clear();
   }
 
-  private history(conversationId: string): Map<string, unknown> {
-    let history = this.histories.get(conversationId);
-    if (history === undefined) history = new Map();
-    else this.histories.delete(conversationId);
-    this.histories.set(conversationId, history);
-    while (this.histories.size > this.maxConversations) this.histories.delete(this.histories.keys().next().value as string);
-    return history;
-  }
 }
 
 function newTurn(conversationId: string | null, ctxr: CtxrOptions): Turn {

@@ -94,3 +94,34 @@ export function renderUpstreamMetrics(states: readonly UpstreamState[]): string 
   }
   return out;
 }
+
+/** The proxy's own state against its byte budgets. */
+export interface ProxyState {
+  history_conversations: number;
+  history_bytes: number;
+  history_bytes_limit: number | null;
+  history_budget_evicted_conversations: number;
+  routing_bytes: number;
+  routing_bytes_limit: number | null;
+  routing_budget_evicted_contexts: number;
+  routing_key_table_restarts: number;
+}
+
+export function renderProxyStateMetrics(state: ProxyState): string {
+  const series: [name: string, type: "counter" | "gauge", help: string, value: number | null][] = [
+    ["ctxr_proxy_history_conversations", "gauge", "Conversations whose forwarded history the proxy remembers.", state.history_conversations],
+    ["ctxr_proxy_history_bytes", "gauge", "Estimated heap bytes of the remembered histories.", state.history_bytes],
+    ["ctxr_proxy_history_bytes_limit", "gauge", "Byte budget of the remembered histories (--max-history-bytes).", state.history_bytes_limit],
+    ["ctxr_proxy_history_budget_evictions_total", "counter", "Conversation histories forgotten to stay within --max-history-bytes.", state.history_budget_evicted_conversations],
+    ["ctxr_proxy_routing_bytes", "gauge", "Estimated heap bytes of the routing indexes and their key table.", state.routing_bytes],
+    ["ctxr_proxy_routing_bytes_limit", "gauge", "Byte budget of the routing state (--max-routing-bytes).", state.routing_bytes_limit],
+    ["ctxr_proxy_routing_budget_evictions_total", "counter", "Routing contexts forgotten to stay within --max-routing-bytes.", state.routing_budget_evicted_contexts],
+    ["ctxr_proxy_routing_key_table_restarts_total", "counter", "Times the routing key table was full and routing started afresh.", state.routing_key_table_restarts],
+  ];
+  let out = "";
+  for (const [name, type, help, value] of series) {
+    if (value === null) continue;
+    out += `${metricHeader(name, help, type)}${name} ${formatNumber(value)}\n`;
+  }
+  return out;
+}

@@ -15,13 +15,18 @@
  * The routing indexes forget a context when the engine reports its request id
  * evicted (/v1/evict), when an engine reports clearing its cache, and under a
  * capacity model: least-recently-used contexts beyond `capacityTokens` per
- * upstream (and the service's TTL).
+ * upstream (and the service's TTL). Memory is bounded by `maxBytes`: half of it
+ * shared by the upstreams' indexes (each evicts its least recently used
+ * contexts beyond its share), half for the routing-key table, which starts
+ * afresh (with every index) when it is full.
  *
  * Health: a connection error or timeout takes an upstream out of rotation;
  * it is tried again after a backoff (5 s, doubling up to 60 s by default), and
  * is back in rotation as soon as it answers.
  */
 import { LiveContextIndex } from "../online/liveIndex.ts";
+import { estimatedStringBytes, KEY_ENTRY_BYTES } from "../online/memoryEstimates.ts";
+import { DEFAULT_BUDGETS } from "../online/stateBudgets.ts";
 import { requestIdCandidates } from "../online/requestIds.ts";
 import { UpstreamCounters, type UpstreamState } from "./proxyStats.ts";
 import type { RouteKey, RoutingPlan } from "./routingKeys.ts";
@@ -40,12 +45,14 @@ export interface PoolOptions {
   capacityTokens?: number | null;
   /** Contexts unused this long are forgotten (default: never). */
   ttlMs?: number | null;
+  /** Estimated heap bytes of the routing indexes and key table together (default DEFAULT_BUDGETS.routingBytes; null: unlimited). */
+  maxBytes?: number | null;
   /** Clock (ms), replaceable in tests. */
   now?: () => number;
 }
 
 export const DEFAULT_ROUTING_CAPACITY_TOKENS = 4_000_000;
-/** Distinct routing keys kept before the routing indexes start afresh (bounds memory). */
+/** Distinct routing keys kept before the routing indexes start afresh (bounds memory without a byte budget). */
 const MAX_ROUTING_KEYS = 1 << 20;
 /** Suffix of the request id under which a chat request's whole message list is recorded. */
 const TURN_SUFFIX = "#turn";
@@ -59,11 +66,12 @@ export class Upstream implements UpstreamState {
   readonly counters = new UpstreamCounters();
   index: LiveContextIndex;
   private backoff = 0;
+  private evictedBefore = 0;
 
   constructor(
     readonly target: UpstreamTarget,
     readonly position: number,
-    private readonly indexOptions: { capacityTokens: number | null; ttlMs: number | null },
+    private readonly indexOptions: { capacityTokens: number | null; ttlMs: number | null; maxBytes: number | null },
   ) {
     this.index = new LiveContextIndex(indexOptions);
   }
@@ -97,7 +105,13 @@ export class Upstream implements UpstreamState {
     return wasDown;
   }
 
+  /** Routing contexts this upstream forgot for the byte budget (across index resets). */
+  get evictedForBytes(): number {
+    return this.evictedBefore + this.index.evictedForByteBudget;
+  }
+
   resetIndex(): void {
+    this.evictedBefore += this.index.evictedForByteBudget;
     this.index = new LiveContextIndex(this.indexOptions);
   }
 }
@@ -105,8 +119,13 @@ export class Upstream implements UpstreamState {
 export class UpstreamPool {
   readonly upstreams: Upstream[];
   private readonly keyIds = new Map<string, number>();
-  private readonly options: Required<Omit<PoolOptions, "capacityTokens" | "ttlMs">>;
+  private keyBytes = 0;
+  private readonly maxKeyBytes: number | null;
+  /** The byte budget of the indexes and the key table together (null: unlimited). */
+  readonly byteLimit: number | null;
+  private readonly options: Required<Omit<PoolOptions, "capacityTokens" | "ttlMs" | "maxBytes">>;
   private internalIds = 0;
+  private restarts = 0;
 
   constructor(targets: readonly UpstreamTarget[], options: PoolOptions = {}) {
     if (targets.length === 0) throw new Error("a proxy needs at least one upstream");
@@ -117,12 +136,29 @@ export class UpstreamPool {
       balanceSlack: options.balanceSlack ?? 32,
       now: options.now ?? Date.now,
     };
-    const indexOptions = { capacityTokens: options.capacityTokens === undefined ? DEFAULT_ROUTING_CAPACITY_TOKENS : options.capacityTokens, ttlMs: options.ttlMs ?? null };
+    const maxBytes = options.maxBytes === undefined ? DEFAULT_BUDGETS.routingBytes : options.maxBytes;
+    this.byteLimit = maxBytes;
+    this.maxKeyBytes = maxBytes === null ? null : maxBytes / 2;
+    const indexOptions = {
+      capacityTokens: options.capacityTokens === undefined ? DEFAULT_ROUTING_CAPACITY_TOKENS : options.capacityTokens,
+      ttlMs: options.ttlMs ?? null,
+      maxBytes: maxBytes === null ? null : Math.floor(maxBytes / 2 / targets.length),
+    };
     this.upstreams = targets.map((target, i) => new Upstream(target, i, indexOptions));
   }
 
   now(): number {
     return this.options.now();
+  }
+
+  /** Estimated heap bytes of the routing indexes and key table. */
+  get bytes(): number {
+    return this.keyBytes + this.upstreams.reduce((total, u) => total + u.index.bytes, 0);
+  }
+
+  /** Routing contexts forgotten for the byte budget (index evictions), and fresh starts of the key table. */
+  get budgetEvictions(): { contexts: number; restarts: number } {
+    return { contexts: this.upstreams.reduce((total, u) => total + u.evictedForBytes, 0), restarts: this.restarts };
   }
 
   /** Whether routing compares prefixes at all (only with several upstreams). */
@@ -161,7 +197,7 @@ export class UpstreamPool {
   /** Records what was sent to `upstream` (its cache now probably holds it). */
   record(upstream: Upstream, plan: RoutingPlan, requestId: string | null): void {
     if (!this.routes || (plan.lookup.length === 0 && plan.turn === null)) return;
-    if (this.keyIds.size > MAX_ROUTING_KEYS) this.restartIndexes();
+    if (this.keyIds.size > MAX_ROUTING_KEYS || (this.maxKeyBytes !== null && this.keyBytes > this.maxKeyBytes)) this.restartIndexes();
     const id = requestId ?? `route-${++this.internalIds}`;
     const now = this.now();
     if (plan.lookup.length > 0) this.insert(upstream, plan.lookup, id, now);
@@ -189,9 +225,13 @@ export class UpstreamPool {
     return ids;
   }
 
-  /** Forgets everything routed to `upstream` (or to every upstream). */
+  /** Forgets everything routed to `upstream` (or to every upstream; then the key table too). */
   clear(upstream?: Upstream): void {
     for (const u of upstream === undefined ? this.upstreams : [upstream]) u.resetIndex();
+    if (upstream === undefined) {
+      this.keyIds.clear();
+      this.keyBytes = 0;
+    }
   }
 
   /** An upstream by its URL as stats show it, or by its 0-based position. */
@@ -220,12 +260,13 @@ export class UpstreamPool {
     if (id === undefined) {
       id = this.keyIds.size;
       this.keyIds.set(key, id);
+      this.keyBytes += KEY_ENTRY_BYTES + estimatedStringBytes(key);
     }
     return id;
   }
 
   private restartIndexes(): void {
-    this.keyIds.clear();
+    this.restarts++;
     this.clear();
   }
 }

@@ -17,7 +17,10 @@ export interface UpstreamTarget {
   readonly query: string;
   /** "Basic …" from credentials in the URL, else null. */
   readonly basicAuthorization: string | null;
-  /** Secrets the URL carried (password, user), to redact. */
+  /**
+   * Secrets the URL carried, to redact: user and password as written in the
+   * URL and percent-decoded, and the base64 Basic credential.
+   */
   readonly secrets: string[];
 }
 
@@ -31,9 +34,10 @@ export function parseUpstreamUrl(raw: string): UpstreamTarget {
   }
   if (parsed.protocol !== "http:" && parsed.protocol !== "https:") throw new Error(`expected an http:// or https:// URL, got ${parsed.protocol}`);
   if (parsed.hash !== "") throw new Error("an upstream URL cannot have a #fragment");
-  const user = decodeURIComponent(parsed.username);
-  const password = decodeURIComponent(parsed.password);
-  const basicAuthorization = user === "" && password === "" ? null : `Basic ${Buffer.from(`${user}:${password}`).toString("base64")}`;
+  const user = percentDecoded(parsed.username);
+  const password = percentDecoded(parsed.password);
+  const credential = user === "" && password === "" ? null : Buffer.from(`${user}:${password}`).toString("base64");
+  const basicAuthorization = credential === null ? null : `Basic ${credential}`;
   const path = parsed.pathname.replace(/\/+$/, "");
   const base = `${parsed.protocol}//${parsed.host}${path}`;
   return {
@@ -42,8 +46,17 @@ export function parseUpstreamUrl(raw: string): UpstreamTarget {
     versioned: /\/v1$/.test(path),
     query: parsed.search.replace(/^\?/, ""),
     basicAuthorization,
-    secrets: [password, basicAuthorization ?? ""].filter((s) => s !== ""),
+    secrets: [...new Set([parsed.username, user, parsed.password, password, credential ?? ""])].filter((s) => s !== ""),
   };
+}
+
+/** A URL component percent-decoded (as written where it is not valid percent-encoding). */
+function percentDecoded(component: string): string {
+  try {
+    return decodeURIComponent(component);
+  } catch {
+    return component;
+  }
 }
 
 /** The upstream URL for a client request's path (starting with /v1/) and query (without "?"). */

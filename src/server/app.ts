@@ -100,7 +100,7 @@ export function createApp(service: ContextService, options: AppOptions = {}): Op
 
   app.openapi(routes.metrics, (c) => c.text(metrics.render(service.stats()) + (proxy?.metrics() ?? "") + (engine?.metrics() ?? ""), 200, { "Content-Type": PROMETHEUS_CONTENT_TYPE }));
 
-  app.openapi(routes.stats, (c) => c.json({ ...service.stats(), recovery: service.recovery, ...(proxy === null ? {} : { upstreams: proxy.stats() }) }, 200));
+  app.openapi(routes.stats, (c) => c.json({ ...service.stats(), recovery: service.recovery, ...(proxy === null ? {} : { upstreams: proxy.stats(), proxy: proxy.state() }) }, 200));
 
   app.openapi(routes.reorder, async (c) => {
     const body = c.req.valid("json");
@@ -136,6 +136,8 @@ export function createApp(service: ContextService, options: AppOptions = {}): Op
     await service.reset();
     proxy?.pool.clear();
     proxy?.rewriter.reset();
+    // What was dropped goes back to the system now, not at the next collection.
+    Bun.gc(true);
     return c.json({ reset: true as const }, 200);
   });
 

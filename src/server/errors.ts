@@ -94,10 +94,29 @@ export function validationErrorResponse(c: Context, issues: readonly Issue[]): R
   return errorResponse(c, 400, message, field);
 }
 
+/**
+ * Whether an error is the request body failing to arrive, not a fault of
+ * ours: Bun ends the body stream with an AbortError when its HTTP parser
+ * rejects the chunked encoding (it has then already answered 400 itself and
+ * closed the connection) or the client goes away mid-body, and with "Request
+ * body exceeded maxRequestBodySize" past its own cap (after answering 413).
+ * `requestAborted`: the request's signal (the connection is gone). Returns
+ * what to answer (the client may no longer read it), or null.
+ */
+export function bodyReadFailure(error: unknown, requestAborted: boolean): { status: 400 | 413; message: string } | null {
+  if (!(error instanceof Error) && !(typeof DOMException !== "undefined" && error instanceof DOMException)) return null;
+  const { name, message } = error as Error;
+  if (/exceeded maxRequestBodySize/i.test(message)) return { status: 413, message: `${BODY_FIELD}: request body too large` };
+  if (name === "AbortError" && requestAborted) return { status: 400, message: `${BODY_FIELD}: the request body could not be read (malformed chunked encoding, or the connection closed)` };
+  return null;
+}
+
 /** The app's error handler: HTTP exceptions and service RequestErrors become 4xx JSON, the rest a logged 500. */
 export function createErrorHandler(log: (message: string) => void): ErrorHandler {
   return (error, c) => {
     if (error instanceof RequestError) return errorResponse(c, 400, error.message, error.field);
+    const unread = bodyReadFailure(error, c.req.raw.signal.aborted);
+    if (unread !== null) return errorResponse(c, unread.status, unread.message, BODY_FIELD);
     if (error instanceof HTTPException) {
       const status = error.status;
       if (status === 400 && /json/i.test(error.message)) return errorResponse(c, 400, `${BODY_FIELD}: invalid JSON`, BODY_FIELD);

@@ -19,10 +19,14 @@ export interface ServerLimits {
   maxTextChars: number;
   /** Characters of an annotation template. */
   maxTemplateChars: number;
+  /** Times a template may contain its placeholder ({order}, {n}, {doc}). */
+  maxTemplatePlaceholders: number;
   /** Largest "tokens" of a block (the index stores token counts as 32-bit integers). */
   maxBlockTokens: number;
   /** Contexts a /v1/schedule request may give method "cluster" (its time and memory grow as N²). */
   maxClusterContexts: number;
+  /** Levels of JSON nesting a request body may have (arrays and objects; the body itself is level 1). */
+  maxJsonDepth: number;
 }
 
 export const DEFAULT_LIMITS: ServerLimits = {
@@ -34,8 +38,10 @@ export const DEFAULT_LIMITS: ServerLimits = {
   maxConversationIdChars: 256,
   maxTextChars: 1024 * 1024,
   maxTemplateChars: 4096,
+  maxTemplatePlaceholders: 4,
   maxBlockTokens: 1_000_000_000,
   maxClusterContexts: 12_000,
+  maxJsonDepth: 64,
 };
 
 export function withDefaultLimits(limits: Partial<ServerLimits> = {}): ServerLimits {

@@ -105,6 +105,12 @@ export interface ServiceFigures {
   nodes: number;
   index_tokens: number;
   conversations: number;
+  index_bytes: number;
+  index_bytes_limit: number | null;
+  index_budget_evicted_contexts: number;
+  dedup_bytes: number;
+  dedup_bytes_limit: number | null;
+  dedup_budget_evicted_conversations: number;
   prompt_tokens: number;
   prefix_hit_tokens: number;
   reordered_contexts: number;
@@ -131,6 +137,12 @@ export class ServerMetrics {
       gauge("ctxr_index_nodes", "Nodes of the live index tree.", figures.nodes) +
       gauge("ctxr_index_tokens", "Tokens held by the live index (each node's blocks counted once).", figures.index_tokens) +
       gauge("ctxr_conversations", "Conversations remembered for dedup.", figures.conversations) +
+      gauge("ctxr_index_bytes", "Estimated heap bytes of the live index and its block keys.", figures.index_bytes) +
+      (figures.index_bytes_limit === null ? "" : gauge("ctxr_index_bytes_limit", "Byte budget of the live index (--max-index-bytes).", figures.index_bytes_limit)) +
+      counter("ctxr_index_budget_evictions_total", "Contexts evicted to stay within --max-index-bytes.", figures.index_budget_evicted_contexts) +
+      gauge("ctxr_dedup_bytes", "Estimated heap bytes of the dedup conversation records.", figures.dedup_bytes) +
+      (figures.dedup_bytes_limit === null ? "" : gauge("ctxr_dedup_bytes_limit", "Byte budget of the dedup records (--max-dedup-bytes).", figures.dedup_bytes_limit)) +
+      counter("ctxr_dedup_budget_evictions_total", "Conversations forgotten to stay within --max-dedup-bytes.", figures.dedup_budget_evicted_conversations) +
       counter("ctxr_prompt_tokens_total", "Tokens of the contexts reordered since start.", figures.prompt_tokens) +
       counter("ctxr_prefix_hit_tokens_total", "Estimated prefix-cache hit tokens of the contexts reordered since start.", figures.prefix_hit_tokens) +
       counter("ctxr_reordered_contexts_total", "Contexts reordered since start.", figures.reordered_contexts) +

@@ -22,6 +22,8 @@ import { SegmentedPromptError, type SegmentedPrompt } from "../kv/segmentedPromp
 import { ChatTemplateError, ModelTokenizerError } from "../engine/modelTokenizer.ts";
 import { SamplingError, type SamplingParams } from "../engine/sampler.ts";
 import { errorResponse } from "./errors.ts";
+import { depthProblem } from "./jsonDepth.ts";
+import { DEFAULT_LIMITS } from "./limits.ts";
 import { createOpenAiSchemas, type ChatCompletionBody, type CompletionBody } from "./openaiSchemas.ts";
 
 export const GENERATION_PATHS: ReadonlyMap<string, string[]> = new Map([
@@ -41,6 +43,8 @@ export interface GenerationRouteOptions {
   middleware: MiddlewareHandler[];
   secured: boolean;
   errorSchema: z.ZodType;
+  /** Levels of JSON nesting a body may have, ignored fields included (default DEFAULT_LIMITS.maxJsonDepth). */
+  maxJsonDepth?: number;
 }
 
 /** A request the engine cannot serve as asked: 400 (or `status`) naming the field. */
@@ -215,6 +219,7 @@ function failureMessage(error: unknown): string {
 export function mountGenerationRoutes(app: OpenAPIHono, engine: GenerationEngine, options: GenerationRouteOptions): void {
   const schemas = createOpenAiSchemas();
   const { tokenizer } = engine;
+  const maxJsonDepth = options.maxJsonDepth ?? DEFAULT_LIMITS.maxJsonDepth;
   const security: Record<string, string[]>[] | undefined = options.secured ? [{ bearerAuth: [] }, { apiKeyHeader: [] }] : undefined;
   const error = (description: string) => ({ description, content: { "application/json": { schema: options.errorSchema } } });
   const errors = {
@@ -301,6 +306,8 @@ export function mountGenerationRoutes(app: OpenAPIHono, engine: GenerationEngine
 
   app.openapi(chatRoute, (async (c: Context) => {
     const body = (c.req as unknown as { valid(target: "json"): ChatCompletionBody }).valid("json");
+    const deep = depthProblem(body, maxJsonDepth);
+    if (deep !== null) return errorResponse(c, 400, deep.message, deep.field);
     let handles: GenerationHandle[];
     let topLogprobs: number | null;
     try {
@@ -418,6 +425,8 @@ export function mountGenerationRoutes(app: OpenAPIHono, engine: GenerationEngine
 
   app.openapi(completionRoute, (async (c: Context) => {
     const body = (c.req as unknown as { valid(target: "json"): CompletionBody }).valid("json");
+    const deep = depthProblem(body, maxJsonDepth);
+    if (deep !== null) return errorResponse(c, 400, deep.message, deep.field);
     let handles: GenerationHandle[];
     const topLogprobs = body.logprobs ?? null;
     try {

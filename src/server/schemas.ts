@@ -4,6 +4,7 @@
  * document is generated from these same schemas.
  */
 import { z } from "@hono/zod-openapi";
+import { placeholderCount } from "../online/annotationSize.ts";
 import type { ServerLimits } from "./limits.ts";
 
 const BLOCK_MESSAGE = "expected a block: an integer, a non-empty string, or an object with \"id\" and/or \"text\" (and optional \"tokens\")";
@@ -32,7 +33,13 @@ export function createSchemas(limits: ServerLimits) {
 
   const template = (placeholder: string | null, description: string) => {
     const base = z.string().max(limits.maxTemplateChars);
-    return (placeholder === null ? base : base.includes(placeholder, { message: `must contain ${placeholder}` })).optional().openapi({ description });
+    if (placeholder === null) return base.optional().openapi({ description });
+    const most = limits.maxTemplatePlaceholders;
+    return base
+      .includes(placeholder, { message: `must contain ${placeholder}` })
+      .refine((text) => placeholderCount(text, placeholder) <= most, { message: `must contain ${placeholder} at most ${most} times (the server's limit)` })
+      .optional()
+      .openapi({ description: `${description} At most ${most} times.` });
   };
   const Templates = z
     .strictObject({
@@ -171,7 +178,14 @@ export function createSchemas(limits: ServerLimits) {
       nodes: z.int(),
       index_tokens: z.int(),
       distinct_blocks: z.int(),
+      index_bytes: z.int().openapi({ description: "Estimated heap bytes of the live index and its block keys." }),
+      index_bytes_limit: z.int().nullable().openapi({ description: "--max-index-bytes: least recently used contexts are evicted beyond it." }),
+      index_budget_evicted_contexts: z.int().openapi({ description: "Contexts evicted to stay within --max-index-bytes." }),
       conversations: z.int(),
+      dedup_bytes: z.int().openapi({ description: "Estimated heap bytes of the dedup conversation records." }),
+      dedup_bytes_limit: z.int().nullable().openapi({ description: "--max-dedup-bytes: least recently used conversations are forgotten beyond it." }),
+      dedup_budget_evicted_conversations: z.int().openapi({ description: "Conversations forgotten to stay within --max-dedup-bytes." }),
+      annotation_bytes_limit: z.int().openapi({ description: "--max-annotation-bytes: the most annotation text one request may render." }),
       capacity_tokens: z.int().nullable(),
       ttl_ms: z.number().nullable(),
       reordered_contexts: z.int(),
@@ -184,6 +198,19 @@ export function createSchemas(limits: ServerLimits) {
       persistent: z.boolean(),
       recovery: RecoveryReport.nullable(),
       upstreams: z.array(UpstreamStats).optional().openapi({ description: "With --upstream: each upstream's health and counters." }),
+      proxy: z
+        .object({
+          history_conversations: z.int(),
+          history_bytes: z.int(),
+          history_bytes_limit: z.int().nullable(),
+          history_budget_evicted_conversations: z.int(),
+          routing_bytes: z.int(),
+          routing_bytes_limit: z.int().nullable(),
+          routing_budget_evicted_contexts: z.int(),
+          routing_key_table_restarts: z.int(),
+        })
+        .optional()
+        .openapi({ description: "With --upstream: the proxy's remembered histories and routing state against their byte budgets." }),
     })
     .openapi("StatsResponse");
 

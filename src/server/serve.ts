@@ -10,7 +10,7 @@ import { ContextService } from "../online/contextService.ts";
 import type { ProxyOptions } from "../proxy/contextProxy.ts";
 import { parseUpstreamUrl } from "../proxy/upstreamTarget.ts";
 import { createApp } from "./app.ts";
-import { errorBody } from "./errors.ts";
+import { BODY_FIELD, bodyReadFailure, errorBody } from "./errors.ts";
 import { withDefaultLimits, type ServerLimits } from "./limits.ts";
 import { ServerMetrics } from "./metrics.ts";
 
@@ -78,8 +78,11 @@ export function startServer(service: ContextService, options: ServerOptions = {}
   const server: Server<undefined> = listen({
     hostname: host,
     port: options.port ?? DEFAULT_PORT,
-    // The app answers oversized bodies itself (JSON 413); Bun's own cap is only a backstop.
-    maxRequestBodySize: limits.maxBodyBytes * 2 + 1024 * 1024,
+    // The app answers oversized bodies itself with a JSON 413: Hono's bodyLimit on the JSON routes, the proxy's
+    // readBody on proxied ones (both refuse a too-large Content-Length unread and stop reading a chunked body at
+    // the limit). Bun's own cap answers a bare 413 with no body and cannot be hooked, so it is set out of reach;
+    // a route that reads a body must bound it itself.
+    maxRequestBodySize: Number.MAX_SAFE_INTEGER,
     development: false,
     // Never share the port with another process (Bun may otherwise set SO_REUSEPORT).
     reusePort: false,
@@ -93,6 +96,8 @@ export function startServer(service: ContextService, options: ServerOptions = {}
       }
     },
     error(error) {
+      const unread = bodyReadFailure(error, false);
+      if (unread !== null) return Response.json(errorBody(unread.message, BODY_FIELD), { status: unread.status });
       log(`ctxr serve: internal error: ${error.stack ?? error.message}\n`);
       return Response.json(errorBody("internal server error"), { status: 500 });
     },
@@ -151,6 +156,10 @@ export interface RunOptions extends ServerOptions {
   capacityTokens?: number | null;
   ttlMs?: number | null;
   blockTokens?: number;
+  /** Byte budgets of the index and the dedup records, and the annotation limit (defaults: DEFAULT_BUDGETS; null: unlimited). */
+  maxIndexBytes?: number | null;
+  maxDedupBytes?: number | null;
+  maxAnnotationBytes?: number;
   /** --model: load this model and serve the generation API. */
   model?: EngineOptions | null;
 }
@@ -172,6 +181,9 @@ export async function runServer(options: RunOptions, io: RunIo): Promise<void> {
     capacityTokens: options.capacityTokens ?? null,
     ttlMs: options.ttlMs ?? null,
     blockTokens: options.blockTokens,
+    maxIndexBytes: options.maxIndexBytes,
+    maxDedupBytes: options.maxDedupBytes,
+    maxAnnotationBytes: options.maxAnnotationBytes,
   });
   let engine: GenerationEngine | null = null;
   let running: RunningServer;

@@ -142,3 +142,102 @@ describe("ContextService persistence", () => {
     }
   });
 });
+
+describe("ContextService limits and budgets", () => {
+  const amplifying = { priority: "{order}{order}{order}{order}", doc: "{n}{n}{n}{n}" + "d".repeat(4000), separator: "s".repeat(4000) };
+
+  test("a reorder whose annotations would pass --max-annotation-bytes is refused and changes nothing", async () => {
+    const service = await memoryService({ maxAnnotationBytes: 1_000_000 });
+    const blocks = Array.from({ length: 1024 }, (_, i) => `doc-${i}`);
+    let error: unknown;
+    try {
+      await service.reorder([blocks], "conv", amplifying);
+    } catch (caught) {
+      error = caught;
+    }
+    expect(error).toBeInstanceOf(RequestError);
+    expect((error as RequestError).field).toBe("templates");
+    expect((error as Error).message).toContain("--max-annotation-bytes");
+    expect((error as Error).message).toContain("1000000");
+    const stats = service.stats();
+    expect([stats.contexts, stats.distinct_blocks, stats.conversations, stats.reordered_contexts]).toEqual([0, 0, 0, 0]);
+    // Within the limit, the same templates are fine.
+    const small = await service.reorder([blocks.slice(0, 10)], "conv", amplifying);
+    expect(Buffer.byteLength(small.results[0]!.annotation)).toBeLessThanOrEqual(1_000_000);
+  });
+
+  test("a dedup turn whose notes would pass the limit is refused and records nothing", async () => {
+    const service = await memoryService({ maxAnnotationBytes: 50_000 });
+    const blocks = Array.from({ length: 100 }, (_, i) => `doc-${i}`);
+    await service.dedup("c", blocks, { doc: "[D {n}]" + "x".repeat(400) });
+    const before = service.stats();
+    await expect(service.dedup("c", [...blocks, "new"], { dedup: "{doc}{doc}{doc}" })).rejects.toThrow("--max-annotation-bytes");
+    expect(service.sentBefore("c", ["new"])).toEqual([undefined]);
+    expect(service.stats().dedup_blocks).toBe(before.dedup_blocks);
+    // One note per duplicate at the default template fits.
+    const ok = await service.dedup("c", [...blocks, "new"]);
+    expect(ok.duplicates.length).toBe(100);
+  });
+
+  test("the index and its block keys stay within --max-index-bytes; least recently used contexts go", async () => {
+    const maxIndexBytes = 2_000_000;
+    const service = await memoryService({ maxIndexBytes });
+    let last: string | null = null;
+    for (let round = 0; round < 200; round++) {
+      const contexts = Array.from({ length: 4 }, (_, c) => Array.from({ length: 50 }, (_, b) => `round-${round}-ctx-${c}-block-${b}-${"k".repeat(60)}`));
+      const { results } = await service.reorder(contexts);
+      last = results[3]!.request_id;
+      const stats = service.stats();
+      expect(stats.index_bytes).toBeLessThanOrEqual(maxIndexBytes);
+    }
+    const stats = service.stats();
+    expect(stats.index_budget_evicted_contexts).toBeGreaterThan(600);
+    expect(stats.evicted_contexts).toBe(stats.index_budget_evicted_contexts);
+    // Block keys of evicted contexts are released: far fewer than the 40,000 sent.
+    expect(stats.distinct_blocks).toBeLessThan(10_000);
+    expect(stats.distinct_blocks).toBeGreaterThan(0);
+    // The newest context is still there and its blocks are reused as a prefix.
+    const again = await service.reorder([Array.from({ length: 50 }, (_, b) => `round-199-ctx-3-block-${b}-${"k".repeat(60)}`)]);
+    expect(again.results[0]!.prefix_blocks).toBe(50);
+    expect((await service.evict([last!])).evicted).toBe(1);
+  });
+
+  test("dedup records stay within --max-dedup-bytes: least recently used conversations are forgotten whole", async () => {
+    const service = await memoryService({ maxDedupBytes: 1_000_000 });
+    for (let c = 0; c < 100; c++) await service.dedup(`conv-${c}`, Array.from({ length: 100 }, (_, b) => `c${c}-b${b}-${"x".repeat(100)}`));
+    const stats = service.stats();
+    expect(stats.dedup_bytes).toBeLessThanOrEqual(1_000_000);
+    expect(stats.dedup_budget_evicted_conversations).toBeGreaterThan(0);
+    expect(stats.conversations).toBe(100 - stats.dedup_budget_evicted_conversations);
+    // The newest conversation still deduplicates; the oldest was forgotten.
+    expect((await service.dedup("conv-99", ["c99-b0-" + "x".repeat(100)])).duplicates.length).toBe(1);
+    expect((await service.dedup("conv-0", ["c0-b0-" + "x".repeat(100)])).duplicates.length).toBe(0);
+  });
+
+  test("reset releases the index, keys and conversations", async () => {
+    const service = await memoryService();
+    const empty = service.stats();
+    await service.reorder([Array.from({ length: 500 }, (_, i) => `b${i}`)], "c");
+    expect(service.stats().index_bytes).toBeGreaterThan(empty.index_bytes);
+    await service.reset();
+    const after = service.stats();
+    expect([after.index_bytes, after.dedup_bytes, after.distinct_blocks, after.conversations]).toEqual([empty.index_bytes, 0, 0, 0]);
+  });
+
+  test("a journal replayed under a smaller budget keeps only what fits", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "ctxr-budget-"));
+    try {
+      const big = await ContextService.open({ dataDir: dir, maxIndexBytes: null });
+      for (let i = 0; i < 300; i++) await big.reorder([Array.from({ length: 20 }, (_, b) => `ctx${i}-b${b}`)]);
+      await big.close();
+      const small = await ContextService.open({ dataDir: dir, maxIndexBytes: 300_000 });
+      const stats = small.stats();
+      await small.close();
+      expect(stats.index_bytes).toBeLessThanOrEqual(300_000);
+      expect(stats.contexts).toBeGreaterThan(0);
+      expect(stats.contexts).toBeLessThan(300);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});

@@ -121,12 +121,14 @@ describe("LiveContextIndex", () => {
     expect(index.nodeCount).toBe(1);
   });
 
-  for (const options of [{}, { capacityTokens: 400 }, { ttlMs: 30 }]) {
+  for (const options of [{}, { capacityTokens: 400 }, { ttlMs: 30 }, { maxBytes: 22_000 }]) {
     test(`invariants hold after every operation on random streams ${JSON.stringify(options)}`, () => {
       for (let seed = 1; seed <= 6; seed++) {
         const random = seededRandom(seed);
-        const index = new LiveContextIndex(options);
+        const freed = new Set<number>();
+        const index = new LiveContextIndex({ ...options, onBlockFreed: (block) => freed.add(block) });
         const model = new Map<string, number[]>();
+        const everInserted = new Set<number>();
         let now = 0;
         for (let step = 0; step < 400; step++) {
           now += 1;
@@ -136,6 +138,10 @@ describe("LiveContextIndex", () => {
             const blocks = reorder(index, randomContext(random, 25, 6));
             index.insert(blocks, blocks.map((b) => 1 + (b % 7)), id, now);
             model.set(id, blocks);
+            for (const b of blocks) {
+              freed.delete(b);
+              everInserted.add(b);
+            }
           } else if (roll < 0.85) {
             const ids = [...model.keys()];
             const id = ids[Math.floor(random() * ids.length)]!;
@@ -153,9 +159,43 @@ describe("LiveContextIndex", () => {
             model.delete(id);
           }
           if (options.capacityTokens !== undefined) expect(index.tokens).toBeLessThanOrEqual(options.capacityTokens);
+          if (options.maxBytes !== undefined) expect(index.bytes).toBeLessThanOrEqual(options.maxBytes);
           checkInvariants(index, model);
+          // A block is freed exactly when no live context holds it: no leak, no block freed while in use.
+          const live = new Set([...model.values()].flat());
+          for (const b of everInserted) expect(freed.has(b)).toBe(!live.has(b));
         }
       }
     });
   }
+
+  test("byte budget: least recently used contexts go; bytes return to the empty index's after removal", () => {
+    const empty = new LiveContextIndex().bytes;
+    const index = new LiveContextIndex({ maxBytes: empty + 20_000 });
+    for (let i = 0; i < 200; i++) index.insert([3 * i, 3 * i + 1, 3 * i + 2], [1, 1, 1], `r${i}`, i);
+    const evicted = index.evictOverCapacity();
+    expect(evicted.length).toBeGreaterThan(0);
+    // Oldest first.
+    expect(evicted[0]).toBe("r0");
+    expect(index.hasRequest("r199")).toBe(true);
+    expect(index.bytes).toBeLessThanOrEqual(empty + 20_000);
+    expect(index.evictedForByteBudget).toBe(evicted.length);
+    for (const [id] of [...index.contexts()]) index.remove(id);
+    // Per-block arrays keep their grown size; nodes and ids are gone.
+    const unbudgeted = new LiveContextIndex();
+    for (let i = 0; i < 200; i++) unbudgeted.insert([3 * i, 3 * i + 1, 3 * i + 2], [1, 1, 1], `r${i}`, i);
+    for (let i = 0; i < 200; i++) unbudgeted.remove(`r${i}`);
+    expect(unbudgeted.nodeCount).toBe(1);
+    unbudgeted.clear();
+    expect(unbudgeted.bytes).toBe(empty);
+  });
+
+  test("the owner's bytes count against the budget", () => {
+    let external = 0;
+    const index = new LiveContextIndex({ maxBytes: 1_000_000, externalBytes: () => external });
+    for (let i = 0; i < 10; i++) index.insert([i], [1], `r${i}`, i);
+    expect(index.evictOverCapacity()).toEqual([]);
+    external = 1_000_000;
+    expect(index.evictOverCapacity().length).toBe(10);
+  });
 });

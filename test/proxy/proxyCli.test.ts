@@ -84,4 +84,19 @@ describe("ctxr serve --upstream", () => {
     expect(server.stderr()).not.toContain(KEY);
     expect(server.startLines.join("\n")).not.toContain(KEY);
   });
+
+  test("short upstream secrets: a warning at startup that names them without showing them", async () => {
+    const server = await spawnServer(["--in-memory", "--upstream", `http://svc-user:Pw9@127.0.0.1:${upstream.port}`, "--upstream-key", "k1"]);
+    try {
+      await Bun.sleep(50);
+      const stderr = server.stderr();
+      expect(stderr).toContain("ctxr serve: warning: the upstream key is 2 characters long");
+      expect(stderr).toContain(`ctxr serve: warning: the user name in --upstream http://127.0.0.1:${upstream.port} is 8 characters long`);
+      expect(stderr).toContain(`ctxr serve: warning: the password in --upstream http://127.0.0.1:${upstream.port} is 3 characters long`);
+      for (const secret of ["k1", "svc-user", "Pw9"]) expect(stderr).not.toContain(secret);
+    } finally {
+      server.kill("SIGINT");
+      expect(await server.exited).toBe(0);
+    }
+  });
 });

@@ -27,7 +27,9 @@ describe("upstream URLs", () => {
     const target = parseUpstreamUrl("http://us%40er:p%3Ass@host:9/v1");
     expect(target.url).toBe("http://host:9/v1");
     expect(target.basicAuthorization).toBe(`Basic ${Buffer.from("us@er:p:ss").toString("base64")}`);
-    expect(target.secrets).toContain("p:ss");
+    for (const secret of ["p:ss", "p%3Ass", "us@er", "us%40er", Buffer.from("us@er:p:ss").toString("base64")]) expect(target.secrets).toContain(secret);
+    // Not valid percent-encoding: used as written.
+    expect(parseUpstreamUrl("http://u:100%zz@host").secrets).toContain("100%zz");
     expect(() => parseUpstreamUrl("ftp://host")).toThrow("http:// or https://");
     expect(() => parseUpstreamUrl("http://host/#x")).toThrow("fragment");
     let message = "";
@@ -81,9 +83,11 @@ describe("headers", () => {
     expect(forCtxr.has("authorization") || forCtxr.has("x-api-key")).toBe(false);
   });
 
-  test("relayed response headers: hop-by-hop, content-encoding of a decompressed body, and secret-bearing ones dropped", () => {
-    const upstream = new Headers({ "content-type": "text/event-stream", "content-encoding": "gzip", "content-length": "10", "x-echo": "Bearer sk-secret-key", "x-ok": "1" });
-    expect([...relayedResponseHeaders(upstream, { decompressed: true, secrets: ["sk-secret-key"] }).keys()].sort()).toEqual(["content-type", "x-ok"]);
+  test("relayed response headers: hop-by-hop and content-encoding of a decompressed body dropped, secrets redacted", () => {
+    const upstream = new Headers({ "content-type": "text/event-stream", "content-encoding": "gzip", "content-length": "10", "x-echo": "Bearer sk-secret-key", "x-sk-secret-key": "1", "x-ok": "1" });
+    const relayed = relayedResponseHeaders(upstream, { decompressed: true, secrets: ["sk-secret-key"] });
+    expect([...relayed.keys()].sort()).toEqual(["content-type", "x-echo", "x-ok"]);
+    expect(relayed.get("x-echo")).toBe("Bearer [redacted]");
     expect(relayedResponseHeaders(upstream, { decompressed: false, secrets: [] }).get("content-encoding")).toBe("gzip");
   });
 });
@@ -105,9 +109,31 @@ describe("redaction", () => {
     expect(decoder.decode(redactor.push(encoder.encode('data: {"a": 1}\n\n')))).toBe('data: {"a": 1}\n\n');
   });
 
-  test("text redaction; short or empty secrets are not used", () => {
-    expect(usableSecrets(["", null, undefined, "abc", "abcd", "abcd"])).toEqual(["abcd"]);
+  test("text redaction: secrets of any length (empty ones dropped), also as JSON encoders write them", () => {
+    expect(usableSecrets(["", null, undefined, "k", "abcd", "abcd"])).toEqual(["k", "abcd"]);
     expect(redactText("key=abcd!", ["abcd"])).toBe("key=[redacted]!");
+    expect(redactText("a k1 in k1k1", usableSecrets(["k1"]))).toBe("a [redacted] in [redacted][redacted]");
+    const odd = usableSecrets(['a"b/c\\dé']);
+    const echoed = JSON.stringify({ raw: 'a"b/c\\dé' }) + JSON.stringify('a"b/c\\dé').replaceAll("/", "\\/") + '"a\\"b/c\\\\d\\u00e9"';
+    expect(redactText(echoed, odd)).toBe('{"raw":"[redacted]"}"[redacted]""[redacted]"');
+  });
+
+  test("overlapping secrets are redacted as one span, in text and across chunks", () => {
+    const secrets = ["abcdef", "defghi", "aa"];
+    const text = "x abcdefghi y aaaaa z";
+    expect(redactText(text, secrets)).toBe("x [redacted] y [redacted] z");
+    for (let cut1 = 0; cut1 <= text.length; cut1++) {
+      for (let cut2 = cut1; cut2 <= text.length; cut2++) {
+        const redactor = new StreamRedactor(secrets);
+        const parts = [text.slice(0, cut1), text.slice(cut1, cut2), text.slice(cut2)].map((p) => decoder.decode(redactor.push(encoder.encode(p))));
+        expect(parts.join("") + decoder.decode(redactor.flush())).toBe("x [redacted] y [redacted] z");
+      }
+    }
+    // One byte at a time: a short secret is never held back, a long one only while it may be starting.
+    const redactor = new StreamRedactor(["k1", "sk-long-key"]);
+    const sent = [..."k1 sk-long-ke sk-long-key k"].map((ch) => decoder.decode(redactor.push(encoder.encode(ch))));
+    expect(sent.join("") + decoder.decode(redactor.flush())).toBe("[redacted] sk-long-ke [redacted] k");
+    expect(sent.at(-1)).toBe("");
   });
 });
 

@@ -60,13 +60,33 @@ describe("metrics", () => {
   test("the server's families and the service gauges", () => {
     const metrics = new ServerMetrics();
     metrics.observeRequest("/v1/reorder", "POST", 200, 0.0003);
-    const text = metrics.render({ contexts: 5, nodes: 7, index_tokens: 1280, conversations: 2, prompt_tokens: 3000, prefix_hit_tokens: 512, reordered_contexts: 6, evicted_contexts: 1 });
+    const text = metrics.render({
+      contexts: 5,
+      nodes: 7,
+      index_tokens: 1280,
+      conversations: 2,
+      index_bytes: 9000,
+      index_bytes_limit: 65536,
+      index_budget_evicted_contexts: 3,
+      dedup_bytes: 700,
+      dedup_bytes_limit: null,
+      dedup_budget_evicted_conversations: 0,
+      prompt_tokens: 3000,
+      prefix_hit_tokens: 512,
+      reordered_contexts: 6,
+      evicted_contexts: 1,
+    });
     expect(text).toContain('ctxr_http_requests_total{route="/v1/reorder",method="POST",status="200"} 1\n');
     expect(text).toContain('ctxr_http_request_duration_seconds_bucket{route="/v1/reorder",le="0.0005"} 1\n');
     expect(text).toContain('ctxr_http_request_duration_seconds_bucket{route="/v1/reorder",le="0.00025"} 0\n');
     for (const line of ["ctxr_index_contexts 5", "ctxr_index_nodes 7", "ctxr_index_tokens 1280", "ctxr_conversations 2", "ctxr_prompt_tokens_total 3000", "ctxr_prefix_hit_tokens_total 512"]) {
       expect(text).toContain(`${line}\n`);
     }
+    for (const line of ["ctxr_index_bytes 9000", "ctxr_index_bytes_limit 65536", "ctxr_index_budget_evictions_total 3", "ctxr_dedup_bytes 700", "ctxr_dedup_budget_evictions_total 0"]) {
+      expect(text).toContain(`${line}\n`);
+    }
+    // No limit, no limit series.
+    expect(text).not.toContain("ctxr_dedup_bytes_limit");
     expect(text).toContain("# TYPE ctxr_index_contexts gauge\n");
     expect(text).toContain("# TYPE ctxr_prefix_hit_tokens_total counter\n");
   });

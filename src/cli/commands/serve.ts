@@ -8,7 +8,8 @@ import { parseUpstreamUrl } from "../../proxy/upstreamTarget.ts";
 import { DEFAULT_LIMITS } from "../../server/limits.ts";
 import { DEFAULT_HOST, DEFAULT_PORT, runServer } from "../../server/serve.ts";
 import { RECOMPUTE_POLICIES, type RecomputePolicy } from "../../kv/recomputeSelection.ts";
-import { EXIT_OK, UsageError, choiceFlag, integerFlag, numberFlag, parseFlags } from "../args.ts";
+import { DEFAULT_BUDGETS } from "../../online/stateBudgets.ts";
+import { EXIT_OK, UsageError, byteSizeFlag, choiceFlag, integerFlag, numberFlag, parseFlags } from "../args.ts";
 import type { FlagSpec, ParsedFlags } from "../args.ts";
 import {
   DEFAULT_ENTROPY_THRESHOLD,
@@ -45,6 +46,17 @@ Options:
   --max-contexts N         contexts per request (default ${DEFAULT_LIMITS.maxContexts})
   --max-blocks N           blocks per context (default ${DEFAULT_LIMITS.maxBlocks})
   -h, --help               this help
+
+Limits on what clients can make the server hold (sizes take KiB, MiB, GiB; the
+state budgets are estimated heap bytes, least recently used entries are evicted
+beyond them, and 0 means unlimited; see README "Limits and hardening"):
+  --max-index-bytes B      live index: contexts, ids, block keys (default ${mib(DEFAULT_BUDGETS.indexBytes)})
+  --max-dedup-bytes B      dedup conversation records (default ${mib(DEFAULT_BUDGETS.dedupBytes)})
+  --max-history-bytes B    the proxy's remembered histories (default ${mib(DEFAULT_BUDGETS.historyBytes)})
+  --max-routing-bytes B    the proxy's routing indexes (default ${mib(DEFAULT_BUDGETS.routingBytes)})
+  --max-annotation-bytes B annotation text one request may render (default ${mib(DEFAULT_BUDGETS.annotationBytes)})
+  --max-template-placeholders N
+                           times a template may repeat its placeholder (default ${DEFAULT_LIMITS.maxTemplatePlaceholders})
 
 Proxy for OpenAI-compatible engines (vLLM, SGLang, llama.cpp, hosted APIs):
   --upstream URL           forward to this engine (repeat for several; cache-aware
@@ -99,6 +111,16 @@ directory locked by another server or unreadable, model not loadable).
 
 const COMMAND = "serve";
 
+function mib(bytes: number): string {
+  return `${bytes / (1024 * 1024)} MiB`;
+}
+
+/** A state budget: a byte size, 0 for unlimited (null), undefined when absent (the default applies). */
+function budgetFlag(flags: ParsedFlags, name: string): number | null | undefined {
+  const bytes = byteSizeFlag(flags, name, COMMAND, 0);
+  return bytes === 0 ? null : bytes;
+}
+
 const FLAGS = {
   host: { type: "string" },
   port: { type: "string" },
@@ -111,6 +133,12 @@ const FLAGS = {
   "max-body-bytes": { type: "string" },
   "max-contexts": { type: "string" },
   "max-blocks": { type: "string" },
+  "max-index-bytes": { type: "string" },
+  "max-dedup-bytes": { type: "string" },
+  "max-history-bytes": { type: "string" },
+  "max-routing-bytes": { type: "string" },
+  "max-annotation-bytes": { type: "string" },
+  "max-template-placeholders": { type: "string" },
   // Repeatable: parseArgs collects every --upstream (FlagSpec has no "multiple", so the spec is not annotated).
   upstream: { type: "string", multiple: true },
   "upstream-key": { type: "string" },
@@ -191,7 +219,7 @@ export async function serveCommand(args: string[], io: CommandIo & { err?(text: 
       throw new UsageError(`--upstream: ${(error as Error).message}`, COMMAND);
     }
   }
-  const proxyOnly = ["upstream-key", "engine", "upstream-timeout", "document-template"].find((name) => flags.values[name] !== undefined);
+  const proxyOnly = ["upstream-key", "engine", "upstream-timeout", "document-template", "max-history-bytes", "max-routing-bytes"].find((name) => flags.values[name] !== undefined);
   if (upstreams.length === 0 && proxyOnly !== undefined) throw new UsageError(`--${proxyOnly} needs --upstream`, COMMAND);
   if (flags.values["upstream-key"] === "") throw new UsageError("--upstream-key must not be empty", COMMAND);
   const upstreamKey = typeof flags.values["upstream-key"] === "string" ? flags.values["upstream-key"] : process.env.CTXR_UPSTREAM_KEY || null;
@@ -219,6 +247,7 @@ export async function serveCommand(args: string[], io: CommandIo & { err?(text: 
   if (kvDir === "") throw new UsageError("--kv-dir must not be empty", COMMAND);
   if (flags.values["kv-disk-bytes"] !== undefined && kvDir === undefined) throw new UsageError("--kv-disk-bytes needs --kv-dir", COMMAND);
   const sparseTrigger = sparseTriggerFromFlags(flags);
+  for (const warning of shortSecretWarnings(upstreamKey, upstreams)) (io.err ?? ((text) => void process.stderr.write(text)))(warning);
 
   await runServer(
     {
@@ -229,15 +258,27 @@ export async function serveCommand(args: string[], io: CommandIo & { err?(text: 
       capacityTokens: integerFlag(flags, "capacity-tokens", COMMAND, 1) ?? null,
       ttlMs: ttlSeconds === null ? null : ttlSeconds * 1000,
       blockTokens,
+      maxIndexBytes: budgetFlag(flags, "max-index-bytes"),
+      maxDedupBytes: budgetFlag(flags, "max-dedup-bytes"),
+      maxAnnotationBytes: byteSizeFlag(flags, "max-annotation-bytes", COMMAND, 1),
       limits: {
         maxBodyBytes: integerFlag(flags, "max-body-bytes", COMMAND, 1),
         maxContexts: integerFlag(flags, "max-contexts", COMMAND, 1),
         maxBlocks: integerFlag(flags, "max-blocks", COMMAND, 1),
+        maxTemplatePlaceholders: integerFlag(flags, "max-template-placeholders", COMMAND, 1),
       },
       proxy:
         upstreams.length === 0
           ? null
-          : { upstreams, upstreamKey, engine, timeoutMs: timeoutSeconds * 1000, documentTemplate: typeof template === "string" ? template : undefined },
+          : {
+              upstreams,
+              upstreamKey,
+              engine,
+              timeoutMs: timeoutSeconds * 1000,
+              documentTemplate: typeof template === "string" ? template : undefined,
+              maxHistoryBytes: budgetFlag(flags, "max-history-bytes"),
+              maxRoutingBytes: budgetFlag(flags, "max-routing-bytes"),
+            },
       model:
         model === null
           ? null
@@ -261,4 +302,37 @@ export async function serveCommand(args: string[], io: CommandIo & { err?(text: 
     { out: io.out, err: io.err ?? ((text) => void process.stderr.write(text)) },
   );
   return EXIT_OK;
+}
+
+/** Below this length a secret is likely to occur in ordinary answer text too. */
+const SHORT_SECRET_CHARS = 16;
+
+/**
+ * Warnings about short upstream secrets: ctxr redacts its secrets from every
+ * answer whatever their length (src/proxy/redact.ts), so a short key also
+ * turns matching ordinary text into "[redacted]". The secrets are not shown.
+ */
+function shortSecretWarnings(upstreamKey: string | null, upstreams: readonly string[]): string[] {
+  const warnings: string[] = [];
+  const advice = `ctxr replaces it with [redacted] wherever an upstream's answer contains it, so ordinary text that matches it is replaced too; use a secret of ${SHORT_SECRET_CHARS} characters or more`;
+  if (upstreamKey !== null && upstreamKey.length < SHORT_SECRET_CHARS) {
+    warnings.push(`ctxr serve: warning: the upstream key is ${upstreamKey.length} characters long: ${advice}\n`);
+  }
+  for (const upstream of upstreams) {
+    const parsed = new URL(upstream);
+    for (const [what, value] of [["user name", parsed.username], ["password", parsed.password]] as const) {
+      if (value !== "" && decodeURIComponentSafe(value).length < SHORT_SECRET_CHARS) {
+        warnings.push(`ctxr serve: warning: the ${what} in --upstream ${parseUpstreamUrl(upstream).url} is ${decodeURIComponentSafe(value).length} characters long: ${advice}\n`);
+      }
+    }
+  }
+  return warnings;
+}
+
+function decodeURIComponentSafe(component: string): string {
+  try {
+    return decodeURIComponent(component);
+  } catch {
+    return component;
+  }
 }

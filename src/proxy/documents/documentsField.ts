@@ -18,9 +18,17 @@ export function renderDocumentsField(documents: readonly FieldDocument[], templa
   const rendered = documents.map((d) =>
     template === undefined
       ? `<document${attribute("id", d.id)}${attribute("title", d.title)}>\n${d.text}\n</document>`
-      : template.replaceAll("{id}", String(d.id ?? "")).replaceAll("{title}", d.title ?? "").replaceAll("{text}", d.text),
+      : fillTemplate(template, d),
   );
   return `<documents>\n${rendered.join("\n")}\n</documents>`;
+}
+
+/**
+ * One pass with a function replacer: a document's text is inserted as it is (a string replacement
+ * would expand "$&", "$`" and "$'" in it), and a title containing "{text}" is not filled in again.
+ */
+function fillTemplate(template: string, d: FieldDocument): string {
+  return template.replace(/\{(id|title|text)\}/g, (_, name: string) => (name === "id" ? String(d.id ?? "") : name === "title" ? (d.title ?? "") : d.text));
 }
 
 function attribute(name: string, value: string | number | undefined): string {

@@ -46,8 +46,13 @@ export function priorityAnnotationBytes(templates: AnnotationTemplates, blocks: 
 
 /** Bytes of the dedup note that replaces a block first sent with label `earlierLabel`. */
 export function dedupAnnotationBytes(templates: AnnotationTemplates, earlierLabel: string): number {
+  return dedupNoteSizer(templates)(earlierLabel);
+}
+
+/** dedupAnnotationBytes with the template measured once, for many labels. */
+export function dedupNoteSizer(templates: AnnotationTemplates): (earlierLabel: string) => number {
   const dedup = split(templates.dedup, "{doc}");
-  return dedup.fixed + dedup.count * utf8Bytes(earlierLabel);
+  return (earlierLabel) => dedup.fixed + dedup.count * utf8Bytes(earlierLabel);
 }
 
 /** Bytes of one label (docLabel's output) at 0-based position `position`. */

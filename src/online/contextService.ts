@@ -8,7 +8,7 @@ import { buildContextIndex, type IndexMethod } from "../index/buildIndex.ts";
 import { contextSetFromArrays } from "../index/contextSet.ts";
 import { scheduleBySearchPath } from "../index/schedule.ts";
 import type { LinkageMethod } from "../kernels/index.ts";
-import { dedupAnnotationBytes, priorityAnnotationBytes } from "./annotationSize.ts";
+import { dedupNoteSizer, priorityAnnotationBytes } from "./annotationSize.ts";
 import { dedupAnnotation, docLabel, priorityAnnotation, withDefaults, type AnnotationTemplates } from "./annotations.ts";
 import { BlockKeyTable } from "./blockKeyTable.ts";
 import { normalizeBlock, type BlockInput, type NormalizedBlock } from "./blocks.ts";
@@ -191,17 +191,14 @@ export class ContextService {
   async dedup(conversationId: string, blocks: BlockInput[], templates?: Partial<AnnotationTemplates>) {
     const t = withDefaults(templates);
     const normalized = this.normalizeContext(blocks, "blocks");
-    let noteBytes = 0;
-    for (const block of normalized) {
-      const earlier = this.conversations.labelOf(conversationId, block.key);
-      if (earlier !== undefined) noteBytes += dedupAnnotationBytes(t, earlier);
-    }
-    this.checkAnnotationBytes(noteBytes);
+    const earlierLabels = normalized.map((block) => this.conversations.labelOf(conversationId, block.key));
+    const noteBytes = dedupNoteSizer(t);
+    this.checkAnnotationBytes(earlierLabels.reduce((total: number, earlier) => (earlier === undefined ? total : total + noteBytes(earlier)), 0));
     const out: (BlockInput | string)[] = [];
     const duplicates: (number | string)[] = [];
     const entries: ConversationEntries = [];
     normalized.forEach((block, position) => {
-      const earlier = this.conversations.labelOf(conversationId, block.key);
+      const earlier = earlierLabels[position];
       if (earlier !== undefined) {
         out.push(dedupAnnotation(t, earlier));
         duplicates.push(block.label);

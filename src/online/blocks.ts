@@ -54,13 +54,22 @@ const recentHashes = new Map<string, string>();
 let memoCharacters = 0;
 
 function rememberHash(text: string, hash: string): void {
-  if (memoCharacters + text.length > MEMO_CHARACTERS) {
-    recentHashes.clear();
-    memoCharacters = 0;
-  }
+  if (memoCharacters + text.length > MEMO_CHARACTERS) forgetHashes();
   if (text.length > MEMO_CHARACTERS) return;
-  recentHashes.set(text, hash);
+  // A copy as the key: `text` may be a slice of a much larger string (a document cut out of a
+  // whole proxied message), and a slice keeps all of its parent alive.
+  recentHashes.set(detachedCopy(text), hash);
   memoCharacters += text.length;
+}
+
+/** Forgets the remembered hashes (POST /v1/reset). */
+export function forgetHashes(): void {
+  recentHashes.clear();
+  memoCharacters = 0;
+}
+
+function detachedCopy(text: string): string {
+  return Buffer.from(text, "utf16le").toString("utf16le");
 }
 
 /** About four characters a token: a stand-in until a tokenizer is configured. */

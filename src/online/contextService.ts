@@ -11,7 +11,7 @@ import type { LinkageMethod } from "../kernels/index.ts";
 import { dedupNoteSizer, priorityAnnotationBytes } from "./annotationSize.ts";
 import { dedupAnnotation, docLabel, priorityAnnotation, withDefaults, type AnnotationTemplates } from "./annotations.ts";
 import { BlockKeyTable } from "./blockKeyTable.ts";
-import { normalizeBlock, type BlockInput, type NormalizedBlock } from "./blocks.ts";
+import { forgetHashes, normalizeBlock, type BlockInput, type NormalizedBlock } from "./blocks.ts";
 import { ConversationStore, type ConversationEntries } from "./conversationStore.ts";
 import { LiveContextIndex, type LiveNode } from "./liveIndex.ts";
 import { newRequestId, requestIdCandidates } from "./requestIds.ts";
@@ -253,6 +253,7 @@ export class ContextService {
 
   async reset(): Promise<void> {
     this.clearState();
+    forgetHashes();
     this.record({ op: "reset" });
     await this.journal?.flush();
   }

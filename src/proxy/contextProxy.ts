@@ -46,7 +46,14 @@ export interface ProxyOptions {
   maxHistoryBytes?: number | null;
   /** Estimated heap bytes of the routing indexes (default DEFAULT_BUDGETS.routingBytes; null: unlimited). */
   maxRoutingBytes?: number | null;
+  /** Requests relayed at once, all upstreams together (default 256); beyond, 503 with Retry-After. */
+  maxUpstreamRequests?: number;
+  /** A client that reads nothing of an answer for this long is cut off (default 30 000 ms; null: never). */
+  clientStallMs?: number | null;
 }
+
+export const DEFAULT_MAX_UPSTREAM_REQUESTS = 256;
+export const DEFAULT_CLIENT_STALL_MS = 30_000;
 
 export const DEFAULT_UPSTREAM_TIMEOUT_MS = 600_000;
 
@@ -105,6 +112,9 @@ export class ContextProxy {
   private readonly upstreamKey: string | null;
   private readonly log: (text: string) => void;
   private readonly decoder = new TextDecoder();
+  private readonly maxUpstreamRequests: number;
+  private readonly clientStallMs: number | null;
+  private refusedBusy = 0;
 
   constructor(
     private readonly service: ContextService,
@@ -118,6 +128,8 @@ export class ContextProxy {
     this.secrets = usableSecrets([this.upstreamKey, ...targets.flatMap((t) => t.secrets)]);
     this.log = (text) => log(redactText(text, this.secrets));
     this.engine = options.engine ?? "openai";
+    this.maxUpstreamRequests = options.maxUpstreamRequests ?? DEFAULT_MAX_UPSTREAM_REQUESTS;
+    this.clientStallMs = options.clientStallMs === undefined ? DEFAULT_CLIENT_STALL_MS : options.clientStallMs;
     this.timeoutMs = options.timeoutMs ?? DEFAULT_UPSTREAM_TIMEOUT_MS;
     const stats = service.stats();
     this.pool = new UpstreamPool(targets, {
@@ -189,6 +201,9 @@ export class ContextProxy {
       routing_bytes_limit: this.pool.byteLimit,
       routing_budget_evicted_contexts: evictions.contexts,
       routing_key_table_restarts: evictions.restarts,
+      relaying: this.pool.upstreams.reduce((total, u) => total + u.inFlight, 0),
+      relaying_limit: this.maxUpstreamRequests,
+      refused_busy: this.refusedBusy,
     };
   }
 
@@ -225,6 +240,13 @@ export class ContextProxy {
     const url = new URL(c.req.url);
     const query = url.search.replace(/^\?/, "");
     const tried = new Set<Upstream>();
+    // Checked where the count goes up, so clients arriving together cannot all slip past the limit.
+    const relaying = this.pool.upstreams.reduce((total, u) => total + u.inFlight, 0);
+    if (relaying >= this.maxUpstreamRequests) {
+      this.refusedBusy++;
+      await this.undeliverable(request.rewrite);
+      return errorResponse(c, 503, `busy: ${relaying} answers are being relayed, the server's limit (--max-upstream-requests ${this.maxUpstreamRequests}); retry shortly`, "", { "Retry-After": "1" });
+    }
     for (;;) {
       const upstream = this.pool.choose(request.plan, tried);
       if (upstream === null) {
@@ -306,6 +328,7 @@ export class ContextProxy {
       const body = relayBody(response.body, {
         scan: accepted && rewrite !== null && decoded ? (eventStream ? "sse" : "json") : null,
         secrets: this.secrets,
+        stallMs: this.clientStallMs,
         onDone: ({ usage, error }) => {
           upstream.inFlight--;
           if (usage !== null && usage.cachedTokens !== null) {

@@ -191,6 +191,11 @@ export interface RelayOptions {
   secrets: readonly string[];
   /** Called once, when the body ended, failed or the client went away. */
   onDone(outcome: { usage: Usage | null; error: unknown }): void;
+  /**
+   * A client that takes nothing for this long while a chunk waits for it is cut off (the upstream
+   * answer cancelled): an answer nobody reads holds its connection and buffers (default: never).
+   */
+  stallMs?: number | null;
 }
 
 /**
@@ -211,8 +216,15 @@ export function relayBody(body: ReadableStream<Uint8Array> | null, options: Rela
   const reader = body.getReader();
   const scanner = options.scan === null ? null : new UsageScanner(options.scan);
   const redactor = options.secrets.length === 0 ? null : new StreamRedactor(options.secrets);
+  const stallMs = options.stallMs ?? null;
+  let stall: ReturnType<typeof setTimeout> | null = null;
+  const stopWatching = () => {
+    if (stall !== null) clearTimeout(stall);
+    stall = null;
+  };
   return new ReadableStream<Uint8Array>({
     async pull(controller) {
+      stopWatching();
       // Loop until something was handed on: a pull that enqueues nothing is not called again.
       for (;;) {
         let read: Awaited<ReturnType<typeof reader.read>>;
@@ -234,11 +246,20 @@ export function relayBody(body: ReadableStream<Uint8Array> | null, options: Rela
         const out = redactor === null ? read.value : redactor.push(read.value);
         if (out.length > 0) {
           controller.enqueue(out);
+          if (stallMs !== null) {
+            stall = setTimeout(() => {
+              const error = new Error(`the client read nothing for ${stallMs / 1000} s; answer cut off`);
+              finish(null, error);
+              controller.error(error);
+              reader.cancel(error).catch(() => {});
+            }, stallMs);
+          }
           return;
         }
       }
     },
     cancel(reason) {
+      stopWatching();
       finish(null, null);
       return reader.cancel(reason);
     },

@@ -208,6 +208,9 @@ export function createSchemas(limits: ServerLimits) {
           routing_bytes_limit: z.int().nullable(),
           routing_budget_evicted_contexts: z.int(),
           routing_key_table_restarts: z.int(),
+          relaying: z.int(),
+          relaying_limit: z.int(),
+          refused_busy: z.int(),
         })
         .optional()
         .openapi({ description: "With --upstream: the proxy's remembered histories and routing state against their byte budgets." }),

@@ -1,6 +1,6 @@
 import { describe, expect, test } from "bun:test";
 import { createHash } from "node:crypto";
-import { normalizeBlock, normalizeWhitespace, textHash } from "../../src/online/blocks.ts";
+import { forgetHashes, normalizeBlock, normalizeWhitespace, textHash } from "../../src/online/blocks.ts";
 
 describe("blocks", () => {
   test("whitespace normalization: trimmed, every run of whitespace one space", () => {
@@ -29,5 +29,25 @@ describe("blocks", () => {
     expect(normalizeBlock({ id: 1, text: "x", tokens: 3 }, d)).toEqual({ key: "n:1", tokens: 3, label: 1 });
     expect(normalizeBlock({ text: "abcdefgh" }, d).tokens).toBe(2);
     expect(normalizeBlock({ text: "abc" }, d).key).toStartWith("t:");
+  });
+});
+
+describe("the text-hash memo", () => {
+  test("does not keep the strings a block's text was cut from alive", () => {
+    const { heapSize } = require("bun:jsc") as typeof import("bun:jsc");
+    forgetHashes();
+    Bun.gc(true);
+    const before = heapSize();
+    for (let i = 0; i < 100; i++) {
+      // A flat 2 MB string, as JSON.parse makes a proxied message, and a 1 KB document sliced out of it.
+      const message = JSON.parse(JSON.stringify({ content: `message ${i} ${"x".repeat(2_000_000)}<document>doc ${i} ${"y".repeat(1000)}</document>` })).content as string;
+      const at = message.indexOf("<document>");
+      textHash(message.slice(at + 10, at + 1010));
+    }
+    Bun.gc(true);
+    Bun.gc(true);
+    // Held slices would keep ~200 MB; the memo's own keys are ~100 KB.
+    expect(heapSize() - before).toBeLessThan(20_000_000);
+    forgetHashes();
   });
 });

@@ -2,7 +2,7 @@
  * `ctxr serve`: the online context-reuse service over HTTP (src/server/),
  * with its state journaled in a data directory unless --in-memory.
  */
-import { DEFAULT_UPSTREAM_TIMEOUT_MS } from "../../proxy/contextProxy.ts";
+import { DEFAULT_CLIENT_STALL_MS, DEFAULT_MAX_UPSTREAM_REQUESTS, DEFAULT_UPSTREAM_TIMEOUT_MS } from "../../proxy/contextProxy.ts";
 import { ENGINES, type Engine } from "../../proxy/engineRequestId.ts";
 import { parseUpstreamUrl } from "../../proxy/upstreamTarget.ts";
 import { DEFAULT_LIMITS } from "../../server/limits.ts";
@@ -57,6 +57,11 @@ beyond them, and 0 means unlimited; see README "Limits and hardening"):
   --max-annotation-bytes B annotation text one request may render (default ${mib(DEFAULT_BUDGETS.annotationBytes)})
   --max-template-placeholders N
                            times a template may repeat its placeholder (default ${DEFAULT_LIMITS.maxTemplatePlaceholders})
+  --max-upstream-requests N
+                           answers the proxy relays at once; beyond, 503 with
+                           Retry-After (default ${DEFAULT_MAX_UPSTREAM_REQUESTS})
+  --client-stall-seconds S a client that reads nothing of an answer for S seconds
+                           is cut off (default ${DEFAULT_CLIENT_STALL_MS / 1000}; 0: never)
 
 Proxy for OpenAI-compatible engines (vLLM, SGLang, llama.cpp, hosted APIs):
   --upstream URL           forward to this engine (repeat for several; cache-aware
@@ -139,6 +144,8 @@ const FLAGS = {
   "max-routing-bytes": { type: "string" },
   "max-annotation-bytes": { type: "string" },
   "max-template-placeholders": { type: "string" },
+  "max-upstream-requests": { type: "string" },
+  "client-stall-seconds": { type: "string" },
   // Repeatable: parseArgs collects every --upstream (FlagSpec has no "multiple", so the spec is not annotated).
   upstream: { type: "string", multiple: true },
   "upstream-key": { type: "string" },
@@ -219,13 +226,14 @@ export async function serveCommand(args: string[], io: CommandIo & { err?(text: 
       throw new UsageError(`--upstream: ${(error as Error).message}`, COMMAND);
     }
   }
-  const proxyOnly = ["upstream-key", "engine", "upstream-timeout", "document-template", "max-history-bytes", "max-routing-bytes"].find((name) => flags.values[name] !== undefined);
+  const proxyOnly = ["upstream-key", "engine", "upstream-timeout", "document-template", "max-history-bytes", "max-routing-bytes", "max-upstream-requests", "client-stall-seconds"].find((name) => flags.values[name] !== undefined);
   if (upstreams.length === 0 && proxyOnly !== undefined) throw new UsageError(`--${proxyOnly} needs --upstream`, COMMAND);
   if (flags.values["upstream-key"] === "") throw new UsageError("--upstream-key must not be empty", COMMAND);
   const upstreamKey = typeof flags.values["upstream-key"] === "string" ? flags.values["upstream-key"] : process.env.CTXR_UPSTREAM_KEY || null;
   const engine = choiceFlag<Engine>(flags, "engine", COMMAND, ENGINES, "openai");
   const timeoutSeconds = numberFlag(flags, "upstream-timeout", COMMAND, DEFAULT_UPSTREAM_TIMEOUT_MS / 1000, { min: 0 });
   if (timeoutSeconds <= 0) throw new UsageError(`--upstream-timeout must be a positive number, got '${flags.values["upstream-timeout"]}'`, COMMAND);
+  const stallSeconds = flags.values["client-stall-seconds"] === undefined ? undefined : numberFlag(flags, "client-stall-seconds", COMMAND, 0, { min: 0 });
   const template = flags.values["document-template"];
   if (template === "") throw new UsageError("--document-template must not be empty", COMMAND);
 
@@ -278,6 +286,8 @@ export async function serveCommand(args: string[], io: CommandIo & { err?(text: 
               documentTemplate: typeof template === "string" ? template : undefined,
               maxHistoryBytes: budgetFlag(flags, "max-history-bytes"),
               maxRoutingBytes: budgetFlag(flags, "max-routing-bytes"),
+              maxUpstreamRequests: integerFlag(flags, "max-upstream-requests", COMMAND, 1),
+              clientStallMs: stallSeconds === undefined ? undefined : stallSeconds === 0 ? null : stallSeconds * 1000,
             },
       model:
         model === null

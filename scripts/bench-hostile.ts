@@ -1,0 +1,336 @@
+/**
+ * Hostile clients against `ctxr serve` with DEFAULT flags (issue 18): each
+ * probe starts a fresh server in a child process (`--in-memory --port 0`, plus
+ * `--upstream` to a local fake engine for the proxy probes), sends its traffic
+ * over 127.0.0.1 and reports the server's peak RSS (VmHWM of the bun child),
+ * wall time, requests, statuses (5xx count) and, for the connection attacks,
+ * the p50 latency of normal requests during the attack vs. before it.
+ *
+ *  amplification   the reviewer's 19 KB /v1/reorder (templates repeating {order}
+ *                  x100 and {n} x1,365), with 1 and 3 contexts; a request within
+ *                  the placeholder limit but over --max-annotation-bytes; then
+ *                  the largest annotations the default limit lets through (~16 MB
+ *                  answers), repeatedly. Target: peak RSS <= 512 MB, no 5xx.
+ *  index           --gb-ids of distinct 1,000-character ids sent to /v1/reorder
+ *                  (4 MB requests, 2 in flight), then /v1/reset (RSS after it).
+ *  dedup           --gb-ids of distinct ids sent to /v1/dedup, round-robin over 8
+ *                  conversations, then /v1/reset. Target (index, dedup): <= 1 GB.
+ *  history         --gb-history of 7 MB chat requests through the proxy, each a
+ *                  new conversation (ctxr.conversation_id), 8 XML documents at the
+ *                  head of each message. Target: <= 1 GB, no 5xx.
+ *  history-plain   the same without documents (the history store alone).
+ *  never-reading   --connections clients open streaming chat requests whose
+ *                  answers are --stream-mb each and never read them, for
+ *                  --attack-seconds; small proxied chat requests are timed meanwhile.
+ *  slow-clients    --connections slow-loris clients (half trickle their headers,
+ *                  half a declared body, a byte every 100 ms per connection) for
+ *                  --attack-seconds; small /v1/reorder requests are timed meanwhile.
+ *
+ * Usage: npx bun scripts/bench-hostile.ts [--quick] [--gb-ids 1] [--gb-history 2]
+ *          [--connections N] [--attack-seconds S] [--stream-mb 16] [--probes a,b,...]
+ * --quick sends a tenth of the bytes (and of the connections, a third of the time).
+ * Prints a progress line per probe on stderr, then a markdown table and a final
+ * JSON line on stdout.
+ *
+ * test/security/stateBudgets.test.ts and amplification.test.ts run the same
+ * traffic with small budgets in CI. --quick on the 2-core dev box (bun 1.4.5,
+ * start RSS 56 MiB; peak RSS): amplification 242 MiB; index 332 MiB; dedup
+ * 280 MiB; history 552 MiB (270 MiB still after /v1/reset: documents' hash
+ * memo pins whole messages); history-plain 457 MiB; never-reading (50 x 16 MB)
+ * 343 MiB (~2-3 MB per unread stream, Bun's fetch read-ahead); slow-clients
+ * 64 MiB; no 5xx, p50 of normal requests unchanged (< 0.5 ms).
+ */
+import net from "node:net";
+import {
+  GiB,
+  MiB,
+  StatusTally,
+  mib,
+  procStatusBytes,
+  sendDedupIds,
+  sendHistories,
+  sendReorderIds,
+  startCtxr,
+  startTinyUpstream,
+  type Ctxr,
+  type TinyUpstream,
+} from "../test/security/hostileKit.ts";
+
+const args = process.argv.slice(2);
+const option = (name: string, fallback: string) => {
+  const at = args.indexOf(name);
+  return at >= 0 && args[at + 1] !== undefined ? args[at + 1]! : fallback;
+};
+const QUICK = args.includes("--quick");
+const scale = QUICK ? 0.1 : 1;
+const GB_IDS = Number(option("--gb-ids", "1")) * scale;
+const GB_HISTORY = Number(option("--gb-history", "2")) * scale;
+const CONNECTIONS = Number(option("--connections", String(QUICK ? 50 : 500)));
+const ATTACK_MS = Number(option("--attack-seconds", QUICK ? "5" : "15")) * 1000;
+const STREAM_MB = Number(option("--stream-mb", "16"));
+const ALL_PROBES = ["amplification", "index", "dedup", "history", "history-plain", "never-reading", "slow-clients"];
+const PROBES = option("--probes", ALL_PROBES.join(",")).split(",");
+for (const p of PROBES) if (!ALL_PROBES.includes(p)) throw new Error(`unknown probe ${p} (${ALL_PROBES.join(", ")})`);
+
+const progress = (line: string) => process.stderr.write(`${line}\n`);
+
+interface ProbeResult {
+  probe: string;
+  traffic: string;
+  start_rss_bytes: number;
+  peak_rss_bytes: number;
+  rss_after_reset_bytes: number | null;
+  wall_ms: number;
+  requests: number;
+  statuses: Record<string, number>;
+  five_xx: number;
+  p50_ms_before: number | null;
+  p50_ms_during: number | null;
+  notes: string;
+}
+
+function median(xs: number[]): number | null {
+  if (xs.length === 0) return null;
+  const s = [...xs].sort((a, b) => a - b);
+  const mid = s.length >> 1;
+  return s.length % 2 ? s[mid]! : (s[mid - 1]! + s[mid]!) / 2;
+}
+
+/** Runs a probe on a fresh server; `body` returns the traffic it sent. */
+async function probe(
+  name: string,
+  options: { upstream?: TinyUpstream },
+  body: (ctxr: Ctxr, tally: StatusTally, result: ProbeResult) => Promise<void>,
+): Promise<ProbeResult> {
+  const ctxr = await startCtxr(options.upstream ? ["--upstream", options.upstream.url] : []);
+  const tally = new StatusTally();
+  const result: ProbeResult = {
+    probe: name,
+    traffic: "",
+    start_rss_bytes: ctxr.peakRss(),
+    peak_rss_bytes: 0,
+    rss_after_reset_bytes: null,
+    wall_ms: 0,
+    requests: 0,
+    statuses: {},
+    five_xx: 0,
+    p50_ms_before: null,
+    p50_ms_during: null,
+    notes: "",
+  };
+  const started = performance.now();
+  try {
+    await body(ctxr, tally, result);
+  } catch (error) {
+    result.notes += ` probe failed: ${error instanceof Error ? error.message : String(error)}`;
+  } finally {
+    result.wall_ms = Math.round(performance.now() - started);
+    result.peak_rss_bytes = procStatusBytes(ctxr.pid, "VmHWM") ?? -1;
+    if (result.peak_rss_bytes === -1) result.notes += " server exited: " + ctxr.stderr().slice(-500);
+    await ctxr.stop();
+  }
+  result.requests = tally.requests;
+  result.statuses = tally.counts;
+  result.five_xx = tally.fiveHundreds;
+  if (tally.samples.length > 0 && tally.non2xx > 0) result.notes += ` first non-2xx: ${tally.samples[0]!.slice(0, 120)}`;
+  progress(`${name}: peak ${mib(result.peak_rss_bytes)} (start ${mib(result.start_rss_bytes)}), ${result.requests} requests, ${JSON.stringify(result.statuses)}, ${result.wall_ms} ms${result.notes ? ";" + result.notes : ""}`);
+  return result;
+}
+
+async function post(url: string, path: string, body: unknown, tally: StatusTally): Promise<{ status: number; text: string }> {
+  try {
+    const response = await fetch(url + path, { method: "POST", body: typeof body === "string" ? body : JSON.stringify(body), headers: { "content-type": "application/json" } });
+    const text = await response.text();
+    tally.add(response.status, text);
+    return { status: response.status, text };
+  } catch (error) {
+    tally.add("error", String(error));
+    return { status: -1, text: String(error) };
+  }
+}
+
+async function resetAndMeasure(ctxr: Ctxr, tally: StatusTally, result: ProbeResult): Promise<void> {
+  await post(ctxr.url, "/v1/reset", "", tally);
+  await Bun.sleep(1000);
+  result.rss_after_reset_bytes = procStatusBytes(ctxr.pid, "VmRSS");
+}
+
+/**
+ * Times `request` sequentially, 10 ms apart, at most `count` times and for at
+ * most `ms`; returns the latencies (ms).
+ */
+async function timeRequests(request: () => Promise<unknown>, count: number, ms: number): Promise<number[]> {
+  const latencies: number[] = [];
+  const deadline = performance.now() + ms;
+  for (let i = 0; i < count && performance.now() < deadline; i++) {
+    const t = performance.now();
+    await request();
+    latencies.push(performance.now() - t);
+    await Bun.sleep(10);
+  }
+  return latencies;
+}
+
+// ---------------------------------------------------------------------------------------------
+
+async function amplification(): Promise<ProbeResult> {
+  return probe("amplification", {}, async (ctxr, tally, result) => {
+    const blocks = Array.from({ length: 1024 }, (_, i) => i);
+    const reviewer = { priority: "{order}".repeat(100), doc: "{n}".repeat(1365), separator: "s".repeat(4000) };
+    for (const contexts of [1, 3]) await post(ctxr.url, "/v1/reorder", { contexts: Array.from({ length: contexts }, () => blocks), templates: reviewer }, tally);
+    await post(ctxr.url, "/v1/reorder", { contexts: [blocks], templates: { priority: "{order}".repeat(4), doc: "{n}".repeat(4) + "d".repeat(4084), separator: "s".repeat(4000) } }, tally);
+    // 4 x {order} of 1,024 labels "{n}" + 4,089 characters: 16,772,776 bytes, just under the default 16 MiB.
+    const largest = { priority: "{order}".repeat(4), doc: "{n}" + "d".repeat(4089), separator: " > " };
+    const repeats = QUICK ? 10 : 50;
+    let answered = 0;
+    for (let i = 0; i < repeats; i++) {
+      const answer = await post(ctxr.url, "/v1/reorder", { contexts: [blocks.map((b) => b + i * 1024)], templates: largest }, tally);
+      if (answer.status === 200) answered = Math.max(answered, answer.text.length);
+    }
+    result.traffic = `reviewer's 19 KB request (1 and 3 contexts), 1 over the annotation limit, ${repeats} at the limit (answers ${mib(answered)})`;
+  });
+}
+
+async function index(): Promise<ProbeResult> {
+  return probe("index", {}, async (ctxr, tally, result) => {
+    const sent = await sendReorderIds(ctxr.url, { totalBytes: GB_IDS * GiB, contexts: 4 });
+    tally.merge(sent.tally);
+    const stats = await ctxr.stats();
+    result.traffic = `${mib(sent.bytes)} of ids to /v1/reorder`;
+    result.notes = ` index_bytes ${mib(stats.index_bytes)} of ${mib(stats.index_bytes_limit)}, ${stats.index_budget_evicted_contexts} evicted`;
+    await resetAndMeasure(ctxr, tally, result);
+  });
+}
+
+async function dedup(): Promise<ProbeResult> {
+  return probe("dedup", {}, async (ctxr, tally, result) => {
+    const sent = await sendDedupIds(ctxr.url, { totalBytes: GB_IDS * GiB, conversations: 8 });
+    tally.merge(sent.tally);
+    const stats = await ctxr.stats();
+    result.traffic = `${mib(sent.bytes)} of ids to /v1/dedup`;
+    result.notes = ` dedup_bytes ${mib(stats.dedup_bytes)} of ${mib(stats.dedup_bytes_limit)}, ${stats.dedup_budget_evicted_conversations} evicted`;
+    await resetAndMeasure(ctxr, tally, result);
+  });
+}
+
+async function history(documents: number): Promise<ProbeResult> {
+  const upstream = startTinyUpstream();
+  try {
+    return await probe(documents > 0 ? "history" : "history-plain", { upstream }, async (ctxr, tally, result) => {
+      const sent = await sendHistories(ctxr.url, { totalBytes: GB_HISTORY * GiB, messageBytes: 7_000_000, documents });
+      tally.merge(sent.tally);
+      const stats = await ctxr.stats();
+      result.traffic = `${mib(sent.bytes)} of history (7 MB chats${documents > 0 ? `, ${documents} documents each` : ""})`;
+      result.notes = ` history_bytes ${mib(stats.proxy.history_bytes)} of ${mib(stats.proxy.history_bytes_limit)}, ${stats.proxy.history_budget_evicted_conversations} evicted; index ${mib(stats.index_bytes)}, dedup ${mib(stats.dedup_bytes)}`;
+      await resetAndMeasure(ctxr, tally, result);
+    });
+  } finally {
+    await upstream.stop();
+  }
+}
+
+/** Opens a raw connection to 127.0.0.1:port; resolves once connected. */
+function openSocket(port: number, onClose: () => void): Promise<net.Socket> {
+  return new Promise((resolve) => {
+    const socket = net.connect(port, "127.0.0.1");
+    socket.on("error", () => {}); // ECONNRESET when ctxr drops it: counted by onClose
+    socket.on("close", onClose);
+    socket.on("connect", () => resolve(socket));
+  });
+}
+
+async function neverReading(): Promise<ProbeResult> {
+  const chunkBytes = 16 * 1024;
+  const upstream = startTinyUpstream({ streamChunks: Math.ceil((STREAM_MB * MiB) / chunkBytes), streamChunkBytes: chunkBytes });
+  try {
+    return await probe("never-reading", { upstream }, async (ctxr, tally, result) => {
+      const chat = { model: "fake-model", messages: [{ role: "user", content: "Say something." }] };
+      const normal = () => post(ctxr.url, "/v1/chat/completions", chat, tally);
+      result.p50_ms_before = median(await timeRequests(normal, 200, 3000));
+
+      const port = Number(new URL(ctxr.url).port);
+      const body = JSON.stringify({ ...chat, stream: true });
+      const head = `POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n`;
+      let closed = 0;
+      const sockets: net.Socket[] = [];
+      for (let i = 0; i < CONNECTIONS; i++) {
+        const socket = await openSocket(port, () => void closed++);
+        socket.pause(); // never read: the answer piles up in the kernel buffers, then wherever ctxr keeps it
+        socket.write(head + body);
+        sockets.push(socket);
+      }
+      await Bun.sleep(500);
+      result.p50_ms_during = median(await timeRequests(normal, 10_000, ATTACK_MS));
+      const upstreamRequests = upstream.requests;
+      for (const socket of sockets) socket.destroy();
+      result.traffic = `${CONNECTIONS} unread streams of ${STREAM_MB} MB for ${ATTACK_MS / 1000} s`;
+      result.notes = ` upstream saw ${upstreamRequests} requests; ${closed} sockets closed by ctxr during the attack`;
+    });
+  } finally {
+    await upstream.stop();
+  }
+}
+
+async function slowClients(): Promise<ProbeResult> {
+  return probe("slow-clients", {}, async (ctxr, tally, result) => {
+    const normal = () => post(ctxr.url, "/v1/reorder", { contexts: [[1, 2, 3]] }, tally);
+    result.p50_ms_before = median(await timeRequests(normal, 200, 3000));
+
+    const port = Number(new URL(ctxr.url).port);
+    const body = JSON.stringify({ contexts: [[1, 2, 3, 4, 5, 6, 7, 8]] }).padEnd(1000, " ");
+    const heads = `POST /v1/reorder HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nContent-Type: application/json\r\nX-Padding: ${"p".repeat(2000)}\r\nContent-Length: ${body.length}\r\n\r\n`;
+    let closed = 0;
+    const clients: { socket: net.Socket; text: string; at: number }[] = [];
+    for (let i = 0; i < CONNECTIONS; i++) {
+      const socket = await openSocket(port, () => void closed++);
+      socket.on("data", () => {}); // answers (408, 400...) are read and dropped
+      // Half trickle the headers from the start; half send the headers and trickle the body.
+      const text = i % 2 === 0 ? heads + body : body;
+      if (i % 2 === 1) socket.write(heads);
+      clients.push({ socket, text, at: 0 });
+    }
+    const timer = setInterval(() => {
+      for (const client of clients) {
+        if (client.socket.destroyed || client.at >= client.text.length) continue;
+        client.socket.write(client.text[client.at++]!);
+      }
+    }, 100);
+    await Bun.sleep(500);
+    result.p50_ms_during = median(await timeRequests(normal, 10_000, ATTACK_MS));
+    clearInterval(timer);
+    const open = clients.filter((c) => !c.socket.destroyed).length;
+    for (const client of clients) client.socket.destroy();
+    result.traffic = `${CONNECTIONS} slow-loris connections (1 byte / 100 ms each) for ${ATTACK_MS / 1000} s`;
+    result.notes = ` ${open} of ${CONNECTIONS} still open at the end`;
+  });
+}
+
+// ---------------------------------------------------------------------------------------------
+
+const results: ProbeResult[] = [];
+progress(`bench-hostile${QUICK ? " --quick" : ""}: ids ${GB_IDS} GiB, history ${GB_HISTORY} GiB, ${CONNECTIONS} connections, ${ATTACK_MS / 1000} s attacks, ${STREAM_MB} MB streams; probes ${PROBES.join(", ")}`);
+for (const name of PROBES) {
+  if (name === "amplification") results.push(await amplification());
+  if (name === "index") results.push(await index());
+  if (name === "dedup") results.push(await dedup());
+  if (name === "history") results.push(await history(8));
+  if (name === "history-plain") results.push(await history(0));
+  if (name === "never-reading") results.push(await neverReading());
+  if (name === "slow-clients") results.push(await slowClients());
+}
+
+const ms = (x: number | null) => (x === null ? "" : x.toFixed(2));
+const lines = [
+  "| probe | traffic | peak RSS | start RSS | RSS after reset | wall | requests | statuses | 5xx | p50 before (ms) | p50 during (ms) | notes |",
+  "| --- | --- | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: | --- |",
+  ...results.map(
+    (r) =>
+      `| ${r.probe} | ${r.traffic} | ${mib(r.peak_rss_bytes)} | ${mib(r.start_rss_bytes)} | ${r.rss_after_reset_bytes === null ? "" : mib(r.rss_after_reset_bytes)} | ${(r.wall_ms / 1000).toFixed(1)} s | ${r.requests} | ${Object.entries(r.statuses)
+        .map(([s, n]) => `${s}: ${n}`)
+        .join(", ")} | ${r.five_xx} | ${ms(r.p50_ms_before)} | ${ms(r.p50_ms_during)} | ${r.notes.trim()} |`,
+  ),
+];
+console.log(lines.join("\n"));
+console.log(JSON.stringify({ bench: "hostile", quick: QUICK, gb_ids: GB_IDS, gb_history: GB_HISTORY, connections: CONNECTIONS, attack_ms: ATTACK_MS, stream_mb: STREAM_MB, results }));
+// The server kit's start-up timer would keep the process alive for a while.
+process.exit(0);

@@ -46,13 +46,13 @@ export interface ProxyOptions {
   maxHistoryBytes?: number | null;
   /** Estimated heap bytes of the routing indexes (default DEFAULT_BUDGETS.routingBytes; null: unlimited). */
   maxRoutingBytes?: number | null;
-  /** Requests relayed at once, all upstreams together (default 256); beyond, 503 with Retry-After. */
+  /** Answers relayed at once, all upstreams together (default 128: each unread answer can hold ~5 MB in the runtime's fetch buffers); beyond, 429 with Retry-After. */
   maxUpstreamRequests?: number;
   /** A client that reads nothing of an answer for this long is cut off (default 30 000 ms; null: never). */
   clientStallMs?: number | null;
 }
 
-export const DEFAULT_MAX_UPSTREAM_REQUESTS = 256;
+export const DEFAULT_MAX_UPSTREAM_REQUESTS = 128;
 export const DEFAULT_CLIENT_STALL_MS = 30_000;
 
 export const DEFAULT_UPSTREAM_TIMEOUT_MS = 600_000;
@@ -245,7 +245,7 @@ export class ContextProxy {
     if (relaying >= this.maxUpstreamRequests) {
       this.refusedBusy++;
       await this.undeliverable(request.rewrite);
-      return errorResponse(c, 503, `busy: ${relaying} answers are being relayed, the server's limit (--max-upstream-requests ${this.maxUpstreamRequests}); retry shortly`, "", { "Retry-After": "1" });
+      return errorResponse(c, 429, `busy: ${relaying} answers are being relayed, the server's limit (--max-upstream-requests ${this.maxUpstreamRequests}); retry shortly`, "", { "Retry-After": "1" });
     }
     for (;;) {
       const upstream = this.pool.choose(request.plan, tried);

@@ -55,6 +55,7 @@ function documentProxyRoutes(app: OpenAPIHono, proxy: ContextProxy, options: Pro
     400: error('Malformed JSON, or a malformed "documents" or "ctxr" field ("field" names it).'),
     ...(options.secured ? { 401: error("Missing or wrong ctxr API key.") } : {}),
     413: error("The request body is larger than the server's --max-body-bytes."),
+    429: error("--max-upstream-requests answers are being relayed already; retry after the Retry-After seconds."),
     502: error("No upstream is reachable (all out of rotation after connection errors)."),
     504: error("The upstream sent no answer in time."),
   };

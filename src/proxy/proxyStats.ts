@@ -105,7 +105,7 @@ export interface ProxyState {
   routing_bytes_limit: number | null;
   routing_budget_evicted_contexts: number;
   routing_key_table_restarts: number;
-  /** Answers being relayed now, the limit, and requests refused with 503 at the limit. */
+  /** Answers being relayed now, the limit, and requests refused with 429 at the limit. */
   relaying: number;
   relaying_limit: number;
   refused_busy: number;
@@ -123,7 +123,7 @@ export function renderProxyStateMetrics(state: ProxyState): string {
     ["ctxr_proxy_routing_key_table_restarts_total", "counter", "Times the routing key table was full and routing started afresh.", state.routing_key_table_restarts],
     ["ctxr_proxy_relaying", "gauge", "Answers being relayed now, all upstreams together.", state.relaying],
     ["ctxr_proxy_relaying_limit", "gauge", "Answers relayed at once at most (--max-upstream-requests).", state.relaying_limit],
-    ["ctxr_proxy_refused_busy_total", "counter", "Requests refused with 503 because --max-upstream-requests answers were being relayed.", state.refused_busy],
+    ["ctxr_proxy_refused_busy_total", "counter", "Requests refused with 429 because --max-upstream-requests answers were being relayed.", state.refused_busy],
   ];
   let out = "";
   for (const [name, type, help, value] of series) {

@@ -39,7 +39,7 @@ afterEach(async () => {
 });
 
 describe("--max-upstream-requests", () => {
-  test("beyond the limit a request gets 503 with Retry-After and changes nothing; below it again, requests go through", async () => {
+  test("beyond the limit a request gets 429 with Retry-After and changes nothing; below it again, requests go through", async () => {
     const upstream = holdingUpstream();
     cleanup.push(() => upstream.stop());
     const proxy: ProxyServer = await startProxy({ upstreams: [upstream.url], maxUpstreamRequests: 2 });
@@ -50,11 +50,11 @@ describe("--max-upstream-requests", () => {
     const contextsBefore = (await proxy.get("/v1/stats")).body.contexts;
 
     const refused = await proxy.post("/v1/chat/completions", chat("d2"));
-    expect(refused.status).toBe(503);
+    expect(refused.status).toBe(429);
     expect(refused.headers.get("retry-after")).toBe("1");
     expect(refused.body.error.message).toContain("--max-upstream-requests 2");
     const passthrough = await proxy.get("/v1/models");
-    expect(passthrough.status).toBe(503);
+    expect(passthrough.status).toBe(429);
     const stats = (await proxy.get("/v1/stats")).body;
     expect(stats.contexts).toBe(contextsBefore);
     expect(stats.proxy.relaying).toBe(2);

@@ -34,9 +34,9 @@ const TRAFFIC = 400 * MiB;
 const budgetFlag = (bytes: number) => (UNLIMITED ? "0" : `${bytes / MiB}MiB`);
 
 /** Asserts the peak RSS bound and prints the figures (they document the margin). */
-function expectPeakWithinBudget(ctxr: Ctxr, startRss: number, budget: number, what: string, traffic: TrafficResult): void {
+function expectPeakWithinBudget(ctxr: Ctxr, startRss: number, budget: number, what: string, traffic: TrafficResult, slack = SLACK): void {
   const peak = ctxr.peakRss();
-  const bound = startRss + SLACK + 4 * budget;
+  const bound = startRss + slack + 4 * budget;
   console.log(
     `${what}: ${mib(traffic.bytes)} in ${traffic.tally.requests} requests (${Math.round(traffic.ms)} ms); ` +
       `VmHWM ${mib(peak)} (start ${mib(startRss)}, bound ${mib(bound)}${UNLIMITED ? ", budget OFF" : ""})`,
@@ -150,6 +150,9 @@ describe("state budgets hold against hostile traffic (child ctxr serve, VmHWM)",
     const ctxr = await startCtxr(["--upstream", upstream.url, "--max-history-bytes", budgetFlag(budget)]);
     try {
       const start = ctxr.peakRss();
+      // More slack for the transient copies of 2 MB messages with documents (peaks of 320-380 MiB above
+      // the start were seen; with messages pinned by a cache, 630-680 MiB). Retention itself is checked
+      // exactly, in process, by test/proxy/rewriterMemory.test.ts.
       const traffic = await sendHistories(ctxr.url, { totalBytes: TRAFFIC, messageBytes: 2 * MiB, documents: 8 });
       expectAll2xx(traffic);
       const stats = await ctxr.stats();
@@ -157,7 +160,7 @@ describe("state budgets hold against hostile traffic (child ctxr serve, VmHWM)",
       expect(stats.proxy.history_budget_evicted_conversations).toBeGreaterThan(0);
       expect(stats.index_bytes).toBeLessThanOrEqual(stats.index_bytes_limit);
       expect(stats.dedup_bytes).toBeLessThanOrEqual(stats.dedup_bytes_limit);
-      expectPeakWithinBudget(ctxr, start, budget, "history with documents", traffic);
+      expectPeakWithinBudget(ctxr, start, budget, "history with documents", traffic, 2 * SLACK);
 
       await expectHistoryReplayed(ctxr, upstream);
     } finally {

@@ -58,7 +58,7 @@ beyond them, and 0 means unlimited; see README "Limits and hardening"):
   --max-template-placeholders N
                            times a template may repeat its placeholder (default ${DEFAULT_LIMITS.maxTemplatePlaceholders})
   --max-upstream-requests N
-                           answers the proxy relays at once; beyond, 503 with
+                           answers the proxy relays at once; beyond, 429 with
                            Retry-After (default ${DEFAULT_MAX_UPSTREAM_REQUESTS})
   --client-stall-seconds S a client that reads nothing of an answer for S seconds
                            is cut off (default ${DEFAULT_CLIENT_STALL_MS / 1000}; 0: never)

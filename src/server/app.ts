@@ -15,6 +15,7 @@ import { mountProxyRoutes, proxyRouteLabel } from "../proxy/proxyRoutes.ts";
 import { requireApiKey } from "./auth.ts";
 import { BODY_FIELD, createErrorHandler, errorResponse, validationErrorResponse } from "./errors.ts";
 import { withDefaultLimits, type ServerLimits } from "./limits.ts";
+import { CollectAfterBytes } from "./garbageCollection.ts";
 import { PROMETHEUS_CONTENT_TYPE, ServerMetrics } from "./metrics.ts";
 import { GENERATION_PATHS, mountGenerationRoutes, mountNoModelRoutes } from "./openaiRoutes.ts";
 import { createRoutes, routeTable } from "./routes.ts";
@@ -32,6 +33,10 @@ export interface AppOptions {
   /** With --model: the built-in engine behind /v1/chat/completions, /v1/completions and /v1/models. */
   engine?: GenerationEngine | null;
 }
+
+/** Bodies of 1 MiB or more between two full garbage collections (see garbageCollection.ts). */
+const GARBAGE_COLLECTION_EVERY_BYTES = 64 * 1024 * 1024;
+const GARBAGE_COLLECTION_MIN_BODY_BYTES = 1024 * 1024;
 
 const KNOWN_METHODS = new Set(["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]);
 
@@ -60,9 +65,11 @@ export function createApp(service: ContextService, options: AppOptions = {}): Op
   if (proxy !== null && engine !== null) throw new Error("a server either proxies upstreams or serves a model, not both");
   if (proxy === null) for (const [path, methods] of GENERATION_PATHS) table.set(path, methods);
 
+  const collector = new CollectAfterBytes(GARBAGE_COLLECTION_EVERY_BYTES, GARBAGE_COLLECTION_MIN_BODY_BYTES);
   app.use("*", async (c, next) => {
     const started = performance.now();
     await next();
+    collector.handled(Number(c.req.header("content-length")) || 0);
     const route = table.has(c.req.path) ? c.req.path : ((proxy === null ? null : proxyRouteLabel(c.req.path)) ?? "unmatched");
     const method = KNOWN_METHODS.has(c.req.method) ? c.req.method : "OTHER";
     metrics.observeRequest(route, method, c.res.status, (performance.now() - started) / 1000);

@@ -118,3 +118,45 @@ describe("a client that stops reading", () => {
     expect((outcome as unknown as { error: unknown }).error).toBeNull();
   });
 });
+
+describe("a client that never reads, through a real server", () => {
+  test("its answer is cut off after --client-stall-seconds and the upstream's stream is cancelled", async () => {
+    let upstreamCancelled = false;
+    let chunksSent = 0;
+    const chunk = new Uint8Array(16 * 1024).fill(97);
+    const upstream = Bun.serve({
+      hostname: "127.0.0.1",
+      port: 0,
+      fetch: () =>
+        new Response(
+          new ReadableStream<Uint8Array>({
+            pull(controller) {
+              if (chunksSent++ > 4096) controller.close();
+              else controller.enqueue(chunk);
+            },
+            cancel() {
+              upstreamCancelled = true;
+            },
+          }),
+          { headers: { "content-type": "text/event-stream" } },
+        ),
+    });
+    cleanup.push(() => upstream.stop(true));
+    const proxy = await startProxy({ upstreams: [`http://127.0.0.1:${upstream.port}`], clientStallMs: 300 });
+    cleanup.push(() => proxy.close());
+    const { connect } = await import("node:net");
+    const port = Number(new URL(proxy.url).port);
+    const body = JSON.stringify({ model: "m", stream: true, messages: [{ role: "user", content: "hi" }] });
+    const socket = connect(port, "127.0.0.1");
+    socket.on("error", () => {});
+    cleanup.push(() => socket.destroy());
+    await new Promise<void>((resolve) => socket.on("connect", () => resolve()));
+    socket.pause();
+    socket.write(`POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`);
+    await waitFor(() => upstreamCancelled, 10_000);
+    // 64 MB were offered; far less went out before the client was cut off.
+    expect(chunksSent).toBeLessThan(2048);
+    await waitFor(() => proxy.logs.join("").includes("read nothing for 0.3 s"), 5_000);
+    expect((await proxy.get("/v1/stats")).body.upstreams[0].in_flight).toBe(0);
+  }, 30_000);
+});

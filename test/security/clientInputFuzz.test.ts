@@ -9,6 +9,7 @@
  * JSON error; nothing logs an internal error; the server still works.
  */
 import { afterAll, beforeAll, expect, test } from "bun:test";
+import { integer, pick, randomString, type Random } from "../helpers/fuzzRandom.ts";
 import { seededRandom } from "../helpers/randomContexts.ts";
 import { startProxy, type ProxyServer } from "../proxy/proxyKit.ts";
 import { internalErrors, isErrorBody, parseJson, startOkUpstream, type OkUpstream } from "./clientInputKit.ts";
@@ -27,16 +28,8 @@ afterAll(async () => {
   await upstream?.stop();
 });
 
-type Random = () => number;
-const pick = <T>(random: Random, items: readonly T[]): T => items[Math.floor(random() * items.length)]!;
-const integer = (random: Random, max: number) => Math.floor(random() * max);
-
-function randomString(random: Random, max = 12): string {
-  const alphabet = 'ab <>/"{}[]:,\\\u00e9\u4e2d\u0000\n\ud83d\ude00\ud800';
-  let out = "";
-  for (let i = integer(random, max); i > 0; i--) out += alphabet[integer(random, alphabet.length)];
-  return out;
-}
+const ALPHABET = 'ab <>/"{}[]:,\\\u00e9\u4e2d\u0000\n\ud83d\ude00\ud800';
+const randomText = (random: Random, max = 12) => randomString(random, ALPHABET, max);
 
 const nested = (random: Random, depth: number): unknown => {
   let value: unknown = random() < 0.5 ? "x" : null;
@@ -52,7 +45,7 @@ function poison(random: Random): unknown {
     case 1:
       return pick(random, [true, false, 0, -1, 1.5, 1e308, -1e308, 2 ** 53 + 1, 2 ** 64, 1e-320, -0]);
     case 2:
-      return randomString(random, 40);
+      return randomText(random, 40);
     case 3:
       return [];
     case 4:
@@ -66,7 +59,7 @@ function poison(random: Random): unknown {
     case 8:
       return { id: pick(random, [null, {}, [], 1.5, "d"]), title: pick(random, [null, 1, "t"]), text: pick(random, [null, 1, [], "t", ""]) };
     case 9:
-      return { conversation_id: pick(random, ["", "x".repeat(300), null, 1, "c1"]), reorder: pick(random, [null, "yes", 1, true]), dedup: pick(random, [0, false, "no"]), [randomString(random, 4)]: 1 };
+      return { conversation_id: pick(random, ["", "x".repeat(300), null, 1, "c1"]), reorder: pick(random, [null, "yes", 1, true]), dedup: pick(random, [0, false, "no"]), [randomText(random, 4)]: 1 };
     case 10:
       return randomJson(random);
     default:
@@ -84,11 +77,11 @@ function randomJson(random: Random, depth = 0): unknown {
       return pick(random, [0, -1, 1.5, 1e308, 2 ** 63, 42]);
     case 3:
     case 4:
-      return randomString(random);
+      return randomText(random);
     case 5:
       return Array.from({ length: integer(random, 4) }, () => randomJson(random, depth + 1));
     default: {
-      const keys = ["messages", "prompt", "documents", "ctxr", "role", "content", "text", "type", "stream", "__proto__", "constructor", randomString(random, 5)];
+      const keys = ["messages", "prompt", "documents", "ctxr", "role", "content", "text", "type", "stream", "__proto__", "constructor", randomText(random, 5)];
       const out: Record<string, unknown> = {};
       for (let i = integer(random, 4); i > 0; i--) out[pick(random, keys)] = randomJson(random, depth + 1);
       return out;
@@ -135,7 +128,7 @@ function mutated(random: Random, body: Record<string, unknown>): Record<string, 
     const parent = path.slice(0, -1).reduce<any>((v, k) => (v === null || typeof v !== "object" ? v : v[k]), body);
     if (parent === null || typeof parent !== "object") continue;
     const last = path[path.length - 1]!;
-    if (random() < 0.15 && !Array.isArray(parent)) parent[pick(random, ["documents", "ctxr", "messages", "prompt", "role", "content", "text", randomString(random, 5)])] = poison(random);
+    if (random() < 0.15 && !Array.isArray(parent)) parent[pick(random, ["documents", "ctxr", "messages", "prompt", "role", "content", "text", randomText(random, 5)])] = poison(random);
     else parent[last] = poison(random);
   }
   return body;

@@ -4,6 +4,7 @@
  * valid request still works afterwards.
  */
 import { afterAll, beforeAll, expect, test } from "bun:test";
+import { integer, pick, randomString, type Random } from "../helpers/fuzzRandom.ts";
 import { seededRandom } from "../helpers/randomContexts.ts";
 import { startTestServer, type TestServer } from "./serverKit.ts";
 
@@ -18,17 +19,8 @@ afterAll(async () => {
   await server.close();
 });
 
-type Random = () => number;
-const pick = <T>(random: Random, items: readonly T[]): T => items[Math.floor(random() * items.length)]!;
-const integer = (random: Random, max: number) => Math.floor(random() * max);
-
-function randomString(random: Random, max = 12): string {
-  const alphabet = 'abc xyz{}[]":,\\\u00e9\u4e2d\u0000\n\ud83d\ude00';
-  let out = "";
-  const length = integer(random, max);
-  for (let i = 0; i < length; i++) out += alphabet[integer(random, alphabet.length)];
-  return out;
-}
+const ALPHABET = 'abc xyz{}[]":,\\\u00e9\u4e2d\u0000\n\ud83d\ude00';
+const randomText = (random: Random, max = 12) => randomString(random, ALPHABET, max);
 
 function randomJson(random: Random, depth = 0): unknown {
   const kind = integer(random, depth > 3 ? 6 : 9);
@@ -40,7 +32,7 @@ function randomJson(random: Random, depth = 0): unknown {
     case 2:
       return pick(random, [0, -1, 1.5, 1e308, -1e308, 2 ** 53, 2 ** 63, 1e-300, 42]);
     case 3:
-      return randomString(random);
+      return randomText(random);
     case 4:
       return integer(random, 1000);
     case 5:
@@ -48,7 +40,7 @@ function randomJson(random: Random, depth = 0): unknown {
     case 6:
       return Array.from({ length: integer(random, 5) }, () => randomJson(random, depth + 1));
     default: {
-      const keys = ["contexts", "blocks", "request_ids", "conversation_id", "templates", "method", "alpha", "x", "__proto__", "constructor", randomString(random, 6)];
+      const keys = ["contexts", "blocks", "request_ids", "conversation_id", "templates", "method", "alpha", "x", "__proto__", "constructor", randomText(random, 6)];
       const out: Record<string, unknown> = {};
       for (let i = integer(random, 4); i > 0; i--) out[pick(random, keys)] = randomJson(random, depth + 1);
       return out;

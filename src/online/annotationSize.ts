@@ -31,16 +31,34 @@ function split(template: string, placeholder: string): { fixed: number; count: n
   return { fixed: utf8Bytes(template) - count * placeholder.length, count };
 }
 
+interface TemplateSizes {
+  priority: { fixed: number; count: number };
+  doc: { fixed: number; count: number };
+  separator: number;
+}
+
+// The default templates (and any object a client's request reuses) are measured once.
+const measured = new WeakMap<AnnotationTemplates, TemplateSizes>();
+
+function sizesOf(templates: AnnotationTemplates): TemplateSizes {
+  let sizes = measured.get(templates);
+  if (sizes === undefined) {
+    sizes = { priority: split(templates.priority, "{order}"), doc: split(templates.doc, "{n}"), separator: utf8Bytes(templates.separator) };
+    measured.set(templates, sizes);
+  }
+  return sizes;
+}
+
 /** Bytes of the labels "{n}" → 1..n joined by the separator: the text that replaces "{order}". */
 export function orderBytes(templates: AnnotationTemplates, blocks: number): number {
   if (blocks <= 0) return 0;
-  const doc = split(templates.doc, "{n}");
-  return blocks * doc.fixed + doc.count * digitsUpTo(blocks) + (blocks - 1) * utf8Bytes(templates.separator);
+  const { doc, separator } = sizesOf(templates);
+  return blocks * doc.fixed + doc.count * digitsUpTo(blocks) + (blocks - 1) * separator;
 }
 
 /** Bytes of the priority annotation of a context of `blocks` blocks (priorityAnnotation's output). */
 export function priorityAnnotationBytes(templates: AnnotationTemplates, blocks: number): number {
-  const priority = split(templates.priority, "{order}");
+  const { priority } = sizesOf(templates);
   return priority.fixed + priority.count * orderBytes(templates, blocks);
 }
 

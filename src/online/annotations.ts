@@ -25,9 +25,8 @@ export function withDefaults(templates: Partial<AnnotationTemplates> | undefined
 }
 
 export function docLabel(templates: AnnotationTemplates, position: number): string {
-  const n = String(position + 1);
-  // Function replacers: a string replacement would expand "$&", "$`" and "$'" in client-chosen text.
-  return templates.doc.replaceAll("{n}", () => n);
+  // Digits: no "$" pattern to expand (see replaceLiterally).
+  return templates.doc.replaceAll("{n}", String(position + 1));
 }
 
 /**
@@ -39,9 +38,18 @@ export function priorityAnnotation(templates: AnnotationTemplates, order: readon
   order.forEach((original, returned) => (returnedAt[original] = returned));
   const labels = returnedAt.map((returned) => docLabel(templates, returned));
   const joined = labels.join(templates.separator);
-  return templates.priority.replaceAll("{order}", () => joined);
+  return replaceLiterally(templates.priority, "{order}", joined);
 }
 
 export function dedupAnnotation(templates: AnnotationTemplates, earlierLabel: string): string {
-  return templates.dedup.replaceAll("{doc}", () => earlierLabel);
+  return replaceLiterally(templates.dedup, "{doc}", earlierLabel);
+}
+
+/**
+ * Every `placeholder` replaced by `text` as it is: a string replacement expands "$&", "$`" and "$'"
+ * (client-chosen templates could make it copy the whole template), so text with a "$" goes through a
+ * function replacer, which is slower.
+ */
+function replaceLiterally(template: string, placeholder: string, text: string): string {
+  return text.includes("$") ? template.replaceAll(placeholder, () => text) : template.replaceAll(placeholder, text);
 }

@@ -89,7 +89,9 @@ export class LiveContextIndex {
   private contextTotal = 0;
   private readonly lru = new LeafHeap();
   /** Whether leaves are tracked for eviction (only with a capacity or a TTL). */
-  private readonly tracksLeaves: boolean;
+  private tracksLeaves: boolean;
+  /** Only a byte budget: leaves are tracked once bytes pass half of it (the heap costs a push per insert). */
+  private readonly tracksLazily: boolean;
   private memberStamp = new Int32Array(1024);
   private memberPosition = new Int32Array(1024);
   private stamp = 0;
@@ -104,7 +106,8 @@ export class LiveContextIndex {
       onBlockFreed: options.onBlockFreed ?? null,
       externalBytes: options.externalBytes ?? null,
     } as Required<LiveIndexOptions>;
-    this.tracksLeaves = this.options.capacityTokens !== null || this.options.ttlMs !== null || this.options.maxBytes !== null;
+    this.tracksLazily = this.options.capacityTokens === null && this.options.ttlMs === null && this.options.maxBytes !== null;
+    this.tracksLeaves = this.options.capacityTokens !== null || this.options.ttlMs !== null;
     this.root = this.newNode(null, new Int32Array(0), 0);
   }
 
@@ -259,7 +262,12 @@ export class LiveContextIndex {
     if (maxBytes !== null) {
       const before = evicted.length;
       const external = this.options.externalBytes;
-      while (this.bytes + (external === null ? 0 : external()) > maxBytes) {
+      const used = () => this.bytes + (external === null ? 0 : external());
+      if (this.tracksLazily && !this.tracksLeaves && used() > maxBytes / 2) {
+        this.tracksLeaves = true;
+        this.lru.rebuild(this.liveLeaves());
+      }
+      while (used() > maxBytes) {
         const leaf = this.lru.popLeaf();
         if (leaf === null) break;
         this.evictLeaf(leaf, evicted);
@@ -335,6 +343,7 @@ export class LiveContextIndex {
     this.tokenTotal = 0;
     this.contextTotal = 0;
     this.byteTotal = NODE_BYTES;
+    if (this.tracksLazily) this.tracksLeaves = false;
     this.tokensOfBlock = new Int32Array(1024);
     this.references = new Int32Array(1024);
     this.memberStamp = new Int32Array(1024);

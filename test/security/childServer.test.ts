@@ -75,7 +75,7 @@ describe("ctxr serve --upstream --upstream-key in a child process", () => {
       const path = i === 3 ? "/v1/completions" : i === 4 ? "/v1/reorder" : "/v1/chat/completions";
       const response = await fetch(`${ctxr.url}${path}`, { method: "POST", headers: { "content-type": "application/json" }, body });
       expect(response.status).toBe(400);
-      expect((await response.json()).error.message).toBeString();
+      expect(((await response.json()) as { error: { message: unknown } }).error.message).toBeString();
     }
     const port = Number(new URL(ctxr.url).port);
     const framing = [

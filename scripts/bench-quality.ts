@@ -1,0 +1,350 @@
+/**
+ * Answer quality under KV reuse (issue 12, item 3), through the real server.
+ *
+ *   npx bun scripts/bench-quality.ts [--model models/quality] [--questions 300]
+ *        [--families lookup,dependence,retrieval,order] [--policies full,prefix,none,cachecraft,prophet]
+ *        [--ratios 0.05,0.1,0.2,0.4] [--kv-budgets 0.01,0.02,0.05,0.1] [--retrieval-bytes 2048]
+ *        [--seed 0xBE4C0000] [--threads 2] [--skip-sparse] [--skip-order-variants] [--json FILE]
+ *
+ * One `ctxr serve --model DIR --in-memory --port 0` child for the whole run. Examples come
+ * from qualityTasks.ts, example i of family f from exampleSeed(seed + index of f, i): the
+ * training script draws from seed 1's stream and its evaluation from 0x51A11E + family, so
+ * the default seed base 0xBE4C0000 gives other examples.
+ *
+ * Per example (src/quality/qualityClient.ts): a warm-up request caches every chunk after
+ * other neighbours (dependence: the example's warmOrder, where the referrer follows another
+ * record; the others: a seeded shuffle), then each cell asks the question in the example's
+ * own order, greedy, with its policy and recompute ratio; `prefix`, which stores the
+ * measured order, runs last. A cell is exact match over the questions with a 95% Wilson
+ * interval; "reuse missing" counts the answers of none/cachecraft/prophet whose usage.ctxr
+ * shows no chunk reused (a warm-up that did not take: those answers are not measuring reuse).
+ *
+ * Also: sparse decode (ctxr.kv_budget, dense prefill) on the retrieval family at
+ * --retrieval-bytes; the order family's four variants (original/annotated × dedup) under
+ * full prefill and prophet@0.2; TTFT (usage.ctxr.ttft_ms, medians) of each policy at ratio
+ * 0.2 against full prefill on the longest family run.
+ *
+ * Prints the machine, the command and markdown tables on stdout (progress on stderr); the
+ * last line is the whole result as JSON (also written to --json FILE).
+ */
+import { writeFileSync } from "node:fs";
+import { cpus, loadavg, totalmem } from "node:os";
+import { join, resolve } from "node:path";
+import { parseArgs } from "node:util";
+import {
+  QualityClient,
+  cellLabel,
+  expectsChunkReuse,
+  orderCells,
+  type QualityAnswer,
+  type QualityCell,
+  type QualityPolicy,
+} from "../src/quality/qualityClient.ts";
+import { exampleSeed } from "../src/quality/qualityRandom.ts";
+import {
+  DEFAULT_RETRIEVAL_BYTES,
+  QUALITY_FAMILIES,
+  qualityExample,
+  type OrderVariant,
+  type QualityExample,
+  type QualityFamily,
+  type QualityOptions,
+} from "../src/quality/qualityTasks.ts";
+
+const REPO = resolve(import.meta.dir, "..");
+const CLI_ENTRY = join(REPO, "src", "cli", "main.ts");
+const POLICIES: readonly QualityPolicy[] = ["full", "prefix", "none", "cachecraft", "prophet"];
+const RATIO_POLICIES: readonly QualityPolicy[] = ["cachecraft", "prophet"];
+const TTFT_RATIO = 0.2;
+
+const { values } = parseArgs({
+  options: {
+    model: { type: "string", default: join(REPO, "models", "quality") },
+    questions: { type: "string", default: "300" },
+    families: { type: "string", default: QUALITY_FAMILIES.join(",") },
+    policies: { type: "string", default: POLICIES.join(",") },
+    ratios: { type: "string", default: "0.05,0.1,0.2,0.4" },
+    "kv-budgets": { type: "string", default: "0.01,0.02,0.05,0.1" },
+    "retrieval-bytes": { type: "string", default: String(DEFAULT_RETRIEVAL_BYTES) },
+    seed: { type: "string", default: "0xBE4C0000" },
+    threads: { type: "string", default: "2" },
+    "skip-sparse": { type: "boolean" },
+    "skip-order-variants": { type: "boolean" },
+    json: { type: "string" },
+  },
+});
+
+const list = (text: string) => text.split(",").map((s) => s.trim()).filter((s) => s.length > 0);
+const questions = Number(values.questions);
+const families = list(values.families!) as QualityFamily[];
+const policies = list(values.policies!) as QualityPolicy[];
+const ratios = list(values.ratios!).map(Number);
+const kvBudgets = list(values["kv-budgets"]!).map(Number);
+const retrievalBytes = Number(values["retrieval-bytes"]);
+const seedBase = Number(values.seed) >>> 0;
+const threads = Number(values.threads);
+for (const f of families) if (!QUALITY_FAMILIES.includes(f)) throw new Error(`unknown family '${f}' (${QUALITY_FAMILIES.join(", ")})`);
+for (const p of policies) if (!POLICIES.includes(p)) throw new Error(`unknown policy '${p}' (${POLICIES.join(", ")})`);
+if (!Number.isInteger(questions) || questions < 1) throw new Error(`--questions must be a positive integer`);
+
+const progress = (line: string) => process.stderr.write(`${line}\n`);
+
+// ---------------------------------------------------------------------------
+// Statistics
+
+/** The 95% Wilson score interval of `correct` successes in `n`. */
+function wilson(correct: number, n: number, z = 1.959964): [number, number] {
+  if (n === 0) return [0, 1];
+  const p = correct / n;
+  const z2 = z * z;
+  const centre = (p + z2 / (2 * n)) / (1 + z2 / n);
+  const half = (z / (1 + z2 / n)) * Math.sqrt((p * (1 - p)) / n + z2 / (4 * n * n));
+  return [correct === 0 ? 0 : Math.max(0, centre - half), correct === n ? 1 : Math.min(1, centre + half)];
+}
+
+function median(xs: readonly number[]): number {
+  if (xs.length === 0) return NaN;
+  const s = [...xs].sort((a, b) => a - b);
+  const mid = s.length >> 1;
+  return s.length % 2 ? s[mid]! : (s[mid - 1]! + s[mid]!) / 2;
+}
+
+/** One cell's tally. */
+class Tally {
+  n = 0;
+  correct = 0;
+  stale = 0;
+  staleAsked = 0;
+  reuseMissing = 0;
+  sparseSteps = 0;
+  promptTokens = 0;
+  readonly ttft: number[] = [];
+  readonly recomputed: number[] = [];
+
+  constructor(readonly cell: QualityCell) {}
+
+  add(example: QualityExample, answer: QualityAnswer): void {
+    this.n++;
+    if (answer.correct) this.correct++;
+    if (example.stale !== undefined) {
+      this.staleAsked++;
+      if (answer.stale) this.stale++;
+    }
+    if (expectsChunkReuse(this.cell) && !answer.chunksReused) this.reuseMissing++;
+    this.promptTokens += answer.promptTokens;
+    if (answer.usage !== null) {
+      this.ttft.push(answer.usage.ttft_ms);
+      this.recomputed.push(answer.usage.prompt_tokens_recomputed);
+      this.sparseSteps += answer.usage.sparse_decode_steps ?? 0;
+    }
+  }
+
+  get accuracy(): number {
+    return this.n === 0 ? NaN : this.correct / this.n;
+  }
+
+  summary() {
+    const [low, high] = wilson(this.correct, this.n);
+    return {
+      cell: cellLabel(this.cell),
+      policy: this.cell.policy,
+      ratio: this.cell.ratio ?? null,
+      kv_budget: this.cell.kvBudget ?? null,
+      n: this.n,
+      correct: this.correct,
+      accuracy: this.accuracy,
+      ci95: [low, high] as [number, number],
+      stale_rate: this.staleAsked === 0 ? null : this.stale / this.staleAsked,
+      reuse_missing: expectsChunkReuse(this.cell) ? this.reuseMissing : null,
+      ttft_ms_median: median(this.ttft),
+      recomputed_tokens_median: median(this.recomputed),
+      mean_prompt_tokens: this.n === 0 ? 0 : this.promptTokens / this.n,
+      sparse_decode_steps: this.sparseSteps,
+    };
+  }
+}
+
+// ---------------------------------------------------------------------------
+// The server
+
+interface Server {
+  url: string;
+  stop(): Promise<void>;
+}
+
+async function startServer(model: string): Promise<Server> {
+  const child = Bun.spawn([process.execPath, CLI_ENTRY, "serve", "--model", model, "--in-memory", "--port", "0", "--threads", String(threads)], {
+    cwd: REPO,
+    env: { ...process.env, NO_COLOR: "1" },
+    stdin: "ignore",
+    stdout: "pipe",
+    stderr: "inherit",
+  });
+  const reader = child.stdout.getReader();
+  const decoder = new TextDecoder();
+  let buffered = "";
+  let url: string | null = null;
+  const deadline = Date.now() + 120_000;
+  while (url === null) {
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const timeout = new Promise<"timeout">((r) => (timer = setTimeout(() => r("timeout"), Math.max(0, deadline - Date.now()))));
+    const read = await Promise.race([reader.read(), timeout]);
+    clearTimeout(timer);
+    if (read === "timeout" || read.done) {
+      child.kill(9);
+      throw new Error(`ctxr serve did not start (stdout so far: ${JSON.stringify(buffered)})`);
+    }
+    buffered += decoder.decode(read.value, { stream: true });
+    const match = /ctxr serve: listening on (http:\/\/\S+)/.exec(buffered);
+    if (match) url = match[1]!;
+  }
+  // Keep draining stdout so the child never blocks on a full pipe.
+  void (async () => {
+    for (;;) if ((await reader.read()).done) break;
+  })();
+  return {
+    url,
+    async stop() {
+      child.kill("SIGTERM");
+      const killer = setTimeout(() => child.kill(9), 5000);
+      await child.exited;
+      clearTimeout(killer);
+    },
+  };
+}
+
+// ---------------------------------------------------------------------------
+// Runs
+
+function examplesOf(family: QualityFamily, options: QualityOptions = {}): QualityExample[] {
+  const set = (seedBase + QUALITY_FAMILIES.indexOf(family)) >>> 0;
+  const opts: QualityOptions = { retrievalBytes, ...options };
+  return Array.from({ length: questions }, (_, i) => qualityExample(family, exampleSeed(set, i), opts));
+}
+
+/** Asks every example under every cell (one warm-up per example); one tally per cell. */
+async function runCells(client: QualityClient, name: string, examples: readonly QualityExample[], cells: readonly QualityCell[]): Promise<Tally[]> {
+  const ordered = orderCells(cells);
+  const tallies = new Map(ordered.map((c) => [cellLabel(c), new Tally(c)] as const));
+  const started = performance.now();
+  for (let i = 0; i < examples.length; i++) {
+    const example = examples[i]!;
+    await client.warmUp(example);
+    for (const cell of ordered) tallies.get(cellLabel(cell))!.add(example, await client.ask(example, cell));
+    if ((i + 1) % 25 === 0 || i + 1 === examples.length) {
+      const seconds = (performance.now() - started) / 1000;
+      progress(`${name}: ${i + 1}/${examples.length} examples, ${seconds.toFixed(0)} s`);
+    }
+  }
+  return cells.map((c) => tallies.get(cellLabel(c))!);
+}
+
+function gridCells(family: QualityFamily): QualityCell[] {
+  const cells: QualityCell[] = [];
+  for (const policy of policies) {
+    if (RATIO_POLICIES.includes(policy)) for (const ratio of ratios) cells.push({ policy, ratio });
+    else cells.push({ policy });
+  }
+  if (family === "retrieval" && !values["skip-sparse"]) {
+    if (!cells.some((c) => c.policy === "full")) cells.unshift({ policy: "full" });
+    for (const kvBudget of kvBudgets) cells.push({ policy: "full", kvBudget });
+  }
+  return cells;
+}
+
+const pct = (x: number | null) => (x === null || Number.isNaN(x) ? "–" : (100 * x).toFixed(1));
+const accuracyText = (s: ReturnType<Tally["summary"]>) => `${pct(s.accuracy)} [${pct(s.ci95[0])}, ${pct(s.ci95[1])}]`;
+
+const server = await startServer(values.model!);
+const client = new QualityClient(server.url);
+const grid: Record<string, ReturnType<Tally["summary"]>[]> = {};
+const orderVariants: { order: OrderVariant; dedup: boolean; cells: ReturnType<Tally["summary"]>[] }[] = [];
+try {
+  for (const family of families) {
+    const tallies = await runCells(client, family, examplesOf(family), gridCells(family));
+    grid[family] = tallies.map((t) => t.summary());
+  }
+  if (families.includes("order") && !values["skip-order-variants"]) {
+    const cells: QualityCell[] = [{ policy: "full" }, { policy: "prophet", ratio: TTFT_RATIO }];
+    for (const order of ["original", "annotated"] as const) {
+      for (const dedup of [false, true]) {
+        const tallies = await runCells(client, `order ${order} dedup ${dedup}`, examplesOf("order", { order, dedup }), cells);
+        orderVariants.push({ order, dedup, cells: tallies.map((t) => t.summary()) });
+      }
+    }
+  }
+} finally {
+  await server.stop();
+}
+
+// ---------------------------------------------------------------------------
+// Report
+
+const cpu = cpus()[0]?.model ?? "unknown CPU";
+const machine = `${cpu}, ${cpus().length} cores, ${(totalmem() / 2 ** 30).toFixed(0)} GiB, load ${loadavg().map((l) => l.toFixed(2)).join(" ")}`;
+const command = `npx bun scripts/bench-quality.ts ${process.argv.slice(2).join(" ")}`.trimEnd();
+console.log(`machine: ${machine}`);
+console.log(`command: ${command}`);
+console.log(`model ${values.model}, CPU runner, ${threads} threads; ${questions} questions a cell, greedy, exact match, 95% Wilson intervals (%); retrieval ${retrievalBytes} bytes; seed base 0x${seedBase.toString(16)}`);
+
+for (const family of families) {
+  const rows = grid[family]!.filter((s) => s.kv_budget === null);
+  const full = rows.find((s) => s.policy === "full");
+  console.log("");
+  console.log(`### ${family} (mean prompt ${rows[0] ? rows[0].mean_prompt_tokens.toFixed(0) : "?"} tokens)`);
+  console.log("");
+  console.log("| cell | accuracy % [95% CI] | × full | stale-answer % | reuse missing | recomputed tokens (median) | TTFT ms (median) |");
+  console.log("|---|---|---|---|---|---|---|");
+  for (const s of rows) {
+    const vsFull = full && full.accuracy > 0 ? (s.accuracy / full.accuracy).toFixed(2) : "–";
+    console.log(`| ${s.cell} | ${accuracyText(s)} | ${vsFull} | ${pct(s.stale_rate)} | ${s.reuse_missing ?? "–"} | ${s.recomputed_tokens_median} | ${s.ttft_ms_median.toFixed(1)} |`);
+  }
+}
+
+const sparse = (grid.retrieval ?? []).filter((s) => s.policy === "full");
+if (sparse.some((s) => s.kv_budget !== null)) {
+  const dense = sparse.find((s) => s.kv_budget === null)!;
+  console.log("");
+  console.log(`### sparse decode on retrieval (${retrievalBytes} bytes), dense prefill`);
+  console.log("");
+  console.log("| KV budget | accuracy % [95% CI] | × dense | sparse decode steps |");
+  console.log("|---|---|---|---|");
+  for (const s of sparse) {
+    const vs = dense.accuracy > 0 ? (s.accuracy / dense.accuracy).toFixed(2) : "–";
+    console.log(`| ${s.kv_budget === null ? "dense" : `${100 * s.kv_budget}%`} | ${accuracyText(s)} | ${vs} | ${s.sparse_decode_steps} |`);
+  }
+}
+
+if (orderVariants.length > 0) {
+  console.log("");
+  console.log("### order family: turn-2 documents in relevance order vs reordered with the priority annotation");
+  console.log("");
+  console.log(`| order | repeated documents | full % [95% CI] | prophet@${TTFT_RATIO} % [95% CI] |`);
+  console.log("|---|---|---|---|");
+  for (const v of orderVariants) {
+    console.log(`| ${v.order} | ${v.dedup ? "dedup notes" : "repeated in full"} | ${accuracyText(v.cells[0]!)} | ${accuracyText(v.cells[1]!)} |`);
+  }
+}
+
+// TTFT at 20% recompute against full prefill, on the family with the longest prompts.
+let ttft: { family: string; full_ms: number; rows: { cell: string; ttft_ms: number; vs_full: number }[] } | null = null;
+const longest = families.filter((f) => grid[f]!.some((s) => s.policy === "full" && s.kv_budget === null)).sort((a, b) => grid[b]![0]!.mean_prompt_tokens - grid[a]![0]!.mean_prompt_tokens)[0];
+if (longest !== undefined) {
+  const rows = grid[longest]!.filter((s) => s.kv_budget === null);
+  const full = rows.find((s) => s.policy === "full")!;
+  const at = rows.filter((s) => s.ratio === TTFT_RATIO || s.policy === "none" || s.policy === "prefix");
+  ttft = { family: longest, full_ms: full.ttft_ms_median, rows: at.map((s) => ({ cell: s.cell, ttft_ms: s.ttft_ms_median, vs_full: s.ttft_ms_median / full.ttft_ms_median })) };
+  console.log("");
+  console.log(`### TTFT on ${longest} (mean prompt ${full.mean_prompt_tokens.toFixed(0)} tokens; target ≤ 0.35× full at ${100 * TTFT_RATIO}% recompute)`);
+  console.log("");
+  console.log("| cell | TTFT ms (median) | × full |");
+  console.log("|---|---|---|");
+  console.log(`| full | ${full.ttft_ms_median.toFixed(1)} | 1.00 |`);
+  for (const r of ttft.rows) console.log(`| ${r.cell} | ${r.ttft_ms.toFixed(1)} | ${r.vs_full.toFixed(2)} |`);
+}
+
+const result = { bench: "quality", machine, command, model: values.model, questions, retrieval_bytes: retrievalBytes, seed_base: seedBase, threads, grid, order_variants: orderVariants, ttft };
+const line = JSON.stringify(result);
+if (values.json) writeFileSync(values.json, `${JSON.stringify(result, null, 2)}\n`);
+console.log("");
+console.log(line);

@@ -1,0 +1,135 @@
+/**
+ * Asking a quality example of a running `ctxr serve --model` (issue 12), over HTTP
+ * only: the warm-up that caches every chunk after other neighbours, then the
+ * measured question under a KV policy. Shared by scripts/bench-quality.ts and
+ * test/quality/qualityModel.test.ts, so both measure the same thing.
+ *
+ * Warm-up. The measured request must reuse chunk KV computed after *other*
+ * neighbours, so first the documents are sent in another order (`warmupOrder`):
+ * dependence examples use their own `warmOrder` (the referrer follows another
+ * record there, so its cached KV holds a stale value); the other families a seeded
+ * shuffle whose first document differs (so no chunk but the head is an exact
+ * prefix). The warm-up runs with policy `prefix`: every chunk after the head is
+ * computed and stored back after the first token. Policy `full` would not do:
+ * managedPrefill stores nothing under `full`.
+ *
+ * Store-back of the measured requests. `full` stores nothing; `none`, `cachecraft`
+ * and `prophet` store only chunks they computed (none, once warmed up); `prefix`
+ * computes and stores every chunk *in the measured order*, which would hand the next
+ * policy correct (or exact-prefix) KV. So of one example's cells, run `prefix` last
+ * (`orderCells` does it), or warm up again.
+ */
+import { ANSWER_END, type QualityExample } from "./qualityTasks.ts";
+import { QualityRandom } from "./qualityRandom.ts";
+
+export type QualityPolicy = "full" | "prefix" | "none" | "cachecraft" | "prophet";
+
+/** One measured configuration. */
+export interface QualityCell {
+  policy: QualityPolicy;
+  /** recompute_ratio (cachecraft, prophet). */
+  ratio?: number;
+  /** ctxr.kv_budget: sparse decode over this share of the KV (absent: dense). */
+  kvBudget?: number;
+}
+
+/** usage.ctxr as the server reports it (the fields read here). */
+export interface CtxrUsage {
+  prompt_tokens_prefix_reused: number;
+  prompt_tokens_chunk_reused: number;
+  prompt_tokens_recomputed: number;
+  prompt_tokens_computed: number;
+  ttft_ms: number;
+  policy?: string;
+  sparse_decode_steps?: number;
+  sparse_reconstructions?: number;
+}
+
+export interface QualityAnswer {
+  text: string;
+  correct: boolean;
+  /** dependence: the answer equals the stale neighbour's value. */
+  stale: boolean;
+  /** Chunk KV was taken from the cache at a new position (chunk_reused + recomputed > 0). */
+  chunksReused: boolean;
+  promptTokens: number;
+  usage: CtxrUsage | null;
+}
+
+/** A stable label: "full", "prophet@0.2", "full kv_budget 0.02". */
+export function cellLabel(cell: QualityCell): string {
+  let label = cell.ratio === undefined ? cell.policy : `${cell.policy}@${cell.ratio}`;
+  if (cell.kvBudget !== undefined) label += ` kv_budget ${cell.kvBudget}`;
+  return label;
+}
+
+/** Policies that must find the warmed chunks in the cache (so a miss is worth counting). */
+export function expectsChunkReuse(cell: QualityCell): boolean {
+  return cell.policy === "none" || cell.policy === "cachecraft" || cell.policy === "prophet";
+}
+
+/** The cells of one example in a safe order: `prefix` (which stores the measured order) last. */
+export function orderCells(cells: readonly QualityCell[]): QualityCell[] {
+  return [...cells.filter((c) => c.policy !== "prefix"), ...cells.filter((c) => c.policy === "prefix")];
+}
+
+/** Document indices in the order the warm-up sends them. */
+export function warmupOrder(example: QualityExample, shuffleSeed = 0x7a3c1d): number[] {
+  if (example.warmOrder !== undefined) return example.warmOrder;
+  const identity = example.documents.map((_, d) => d);
+  if (identity.length < 2) return identity;
+  const random = new QualityRandom((example.seed ^ shuffleSeed) >>> 0);
+  let order: number[];
+  do order = random.shuffled(identity);
+  while (order[0] === 0);
+  return order;
+}
+
+export class QualityClient {
+  constructor(readonly baseUrl: string) {}
+
+  private async complete(body: Record<string, unknown>): Promise<any> {
+    const response = await fetch(`${this.baseUrl}/v1/completions`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify(body),
+    });
+    const text = await response.text();
+    if (response.status !== 200) throw new Error(`POST /v1/completions: ${response.status} ${text.slice(0, 500)}`);
+    return JSON.parse(text);
+  }
+
+  /** Caches the example's chunks after other neighbours (see the header). */
+  async warmUp(example: QualityExample, order: readonly number[] = warmupOrder(example)): Promise<void> {
+    await this.complete({
+      segments: [...order.map((d) => example.documents[d]!), example.question],
+      temperature: 0,
+      max_tokens: 1,
+      ctxr: { policy: "prefix" },
+    });
+  }
+
+  /** The measured request: greedy, answer length + 1 tokens, stop at ANSWER_END. */
+  async ask(example: QualityExample, cell: QualityCell): Promise<QualityAnswer> {
+    const ctxr: Record<string, unknown> = { policy: cell.policy };
+    if (cell.ratio !== undefined) ctxr.recompute_ratio = cell.ratio;
+    if (cell.kvBudget !== undefined) ctxr.kv_budget = cell.kvBudget;
+    const body = await this.complete({
+      segments: [...example.documents, example.question],
+      temperature: 0,
+      max_tokens: example.answer.length + 1,
+      stop: [ANSWER_END],
+      ctxr,
+    });
+    const text: string = body.choices?.[0]?.text ?? "";
+    const usage: CtxrUsage | null = body.usage?.ctxr ?? null;
+    return {
+      text,
+      correct: text === example.answer,
+      stale: example.stale !== undefined && text === example.stale,
+      chunksReused: usage !== null && usage.prompt_tokens_chunk_reused + usage.prompt_tokens_recomputed > 0,
+      promptTokens: body.usage?.prompt_tokens ?? 0,
+      usage,
+    };
+  }
+}

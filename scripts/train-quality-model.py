@@ -188,6 +188,33 @@ def write_safetensors(path, tensors):
             f.write(blob)
 
 
+def read_safetensors(path):
+    """name -> float32 tensor, for an F32 safetensors file (as write_safetensors makes)."""
+    with open(path, "rb") as f:
+        size = struct.unpack("<Q", f.read(8))[0]
+        header = json.loads(f.read(size))
+        data = f.read()
+    out = {}
+    for name, entry in header.items():
+        if name == "__metadata__":
+            continue
+        if entry["dtype"] != "F32":
+            raise SystemExit("--init: %s is %s; only F32 checkpoints can be continued" % (name, entry["dtype"]))
+        start, end = entry["data_offsets"]
+        out[name] = torch.frombuffer(bytearray(data[start:end]), dtype=torch.float32).reshape(entry["shape"])
+    return out
+
+
+def load_folder(model, folder):
+    """Weights of a folder save_folder wrote, into a model of the same shape (to continue training)."""
+    saved = read_safetensors(os.path.join(folder, "model.safetensors"))
+    with torch.no_grad():
+        for name, tensor in model.hf_tensors():
+            if name not in saved or tuple(saved[name].shape) != tuple(tensor.shape):
+                raise SystemExit("--init: %s missing or of another shape in %s" % (name, folder))
+            tensor.copy_(saved[name])
+
+
 def tokenizer_files(max_positions):
     """tokenizer.json and tokenizer_config.json as `ctxr model tiny` writes them."""
     folder = tempfile.mkdtemp(prefix="ctxr-quality-tok-")
@@ -467,6 +494,7 @@ def main():
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--log", help="append the log here too")
+    p.add_argument("--init", help="start from the weights of this folder (same shape) instead of random ones")
     args = p.parse_args()
 
     if args.hidden % args.heads or (args.hidden // args.heads) % 2 or args.heads % args.kv_heads:
@@ -490,6 +518,8 @@ def main():
         "rope_theta": args.rope_theta, "max_positions": args.max_positions,
     }
     model = QualityLlama(cfg)
+    if args.init:
+        load_folder(model, args.init)
     params = sum(t.numel() for _, t in model.hf_tensors())
     log("command: %s" % command)
     log("torch %s, %d threads, %d parameters (%.1f MB f32)" % (torch.__version__, torch.get_num_threads(), params, params * 4 / 1e6))
@@ -514,7 +544,7 @@ def main():
         frac = min(1.0, progress(step))
         return args.lr * (args.min_lr_ratio + (1 - args.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * frac)))
 
-    best_score, best_step = -1.0, -1
+    best_score, best_step = (-1.0, -1.0), -1
     step, tokens_seen, answer_targets = 0, 0, 0
     window = {"t": time.time(), "steps": 0, "tokens": 0, "loss": 0.0, "answer_loss": 0.0}
     next_eval = time.time() + args.eval_minutes * 60
@@ -523,11 +553,16 @@ def main():
         nonlocal best_score, best_step
         t0 = time.time()
         acc = {family: exact_match(model, examples, max(args.seq, 512)) for family, examples in evals.items()}
-        score = min(acc.values())
-        log("eval step %d: %s (worst %.3f) in %.1fs%s" % (step, " ".join("%s=%.3f" % kv for kv in acc.items()), score, time.time() - t0, " [final]" if final else ""))
+        # The worst family first, the mean breaking ties: a family stuck at 0 must not freeze the best checkpoint.
+        score = (min(acc.values()), sum(acc.values()) / len(acc))
+        log("eval step %d: %s (worst %.3f, mean %.3f) in %.1fs%s" % (step, " ".join("%s=%.3f" % kv for kv in acc.items()), score[0], score[1], time.time() - t0, " [final]" if final else ""))
+        extra = {"step": step, "eval": acc, "eval_seed": EVAL_SEED, "train_seed": args.seed}
         if score >= best_score:
             best_score, best_step = score, step
-            save_folder(model, args.out, tokenizer, command, {"step": step, "eval": acc, "eval_seed": EVAL_SEED, "train_seed": args.seed})
+            save_folder(model, args.out, tokenizer, command, extra)
+        if args.last_out:
+            # The latest weights at every evaluation: a run stopped early can still be continued (--init).
+            save_folder(model, args.last_out, tokenizer, command, extra)
             log("saved best to %s" % args.out)
 
     model.train()
@@ -567,9 +602,7 @@ def main():
     elapsed = time.time() - train_started
     log("trained %d steps in %.1fs: %.2f steps/s, %.0f tokens/s" % (step, elapsed, step / elapsed, tokens_seen / elapsed))
     evaluate(final=True)
-    if args.last_out:
-        save_folder(model, args.last_out, tokenizer, command, {"step": step, "train_seed": args.seed})
-    log("best worst-family accuracy %.3f at step %d (in %s)" % (best_score, best_step, args.out))
+    log("best worst-family accuracy %.3f (mean %.3f) at step %d (in %s)" % (best_score[0], best_score[1], best_step, args.out))
 
 
 if __name__ == "__main__":

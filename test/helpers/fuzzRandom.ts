@@ -11,3 +11,17 @@ export function randomString(random: Random, alphabet: string, max = 12): string
   for (let i = integer(random, max); i > 0; i--) out += alphabet[integer(random, alphabet.length)];
   return out;
 }
+
+export type JsonPath = (string | number)[];
+
+/** Every path into a JSON value, the root's ([]) first, depth first. */
+export function jsonPaths(value: unknown): JsonPath[] {
+  const paths: JsonPath[] = [];
+  const walk = (node: unknown, path: JsonPath) => {
+    paths.push(path);
+    if (Array.isArray(node)) node.forEach((v, i) => walk(v, [...path, i]));
+    else if (node !== null && typeof node === "object") for (const [k, v] of Object.entries(node)) walk(v, [...path, k]);
+  };
+  walk(value, []);
+  return paths;
+}

@@ -9,7 +9,7 @@
  * JSON error; nothing logs an internal error; the server still works.
  */
 import { afterAll, beforeAll, expect, test } from "bun:test";
-import { integer, pick, randomString, type Random } from "../helpers/fuzzRandom.ts";
+import { integer, jsonPaths, pick, randomString, type Random } from "../helpers/fuzzRandom.ts";
 import { seededRandom } from "../helpers/randomContexts.ts";
 import { startProxy, type ProxyServer } from "../proxy/proxyKit.ts";
 import { internalErrors, isErrorBody, parseJson, startOkUpstream, type OkUpstream } from "./clientInputKit.ts";
@@ -116,13 +116,7 @@ function validCompletion(random: Random): Record<string, unknown> {
 
 /** A valid body with the value at a random path replaced by poison (or a key added). */
 function mutated(random: Random, body: Record<string, unknown>): Record<string, unknown> {
-  const paths: (string | number)[][] = [];
-  const walk = (value: unknown, path: (string | number)[]) => {
-    paths.push(path);
-    if (Array.isArray(value)) value.forEach((v, i) => walk(v, [...path, i]));
-    else if (value !== null && typeof value === "object") for (const [k, v] of Object.entries(value)) walk(v, [...path, k]);
-  };
-  walk(body, []);
+  const paths = jsonPaths(body);
   for (let edits = 1 + integer(random, 2); edits > 0; edits--) {
     const path = pick(random, paths.filter((p) => p.length > 0));
     const parent = path.slice(0, -1).reduce<any>((v, k) => (v === null || typeof v !== "object" ? v : v[k]), body);

@@ -4,7 +4,7 @@
  * valid request still works afterwards.
  */
 import { afterAll, beforeAll, expect, test } from "bun:test";
-import { integer, pick, randomString, type Random } from "../helpers/fuzzRandom.ts";
+import { integer, jsonPaths, pick, randomString, type Random } from "../helpers/fuzzRandom.ts";
 import { seededRandom } from "../helpers/randomContexts.ts";
 import { startTestServer, type TestServer } from "./serverKit.ts";
 
@@ -78,13 +78,7 @@ function validBody(random: Random, route: string): Record<string, unknown> {
 /** A valid body with one value replaced by something invalid at a random path (or a key added). */
 function mutatedBody(random: Random, route: string): unknown {
   const body = validBody(random, route);
-  const paths: (string | number)[][] = [];
-  const walk = (value: unknown, path: (string | number)[]) => {
-    paths.push(path);
-    if (Array.isArray(value)) value.forEach((v, i) => walk(v, [...path, i]));
-    else if (value !== null && typeof value === "object") for (const [k, v] of Object.entries(value)) walk(v, [...path, k]);
-  };
-  walk(body, []);
+  const paths = jsonPaths(body);
   const candidates = paths.filter((p) => p.length > 0 && !(p.length === 1 && route === "/v1/evict" && p[0] === "request_ids") && !(p[p.length - 1] === "method"));
   const path = pick(random, candidates);
   const parent = path.slice(0, -1).reduce<any>((v, k) => v[k], body);

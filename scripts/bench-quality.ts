@@ -41,6 +41,8 @@ import {
   type QualityPolicy,
 } from "../src/quality/qualityClient.ts";
 import { exampleSeed } from "../src/quality/qualityRandom.ts";
+import { RecomputeRecall, type RecallCell, type RecallResult } from "../src/quality/recomputeRecall.ts";
+import { findRunner } from "../src/engine/runnerExecutable.ts";
 import {
   DEFAULT_RETRIEVAL_BYTES,
   QUALITY_FAMILIES,
@@ -70,6 +72,8 @@ const { values } = parseArgs({
     threads: { type: "string", default: "2" },
     "skip-sparse": { type: "boolean" },
     "skip-order-variants": { type: "boolean" },
+    "recall-questions": { type: "string", default: "100" },
+    "skip-recall": { type: "boolean" },
     json: { type: "string" },
   },
 });
@@ -277,6 +281,48 @@ try {
   await server.stop();
 }
 
+// Recall of the recompute sets against the oracle (in-process: the server does not say which tokens it recomputed).
+type RecallRow = { cell: string; questions: number; budget_median: number; recall: number; coverage: number; referrer_value_recall: number | null; first_token_agrees: number };
+let recall: { family: string; questions: number; none_first_token_agrees: number; oracle_referrer_rank_median: number | null; rows: RecallRow[] } | null = null;
+const recallCells: RecallCell[] = policies.filter((p): p is "cachecraft" | "prophet" => p === "cachecraft" || p === "prophet").flatMap((policy) => ratios.map((ratio) => ({ policy, ratio })));
+if (!values["skip-recall"] && families.includes("dependence") && recallCells.length > 0) {
+  const n = Number(values["recall-questions"]);
+  const probe = await RecomputeRecall.open({ executable: await findRunner("cpu", { log: () => {} }), model: values.model!, threads });
+  try {
+    const per = new Map(recallCells.map((c) => [`${c.policy}@${c.ratio}`, [] as RecallResult[]] as const));
+    let noneAgrees = 0;
+    const referrerRanks: number[] = [];
+    const examples = examplesOf("dependence").slice(0, n);
+    for (let i = 0; i < examples.length; i++) {
+      const example = examples[i]!;
+      const measured = await probe.measure(example, recallCells);
+      if (measured.noneAgrees) noneAgrees++;
+      const rank = measured.oracle.findIndex((o) => measured.referrerValuePositions.includes(o.position));
+      if (rank >= 0) referrerRanks.push(rank + 1);
+      for (const r of measured.cells) per.get(`${r.cell.policy}@${r.cell.ratio}`)!.push(r);
+      if ((i + 1) % 25 === 0 || i + 1 === examples.length) progress(`recall: ${i + 1}/${examples.length} examples`);
+    }
+    const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / Math.max(1, xs.length);
+    recall = {
+      family: "dependence",
+      questions: examples.length,
+      none_first_token_agrees: noneAgrees / examples.length,
+      oracle_referrer_rank_median: referrerRanks.length > 0 ? median(referrerRanks) : null,
+      rows: [...per].map(([cell, rs]) => ({
+        cell,
+        questions: rs.length,
+        budget_median: median(rs.map((r) => r.budget)),
+        recall: mean(rs.map((r) => r.recall)),
+        coverage: mean(rs.map((r) => r.coverage)),
+        referrer_value_recall: mean(rs.map((r) => r.referrerValueRecall ?? 0)),
+        first_token_agrees: mean(rs.map((r) => (r.firstTokenAgrees ? 1 : 0))),
+      })),
+    };
+  } finally {
+    await probe.close();
+  }
+}
+
 // ---------------------------------------------------------------------------
 // Report
 
@@ -343,7 +389,20 @@ if (longest !== undefined) {
   for (const r of ttft.rows) console.log(`| ${r.cell} | ${r.ttft_ms.toFixed(1)} | ${r.vs_full.toFixed(2)} |`);
 }
 
-const result = { bench: "quality", machine, command, model: values.model, questions, retrieval_bytes: retrievalBytes, seed_base: seedBase, threads, grid, order_variants: orderVariants, ttft };
+if (recall !== null) {
+  console.log("");
+  console.log(`### which tokens the policies recompute vs the oracle (dependence, ${recall.questions} questions)`);
+  console.log("");
+  console.log(
+    `Oracle: the reused tokens ranked by how far their KV (as \`none\` leaves it) is from full prefill's. The referrer's first "^" ranks ${recall.oracle_referrer_rank_median ?? "–"} (median) among them; \`none\`'s first answer token equals full's in ${pct(recall.none_first_token_agrees)}% of questions.`,
+  );
+  console.log("");
+  console.log("| cell | tokens (median) | recall of the oracle's top tokens | deviation covered | referrer \"^^^\" chosen | first answer token = full's |");
+  console.log("|---|---|---|---|---|---|");
+  for (const r of recall.rows) console.log(`| ${r.cell} | ${r.budget_median} | ${pct(r.recall)}% | ${pct(r.coverage)}% | ${pct(r.referrer_value_recall)}% | ${pct(r.first_token_agrees)}% |`);
+}
+
+const result = { bench: "quality", machine, command, model: values.model, questions, retrieval_bytes: retrievalBytes, seed_base: seedBase, threads, grid, order_variants: orderVariants, ttft, recall };
 const line = JSON.stringify(result);
 if (values.json) writeFileSync(values.json, `${JSON.stringify(result, null, 2)}\n`);
 console.log("");

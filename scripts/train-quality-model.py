@@ -306,6 +306,7 @@ class TrainingData:
         self.args = args
         self.rng = pyrandom.Random(args.seed)
         self.index = 0
+        self.step = 0
         self.pool = []
         weights = [float(w) for w in args.mix.split(",")]
         self.mix = dict(zip(SHORT_FAMILIES, weights))
@@ -325,6 +326,48 @@ class TrainingData:
             options["dedup"] = self.rng.random() < 0.5
         return self.next_example(family, **options)
 
+    def drill_tokens(self):
+        """A training-only drill (associative recall, MQAR-like): 2..--drill-max-records records,
+        some of them referrers ("^^^": the value of the record right before), then a question
+        about every record in random order. Many answers per token of context, so the key-matching
+        circuit gets far more signal than one question per prompt gives it."""
+        rng = self.rng
+        count = rng.randint(2, self.drill_records())
+        keys = rng.sample([a + b for a in qt.LETTERS for b in qt.LETTERS], count)
+        values = ["%03d" % v for v in rng.sample(range(1000), count)]
+        shown = list(values)
+        for d in range(1, count):
+            if shown[d - 1] != qt.REFERENCE_MARK * qt.VALUE_DIGITS and rng.random() < self.args.drill_referrer_share:
+                shown[d] = qt.REFERENCE_MARK * qt.VALUE_DIGITS
+                values[d] = values[d - 1]
+        ids = [BOS] + encode("".join("%s=%s\n" % kv for kv in zip(keys, shown)))
+        answer_at = []
+        for d in rng.sample(range(count), count):
+            ids += encode(qt.question(keys[d]))
+            a = encode(values[d] + qt.ANSWER_END)
+            answer_at += range(len(ids) - 1, len(ids) - 1 + len(a))
+            ids += a
+        return ids, answer_at
+
+    def curriculum(self):
+        """0 at the start, 1 after --curriculum-steps: drills grow and give way to the real families."""
+        if self.args.curriculum_steps <= 0:
+            return 1.0
+        return min(1.0, self.step / self.args.curriculum_steps)
+
+    def drill_records(self):
+        start = min(self.args.drill_start_records, self.args.drill_max_records)
+        return round(start + (self.args.drill_max_records - start) * self.curriculum())
+
+    def drill_share(self):
+        end = self.args.drill_share if self.args.drill_share_end is None else self.args.drill_share_end
+        return self.args.drill_share + (end - self.args.drill_share) * self.curriculum()
+
+    def pooled_tokens(self):
+        if self.rng.random() < self.drill_share():
+            return self.drill_tokens()
+        return example_tokens(self.short_example(), self.args.extra_questions, self.rng)
+
     def short_batch(self):
         """Rows of --seq tokens packed with whole examples (first fit from a pool of 16 waiting ones)."""
         rows = []
@@ -333,7 +376,7 @@ class TrainingData:
             segment = 0
             while True:
                 while len(self.pool) < 16:
-                    self.pool.append(example_tokens(self.short_example(), self.args.extra_questions, self.rng))
+                    self.pool.append(self.pooled_tokens())
                 room = self.args.seq - len(ids)
                 at = next((i for i, (tokens, _) in enumerate(self.pool) if len(tokens) <= room), None)
                 if at is None:
@@ -482,6 +525,12 @@ def main():
     p.add_argument("--lm-weight", type=float, default=0.02, help="loss weight of the tokens that are not answers")
     p.add_argument("--extra-questions", type=int, default=4, help="more questions after the first, short families")
     p.add_argument("--mix", default="1,2,1.5", help="weights of lookup,dependence,order")
+    p.add_argument("--drill-share", type=float, default=0.0, help="share of short examples that are recall drills (training only)")
+    p.add_argument("--drill-max-records", type=int, default=16)
+    p.add_argument("--drill-start-records", type=int, default=4, help="drill size at the start of the curriculum")
+    p.add_argument("--drill-share-end", type=float, help="drill share at the end of the curriculum (default: --drill-share)")
+    p.add_argument("--curriculum-steps", type=int, default=0, help="steps over which drills grow from --drill-start-records to --drill-max-records and their share moves to --drill-share-end (0: no curriculum)")
+    p.add_argument("--drill-referrer-share", type=float, default=0.15, help="drill: chance a record refers to the one before")
     p.add_argument("--referrer-percent", type=int, default=60, help="dependence: share of first questions asking the referrer")
     p.add_argument("--retrieval-every", type=int, default=4, help="a retrieval batch every N steps (0: none)")
     p.add_argument("--retrieval-bytes", type=int, default=2048, help="longest retrieval prompt (documents' bytes)")
@@ -571,6 +620,7 @@ def main():
             break
         if time.time() - started >= budget:
             break
+        data.step = step
         retrieval_step = args.retrieval_every > 0 and step % args.retrieval_every == args.retrieval_every - 1
         ids, targets, weights, positions, segments = data.retrieval_batch() if retrieval_step else data.short_batch()
         for group in optimizer.param_groups:

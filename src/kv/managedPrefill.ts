@@ -62,6 +62,8 @@ export interface ManagedPrefillResult {
   /** The last question token's logits. */
   logits: Float32Array;
   usage: ManagedPrefillUsage;
+  /** Sequence positions of the reused tokens this request recomputed (ascending): what the policy chose. */
+  recomputed: Uint32Array;
   /** Chunk hashes this request computes (delay-hit bookkeeping; released by storeBack). */
   computing: string[];
   /** Stores the computed chunks and promotes host/disk hits; run after the first token. */
@@ -261,7 +263,7 @@ export async function managedPrefill(
       cache.computed(computing);
     }
   };
-  return { logits, usage, computing, storeBack };
+  return { logits, usage, recomputed: Uint32Array.from(recompute).sort(), computing, storeBack };
 }
 
 /**

@@ -24,8 +24,9 @@ example decides it. The checkpoint with the best worst-family accuracy is writte
 --out (ties: the later); --last-out, when given, gets the final weights.
 
 Deterministic: fixed seeds for weights and data, torch.set_num_threads(--threads);
-with --steps the run does the same updates whatever the machine's speed (the
-learning-rate schedule follows steps), with only --minutes it follows the wall clock.
+with --steps and --eval-every the run does the same updates and keeps the same best
+checkpoint whatever the machine's speed (the learning-rate schedule and the
+evaluations follow steps); with only --minutes it follows the wall clock.
 
   /usr/bin/python3 scripts/train-quality-model.py --out models/quality --steps 20000 \\
       --minutes 60 --layers 4 --hidden 192 --heads 6 --kv-heads 2 --intermediate 512 \\
@@ -537,7 +538,8 @@ def main():
     p.add_argument("--retrieval-min-bytes", type=int, default=256)
     p.add_argument("--retrieval-batch", type=int, default=2)
     p.add_argument("--retrieval-extra-questions", type=int, default=15)
-    p.add_argument("--eval-minutes", type=float, default=5.0)
+    p.add_argument("--eval-minutes", type=float, default=5.0, help="evaluate every this many minutes (ignored with --eval-every)")
+    p.add_argument("--eval-every", type=int, default=0, help="evaluate every this many steps (deterministic: the best checkpoint does not depend on the machine's speed)")
     p.add_argument("--eval-count", type=int, default=200)
     p.add_argument("--eval-retrieval-count", type=int, default=50)
     p.add_argument("--threads", type=int, default=2)
@@ -646,7 +648,10 @@ def main():
             log("step %d lr %.2e loss %.4f answer-loss %.4f | %.2f steps/s %.0f tokens/s | %d tokens, %d answer targets"
                 % (step, lr_at(step), window["loss"] / window["steps"], window["answer_loss"] / window["steps"], window["steps"] / dt, window["tokens"] / dt, tokens_seen, answer_targets))
             window = {"t": time.time(), "steps": 0, "tokens": 0, "loss": 0.0, "answer_loss": 0.0}
-        if args.eval_minutes > 0 and time.time() >= next_eval:
+        if args.eval_every > 0:
+            if step % args.eval_every == 0:
+                evaluate()
+        elif args.eval_minutes > 0 and time.time() >= next_eval:
             evaluate()
             next_eval = time.time() + args.eval_minutes * 60
     elapsed = time.time() - train_started

@@ -8,7 +8,8 @@
  * full prefill answers well and full ≥ prophet@0.2 > none. So a regression in
  * re-rotation, recompute selection, variant choice or store-back fails here: `none`
  * shows that reuse breaks the answers, prophet that recompute repairs them, and every
- * reusing request must have found its chunks cached.
+ * reusing request must have found its chunks cached. Also sparse decode: on long
+ * retrieval prompts, answers decoded from a small share of the KV stay right.
  *
  * CTXR_QUALITY_MODEL=DIR runs it on another model folder (the thresholds are the
  * committed model's).
@@ -36,6 +37,12 @@ const FULL_MIN_CORRECT = 36;
 const PROPHET_MAX_BELOW_FULL = 4;
 /** prophet@0.2 must beat none by at least this many answers (prophet > none). */
 const PROPHET_MIN_ABOVE_NONE = 8;
+/** Sparse decode (ctxr.kv_budget) on the retrieval family: questions, prompt size, budget, thresholds (placeholders until measured). */
+const SPARSE_QUESTIONS = 12;
+const SPARSE_RETRIEVAL_BYTES = 2048;
+const SPARSE_BUDGET = 0.05;
+const SPARSE_DENSE_MIN_CORRECT = 10;
+const SPARSE_MIN_CORRECT = 9;
 /** Fixed seeds, disjoint from training (seed 1's stream), its evaluation (0x51A11E + family) and bench-quality (0xBE4C0000 + family). */
 const TEST_SEED = 0x7e57b001;
 
@@ -87,6 +94,28 @@ describe.skipIf(!haveModel)("the committed quality model under KV reuse (depende
 
   test(`full prefill answers at least ${FULL_MIN_CORRECT} of ${QUESTIONS}`, () => {
     expect(correct.get("full")!).toBeGreaterThanOrEqual(FULL_MIN_CORRECT);
+  });
+
+  test(`sparse decode at kv_budget ${SPARSE_BUDGET} answers the retrieval questions as dense decode does`, async () => {
+    const client = new QualityClient(server.url);
+    let dense = 0;
+    let sparse = 0;
+    let agree = 0;
+    let sparseSteps = 0;
+    for (let i = 0; i < SPARSE_QUESTIONS; i++) {
+      const example = qualityExample("retrieval", exampleSeed(TEST_SEED + 1, i), { retrievalBytes: SPARSE_RETRIEVAL_BYTES });
+      const a = await client.ask(example, { policy: "full" });
+      const b = await client.ask(example, { policy: "full", kvBudget: SPARSE_BUDGET });
+      if (a.correct) dense++;
+      if (b.correct) sparse++;
+      if (a.text === b.text) agree++;
+      sparseSteps += b.usage?.sparse_decode_steps ?? 0;
+    }
+    console.log(`qualityModel.test.ts: retrieval of ${SPARSE_QUESTIONS}: dense ${dense}, kv_budget ${SPARSE_BUDGET} ${sparse}, same answer ${agree}, sparse steps ${sparseSteps}`);
+    // The answers really came from sparse steps (every answer token after the first).
+    expect(sparseSteps).toBeGreaterThanOrEqual(SPARSE_QUESTIONS * 2);
+    expect(dense).toBeGreaterThanOrEqual(SPARSE_DENSE_MIN_CORRECT);
+    expect(sparse).toBeGreaterThanOrEqual(SPARSE_MIN_CORRECT);
   });
 
   test("full ≥ prophet@0.2 > none", () => {

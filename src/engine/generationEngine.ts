@@ -20,6 +20,7 @@ import { modelIdentity } from "../kv/modelIdentity.ts";
 import type { RecomputePolicy } from "../kv/recomputeSelection.ts";
 import { promptTokens, segmentChat, segmentTexts, type SegmentedPrompt } from "../kv/segmentedPrompt.ts";
 import type { UncertaintyTriggerOptions } from "../kv/uncertaintyTrigger.ts";
+import type { ContextScores } from "../kv/reuseScores.ts";
 
 export interface EngineOptions {
   /** The model folder (config.json, *.safetensors, tokenizer.json, tokenizer_config.json). */
@@ -52,6 +53,8 @@ export interface EngineOptions {
   kvDiskBytes?: number;
   /** Cache-Craft focused-chunk early stop window in layers (0: off). */
   focusWindow?: number;
+  /** What Cache-Craft's scores and the variant choice use (default "shift"). */
+  contextScores?: ContextScores;
   /** Sparse decode's reconstruction trigger (default: uncertaintyTrigger.ts's placeholders; calibrate with `ctxr model calibrate-sparse`). */
   sparseTrigger?: UncertaintyTriggerOptions;
 }
@@ -139,6 +142,7 @@ export class GenerationEngine {
       kvPolicy: options.kvPolicy,
       recomputeRatio: options.recomputeRatio,
       focusWindow: options.focusWindow,
+      contextScores: options.contextScores,
       sparseTrigger: options.sparseTrigger,
     });
     const restored = await chunkCache.loadFromDisk();
@@ -156,6 +160,7 @@ export class GenerationEngine {
       hostBytes: capacities.hostBytes,
       disk: capacities.disk,
       focusWindow: options.focusWindow ?? 0,
+      contextScores: options.contextScores ?? "shift",
       trigger: options.sparseTrigger ?? {},
     });
     return engine;

@@ -33,6 +33,7 @@ import type { ChunkCache } from "../kv/chunkCache.ts";
 import type { ChunkVariant } from "../kv/chunkVariantIndex.ts";
 import { cacheAwareOrder, type QueuedPrefill } from "../kv/cacheAwareOrder.ts";
 import type { RecomputePolicy } from "../kv/recomputeSelection.ts";
+import type { ContextScores } from "../kv/reuseScores.ts";
 import { SparseDecode, type SparseDecodeRunner } from "../kv/sparseDecode.ts";
 import type { UncertaintyTriggerOptions } from "../kv/uncertaintyTrigger.ts";
 
@@ -153,6 +154,8 @@ export interface SchedulerOptions {
   recomputeRatio?: number;
   /** Cache-Craft focused-chunk early stop window in layers (0: off; default 0). */
   focusWindow?: number;
+  /** What Cache-Craft's scores and the variant choice use (default "shift"). */
+  contextScores?: ContextScores;
   /** Sparse decode's reconstruction trigger: thresholds and window (default: uncertaintyTrigger.ts's). */
   sparseTrigger?: UncertaintyTriggerOptions;
 }
@@ -700,6 +703,7 @@ export class GenerationScheduler {
       policy: request.kvPolicy ?? this.options.kvPolicy ?? DEFAULT_KV_POLICY,
       recomputeRatio: request.recomputeRatio ?? this.options.recomputeRatio ?? DEFAULT_RECOMPUTE_RATIO,
       focusWindow: this.options.focusWindow ?? 0,
+      contextScores: this.options.contextScores ?? "shift",
     });
     sequence.table.length = sequence.promptLength;
     this.counters.prefillTokens += result.usage.prompt_tokens_computed + result.usage.prompt_tokens_recomputed;

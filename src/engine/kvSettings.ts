@@ -4,6 +4,7 @@
  * decode trigger (flagged when it still has the uncalibrated defaults).
  */
 import type { RecomputePolicy } from "../kv/recomputeSelection.ts";
+import type { ContextScores } from "../kv/reuseScores.ts";
 import { DEFAULT_ENTROPY_THRESHOLD, DEFAULT_TRIGGER_WINDOW, DEFAULT_VARENTROPY_THRESHOLD, type UncertaintyTriggerOptions } from "../kv/uncertaintyTrigger.ts";
 
 export interface KvSettings {
@@ -13,6 +14,8 @@ export interface KvSettings {
   hostBytes: number;
   disk: { dir: string; bytes: number } | null;
   focusWindow: number;
+  /** Cache-Craft's scores (default "shift"). */
+  contextScores?: ContextScores;
   trigger: UncertaintyTriggerOptions;
 }
 
@@ -27,7 +30,7 @@ export function describeKvSettings(s: KvSettings): string {
   return [
     `KV reuse policy ${s.policy} at ${+(100 * s.recomputeRatio).toFixed(1)}% recompute`,
     `chunk cache: ${s.deviceBlocks} device blocks, host ${bytes(s.hostBytes)}, disk ${s.disk === null ? "none" : `${s.disk.dir} (${bytes(s.disk.bytes)})`}`,
-    `focused-chunk early stop ${s.focusWindow > 0 ? `after ${s.focusWindow} stable layers` : "off"}`,
+    `cachecraft scores ${s.contextScores ?? "shift"}, focused-chunk early stop ${s.focusWindow > 0 ? `after ${s.focusWindow} stable layers` : "off"}`,
     `sparse-decode trigger: entropy ${entropy} nats, varentropy ${varentropy} nats², window ${window} steps` +
       (calibrated ? "" : " (uncalibrated defaults: see ctxr model calibrate-sparse)"),
   ].join("; ");

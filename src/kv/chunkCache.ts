@@ -59,6 +59,8 @@ export interface StoredVariantMeta {
   cci: number;
   interByPrefix: Record<string, number>;
   tokenInter: number[];
+  /** VariantMetadata.tokenShift, when it was measured. */
+  tokenShift?: number[];
   frequencyReuse: number;
 }
 
@@ -331,6 +333,21 @@ export class ChunkCache {
     return this.index.get(variant.id) ?? null;
   }
 
+  /**
+   * Runs `use` with a scratch table of `entries` entries from the cache's block pool, freed
+   * afterwards; null (and `use` not run) when the pool has no room for it right now.
+   */
+  async withScratch<T>(entries: number, use: (table: readonly number[]) => Promise<T>): Promise<T | null> {
+    const scratch = new KvBlockTable(this.blocks.blockSize);
+    if (this.blocks.free < scratch.blocksNeeded(entries)) return null;
+    await this.blocks.grow([{ table: scratch, entries }]);
+    try {
+      return await use(scratch.blocks);
+    } finally {
+      await this.blocks.release([scratch]);
+    }
+  }
+
   private async copyToDevice(table: readonly number[], start: number, count: number): Promise<KvBlockTable | null> {
     const copy = new KvBlockTable(this.blocks.blockSize);
     const need = copy.blocksNeeded(count);
@@ -461,6 +478,7 @@ export function storedMeta(variant: ChunkVariant): StoredVariantMeta {
     cci: variant.meta.cci,
     interByPrefix: variant.meta.interByPrefix,
     tokenInter: Array.from(variant.meta.tokenInter),
+    ...(variant.meta.tokenShift !== undefined ? { tokenShift: Array.from(variant.meta.tokenShift) } : {}),
     frequencyReuse: variant.frequencyReuse,
   };
 }
@@ -468,6 +486,7 @@ export function storedMeta(variant: ChunkVariant): StoredVariantMeta {
 function variantFromStored(id: string, stored: StoredVariantMeta, tokenBytes: number): ChunkVariant {
   const now = Date.now();
   const meta: VariantMetadata = { prefix: stored.prefix, interByPrefix: stored.interByPrefix, cci: stored.cci, tokenInter: Float32Array.from(stored.tokenInter) };
+  if (stored.tokenShift !== undefined) meta.tokenShift = Float32Array.from(stored.tokenShift);
   return {
     id,
     chunkHash: stored.chunkHash,

@@ -216,6 +216,7 @@ export class ChunkVariantIndex {
     }
     if (!sameList(variant.prefix, variant.meta.prefix)) fail("prefix and meta.prefix differ");
     if (variant.meta.tokenInter.length !== variant.tokenCount) fail(`meta.tokenInter has ${variant.meta.tokenInter.length} entries, tokenCount is ${variant.tokenCount}`);
+    if (variant.meta.tokenShift !== undefined && variant.meta.tokenShift.length !== variant.tokenCount) fail(`meta.tokenShift has ${variant.meta.tokenShift.length} entries, tokenCount is ${variant.tokenCount}`);
   }
 
   /** The id with the lowest f_r (then least recently used, oldest, first added). */

@@ -26,11 +26,16 @@ import type { ChunkCache, KvTier } from "./chunkCache.ts";
 import { variantMetadataFromStats } from "./variantMetadata.ts";
 import { planPrefill, type SegmentPlan } from "./prefillPlan.ts";
 import { cacheCraftSelection, prophetSelection, type RecomputePolicy } from "./recomputeSelection.ts";
+import { measureContextShift, type ContextShiftRunner } from "./contextShift.ts";
+import { tokenScores, type ContextScores } from "./reuseScores.ts";
 import { promptTokens, segmentBounds, type SegmentedPrompt } from "./segmentedPrompt.ts";
 
 export interface ManagedPrefillRunner {
   readonly info: RunnerInfo;
   forward(request: ForwardRequest): Promise<ForwardResult>;
+  /** With both, stored variants get their measured context shift (contextShift.ts). */
+  export?: ContextShiftRunner["export"];
+  relocate?: ContextShiftRunner["relocate"];
 }
 
 export interface ManagedPrefillOptions {
@@ -45,6 +50,10 @@ export interface ManagedPrefillOptions {
   maxForwardTokens?: number;
   /** Record the attention statistics new chunks need to be stored (default true; false: storeBack stores nothing new). */
   collectMetadata?: boolean;
+  /** What Cache-Craft's scores and the variant choice use (default "shift": measured KV shift where a variant has it). */
+  contextScores?: ContextScores;
+  /** Measure each stored variant's context shift (default true; needs a runner with export and relocate). */
+  measureShift?: boolean;
 }
 
 export interface ManagedPrefillUsage {
@@ -111,6 +120,7 @@ export async function managedPrefill(
   const length = tokens.length;
   const questionStart = bounds.at(-1)!;
   const maxForward = options.maxForwardTokens ?? 8192;
+  const scores = options.contextScores ?? "shift";
   const usage: ManagedPrefillUsage = {
     prompt_tokens_prefix_reused: 0,
     prompt_tokens_chunk_reused: 0,
@@ -120,7 +130,7 @@ export async function managedPrefill(
     policy: options.policy,
   };
 
-  const plans: SegmentPlan[] = cache === null || options.policy === "full" ? prompt.segments.map(() => ({ kind: "compute" as const })) : planPrefill(cache.index, prompt, options.policy, options.alpha ?? 1);
+  const plans: SegmentPlan[] = cache === null || options.policy === "full" ? prompt.segments.map(() => ({ kind: "compute" as const })) : planPrefill(cache.index, prompt, options.policy, options.alpha ?? 1, scores);
 
   // Place the cached segments; a damaged disk file turns its segment into a computed one.
   const hits: { segment: number; tier: KvTier }[] = [];
@@ -171,7 +181,7 @@ export async function managedPrefill(
     const chosen = cacheCraftSelection(
       reusedSegments.map((s) => {
         const plan = plans[s] as Extract<SegmentPlan, { kind: "reuse" }>;
-        return { tokenCount: prompt.segments[s]!.tokens.length, cfo: plan.cfo, tokenInter: plan.variant.meta.tokenInter };
+        return { tokenCount: prompt.segments[s]!.tokens.length, cfo: plan.cfo, tokenInter: tokenScores(plan.variant.meta, scores) };
       }),
       budget,
     );
@@ -236,6 +246,20 @@ export async function managedPrefill(
   cache?.computing(computing);
   const recomputedAll = budget === reusedTokens;
 
+  // A chunk's context shift: its KV here against its KV right after the head. The first segment
+  // after the head has no other context (shift 0, nothing to measure); a runner without export
+  // or relocate, or no scratch room in the pool, leaves it unmeasured (the attention scores then).
+  const headLength = prompt.segments[0]?.kind === "head" ? bounds[1]! : 0;
+  const shiftRunner = runner.export !== undefined && runner.relocate !== undefined ? (runner as ContextShiftRunner) : null;
+  const shiftOf = async (s: number): Promise<number[] | null> => {
+    const tokens = prompt.segments[s]!.tokens;
+    if (!(options.measureShift ?? true) || cache === null || tokens.length === 0) return null;
+    if (bounds[s] === headLength) return tokens.map(() => 0);
+    if (shiftRunner === null) return null;
+    const shift = await cache.withScratch(headLength + tokens.length, (scratch) => measureContextShift(shiftRunner, table, headLength, bounds[s]!, tokens, scratch));
+    return shift === null ? null : Array.from(shift);
+  };
+
   const storeBack = async (): Promise<void> => {
     if (cache === null || options.policy === "full") return;
     if (!storing) {
@@ -257,7 +281,8 @@ export async function managedPrefill(
         }
         const segment = prompt.segments[s]!;
         const meta = variantMetadataFromStats(metadataStats!, computeIndices, s, chunkBounds, prompt.segments.map((g) => g.hash));
-        await cache.store(table, bounds[s]!, { chunkHash: segment.hash, tokenCount: segment.tokens.length, prefix: prompt.segments.slice(0, s).map((g) => g.hash), exact: exactSoFar, ...meta });
+        const tokenShift = await shiftOf(s);
+        await cache.store(table, bounds[s]!, { chunkHash: segment.hash, tokenCount: segment.tokens.length, prefix: prompt.segments.slice(0, s).map((g) => g.hash), exact: exactSoFar, ...meta, ...(tokenShift !== null ? { tokenShift } : {}) });
       }
     } finally {
       cache.computed(computing);

@@ -5,7 +5,7 @@
  * eq. 12), or compute it when none is cached.
  */
 import type { ChunkVariant, ChunkVariantIndex } from "./chunkVariantIndex.ts";
-import { chooseVariant } from "./reuseScores.ts";
+import { chooseVariant, type ContextScores } from "./reuseScores.ts";
 import type { RecomputePolicy } from "./recomputeSelection.ts";
 import type { SegmentedPrompt } from "./segmentedPrompt.ts";
 
@@ -14,7 +14,7 @@ export type SegmentPlan =
   | { kind: "reuse"; variant: ChunkVariant; cfo: number; beta: number; gamma: number }
   | { kind: "compute" };
 
-export function planPrefill(index: ChunkVariantIndex, prompt: SegmentedPrompt, policy: RecomputePolicy, alpha: number): SegmentPlan[] {
+export function planPrefill(index: ChunkVariantIndex, prompt: SegmentedPrompt, policy: RecomputePolicy, alpha: number, scores: ContextScores = "attention"): SegmentPlan[] {
   const hashes = prompt.segments.map((s) => s.hash);
   if (policy === "full") return hashes.map(() => ({ kind: "compute" }));
   const exact = index.longestExactPrefix(hashes);
@@ -24,7 +24,7 @@ export function planPrefill(index: ChunkVariantIndex, prompt: SegmentedPrompt, p
       plans.push({ kind: "compute" });
       continue;
     }
-    const choice = chooseVariant(index.variantsOf(hashes[s]!), hashes.slice(0, s), alpha);
+    const choice = chooseVariant(index.variantsOf(hashes[s]!), hashes.slice(0, s), alpha, scores);
     plans.push(choice === null ? { kind: "compute" } : { kind: "reuse", variant: choice.variant, cfo: choice.cfo, beta: choice.beta, gamma: choice.gamma });
   }
   return plans;

@@ -11,6 +11,7 @@
  * Everything here is pure: no I/O, inputs are not modified.
  */
 import { kernels } from "../kernels/index.ts";
+import { shiftContextualization } from "./contextShift.ts";
 
 /** What is kept per chunk-cache variant to score it against new prefixes. */
 export interface VariantMetadata {
@@ -25,6 +26,29 @@ export interface VariantMetadata {
   cci: number;
   /** Per token of the chunk: layer-averaged attention mass on all prefix chunks (eq. 14). */
   tokenInter: Float32Array;
+  /**
+   * Per token: how far its KV moves when the prefix is taken away (contextShift.ts). When
+   * present and the scores are "shift", it replaces tokenInter in the ranking and CCI in the CFO.
+   */
+  tokenShift?: Float32Array;
+}
+
+/**
+ * What Cache-Craft's scores are made of: "attention" (the paper: CCI from attention masses,
+ * tokens ranked by tokenInter) or "shift" (measured KV shift, where a variant has it).
+ */
+export type ContextScores = "attention" | "shift";
+
+export const CONTEXT_SCORES: readonly ContextScores[] = ["shift", "attention"];
+
+/** The chunk's contextualisation the CFO uses: CCI, or the shift-based one. */
+export function contextualization(meta: VariantMetadata, scores: ContextScores): number {
+  return scores === "shift" && meta.tokenShift !== undefined ? shiftContextualization(meta.tokenShift) : meta.cci;
+}
+
+/** The per-token scores eq. 14 ranks by: tokenInter, or the measured shift. */
+export function tokenScores(meta: VariantMetadata, scores: ContextScores): Float32Array {
+  return scores === "shift" && meta.tokenShift !== undefined ? meta.tokenShift : meta.tokenInter;
 }
 
 /** β, γ, β′ and the CFO of one variant for one new prefix. */
@@ -78,6 +102,37 @@ export function prefixOverlap(meta: VariantMetadata, newPrefix: readonly string[
 }
 
 /**
+ * β for the "shift" scores: like eq. 6, but an old prefix chunk counts as kept only where its
+ * surroundings are kept too: in the common trailing run of both prefixes (the same chunks
+ * between it and this one), or as the first chunk of both (the head: the same KV at the same
+ * place, and the start of the sequence is where idle attention sinks). Eq. 6 keeps any chunk
+ * still present anywhere, so a chunk that copies "the record right before me" scores β = 1 when
+ * another record is slipped in between (its old neighbour is still in the prompt, only further
+ * up); here it scores the mass it lost. Same edge cases as prefixOverlap (1 for an empty old
+ * prefix or zero total mass).
+ */
+export function localPrefixOverlap(meta: VariantMetadata, newPrefix: readonly string[]): number {
+  const old = meta.prefix;
+  if (old.length === 0) return 1;
+  let trail = 0;
+  while (trail < old.length && trail < newPrefix.length && old[old.length - 1 - trail] === newPrefix[newPrefix.length - 1 - trail]) trail++;
+  const kept = new Set(old.slice(old.length - trail));
+  if (newPrefix.length > 0 && old[0] === newPrefix[0]) kept.add(old[0]!);
+  let shared = 0;
+  let total = 0;
+  for (const hash of distinct(old)) {
+    const value = inter(meta, hash);
+    if (!(value >= 0) || !Number.isFinite(value)) {
+      throw new RangeError(`localPrefixOverlap: interByPrefix[${hash}] must be finite and >= 0 (got ${value})`);
+    }
+    total += value;
+    if (kept.has(hash)) shared += value;
+  }
+  if (total === 0) return 1;
+  return Math.min(1, shared / total);
+}
+
+/**
  * γ (eq. 7): the normalized Kendall-τ distance between the order of the chunks shared by both
  * prefixes in oldPrefix and their order in newPrefix: discordant pairs / (m(m−1)/2), in [0, 1];
  * 0 when fewer than 2 chunks are shared. A chunk repeated in a prefix is placed at its first
@@ -113,12 +168,18 @@ export function cacheFixOverhead(alpha: number, cci: number, betaPrime: number):
   return alpha * cci * (1 - betaPrime);
 }
 
-/** β, γ, β′ and CFO of a variant for a new prefix (eq. 6, 7, 8, 12). */
-export function reuseScore(meta: VariantMetadata, newPrefix: readonly string[], alpha: number): ReuseScore {
-  const beta = prefixOverlap(meta, newPrefix);
+/**
+ * β, γ, β′ and CFO of a variant for a new prefix (eq. 6, 7, 8, 12). With "shift" scores and a
+ * measured shift: β is localPrefixOverlap, β′ = β, and the CFO's contextualisation is the
+ * shift-based one.
+ */
+export function reuseScore(meta: VariantMetadata, newPrefix: readonly string[], alpha: number, scores: ContextScores = "attention"): ReuseScore {
   const gamma = orderPenalty(meta.prefix, newPrefix);
-  const betaPrime = adjustedPrefixOverlap(beta, gamma);
-  return { cfo: cacheFixOverhead(alpha, meta.cci, betaPrime), beta, gamma, betaPrime };
+  // The local β already requires the kept chunks' order (and neighbours) to be unchanged.
+  const local = scores === "shift" && meta.tokenShift !== undefined;
+  const beta = local ? localPrefixOverlap(meta, newPrefix) : prefixOverlap(meta, newPrefix);
+  const betaPrime = local ? beta : adjustedPrefixOverlap(beta, gamma);
+  return { cfo: cacheFixOverhead(alpha, Math.min(1, contextualization(meta, scores)), betaPrime), beta, gamma, betaPrime };
 }
 
 /** The logistic function of eq. 11: 1 / (1 + e^(−x)). */
@@ -308,12 +369,13 @@ export function chooseVariant<V extends ScorableVariant>(
   variants: readonly V[],
   newPrefix: readonly string[],
   alpha: number,
+  scores: ContextScores = "attention",
 ): ChosenVariant<V> | null {
   let best: ChosenVariant<V> | null = null;
   let bestShared = 0;
   let bestRecency = 0;
   for (const variant of variants) {
-    const score = reuseScore(variant.meta, newPrefix, alpha);
+    const score = reuseScore(variant.meta, newPrefix, alpha, scores);
     const shared = sharedCount(variant.meta.prefix, newPrefix);
     const recency = variant.lastUsedAt ?? variant.createdAt ?? 0;
     const better =

@@ -20,6 +20,8 @@ import { KvBlockPool, KvBlockTable } from "../engine/kvBlockTable.ts";
 import { RunnerProcess } from "../engine/runnerProcess.ts";
 import { sequenceRange, type KvData } from "../engine/runnerProtocol.ts";
 import { ChunkCache } from "../kv/chunkCache.ts";
+import { kvDeviation } from "../kv/contextShift.ts";
+import type { ContextScores } from "../kv/reuseScores.ts";
 import { managedPrefill, type ManagedPrefillOptions, type ManagedPrefillResult } from "../kv/managedPrefill.ts";
 import { promptTokens, segmentBounds, segmentTokens, type SegmentedPrompt } from "../kv/segmentedPrompt.ts";
 import { warmupOrder } from "./qualityClient.ts";
@@ -36,29 +38,6 @@ export function examplePrompt(example: QualityExample, order: readonly number[] 
     order.map((d) => encode(example.documents[d]!)),
     encode(example.question),
   );
-}
-
-/** Per-token deviation of `stale` from `full` (same positions): Σ_l |ΔK|²+|ΔV|² / Σ_l |K|²+|V|². */
-export function kvDeviation(full: KvData, stale: KvData, width: number): Float64Array {
-  const count = full.positions.length;
-  const out = new Float64Array(count);
-  for (let t = 0; t < count; t++) {
-    let diff = 0;
-    let norm = 0;
-    for (let l = 0; l < full.layers.length; l++) {
-      for (const which of ["k", "v"] as const) {
-        const a = full.layers[l]![which];
-        const b = stale.layers[l]![which];
-        for (let i = t * width; i < (t + 1) * width; i++) {
-          const d = a[i]! - b[i]!;
-          diff += d * d;
-          norm += a[i]! * a[i]!;
-        }
-      }
-    }
-    out[t] = norm > 0 ? diff / norm : diff;
-  }
-  return out;
 }
 
 /** The `k` candidate positions of highest deviation (ties to the lower position). */
@@ -82,6 +61,8 @@ export interface RecallResult {
   referrerValueRecall: number | null;
   /** The first answer token equals full prefill's (greedy). */
   firstTokenAgrees: boolean;
+  /** The positions the policy recomputed (ascending). */
+  chosen: number[];
 }
 
 export interface ExampleRecall {
@@ -104,12 +85,13 @@ export class RecomputeRecall {
     private readonly runner: RunnerProcess,
     private readonly pool: KvBlockPool,
     private readonly blockSize: number,
+    private readonly contextScores: ContextScores,
   ) {}
 
-  static async open(options: { executable: string; model: string; threads: number; blocks?: number }): Promise<RecomputeRecall> {
+  static async open(options: { executable: string; model: string; threads: number; blocks?: number; contextScores?: ContextScores }): Promise<RecomputeRecall> {
     const blockSize = 16;
     const runner = await RunnerProcess.start({ executable: options.executable, model: options.model, blocks: options.blocks ?? 2048, blockSize, threads: options.threads });
-    return new RecomputeRecall(runner, new KvBlockPool(runner, blockSize, runner.info.free_blocks), blockSize);
+    return new RecomputeRecall(runner, new KvBlockPool(runner, blockSize, runner.info.free_blocks), blockSize, options.contextScores ?? "shift");
   }
 
   private get width(): number {
@@ -159,7 +141,7 @@ export class RecomputeRecall {
       const referrerValue = referrerValuePositions(example, bounds);
       const results: RecallResult[] = [];
       for (const cell of cells) {
-        const { result } = await this.managed(cache, prompt, { policy: cell.policy, recomputeRatio: cell.ratio }, false);
+        const { result } = await this.managed(cache, prompt, { policy: cell.policy, recomputeRatio: cell.ratio, contextScores: this.contextScores }, false);
         const chosen = Array.from(result.recomputed);
         const budget = chosen.length;
         const top = new Set(oracleTop(deviation, candidates, budget));
@@ -173,6 +155,7 @@ export class RecomputeRecall {
           coverage: topMass > 0 ? chosenMass / topMass : 1,
           referrerValueRecall: referrerValue === null ? null : referrerValue.filter((t) => chosen.includes(t)).length / referrerValue.length,
           firstTokenAgrees: argmax(result.logits) === full.first,
+          chosen,
         });
       }
       return {

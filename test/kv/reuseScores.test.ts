@@ -7,9 +7,12 @@ import {
   cacheFixOverhead,
   chooseVariant,
   chunkContextualization,
+  contextualization,
+  localPrefixOverlap,
   orderPenalty,
   prefixOverlap,
   reuseScore,
+  tokenScores,
   type VariantMetadata,
 } from "../../src/kv/reuseScores.ts";
 
@@ -44,6 +47,54 @@ describe("prefixOverlap (β, eq. 6)", () => {
   test("rejects negative or non-finite inter", () => {
     expect(() => prefixOverlap(meta(["A"], { A: -1 }), ["A"])).toThrow(RangeError);
     expect(() => prefixOverlap(meta(["A"], { A: Number.NaN }), ["A"])).toThrow(RangeError);
+  });
+});
+
+describe("localPrefixOverlap (β of the shift scores)", () => {
+  const m = meta(["H", "A", "B", "C"], { H: 0.1, A: 0.2, B: 0.3, C: 0.4 });
+
+  test("only chunks in the common trailing run of both prefixes, and a common first chunk, are kept", () => {
+    expect(localPrefixOverlap(m, ["H", "A", "B", "C"])).toBeCloseTo(1, 12);
+    // Another chunk slipped in right before this one: only the head (the common first chunk) is kept.
+    expect(localPrefixOverlap(m, ["H", "A", "B", "C", "X"])).toBeCloseTo(0.1, 12);
+    expect(prefixOverlap(m, ["H", "A", "B", "C", "X"])).toBe(1); // eq. 6 sees nothing lost
+    // Same last two neighbours, something changed further up: the trailing run B, C and the head.
+    expect(localPrefixOverlap(m, ["H", "X", "B", "C"])).toBeCloseTo(0.8, 12);
+    expect(localPrefixOverlap(m, ["H", "C", "B", "A"])).toBeCloseTo(0.1, 12);
+    expect(localPrefixOverlap(m, ["X"])).toBe(0);
+    expect(localPrefixOverlap(m, [])).toBe(0);
+  });
+
+  test("a chunk is not counted twice; a prefix that grew at the front keeps its trailing run", () => {
+    expect(localPrefixOverlap(meta(["A"], { A: 1 }), ["A"])).toBe(1);
+    expect(localPrefixOverlap(meta(["A", "B"], { A: 1, B: 1 }), ["X", "A", "B"])).toBe(1);
+    expect(localPrefixOverlap(meta(["A", "B"], { A: 1, B: 3 }), ["A"])).toBeCloseTo(0.25, 12);
+  });
+
+  test("edge cases as eq. 6: empty old prefix or zero total give 1; bad inter rejected", () => {
+    expect(localPrefixOverlap(meta([], {}), ["A"])).toBe(1);
+    expect(localPrefixOverlap(meta(["A"], { A: 0 }), ["X"])).toBe(1);
+    expect(() => localPrefixOverlap(meta(["A"], { A: -1 }), ["A"])).toThrow(RangeError);
+  });
+
+  test("reuseScore uses it (β′ = β) and the shift-based contextualisation only with shift scores and a measured shift", () => {
+    const shifted: VariantMetadata = { ...meta(["A", "B"], { A: 0.5, B: 0.5 }, 0.9), tokenInter: Float32Array.from([0.9, 0.1]), tokenShift: Float32Array.from([1, 0]) };
+    // Shift contextualisation: mean of d/(1+d) = (0.5 + 0) / 2.
+    expect(contextualization(shifted, "shift")).toBeCloseTo(0.25, 7);
+    expect(contextualization(shifted, "attention")).toBe(0.9);
+    expect(Array.from(tokenScores(shifted, "shift"))).toEqual([1, 0]);
+    expect(tokenScores(shifted, "attention")).toBe(shifted.tokenInter);
+    const s = reuseScore(shifted, ["B", "A", "X"], 1, "shift");
+    expect(s.beta).toBe(0);
+    expect(s.betaPrime).toBe(0);
+    expect(s.cfo).toBeCloseTo(0.25, 7);
+    const a = reuseScore(shifted, ["B", "A", "X"], 1, "attention");
+    expect(a.beta).toBe(1);
+    expect(a.gamma).toBe(1);
+    expect(a.cfo).toBeCloseTo(0.9, 7);
+    // Without a measured shift, "shift" falls back to the paper's scores.
+    const plain = meta(["A", "B"], { A: 0.5, B: 0.5 }, 0.9);
+    expect(reuseScore(plain, ["B", "A", "X"], 1, "shift")).toEqual(reuseScore(plain, ["B", "A", "X"], 1, "attention"));
   });
 });
 

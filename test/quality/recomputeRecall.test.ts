@@ -1,35 +1,19 @@
 /**
- * The recall probe of bench-quality (src/quality/recomputeRecall.ts): the deviation measure and
- * the oracle ranking on hand-made KV, and the whole probe on the real CPU runner with a
+ * The recall probe of bench-quality (src/quality/recomputeRecall.ts): the oracle ranking, and the whole probe on the real CPU runner with a
  * random-weight byte-level model: recomputing everything (ratio 1) chooses exactly the oracle's
  * set and agrees with full prefill, stale KV deviates, and the oracle ranks only reused tokens
  * (nothing the warm-up served as an exact prefix).
  */
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
-import type { KvData } from "../../src/engine/runnerProtocol.ts";
 import { exampleSeed } from "../../src/quality/qualityRandom.ts";
 import { qualityExample } from "../../src/quality/qualityTasks.ts";
-import { RecomputeRecall, examplePrompt, kvDeviation, oracleTop } from "../../src/quality/recomputeRecall.ts";
+import { RecomputeRecall, examplePrompt, oracleTop } from "../../src/quality/recomputeRecall.ts";
 import { segmentBounds } from "../../src/kv/segmentedPrompt.ts";
 import { buildRunner, tinyModelFolder } from "../helpers/engineKit.ts";
 
 setDefaultTimeout(60_000);
 
-function kv(values: number[][], width: number): KvData {
-  // One layer; token t's K and V both = values[t] (width entries).
-  const flat = Float32Array.from(values.flat());
-  expect(flat.length).toBe(values.length * width);
-  return { positions: Int32Array.from(values.map((_, t) => t)), layers: [{ k: flat, v: flat.slice() }] };
-}
-
-describe("kvDeviation and oracleTop", () => {
-  test("relative squared distance per token; identical tokens deviate 0", () => {
-    const full = kv([[1, 0], [0, 2], [3, 4]], 2);
-    const stale = kv([[1, 0], [0, 1], [0, 0]], 2);
-    const d = kvDeviation(full, stale, 2);
-    expect(Array.from(d)).toEqual([0, 0.25, 1]);
-  });
-
+describe("oracleTop", () => {
   test("the top k candidates by deviation, ties to the lower position, non-candidates ignored", () => {
     const d = Float64Array.from([5, 1, 3, 3, 9]);
     expect(oracleTop(d, [1, 2, 3], 2)).toEqual([2, 3]);

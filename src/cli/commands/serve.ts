@@ -8,6 +8,7 @@ import { parseUpstreamUrl } from "../../proxy/upstreamTarget.ts";
 import { DEFAULT_LIMITS } from "../../server/limits.ts";
 import { DEFAULT_HOST, DEFAULT_PORT, runServer } from "../../server/serve.ts";
 import { RECOMPUTE_POLICIES, type RecomputePolicy } from "../../kv/recomputeSelection.ts";
+import { CONTEXT_SCORES, type ContextScores } from "../../kv/reuseScores.ts";
 import { DEFAULT_BUDGETS } from "../../online/stateBudgets.ts";
 import { EXIT_OK, UsageError, byteSizeFlag, choiceFlag, integerFlag, numberFlag, parseFlags } from "../args.ts";
 import type { FlagSpec, ParsedFlags } from "../args.ts";
@@ -100,6 +101,10 @@ document's KV is cached and reused at any position):
   --kv-disk-bytes B        capacity of --kv-dir (default 16 GiB)
   --focus-window L         Cache-Craft focused-chunk early stop after L stable
                            layers (default 0: off)
+  --context-scores S       what cachecraft's token ranking, chunk budget split and
+                           the variant choice use: shift (default: each stored
+                           chunk's measured KV shift against the chunk alone) or
+                           attention (the paper's attention-mass scores)
   Sparse decode (a request's "ctxr": {"kv_budget": F}) selects the pages it reads
   again when the model turns unsure: when the mean entropy or varentropy of the
   next-token distribution over the last N decode steps is above its threshold.
@@ -165,6 +170,7 @@ const FLAGS = {
   "kv-dir": { type: "string" },
   "kv-disk-bytes": { type: "string" },
   "focus-window": { type: "string" },
+  "context-scores": { type: "string" },
   "sparse-entropy-threshold": { type: "string" },
   "sparse-varentropy-threshold": { type: "string" },
   "sparse-trigger-window": { type: "string" },
@@ -239,7 +245,7 @@ export async function serveCommand(args: string[], io: CommandIo & { err?(text: 
 
   const model = typeof flags.values.model === "string" ? flags.values.model : null;
   if (model === "") throw new UsageError("--model must not be empty", COMMAND);
-  const modelOnly = ["device", "kv-blocks", "block-size", "threads", "served-model-name", "kv-policy", "recompute-ratio", "kv-device-blocks", "kv-host-bytes", "kv-dir", "kv-disk-bytes", "focus-window", "sparse-entropy-threshold", "sparse-varentropy-threshold", "sparse-trigger-window"].find((name) => flags.values[name] !== undefined);
+  const modelOnly = ["device", "kv-blocks", "block-size", "threads", "served-model-name", "kv-policy", "recompute-ratio", "kv-device-blocks", "kv-host-bytes", "kv-dir", "kv-disk-bytes", "focus-window", "context-scores", "sparse-entropy-threshold", "sparse-varentropy-threshold", "sparse-trigger-window"].find((name) => flags.values[name] !== undefined);
   if (model === null && modelOnly !== undefined) throw new UsageError(`--${modelOnly} needs --model`, COMMAND);
   if (model !== null && upstreams.length > 0) throw new UsageError("give --model (serve a model) or --upstream (proxy engines), not both", COMMAND);
   const device = typeof flags.values.device === "string" ? flags.values.device : "cpu";
@@ -306,6 +312,7 @@ export async function serveCommand(args: string[], io: CommandIo & { err?(text: 
               kvDir: typeof kvDir === "string" ? kvDir : null,
               kvDiskBytes: integerFlag(flags, "kv-disk-bytes", COMMAND, 1),
               focusWindow: integerFlag(flags, "focus-window", COMMAND, 0),
+              contextScores: choiceFlag<ContextScores>(flags, "context-scores", COMMAND, CONTEXT_SCORES, "shift"),
               sparseTrigger,
             },
     },

@@ -158,8 +158,18 @@ function rotate(x: Float64Array, heads: number, headDim: number, position: numbe
   }
 }
 
-/** Logits (one Float64Array of vocab_size per token) for `ids` at `positions` (default 0..n-1). */
-export function referenceLogits(model: ReferenceLlama, ids: readonly number[], positions: readonly number[] = ids.map((_, i) => i)): Float64Array[] {
+/**
+ * Logits (one Float64Array of vocab_size per token) for `ids` at `positions` (default 0..n-1).
+ * With `attention`, it also gets, per layer, the head-averaged softmax weights as an n × n
+ * row-major matrix (row t = token t's weights over the tokens; 0 where it does not attend): what
+ * the runner's attention statistics report.
+ */
+export function referenceLogits(
+  model: ReferenceLlama,
+  ids: readonly number[],
+  positions: readonly number[] = ids.map((_, i) => i),
+  attention?: Float64Array[],
+): Float64Array[] {
   const c = model.config;
   if (positions.length !== ids.length) throw new RangeError("one position per token");
   const embed = model.weight("model.embed_tokens.weight");
@@ -186,6 +196,8 @@ export function referenceLogits(model: ReferenceLlama, ids: readonly number[], p
     });
     const v = normed.map((row) => linear(model, `${p}.self_attn.v_proj`, row, kvWidth));
     const scale = 1 / Math.sqrt(c.headDim);
+    const averaged = attention === undefined ? null : new Float64Array(ids.length * ids.length);
+    attention?.push(averaged!);
     x = x.map((row, t) => {
       const out = new Float64Array(qWidth);
       for (let h = 0; h < c.heads; h++) {
@@ -204,6 +216,7 @@ export function referenceLogits(model: ReferenceLlama, ids: readonly number[], p
         const total = weights.reduce((a, b) => a + b, 0);
         visible.forEach((s, j) => {
           for (let d = 0; d < c.headDim; d++) out[h * c.headDim + d]! += (weights[j]! / total) * v[s]![kvBase + d]!;
+          if (averaged !== null) averaged[t * ids.length + s]! += weights[j]! / total / c.heads;
         });
       }
       const attended = linear(model, `${p}.self_attn.o_proj`, out, c.hidden);

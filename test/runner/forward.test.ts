@@ -11,6 +11,8 @@ import { join } from "node:path";
 import { tinyModelOptionsFromFlags } from "../../src/cli/commands/model.ts";
 import { RunnerProcess } from "../../src/engine/runnerProcess.ts";
 import { Status, sequenceRange } from "../../src/engine/runnerProtocol.ts";
+import { referenceLlama, referenceLogits } from "../../src/engine/referenceLlama.ts";
+import { readSafetensors } from "../../src/engine/safetensors.ts";
 import { argmax } from "../../src/engine/sampler.ts";
 import { REPO_ROOT } from "../helpers/cli.ts";
 import { buildRunner, tinyModelFolder } from "../helpers/engineKit.ts";
@@ -68,6 +70,28 @@ for (const name of ["tiny-reference.json", "tiny-variant-reference.json"]) {
       for (let t = 0; t < n; t++) worst = Math.max(worst, maxAbsDifference(result.logits[0]!, f.logits[t]!, t * vocab));
       expect(worst).toBeLessThanOrEqual(1e-4);
       expect(worst).toBeGreaterThan(0); // float32 against float64: a zero would mean the comparison is vacuous
+      await runner.free(table);
+    });
+
+    test("attention statistics: every row's per-layer mass equals the reference's head-averaged softmax weights", async () => {
+      const ids = f.prompt_ids;
+      const n = ids.length;
+      const reference = referenceLlama(JSON.parse(readFileSync(join(model.path, "config.json"), "utf8")), readSafetensors(new Uint8Array(readFileSync(join(model.path, "model.safetensors")))));
+      const expected: Float64Array[] = [];
+      referenceLogits(reference, ids, undefined, expected);
+      const table = await runner.alloc(Math.ceil(n / 16));
+      const rows = sequenceRange(0, n);
+      const result = await runner.forward({ stats: true, sequences: [{ table, tokens: ids, indices: rows, logitRows: [n - 1], queryRows: Array.from(rows), chunkBounds: [0, n] }] });
+      const layers = result.stats![0]!;
+      expect(layers.length).toBe(expected.length);
+      let worst = 0;
+      layers.forEach((layer, l) => {
+        expect(layer.len).toBe(n);
+        for (let i = 0; i < n * n; i++) worst = Math.max(worst, Math.abs(layer.mass[i]! - expected[l]![i]!));
+      });
+      expect(worst).toBeLessThanOrEqual(1e-5);
+      // The weights are not uniform (a uniform answer would hide a mis-aggregation).
+      expect(Math.max(...expected.map((m) => Math.max(...m.subarray((n - 1) * n))))).toBeGreaterThan(1.5 / n);
       await runner.free(table);
     });
 

@@ -22,9 +22,10 @@ FAMILIES = ["lookup", "dependence", "retrieval", "order"]
 ANSWER_END = "\n"
 REFERENCE_MARK = "^"
 VALUE_DIGITS = 3
-RECORD_BYTES = 2 + 1 + VALUE_DIGITS + 1
+RECORD_BYTES = 1 + VALUE_DIGITS + 1
 RETRIEVAL_LINES_PER_DOCUMENT = 32
-RETRIEVAL_MAX_RECORDS = 400
+KEY_LETTERS = "ABCEFGHIJKLMNOQRSTUVWXYZ"  # all capitals but D and P (the annotation templates')
+RETRIEVAL_MAX_RECORDS = len(KEY_LETTERS)
 DEFAULT_RETRIEVAL_BYTES = 2048
 
 # src/online/annotations.ts DEFAULT_TEMPLATES
@@ -33,7 +34,6 @@ DOC_TEMPLATE = "[Doc {n}]"
 SEPARATOR = " > "
 DEDUP_TEMPLATE = "Please refer to {doc} in the previous conversation."
 
-LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 SMALL_LETTERS = "abcdefghijklmnopqrstuvwxyz"
 
 
@@ -92,7 +92,7 @@ class FactSource:
 
     def fact(self):
         while True:
-            key = LETTERS[self.random.below(26)] + LETTERS[self.random.below(26)]
+            key = KEY_LETTERS[self.random.below(len(KEY_LETTERS))]
             if key not in self.keys:
                 break
         self.keys.add(key)
@@ -105,11 +105,11 @@ class FactSource:
 
 
 def record(fact):
-    return "%s=%s\n" % fact
+    return "%s%s\n" % fact
 
 
 def question(key):
-    return "?%s=" % key
+    return "?%s" % key
 
 
 def doc_label(position):
@@ -164,7 +164,7 @@ def dependence(seed, referrer_percent):
     own = [source.fact() for _ in range(count)]
     referrer = random.between(1, count - 1)
     facts = [(f[0], own[d - 1][1]) if d == referrer else f for d, f in enumerate(own)]
-    documents = [("%s=%s\n" % (f[0], REFERENCE_MARK * VALUE_DIGITS)) if d == referrer else record(f) for d, f in enumerate(own)]
+    documents = [("%s%s\n" % (f[0], REFERENCE_MARK * VALUE_DIGITS)) if d == referrer else record(f) for d, f in enumerate(own)]
     while True:
         warm = random.shuffled(list(range(count)))
         at = warm.index(referrer)

@@ -7,15 +7,21 @@ scripts/quality_tasks.py), and writes a Hugging Face folder that `ctxr serve --m
 loads: config.json, model.safetensors (F32), tokenizer.json, tokenizer_config.json.
 
 What the model sees: <s>, then exactly the text the benchmark sends as
-/v1/completions `segments` (the documents, then the question "?KQ="), then the
+/v1/completions `segments` (the documents, then the question "?K"), then the
 answer and "\n". To get more learning signal per token, a training sequence goes on
-with more questions about the same prompt ("?AB=123\n..."); the first question is
+with more questions about the same prompt ("?B123\n..."); the first question is
 always the one the generator asked, so the benchmark's prompt is a prefix of a
 training sequence. The loss is on the answer tokens (their digits and the "\n"),
 plus --lm-weight on every other token. Short examples (families lookup,
 dependence, order) are packed into rows of --seq tokens with a block-diagonal
 causal mask and positions restarting at 0 for each example; retrieval examples
 (long) get their own batches every --retrieval-every steps.
+
+Recall drills (training only, --drill-share): a prompt of 2..N records, some of them
+referrers, then a question about every record, so the lookup circuit gets many answers
+per token of context; N grows from --drill-start-records to --drill-max-records over
+--curriculum-steps while the drills' share moves to --drill-share-end. Retrieval
+batches start at --retrieval-after, once the lookup has formed on short prompts.
 
 Evaluation: full-prefill greedy exact match per family on held-out seeds, every
 --eval-minutes: greedy decoding reproduces answer + "\n" exactly when the argmax at
@@ -286,7 +292,7 @@ def example_tokens(example, extra_questions, rng):
     answer_at += range(len(ids) - 1, len(ids) - 1 + len(answer))
     ids += answer
     if extra_questions > 0:
-        asked = example["question"][1:3]
+        asked = example["question"][1:]
         others = [f for f in example["facts"] if f[0] != asked]
         rng.shuffle(others)
         if example["family"] == "dependence":
@@ -334,14 +340,15 @@ class TrainingData:
         circuit gets far more signal than one question per prompt gives it."""
         rng = self.rng
         count = rng.randint(2, self.drill_records())
-        keys = rng.sample([a + b for a in qt.LETTERS for b in qt.LETTERS], count)
+        count = min(count, len(qt.KEY_LETTERS))
+        keys = rng.sample(list(qt.KEY_LETTERS), count)
         values = ["%03d" % v for v in rng.sample(range(1000), count)]
         shown = list(values)
         for d in range(1, count):
             if shown[d - 1] != qt.REFERENCE_MARK * qt.VALUE_DIGITS and rng.random() < self.args.drill_referrer_share:
                 shown[d] = qt.REFERENCE_MARK * qt.VALUE_DIGITS
                 values[d] = values[d - 1]
-        ids = [BOS] + encode("".join("%s=%s\n" % kv for kv in zip(keys, shown)))
+        ids = [BOS] + encode("".join(qt.record(kv) for kv in zip(keys, shown)))
         answer_at = []
         for d in rng.sample(range(count), count):
             ids += encode(qt.question(keys[d]))
@@ -534,6 +541,7 @@ def main():
     p.add_argument("--drill-referrer-share", type=float, default=0.15, help="drill: chance a record refers to the one before")
     p.add_argument("--referrer-percent", type=int, default=60, help="dependence: share of first questions asking the referrer")
     p.add_argument("--retrieval-every", type=int, default=4, help="a retrieval batch every N steps (0: none)")
+    p.add_argument("--retrieval-after", type=int, default=0, help="no retrieval batches before this step (let the short tasks form the lookup first)")
     p.add_argument("--retrieval-bytes", type=int, default=2048, help="longest retrieval prompt (documents' bytes)")
     p.add_argument("--retrieval-min-bytes", type=int, default=256)
     p.add_argument("--retrieval-batch", type=int, default=2)
@@ -623,7 +631,7 @@ def main():
         if time.time() - started >= budget:
             break
         data.step = step
-        retrieval_step = args.retrieval_every > 0 and step % args.retrieval_every == args.retrieval_every - 1
+        retrieval_step = args.retrieval_every > 0 and step >= args.retrieval_after and step % args.retrieval_every == args.retrieval_every - 1
         ids, targets, weights, positions, segments = data.retrieval_batch() if retrieval_step else data.short_batch()
         for group in optimizer.param_groups:
             group["lr"] = lr_at(step)

@@ -4,23 +4,28 @@
  * script's mirror, scripts/quality_tasks.py, makes byte-identical examples (a test
  * checks it), so the model is trained on exactly the text the benchmark sends.
  *
- * Every fact is a record line "KQ=417\n": a key of two capital letters, "=", a value
- * of three digits. Keys are distinct within an example, and so are values. A question
- * is "?KQ=" and the answer is the value; the model ends it with ANSWER_END ("\n").
- * Records are all 7 bytes (7 tokens of the byte-level tokenizer), so "the record
- * before me" is always 7 tokens back.
+ * Every fact is a record line "K417\n": a key of one capital letter, then a value of
+ * three digits. Keys are distinct within an example, and so are values. A question is
+ * "?K" and the answer is the value; the model ends it with ANSWER_END ("\n"). Records
+ * are all 5 bytes (5 tokens of the byte-level tokenizer), so "the record before me" is
+ * always 5 tokens back. One-letter keys right before the value make the lookup the
+ * plainest induction (find the earlier "K", copy what follows), which a small model
+ * learns in minutes on two CPU cores; two-letter keys behind "=" ("KQ=417") stayed at
+ * chance for an hour of training (models/quality-runs/). Keys avoid "D" and "P", the
+ * capitals of the annotation templates ("[Doc 1]", "Please ..."), so a key letter is
+ * only ever followed by digits.
  *
  * The four families:
  * - lookup (a): 3-6 documents of 1-3 records; the question asks one record.
  * - dependence (b): 4-8 documents of one record each; one of them (never the first),
- *   the referrer, is "MZ=^^^\n": its value is the value of the record right before it
+ *   the referrer, is "M^^^\n": its value is the value of the record right before it
  *   in this prompt. Each "^" stands for one digit, so the model learns to copy the
  *   previous record's digits into the "^" tokens while it reads them (prefill): a
  *   cached referrer computed after another neighbour holds that neighbour's value
  *   (`stale`) until its tokens are recomputed. `warmOrder` is such an order: the
  *   referrer follows another record there.
- * - retrieval (c): about `retrievalBytes` bytes of 7-byte lines in documents of 32
- *   lines: up to 400 records (so many near-miss keys), the rest filler lines of six
+ * - retrieval (c): about `retrievalBytes` bytes of 5-byte lines in documents of 32
+ *   lines: up to 24 records (one per key letter) scattered among filler lines of four
  *   small letters.
  * - order (d): two turns. Turn 1: labelled documents, then the earlier question with
  *   its answer. Turn 2: documents again labelled (some repeated from turn 1, some new)
@@ -46,15 +51,17 @@ export const ANSWER_END = "\n";
 /** What a referrer writes instead of its digits: one mark per digit. */
 export const REFERENCE_MARK = "^";
 export const VALUE_DIGITS = 3;
-export const RECORD_BYTES = 2 + 1 + VALUE_DIGITS + 1;
+export const RECORD_BYTES = 1 + VALUE_DIGITS + 1;
 export const RETRIEVAL_LINES_PER_DOCUMENT = 32;
-export const RETRIEVAL_MAX_RECORDS = 400;
+/** Capital letters that may be keys: all but D and P (the annotation templates' capitals). */
+export const KEY_LETTERS = "ABCEFGHIJKLMNOQRSTUVWXYZ";
+export const RETRIEVAL_MAX_RECORDS = KEY_LETTERS.length;
 export const DEFAULT_RETRIEVAL_BYTES = 2048;
 
 export type OrderVariant = "original" | "annotated";
 
 export interface QualityOptions {
-  /** retrieval: bytes of documents, rounded down to whole 7-byte lines (default 2048). */
+  /** retrieval: bytes of documents, rounded down to whole 5-byte lines (default 2048). */
   retrievalBytes?: number;
   /** dependence: percent of questions that ask the referrer (default 100; the others ask an ordinary record). */
   referrerPercent?: number;
@@ -70,7 +77,7 @@ export interface QualityExample {
   seed: number;
   /** The chunks, each ending with "\n". */
   documents: string[];
-  /** The last segment: "?KQ=". */
+  /** The last segment: "?K". */
   question: string;
   /** The expected text, without ANSWER_END. */
   answer: string;
@@ -89,7 +96,6 @@ export interface QualityExample {
   dedup?: boolean;
 }
 
-const LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ";
 const SMALL_LETTERS = "abcdefghijklmnopqrstuvwxyz";
 
 interface Fact {
@@ -106,7 +112,7 @@ class FactSource {
 
   fact(): Fact {
     let key: string;
-    do key = LETTERS[this.random.below(26)]! + LETTERS[this.random.below(26)]!;
+    do key = KEY_LETTERS[this.random.below(KEY_LETTERS.length)]!;
     while (this.keys.has(key));
     this.keys.add(key);
     let value: string;
@@ -118,11 +124,11 @@ class FactSource {
 }
 
 function record(fact: Fact): string {
-  return `${fact.key}=${fact.value}\n`;
+  return `${fact.key}${fact.value}\n`;
 }
 
 function question(key: string): string {
-  return `?${key}=`;
+  return `?${key}`;
 }
 
 function finish(
@@ -173,7 +179,7 @@ function dependence(seed: number, referrerPercent: number): QualityExample {
   for (let d = 0; d < count; d++) own.push(source.fact());
   const referrer = random.between(1, count - 1);
   const facts = own.map((f, d) => (d === referrer ? { key: f.key, value: own[d - 1]!.value } : f));
-  const documents = own.map((f, d) => (d === referrer ? `${f.key}=${REFERENCE_MARK.repeat(VALUE_DIGITS)}\n` : record(f)));
+  const documents = own.map((f, d) => (d === referrer ? `${f.key}${REFERENCE_MARK.repeat(VALUE_DIGITS)}\n` : record(f)));
   let warmOrder: number[];
   do warmOrder = random.shuffled(documents.map((_, d) => d));
   while (warmOrder.indexOf(referrer) === 0 || warmOrder[warmOrder.indexOf(referrer) - 1] === referrer - 1);

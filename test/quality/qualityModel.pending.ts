@@ -37,6 +37,10 @@ const FULL_MIN_CORRECT = 36;
 const PROPHET_MAX_BELOW_FULL = 4;
 /** prophet@0.2 must beat none by at least this many answers (prophet > none). */
 const PROPHET_MIN_ABOVE_NONE = 8;
+/** none (stale KV, nothing recomputed) gets at most this many right: reuse must break answers here. */
+const NONE_MAX_CORRECT = 20;
+/** cachecraft@0.2 may trail full by at most this many answers. */
+const CACHECRAFT_MAX_BELOW_FULL = 6;
 /** Sparse decode (ctxr.kv_budget) on the retrieval family: questions, prompt size, budget, thresholds (placeholders until measured). */
 const SPARSE_QUESTIONS = 12;
 const SPARSE_RETRIEVAL_BYTES = 2048;
@@ -52,7 +56,7 @@ if (!haveModel) console.warn(`qualityModel.test.ts: SKIPPED — no model at ${MO
 
 setDefaultTimeout(60_000);
 
-const CELLS: QualityCell[] = [{ policy: "full" }, { policy: "none" }, { policy: "prophet", ratio: 0.2 }];
+const CELLS: QualityCell[] = [{ policy: "full" }, { policy: "none" }, { policy: "prophet", ratio: 0.2 }, { policy: "cachecraft", ratio: 0.2 }];
 
 describe.skipIf(!haveModel)("the committed quality model under KV reuse (dependence family)", () => {
   let engine: GenerationEngine;
@@ -88,7 +92,7 @@ describe.skipIf(!haveModel)("the committed quality model under KV reuse (depende
   });
 
   test("every reusing request found its chunks cached, and prophet recomputed some", () => {
-    expect(Object.fromEntries(reuseMissing)).toEqual({ none: 0, "prophet@0.2": 0 });
+    expect(Object.fromEntries(reuseMissing)).toEqual({ none: 0, "prophet@0.2": 0, "cachecraft@0.2": 0 });
     expect(recomputed).toBeGreaterThan(0);
   });
 
@@ -118,11 +122,14 @@ describe.skipIf(!haveModel)("the committed quality model under KV reuse (depende
     expect(sparse).toBeGreaterThanOrEqual(SPARSE_MIN_CORRECT);
   });
 
-  test("full ≥ prophet@0.2 > none", () => {
+  test("full ≥ prophet@0.2 > none, and cachecraft@0.2 (measured-shift scores) > none", () => {
     const full = correct.get("full")!;
     const prophet = correct.get("prophet@0.2")!;
+    const cachecraft = correct.get("cachecraft@0.2")!;
     const none = correct.get("none")!;
+    expect(none).toBeLessThanOrEqual(NONE_MAX_CORRECT);
     expect(prophet).toBeGreaterThanOrEqual(full - PROPHET_MAX_BELOW_FULL);
     expect(prophet).toBeGreaterThanOrEqual(none + PROPHET_MIN_ABOVE_NONE);
+    expect(cachecraft).toBeGreaterThanOrEqual(full - CACHECRAFT_MAX_BELOW_FULL);
   });
 });

@@ -52,7 +52,7 @@ describe("RecomputeRecall on the real runner (random weights)", () => {
     // The referrer's "^^^" is 3 tokens of the referrer's document.
     expect(measured.referrerValuePositions.length).toBe(3);
     const referrerStart = bounds[1 + example.referrer!]!;
-    for (const p of measured.referrerValuePositions) expect(p - referrerStart).toBeGreaterThanOrEqual(3);
+    expect(measured.referrerValuePositions.map((p) => p - referrerStart)).toEqual([1, 2, 3]);
     // Stale KV deviates: the oracle's top token is off by something, and deviations are sorted.
     expect(measured.oracle[0]!.deviation).toBeGreaterThan(1e-6);
     for (let i = 1; i < measured.oracle.length; i++) expect(measured.oracle[i]!.deviation).toBeLessThanOrEqual(measured.oracle[i - 1]!.deviation);

@@ -52,7 +52,7 @@ export interface ManagedPrefillOptions {
   collectMetadata?: boolean;
   /** What Cache-Craft's scores and the variant choice use (default "shift": measured KV shift where a variant has it). */
   contextScores?: ContextScores;
-  /** Measure each stored variant's context shift (default true; needs a runner with export and relocate). */
+  /** Measure each stored variant's context shift (default: with "shift" scores; needs a runner with export and relocate). */
   measureShift?: boolean;
 }
 
@@ -253,7 +253,7 @@ export async function managedPrefill(
   const shiftRunner = runner.export !== undefined && runner.relocate !== undefined ? (runner as ContextShiftRunner) : null;
   const shiftOf = async (s: number): Promise<number[] | null> => {
     const tokens = prompt.segments[s]!.tokens;
-    if (!(options.measureShift ?? true) || cache === null || tokens.length === 0) return null;
+    if (!(options.measureShift ?? scores === "shift") || cache === null || tokens.length === 0) return null;
     if (bounds[s] === headLength) return tokens.map(() => 0);
     if (shiftRunner === null) return null;
     const shift = await cache.withScratch(headLength + tokens.length, (scratch) => measureContextShift(shiftRunner, table, headLength, bounds[s]!, tokens, scratch));

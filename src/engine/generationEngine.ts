@@ -21,6 +21,7 @@ import type { RecomputePolicy } from "../kv/recomputeSelection.ts";
 import { promptTokens, segmentChat, segmentTexts, type SegmentedPrompt } from "../kv/segmentedPrompt.ts";
 import type { UncertaintyTriggerOptions } from "../kv/uncertaintyTrigger.ts";
 import type { ContextScores } from "../kv/reuseScores.ts";
+import { DEFAULT_PROPHET_SPAN_DECAY } from "../kv/recomputeSelection.ts";
 
 export interface EngineOptions {
   /** The model folder (config.json, *.safetensors, tokenizer.json, tokenizer_config.json). */
@@ -55,6 +56,8 @@ export interface EngineOptions {
   focusWindow?: number;
   /** What Cache-Craft's scores and the variant choice use (default "shift"). */
   contextScores?: ContextScores;
+  /** ProphetKV span decay (default DEFAULT_PROPHET_SPAN_DECAY). */
+  prophetSpanDecay?: number;
   /** Sparse decode's reconstruction trigger (default: uncertaintyTrigger.ts's placeholders; calibrate with `ctxr model calibrate-sparse`). */
   sparseTrigger?: UncertaintyTriggerOptions;
 }
@@ -143,6 +146,7 @@ export class GenerationEngine {
       recomputeRatio: options.recomputeRatio,
       focusWindow: options.focusWindow,
       contextScores: options.contextScores,
+      prophetSpanDecay: options.prophetSpanDecay,
       sparseTrigger: options.sparseTrigger,
     });
     const restored = await chunkCache.loadFromDisk();
@@ -161,6 +165,7 @@ export class GenerationEngine {
       disk: capacities.disk,
       focusWindow: options.focusWindow ?? 0,
       contextScores: options.contextScores ?? "shift",
+      prophetSpanDecay: options.prophetSpanDecay ?? DEFAULT_PROPHET_SPAN_DECAY,
       trigger: options.sparseTrigger ?? {},
     });
     return engine;

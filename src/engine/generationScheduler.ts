@@ -156,6 +156,8 @@ export interface SchedulerOptions {
   focusWindow?: number;
   /** What Cache-Craft's scores and the variant choice use (default "shift"). */
   contextScores?: ContextScores;
+  /** ProphetKV span decay (default DEFAULT_PROPHET_SPAN_DECAY). */
+  prophetSpanDecay?: number;
   /** Sparse decode's reconstruction trigger: thresholds and window (default: uncertaintyTrigger.ts's). */
   sparseTrigger?: UncertaintyTriggerOptions;
 }
@@ -704,6 +706,7 @@ export class GenerationScheduler {
       recomputeRatio: request.recomputeRatio ?? this.options.recomputeRatio ?? DEFAULT_RECOMPUTE_RATIO,
       focusWindow: this.options.focusWindow ?? 0,
       contextScores: this.options.contextScores ?? "shift",
+      ...(this.options.prophetSpanDecay !== undefined ? { prophetSpanDecay: this.options.prophetSpanDecay } : {}),
     });
     sequence.table.length = sequence.promptLength;
     this.counters.prefillTokens += result.usage.prompt_tokens_computed + result.usage.prompt_tokens_recomputed;

@@ -25,7 +25,7 @@ import type { ForwardRequest, ForwardResult, ForwardSequence, RunnerInfo } from 
 import type { ChunkCache, KvTier } from "./chunkCache.ts";
 import { variantMetadataFromStats } from "./variantMetadata.ts";
 import { planPrefill, type SegmentPlan } from "./prefillPlan.ts";
-import { cacheCraftSelection, prophetSelection, type RecomputePolicy } from "./recomputeSelection.ts";
+import { DEFAULT_PROPHET_SPAN_DECAY, cacheCraftSelection, prophetSelection, type RecomputePolicy } from "./recomputeSelection.ts";
 import { measureContextShift, type ContextShiftRunner } from "./contextShift.ts";
 import { tokenScores, type ContextScores } from "./reuseScores.ts";
 import { promptTokens, segmentBounds, type SegmentedPrompt } from "./segmentedPrompt.ts";
@@ -50,6 +50,8 @@ export interface ManagedPrefillOptions {
   maxForwardTokens?: number;
   /** Record the attention statistics new chunks need to be stored (default true; false: storeBack stores nothing new). */
   collectMetadata?: boolean;
+  /** ProphetKV: how much of a token's score carries on to the tokens after it in its chunk (prophetSelection; default DEFAULT_PROPHET_SPAN_DECAY). */
+  prophetSpanDecay?: number;
   /** What Cache-Craft's scores and the variant choice use (default "shift": measured KV shift where a variant has it). */
   contextScores?: ContextScores;
   /** Measure each stored variant's context shift (default: with "shift" scores; needs a runner with export and relocate). */
@@ -176,7 +178,7 @@ export async function managedPrefill(
     });
     const layers = stage1.stats![0]!;
     const candidates = reusedSegments.map((s) => ({ start: bounds[s]!, end: bounds[s + 1]! }));
-    recompute = Array.from(prophetSelection(layers.map((l) => l.mass), questionIndices.length, layers[0]!.len, candidates, budget));
+    recompute = Array.from(prophetSelection(layers.map((l) => l.mass), questionIndices.length, layers[0]!.len, candidates, budget, options.prophetSpanDecay ?? DEFAULT_PROPHET_SPAN_DECAY));
   } else if (options.policy === "cachecraft" && budget > 0 && reusedTokens > 0) {
     const chosen = cacheCraftSelection(
       reusedSegments.map((s) => {
@@ -260,12 +262,22 @@ export async function managedPrefill(
     return shift === null ? null : Array.from(shift);
   };
 
+  // A host or disk hit is promoted from this request's copy of it, which is the variant's KV only
+  // where nothing was recomputed: a recomputed token holds this prompt's KV, and promoting it would
+  // hand every later request KV fixed for another context under the variant's old metadata.
+  const recomputedSet = new Set(recompute);
+  const untouched = (s: number): boolean => {
+    for (let i = bounds[s]!; i < bounds[s + 1]!; i++) if (recomputedSet.has(i)) return false;
+    return true;
+  };
+  const promotable = (s: number): boolean => hits.some((h) => h.segment === s && h.tier !== "device") && untouched(s);
+
   const storeBack = async (): Promise<void> => {
     if (cache === null || options.policy === "full") return;
     if (!storing) {
       for (const hit of hits) {
         const plan = plans[hit.segment]!;
-        if (hit.tier !== "device" && plan.kind !== "compute") await cache.promote(plan.variant, table, bounds[hit.segment]!);
+        if (plan.kind !== "compute" && promotable(hit.segment)) await cache.promote(plan.variant, table, bounds[hit.segment]!);
       }
       return;
     }
@@ -276,7 +288,7 @@ export async function managedPrefill(
         if (plan.kind === "prefix") continue;
         if (plan.kind === "reuse") {
           if (!(recomputedAll && options.policy !== "none")) exactSoFar = false;
-          if (hits.some((h) => h.segment === s && h.tier !== "device")) await cache.promote(plan.variant, table, bounds[s]!);
+          if (promotable(s)) await cache.promote(plan.variant, table, bounds[s]!);
           continue;
         }
         const segment = prompt.segments[s]!;

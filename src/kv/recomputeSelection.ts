@@ -167,6 +167,9 @@ export function candidatePositions(candidates: readonly PositionRange[], len: nu
   return Uint32Array.from(positions);
 }
 
+/** prophetSelection's spanDecay unless configured (`ctxr serve --prophet-span-decay`). */
+export const DEFAULT_PROPHET_SPAN_DECAY = 0.8;
+
 /**
  * ProphetKV's dual-stage selection (Appendix A, Algorithm 1), planning part: given the question's
  * attention from the lightweight first pass, perLayerMass[l] is a queries × len row-major matrix
@@ -176,6 +179,13 @@ export function candidatePositions(candidates: readonly PositionRange[], len: nu
  * by ᾱ over the candidate (reused) positions only, as sorted sequence indices. Sums are f64 in
  * layer-then-query order, rounded to f32 for the kernel's topK; ties go to the lower position.
  * The budget is floored and capped at the number of candidate positions.
+ *
+ * `spanDecay` d in [0, 1) (default 0: the paper) carries each token's score on to the tokens
+ * after it in the same candidate range: ᾱ'(t) = ᾱ(t) + d·ᾱ'(t−1). The question's attention says
+ * where the answer starts reading; decoding then reads on along the span (a copied number, a
+ * name), whose following tokens the question itself barely attends to. Measured on the quality
+ * model (BENCHMARKS.md, issue 12): with d = 0 the first answer token is right and the rest come
+ * from stale KV.
  */
 export function prophetSelection(
   perLayerMass: readonly Float32Array[],
@@ -183,6 +193,7 @@ export function prophetSelection(
   len: number,
   candidates: readonly PositionRange[],
   budgetTokens: number,
+  spanDecay = 0,
 ): Uint32Array {
   const fn = "prophetSelection";
   if (!Number.isInteger(queries) || queries < 0) throw new RangeError(`${fn}: queries must be a non-negative integer (got ${queries})`);
@@ -190,6 +201,7 @@ export function prophetSelection(
   perLayerMass.forEach((layer, l) => {
     if (layer.length !== queries * len) throw new RangeError(`${fn}: layer ${l} must have queries x len = ${queries * len} entries (got ${layer.length})`);
   });
+  if (!(spanDecay >= 0 && spanDecay < 1)) throw new RangeError(`${fn}: spanDecay must be in [0, 1) (got ${spanDecay})`);
   const budget = checkBudget(fn, budgetTokens);
   const positions = candidatePositions(candidates, len, fn);
   if (budget === 0 || positions.length === 0) return new Uint32Array(0);
@@ -199,6 +211,13 @@ export function prophetSelection(
     for (let q = 0; q < queries; q++) {
       const row = layer.subarray(q * len, (q + 1) * len);
       for (let c = 0; c < positions.length; c++) fused[c]! += row[positions[c]!]!;
+    }
+  }
+  if (spanDecay > 0) {
+    // A span ends with its candidate range (a chunk): the next chunk starts afresh.
+    const starts = new Set(candidates.map((range) => range.start));
+    for (let c = 1; c < positions.length; c++) {
+      if (positions[c] === positions[c - 1]! + 1 && !starts.has(positions[c]!)) fused[c]! += spanDecay * fused[c - 1]!;
     }
   }
   const scores = Float32Array.from(fused);

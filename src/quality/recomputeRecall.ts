@@ -86,12 +86,13 @@ export class RecomputeRecall {
     private readonly pool: KvBlockPool,
     private readonly blockSize: number,
     private readonly contextScores: ContextScores,
+    private readonly prophetSpanDecay: number | undefined,
   ) {}
 
-  static async open(options: { executable: string; model: string; threads: number; blocks?: number; contextScores?: ContextScores }): Promise<RecomputeRecall> {
+  static async open(options: { executable: string; model: string; threads: number; blocks?: number; contextScores?: ContextScores; prophetSpanDecay?: number }): Promise<RecomputeRecall> {
     const blockSize = 16;
     const runner = await RunnerProcess.start({ executable: options.executable, model: options.model, blocks: options.blocks ?? 2048, blockSize, threads: options.threads });
-    return new RecomputeRecall(runner, new KvBlockPool(runner, blockSize, runner.info.free_blocks), blockSize, options.contextScores ?? "shift");
+    return new RecomputeRecall(runner, new KvBlockPool(runner, blockSize, runner.info.free_blocks), blockSize, options.contextScores ?? "shift", options.prophetSpanDecay);
   }
 
   private get width(): number {
@@ -141,7 +142,7 @@ export class RecomputeRecall {
       const referrerValue = referrerValuePositions(example, bounds);
       const results: RecallResult[] = [];
       for (const cell of cells) {
-        const { result } = await this.managed(cache, prompt, { policy: cell.policy, recomputeRatio: cell.ratio, contextScores: this.contextScores }, false);
+        const { result } = await this.managed(cache, prompt, { policy: cell.policy, recomputeRatio: cell.ratio, contextScores: this.contextScores, ...(this.prophetSpanDecay !== undefined ? { prophetSpanDecay: this.prophetSpanDecay } : {}) }, false);
         const chosen = Array.from(result.recomputed);
         const budget = chosen.length;
         const top = new Set(oracleTop(deviation, candidates, budget));

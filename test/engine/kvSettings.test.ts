@@ -6,7 +6,7 @@ const base: KvSettings = { policy: "prophet", recomputeRatio: 0.2, deviceBlocks:
 describe("describeKvSettings", () => {
   test("defaults: the policy and ratio, the tiers, early stop off, and the trigger flagged as uncalibrated", () => {
     expect(describeKvSettings(base)).toBe(
-      "KV reuse policy prophet at 20% recompute; chunk cache: 256 device blocks, host 1 GiB, disk none; cachecraft scores shift, focused-chunk early stop off; " +
+      "KV reuse policy prophet at 20% recompute (prophet span decay 0.8); chunk cache: 256 device blocks, host 1 GiB, disk none; cachecraft scores shift, focused-chunk early stop off; " +
         "sparse-decode trigger: entropy 3 nats, varentropy 5 nats², window 16 steps (uncalibrated defaults: see ctxr model calibrate-sparse)",
     );
   });

@@ -189,6 +189,23 @@ describe("managedPrefill", () => {
     expect(maxAbsDiff(early.logits, plain.logits)).toBeGreaterThan(1e-4);
   });
 
+  for (const policy of ["cachecraft", "prophet"] as const) {
+    test(`serving a ${policy} request leaves the cache as it was: host hits with recomputed tokens are not promoted from the request's copy`, async () => {
+      // Device room for two chunks: of the head and four chunks, the least used go to the host tier.
+      const s = await setup({ deviceBlocks: 7 });
+      await managed(s, prompt([0, 1, 2, 3]), { policy: "prefix", recomputeRatio: 0 });
+      expect(s.cache.stats.hostVariants).toBeGreaterThan(0);
+      const p = prompt([2, 0, 3, 1]);
+      const before = await managed(s, p, { policy: "none", recomputeRatio: 0 });
+      const fixing = await managed(s, p, { policy, recomputeRatio: 0.5 });
+      expect(fixing.usage.prompt_tokens_recomputed).toBeGreaterThan(0);
+      expect(fixing.usage.tier_hits.host).toBeGreaterThan(0);
+      const after = await managed(s, p, { policy: "none", recomputeRatio: 0 });
+      // Re-rotation on the way between tiers costs rounding at most; recomputed KV would move the logits by far more.
+      expect(maxAbsDiff(after.logits, before.logits)).toBeLessThanOrEqual(1e-4);
+    });
+  }
+
   test("host tier (no device room): the same logits as from the device tier", async () => {
     const device = await setup();
     const host = await setup({ deviceBlocks: 0 });

@@ -169,6 +169,18 @@ describe("prophetSelection (ProphetKV Algorithm 1)", () => {
     expect(Array.from(prophetSelection([l0, l1], 2, 6, [{ start: 1, end: 5 }, { start: 2, end: 6 }], 10))).toEqual([1, 2, 3, 4, 5]);
   });
 
+  test("spanDecay carries a token's score on to the tokens after it, within its chunk only", () => {
+    // One query, one layer, 8 positions; chunks [0, 4) and [4, 8). The question looks at t1 only (and a little at t6).
+    const mass = Float32Array.from([0, 1, 0, 0, 0.1, 0, 0.3, 0]);
+    const chunks = [{ start: 0, end: 4 }, { start: 4, end: 8 }];
+    expect(Array.from(prophetSelection([mass], 1, 8, chunks, 3))).toEqual([1, 4, 6]); // the paper: no spans
+    // d = 0.8: t2 0.8, t3 0.64; t4 starts a new chunk (0.1, nothing carried over), t6 0.3, t7 0.24.
+    expect(Array.from(prophetSelection([mass], 1, 8, chunks, 3, 0.8))).toEqual([1, 2, 3]);
+    expect(Array.from(prophetSelection([mass], 1, 8, chunks, 5, 0.8))).toEqual([1, 2, 3, 6, 7]);
+    expect(() => prophetSelection([mass], 1, 8, chunks, 3, 1)).toThrow(RangeError);
+    expect(() => prophetSelection([mass], 1, 8, chunks, 3, -0.1)).toThrow(RangeError);
+  });
+
   test("equals the brute-force reference on random inputs, never leaves the candidates", () => {
     const rand = random(11);
     for (let trial = 0; trial < 200; trial++) {

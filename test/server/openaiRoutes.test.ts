@@ -436,7 +436,7 @@ describe("ctxr serve --model (CLI)", () => {
     try {
       expect(spawned.startLines.some((line) => /^ctxr serve: serving model tiny from .*tiny-llama on cpu \(32 KV blocks of 16 tokens, at most 512 tokens a sequence\)/.test(line))).toBe(true);
       expect(spawned.startLines).toContain(
-        "ctxr serve: KV reuse policy prophet at 20% recompute; chunk cache: 8 device blocks, host 1 GiB, disk none; cachecraft scores shift, focused-chunk early stop off; " +
+        "ctxr serve: KV reuse policy prophet at 20% recompute (prophet span decay 0.8); chunk cache: 8 device blocks, host 1 GiB, disk none; cachecraft scores shift, focused-chunk early stop off; " +
           "sparse-decode trigger: entropy 3 nats, varentropy 5 nats², window 16 steps (uncalibrated defaults: see ctxr model calibrate-sparse)",
       );
       const answer = await spawned.post("/v1/completions", { model: "tiny", prompt: TINY_REFERENCE.prompt_ids, ...greedy });
@@ -458,6 +458,8 @@ describe("ctxr serve --model (CLI)", () => {
       [["--model", ""], /--model must not be empty/],
       [["--context-scores", "shift"], /--context-scores needs --model/],
       [["--model", model.path, "--context-scores", "mass"], /--context-scores must be one of shift, attention/],
+      [["--model", model.path, "--prophet-span-decay", "1"], /--prophet-span-decay must be at least 0 and below 1/],
+      [["--model", model.path, "--prophet-span-decay=-0.5"], /--prophet-span-decay must be a non-negative number/],
     ];
     for (const [args, message] of cases) {
       const run = runCli(["serve", "--in-memory", "--port", "0", ...args]);

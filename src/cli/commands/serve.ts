@@ -7,7 +7,7 @@ import { ENGINES, type Engine } from "../../proxy/engineRequestId.ts";
 import { parseUpstreamUrl } from "../../proxy/upstreamTarget.ts";
 import { DEFAULT_LIMITS } from "../../server/limits.ts";
 import { DEFAULT_HOST, DEFAULT_PORT, runServer } from "../../server/serve.ts";
-import { RECOMPUTE_POLICIES, type RecomputePolicy } from "../../kv/recomputeSelection.ts";
+import { DEFAULT_PROPHET_SPAN_DECAY, RECOMPUTE_POLICIES, type RecomputePolicy } from "../../kv/recomputeSelection.ts";
 import { CONTEXT_SCORES, type ContextScores } from "../../kv/reuseScores.ts";
 import { DEFAULT_BUDGETS } from "../../online/stateBudgets.ts";
 import { EXIT_OK, UsageError, byteSizeFlag, choiceFlag, integerFlag, numberFlag, parseFlags } from "../args.ts";
@@ -101,6 +101,9 @@ document's KV is cached and reused at any position):
   --kv-disk-bytes B        capacity of --kv-dir (default 16 GiB)
   --focus-window L         Cache-Craft focused-chunk early stop after L stable
                            layers (default 0: off)
+  --prophet-span-decay D   prophet: share of a token's score that carries on to
+                           the next token of its chunk, 0..1 (default 0.8; 0 is
+                           the paper: the question's attention alone)
   --context-scores S       what cachecraft's token ranking, chunk budget split and
                            the variant choice use: shift (default: each stored
                            chunk's measured KV shift against the chunk alone) or
@@ -171,6 +174,7 @@ const FLAGS = {
   "kv-disk-bytes": { type: "string" },
   "focus-window": { type: "string" },
   "context-scores": { type: "string" },
+  "prophet-span-decay": { type: "string" },
   "sparse-entropy-threshold": { type: "string" },
   "sparse-varentropy-threshold": { type: "string" },
   "sparse-trigger-window": { type: "string" },
@@ -245,7 +249,7 @@ export async function serveCommand(args: string[], io: CommandIo & { err?(text: 
 
   const model = typeof flags.values.model === "string" ? flags.values.model : null;
   if (model === "") throw new UsageError("--model must not be empty", COMMAND);
-  const modelOnly = ["device", "kv-blocks", "block-size", "threads", "served-model-name", "kv-policy", "recompute-ratio", "kv-device-blocks", "kv-host-bytes", "kv-dir", "kv-disk-bytes", "focus-window", "context-scores", "sparse-entropy-threshold", "sparse-varentropy-threshold", "sparse-trigger-window"].find((name) => flags.values[name] !== undefined);
+  const modelOnly = ["device", "kv-blocks", "block-size", "threads", "served-model-name", "kv-policy", "recompute-ratio", "kv-device-blocks", "kv-host-bytes", "kv-dir", "kv-disk-bytes", "focus-window", "context-scores", "prophet-span-decay", "sparse-entropy-threshold", "sparse-varentropy-threshold", "sparse-trigger-window"].find((name) => flags.values[name] !== undefined);
   if (model === null && modelOnly !== undefined) throw new UsageError(`--${modelOnly} needs --model`, COMMAND);
   if (model !== null && upstreams.length > 0) throw new UsageError("give --model (serve a model) or --upstream (proxy engines), not both", COMMAND);
   const device = typeof flags.values.device === "string" ? flags.values.device : "cpu";
@@ -257,6 +261,8 @@ export async function serveCommand(args: string[], io: CommandIo & { err?(text: 
   const kvPolicy = choiceFlag<RecomputePolicy>(flags, "kv-policy", COMMAND, RECOMPUTE_POLICIES, "prophet");
   const recomputeRatio = numberFlag(flags, "recompute-ratio", COMMAND, 0.2, { min: 0 });
   if (recomputeRatio > 1) throw new UsageError(`--recompute-ratio must be from 0 to 1, got '${flags.values["recompute-ratio"]}'`, COMMAND);
+  const spanDecay = numberFlag(flags, "prophet-span-decay", COMMAND, DEFAULT_PROPHET_SPAN_DECAY, { min: 0 });
+  if (spanDecay >= 1) throw new UsageError(`--prophet-span-decay must be at least 0 and below 1, got '${flags.values["prophet-span-decay"]}'`, COMMAND);
   const kvDir = flags.values["kv-dir"];
   if (kvDir === "") throw new UsageError("--kv-dir must not be empty", COMMAND);
   if (flags.values["kv-disk-bytes"] !== undefined && kvDir === undefined) throw new UsageError("--kv-disk-bytes needs --kv-dir", COMMAND);
@@ -313,6 +319,7 @@ export async function serveCommand(args: string[], io: CommandIo & { err?(text: 
               kvDiskBytes: integerFlag(flags, "kv-disk-bytes", COMMAND, 1),
               focusWindow: integerFlag(flags, "focus-window", COMMAND, 0),
               contextScores: choiceFlag<ContextScores>(flags, "context-scores", COMMAND, CONTEXT_SCORES, "shift"),
+              prophetSpanDecay: spanDecay,
               sparseTrigger,
             },
     },

@@ -33,6 +33,13 @@ export const DEFAULT_WINDOW_PAGES = 2;
 export interface SelectPagesOptions {
   /** The query anchor (dim floats); default `windowAnchor(hierarchy, windowPages, totalPages)`. */
   anchor?: ArrayLike<number>;
+  /**
+   * Subtract the mean of all page vectors from the anchor first (default false: the paper's
+   * eq. 4). Every key shares a large common component, so v_anchor·v_u ranks units mostly by
+   * that component's size; (v_anchor − μ)·v_u ranks them as (v_anchor − μ)·(v_u − μ) does, by
+   * what the anchor and the unit have that the rest of the context has not.
+   */
+  centered?: boolean;
   /** Semantic pages to keep at most (sinks and window come on top). */
   pageBudget: number;
   /** Default DEFAULT_RATIOS. */
@@ -175,6 +182,19 @@ function topItems(k: IndexKernels, items: readonly number[], scores: Float32Arra
 }
 
 /** Algorithm 1 with exact top-k, plus the always-kept pages (see the module comment). */
+/** The anchor minus the mean of the hierarchy's page vectors. */
+export function centeredAnchor(hierarchy: PageHierarchy, anchor: ArrayLike<number>): Float32Array {
+  const dim = hierarchy.dim;
+  const mean = new Float64Array(dim);
+  for (let p = 0; p < hierarchy.pageCount; p++) {
+    const v = hierarchy.pageVector(p);
+    for (let i = 0; i < dim; i++) mean[i]! += v[i]!;
+  }
+  const out = new Float32Array(dim);
+  for (let i = 0; i < dim; i++) out[i] = anchor[i]! - (hierarchy.pageCount > 0 ? mean[i]! / hierarchy.pageCount : 0);
+  return out;
+}
+
 export function selectPages(hierarchy: PageHierarchy, options: SelectPagesOptions): PageSelection {
   const {
     pageBudget,
@@ -197,8 +217,9 @@ export function selectPages(hierarchy: PageHierarchy, options: SelectPagesOption
   const empty = (): PageSelection => ({ pages: withKeptPages([], totalPages, hierarchy.pageCount, sinkPages, windowPages), semantic: [], grids: [], chunks: [] });
   if (candidateStart >= candidateEnd || pageBudget === 0) return empty();
 
-  const anchor = options.anchor ?? windowAnchor(hierarchy, windowPages, totalPages);
-  if (anchor === undefined) return empty();
+  const raw = options.anchor ?? windowAnchor(hierarchy, windowPages, totalPages);
+  if (raw === undefined) return empty();
+  const anchor = options.centered ? centeredAnchor(hierarchy, raw) : raw;
   const scores = hierarchy.score(anchor);
 
   // Nodes that hold at least one candidate page.

@@ -2,6 +2,7 @@ import { describe, expect, test } from "bun:test";
 import { type IndexKernels, tsKernels, wasmKernels } from "../../src/kernels/index.ts";
 import { PageHierarchy } from "../../src/kv/pageHierarchy.ts";
 import {
+  centeredAnchor,
   budgetToPages,
   retainedCount,
   selectPages,
@@ -186,6 +187,31 @@ describe("selectPages", () => {
     expect(all.semantic.length).toBe(38); // pages 1..38
     expect(() => selectPages(h, { pageBudget: 1, ratios: { grid: 1.5, chunk: 1 } })).toThrow(RangeError);
     expect(() => selectPages(h, { pageBudget: -1 })).toThrow(RangeError);
+  });
+});
+
+describe("centered anchor", () => {
+  // dim 3: every page shares a large common component on axis 0; page p's own content is on axis 1
+  // (p 4 only) or axis 2 (the others, weakly). Page 7 carries a larger common component.
+  function pages(): PageHierarchy {
+    const rows: number[] = [];
+    for (let p = 0; p < 12; p++) rows.push(p === 7 ? 12 : 10, p === 4 ? 1 : 0, p === 4 ? 0 : 0.2);
+    return PageHierarchy.fromPages(3, Float32Array.from(rows), 12);
+  }
+
+  test("the anchor minus the mean page vector", () => {
+    const h = pages();
+    const a = centeredAnchor(h, [10, 1, 0]);
+    expect(a[0]).toBeCloseTo(10 - 122 / 12, 5);
+    expect(a[1]).toBeCloseTo(1 - 1 / 12, 5);
+    expect(a[2]).toBeCloseTo(0 - 2.2 / 12, 5);
+  });
+
+  test("uncentered, the page with the biggest common component wins; centered, the one that shares the anchor's content", () => {
+    const h = pages();
+    const options = { anchor: [10, 1, 0], pageBudget: 1, ratios: { grid: 1, chunk: 1 }, sinkPages: 1, windowPages: 1, totalPages: 12 };
+    expect(selectPages(h, options).semantic).toEqual([7]);
+    expect(selectPages(h, { ...options, centered: true }).semantic).toEqual([4]);
   });
 });
 

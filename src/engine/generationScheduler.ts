@@ -706,6 +706,8 @@ export class GenerationScheduler {
       recomputeRatio: request.recomputeRatio ?? this.options.recomputeRatio ?? DEFAULT_RECOMPUTE_RATIO,
       focusWindow: this.options.focusWindow ?? 0,
       contextScores: this.options.contextScores ?? "shift",
+      // The shift is metadata for cachecraft: measured when this request or the server's default uses it.
+      measureShift: (this.options.contextScores ?? "shift") === "shift" && (request.kvPolicy === "cachecraft" || (this.options.kvPolicy ?? DEFAULT_KV_POLICY) === "cachecraft"),
       ...(this.options.prophetSpanDecay !== undefined ? { prophetSpanDecay: this.options.prophetSpanDecay } : {}),
     });
     sequence.table.length = sequence.promptLength;

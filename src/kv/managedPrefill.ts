@@ -54,7 +54,11 @@ export interface ManagedPrefillOptions {
   prophetSpanDecay?: number;
   /** What Cache-Craft's scores and the variant choice use (default "shift": measured KV shift where a variant has it). */
   contextScores?: ContextScores;
-  /** Measure each stored variant's context shift (default: with "shift" scores; needs a runner with export and relocate). */
+  /**
+   * Measure each stored variant's context shift (needs a runner with export and relocate).
+   * Default: with "shift" scores and policy cachecraft, the only policy that reads it; it costs
+   * about one more prefill of the new chunks at store time.
+   */
   measureShift?: boolean;
 }
 
@@ -255,7 +259,7 @@ export async function managedPrefill(
   const shiftRunner = runner.export !== undefined && runner.relocate !== undefined ? (runner as ContextShiftRunner) : null;
   const shiftOf = async (s: number): Promise<number[] | null> => {
     const tokens = prompt.segments[s]!.tokens;
-    if (!(options.measureShift ?? scores === "shift") || cache === null || tokens.length === 0) return null;
+    if (!(options.measureShift ?? (scores === "shift" && options.policy === "cachecraft")) || cache === null || tokens.length === 0) return null;
     if (bounds[s] === headLength) return tokens.map(() => 0);
     if (shiftRunner === null) return null;
     const shift = await cache.withScratch(headLength + tokens.length, (scratch) => measureContextShift(shiftRunner, table, headLength, bounds[s]!, tokens, scratch));

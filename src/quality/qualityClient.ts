@@ -9,9 +9,11 @@
  * dependence examples use their own `warmOrder` (the referrer follows another
  * record there, so its cached KV holds a stale value); the other families a seeded
  * shuffle whose first document differs (so no chunk but the head is an exact
- * prefix). The warm-up runs with policy `prefix`: every chunk after the head is
- * computed and stored back after the first token. Policy `full` would not do:
- * managedPrefill stores nothing under `full`.
+ * prefix). The warm-up runs with policy `cachecraft` at recompute ratio 0: the
+ * chunks, none of them cached yet, are computed and stored back after the first
+ * token, with the context shift cachecraft's scores need (measured only for
+ * cachecraft requests). Policy `full` would not do: managedPrefill stores nothing
+ * under `full`.
  *
  * Store-back of the measured requests. `full` stores nothing; `none`, `cachecraft`
  * and `prophet` store only chunks they computed (none, once warmed up); `prefix`
@@ -105,7 +107,7 @@ export class QualityClient {
       segments: [...order.map((d) => example.documents[d]!), example.question],
       temperature: 0,
       max_tokens: 1,
-      ctxr: { policy: "prefix" },
+      ctxr: { policy: "cachecraft", recompute_ratio: 0 },
     });
   }
 

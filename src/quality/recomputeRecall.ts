@@ -124,7 +124,7 @@ export class RecomputeRecall {
     cache.attachPool(this.pool);
     try {
       const prompt = examplePrompt(example);
-      await this.managed(cache, examplePrompt(example, warmupOrder(example)), { policy: "prefix", recomputeRatio: 0 }, false);
+      await this.managed(cache, examplePrompt(example, warmupOrder(example)), { policy: "prefix", recomputeRatio: 0, measureShift: this.contextScores === "shift" }, false);
       const contextLength = segmentBounds(prompt).at(-1)!;
       const ids = promptTokens(prompt);
       const full = await this.withTable(prompt, async (table) => {

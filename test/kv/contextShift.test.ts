@@ -84,7 +84,7 @@ describe("on the real runner", () => {
     await pool.grow([{ table, entries: promptTokens(prompt).length }]);
     const free = pool.free;
     const tableBlocks = table.blocks.length;
-    const result = await managedPrefill(runner, cache, prompt, table.blocks, { policy: "prefix", recomputeRatio: 0 });
+    const result = await managedPrefill(runner, cache, prompt, table.blocks, { policy: "cachecraft", recomputeRatio: 0.2 });
     await result.storeBack();
     await pool.release([table]);
     const [a] = cache.index.variantsOf(prompt.segments[1]!.hash);
@@ -98,16 +98,22 @@ describe("on the real runner", () => {
     await cache.reclaim(Number.MAX_SAFE_INTEGER);
   });
 
-  test("measureShift false stores no shift (the attention scores are used then)", async () => {
-    const cache = new ChunkCache(runner, { hostBytes: 0 });
-    cache.attachPool(pool);
+  test("other policies, and measureShift false, store no shift (cachecraft then falls back to the attention scores)", async () => {
     const prompt = segmentTokens(HEAD, [B, A], [63]);
-    const table = new KvBlockTable(16);
-    await pool.grow([{ table, entries: promptTokens(prompt).length }]);
-    const result = await managedPrefill(runner, cache, prompt, table.blocks, { policy: "prefix", recomputeRatio: 0, measureShift: false });
-    await result.storeBack();
-    await pool.release([table]);
-    for (const segment of prompt.segments.slice(1)) expect(cache.index.variantsOf(segment.hash)[0]!.meta.tokenShift).toBeUndefined();
-    await cache.reclaim(Number.MAX_SAFE_INTEGER);
+    for (const options of [{ policy: "prophet" as const, recomputeRatio: 0.2 }, { policy: "cachecraft" as const, recomputeRatio: 0.2, measureShift: false }]) {
+      const cache = new ChunkCache(runner, { hostBytes: 0 });
+      cache.attachPool(pool);
+      const table = new KvBlockTable(16);
+      await pool.grow([{ table, entries: promptTokens(prompt).length }]);
+      const result = await managedPrefill(runner, cache, prompt, table.blocks, options);
+      await result.storeBack();
+      await pool.release([table]);
+      for (const segment of prompt.segments.slice(1)) {
+        const [variant] = cache.index.variantsOf(segment.hash);
+        expect(variant).toBeDefined();
+        expect(variant!.meta.tokenShift).toBeUndefined();
+      }
+      await cache.reclaim(Number.MAX_SAFE_INTEGER);
+    }
   });
 });

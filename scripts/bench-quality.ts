@@ -6,7 +6,7 @@
  *        [--ratios 0.05,0.1,0.2,0.4] [--kv-budgets 0.01,0.02,0.05,0.1] [--retrieval-bytes 2048]
  *        [--seed 0xBE4C0000] [--threads 2] [--skip-sparse] [--skip-order-variants] [--json FILE]
  *        [--recall-questions 100] [--skip-recall] [--context-scores shift|attention]
- *        [--prophet-span-decay 0.8]
+ *        [--prophet-span-decay 0.8] [--prophet-query-rows all|last]
  *
  * One `ctxr serve --model DIR --in-memory --port 0` child for the whole run. Examples come
  * from qualityTasks.ts, example i of family f from exampleSeed(seed + index of f, i): the
@@ -49,7 +49,7 @@ import { exampleSeed } from "../src/quality/qualityRandom.ts";
 import { RecomputeRecall, type RecallCell, type RecallResult } from "../src/quality/recomputeRecall.ts";
 import { findRunner } from "../src/engine/runnerExecutable.ts";
 import { CONTEXT_SCORES, type ContextScores } from "../src/kv/reuseScores.ts";
-import { DEFAULT_PROPHET_SPAN_DECAY } from "../src/kv/recomputeSelection.ts";
+import { DEFAULT_PROPHET_SPAN_DECAY, PROPHET_QUERY_ROWS, type ProphetQueryRows } from "../src/kv/recomputeSelection.ts";
 import {
   DEFAULT_RETRIEVAL_BYTES,
   QUALITY_FAMILIES,
@@ -82,6 +82,7 @@ const { values } = parseArgs({
     "recall-questions": { type: "string", default: "100" },
     "context-scores": { type: "string", default: "shift" },
     "prophet-span-decay": { type: "string", default: String(DEFAULT_PROPHET_SPAN_DECAY) },
+    "prophet-query-rows": { type: "string", default: "all" },
     "skip-recall": { type: "boolean" },
     json: { type: "string" },
   },
@@ -98,6 +99,8 @@ const seedBase = Number(values.seed) >>> 0;
 const threads = Number(values.threads);
 const contextScores = values["context-scores"] as ContextScores;
 const spanDecay = Number(values["prophet-span-decay"]);
+const queryRows = values["prophet-query-rows"] as ProphetQueryRows;
+if (!PROPHET_QUERY_ROWS.includes(queryRows)) throw new Error(`--prophet-query-rows must be one of ${PROPHET_QUERY_ROWS.join(", ")}`);
 if (!CONTEXT_SCORES.includes(contextScores)) throw new Error(`--context-scores must be one of ${CONTEXT_SCORES.join(", ")}`);
 for (const f of families) if (!QUALITY_FAMILIES.includes(f)) throw new Error(`unknown family '${f}' (${QUALITY_FAMILIES.join(", ")})`);
 for (const p of policies) if (!POLICIES.includes(p)) throw new Error(`unknown policy '${p}' (${POLICIES.join(", ")})`);
@@ -189,7 +192,7 @@ interface Server {
 }
 
 async function startServer(model: string): Promise<Server> {
-  const child = Bun.spawn([process.execPath, CLI_ENTRY, "serve", "--model", model, "--in-memory", "--port", "0", "--threads", String(threads), "--context-scores", contextScores, "--prophet-span-decay", String(spanDecay)], {
+  const child = Bun.spawn([process.execPath, CLI_ENTRY, "serve", "--model", model, "--in-memory", "--port", "0", "--threads", String(threads), "--context-scores", contextScores, "--prophet-span-decay", String(spanDecay), "--prophet-query-rows", queryRows], {
     cwd: REPO,
     env: { ...process.env, NO_COLOR: "1" },
     stdin: "ignore",
@@ -299,7 +302,7 @@ let recall: { family: string; questions: number; none_first_token_agrees: number
 const recallCells: RecallCell[] = policies.filter((p): p is "cachecraft" | "prophet" => p === "cachecraft" || p === "prophet").flatMap((policy) => ratios.map((ratio) => ({ policy, ratio })));
 if (!values["skip-recall"] && families.includes("dependence") && recallCells.length > 0) {
   const n = Number(values["recall-questions"]);
-  const probe = await RecomputeRecall.open({ executable: await findRunner("cpu", { log: () => {} }), model: values.model!, threads, contextScores, prophetSpanDecay: spanDecay });
+  const probe = await RecomputeRecall.open({ executable: await findRunner("cpu", { log: () => {} }), model: values.model!, threads, contextScores, prophetSpanDecay: spanDecay, prophetQueryRows: queryRows });
   try {
     const per = new Map(recallCells.map((c) => [`${c.policy}@${c.ratio}`, [] as RecallResult[]] as const));
     let noneAgrees = 0;
@@ -343,7 +346,7 @@ const machine = `${cpu}, ${cpus().length} cores, ${(totalmem() / 2 ** 30).toFixe
 const command = `npx bun scripts/bench-quality.ts ${process.argv.slice(2).join(" ")}`.trimEnd();
 console.log(`machine: ${machine}`);
 console.log(`command: ${command}`);
-console.log(`model ${values.model}, CPU runner, ${threads} threads, cachecraft scores ${contextScores}, prophet span decay ${spanDecay}; ${questions} questions a cell, greedy, exact match, 95% Wilson intervals (%); retrieval ${retrievalBytes} bytes; seed base 0x${seedBase.toString(16)}`);
+console.log(`model ${values.model}, CPU runner, ${threads} threads, cachecraft scores ${contextScores}, prophet span decay ${spanDecay}, prophet query rows ${queryRows}; ${questions} questions a cell, greedy, exact match, 95% Wilson intervals (%); retrieval ${retrievalBytes} bytes; seed base 0x${seedBase.toString(16)}`);
 
 for (const family of families) {
   const rows = grid[family]!.filter((s) => s.kv_budget === null);
@@ -414,7 +417,7 @@ if (recall !== null) {
   for (const r of recall.rows) console.log(`| ${r.cell} | ${r.budget_median} | ${pct(r.recall)}% | ${pct(r.coverage)}% | ${pct(r.referrer_value_recall)}% | ${pct(r.first_token_agrees)}% |`);
 }
 
-const result = { bench: "quality", machine, command, model: values.model, questions, retrieval_bytes: retrievalBytes, seed_base: seedBase, threads, context_scores: contextScores, prophet_span_decay: spanDecay, grid, order_variants: orderVariants, ttft, recall };
+const result = { bench: "quality", machine, command, model: values.model, questions, retrieval_bytes: retrievalBytes, seed_base: seedBase, threads, context_scores: contextScores, prophet_span_decay: spanDecay, prophet_query_rows: queryRows, grid, order_variants: orderVariants, ttft, recall };
 const line = JSON.stringify(result);
 if (values.json) writeFileSync(values.json, `${JSON.stringify(result, null, 2)}\n`);
 console.log("");

@@ -21,7 +21,7 @@ import type { RecomputePolicy } from "../kv/recomputeSelection.ts";
 import { promptTokens, segmentChat, segmentTexts, type SegmentedPrompt } from "../kv/segmentedPrompt.ts";
 import type { UncertaintyTriggerOptions } from "../kv/uncertaintyTrigger.ts";
 import type { ContextScores } from "../kv/reuseScores.ts";
-import { DEFAULT_PROPHET_SPAN_DECAY } from "../kv/recomputeSelection.ts";
+import { DEFAULT_PROPHET_SPAN_DECAY, type ProphetQueryRows } from "../kv/recomputeSelection.ts";
 
 export interface EngineOptions {
   /** The model folder (config.json, *.safetensors, tokenizer.json, tokenizer_config.json). */
@@ -58,6 +58,8 @@ export interface EngineOptions {
   contextScores?: ContextScores;
   /** ProphetKV span decay (default DEFAULT_PROPHET_SPAN_DECAY). */
   prophetSpanDecay?: number;
+  /** ProphetKV's scoring rows (default "all"). */
+  prophetQueryRows?: ProphetQueryRows;
   /** Sparse decode's reconstruction trigger (default: uncertaintyTrigger.ts's placeholders; calibrate with `ctxr model calibrate-sparse`). */
   sparseTrigger?: UncertaintyTriggerOptions;
 }
@@ -147,6 +149,7 @@ export class GenerationEngine {
       focusWindow: options.focusWindow,
       contextScores: options.contextScores,
       prophetSpanDecay: options.prophetSpanDecay,
+      prophetQueryRows: options.prophetQueryRows,
       sparseTrigger: options.sparseTrigger,
     });
     const restored = await chunkCache.loadFromDisk();
@@ -166,6 +169,7 @@ export class GenerationEngine {
       focusWindow: options.focusWindow ?? 0,
       contextScores: options.contextScores ?? "shift",
       prophetSpanDecay: options.prophetSpanDecay ?? DEFAULT_PROPHET_SPAN_DECAY,
+      prophetQueryRows: options.prophetQueryRows ?? "all",
       trigger: options.sparseTrigger ?? {},
     });
     return engine;

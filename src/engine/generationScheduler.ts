@@ -34,6 +34,7 @@ import type { ChunkVariant } from "../kv/chunkVariantIndex.ts";
 import { cacheAwareOrder, type QueuedPrefill } from "../kv/cacheAwareOrder.ts";
 import type { RecomputePolicy } from "../kv/recomputeSelection.ts";
 import type { ContextScores } from "../kv/reuseScores.ts";
+import type { ProphetQueryRows } from "../kv/recomputeSelection.ts";
 import { SparseDecode, type SparseDecodeRunner } from "../kv/sparseDecode.ts";
 import type { UncertaintyTriggerOptions } from "../kv/uncertaintyTrigger.ts";
 
@@ -158,6 +159,8 @@ export interface SchedulerOptions {
   contextScores?: ContextScores;
   /** ProphetKV span decay (default DEFAULT_PROPHET_SPAN_DECAY). */
   prophetSpanDecay?: number;
+  /** ProphetKV's scoring rows (default "all"). */
+  prophetQueryRows?: ProphetQueryRows;
   /** Sparse decode's reconstruction trigger: thresholds and window (default: uncertaintyTrigger.ts's). */
   sparseTrigger?: UncertaintyTriggerOptions;
 }
@@ -709,6 +712,7 @@ export class GenerationScheduler {
       // The shift is metadata for cachecraft: measured when this request or the server's default uses it.
       measureShift: (this.options.contextScores ?? "shift") === "shift" && (request.kvPolicy === "cachecraft" || (this.options.kvPolicy ?? DEFAULT_KV_POLICY) === "cachecraft"),
       ...(this.options.prophetSpanDecay !== undefined ? { prophetSpanDecay: this.options.prophetSpanDecay } : {}),
+      prophetQueryRows: this.options.prophetQueryRows ?? "all",
     });
     sequence.table.length = sequence.promptLength;
     this.counters.prefillTokens += result.usage.prompt_tokens_computed + result.usage.prompt_tokens_recomputed;

@@ -3,7 +3,7 @@
  * recompute policy and ratio, the chunk-cache tiers, focused-chunk early stop, and the sparse
  * decode trigger (flagged when it still has the uncalibrated defaults).
  */
-import { DEFAULT_PROPHET_SPAN_DECAY, type RecomputePolicy } from "../kv/recomputeSelection.ts";
+import { DEFAULT_PROPHET_SPAN_DECAY, type ProphetQueryRows, type RecomputePolicy } from "../kv/recomputeSelection.ts";
 import type { ContextScores } from "../kv/reuseScores.ts";
 import { DEFAULT_ENTROPY_THRESHOLD, DEFAULT_TRIGGER_WINDOW, DEFAULT_VARENTROPY_THRESHOLD, type UncertaintyTriggerOptions } from "../kv/uncertaintyTrigger.ts";
 
@@ -18,6 +18,8 @@ export interface KvSettings {
   contextScores?: ContextScores;
   /** ProphetKV span decay (default DEFAULT_PROPHET_SPAN_DECAY). */
   prophetSpanDecay?: number;
+  /** ProphetKV's scoring rows (default "all"). */
+  prophetQueryRows?: ProphetQueryRows;
   trigger: UncertaintyTriggerOptions;
 }
 
@@ -30,7 +32,7 @@ export function describeKvSettings(s: KvSettings): string {
   const window = s.trigger.windowSteps ?? DEFAULT_TRIGGER_WINDOW;
   const calibrated = s.trigger.entropyThreshold !== undefined || s.trigger.varentropyThreshold !== undefined;
   return [
-    `KV reuse policy ${s.policy} at ${+(100 * s.recomputeRatio).toFixed(1)}% recompute (prophet span decay ${s.prophetSpanDecay ?? DEFAULT_PROPHET_SPAN_DECAY})`,
+    `KV reuse policy ${s.policy} at ${+(100 * s.recomputeRatio).toFixed(1)}% recompute (prophet span decay ${s.prophetSpanDecay ?? DEFAULT_PROPHET_SPAN_DECAY}${(s.prophetQueryRows ?? "all") === "last" ? ", last question token only" : ""})`,
     `chunk cache: ${s.deviceBlocks} device blocks, host ${bytes(s.hostBytes)}, disk ${s.disk === null ? "none" : `${s.disk.dir} (${bytes(s.disk.bytes)})`}`,
     `cachecraft scores ${s.contextScores ?? "shift"}, focused-chunk early stop ${s.focusWindow > 0 ? `after ${s.focusWindow} stable layers` : "off"}`,
     `sparse-decode trigger: entropy ${entropy} nats, varentropy ${varentropy} nats², window ${window} steps` +

@@ -25,7 +25,7 @@ import type { ForwardRequest, ForwardResult, ForwardSequence, RunnerInfo } from 
 import type { ChunkCache, KvTier } from "./chunkCache.ts";
 import { variantMetadataFromStats } from "./variantMetadata.ts";
 import { planPrefill, type SegmentPlan } from "./prefillPlan.ts";
-import { DEFAULT_PROPHET_SPAN_DECAY, cacheCraftSelection, prophetSelection, type RecomputePolicy } from "./recomputeSelection.ts";
+import { DEFAULT_PROPHET_SPAN_DECAY, cacheCraftSelection, prophetSelection, type ProphetQueryRows, type RecomputePolicy } from "./recomputeSelection.ts";
 import { measureContextShift, type ContextShiftRunner } from "./contextShift.ts";
 import { tokenScores, type ContextScores } from "./reuseScores.ts";
 import { promptTokens, segmentBounds, type SegmentedPrompt } from "./segmentedPrompt.ts";
@@ -52,6 +52,11 @@ export interface ManagedPrefillOptions {
   collectMetadata?: boolean;
   /** ProphetKV: how much of a token's score carries on to the tokens after it in its chunk (prophetSelection; default DEFAULT_PROPHET_SPAN_DECAY). */
   prophetSpanDecay?: number;
+  /**
+   * ProphetKV: whose attention scores the tokens, "all" the question's tokens (default, the
+   * paper) or only its "last" token (the one the first answer token comes from).
+   */
+  prophetQueryRows?: ProphetQueryRows;
   /** What Cache-Craft's scores and the variant choice use (default "shift": measured KV shift where a variant has it). */
   contextScores?: ContextScores;
   /**
@@ -182,7 +187,11 @@ export async function managedPrefill(
     });
     const layers = stage1.stats![0]!;
     const candidates = reusedSegments.map((s) => ({ start: bounds[s]!, end: bounds[s + 1]! }));
-    recompute = Array.from(prophetSelection(layers.map((l) => l.mass), questionIndices.length, layers[0]!.len, candidates, budget, options.prophetSpanDecay ?? DEFAULT_PROPHET_SPAN_DECAY));
+    const queries = questionIndices.length;
+    const len = layers[0]!.len;
+    const lastOnly = (options.prophetQueryRows ?? "all") === "last";
+    const masses = layers.map((l) => (lastOnly ? l.mass.subarray((queries - 1) * len, queries * len) : l.mass));
+    recompute = Array.from(prophetSelection(masses, lastOnly ? 1 : queries, len, candidates, budget, options.prophetSpanDecay ?? DEFAULT_PROPHET_SPAN_DECAY));
   } else if (options.policy === "cachecraft" && budget > 0 && reusedTokens > 0) {
     const chosen = cacheCraftSelection(
       reusedSegments.map((s) => {

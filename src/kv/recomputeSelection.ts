@@ -167,6 +167,11 @@ export function candidatePositions(candidates: readonly PositionRange[], len: nu
   return Uint32Array.from(positions);
 }
 
+/** Which question rows score ProphetKV's tokens: all of them (the paper) or the last one only. */
+export type ProphetQueryRows = "all" | "last";
+
+export const PROPHET_QUERY_ROWS: readonly ProphetQueryRows[] = ["all", "last"];
+
 /** prophetSelection's spanDecay unless configured (`ctxr serve --prophet-span-decay`). */
 export const DEFAULT_PROPHET_SPAN_DECAY = 0.8;
 

@@ -22,6 +22,7 @@ import { sequenceRange, type KvData } from "../engine/runnerProtocol.ts";
 import { ChunkCache } from "../kv/chunkCache.ts";
 import { kvDeviation } from "../kv/contextShift.ts";
 import type { ContextScores } from "../kv/reuseScores.ts";
+import type { ProphetQueryRows } from "../kv/recomputeSelection.ts";
 import { managedPrefill, type ManagedPrefillOptions, type ManagedPrefillResult } from "../kv/managedPrefill.ts";
 import { promptTokens, segmentBounds, segmentTokens, type SegmentedPrompt } from "../kv/segmentedPrompt.ts";
 import { warmupOrder } from "./qualityClient.ts";
@@ -87,12 +88,13 @@ export class RecomputeRecall {
     private readonly blockSize: number,
     private readonly contextScores: ContextScores,
     private readonly prophetSpanDecay: number | undefined,
+    private readonly prophetQueryRows: ProphetQueryRows,
   ) {}
 
-  static async open(options: { executable: string; model: string; threads: number; blocks?: number; contextScores?: ContextScores; prophetSpanDecay?: number }): Promise<RecomputeRecall> {
+  static async open(options: { executable: string; model: string; threads: number; blocks?: number; contextScores?: ContextScores; prophetSpanDecay?: number; prophetQueryRows?: ProphetQueryRows }): Promise<RecomputeRecall> {
     const blockSize = 16;
     const runner = await RunnerProcess.start({ executable: options.executable, model: options.model, blocks: options.blocks ?? 2048, blockSize, threads: options.threads });
-    return new RecomputeRecall(runner, new KvBlockPool(runner, blockSize, runner.info.free_blocks), blockSize, options.contextScores ?? "shift", options.prophetSpanDecay);
+    return new RecomputeRecall(runner, new KvBlockPool(runner, blockSize, runner.info.free_blocks), blockSize, options.contextScores ?? "shift", options.prophetSpanDecay, options.prophetQueryRows ?? "all");
   }
 
   private get width(): number {
@@ -142,7 +144,7 @@ export class RecomputeRecall {
       const referrerValue = referrerValuePositions(example, bounds);
       const results: RecallResult[] = [];
       for (const cell of cells) {
-        const { result } = await this.managed(cache, prompt, { policy: cell.policy, recomputeRatio: cell.ratio, contextScores: this.contextScores, ...(this.prophetSpanDecay !== undefined ? { prophetSpanDecay: this.prophetSpanDecay } : {}) }, false);
+        const { result } = await this.managed(cache, prompt, { policy: cell.policy, recomputeRatio: cell.ratio, contextScores: this.contextScores, ...(this.prophetSpanDecay !== undefined ? { prophetSpanDecay: this.prophetSpanDecay } : {}), prophetQueryRows: this.prophetQueryRows }, false);
         const chosen = Array.from(result.recomputed);
         const budget = chosen.length;
         const top = new Set(oracleTop(deviation, candidates, budget));

@@ -189,6 +189,22 @@ describe("managedPrefill", () => {
     expect(maxAbsDiff(early.logits, plain.logits)).toBeGreaterThan(1e-4);
   });
 
+  test("prophet scored by the question's last token only: the same as all rows for a one-token question, another choice for a longer one", async () => {
+    const s = await setup();
+    await managed(s, prompt([0, 1, 2, 3, 4]), { policy: "prefix", recomputeRatio: 0 });
+    const order = [4, 2, 0, 1, 3];
+    const oneToken = segmentTokens(HEAD, order.map((i) => CHUNKS[i]!), QUESTION.slice(-1));
+    const all1 = await managed(s, oneToken, { policy: "prophet", recomputeRatio: 0.1, prophetQueryRows: "all" });
+    const last1 = await managed(s, oneToken, { policy: "prophet", recomputeRatio: 0.1, prophetQueryRows: "last" });
+    expect(all1.recomputed.length).toBeGreaterThan(0);
+    expect(Array.from(last1.recomputed)).toEqual(Array.from(all1.recomputed));
+    const p = prompt(order);
+    const all = await managed(s, p, { policy: "prophet", recomputeRatio: 0.1, prophetQueryRows: "all" });
+    const last = await managed(s, p, { policy: "prophet", recomputeRatio: 0.1, prophetQueryRows: "last" });
+    expect(last.recomputed.length).toBe(all.recomputed.length);
+    expect(Array.from(last.recomputed)).not.toEqual(Array.from(all.recomputed));
+  });
+
   for (const policy of ["cachecraft", "prophet"] as const) {
     test(`serving a ${policy} request leaves the cache as it was: host hits with recomputed tokens are not promoted from the request's copy`, async () => {
       // Device room for two chunks: of the head and four chunks, the least used go to the host tier.

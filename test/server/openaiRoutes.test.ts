@@ -459,6 +459,7 @@ describe("ctxr serve --model (CLI)", () => {
       [["--context-scores", "shift"], /--context-scores needs --model/],
       [["--model", model.path, "--context-scores", "mass"], /--context-scores must be one of shift, attention/],
       [["--model", model.path, "--prophet-span-decay", "1"], /--prophet-span-decay must be at least 0 and below 1/],
+      [["--model", model.path, "--prophet-query-rows", "first"], /--prophet-query-rows must be one of all, last/],
       [["--model", model.path, "--prophet-span-decay=-0.5"], /--prophet-span-decay must be a non-negative number/],
     ];
     for (const [args, message] of cases) {

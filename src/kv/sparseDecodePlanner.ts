@@ -43,7 +43,7 @@ export const DEFAULT_BLOCK_SIZE = 16;
 export interface SparseDecodePlannerOptions extends Pick<PageHierarchyOptions, "chunkPages" | "gridChunks"> {
   /** KV budget as a fraction of the context (sinks and window included); default 0.01. >= 1 is dense. */
   budgetFraction?: number;
-  /** Default DEFAULT_RATIOS ({ grid: 0.5, chunk: 0.2 }). */
+  /** Default DEFAULT_RATIOS ({ grid: 1, chunk: 1 }: no cascade; AGGRESSIVE_RATIOS are the paper's). */
   ratios?: SelectionRatios;
   /**
    * Score against the anchor minus the mean page vector (selectPages' `centered`; default true,

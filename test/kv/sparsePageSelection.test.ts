@@ -2,6 +2,7 @@ import { describe, expect, test } from "bun:test";
 import { type IndexKernels, tsKernels, wasmKernels } from "../../src/kernels/index.ts";
 import { PageHierarchy } from "../../src/kv/pageHierarchy.ts";
 import {
+  AGGRESSIVE_RATIOS,
   centeredAnchor,
   budgetToPages,
   retainedCount,
@@ -212,6 +213,18 @@ describe("centered anchor", () => {
     const options = { anchor: [10, 1, 0], pageBudget: 1, ratios: { grid: 1, chunk: 1 }, sinkPages: 1, windowPages: 1, totalPages: 12 };
     expect(selectPages(h, options).semantic).toEqual([7]);
     expect(selectPages(h, { ...options, centered: true }).semantic).toEqual([4]);
+  });
+});
+
+describe("default ratios: no cascade", () => {
+  test("the best page is kept even when its chunk's mean scores low; the paper's aggressive ratios drop it", () => {
+    // 32 pages in 8 chunks of 4. Page 5 is the one the anchor wants; its chunk-mates point away.
+    const rows: number[] = [];
+    for (let p = 0; p < 32; p++) rows.push(1, p === 5 ? 5 : p >= 4 && p < 8 ? -3 : 1);
+    const h = PageHierarchy.fromPages(2, Float32Array.from(rows), 32);
+    const options = { anchor: [0, 1], pageBudget: 1, sinkPages: 1, windowPages: 1, totalPages: 32 };
+    expect(selectPages(h, options).semantic).toEqual([5]);
+    expect(selectPages(h, { ...options, ratios: AGGRESSIVE_RATIOS }).semantic).not.toContain(5);
   });
 });
 

@@ -190,7 +190,6 @@ function topItems(k: IndexKernels, items: readonly number[], scores: Float32Arra
   return picked.sort((a, b) => a - b);
 }
 
-/** Algorithm 1 with exact top-k, plus the always-kept pages (see the module comment). */
 /** The anchor minus the mean of the hierarchy's page vectors. */
 export function centeredAnchor(hierarchy: PageHierarchy, anchor: ArrayLike<number>): Float32Array {
   const dim = hierarchy.dim;
@@ -204,6 +203,7 @@ export function centeredAnchor(hierarchy: PageHierarchy, anchor: ArrayLike<numbe
   return out;
 }
 
+/** Algorithm 1 with exact top-k, plus the always-kept pages (see the module comment). */
 export function selectPages(hierarchy: PageHierarchy, options: SelectPagesOptions): PageSelection {
   const {
     pageBudget,

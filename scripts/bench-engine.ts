@@ -28,9 +28,9 @@ import { spawnSync } from "node:child_process";
 import { writeFileSync } from "node:fs";
 import { cpus, loadavg, totalmem } from "node:os";
 import { parseArgs } from "node:util";
-import { RunnerProcess } from "../src/engine/runnerProcess.ts";
-import { type RunnerProfile, sequenceRange } from "../src/engine/runnerProtocol.ts";
-import { tinyModelParameterCount } from "../src/engine/tinyModel.ts";
+import { RunnerProcess } from "../src/runner/runnerProcess.ts";
+import { type RunnerProfile, sequenceRange } from "../src/runner/runnerProtocol.ts";
+import { tinyModelParameterCount } from "../src/model/tinyModel.ts";
 import { BENCH_MODELS as MODELS, benchModelFolder as modelFolder, buildBenchRunner, median, progress } from "./benchKit.ts";
 
 const { values } = parseArgs({

@@ -32,10 +32,10 @@
 import { writeFileSync } from "node:fs";
 import { cpus, loadavg, totalmem } from "node:os";
 import { parseArgs } from "node:util";
-import { KvBlockPool, KvBlockTable } from "../src/engine/kvBlockTable.ts";
-import { RunnerProcess } from "../src/engine/runnerProcess.ts";
-import { sequenceRange } from "../src/engine/runnerProtocol.ts";
-import { tinyModelParameterCount } from "../src/engine/tinyModel.ts";
+import { KvBlockPool, KvBlockTable } from "../src/kv/kvBlockTable.ts";
+import { RunnerProcess } from "../src/runner/runnerProcess.ts";
+import { sequenceRange } from "../src/runner/runnerProtocol.ts";
+import { tinyModelParameterCount } from "../src/model/tinyModel.ts";
 import { ChunkCache } from "../src/kv/chunkCache.ts";
 import { managedPrefill, type ManagedPrefillOptions } from "../src/kv/managedPrefill.ts";
 import type { RecomputePolicy } from "../src/kv/recomputeSelection.ts";

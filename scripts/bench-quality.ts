@@ -47,7 +47,7 @@ import {
 } from "../src/quality/qualityClient.ts";
 import { exampleSeed } from "../src/quality/qualityRandom.ts";
 import { RecomputeRecall, type RecallCell, type RecallResult } from "../src/quality/recomputeRecall.ts";
-import { findRunner } from "../src/engine/runnerExecutable.ts";
+import { findRunner } from "../src/runner/runnerExecutable.ts";
 import { CONTEXT_SCORES, type ContextScores } from "../src/kv/reuseScores.ts";
 import { DEFAULT_PROPHET_SPAN_DECAY, PROPHET_QUERY_ROWS, type ProphetQueryRows } from "../src/kv/recomputeSelection.ts";
 import {

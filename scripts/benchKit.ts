@@ -7,8 +7,8 @@ import { spawnSync } from "node:child_process";
 import { existsSync } from "node:fs";
 import { cpus } from "node:os";
 import { join, resolve } from "node:path";
-import { TINY_MODEL_DEFAULTS, type TinyModelOptions, tinyModelFiles } from "../src/engine/tinyModel.ts";
-import { writeModelFolder } from "../src/engine/writeModelFolder.ts";
+import { TINY_MODEL_DEFAULTS, type TinyModelOptions, tinyModelFiles } from "../src/model/tinyModel.ts";
+import { writeModelFolder } from "../src/model/writeModelFolder.ts";
 
 export const REPO = resolve(import.meta.dir, "..");
 const MODELS_DIR = join(REPO, ".bench", "engine-models");

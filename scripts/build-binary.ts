@@ -3,7 +3,7 @@
  * Builds the CPU runner (`make -C cuda cpu`), with --cuda also the CUDA runner
  * (`make -C cuda cuda`, needs nvcc), then compiles src/cli/main.ts with every
  * runner in cuda/build/ as an extra entry point, so the runners become embedded
- * files (Bun.embeddedFiles) that src/engine/runnerExecutable.ts unpacks on first
+ * files (Bun.embeddedFiles) that src/runner/runnerExecutable.ts unpacks on first
  * use.
  *
  *   bun scripts/build-binary.ts [--cuda] [--outfile dist/ctxr]

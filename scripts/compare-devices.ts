@@ -13,11 +13,11 @@ import { readFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { parseArgs } from "node:util";
 import { tinyModelOptionsFromFlags } from "../src/cli/commands/model.ts";
-import { RunnerProcess } from "../src/engine/runnerProcess.ts";
-import { sequenceRange } from "../src/engine/runnerProtocol.ts";
+import { RunnerProcess } from "../src/runner/runnerProcess.ts";
+import { sequenceRange } from "../src/runner/runnerProtocol.ts";
 import { argmax } from "../src/engine/sampler.ts";
-import { tinyModelFiles } from "../src/engine/tinyModel.ts";
-import { writeModelFolder } from "../src/engine/writeModelFolder.ts";
+import { tinyModelFiles } from "../src/model/tinyModel.ts";
+import { writeModelFolder } from "../src/model/writeModelFolder.ts";
 
 const REPO = resolve(import.meta.dir, "..");
 const { values } = parseArgs({ options: { device: { type: "string", default: "cuda" } } });

@@ -10,7 +10,7 @@
  * "system", which chat templates know. Other fields (name, tool_calls...) are left
  * out. Written without zod so the engine can use it on any parsed JSON.
  */
-import type { ChatTemplateMessage } from "./modelTokenizer.ts";
+import type { ChatTemplateMessage } from "../model/modelTokenizer.ts";
 
 export class ChatMessagesError extends Error {
   constructor(message: string) {

@@ -21,9 +21,9 @@
  * runner is restarted and the queue carries on. Prompts longer than the model or
  * the cache can hold are refused when submitted.
  */
-import type { RunnerInfo, ForwardResult, ForwardRequest, ForwardSequence } from "./runnerProtocol.ts";
-import { RunnerCrashedError } from "./runnerProcess.ts";
-import { KvBlockPool, KvBlockTable, blocksFor, type BlockRunner } from "./kvBlockTable.ts";
+import type { RunnerInfo, ForwardResult, ForwardRequest, ForwardSequence } from "../runner/runnerProtocol.ts";
+import { RunnerCrashedError } from "../runner/runnerProcess.ts";
+import { KvBlockPool, KvBlockTable, blocksFor, type BlockRunner } from "../kv/kvBlockTable.ts";
 import { Sampler, tokenLogprobs, type SamplingParams } from "./sampler.ts";
 import { StopMatcher } from "./stopMatcher.ts";
 import { TokenTextStream, type StreamDecoder } from "./textStream.ts";

@@ -13,7 +13,7 @@
  * quickselect (expected linear time) for top-k and for the nucleus' boundary; only
  * a small final range is ever sorted. NaN logits count as -Infinity.
  */
-import { Xoshiro128 } from "./normalRandom.ts";
+import { Xoshiro128 } from "../model/normalRandom.ts";
 
 export interface SamplingParams {
   /** 0: greedy; otherwise logits are divided by it. */

@@ -17,8 +17,8 @@
  *   discarded when read (DiskKvTier) and the variant is forgotten.
  */
 import { randomUUID } from "node:crypto";
-import type { KvData, RunnerInfo, KvRange } from "../engine/runnerProtocol.ts";
-import { KvBlockTable, type KvBlockPool } from "../engine/kvBlockTable.ts";
+import type { KvData, RunnerInfo, KvRange } from "../runner/runnerProtocol.ts";
+import { KvBlockTable, type KvBlockPool } from "./kvBlockTable.ts";
 import { ChunkVariantIndex, type ChunkVariant } from "./chunkVariantIndex.ts";
 import type { VariantMetadata } from "./reuseScores.ts";
 import { HostKvTier } from "./hostKvTier.ts";

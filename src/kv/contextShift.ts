@@ -12,7 +12,7 @@
  * is what a new prefix breaks. Measured once per stored variant, after the first token (the
  * store-back), at the cost of one more pass over the chunk's tokens.
  */
-import type { ForwardRequest, ForwardResult, KvData, KvRange, RunnerInfo } from "../engine/runnerProtocol.ts";
+import type { ForwardRequest, ForwardResult, KvData, KvRange, RunnerInfo } from "../runner/runnerProtocol.ts";
 
 /** Σ_l |ΔK|² + |ΔV|² / Σ_l |K_a|² + |V_a|² per token (K before RoPE, so positions do not count). */
 export function kvDeviation(a: KvData, b: KvData, width: number): Float64Array {

@@ -26,7 +26,7 @@ import { createHash } from "node:crypto";
 import { mkdirSync } from "node:fs";
 import { open, readdir, rename, rm, writeFile } from "node:fs/promises";
 import { join, resolve } from "node:path";
-import type { KvData } from "../engine/runnerProtocol.ts";
+import type { KvData } from "../runner/runnerProtocol.ts";
 import {
   DEFAULT_KV_PAGE_SIZE,
   type KvCacheExpectation,

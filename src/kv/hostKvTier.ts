@@ -5,7 +5,7 @@
  * overflowBytes() says how much must leave and the caller demotes or drops
  * entries by its own priority (reuse frequency, recency).
  */
-import type { KvData } from "../engine/runnerProtocol.ts";
+import type { KvData } from "../runner/runnerProtocol.ts";
 
 export interface HostKvEntry<M extends object = object> {
   data: KvData;

@@ -22,7 +22,7 @@
  * unnoticed with probability 2^-64). Page-first lets a reader place whole pages
  * (the runner's 16-token blocks) as they arrive.
  */
-import type { KvData, LayerKv } from "../engine/runnerProtocol.ts";
+import type { KvData, LayerKv } from "../runner/runnerProtocol.ts";
 
 export const KV_CACHE_MAGIC = "CTXRKV01";
 export const KV_CACHE_FORMAT_VERSION = 1;

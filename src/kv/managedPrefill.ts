@@ -21,7 +21,7 @@
  *    store-back (new chunks into the cache, hits promoted), which the caller runs
  *    after the first token has gone out.
  */
-import type { ForwardRequest, ForwardResult, ForwardSequence, RunnerInfo } from "../engine/runnerProtocol.ts";
+import type { ForwardRequest, ForwardResult, ForwardSequence, RunnerInfo } from "../runner/runnerProtocol.ts";
 import type { ChunkCache, KvTier } from "./chunkCache.ts";
 import { variantMetadataFromStats } from "./variantMetadata.ts";
 import { planPrefill, type SegmentPlan } from "./prefillPlan.ts";

@@ -13,7 +13,7 @@
 import { createHash } from "node:crypto";
 import { open, readdir, readFile } from "node:fs/promises";
 import { join } from "node:path";
-import { MAX_HEADER_BYTES } from "../engine/safetensors.ts";
+import { MAX_HEADER_BYTES } from "../model/safetensors.ts";
 
 /** Bumped when what the digest covers changes (old caches then stop matching). */
 const IDENTITY_TAG = "ctxr-model-identity-v1";

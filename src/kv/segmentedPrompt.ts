@@ -6,7 +6,7 @@
  * wherever it appears; the question is always computed.
  */
 import { renderDocumentsField, type FieldDocument } from "../proxy/documents/documentsField.ts";
-import type { ChatTemplateMessage, ChatTemplateOptions, ModelTokenizer } from "../engine/modelTokenizer.ts";
+import type { ChatTemplateMessage, ChatTemplateOptions, ModelTokenizer } from "../model/modelTokenizer.ts";
 import { chunkHash } from "./chunkHash.ts";
 
 export interface PromptSegment {

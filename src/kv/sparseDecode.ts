@@ -5,8 +5,8 @@
  * block table (SparseDecodePlanner: selected pages, sinks, the local window and
  * the current page), so the step reads only those pages.
  */
-import type { RunnerInfo } from "../engine/runnerProtocol.ts";
-import type { KvBlockTable } from "../engine/kvBlockTable.ts";
+import type { RunnerInfo } from "../runner/runnerProtocol.ts";
+import type { KvBlockTable } from "./kvBlockTable.ts";
 import { SparseDecodePlanner } from "./sparseDecodePlanner.ts";
 import type { UncertaintyTriggerOptions } from "./uncertaintyTrigger.ts";
 

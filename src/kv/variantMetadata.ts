@@ -3,7 +3,7 @@
  * chunk, per-token inter scores) from the attention statistics of the FORWARD
  * that computed it (chunk-mass mode: per query row, its mass on every chunk).
  */
-import type { ForwardResult } from "../engine/runnerProtocol.ts";
+import type { ForwardResult } from "../runner/runnerProtocol.ts";
 import { buildVariantMetadata } from "./reuseScores.ts";
 
 export interface ComputedVariantMeta {

@@ -16,9 +16,9 @@
  * For the dependence family also the share of the referrer record's value tokens ("^^^") that
  * were chosen: the tokens whose KV holds the stale neighbour's value.
  */
-import { KvBlockPool, KvBlockTable } from "../engine/kvBlockTable.ts";
-import { RunnerProcess } from "../engine/runnerProcess.ts";
-import { sequenceRange, type KvData } from "../engine/runnerProtocol.ts";
+import { KvBlockPool, KvBlockTable } from "../kv/kvBlockTable.ts";
+import { RunnerProcess } from "../runner/runnerProcess.ts";
+import { sequenceRange, type KvData } from "../runner/runnerProtocol.ts";
 import { ChunkCache } from "../kv/chunkCache.ts";
 import { kvDeviation } from "../kv/contextShift.ts";
 import type { ContextScores } from "../kv/reuseScores.ts";

@@ -19,7 +19,7 @@ import type { GenerationEngine } from "../engine/generationEngine.ts";
 import { GenerationFailedError, PromptTooLongError, SchedulerClosedError, type CtxrUsage, type GeneratedToken, type GenerationEvent, type GenerationHandle } from "../engine/generationScheduler.ts";
 import type { RecomputePolicy } from "../kv/recomputeSelection.ts";
 import { SegmentedPromptError, type SegmentedPrompt } from "../kv/segmentedPrompt.ts";
-import { ChatTemplateError, ModelTokenizerError } from "../engine/modelTokenizer.ts";
+import { ChatTemplateError, ModelTokenizerError } from "../model/modelTokenizer.ts";
 import { SamplingError, type SamplingParams } from "../engine/sampler.ts";
 import { errorResponse } from "./errors.ts";
 import { depthProblem } from "./jsonDepth.ts";

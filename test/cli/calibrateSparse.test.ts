@@ -5,7 +5,7 @@
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { BYTE_TOKENIZER_VOCAB } from "../../src/engine/byteTokenizer.ts";
+import { BYTE_TOKENIZER_VOCAB } from "../../src/model/byteTokenizer.ts";
 import { runCli, tempFolder } from "../helpers/cli.ts";
 import { buildRunner, tinyModelFolder } from "../helpers/engineKit.ts";
 

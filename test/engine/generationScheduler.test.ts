@@ -8,9 +8,9 @@
  */
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
 import { GenerationFailedError, GenerationScheduler, PromptTooLongError, type GenerationRequest } from "../../src/engine/generationScheduler.ts";
-import { KvBlockPool, KvBlockTable, KvCacheFullError, blocksFor } from "../../src/engine/kvBlockTable.ts";
-import { loadModelTokenizer, type ModelTokenizer } from "../../src/engine/modelTokenizer.ts";
-import { RunnerProcess } from "../../src/engine/runnerProcess.ts";
+import { KvBlockPool, KvBlockTable, KvCacheFullError, blocksFor } from "../../src/kv/kvBlockTable.ts";
+import { loadModelTokenizer, type ModelTokenizer } from "../../src/model/modelTokenizer.ts";
+import { RunnerProcess } from "../../src/runner/runnerProcess.ts";
 import { TINY_REFERENCE, buildRunner, tinyModelFolder } from "../helpers/engineKit.ts";
 
 setDefaultTimeout(120_000);

@@ -1,5 +1,5 @@
 import { describe, expect, test } from "bun:test";
-import { NormalRandom } from "../../src/engine/normalRandom.ts";
+import { NormalRandom } from "../../src/model/normalRandom.ts";
 import {
   Sampler,
   SamplingError,

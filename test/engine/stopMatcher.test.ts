@@ -1,5 +1,5 @@
 import { describe, expect, test } from "bun:test";
-import { Xoshiro128 } from "../../src/engine/normalRandom.ts";
+import { Xoshiro128 } from "../../src/model/normalRandom.ts";
 import { StopMatcher } from "../../src/engine/stopMatcher.ts";
 
 /** Feeds chunks; returns what was sent and whether it stopped (flushing when it did not). */

@@ -1,11 +1,11 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { join } from "node:path";
-import { EOS_TOKEN_ID } from "../../src/engine/byteTokenizer.ts";
-import { type ModelTokenizer, loadModelTokenizer } from "../../src/engine/modelTokenizer.ts";
-import { Xoshiro128 } from "../../src/engine/normalRandom.ts";
+import { EOS_TOKEN_ID } from "../../src/model/byteTokenizer.ts";
+import { type ModelTokenizer, loadModelTokenizer } from "../../src/model/modelTokenizer.ts";
+import { Xoshiro128 } from "../../src/model/normalRandom.ts";
 import { type StreamDecoder, TokenTextStream } from "../../src/engine/textStream.ts";
-import { TINY_MODEL_DEFAULTS, tinyModelFiles } from "../../src/engine/tinyModel.ts";
-import { writeModelFolder } from "../../src/engine/writeModelFolder.ts";
+import { TINY_MODEL_DEFAULTS, tinyModelFiles } from "../../src/model/tinyModel.ts";
+import { writeModelFolder } from "../../src/model/writeModelFolder.ts";
 import { tempFolder } from "../helpers/cli.ts";
 
 let folder: { path: string; cleanup(): void };

@@ -5,8 +5,8 @@
  */
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
-import { TINY_MODEL_DEFAULTS, tinyModelFiles, type TinyModelOptions } from "../../src/engine/tinyModel.ts";
-import { writeModelFolder } from "../../src/engine/writeModelFolder.ts";
+import { TINY_MODEL_DEFAULTS, tinyModelFiles, type TinyModelOptions } from "../../src/model/tinyModel.ts";
+import { writeModelFolder } from "../../src/model/writeModelFolder.ts";
 import { REPO_ROOT, tempFolder } from "./cli.ts";
 
 export const RUNNER_CPU = join(REPO_ROOT, "cuda", "build", "ctxr-runner-cpu");

@@ -5,9 +5,9 @@
  * KV alone, and managedPrefill stores the shift with every new variant.
  */
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
-import { KvBlockPool, KvBlockTable } from "../../src/engine/kvBlockTable.ts";
-import { RunnerProcess } from "../../src/engine/runnerProcess.ts";
-import { sequenceRange, type KvData } from "../../src/engine/runnerProtocol.ts";
+import { KvBlockPool, KvBlockTable } from "../../src/kv/kvBlockTable.ts";
+import { RunnerProcess } from "../../src/runner/runnerProcess.ts";
+import { sequenceRange, type KvData } from "../../src/runner/runnerProtocol.ts";
 import { ChunkCache } from "../../src/kv/chunkCache.ts";
 import { kvDeviation, measureContextShift, shiftContextualization } from "../../src/kv/contextShift.ts";
 import { managedPrefill } from "../../src/kv/managedPrefill.ts";

@@ -1,6 +1,6 @@
 /** Random KV data and helpers shared by the test/kv tests. */
 import { expect } from "bun:test";
-import type { KvData } from "../../src/engine/runnerProtocol.ts";
+import type { KvData } from "../../src/runner/runnerProtocol.ts";
 
 /** A small deterministic generator (mulberry32). */
 export function seededRandom(seed: number): () => number {

@@ -8,9 +8,9 @@
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
 import { readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { KvBlockPool, KvBlockTable } from "../../src/engine/kvBlockTable.ts";
-import { RunnerProcess } from "../../src/engine/runnerProcess.ts";
-import { sequenceRange } from "../../src/engine/runnerProtocol.ts";
+import { KvBlockPool, KvBlockTable } from "../../src/kv/kvBlockTable.ts";
+import { RunnerProcess } from "../../src/runner/runnerProcess.ts";
+import { sequenceRange } from "../../src/runner/runnerProtocol.ts";
 import { ChunkCache } from "../../src/kv/chunkCache.ts";
 import { DiskKvTier } from "../../src/kv/diskKvTier.ts";
 import { managedPrefill, type ManagedPrefillOptions } from "../../src/kv/managedPrefill.ts";

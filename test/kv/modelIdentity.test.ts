@@ -2,7 +2,7 @@ import { afterEach, describe, expect, test } from "bun:test";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { encodeSafetensors } from "../../src/engine/safetensors.ts";
+import { encodeSafetensors } from "../../src/model/safetensors.ts";
 import { ModelIdentityError, modelIdentity } from "../../src/kv/modelIdentity.ts";
 
 const folders: string[] = [];

@@ -9,10 +9,10 @@ import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { tinyModelOptionsFromFlags } from "../../src/cli/commands/model.ts";
-import { RunnerProcess } from "../../src/engine/runnerProcess.ts";
-import { Status, sequenceRange } from "../../src/engine/runnerProtocol.ts";
-import { referenceLlama, referenceLogits } from "../../src/engine/referenceLlama.ts";
-import { readSafetensors } from "../../src/engine/safetensors.ts";
+import { RunnerProcess } from "../../src/runner/runnerProcess.ts";
+import { Status, sequenceRange } from "../../src/runner/runnerProtocol.ts";
+import { referenceLlama, referenceLogits } from "../../src/model/referenceLlama.ts";
+import { readSafetensors } from "../../src/model/safetensors.ts";
 import { argmax } from "../../src/engine/sampler.ts";
 import { REPO_ROOT } from "../helpers/cli.ts";
 import { buildRunner, tinyModelFolder } from "../helpers/engineKit.ts";

@@ -8,7 +8,7 @@
  */
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
 import { join } from "node:path";
-import { RunnerProcess } from "../../src/engine/runnerProcess.ts";
+import { RunnerProcess } from "../../src/runner/runnerProcess.ts";
 import {
   FrameReader,
   Op,
@@ -21,7 +21,7 @@ import {
   type ForwardRequest,
   type ForwardSequence,
   type KvData,
-} from "../../src/engine/runnerProtocol.ts";
+} from "../../src/runner/runnerProtocol.ts";
 import { argmax } from "../../src/engine/sampler.ts";
 import { REPO_ROOT, runProgram } from "../helpers/cli.ts";
 import { buildRunner, tinyModelFolder } from "../helpers/engineKit.ts";

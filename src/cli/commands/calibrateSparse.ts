@@ -6,9 +6,9 @@
  */
 import { readFileSync } from "node:fs";
 import { completionIds, completionsAddBos, modelFolderPath } from "../../engine/generationEngine.ts";
-import { loadModelTokenizer } from "../../engine/modelTokenizer.ts";
-import { findRunner } from "../../engine/runnerExecutable.ts";
-import { RunnerProcess } from "../../engine/runnerProcess.ts";
+import { loadModelTokenizer } from "../../model/modelTokenizer.ts";
+import { findRunner } from "../../runner/runnerExecutable.ts";
+import { RunnerProcess } from "../../runner/runnerProcess.ts";
 import {
   calibrateThresholds,
   DEFAULT_TRIGGER_WINDOW,

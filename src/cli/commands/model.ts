@@ -1,9 +1,9 @@
 /**
  * `ctxr model tiny`: writes a deterministic tiny Llama-architecture checkpoint
  * (Hugging Face layout, random weights, byte-level tokenizer) for tests, fixtures,
- * smoke runs and benchmarks (src/engine/tinyModel.ts).
+ * smoke runs and benchmarks (src/model/tinyModel.ts).
  */
-import { BYTE_TOKENIZER_VOCAB } from "../../engine/byteTokenizer.ts";
+import { BYTE_TOKENIZER_VOCAB } from "../../model/byteTokenizer.ts";
 import {
   MODEL_DTYPES,
   type ModelDtype,
@@ -15,8 +15,8 @@ import {
   checkTinyModelOptions,
   tinyModelFiles,
   tinyModelParameterCount,
-} from "../../engine/tinyModel.ts";
-import { ModelFolderError, writeModelFolder } from "../../engine/writeModelFolder.ts";
+} from "../../model/tinyModel.ts";
+import { ModelFolderError, writeModelFolder } from "../../model/writeModelFolder.ts";
 import { EXIT_OK, InputError, UsageError, choiceFlag, integerFlag, numberFlag, parseFlags, requiredString } from "../args.ts";
 import type { FlagSpec } from "../args.ts";
 import type { CommandIo } from "./types.ts";

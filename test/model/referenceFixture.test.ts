@@ -10,10 +10,10 @@ import { readFileSync, readdirSync } from "node:fs";
 import { join } from "node:path";
 import { Tokenizer } from "@huggingface/tokenizers";
 import { tinyModelOptionsFromFlags } from "../../src/cli/commands/model.ts";
-import { referenceLlama, referenceLogits } from "../../src/engine/referenceLlama.ts";
-import { readSafetensors } from "../../src/engine/safetensors.ts";
-import { tinyModelFiles } from "../../src/engine/tinyModel.ts";
-import { writeModelFolder } from "../../src/engine/writeModelFolder.ts";
+import { referenceLlama, referenceLogits } from "../../src/model/referenceLlama.ts";
+import { readSafetensors } from "../../src/model/safetensors.ts";
+import { tinyModelFiles } from "../../src/model/tinyModel.ts";
+import { writeModelFolder } from "../../src/model/writeModelFolder.ts";
 import { REPO_ROOT, tempFolder } from "../helpers/cli.ts";
 
 /** The runner's tolerance against the fixture (issue 5). */

@@ -1,6 +1,6 @@
 import { describe, expect, test } from "bun:test";
-import { bfloat16BitsToFloat32, float16BitsToFloat32, float32ToBfloat16Bits, float32ToFloat16Bits } from "../../src/engine/halfFloats.ts";
-import { Xoshiro128 } from "../../src/engine/normalRandom.ts";
+import { bfloat16BitsToFloat32, float16BitsToFloat32, float32ToBfloat16Bits, float32ToFloat16Bits } from "../../src/model/halfFloats.ts";
+import { Xoshiro128 } from "../../src/model/normalRandom.ts";
 
 const f32 = new Float32Array(1);
 const u32 = new Uint32Array(f32.buffer);

@@ -1,5 +1,5 @@
 import { describe, expect, test } from "bun:test";
-import { float32ToBfloat16Bits, float32ToFloat16Bits } from "../../src/engine/halfFloats.ts";
+import { float32ToBfloat16Bits, float32ToFloat16Bits } from "../../src/model/halfFloats.ts";
 import {
   BUFFER_ALIGNMENT,
   DTYPE_BYTES,
@@ -10,7 +10,7 @@ import {
   readSafetensors,
   safetensorsLayout,
   tensorToFloat32,
-} from "../../src/engine/safetensors.ts";
+} from "../../src/model/safetensors.ts";
 
 function f32Tensor(name: string, shape: number[], values: number[]): TensorData {
   return { name, dtype: "F32", shape, data: new Uint8Array(new Float32Array(values).buffer) };

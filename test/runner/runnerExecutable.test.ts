@@ -15,8 +15,8 @@ import {
   runnerFlavor,
   unpackRunner,
   type EmbeddedFile,
-} from "../../src/engine/runnerExecutable.ts";
-import { loadModelTokenizer } from "../../src/engine/modelTokenizer.ts";
+} from "../../src/runner/runnerExecutable.ts";
+import { loadModelTokenizer } from "../../src/model/modelTokenizer.ts";
 import { REPO_ROOT, runProgram, tempFolder } from "../helpers/cli.ts";
 import { TINY_REFERENCE, buildRunner, tinyModelFolder } from "../helpers/engineKit.ts";
 

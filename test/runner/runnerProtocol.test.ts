@@ -24,7 +24,7 @@ import {
   sequenceRange,
   statsLength,
   type ForwardRequest,
-} from "../../src/engine/runnerProtocol.ts";
+} from "../../src/runner/runnerProtocol.ts";
 
 const u32s = (bytes: Uint8Array) => Array.from(new Uint32Array(bytes.slice().buffer));
 const f32Bytes = (values: number[]) => new Uint8Array(new Float32Array(values).buffer);

@@ -1,7 +1,7 @@
 import { describe, expect, test } from "bun:test";
-import { ModelConfigError, inverseFrequencies, llamaConfigFromJson, referenceLlama, referenceLogits } from "../../src/engine/referenceLlama.ts";
-import { readSafetensors } from "../../src/engine/safetensors.ts";
-import { TINY_MODEL_DEFAULTS, type TinyModelOptions, tinyModelConfig, tinyModelFiles } from "../../src/engine/tinyModel.ts";
+import { ModelConfigError, inverseFrequencies, llamaConfigFromJson, referenceLlama, referenceLogits } from "../../src/model/referenceLlama.ts";
+import { readSafetensors } from "../../src/model/safetensors.ts";
+import { TINY_MODEL_DEFAULTS, type TinyModelOptions, tinyModelConfig, tinyModelFiles } from "../../src/model/tinyModel.ts";
 
 function model(options: Partial<TinyModelOptions> = {}) {
   const full = { ...TINY_MODEL_DEFAULTS, seed: 5, ...options };

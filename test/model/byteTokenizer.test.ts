@@ -9,9 +9,9 @@ import {
   byteToUnicode,
   byteTokenizerConfig,
   byteTokenizerJson,
-} from "../../src/engine/byteTokenizer.ts";
-import { TINY_MODEL_DEFAULTS, tinyModelFiles } from "../../src/engine/tinyModel.ts";
-import { Xoshiro128 } from "../../src/engine/normalRandom.ts";
+} from "../../src/model/byteTokenizer.ts";
+import { TINY_MODEL_DEFAULTS, tinyModelFiles } from "../../src/model/tinyModel.ts";
+import { Xoshiro128 } from "../../src/model/normalRandom.ts";
 
 /** The tokenizer as the server will load it: from the checkpoint's JSON files. */
 function loadTokenizer(): { tokenizer: Tokenizer; config: Record<string, unknown> } {

@@ -7,8 +7,8 @@
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { RunnerCrashedError, RunnerLoadError, RunnerProcess, RunnerRequestError, runnerArgs } from "../../src/engine/runnerProcess.ts";
-import { Status, sequenceRange } from "../../src/engine/runnerProtocol.ts";
+import { RunnerCrashedError, RunnerLoadError, RunnerProcess, RunnerRequestError, runnerArgs } from "../../src/runner/runnerProcess.ts";
+import { Status, sequenceRange } from "../../src/runner/runnerProtocol.ts";
 import { argmax } from "../../src/engine/sampler.ts";
 import { tempFolder } from "../helpers/cli.ts";
 import { TINY_REFERENCE, buildRunner, tinyModelFolder } from "../helpers/engineKit.ts";

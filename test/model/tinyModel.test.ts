@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { createHash } from "node:crypto";
 import { mkdirSync, readFileSync, readdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { DTYPE_BYTES, elementCount, readSafetensors, tensorToFloat32 } from "../../src/engine/safetensors.ts";
+import { DTYPE_BYTES, elementCount, readSafetensors, tensorToFloat32 } from "../../src/model/safetensors.ts";
 import {
   TINY_MODEL_DEFAULTS,
   TinyModelError,
@@ -11,8 +11,8 @@ import {
   tinyModelConfig,
   tinyModelFiles,
   tinyModelParameterCount,
-} from "../../src/engine/tinyModel.ts";
-import { ModelFolderError, writeModelFolder } from "../../src/engine/writeModelFolder.ts";
+} from "../../src/model/tinyModel.ts";
+import { ModelFolderError, writeModelFolder } from "../../src/model/writeModelFolder.ts";
 import { tempFolder } from "../helpers/cli.ts";
 
 let folder: { path: string; cleanup(): void };

@@ -1,10 +1,10 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { readFileSync, unlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { BOS_TOKEN_ID, BYTE_TOKENIZER_VOCAB, CHAT_TEMPLATE, EOS_TOKEN_ID, PAD_TOKEN_ID } from "../../src/engine/byteTokenizer.ts";
-import { ChatTemplateError, ModelTokenizerError, type ModelTokenizer, loadModelTokenizer } from "../../src/engine/modelTokenizer.ts";
-import { TINY_MODEL_DEFAULTS, tinyModelFiles } from "../../src/engine/tinyModel.ts";
-import { writeModelFolder } from "../../src/engine/writeModelFolder.ts";
+import { BOS_TOKEN_ID, BYTE_TOKENIZER_VOCAB, CHAT_TEMPLATE, EOS_TOKEN_ID, PAD_TOKEN_ID } from "../../src/model/byteTokenizer.ts";
+import { ChatTemplateError, ModelTokenizerError, type ModelTokenizer, loadModelTokenizer } from "../../src/model/modelTokenizer.ts";
+import { TINY_MODEL_DEFAULTS, tinyModelFiles } from "../../src/model/tinyModel.ts";
+import { writeModelFolder } from "../../src/model/writeModelFolder.ts";
 import { tempFolder } from "../helpers/cli.ts";
 
 let folder: { path: string; cleanup(): void };

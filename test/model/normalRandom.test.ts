@@ -1,5 +1,5 @@
 import { describe, expect, test } from "bun:test";
-import { NormalRandom, Xoshiro128, hashLabel, portableLog } from "../../src/engine/normalRandom.ts";
+import { NormalRandom, Xoshiro128, hashLabel, portableLog } from "../../src/model/normalRandom.ts";
 
 describe("portableLog", () => {
   test("within a few ulps of Math.log over (0, 1] and beyond", () => {

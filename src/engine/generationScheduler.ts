@@ -603,6 +603,10 @@ export class GenerationScheduler {
 
     // The batch: every decoding sequence, and prompt chunks within the budget.
     let plan = this.plan();
+    // Cached KV gives way first: chunk caches leave the device (to the host tier, or are dropped)
+    // before any running sequence is preempted or a step fails for lack of blocks.
+    const short = this.pool.shortfall(plan.map((p) => ({ table: p.sequence.table, entries: p.sequence.table.length + p.count }))) - countBlocks(released);
+    if (short > this.pool.free && this.chunkCache !== null) await this.chunkCache.reclaim(short);
     // Preempt the most recently admitted sequences until the step's blocks fit.
     while (this.pool.shortfall(plan.map((p) => ({ table: p.sequence.table, entries: p.sequence.table.length + p.count }))) > this.pool.free + countBlocks(released)) {
       if (this.running.length <= 1) break;

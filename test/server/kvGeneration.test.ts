@@ -119,6 +119,19 @@ describe("KV-managed generation over HTTP", () => {
     expect(one.body.choices[0].message.content).toBe(dense.body.choices[0].message.content);
   });
 
+  test("cached chunk KV never refuses work: a long generation after documents requests gets the blocks the cache held", async () => {
+    // 64 blocks of 16 tokens; the chunk cache may keep 16 of them on the device.
+    const small = await open({ kvBlocks: 64, kvDeviceBlocks: 16 });
+    for (const order of [DOCS, [...DOCS].reverse()]) expect((await small.api.post("/v1/chat/completions", chat(order))).status).toBe(200);
+    expect(small.engine.chunkCache.stats.deviceBlocks).toBeGreaterThan(0);
+    // Prompt + 1,000 tokens need 63 of the 64 blocks: only with the cache's blocks given back.
+    const long = await small.api.post("/v1/completions", { prompt: "x", max_tokens: 1000, ignore_eos: true, temperature: 0 });
+    expect(long.body.error?.message).toBeUndefined();
+    expect(long.status).toBe(200);
+    expect(long.body.usage.completion_tokens).toBe(1000);
+    expect(small.engine.chunkCache.stats.deviceBlocks).toBeLessThanOrEqual(1);
+  });
+
   test("concurrent requests with the same new documents compute them once (delay hit)", async () => {
     const fresh = [
       { text: "A brand new document about lighthouses and their keepers on the northern coast." },

@@ -1,0 +1,212 @@
+/**
+ * The automatic prefix cache's bookkeeping (issue 19), pure: full KV blocks named by a chained
+ * hash (the parent block's hash, then the block's token ids, seeded with whatever else changes
+ * the KV: the model identity, the KV dtype), so a block's name stands for its whole prefix.
+ *
+ * - `lookup` finds the longest run of cached blocks that starts a prompt;
+ * - `acquire` / `release` count the running sequences that use a block (a referenced block is
+ *   never evicted);
+ * - `insert` registers a block a sequence has just filled;
+ * - `evict` frees unreferenced blocks, least recently used first and leaves before their
+ *   parents (a block whose longer prefixes are still cached stays: dropping it would strand
+ *   them).
+ *
+ * Block ids are the runner's; this module never allocates or frees them itself: `evict` returns
+ * the ids to free, `insert` tells the caller when an equal block was cached already.
+ */
+import { createHash } from "node:crypto";
+import { tokenIdBytes } from "./chunkHash.ts";
+
+/** Hex length of a block hash (128 bits of SHA-256). */
+export const BLOCK_HASH_HEX_LENGTH = 32;
+
+/** The chained hash of a full block: sha256(seed-or-parent ‖ token ids as u32 LE). */
+export function blockHash(parent: string, tokens: ArrayLike<number>): string {
+  return createHash("sha256").update(parent).update(tokenIdBytes(tokens, "blockHash")).digest("hex").slice(0, BLOCK_HASH_HEX_LENGTH);
+}
+
+/**
+ * The hashes of a prompt's full blocks, in order: block i covers tokens [i·blockSize,
+ * (i+1)·blockSize) and its hash chains those of blocks 0..i−1, starting from `seed`.
+ */
+export function promptBlockHashes(seed: string, tokens: ArrayLike<number>, blockSize: number): string[] {
+  if (!Number.isInteger(blockSize) || blockSize < 1) throw new RangeError(`promptBlockHashes: blockSize must be a positive integer (got ${blockSize})`);
+  const out: string[] = [];
+  let parent = `seed:${seed}`;
+  for (let start = 0; start + blockSize <= tokens.length; start += blockSize) {
+    const slice = Array.prototype.slice.call(tokens, start, start + blockSize) as number[];
+    parent = blockHash(parent, slice);
+    out.push(parent);
+  }
+  return out;
+}
+
+interface CachedBlock {
+  hash: string;
+  parent: string | null;
+  block: number;
+  refs: number;
+  /** Cached blocks whose parent this is. */
+  children: number;
+  lastUsed: number;
+}
+
+export interface PrefixBlockCacheStats {
+  blocks: number;
+  referenced: number;
+  /** Not used by a running sequence (evictable once their longer prefixes are gone). */
+  unreferenced: number;
+  hits: number;
+  queried: number;
+  evictions: number;
+}
+
+export class PrefixBlockCache {
+  private readonly byHash = new Map<string, CachedBlock>();
+  private readonly byBlock = new Map<number, CachedBlock>();
+  /** Candidates for eviction (lazy: entries are checked when popped), a min-heap on lastUsed. */
+  private heap: [number, string][] = [];
+  private tick = 0;
+  private readonly counters = { hits: 0, queried: 0, evictions: 0 };
+
+  get size(): number {
+    return this.byHash.size;
+  }
+
+  /** The block holding `hash`, or undefined. */
+  blockOf(hash: string): number | undefined {
+    return this.byHash.get(hash)?.block;
+  }
+
+  /** The longest cached run of `hashes` from the first: their block ids (nothing is referenced). */
+  lookup(hashes: readonly string[]): number[] {
+    const out: number[] = [];
+    for (const hash of hashes) {
+      const entry = this.byHash.get(hash);
+      if (entry === undefined) break;
+      out.push(entry.block);
+    }
+    this.counters.queried += hashes.length;
+    this.counters.hits += out.length;
+    return out;
+  }
+
+  /** One more running sequence uses these cached blocks (each must be cached). */
+  acquire(hashes: readonly string[]): void {
+    for (const hash of hashes) {
+      const entry = this.entry(hash, "acquire");
+      entry.refs++;
+      entry.lastUsed = ++this.tick;
+    }
+  }
+
+  /** A sequence no longer uses these blocks; unreferenced leaves become evictable. */
+  release(hashes: readonly string[]): void {
+    for (const hash of hashes) {
+      const entry = this.entry(hash, "release");
+      if (entry.refs === 0) throw new RangeError(`PrefixBlockCache.release: block ${hash} is not referenced`);
+      entry.refs--;
+      entry.lastUsed = ++this.tick;
+      this.offer(entry);
+    }
+  }
+
+  /**
+   * Registers `block`, just filled by a sequence that keeps using it (refs 1), as `hash` under
+   * `parent` (null for a prompt's first block; the parent must be cached). Returns the block now
+   * cached for the hash: `block` itself, or an equal block cached before (then the caller frees
+   * its own copy and uses that one, already referenced for it).
+   */
+  insert(hash: string, parent: string | null, block: number): number {
+    const existing = this.byHash.get(hash);
+    if (existing !== undefined) {
+      existing.refs++;
+      existing.lastUsed = ++this.tick;
+      return existing.block;
+    }
+    if (this.byBlock.has(block)) throw new RangeError(`PrefixBlockCache.insert: block ${block} already holds another hash`);
+    if (parent !== null) this.entry(parent, "insert (parent)").children++;
+    const entry: CachedBlock = { hash, parent, block, refs: 1, children: 0, lastUsed: ++this.tick };
+    this.byHash.set(hash, entry);
+    this.byBlock.set(block, entry);
+    return block;
+  }
+
+  /**
+   * Evicts up to `count` unreferenced blocks (least recently used leaves first; a parent becomes
+   * a leaf when its last cached child goes). Returns the freed block ids, to give back to the
+   * runner.
+   */
+  evict(count: number): number[] {
+    const freed: number[] = [];
+    while (freed.length < count && this.heap.length > 0) {
+      const [lastUsed, hash] = this.pop();
+      const entry = this.byHash.get(hash);
+      if (entry === undefined || entry.refs > 0 || entry.children > 0 || entry.lastUsed !== lastUsed) continue;
+      this.byHash.delete(hash);
+      this.byBlock.delete(entry.block);
+      freed.push(entry.block);
+      this.counters.evictions++;
+      if (entry.parent !== null) {
+        const parent = this.byHash.get(entry.parent)!;
+        parent.children--;
+        this.offer(parent);
+      }
+    }
+    return freed;
+  }
+
+  get stats(): PrefixBlockCacheStats {
+    let referenced = 0;
+    for (const entry of this.byHash.values()) if (entry.refs > 0) referenced++;
+    return { blocks: this.byHash.size, referenced, unreferenced: this.byHash.size - referenced, ...this.counters };
+  }
+
+  private entry(hash: string, what: string): CachedBlock {
+    const entry = this.byHash.get(hash);
+    if (entry === undefined) throw new RangeError(`PrefixBlockCache.${what}: block ${hash} is not cached`);
+    return entry;
+  }
+
+  /** Puts an unreferenced leaf on the heap (stale entries are skipped when popped). */
+  private offer(entry: CachedBlock): void {
+    if (entry.refs > 0 || entry.children > 0) return;
+    if (this.heap.length > 2 * this.byHash.size + 64) this.rebuildHeap();
+    const heap = this.heap;
+    heap.push([entry.lastUsed, entry.hash]);
+    let i = heap.length - 1;
+    while (i > 0) {
+      const up = (i - 1) >> 1;
+      if (heap[up]![0] <= heap[i]![0]) break;
+      [heap[up], heap[i]] = [heap[i]!, heap[up]!];
+      i = up;
+    }
+  }
+
+  /** Drops the stale heap entries: one per current unreferenced leaf. */
+  private rebuildHeap(): void {
+    this.heap = [...this.byHash.values()].filter((e) => e.refs === 0 && e.children === 0).map((e): [number, string] => [e.lastUsed, e.hash]);
+    this.heap.sort((a, b) => a[0] - b[0]);
+  }
+
+  private pop(): [number, string] {
+    const heap = this.heap;
+    const top = heap[0]!;
+    const last = heap.pop()!;
+    if (heap.length > 0) {
+      heap[0] = last;
+      let i = 0;
+      for (;;) {
+        const l = 2 * i + 1;
+        const r = l + 1;
+        let m = i;
+        if (l < heap.length && heap[l]![0] < heap[m]![0]) m = l;
+        if (r < heap.length && heap[r]![0] < heap[m]![0]) m = r;
+        if (m === i) break;
+        [heap[m], heap[i]] = [heap[i]!, heap[m]!];
+        i = m;
+      }
+    }
+    return top;
+  }
+}

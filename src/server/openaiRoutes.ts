@@ -122,7 +122,8 @@ function usageOf(results: readonly { promptTokens: number; completionTokens: num
     if (u.sparse_decode_steps !== undefined) ctxr.sparse_decode_steps = (ctxr.sparse_decode_steps ?? 0) + u.sparse_decode_steps;
     if (u.sparse_reconstructions !== undefined) ctxr.sparse_reconstructions = (ctxr.sparse_reconstructions ?? 0) + u.sparse_reconstructions;
   }
-  return { prompt_tokens: prompt, completion_tokens: completion, total_tokens: prompt + completion, ctxr };
+  // cached_tokens (what OpenAI, vLLM and SGLang clients read): prompt tokens whose KV came from the cache as an exact prefix.
+  return { prompt_tokens: prompt, completion_tokens: completion, total_tokens: prompt + completion, prompt_tokens_details: { cached_tokens: ctxr.prompt_tokens_prefix_reused }, ctxr };
 }
 
 function stopStrings(body: ChatCompletionBody | CompletionBody): string[] {

@@ -131,7 +131,15 @@ export function createOpenAiSchemas() {
     })
     .openapi("CtxrUsage");
   const Usage = z
-    .object({ prompt_tokens: z.int(), completion_tokens: z.int(), total_tokens: z.int(), ctxr: CtxrUsage.optional() })
+    .object({
+      prompt_tokens: z.int(),
+      completion_tokens: z.int(),
+      total_tokens: z.int(),
+      prompt_tokens_details: z
+        .object({ cached_tokens: z.int().openapi({ description: "Prompt tokens whose KV was reused from the cache as an exact prefix (equals ctxr.prompt_tokens_prefix_reused)." }) })
+        .optional(),
+      ctxr: CtxrUsage.optional(),
+    })
     .openapi("Usage");
 
   const TopLogprob = z.object({ token: z.string(), logprob: z.number(), bytes: z.array(z.int()).nullable() });

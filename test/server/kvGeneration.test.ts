@@ -74,6 +74,7 @@ describe("KV-managed generation over HTTP", () => {
     const u1 = first.body.usage.ctxr;
     expect(u1.prompt_tokens_computed).toBe(first.body.usage.prompt_tokens);
     expect(u1.ttft_ms).toBeGreaterThan(0);
+    expect(first.body.usage.prompt_tokens_details).toEqual({ cached_tokens: 0 });
 
     const second = await api.post("/v1/chat/completions", chat([DOCS[2]!, DOCS[0]!, DOCS[3]!, DOCS[1]!], { ctxr: { policy: "cachecraft", recompute_ratio: 0.25 } }));
     expect(second.status).toBe(200);
@@ -84,6 +85,8 @@ describe("KV-managed generation over HTTP", () => {
     expect(u2.prompt_tokens_recomputed).toBe(Math.ceil(0.25 * (u2.prompt_tokens_chunk_reused + u2.prompt_tokens_recomputed)));
     expect(u2.prompt_tokens_prefix_reused + u2.prompt_tokens_chunk_reused + u2.prompt_tokens_recomputed + u2.prompt_tokens_computed).toBe(second.body.usage.prompt_tokens);
     expect(u2.tier_hits.device).toBe(5);
+    // The field OpenAI, vLLM and SGLang clients read: the exact-prefix hits.
+    expect(second.body.usage.prompt_tokens_details).toEqual({ cached_tokens: u2.prompt_tokens_prefix_reused });
   });
 
   test("policy full and recompute ratio 1.0 give the same greedy text as full prefill", async () => {
@@ -106,6 +109,14 @@ describe("KV-managed generation over HTTP", () => {
     const events = (await response.text()).split("\n\n").filter((b) => b.startsWith("data: {")).map((b) => JSON.parse(b.slice(6)));
     const usage = events.at(-1).usage;
     expect(usage.ctxr.prompt_tokens_chunk_reused + usage.ctxr.prompt_tokens_recomputed).toBeGreaterThan(0);
+    expect(usage.prompt_tokens_details.cached_tokens).toBe(usage.ctxr.prompt_tokens_prefix_reused);
+    // New segments sent twice in one order: the second time everything but the question is an exact prefix.
+    const fresh = ["A chunk about bell founding in the old town.", "Another about the tower's clock.", "Question: who rang it?"];
+    const once = await api.post("/v1/completions", { segments: fresh, max_tokens: 3, temperature: 0 });
+    const again = await api.post("/v1/completions", { segments: fresh, max_tokens: 3, temperature: 0 });
+    expect(once.body.usage.prompt_tokens_details.cached_tokens).toBe(once.body.usage.ctxr.prompt_tokens_prefix_reused);
+    expect(again.body.usage.prompt_tokens_details.cached_tokens).toBe(again.body.usage.prompt_tokens - again.body.usage.ctxr.prompt_tokens_computed);
+    expect(again.body.usage.prompt_tokens_details.cached_tokens).toBeGreaterThan(once.body.usage.prompt_tokens_details.cached_tokens + 40);
   });
 
   test("sparse decode: kv_budget answers and reports its steps; kv_budget 1 equals dense", async () => {

@@ -60,6 +60,8 @@ export interface EngineOptions {
   prophetSpanDecay?: number;
   /** ProphetKV's scoring rows (default "all"). */
   prophetQueryRows?: ProphetQueryRows;
+  /** Automatic prefix caching of plain prompts (default true). */
+  prefixCache?: boolean;
   /** Sparse decode's reconstruction trigger (default: uncertaintyTrigger.ts's placeholders; calibrate with `ctxr model calibrate-sparse`). */
   sparseTrigger?: UncertaintyTriggerOptions;
 }
@@ -150,6 +152,9 @@ export class GenerationEngine {
       contextScores: options.contextScores,
       prophetSpanDecay: options.prophetSpanDecay,
       prophetQueryRows: options.prophetQueryRows,
+      prefixCache: options.prefixCache ?? true,
+      // Blocks are named for this model and KV layout only.
+      prefixSeed: `${identity}|kv=${runner.info.kv_dtype}|block=${runner.info.block_size}|device=${runner.info.device}`,
       sparseTrigger: options.sparseTrigger,
     });
     const restored = await chunkCache.loadFromDisk();
@@ -240,6 +245,11 @@ export class GenerationEngine {
     metric("ctxr_generation_waiting", "gauge", "Requests waiting for admission.", stats.waiting);
     metric("ctxr_generation_kv_blocks_used", "gauge", "KV-cache blocks allocated.", stats.kvBlocksUsed);
     metric("ctxr_generation_kv_blocks_total", "gauge", "KV-cache blocks.", stats.kvBlocksTotal);
+    metric("ctxr_prefix_cache_blocks", "gauge", "KV blocks the automatic prefix cache holds (part of kv_blocks_used).", stats.kvBlocksPrefixCached);
+    metric("ctxr_prefix_cache_referenced_blocks", "gauge", "Prefix-cache blocks running sequences use.", stats.kvBlocksPrefixReferenced);
+    metric("ctxr_prefix_cache_queried_tokens_total", "counter", "Prompt tokens looked up in the prefix cache (full blocks).", stats.prefixBlocksQueried * stats.blockSize);
+    metric("ctxr_prefix_cache_hit_tokens_total", "counter", "Prompt tokens found in the prefix cache.", stats.prefixBlocksHit * stats.blockSize);
+    metric("ctxr_prefix_cache_evicted_blocks_total", "counter", "Prefix-cache blocks evicted for room.", stats.prefixBlocksEvicted);
     const cache = this.chunkCache.stats;
     metric("ctxr_kv_chunk_variants", "gauge", "Chunk-cache variants held (all tiers).", cache.variants);
     metric("ctxr_kv_device_variants", "gauge", "Chunk-cache variants in the runner's KV blocks.", cache.deviceVariants);

@@ -34,6 +34,7 @@ import type { ChunkVariant } from "../kv/chunkVariantIndex.ts";
 import { cacheAwareOrder, type QueuedPrefill } from "../kv/cacheAwareOrder.ts";
 import type { RecomputePolicy } from "../kv/recomputeSelection.ts";
 import type { ContextScores } from "../kv/reuseScores.ts";
+import { PrefixBlockCache, promptBlockHashes, type PrefixBlockCacheStats } from "../kv/prefixBlockCache.ts";
 import type { ProphetQueryRows } from "../kv/recomputeSelection.ts";
 import { SparseDecode, type SparseDecodeRunner } from "../kv/sparseDecode.ts";
 import type { UncertaintyTriggerOptions } from "../kv/uncertaintyTrigger.ts";
@@ -161,6 +162,13 @@ export interface SchedulerOptions {
   prophetSpanDecay?: number;
   /** ProphetKV's scoring rows (default "all"). */
   prophetQueryRows?: ProphetQueryRows;
+  /**
+   * Automatic prefix caching of plain prompts (default true): full KV blocks stay cached after
+   * their sequence ends, named by a chained hash seeded with `prefixSeed` (the model identity and
+   * KV settings), and a new prompt starts from its longest cached prefix.
+   */
+  prefixCache?: boolean;
+  prefixSeed?: string;
   /** Sparse decode's reconstruction trigger: thresholds and window (default: uncertaintyTrigger.ts's). */
   sparseTrigger?: UncertaintyTriggerOptions;
 }
@@ -188,6 +196,15 @@ export interface SchedulerStats {
   waiting: number;
   kvBlocksUsed: number;
   kvBlocksTotal: number;
+  /** Tokens a KV block holds. */
+  blockSize: number;
+  /** Blocks the prefix cache holds (part of kvBlocksUsed), and of those the ones running sequences use. */
+  kvBlocksPrefixCached: number;
+  kvBlocksPrefixReferenced: number;
+  /** Prefix-cache lookups: block hashes queried and hit, blocks evicted. */
+  prefixBlocksQueried: number;
+  prefixBlocksHit: number;
+  prefixBlocksEvicted: number;
 }
 
 /** An async queue of events with an end (or an error). */
@@ -247,6 +264,10 @@ class Sequence {
   ttftMs: number | null = null;
   usage: ManagedPrefillUsage | null = null;
   sparse: SparseDecode | null = null;
+  /** Prefix-cache blocks this sequence holds (acquired at admission, released with its table). */
+  prefixHashes: string[] = [];
+  /** Prompt tokens whose KV came from the prefix cache at its first admission. */
+  prefixCachedTokens = 0;
 
   constructor(
     readonly request: GenerationRequest,
@@ -279,10 +300,10 @@ class Sequence {
 
   get ctxrUsage(): CtxrUsage {
     const usage: CtxrUsage = {
-      prompt_tokens_prefix_reused: 0,
+      prompt_tokens_prefix_reused: this.prefixCachedTokens,
       prompt_tokens_chunk_reused: 0,
       prompt_tokens_recomputed: 0,
-      prompt_tokens_computed: this.promptLength,
+      prompt_tokens_computed: this.promptLength - this.prefixCachedTokens,
       ...(this.usage ?? {}),
       ttft_ms: Math.round((this.ttftMs ?? 0) * 1000) / 1000,
     };
@@ -337,6 +358,8 @@ export class GenerationScheduler {
   private readonly waiting: Sequence[] = [];
   private readonly running: Sequence[] = [];
   private pool: KvBlockPool;
+  /** Automatic prefix cache of plain prompts' full blocks (null: off). */
+  private prefix: PrefixBlockCache | null;
   private loop: Promise<void> | null = null;
   private prefetching: Promise<void> | null = null;
   private closed = false;
@@ -345,6 +368,7 @@ export class GenerationScheduler {
   private needsRestart = false;
   /** Restart even with no work queued (right after a crash; not again after a failed restart). */
   private eagerRestart = false;
+  private readonly tableOwner = new WeakMap<KvBlockTable, Sequence>();
   private readonly prefillChunk: number;
   private readonly maxBatch: number;
   private readonly counters = {
@@ -372,6 +396,79 @@ export class GenerationScheduler {
     if (!Number.isSafeInteger(this.maxBatch) || this.maxBatch < 1) throw new RangeError(`maxBatch must be a positive integer, got ${this.maxBatch}`);
     this.pool = this.newPool(runner.info);
     this.chunkCache?.attachPool(this.pool);
+    this.prefix = (options.prefixCache ?? true) ? new PrefixBlockCache() : null;
+  }
+
+  /** Prefix-cache statistics (null when it is off). */
+  get prefixCacheStats(): PrefixBlockCacheStats | null {
+    return this.prefix?.stats ?? null;
+  }
+
+  /** The chained hashes of these tokens' full blocks. */
+  private blockHashes(tokens: readonly number[], blocks: number): string[] {
+    return promptBlockHashes(this.options.prefixSeed ?? "", tokens.slice(0, blocks * this.pool.blockSize), this.pool.blockSize);
+  }
+
+  /**
+   * A plain sequence being admitted with an empty table starts from its longest cached prefix:
+   * those blocks join its table (referenced, never written: at least its last token is computed).
+   */
+  private attachCachedPrefix(sequence: Sequence): void {
+    if (this.prefix === null || sequence.request.segments !== undefined || sequence.table.blocks.length > 0) return;
+    const blockSize = this.pool.blockSize;
+    const hashes = this.blockHashes(sequence.tokens, Math.floor((sequence.tokens.length - 1) / blockSize));
+    const hit = this.prefix.lookup(hashes);
+    if (hit.length === 0) return;
+    const held = hashes.slice(0, hit.length);
+    this.prefix.acquire(held);
+    sequence.prefixHashes = held;
+    sequence.table.blocks.push(...hit);
+    sequence.table.length = hit.length * blockSize;
+    if (sequence.generated === 0 && sequence.ttftMs === null) sequence.prefixCachedTokens = Math.max(sequence.prefixCachedTokens, hit.length * blockSize);
+  }
+
+  /**
+   * Gives back the blocks of ended or preempted sequences' tables: a plain sequence's full blocks
+   * (prompt and generated tokens whose KV is written) stay in the prefix cache; the rest go back
+   * to the pool.
+   */
+  private async releaseTables(tables: readonly KvBlockTable[], keep = true): Promise<void> {
+    const toFree: KvBlockTable[] = [];
+    for (const table of tables) {
+      const sequence = this.tableOwner.get(table);
+      if (this.prefix === null || sequence === undefined || sequence.request.segments !== undefined) {
+        toFree.push(table);
+        continue;
+      }
+      const blockSize = this.pool.blockSize;
+      // Kept: the full blocks whose KV is written (after a failed step, only the cached ones it held).
+      const full = keep ? Math.min(Math.floor(table.length / blockSize), table.blocks.length) : sequence.prefixHashes.length;
+      const hashes = this.blockHashes(sequence.tokens, full);
+      const held = sequence.prefixHashes.length;
+      const spare = new KvBlockTable(blockSize);
+      for (let i = held; i < full; i++) {
+        const block = table.blocks[i]!;
+        const cached = this.prefix.insert(hashes[i]!, i === 0 ? null : hashes[i - 1]!, block);
+        if (cached !== block) spare.blocks.push(block);
+      }
+      this.prefix.release(hashes.slice(0, full));
+      spare.blocks.push(...table.blocks.slice(full));
+      table.blocks.length = 0;
+      table.length = 0;
+      sequence.prefixHashes = [];
+      toFree.push(spare);
+    }
+    await this.pool.release(toFree);
+  }
+
+  /** Frees at least `blocks` pool blocks if cached KV can give them: chunk caches first, then unreferenced prefix blocks. */
+  private async makeRoom(blocks: number): Promise<void> {
+    if (blocks <= this.pool.free) return;
+    if (this.chunkCache !== null) await this.chunkCache.reclaim(blocks);
+    if (blocks <= this.pool.free || this.prefix === null) return;
+    const evicted = new KvBlockTable(this.pool.blockSize);
+    evicted.blocks.push(...this.prefix.evict(blocks - this.pool.free));
+    await this.pool.release([evicted]);
   }
 
   private get chunkCache(): ChunkCache | null {
@@ -391,12 +488,19 @@ export class GenerationScheduler {
   }
 
   get stats(): SchedulerStats {
+    const prefix = this.prefix?.stats;
     return {
       ...this.counters,
       running: this.running.length,
       waiting: this.waiting.length,
       kvBlocksUsed: this.pool.used,
       kvBlocksTotal: this.pool.totalBlocks,
+      blockSize: this.pool.blockSize,
+      kvBlocksPrefixCached: prefix?.blocks ?? 0,
+      kvBlocksPrefixReferenced: prefix?.referenced ?? 0,
+      prefixBlocksQueried: prefix?.queried ?? 0,
+      prefixBlocksHit: prefix?.hits ?? 0,
+      prefixBlocksEvicted: prefix?.evictions ?? 0,
     };
   }
 
@@ -501,6 +605,9 @@ export class GenerationScheduler {
       this.counters.runnerRestarts++;
       this.pool = this.newPool(info);
       this.chunkCache?.attachPool(this.pool);
+      // The runner's blocks are gone, and with them every cached prefix.
+      if (this.prefix !== null) this.prefix = new PrefixBlockCache();
+      for (const sequence of [...this.running, ...this.waiting]) sequence.prefixHashes = [];
       this.needsRestart = false;
       this.eagerRestart = false;
       this.options.log?.(`ctxr: model runner restarted (${info.num_blocks} KV blocks)`);
@@ -533,7 +640,10 @@ export class GenerationScheduler {
       return;
     }
     try {
-      await this.pool.release(victims.map((sequence) => sequence.table));
+      await this.releaseTables(
+        victims.map((sequence) => sequence.table),
+        false,
+      );
     } catch {
       // The runner is in trouble: start afresh.
       this.needsRestart = true;
@@ -585,6 +695,8 @@ export class GenerationScheduler {
       if (committed + need > this.pool.totalBlocks && this.running.length > 0) break;
       admitted.add(candidate);
       candidate.admitted = ++this.admissions;
+      this.tableOwner.set(candidate.table, candidate);
+      this.attachCachedPrefix(candidate);
       this.running.push(candidate);
       committed += need;
     }
@@ -597,29 +709,29 @@ export class GenerationScheduler {
     // KV-managed prefills run on their own, one sequence at a time.
     const managed = this.running.find((sequence) => sequence.needsManagedPrefill && !sequence.cancelled && !sequence.done);
     if (managed !== undefined) {
-      await this.pool.release(released.splice(0));
+      await this.releaseTables(released.splice(0));
       if (await this.runManagedPrefill(managed)) return;
     }
 
     // The batch: every decoding sequence, and prompt chunks within the budget.
     let plan = this.plan();
-    // Cached KV gives way first: chunk caches leave the device (to the host tier, or are dropped)
-    // before any running sequence is preempted or a step fails for lack of blocks.
-    const short = this.pool.shortfall(plan.map((p) => ({ table: p.sequence.table, entries: p.sequence.table.length + p.count }))) - countBlocks(released);
-    if (short > this.pool.free && this.chunkCache !== null) await this.chunkCache.reclaim(short);
-    // Preempt the most recently admitted sequences until the step's blocks fit.
-    while (this.pool.shortfall(plan.map((p) => ({ table: p.sequence.table, entries: p.sequence.table.length + p.count }))) > this.pool.free + countBlocks(released)) {
-      if (this.running.length <= 1) break;
+    const shortfall = () => this.pool.shortfall(plan.map((p) => ({ table: p.sequence.table, entries: p.sequence.table.length + p.count })));
+    // Ended tables first; then cached KV gives way (chunk caches leave the device, unreferenced
+    // prefix blocks are evicted) before a running sequence is preempted or a step fails for lack
+    // of blocks; then the most recently admitted sequences are preempted until the step fits
+    // (their blocks go back, or stay in the prefix cache, and so can be evicted in turn).
+    // release() empties the tables at once, so a preempted sequence recomputes from its start
+    // (from its cached prefix).
+    for (;;) {
+      if (released.length > 0) await this.releaseTables(released.splice(0));
+      await this.makeRoom(shortfall());
+      if (shortfall() <= this.pool.free || this.running.length <= 1) break;
       const victim = this.running.reduce((latest, sequence) => (sequence.admitted > latest.admitted ? sequence : latest));
       this.running.splice(this.running.indexOf(victim), 1);
       released.push(victim.table);
       this.waiting.unshift(victim);
       this.counters.preemptions++;
       plan = this.plan();
-    }
-    if (released.length > 0) {
-      // release() empties the tables at once, so a preempted sequence recomputes from its start.
-      await this.pool.release(released);
     }
     if (plan.length === 0) return;
     await this.pool.grow(plan.map((p) => ({ table: p.sequence.table, entries: p.sequence.table.length + p.count })));
@@ -662,7 +774,7 @@ export class GenerationScheduler {
     }
     if (finished.length > 0) {
       for (let i = this.running.length - 1; i >= 0; i--) if (this.running[i]!.done) this.running.splice(i, 1);
-      await this.pool.release(finished);
+      await this.releaseTables(finished);
     }
   }
 
@@ -698,7 +810,7 @@ export class GenerationScheduler {
   private async runManagedPrefill(sequence: Sequence): Promise<boolean> {
     const entries = sequence.promptLength + 1;
     const need = sequence.table.blocksNeeded(entries);
-    if (need > this.pool.free && this.chunkCache !== null) await this.chunkCache.reclaim(need);
+    await this.makeRoom(need);
     if (need > this.pool.free && this.running.length > 1) {
       // Back to the queue until running sequences free blocks; this step decodes the others.
       this.running.splice(this.running.indexOf(sequence), 1);
@@ -730,7 +842,7 @@ export class GenerationScheduler {
     if (sequence.sparse !== null && !sequence.done) await sequence.sparse.sync(this.runner, sequence.table);
     if (sequence.done) {
       this.running.splice(this.running.indexOf(sequence), 1);
-      await this.pool.release([sequence.table]);
+      await this.releaseTables([sequence.table]);
     }
     return true;
   }
@@ -787,6 +899,3 @@ export class GenerationScheduler {
   }
 }
 
-function countBlocks(tables: readonly KvBlockTable[]): number {
-  return tables.reduce((sum, table) => sum + table.blocks.length, 0);
-}

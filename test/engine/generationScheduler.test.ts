@@ -89,7 +89,8 @@ describe("GenerationScheduler", () => {
       expect(token.top![0]!.id).toBe(token.id); // greedy picks the most likely
       expect(token.logprob).toBeLessThan(0);
     }
-    expect(scheduler.stats.kvBlocksUsed).toBe(0);
+    expect(scheduler.stats.kvBlocksUsed).toBe(scheduler.stats.kvBlocksPrefixCached); // only the prefix cache keeps blocks
+    expect(scheduler.stats.kvBlocksPrefixReferenced).toBe(0);
   });
 
   test("concurrent requests decode together and each gets its own greedy answer", async () => {
@@ -104,11 +105,13 @@ describe("GenerationScheduler", () => {
     expect(after.maxDecodeBatch).toBe(6);
     // 6 × 11 decode tokens in about 11 steps, not 66.
     expect(after.decodeSteps - before.decodeSteps).toBeLessThan(20);
-    expect(after.kvBlocksUsed).toBe(0);
+    expect(after.kvBlocksUsed).toBe(after.kvBlocksPrefixCached); // only the prefix cache keeps blocks
+    expect(after.kvBlocksPrefixReferenced).toBe(0);
   });
 
   test("chunked prefill (4 tokens a step) and a long prompt give the same greedy tokens", async () => {
-    const chunked = new GenerationScheduler(runner, tokenizer, { prefillChunk: 4 });
+    // A second scheduler on the same runner: no prefix cache, so it keeps no blocks the first one's pool does not know of.
+    const chunked = new GenerationScheduler(runner, tokenizer, { prefillChunk: 4, prefixCache: false });
     const result = await chunked.submit(request(prompt, expected.length)).result();
     expect(result.tokens.map((t) => t.id)).toEqual(expected);
     expect(chunked.stats.forwards).toBe(Math.ceil(prompt.length / 4) + expected.length - 1);
@@ -127,8 +130,9 @@ describe("GenerationScheduler", () => {
     const together = await Promise.all(prompts.map((p) => tight.submit(request(p, 30)).result()));
     expect(together.map((r) => r.tokens.map((t) => t.id))).toEqual(alone);
     expect(tight.stats.preemptions).toBeGreaterThan(0);
-    expect(tight.stats.kvBlocksUsed).toBe(0);
-    expect((await small.queryInfo()).free_blocks).toBe(6);
+    expect(tight.stats.kvBlocksUsed).toBe(tight.stats.kvBlocksPrefixCached); // only the prefix cache keeps blocks
+    expect(tight.stats.kvBlocksPrefixReferenced).toBe(0);
+    expect((await small.queryInfo()).free_blocks).toBe(6 - tight.stats.kvBlocksPrefixCached);
   });
 
   test("stop strings end the text before them; eos ids end it without their text", async () => {
@@ -180,8 +184,9 @@ describe("GenerationScheduler", () => {
     await Bun.sleep(50);
     expect(scheduler.stats.cancelled).toBe(before + 1);
     expect(scheduler.stats.running).toBe(0);
-    expect(scheduler.stats.kvBlocksUsed).toBe(0);
-    expect((await runner.queryInfo()).free_blocks).toBe(64);
+    expect(scheduler.stats.kvBlocksUsed).toBe(scheduler.stats.kvBlocksPrefixCached); // only the prefix cache keeps blocks
+    expect(scheduler.stats.kvBlocksPrefixReferenced).toBe(0);
+    expect((await runner.queryInfo()).free_blocks).toBe(64 - scheduler.stats.kvBlocksPrefixCached);
   });
 
   test("prompts the model and cache cannot hold are refused", () => {
@@ -235,5 +240,48 @@ describe("GenerationScheduler", () => {
     const result = await idle.submit(request(prompt, 3)).result();
     expect(result.tokens.map((t) => t.id)).toEqual(expected.slice(0, 3));
     expect(idle.stats.runnerRestarts).toBe(1);
+  });
+});
+
+describe("automatic prefix cache", () => {
+  const tokens = (seed: number, n: number) => Array.from({ length: n }, (_, i) => 32 + ((seed * 131 + i * 7 + ((i * i) % 13)) % 90));
+
+  test("a prompt whose prefix was computed before starts from the cached blocks and decodes as a cold prefill does", async () => {
+    const cold = new GenerationScheduler(await startRunner(64), tokenizer, { prefixCache: false });
+    const warm = new GenerationScheduler(await startRunner(64), tokenizer);
+    const shared = tokens(1, 100);
+    const first = [...shared, ...tokens(2, 9)];
+    const second = [...shared, ...tokens(3, 30)];
+    for (const prompt of [first, second]) {
+      const expected = await cold.submit(request(prompt, 12, { logprobs: 0 })).result();
+      const got = await warm.submit(request(prompt, 12, { logprobs: 0 })).result();
+      expect(got.tokens.map((t) => t.id)).toEqual(expected.tokens.map((t) => t.id));
+      // Same blocks, same positions: the logprobs agree to float rounding (the batch shape differs).
+      for (let i = 0; i < got.tokens.length; i++) expect(Math.abs(got.tokens[i]!.logprob! - expected.tokens[i]!.logprob!)).toBeLessThan(1e-4);
+      expect(expected.ctxr!.prompt_tokens_prefix_reused).toBe(0);
+    }
+    // The second prompt shares 100 tokens (6 full blocks) with the first.
+    const again = await warm.submit(request(second, 1)).result();
+    expect(again.ctxr!.prompt_tokens_prefix_reused).toBe(Math.floor((second.length - 1) / 16) * 16);
+    expect(warm.stats.prefixBlocksHit).toBeGreaterThan(0);
+    expect(warm.stats.kvBlocksPrefixReferenced).toBe(0);
+  });
+
+  test("under memory pressure unreferenced prefix blocks are evicted; answers stay those of a cold prefill", async () => {
+    const cold = new GenerationScheduler(await startRunner(24), tokenizer, { prefixCache: false });
+    const warm = new GenerationScheduler(await startRunner(24), tokenizer);
+    // Eight prompts of 130 tokens (8 full blocks each) through a 24-block cache, some twice, a few at once.
+    const prompts = Array.from({ length: 8 }, (_, i) => tokens(10 + i, 130));
+    const order = [0, 1, 2, 0, 3, 4, 1, 5, 6, 7, 2, 0];
+    for (let i = 0; i < order.length; i += 2) {
+      const batch = order.slice(i, i + 2).map((k) => prompts[k]!);
+      const expected = await Promise.all(batch.map((p) => cold.submit(request(p, 6)).result()));
+      const got = await Promise.all(batch.map((p) => warm.submit(request(p, 6)).result()));
+      expect(got.map((r) => r.tokens.map((t) => t.id))).toEqual(expected.map((r) => r.tokens.map((t) => t.id)));
+    }
+    expect(warm.stats.prefixBlocksEvicted).toBeGreaterThan(0);
+    expect(warm.stats.prefixBlocksHit).toBeGreaterThan(0);
+    expect(warm.stats.kvBlocksUsed).toBe(warm.stats.kvBlocksPrefixCached);
+    expect(warm.stats.kvBlocksPrefixReferenced).toBe(0);
   });
 });

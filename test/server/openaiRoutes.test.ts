@@ -169,8 +169,14 @@ describe("POST /v1/chat/completions", () => {
     expect(streamed.events[0].choices[0].delta).toEqual({ role: "assistant", content: "" });
     expect(chatText(streamed.events)).toBe(choice.message.content);
     expect(streamed.events.every((e) => e.object === "chat.completion.chunk")).toBe(true);
-    const withoutTiming = (usage: { ctxr: { ttft_ms: number } }) => ({ ...usage, ctxr: { ...usage.ctxr, ttft_ms: 0 } });
-    expect(withoutTiming(streamed.events[streamed.events.length - 1].usage)).toEqual(withoutTiming(whole.body.usage));
+    // The same usage, but the streamed request found the first one's full prompt blocks in the prefix cache.
+    const streamedUsage = streamed.events[streamed.events.length - 1].usage;
+    const cached = Math.floor((promptIds.length - 1) / 16) * 16;
+    expect(cached).toBeGreaterThan(0);
+    expect(streamedUsage.prompt_tokens_details).toEqual({ cached_tokens: cached });
+    expect(streamedUsage.ctxr).toMatchObject({ prompt_tokens_prefix_reused: cached, prompt_tokens_computed: promptIds.length - cached });
+    const sameCounts = (usage: { prompt_tokens: number; completion_tokens: number; total_tokens: number }) => [usage.prompt_tokens, usage.completion_tokens, usage.total_tokens];
+    expect(sameCounts(streamedUsage)).toEqual(sameCounts(whole.body.usage));
     expect(streamed.events[streamed.events.length - 2].choices[0]).toMatchObject({ delta: {}, finish_reason: "length" });
   });
 
@@ -240,7 +246,9 @@ describe("batching", () => {
     expect(await metric("ctxr_generation_batched_decode_steps_total")).toBeGreaterThan(batchedBefore);
     expect(await metric("ctxr_generation_max_decode_batch")).toBeGreaterThan(1);
     expect(engine.stats.maxDecodeBatch).toBeGreaterThan(1);
-    expect(await metric("ctxr_generation_kv_blocks_used")).toBe(0);
+    // Nothing is left allocated but the prefix cache's blocks, and no running sequence uses those.
+    expect(await metric("ctxr_generation_kv_blocks_used")).toBe(await metric("ctxr_prefix_cache_blocks"));
+    expect(await metric("ctxr_prefix_cache_referenced_blocks")).toBe(0);
   });
 });
 
@@ -307,7 +315,8 @@ describe("invalid requests", () => {
     await Bun.sleep(20);
     expect(engine.stats.running).toBe(0);
     expect(engine.stats.waiting).toBe(0);
-    expect(engine.stats.kvBlocksUsed).toBe(0);
+    expect(engine.stats.kvBlocksUsed).toBe(engine.stats.kvBlocksPrefixCached); // only the prefix cache keeps blocks
+    expect(engine.stats.kvBlocksPrefixReferenced).toBe(0);
   });
 });
 
@@ -333,7 +342,8 @@ describe("cancellation and crashes", () => {
     for (let i = 0; i < 200 && engine.stats.cancelled === cancelledBefore; i++) await Bun.sleep(10);
     expect(engine.stats.cancelled).toBe(cancelledBefore + 1);
     expect(engine.stats.running).toBe(0);
-    expect(engine.stats.kvBlocksUsed).toBe(0);
+    expect(engine.stats.kvBlocksUsed).toBe(engine.stats.kvBlocksPrefixCached); // only the prefix cache keeps blocks
+    expect(engine.stats.kvBlocksPrefixReferenced).toBe(0);
     expect(engine.stats.finished).toBeGreaterThan(0);
   });
 
@@ -351,7 +361,8 @@ describe("cancellation and crashes", () => {
     await pending;
     for (let i = 0; i < 200 && engine.stats.cancelled === cancelledBefore; i++) await Bun.sleep(10);
     expect(engine.stats.cancelled).toBe(cancelledBefore + 1);
-    expect(engine.stats.kvBlocksUsed).toBe(0);
+    expect(engine.stats.kvBlocksUsed).toBe(engine.stats.kvBlocksPrefixCached); // only the prefix cache keeps blocks
+    expect(engine.stats.kvBlocksPrefixReferenced).toBe(0);
   });
 
   test("kill -9 of the runner mid-generation: the request fails clearly, the next one succeeds", async () => {
@@ -460,6 +471,7 @@ describe("ctxr serve --model (CLI)", () => {
       [["--model", model.path, "--context-scores", "mass"], /--context-scores must be one of shift, attention/],
       [["--model", model.path, "--prophet-span-decay", "1"], /--prophet-span-decay must be at least 0 and below 1/],
       [["--model", model.path, "--prophet-query-rows", "first"], /--prophet-query-rows must be one of all, last/],
+      [["--no-prefix-cache"], /--no-prefix-cache needs --model/],
       [["--model", model.path, "--prophet-span-decay=-0.5"], /--prophet-span-decay must be a non-negative number/],
     ];
     for (const [args, message] of cases) {

@@ -104,6 +104,8 @@ document's KV is cached and reused at any position):
   --prophet-span-decay D   prophet: share of a token's score that carries on to
                            the next token of its chunk, 0..1 (default 0.8; 0 is
                            the paper: the question's attention alone)
+  --no-prefix-cache        do not keep plain prompts' full KV blocks for later
+                           requests (automatic prefix caching is on by default)
   --prophet-query-rows R   prophet: whose attention scores the tokens, all of the
                            question's tokens (default, the paper) or its last one
   --context-scores S       what cachecraft's token ranking, chunk budget split and
@@ -178,6 +180,7 @@ const FLAGS = {
   "context-scores": { type: "string" },
   "prophet-span-decay": { type: "string" },
   "prophet-query-rows": { type: "string" },
+  "no-prefix-cache": { type: "boolean" },
   "sparse-entropy-threshold": { type: "string" },
   "sparse-varentropy-threshold": { type: "string" },
   "sparse-trigger-window": { type: "string" },
@@ -252,7 +255,7 @@ export async function serveCommand(args: string[], io: CommandIo & { err?(text: 
 
   const model = typeof flags.values.model === "string" ? flags.values.model : null;
   if (model === "") throw new UsageError("--model must not be empty", COMMAND);
-  const modelOnly = ["device", "kv-blocks", "block-size", "threads", "served-model-name", "kv-policy", "recompute-ratio", "kv-device-blocks", "kv-host-bytes", "kv-dir", "kv-disk-bytes", "focus-window", "context-scores", "prophet-span-decay", "prophet-query-rows", "sparse-entropy-threshold", "sparse-varentropy-threshold", "sparse-trigger-window"].find((name) => flags.values[name] !== undefined);
+  const modelOnly = ["device", "kv-blocks", "block-size", "threads", "served-model-name", "kv-policy", "recompute-ratio", "kv-device-blocks", "kv-host-bytes", "kv-dir", "kv-disk-bytes", "focus-window", "context-scores", "prophet-span-decay", "prophet-query-rows", "no-prefix-cache", "sparse-entropy-threshold", "sparse-varentropy-threshold", "sparse-trigger-window"].find((name) => flags.values[name] !== undefined);
   if (model === null && modelOnly !== undefined) throw new UsageError(`--${modelOnly} needs --model`, COMMAND);
   if (model !== null && upstreams.length > 0) throw new UsageError("give --model (serve a model) or --upstream (proxy engines), not both", COMMAND);
   const device = typeof flags.values.device === "string" ? flags.values.device : "cpu";
@@ -323,6 +326,7 @@ export async function serveCommand(args: string[], io: CommandIo & { err?(text: 
               focusWindow: integerFlag(flags, "focus-window", COMMAND, 0),
               contextScores: choiceFlag<ContextScores>(flags, "context-scores", COMMAND, CONTEXT_SCORES, "shift"),
               prophetSpanDecay: spanDecay,
+              prefixCache: flags.values["no-prefix-cache"] !== true,
               prophetQueryRows: choiceFlag<ProphetQueryRows>(flags, "prophet-query-rows", COMMAND, PROPHET_QUERY_ROWS, "all"),
               sparseTrigger,
             },

@@ -34,7 +34,7 @@ import type { ChunkVariant } from "../kv/chunkVariantIndex.ts";
 import { cacheAwareOrder, type QueuedPrefill } from "../kv/cacheAwareOrder.ts";
 import type { RecomputePolicy } from "../kv/recomputeSelection.ts";
 import type { ContextScores } from "../kv/reuseScores.ts";
-import { PrefixBlockCache, promptBlockHashes, type PrefixBlockCacheStats } from "../kv/prefixBlockCache.ts";
+import { PrefixBlockCache, blockHash, promptBlockHashes, type PrefixBlockCacheStats } from "../kv/prefixBlockCache.ts";
 import type { ProphetQueryRows } from "../kv/recomputeSelection.ts";
 import { SparseDecode, type SparseDecodeRunner } from "../kv/sparseDecode.ts";
 import type { UncertaintyTriggerOptions } from "../kv/uncertaintyTrigger.ts";
@@ -268,6 +268,8 @@ class Sequence {
   prefixHashes: string[] = [];
   /** Prompt tokens whose KV came from the prefix cache at its first admission. */
   prefixCachedTokens = 0;
+  /** Chained hashes of this sequence's full blocks computed so far (they only ever extend). */
+  blockHashes: string[] = [];
 
   constructor(
     readonly request: GenerationRequest,
@@ -404,9 +406,19 @@ export class GenerationScheduler {
     return this.prefix?.stats ?? null;
   }
 
-  /** The chained hashes of these tokens' full blocks. */
-  private blockHashes(tokens: readonly number[], blocks: number): string[] {
-    return promptBlockHashes(this.options.prefixSeed ?? "", tokens.slice(0, blocks * this.pool.blockSize), this.pool.blockSize);
+  /** The chained hashes of the sequence's first `blocks` full blocks (each block hashed once per sequence). */
+  private blockHashes(sequence: Sequence, blocks: number): string[] {
+    const known = sequence.blockHashes;
+    if (known.length < blocks) {
+      const blockSize = this.pool.blockSize;
+      let parent = known.length === 0 ? null : known[known.length - 1]!;
+      for (let i = known.length; i < blocks; i++) {
+        const tokens = sequence.tokens.slice(i * blockSize, (i + 1) * blockSize);
+        parent = parent === null ? promptBlockHashes(this.options.prefixSeed ?? "", tokens, blockSize)[0]! : blockHash(parent, tokens);
+        known.push(parent);
+      }
+    }
+    return known.slice(0, blocks);
   }
 
   /**
@@ -416,7 +428,7 @@ export class GenerationScheduler {
   private attachCachedPrefix(sequence: Sequence): void {
     if (this.prefix === null || sequence.request.segments !== undefined || sequence.table.blocks.length > 0) return;
     const blockSize = this.pool.blockSize;
-    const hashes = this.blockHashes(sequence.tokens, Math.floor((sequence.tokens.length - 1) / blockSize));
+    const hashes = this.blockHashes(sequence, Math.floor((sequence.tokens.length - 1) / blockSize));
     const hit = this.prefix.lookup(hashes);
     if (hit.length === 0) return;
     const held = hashes.slice(0, hit.length);
@@ -443,7 +455,7 @@ export class GenerationScheduler {
       const blockSize = this.pool.blockSize;
       // Kept: the full blocks whose KV is written (after a failed step, only the cached ones it held).
       const full = keep ? Math.min(Math.floor(table.length / blockSize), table.blocks.length) : sequence.prefixHashes.length;
-      const hashes = this.blockHashes(sequence.tokens, full);
+      const hashes = this.blockHashes(sequence, full);
       const held = sequence.prefixHashes.length;
       const spare = new KvBlockTable(blockSize);
       for (let i = held; i < full; i++) {

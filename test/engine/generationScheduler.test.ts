@@ -284,4 +284,21 @@ describe("automatic prefix cache", () => {
     expect(warm.stats.kvBlocksUsed).toBe(warm.stats.kvBlocksPrefixCached);
     expect(warm.stats.kvBlocksPrefixReferenced).toBe(0);
   });
+
+  test("many requests at once, sharing prefixes and evicting, with preemption: every answer is a cold prefill's", async () => {
+    const cold = new GenerationScheduler(await startRunner(40), tokenizer, { prefixCache: false });
+    const warm = new GenerationScheduler(await startRunner(40), tokenizer);
+    // Three shared 64-token prefixes, each followed by its own tail: 16 requests submitted together, twice.
+    const prefixes = [0, 1, 2].map((k) => tokens(50 + k, 64));
+    const prompts = Array.from({ length: 16 }, (_, i) => [...prefixes[i % 3]!, ...tokens(70 + i, 20 + (i % 5) * 9)]);
+    const expected = await Promise.all(prompts.map((p) => cold.submit(request(p, 8)).result()));
+    for (let round = 0; round < 2; round++) {
+      const got = await Promise.all(prompts.map((p) => warm.submit(request(p, 8)).result()));
+      expect(got.map((r) => r.tokens.map((t) => t.id))).toEqual(expected.map((r) => r.tokens.map((t) => t.id)));
+    }
+    expect(warm.stats.preemptions + warm.stats.prefixBlocksEvicted).toBeGreaterThan(0);
+    expect(warm.stats.prefixBlocksHit).toBeGreaterThan(0);
+    expect(warm.stats.kvBlocksUsed).toBe(warm.stats.kvBlocksPrefixCached);
+    expect(warm.stats.kvBlocksPrefixReferenced).toBe(0);
+  });
 });

@@ -285,6 +285,16 @@ describe("automatic prefix cache", () => {
     expect(warm.stats.kvBlocksPrefixReferenced).toBe(0);
   });
 
+  test("the next turn finds the last answer's tokens too: generated blocks stay cached when a sequence ends", async () => {
+    const warm = new GenerationScheduler(await startRunner(64), tokenizer);
+    const turn1 = tokens(90, 40);
+    const answer = await warm.submit(request(turn1, 60)).result();
+    const history = [...turn1, ...answer.tokens.map((t) => t.id)];
+    const turn2 = await warm.submit(request([...history, ...tokens(91, 12)], 1)).result();
+    // Written when turn 1 ended: 40 + 60 − 1 tokens, so 6 full blocks (96 tokens), 56 of them generated.
+    expect(turn2.ctxr!.prompt_tokens_prefix_reused).toBe(96);
+  });
+
   test("many requests at once, sharing prefixes and evicting, with preemption: every answer is a cold prefill's", async () => {
     const cold = new GenerationScheduler(await startRunner(40), tokenizer, { prefixCache: false });
     const warm = new GenerationScheduler(await startRunner(40), tokenizer);

@@ -34,7 +34,7 @@ import type { ChunkVariant } from "../kv/chunkVariantIndex.ts";
 import { cacheAwareOrder, type QueuedPrefill } from "../kv/cacheAwareOrder.ts";
 import type { RecomputePolicy } from "../kv/recomputeSelection.ts";
 import type { ContextScores } from "../kv/reuseScores.ts";
-import { PrefixBlockCache, blockHash, promptBlockHashes, type PrefixBlockCacheStats } from "../kv/prefixBlockCache.ts";
+import { PrefixBlockCache, blockHash, chainRoot, type PrefixBlockCacheStats } from "../kv/prefixBlockCache.ts";
 import type { ProphetQueryRows } from "../kv/recomputeSelection.ts";
 import { SparseDecode, type SparseDecodeRunner } from "../kv/sparseDecode.ts";
 import type { UncertaintyTriggerOptions } from "../kv/uncertaintyTrigger.ts";
@@ -411,10 +411,9 @@ export class GenerationScheduler {
     const known = sequence.blockHashes;
     if (known.length < blocks) {
       const blockSize = this.pool.blockSize;
-      let parent = known.length === 0 ? null : known[known.length - 1]!;
+      let parent = known.length === 0 ? chainRoot(this.options.prefixSeed ?? "") : known[known.length - 1]!;
       for (let i = known.length; i < blocks; i++) {
-        const tokens = sequence.tokens.slice(i * blockSize, (i + 1) * blockSize);
-        parent = parent === null ? promptBlockHashes(this.options.prefixSeed ?? "", tokens, blockSize)[0]! : blockHash(parent, tokens);
+        parent = blockHash(parent, sequence.tokens.slice(i * blockSize, (i + 1) * blockSize));
         known.push(parent);
       }
     }

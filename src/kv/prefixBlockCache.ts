@@ -25,6 +25,11 @@ export function blockHash(parent: string, tokens: ArrayLike<number>): string {
   return createHash("sha256").update(parent).update(tokenIdBytes(tokens, "blockHash")).digest("hex").slice(0, BLOCK_HASH_HEX_LENGTH);
 }
 
+/** What a prompt's first block chains from: the seed (model identity and KV layout). */
+export function chainRoot(seed: string): string {
+  return `seed:${seed}`;
+}
+
 /**
  * The hashes of a prompt's full blocks, in order: block i covers tokens [i·blockSize,
  * (i+1)·blockSize) and its hash chains those of blocks 0..i−1, starting from `seed`.
@@ -32,7 +37,7 @@ export function blockHash(parent: string, tokens: ArrayLike<number>): string {
 export function promptBlockHashes(seed: string, tokens: ArrayLike<number>, blockSize: number): string[] {
   if (!Number.isInteger(blockSize) || blockSize < 1) throw new RangeError(`promptBlockHashes: blockSize must be a positive integer (got ${blockSize})`);
   const out: string[] = [];
-  let parent = `seed:${seed}`;
+  let parent = chainRoot(seed);
   for (let start = 0; start + blockSize <= tokens.length; start += blockSize) {
     const slice = Array.prototype.slice.call(tokens, start, start + blockSize) as number[];
     parent = blockHash(parent, slice);

@@ -84,18 +84,25 @@ function distinct(prefix: readonly string[]): string[] {
  * chunks new in newPrefix that the cached KV never saw do not lower it (as in the paper).
  */
 export function prefixOverlap(meta: VariantMetadata, newPrefix: readonly string[]): number {
+  return keptMassShare(meta, new Set(newPrefix), "prefixOverlap");
+}
+
+/**
+ * Σ inter(i, j) over the distinct old prefix chunks j in `kept` / Σ over all of them, in [0, 1];
+ * 1 for an empty old prefix or a zero total (see prefixOverlap).
+ */
+function keptMassShare(meta: VariantMetadata, kept: ReadonlySet<string>, fn: string): number {
   const oldChunks = distinct(meta.prefix);
   if (oldChunks.length === 0) return 1;
-  const present = new Set(newPrefix);
   let shared = 0;
   let total = 0;
   for (const hash of oldChunks) {
     const value = inter(meta, hash);
     if (!(value >= 0) || !Number.isFinite(value)) {
-      throw new RangeError(`prefixOverlap: interByPrefix[${hash}] must be finite and >= 0 (got ${value})`);
+      throw new RangeError(`${fn}: interByPrefix[${hash}] must be finite and >= 0 (got ${value})`);
     }
     total += value;
-    if (present.has(hash)) shared += value;
+    if (kept.has(hash)) shared += value;
   }
   if (total === 0) return 1;
   return Math.min(1, shared / total);
@@ -113,23 +120,11 @@ export function prefixOverlap(meta: VariantMetadata, newPrefix: readonly string[
  */
 export function localPrefixOverlap(meta: VariantMetadata, newPrefix: readonly string[]): number {
   const old = meta.prefix;
-  if (old.length === 0) return 1;
   let trail = 0;
   while (trail < old.length && trail < newPrefix.length && old[old.length - 1 - trail] === newPrefix[newPrefix.length - 1 - trail]) trail++;
   const kept = new Set(old.slice(old.length - trail));
-  if (newPrefix.length > 0 && old[0] === newPrefix[0]) kept.add(old[0]!);
-  let shared = 0;
-  let total = 0;
-  for (const hash of distinct(old)) {
-    const value = inter(meta, hash);
-    if (!(value >= 0) || !Number.isFinite(value)) {
-      throw new RangeError(`localPrefixOverlap: interByPrefix[${hash}] must be finite and >= 0 (got ${value})`);
-    }
-    total += value;
-    if (kept.has(hash)) shared += value;
-  }
-  if (total === 0) return 1;
-  return Math.min(1, shared / total);
+  if (old.length > 0 && newPrefix.length > 0 && old[0] === newPrefix[0]) kept.add(old[0]!);
+  return keptMassShare(meta, kept, "localPrefixOverlap");
 }
 
 /**

@@ -4,7 +4,7 @@
  * by hand and against a small reference model under random admissions, releases and evictions.
  */
 import { describe, expect, test } from "bun:test";
-import { PrefixBlockCache, blockHash, promptBlockHashes } from "../../src/kv/prefixBlockCache.ts";
+import { PrefixBlockCache, blockHash, chainRoot, promptBlockHashes } from "../../src/kv/prefixBlockCache.ts";
 import { integer } from "../helpers/fuzzRandom.ts";
 import { seededRandom } from "../helpers/randomContexts.ts";
 
@@ -17,7 +17,7 @@ describe("block hashes", () => {
     expect(promptBlockHashes("m1", [9, 9, 3, 4], 2)[1]).not.toBe(a[1]);
     // Another model or KV setting: nothing shared.
     expect(promptBlockHashes("m2", [1, 2], 2)[0]).not.toBe(a[0]);
-    expect(a[0]).toBe(blockHash("seed:m1", [1, 2]));
+    expect(a[0]).toBe(blockHash(chainRoot("m1"), [1, 2]));
     expect(a[1]).toBe(blockHash(a[0]!, [3, 4]));
     expect(() => promptBlockHashes("m1", [1], 0)).toThrow(RangeError);
     expect(() => blockHash("x", [-1])).toThrow(RangeError);

@@ -439,11 +439,44 @@ export class GenerationScheduler {
   }
 
   /**
-   * Gives back the blocks of ended or preempted sequences' tables: a plain sequence's full blocks
-   * (prompt and generated tokens whose KV is written) stay in the prefix cache; the rest go back
-   * to the pool.
+   * Registers a plain sequence's newly filled blocks (prompt or generated tokens whose KV is
+   * written) in the prefix cache, held by the sequence, so that requests admitted from now on find
+   * them. A block another sequence cached first replaces this sequence's copy (equal tokens after
+   * an equal prefix: the same KV), and the copy's id goes to `spare`, to free.
    */
-  private async releaseTables(tables: readonly KvBlockTable[], keep = true): Promise<void> {
+  private cacheFilledBlocks(sequence: Sequence, spare: number[]): void {
+    if (this.prefix === null || sequence.request.segments !== undefined) return;
+    const table = sequence.table;
+    const full = Math.min(Math.floor(table.length / this.pool.blockSize), table.blocks.length);
+    const held = sequence.prefixHashes.length;
+    if (full <= held) return;
+    const hashes = this.blockHashes(sequence, full);
+    for (let i = held; i < full; i++) {
+      const block = table.blocks[i]!;
+      const cached = this.prefix.insert(hashes[i]!, i === 0 ? null : hashes[i - 1]!, block);
+      if (cached !== block) {
+        table.blocks[i] = cached;
+        spare.push(block);
+      }
+    }
+    sequence.prefixHashes = hashes;
+  }
+
+  /** After a step: the step's sequences' filled blocks join the prefix cache; duplicate copies are freed. */
+  private async cacheStepBlocks(sequences: readonly Sequence[]): Promise<void> {
+    if (this.prefix === null) return;
+    const spare = new KvBlockTable(this.pool.blockSize);
+    for (const sequence of sequences) this.cacheFilledBlocks(sequence, spare.blocks);
+    await this.pool.release([spare]);
+  }
+
+  /**
+   * Gives back the blocks of ended or preempted sequences' tables: a plain sequence's full blocks
+   * (cached as they filled) stay in the prefix cache, unreferenced by it; the rest go back to the
+   * pool. After a failed step the table's length does not count that step's entries, so only
+   * blocks written by earlier steps are kept.
+   */
+  private async releaseTables(tables: readonly KvBlockTable[]): Promise<void> {
     const toFree: KvBlockTable[] = [];
     for (const table of tables) {
       const sequence = this.tableOwner.get(table);
@@ -451,25 +484,50 @@ export class GenerationScheduler {
         toFree.push(table);
         continue;
       }
-      const blockSize = this.pool.blockSize;
-      // Kept: the full blocks whose KV is written (after a failed step, only the cached ones it held).
-      const full = keep ? Math.min(Math.floor(table.length / blockSize), table.blocks.length) : sequence.prefixHashes.length;
-      const hashes = this.blockHashes(sequence, full);
+      const spare = new KvBlockTable(this.pool.blockSize);
+      this.cacheFilledBlocks(sequence, spare.blocks);
       const held = sequence.prefixHashes.length;
-      const spare = new KvBlockTable(blockSize);
-      for (let i = held; i < full; i++) {
-        const block = table.blocks[i]!;
-        const cached = this.prefix.insert(hashes[i]!, i === 0 ? null : hashes[i - 1]!, block);
-        if (cached !== block) spare.blocks.push(block);
-      }
-      this.prefix.release(hashes.slice(0, full));
-      spare.blocks.push(...table.blocks.slice(full));
+      this.prefix.release(sequence.prefixHashes);
+      spare.blocks.push(...table.blocks.slice(held));
       table.blocks.length = 0;
       table.length = 0;
       sequence.prefixHashes = [];
       toFree.push(spare);
     }
     await this.pool.release(toFree);
+  }
+
+  /**
+   * The hashes of prompt blocks that running plain sequences are about to compute (their prompt's
+   * full blocks not yet written).
+   */
+  private pendingPrefixBlocks(): Set<string> {
+    const pending = new Set<string>();
+    if (this.prefix === null) return pending;
+    for (const sequence of this.running) this.addPendingBlocks(sequence, pending);
+    return pending;
+  }
+
+  private addPendingBlocks(sequence: Sequence, pending: Set<string>): void {
+    if (sequence.request.segments !== undefined || sequence.done || sequence.cancelled) return;
+    const blockSize = this.pool.blockSize;
+    const written = Math.floor(sequence.table.length / blockSize);
+    const promptBlocks = Math.floor(sequence.promptLength / blockSize);
+    if (written >= promptBlocks) return;
+    const hashes = this.blockHashes(sequence, promptBlocks);
+    for (let i = written; i < promptBlocks; i++) pending.add(hashes[i]!);
+  }
+
+  /**
+   * Requests arriving together with a common prefix compute it once: a plain prompt whose next
+   * uncached block is one a running sequence is computing waits (others behind it are still
+   * admitted) and is admitted once those blocks are cached, to start after them.
+   */
+  private waitsForSharedPrefix(sequence: Sequence, pending: ReadonlySet<string>): boolean {
+    if (this.prefix === null || pending.size === 0 || sequence.request.segments !== undefined || sequence.table.blocks.length > 0) return false;
+    const hashes = this.blockHashes(sequence, Math.floor((sequence.tokens.length - 1) / this.pool.blockSize));
+    const run = this.prefix.cachedRun(hashes);
+    return run < hashes.length && pending.has(hashes[run]!);
   }
 
   /** Frees at least `blocks` pool blocks if cached KV can give them: chunk caches first, then unreferenced prefix blocks. */
@@ -651,10 +709,7 @@ export class GenerationScheduler {
       return;
     }
     try {
-      await this.releaseTables(
-        victims.map((sequence) => sequence.table),
-        false,
-      );
+      await this.releaseTables(victims.map((sequence) => sequence.table));
     } catch {
       // The runner is in trouble: start afresh.
       this.needsRestart = true;
@@ -700,8 +755,10 @@ export class GenerationScheduler {
     // Admission in cache-aware order (first come first served without KV-managed prompts).
     let committed = this.running.reduce((sum, sequence) => sum + this.committedBlocks(sequence), 0);
     const admitted = new Set<Sequence>();
+    const pending = this.waiting.length > 0 ? this.pendingPrefixBlocks() : new Set<string>();
     for (const candidate of this.admissionOrder()) {
       if (this.running.length >= this.maxBatch) break;
+      if (this.waitsForSharedPrefix(candidate, pending)) continue;
       const need = this.committedBlocks(candidate);
       if (committed + need > this.pool.totalBlocks && this.running.length > 0) break;
       admitted.add(candidate);
@@ -709,6 +766,7 @@ export class GenerationScheduler {
       this.tableOwner.set(candidate.table, candidate);
       this.attachCachedPrefix(candidate);
       this.running.push(candidate);
+      if (this.prefix !== null) this.addPendingBlocks(candidate, pending);
       committed += need;
     }
     if (admitted.size > 0) {
@@ -771,8 +829,9 @@ export class GenerationScheduler {
     const result = await this.runner.forward({ sequences });
 
     const finished: KvBlockTable[] = [];
-    plan.forEach(({ sequence, count }, i) => {
-      sequence.table.length += count;
+    for (const { sequence, count } of plan) sequence.table.length += count;
+    await this.cacheStepBlocks(plan.map((p) => p.sequence));
+    plan.forEach(({ sequence }, i) => {
       const logits = result.logits[i]!;
       if (sequence.cancelled || sequence.done || logits.length === 0) return;
       sequence.sparse?.observe(logits);

@@ -83,14 +83,16 @@ export class PrefixBlockCache {
     return this.byHash.get(hash)?.block;
   }
 
+  /** How many of `hashes`, from the first, are cached (a probe: counts nothing, touches nothing). */
+  cachedRun(hashes: readonly string[]): number {
+    let run = 0;
+    while (run < hashes.length && this.byHash.has(hashes[run]!)) run++;
+    return run;
+  }
+
   /** The longest cached run of `hashes` from the first: their block ids (nothing is referenced). */
   lookup(hashes: readonly string[]): number[] {
-    const out: number[] = [];
-    for (const hash of hashes) {
-      const entry = this.byHash.get(hash);
-      if (entry === undefined) break;
-      out.push(entry.block);
-    }
+    const out = hashes.slice(0, this.cachedRun(hashes)).map((hash) => this.byHash.get(hash)!.block);
     this.counters.queried += hashes.length;
     this.counters.hits += out.length;
     return out;

@@ -295,6 +295,34 @@ describe("automatic prefix cache", () => {
     expect(turn2.ctxr!.prompt_tokens_prefix_reused).toBe(96);
   });
 
+  test("requests arriving together with a common prefix compute it once: the others wait for its blocks, then start after them", async () => {
+    const cold = new GenerationScheduler(await startRunner(64), tokenizer, { prefixCache: false });
+    const warm = new GenerationScheduler(await startRunner(64), tokenizer, { prefillChunk: 64 });
+    const shared = tokens(60, 160);
+    const prompts = [0, 1, 2, 3].map((k) => [...shared, ...tokens(61 + k, 10 + k)]);
+    const expected = await Promise.all(prompts.map((p) => cold.submit(request(p, 5)).result()));
+    const got = await Promise.all(prompts.map((p) => warm.submit(request(p, 5)).result()));
+    expect(got.map((r) => r.tokens.map((t) => t.id))).toEqual(expected.map((r) => r.tokens.map((t) => t.id)));
+    // The 160 shared tokens (10 blocks) are prefilled once; each other request computes only its tail.
+    const tails = prompts.slice(1).map((p) => p.length - 160);
+    expect(got.slice(1).map((r) => r.ctxr!.prompt_tokens_prefix_reused)).toEqual([160, 160, 160]);
+    expect(warm.stats.prefillTokens).toBe(prompts[0]!.length + tails.reduce((a, b) => a + b, 0));
+    expect(cold.stats.prefillTokens).toBe(prompts.reduce((sum, p) => sum + p.length, 0));
+    expect(warm.stats.kvBlocksPrefixReferenced).toBe(0);
+  });
+
+  test("a running sequence's filled blocks are found by a request admitted while it still decodes", async () => {
+    const warm = new GenerationScheduler(await startRunner(64), tokenizer);
+    const prompt = tokens(80, 70);
+    const long = warm.submit(request(prompt, 200));
+    const first = long[Symbol.asyncIterator]();
+    await first.next();
+    const second = await warm.submit(request([...prompt.slice(0, 64), ...tokens(81, 5)], 1)).result();
+    expect(second.ctxr!.prompt_tokens_prefix_reused).toBe(64);
+    expect(warm.stats.kvBlocksPrefixReferenced).toBeGreaterThanOrEqual(4);
+    long.cancel();
+  });
+
   test("many requests at once, sharing prefixes and evicting, with preemption: every answer is a cold prefill's", async () => {
     const cold = new GenerationScheduler(await startRunner(40), tokenizer, { prefixCache: false });
     const warm = new GenerationScheduler(await startRunner(40), tokenizer);

@@ -22,6 +22,7 @@ import { promptTokens, segmentChat, segmentTexts, type SegmentedPrompt } from ".
 import type { UncertaintyTriggerOptions } from "../kv/uncertaintyTrigger.ts";
 import type { ContextScores } from "../kv/reuseScores.ts";
 import { DEFAULT_PROPHET_SPAN_DECAY, type ProphetQueryRows } from "../kv/recomputeSelection.ts";
+import type { PrefixCacheEvents } from "../kv/prefixBlockCache.ts";
 
 export interface EngineOptions {
   /** The model folder (config.json, *.safetensors, tokenizer.json, tokenizer_config.json). */
@@ -62,6 +63,8 @@ export interface EngineOptions {
   prophetQueryRows?: ProphetQueryRows;
   /** Automatic prefix caching of plain prompts (default true). */
   prefixCache?: boolean;
+  /** Told every block the prefix cache stores and evicts, and when it is dropped (KV events out). */
+  prefixEvents?: PrefixCacheEvents;
   /** Sparse decode's reconstruction trigger (default: uncertaintyTrigger.ts's placeholders; calibrate with `ctxr model calibrate-sparse`). */
   sparseTrigger?: UncertaintyTriggerOptions;
 }
@@ -104,6 +107,14 @@ export async function completionsAddBos(dir: string, tokenizer: ModelTokenizer):
   } catch {
     return false;
   }
+}
+
+/**
+ * What prefix-cache block hashes are seeded with: the model's identity and every runner setting
+ * that changes a block's KV, so no block is ever found by another model or KV layout.
+ */
+export function prefixSeed(identity: string, info: Pick<RunnerInfo, "kv_dtype" | "block_size" | "device">): string {
+  return `${identity}|kv=${info.kv_dtype}|block=${info.block_size}|device=${info.device}`;
 }
 
 export class GenerationEngine {
@@ -153,8 +164,8 @@ export class GenerationEngine {
       prophetSpanDecay: options.prophetSpanDecay,
       prophetQueryRows: options.prophetQueryRows,
       prefixCache: options.prefixCache ?? true,
-      // Blocks are named for this model and KV layout only.
-      prefixSeed: `${identity}|kv=${runner.info.kv_dtype}|block=${runner.info.block_size}|device=${runner.info.device}`,
+      prefixSeed: prefixSeed(identity, runner.info),
+      ...(options.prefixEvents !== undefined ? { prefixEvents: options.prefixEvents } : {}),
       sparseTrigger: options.sparseTrigger,
     });
     const restored = await chunkCache.loadFromDisk();

@@ -34,7 +34,7 @@ import type { ChunkVariant } from "../kv/chunkVariantIndex.ts";
 import { cacheAwareOrder, type QueuedPrefill } from "../kv/cacheAwareOrder.ts";
 import type { RecomputePolicy } from "../kv/recomputeSelection.ts";
 import type { ContextScores } from "../kv/reuseScores.ts";
-import { PrefixBlockCache, blockHash, chainRoot, type PrefixBlockCacheStats } from "../kv/prefixBlockCache.ts";
+import { PrefixBlockCache, blockHash, chainRoot, type PrefixBlockCacheStats, type PrefixCacheEvents, type StoredPrefixBlock } from "../kv/prefixBlockCache.ts";
 import type { ProphetQueryRows } from "../kv/recomputeSelection.ts";
 import { SparseDecode, type SparseDecodeRunner } from "../kv/sparseDecode.ts";
 import type { UncertaintyTriggerOptions } from "../kv/uncertaintyTrigger.ts";
@@ -169,6 +169,8 @@ export interface SchedulerOptions {
    */
   prefixCache?: boolean;
   prefixSeed?: string;
+  /** Told every block the prefix cache stores and evicts, and when it is dropped (KV events). */
+  prefixEvents?: PrefixCacheEvents;
   /** Sparse decode's reconstruction trigger: thresholds and window (default: uncertaintyTrigger.ts's). */
   sparseTrigger?: UncertaintyTriggerOptions;
 }
@@ -398,7 +400,13 @@ export class GenerationScheduler {
     if (!Number.isSafeInteger(this.maxBatch) || this.maxBatch < 1) throw new RangeError(`maxBatch must be a positive integer, got ${this.maxBatch}`);
     this.pool = this.newPool(runner.info);
     this.chunkCache?.attachPool(this.pool);
-    this.prefix = (options.prefixCache ?? true) ? new PrefixBlockCache() : null;
+    this.prefix = this.newPrefixCache();
+  }
+
+  private newPrefixCache(): PrefixBlockCache | null {
+    if (!(this.options.prefixCache ?? true)) return null;
+    const events = this.options.prefixEvents;
+    return new PrefixBlockCache(events === undefined ? undefined : (hashes) => events.removed(hashes));
   }
 
   /** Prefix-cache statistics (null when it is off). */
@@ -447,19 +455,25 @@ export class GenerationScheduler {
   private cacheFilledBlocks(sequence: Sequence, spare: number[]): void {
     if (this.prefix === null || sequence.request.segments !== undefined) return;
     const table = sequence.table;
-    const full = Math.min(Math.floor(table.length / this.pool.blockSize), table.blocks.length);
+    const blockSize = this.pool.blockSize;
+    const full = Math.min(Math.floor(table.length / blockSize), table.blocks.length);
     const held = sequence.prefixHashes.length;
     if (full <= held) return;
     const hashes = this.blockHashes(sequence, full);
+    const stored: StoredPrefixBlock[] = [];
     for (let i = held; i < full; i++) {
       const block = table.blocks[i]!;
-      const cached = this.prefix.insert(hashes[i]!, i === 0 ? null : hashes[i - 1]!, block);
+      const parent = i === 0 ? null : hashes[i - 1]!;
+      const cached = this.prefix.insert(hashes[i]!, parent, block);
       if (cached !== block) {
         table.blocks[i] = cached;
         spare.push(block);
+      } else if (this.options.prefixEvents !== undefined) {
+        stored.push({ hash: hashes[i]!, parent, tokens: sequence.tokens.slice(i * blockSize, (i + 1) * blockSize) });
       }
     }
     sequence.prefixHashes = hashes;
+    if (stored.length > 0) this.options.prefixEvents!.stored(stored);
   }
 
   /** After a step: the step's sequences' filled blocks join the prefix cache; duplicate copies are freed. */
@@ -675,7 +689,10 @@ export class GenerationScheduler {
       this.pool = this.newPool(info);
       this.chunkCache?.attachPool(this.pool);
       // The runner's blocks are gone, and with them every cached prefix.
-      if (this.prefix !== null) this.prefix = new PrefixBlockCache();
+      if (this.prefix !== null) {
+        this.prefix = this.newPrefixCache();
+        this.options.prefixEvents?.cleared();
+      }
       for (const sequence of [...this.running, ...this.waiting]) sequence.prefixHashes = [];
       this.needsRestart = false;
       this.eagerRestart = false;

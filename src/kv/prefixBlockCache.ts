@@ -66,6 +66,23 @@ export interface PrefixBlockCacheStats {
   evictions: number;
 }
 
+/**
+ * What the prefix cache tells the outside (KV events, issue 19 item 5): blocks stored with their
+ * tokens, blocks evicted, everything dropped (a runner restart).
+ */
+export interface PrefixCacheEvents {
+  stored(blocks: readonly StoredPrefixBlock[]): void;
+  removed(hashes: readonly string[]): void;
+  cleared(): void;
+}
+
+export interface StoredPrefixBlock {
+  hash: string;
+  /** The previous block's hash; null for a prompt's first block. */
+  parent: string | null;
+  tokens: readonly number[];
+}
+
 export class PrefixBlockCache {
   private readonly byHash = new Map<string, CachedBlock>();
   private readonly byBlock = new Map<number, CachedBlock>();
@@ -73,6 +90,9 @@ export class PrefixBlockCache {
   private heap: [number, string][] = [];
   private tick = 0;
   private readonly counters = { hits: 0, queried: 0, evictions: 0 };
+
+  /** `onRemoved`: told the hashes of each evict call's blocks. */
+  constructor(private readonly onRemoved?: (hashes: readonly string[]) => void) {}
 
   get size(): number {
     return this.byHash.size;
@@ -146,6 +166,7 @@ export class PrefixBlockCache {
    */
   evict(count: number): number[] {
     const freed: number[] = [];
+    const hashes: string[] = [];
     while (freed.length < count && this.heap.length > 0) {
       const [lastUsed, hash] = this.pop();
       const entry = this.byHash.get(hash);
@@ -153,6 +174,7 @@ export class PrefixBlockCache {
       this.byHash.delete(hash);
       this.byBlock.delete(entry.block);
       freed.push(entry.block);
+      hashes.push(hash);
       this.counters.evictions++;
       if (entry.parent !== null) {
         const parent = this.byHash.get(entry.parent)!;
@@ -160,6 +182,7 @@ export class PrefixBlockCache {
         this.offer(parent);
       }
     }
+    if (hashes.length > 0) this.onRemoved?.(hashes);
     return freed;
   }
 

@@ -192,7 +192,9 @@ interface Server {
 }
 
 async function startServer(model: string): Promise<Server> {
-  const child = Bun.spawn([process.execPath, CLI_ENTRY, "serve", "--model", model, "--in-memory", "--port", "0", "--threads", String(threads), "--context-scores", contextScores, "--prophet-span-decay", String(spanDecay), "--prophet-query-rows", queryRows], {
+  // Without the automatic prefix cache: a full prefill's exact blocks would serve the reusing
+  // cells of the same prompt, and the policies' own quality would go unmeasured.
+  const child = Bun.spawn([process.execPath, CLI_ENTRY, "serve", "--model", model, "--in-memory", "--port", "0", "--threads", String(threads), "--context-scores", contextScores, "--prophet-span-decay", String(spanDecay), "--prophet-query-rows", queryRows, "--no-prefix-cache"], {
     cwd: REPO,
     env: { ...process.env, NO_COLOR: "1" },
     stdin: "ignore",

@@ -272,6 +272,14 @@ class Sequence {
   prefixCachedTokens = 0;
   /** Chained hashes of this sequence's full blocks computed so far (they only ever extend). */
   blockHashes: string[] = [];
+  /**
+   * Leading tokens whose KV is exactly a full prefill's, so its blocks may be prefix-cached: all
+   * of a plain sequence's; a segmented one's up to its first approximately reused chunk, known
+   * after its KV-managed prefill (0 until then).
+   */
+  exactTokens: number;
+  /** Whether the prompt still waits for its KV-managed prefill. */
+  managedPending: boolean;
 
   constructor(
     readonly request: GenerationRequest,
@@ -286,6 +294,8 @@ class Sequence {
     this.text = new TokenTextStream(decoder, { skipSpecialTokens: request.skipSpecialTokens ?? true, contextIds: request.promptIds });
     this.stop = new StopMatcher(request.stop ?? []);
     this.stopIds = new Set(request.stopTokenIds ?? []);
+    this.managedPending = request.segments !== undefined;
+    this.exactTokens = this.managedPending ? 0 : Infinity;
   }
 
   /** Tokens still to run before the next logits (0 never: the last token always runs). */
@@ -297,9 +307,8 @@ class Sequence {
     return this.uncached > 1;
   }
 
-  /** Whether the prompt still waits for its KV-managed prefill. */
   get needsManagedPrefill(): boolean {
-    return this.request.segments !== undefined && this.table.length === 0;
+    return this.managedPending;
   }
 
   get ctxrUsage(): CtxrUsage {
@@ -429,13 +438,24 @@ export class GenerationScheduler {
   }
 
   /**
-   * A plain sequence being admitted with an empty table starts from its longest cached prefix:
-   * those blocks join its table (referenced, never written: at least its last token is computed).
+   * A sequence being admitted with an empty table starts from its longest cached prefix: those
+   * blocks join its table (referenced, never written: at least its last token is computed).
+   *
+   * A segmented prompt consults the chunk cache's exact-prefix variants too and takes whichever
+   * reaches further (one exact prefix, never both); its managed prefill then starts after the
+   * blocks. A "full" prefill uses no cache at all.
    */
   private attachCachedPrefix(sequence: Sequence): void {
-    if (this.prefix === null || sequence.request.segments !== undefined || sequence.table.blocks.length > 0) return;
+    if (this.prefix === null || sequence.table.blocks.length > 0) return;
     const blockSize = this.pool.blockSize;
-    const hashes = this.blockHashes(sequence, Math.floor((sequence.tokens.length - 1) / blockSize));
+    const segments = sequence.request.segments;
+    const hashes = this.blockHashes(sequence, Math.floor(((segments === undefined ? sequence.tokens.length : sequence.promptLength) - 1) / blockSize));
+    if (segments !== undefined) {
+      if ((sequence.request.kvPolicy ?? this.options.kvPolicy ?? DEFAULT_KV_POLICY) === "full") return;
+      const exactVariants = this.chunkCache?.index.longestExactPrefix(segments.segments.map((segment) => segment.hash)) ?? [];
+      const variantTokens = exactVariants.reduce((sum, variant) => sum + variant.tokenCount, 0);
+      if (this.prefix.cachedRun(hashes) * blockSize <= variantTokens && variantTokens > 0) return;
+    }
     const hit = this.prefix.lookup(hashes);
     if (hit.length === 0) return;
     const held = hashes.slice(0, hit.length);
@@ -453,10 +473,10 @@ export class GenerationScheduler {
    * an equal prefix: the same KV), and the copy's id goes to `spare`, to free.
    */
   private cacheFilledBlocks(sequence: Sequence, spare: number[]): void {
-    if (this.prefix === null || sequence.request.segments !== undefined) return;
+    if (this.prefix === null) return;
     const table = sequence.table;
     const blockSize = this.pool.blockSize;
-    const full = Math.min(Math.floor(table.length / blockSize), table.blocks.length);
+    const full = Math.min(Math.floor(Math.min(table.length, sequence.exactTokens) / blockSize), table.blocks.length);
     const held = sequence.prefixHashes.length;
     if (full <= held) return;
     const hashes = this.blockHashes(sequence, full);
@@ -485,27 +505,33 @@ export class GenerationScheduler {
   }
 
   /**
-   * Gives back the blocks of ended or preempted sequences' tables: a plain sequence's full blocks
-   * (cached as they filled) stay in the prefix cache, unreferenced by it; the rest go back to the
-   * pool. After a failed step the table's length does not count that step's entries, so only
-   * blocks written by earlier steps are kept.
+   * Gives back the blocks of ended or preempted sequences' tables: full blocks of exact KV
+   * (cached as they filled) stay in the prefix cache, unreferenced by the sequence; the rest go
+   * back to the pool. After a failed step the table's length does not count that step's entries,
+   * so only blocks written by earlier steps are kept. A segmented prompt readmitted later runs its
+   * managed prefill again.
    */
   private async releaseTables(tables: readonly KvBlockTable[]): Promise<void> {
     const toFree: KvBlockTable[] = [];
     for (const table of tables) {
       const sequence = this.tableOwner.get(table);
-      if (this.prefix === null || sequence === undefined || sequence.request.segments !== undefined) {
+      if (sequence === undefined) {
         toFree.push(table);
         continue;
       }
       const spare = new KvBlockTable(this.pool.blockSize);
-      this.cacheFilledBlocks(sequence, spare.blocks);
-      const held = sequence.prefixHashes.length;
-      this.prefix.release(sequence.prefixHashes);
-      spare.blocks.push(...table.blocks.slice(held));
+      if (this.prefix !== null) {
+        this.cacheFilledBlocks(sequence, spare.blocks);
+        this.prefix.release(sequence.prefixHashes);
+      }
+      spare.blocks.push(...table.blocks.slice(sequence.prefixHashes.length));
       table.blocks.length = 0;
       table.length = 0;
       sequence.prefixHashes = [];
+      if (sequence.request.segments !== undefined) {
+        sequence.managedPending = true;
+        sequence.exactTokens = 0;
+      }
       toFree.push(spare);
     }
     await this.pool.release(toFree);
@@ -908,6 +934,7 @@ export class GenerationScheduler {
     const request = sequence.request;
     this.counters.forwards++;
     const result = await managedPrefill(this.runner, this.chunkCache, request.segments!, sequence.table.blocks, {
+      cachedTokens: sequence.table.length,
       policy: request.kvPolicy ?? this.options.kvPolicy ?? DEFAULT_KV_POLICY,
       recomputeRatio: request.recomputeRatio ?? this.options.recomputeRatio ?? DEFAULT_RECOMPUTE_RATIO,
       focusWindow: this.options.focusWindow ?? 0,
@@ -918,6 +945,8 @@ export class GenerationScheduler {
       prophetQueryRows: this.options.prophetQueryRows ?? "all",
     });
     sequence.table.length = sequence.promptLength;
+    sequence.managedPending = false;
+    sequence.exactTokens = result.exactTokens;
     this.counters.prefillTokens += result.usage.prompt_tokens_computed + result.usage.prompt_tokens_recomputed;
     const first = sequence.generated === 0;
     if (first) sequence.usage = result.usage;
@@ -926,6 +955,7 @@ export class GenerationScheduler {
       this.accept(sequence, result.logits);
     }
     await result.storeBack();
+    await this.cacheStepBlocks([sequence]);
     if (sequence.sparse !== null && !sequence.done) await sequence.sparse.sync(this.runner, sequence.table);
     if (sequence.done) {
       this.running.splice(this.running.indexOf(sequence), 1);

@@ -2,8 +2,9 @@
  * The prefill of a segmented prompt with chunk-cache reuse (Cache-Craft,
  * ProphetKV). For one sequence whose block table already holds the prompt:
  *
- * 1. plan (prefillPlan.ts): exact-prefix segments, reused chunk variants (lowest
- *    CFO) and chunks to compute;
+ * 1. plan (prefillPlan.ts): the exact prefix (tokens the automatic prefix cache
+ *    already put in the table, or exact-prefix variants), reused chunk variants
+ *    (lowest CFO) and chunks to compute;
  * 2. place every reused segment's KV at its positions (RELOCATE from the device
  *    tier, IMPORT from host or disk) — re-rotated, so a chunk serves any position;
  * 3. compute: the missing chunks (with attention statistics for their metadata),
@@ -65,6 +66,12 @@ export interface ManagedPrefillOptions {
    * about one more prefill of the new chunks at store time.
    */
   measureShift?: boolean;
+  /**
+   * The prompt's first tokens whose KV the table already holds, exact (blocks of the automatic
+   * prefix cache; shared, so never written): planned as "blocks", and a segment they end inside
+   * is computed from there on and not stored as a variant (its metadata would be partial).
+   */
+  cachedTokens?: number;
 }
 
 export interface ManagedPrefillUsage {
@@ -84,6 +91,11 @@ export interface ManagedPrefillResult {
   usage: ManagedPrefillUsage;
   /** Sequence positions of the reused tokens this request recomputed (ascending): what the policy chose. */
   recomputed: Uint32Array;
+  /**
+   * How many leading tokens hold exactly a full prefill's KV: up to the first reused chunk that
+   * was not wholly recomputed (Infinity when none was: the whole prompt, and what follows it).
+   */
+  exactTokens: number;
   /** Chunk hashes this request computes (delay-hit bookkeeping; released by storeBack). */
   computing: string[];
   /** Stores the computed chunks and promotes host/disk hits; run after the first token. */
@@ -132,6 +144,8 @@ export async function managedPrefill(
   const questionStart = bounds.at(-1)!;
   const maxForward = options.maxForwardTokens ?? 8192;
   const scores = options.contextScores ?? "shift";
+  const cachedTokens = options.cachedTokens ?? 0;
+  if (!(Number.isSafeInteger(cachedTokens) && cachedTokens >= 0 && cachedTokens < length)) throw new RangeError(`managedPrefill: cachedTokens must be in [0, ${length}), got ${cachedTokens}`);
   const usage: ManagedPrefillUsage = {
     prompt_tokens_prefix_reused: 0,
     prompt_tokens_chunk_reused: 0,
@@ -141,13 +155,16 @@ export async function managedPrefill(
     policy: options.policy,
   };
 
-  const plans: SegmentPlan[] = cache === null || options.policy === "full" ? prompt.segments.map(() => ({ kind: "compute" as const })) : planPrefill(cache.index, prompt, options.policy, options.alpha ?? 1, scores);
+  const plans: SegmentPlan[] =
+    cache === null || options.policy === "full"
+      ? prompt.segments.map((_, s): SegmentPlan => (bounds[s + 1]! <= cachedTokens ? { kind: "blocks" } : { kind: "compute" }))
+      : planPrefill(cache.index, prompt, options.policy, options.alpha ?? 1, scores, cachedTokens);
 
   // Place the cached segments; a damaged disk file turns its segment into a computed one.
   const hits: { segment: number; tier: KvTier }[] = [];
   for (let s = 0; s < plans.length; s++) {
     const plan = plans[s]!;
-    if (plan.kind === "compute") continue;
+    if (plan.kind === "compute" || plan.kind === "blocks") continue;
     const positions = Int32Array.from(range(bounds[s]!, bounds[s + 1]!));
     const tier = await cache!.place(plan.variant, table, bounds[s]!, positions);
     if (tier === null) {
@@ -166,8 +183,8 @@ export async function managedPrefill(
   const budget = Math.min(reusedTokens, Math.ceil(Math.max(0, Math.min(1, options.recomputeRatio)) * reusedTokens - 1e-9));
 
   const computeIndices: number[] = [];
-  for (const s of computedSegments) computeIndices.push(...range(bounds[s]!, bounds[s + 1]!));
-  const questionIndices = range(questionStart, length);
+  for (const s of computedSegments) computeIndices.push(...range(Math.max(bounds[s]!, cachedTokens), bounds[s + 1]!));
+  const questionIndices = range(Math.max(questionStart, cachedTokens), length);
 
   const storing = cache !== null && options.policy !== "full" && (options.collectMetadata ?? true);
   // Stats of the computed chunks (for their metadata) come from the pass that computes them.
@@ -249,6 +266,7 @@ export async function managedPrefill(
   const logits = logitsAll.subarray(logitsAll.length - runner.info.vocab);
 
   usage.prompt_tokens_recomputed = recompute.length;
+  usage.prompt_tokens_prefix_reused = cachedTokens;
   for (const hit of hits) {
     const n = prompt.segments[hit.segment]!.tokens.length;
     if (plans[hit.segment]!.kind === "prefix") usage.prompt_tokens_prefix_reused += n;
@@ -257,7 +275,9 @@ export async function managedPrefill(
   usage.prompt_tokens_chunk_reused -= recompute.length;
   usage.prompt_tokens_computed = length - usage.prompt_tokens_prefix_reused - usage.prompt_tokens_chunk_reused - usage.prompt_tokens_recomputed;
 
-  const computing = storing ? computedSegments.map((s) => prompt.segments[s]!.hash) : [];
+  // A segment computed only from the cached tokens on is not stored (its statistics are partial).
+  const storedSegments = computedSegments.filter((s) => bounds[s]! >= cachedTokens);
+  const computing = storing ? storedSegments.map((s) => prompt.segments[s]!.hash) : [];
   cache?.computing(computing);
   const recomputedAll = budget === reusedTokens;
 
@@ -290,7 +310,7 @@ export async function managedPrefill(
     if (!storing) {
       for (const hit of hits) {
         const plan = plans[hit.segment]!;
-        if (plan.kind !== "compute" && promotable(hit.segment)) await cache.promote(plan.variant, table, bounds[hit.segment]!);
+        if ((plan.kind === "prefix" || plan.kind === "reuse") && promotable(hit.segment)) await cache.promote(plan.variant, table, bounds[hit.segment]!);
       }
       return;
     }
@@ -298,7 +318,7 @@ export async function managedPrefill(
       let exactSoFar = true;
       for (let s = 0; s < plans.length; s++) {
         const plan = plans[s]!;
-        if (plan.kind === "prefix") continue;
+        if (plan.kind === "prefix" || plan.kind === "blocks" || (plan.kind === "compute" && bounds[s]! < cachedTokens)) continue;
         if (plan.kind === "reuse") {
           if (!(recomputedAll && options.policy !== "none")) exactSoFar = false;
           if (promotable(s)) await cache.promote(plan.variant, table, bounds[s]!);
@@ -313,7 +333,9 @@ export async function managedPrefill(
       cache.computed(computing);
     }
   };
-  return { logits, usage, recomputed: Uint32Array.from(recompute).sort(), computing, storeBack };
+  const firstInexact = recomputedAll && options.policy !== "none" ? undefined : reusedSegments[0];
+  const exactTokens = firstInexact === undefined ? Infinity : bounds[firstInexact]!;
+  return { logits, usage, recomputed: Uint32Array.from(recompute).sort(), exactTokens, computing, storeBack };
 }
 
 /**

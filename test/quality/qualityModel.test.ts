@@ -67,7 +67,9 @@ describe.skipIf(!haveModel)("the committed quality model under KV reuse (depende
   let recomputed = 0;
 
   beforeAll(async () => {
-    engine = await GenerationEngine.open({ model: MODEL, runner: buildRunner(), threads: 2 });
+    // Without the automatic prefix cache, as bench-quality runs: the full cell's exact blocks would
+    // otherwise serve the reusing cells of the same prompt.
+    engine = await GenerationEngine.open({ model: MODEL, runner: buildRunner(), threads: 2, prefixCache: false });
     service = await ContextService.open({ dataDir: null });
     server = startServer(service, { host: "127.0.0.1", port: 0, engine, log: () => {} });
     const client = new QualityClient(server.url);

@@ -98,6 +98,32 @@ describe("KV-managed generation over HTTP", () => {
     expect(exact.body.choices[0].message.content).toBe(full.body.choices[0].message.content);
   });
 
+  test("documents prompts and the prefix cache are one exact-prefix mechanism: a repeat starts from the cached blocks, approximate KV is never cached", async () => {
+    const { api: fresh, engine } = await open();
+    const order = [DOCS[3]!, DOCS[1]!, DOCS[2]!, DOCS[0]!];
+    const first = await fresh.post("/v1/chat/completions", chat(order));
+    const variants = engine.chunkCache.stats.variants;
+    expect(variants).toBeGreaterThan(0);
+    // The same prompt again: its blocks come from the prefix cache (all but the last partial
+    // block), no chunk variant is placed or stored a second time, the answer is the same.
+    const again = await fresh.post("/v1/chat/completions", chat(order));
+    const u = again.body.usage.ctxr;
+    expect(u.prompt_tokens_prefix_reused).toBe(Math.floor((again.body.usage.prompt_tokens - 1) / 16) * 16);
+    expect(u.tier_hits).toEqual({ device: 0, host: 0, disk: 0 });
+    expect(u.prompt_tokens_chunk_reused).toBe(0);
+    expect(engine.chunkCache.stats.variants).toBe(variants);
+    expect(again.body.choices[0].message.content).toBe(first.body.choices[0].message.content);
+    expect(again.body.usage.prompt_tokens_details).toEqual({ cached_tokens: u.prompt_tokens_prefix_reused });
+    // Reordered with no recompute, the chunks are reused approximately: those blocks are not
+    // cached under exact names, so the same request again reuses the chunks, not blocks.
+    const reordered = chat([DOCS[0]!, DOCS[2]!, DOCS[1]!, DOCS[3]!], { ctxr: { policy: "none" } });
+    const approx = (await fresh.post("/v1/chat/completions", reordered)).body.usage.ctxr;
+    const repeat = (await fresh.post("/v1/chat/completions", reordered)).body.usage.ctxr;
+    expect(approx.prompt_tokens_chunk_reused).toBeGreaterThan(50);
+    expect(repeat.prompt_tokens_chunk_reused).toBe(approx.prompt_tokens_chunk_reused);
+    expect(repeat.prompt_tokens_prefix_reused).toBe(approx.prompt_tokens_prefix_reused);
+  });
+
   test("completion segments: chunks, then the question; streaming usage carries ctxr", async () => {
     const segments = ["First chunk of text about kilns.", "Second chunk about glaze recipes.", "Question: what is fired?"];
     await api.post("/v1/completions", { segments, max_tokens: 3, temperature: 0 });
@@ -134,7 +160,11 @@ describe("KV-managed generation over HTTP", () => {
     // 64 blocks of 16 tokens; the chunk cache may keep 16 of them on the device.
     const small = await open({ kvBlocks: 64, kvDeviceBlocks: 16 });
     for (const order of [DOCS, [...DOCS].reverse()]) expect((await small.api.post("/v1/chat/completions", chat(order))).status).toBe(200);
-    expect(small.engine.chunkCache.stats.deviceBlocks).toBeGreaterThan(0);
+    // Nothing runs now: every block in use is cached KV (chunk variants on the device, exact prompt
+    // blocks in the prefix cache).
+    const cached = small.engine.scheduler.stats;
+    expect(cached.kvBlocksUsed).toBeGreaterThan(8);
+    expect(cached.kvBlocksUsed).toBe(cached.kvBlocksPrefixCached + small.engine.chunkCache.stats.deviceBlocks);
     // Prompt + 1,000 tokens need 63 of the 64 blocks: only with the cache's blocks given back.
     const long = await small.api.post("/v1/completions", { prompt: "x", max_tokens: 1000, ignore_eos: true, temperature: 0 });
     expect(long.body.error?.message).toBeUndefined();

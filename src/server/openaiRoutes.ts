@@ -68,9 +68,16 @@ function clampLogprob(value: number): number {
 
 type GenerationFinish = Extract<GenerationEvent, { type: "finish" }>;
 
+/** Most choices (`n`) one prompt may ask for. */
+const MAX_CHOICES_PER_PROMPT = 64;
+
+function choicesPerPrompt(body: ChatCompletionBody | CompletionBody): number {
+  return body.n ?? 1;
+}
+
 /** Fields OpenAI defines that this engine cannot honour. */
 function refuseUnsupported(body: ChatCompletionBody | CompletionBody): void {
-  if (body.n !== undefined && body.n !== null && body.n !== 1) throw new InvalidRequest("n", `only 1 choice per prompt is supported, got ${body.n}`);
+  if (choicesPerPrompt(body) > MAX_CHOICES_PER_PROMPT) throw new InvalidRequest("n", `at most ${MAX_CHOICES_PER_PROMPT} choices per prompt, got ${body.n}`);
   for (const field of ["presence_penalty", "frequency_penalty"] as const) {
     const value = body[field];
     if (value !== undefined && value !== null && value !== 0) throw new InvalidRequest(field, "penalties are not supported (only 0)");
@@ -101,10 +108,16 @@ function kvOptions(body: ChatCompletionBody | CompletionBody): { kvPolicy?: Reco
   };
 }
 
-/** usage, with usage.ctxr summed over the choices (ttft_ms: the largest). */
-function usageOf(results: readonly { promptTokens: number; completionTokens: number; ctxr?: CtxrUsage }[]) {
-  const prompt = results.reduce((n, r) => n + r.promptTokens, 0);
+/**
+ * usage over the choices: completion tokens of every choice; each prompt counted once, with the
+ * prompt usage (usage.ctxr, cached_tokens) of its first choice — with `n` > 1 the first sibling
+ * computes the prompt and the others start from its cached blocks; ttft_ms: the largest.
+ */
+function usageOf(results: readonly { promptTokens: number; completionTokens: number; ctxr?: CtxrUsage }[], choicesPerPrompt = 1) {
   const completion = results.reduce((n, r) => n + r.completionTokens, 0);
+  const ttft = results.reduce((most, r) => Math.max(most, r.ctxr?.ttft_ms ?? 0), 0);
+  results = results.filter((_, index) => index % choicesPerPrompt === 0);
+  const prompt = results.reduce((n, r) => n + r.promptTokens, 0);
   const ctxr: CtxrUsage = { prompt_tokens_prefix_reused: 0, prompt_tokens_chunk_reused: 0, prompt_tokens_recomputed: 0, prompt_tokens_computed: 0, ttft_ms: 0 };
   for (const r of results) {
     const u = r.ctxr;
@@ -113,7 +126,6 @@ function usageOf(results: readonly { promptTokens: number; completionTokens: num
     ctxr.prompt_tokens_chunk_reused += u.prompt_tokens_chunk_reused;
     ctxr.prompt_tokens_recomputed += u.prompt_tokens_recomputed;
     ctxr.prompt_tokens_computed += u.prompt_tokens_computed;
-    ctxr.ttft_ms = Math.max(ctxr.ttft_ms, u.ttft_ms);
     if (u.tier_hits !== undefined) {
       const hits = (ctxr.tier_hits ??= { device: 0, host: 0, disk: 0 });
       for (const tier of ["device", "host", "disk"] as const) hits[tier] += u.tier_hits[tier];
@@ -122,6 +134,7 @@ function usageOf(results: readonly { promptTokens: number; completionTokens: num
     if (u.sparse_decode_steps !== undefined) ctxr.sparse_decode_steps = (ctxr.sparse_decode_steps ?? 0) + u.sparse_decode_steps;
     if (u.sparse_reconstructions !== undefined) ctxr.sparse_reconstructions = (ctxr.sparse_reconstructions ?? 0) + u.sparse_reconstructions;
   }
+  ctxr.ttft_ms = ttft;
   // cached_tokens (what OpenAI, vLLM and SGLang clients read): prompt tokens whose KV came from the cache as an exact prefix.
   return { prompt_tokens: prompt, completion_tokens: completion, total_tokens: prompt + completion, prompt_tokens_details: { cached_tokens: ctxr.prompt_tokens_prefix_reused }, ctxr };
 }
@@ -137,13 +150,22 @@ function chatMessagesField(message: string): string {
   return /^(messages(\[\d+\])?(\.[A-Za-z_]+|\[\d+\])*)/.exec(message)?.[1] ?? "messages";
 }
 
-/** Submits every prompt; if one is refused, the ones already queued are cancelled. */
-function submitAll(engine: GenerationEngine, prompts: number[][], build: (promptIds: number[]) => Parameters<GenerationEngine["generate"]>[0]): GenerationHandle[] {
+/**
+ * Submits every prompt, `n` times each (choice index = prompt index · n + k; sibling k > 0 of a
+ * seeded request samples with seed + k, so the choices differ); if one is refused, the ones
+ * already queued are cancelled. Siblings are queued together, so the first computes the prompt
+ * and the others start from its blocks (generationScheduler.ts: shared prefixes computed once).
+ */
+function submitAll(engine: GenerationEngine, prompts: number[][], n: number, build: (promptIds: number[]) => Parameters<GenerationEngine["generate"]>[0]): GenerationHandle[] {
   const handles: GenerationHandle[] = [];
   try {
     prompts.forEach((promptIds, index) => {
       try {
-        handles.push(engine.generate(build(promptIds)));
+        const request = build(promptIds);
+        for (let k = 0; k < n; k++) {
+          const seed = request.sampling.seed;
+          handles.push(engine.generate(k === 0 || seed === undefined ? request : { ...request, sampling: { ...request.sampling, seed: seed + k } }));
+        }
       } catch (error) {
         if (error instanceof PromptTooLongError) {
           const field = error.field === "prompt" && prompts.length > 1 ? `prompt[${index}]` : error.field;
@@ -339,7 +361,7 @@ export function mountGenerationRoutes(app: OpenAPIHono, engine: GenerationEngine
         throw error;
       }
       const maxTokens = body.max_completion_tokens ?? body.max_tokens ?? null;
-      handles = submitAll(engine, [promptIds], (ids) => ({
+      handles = submitAll(engine, [promptIds], choicesPerPrompt(body), (ids) => ({
         ...kvOptions(body),
         ...(segments !== undefined ? { segments } : {}),
         promptIds: ids,
@@ -376,7 +398,7 @@ export function mountGenerationRoutes(app: OpenAPIHono, engine: GenerationEngine
       return eventStream(
         async (send) => {
           const finished: GenerationFinish[] = [];
-          send(chunk([{ index: 0, delta: { role: "assistant", content: "" }, logprobs: null, finish_reason: null }]));
+          send(chunk(handles.map((_, index) => ({ index, delta: { role: "assistant", content: "" }, logprobs: null, finish_reason: null }))));
           try {
             await pumpAll(handles, (index, event) => {
               if (event.type === "delta") {
@@ -387,7 +409,7 @@ export function mountGenerationRoutes(app: OpenAPIHono, engine: GenerationEngine
                 send(chunk([{ index, delta: {}, logprobs: null, finish_reason: event.reason }]));
               }
             });
-            if (includeUsage) send({ ...chunk([]), usage: usageOf(finished) });
+            if (includeUsage) send({ ...chunk([]), usage: usageOf(finished, choicesPerPrompt(body)) });
           } catch (error) {
             send({ error: { message: failureMessage(error), type: "server_error", code: 500 } });
           }
@@ -400,26 +422,25 @@ export function mountGenerationRoutes(app: OpenAPIHono, engine: GenerationEngine
 
     c.req.raw.signal.addEventListener("abort", cancelAll);
     try {
-      const result = await handles[0]!.result();
+      const results = await Promise.all(handles.map((handle) => handle.result()));
       return c.json(
         {
           id,
           object: "chat.completion",
           created,
           model,
-          choices: [
-            {
-              index: 0,
-              message: { role: "assistant", content: result.text },
-              logprobs: topLogprobs === null ? null : chatLogprobs(result.tokens),
-              finish_reason: result.finishReason,
-            },
-          ],
-          usage: usageOf([result]),
+          choices: results.map((result, index) => ({
+            index,
+            message: { role: "assistant", content: result.text },
+            logprobs: topLogprobs === null ? null : chatLogprobs(result.tokens),
+            finish_reason: result.finishReason,
+          })),
+          usage: usageOf(results, choicesPerPrompt(body)),
         },
         200,
       );
     } catch (error) {
+      cancelAll();
       return answerError(c, error);
     }
   }) as never);
@@ -454,7 +475,7 @@ export function mountGenerationRoutes(app: OpenAPIHono, engine: GenerationEngine
         if (ids.length === 0) throw new InvalidRequest(prompts.length > 1 ? `prompt[${index}]` : "prompt", "the prompt is empty");
       });
       const maxTokens = body.max_tokens ?? COMPLETIONS_DEFAULT_MAX_TOKENS;
-      handles = submitAll(engine, prompts, (ids) => ({
+      handles = submitAll(engine, prompts, choicesPerPrompt(body), (ids) => ({
         ...kvOptions(body),
         ...(segments !== undefined ? { segments } : {}),
         promptIds: ids,
@@ -492,7 +513,7 @@ export function mountGenerationRoutes(app: OpenAPIHono, engine: GenerationEngine
                 send(chunk([{ index, text: "", logprobs: null, finish_reason: event.reason }]));
               }
             });
-            if (includeUsage) send({ ...chunk([]), usage: usageOf(finished) });
+            if (includeUsage) send({ ...chunk([]), usage: usageOf(finished, choicesPerPrompt(body)) });
           } catch (error) {
             send({ error: { message: failureMessage(error), type: "server_error", code: 500 } });
           }
@@ -518,7 +539,7 @@ export function mountGenerationRoutes(app: OpenAPIHono, engine: GenerationEngine
             logprobs: topLogprobs === null ? null : completionLogprobs(result.tokens, 0),
             finish_reason: result.finishReason,
           })),
-          usage: usageOf(results),
+          usage: usageOf(results, choicesPerPrompt(body)),
         },
         200,
       );

@@ -40,7 +40,7 @@ export function createOpenAiSchemas() {
     top_k: nullable(z.int().min(-1)).openapi({ description: "Extension: sample among the k most likely tokens (0 or -1: all)." }),
     seed: nullable(z.int().min(Number.MIN_SAFE_INTEGER).max(Number.MAX_SAFE_INTEGER)).openapi({ description: "Same seed, same parameters and prompt: same tokens." }),
     stop: Stop,
-    n: nullable(z.int().min(1)).openapi({ description: "Choices per prompt; only 1 is supported." }),
+    n: nullable(z.int().min(1)).openapi({ description: "Choices per prompt (at most 64); the choices share the prompt's KV: the first computes it, the others start from its cached blocks. With a seed, choice k samples with seed + k." }),
     presence_penalty: nullable(z.number().min(-2).max(2)).openapi({ description: "Only 0 is supported." }),
     frequency_penalty: nullable(z.number().min(-2).max(2)).openapi({ description: "Only 0 is supported." }),
     logit_bias: nullable(z.record(z.string(), z.number())).openapi({ description: "Not supported (only empty)." }),

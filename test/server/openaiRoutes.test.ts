@@ -199,6 +199,42 @@ describe("POST /v1/chat/completions", () => {
     expect(other.body.choices[0].message.content).not.toBe(a.body.choices[0].message.content);
   });
 
+  test("n choices share the prompt: one computes it, the others start from its blocks; seeded choices differ and repeat", async () => {
+    const long = [{ role: "user", content: "Tell me about the river, the mill and the long winter by the old toll house bridge." }];
+    const promptIds = engine.tokenizer.encode(engine.tokenizer.applyChatTemplate(long));
+    const before = engine.scheduler.stats.prefillTokens;
+    const body = { messages: long, temperature: 1, seed: 77, max_tokens: 12, n: 3 };
+    const whole = await api.post("/v1/chat/completions", body);
+    expect(whole.status).toBe(200);
+    const texts = whole.body.choices.map((choice: { index: number; message: { content: string } }) => choice.message.content);
+    expect(whole.body.choices.map((choice: { index: number }) => choice.index)).toEqual([0, 1, 2]);
+    expect(new Set(texts).size).toBe(3);
+    // Each choice is the single-choice answer of its seed (77 + k).
+    for (let k = 0; k < 3; k++) {
+      const single = await api.post("/v1/chat/completions", { ...body, n: 1, seed: 77 + k });
+      expect(single.body.choices[0].message.content).toBe(texts[k]);
+    }
+    // The prompt once (usage and compute), completion tokens of every choice.
+    expect(whole.body.usage).toMatchObject({ prompt_tokens: promptIds.length, completion_tokens: 36 });
+    const shared = Math.floor((promptIds.length - 1) / 16) * 16;
+    expect(shared).toBeGreaterThan(16);
+    // A prompt not seen before: the first choice prefilled all of it, the others only what follows
+    // its full blocks (the single-choice requests after it prefilled their tails too).
+    expect(promptIds.length - shared).toBeGreaterThan(1);
+    expect(engine.scheduler.stats.prefillTokens - before).toBe(promptIds.length + 2 * (promptIds.length - shared) + 3 * (promptIds.length - shared));
+    const streamed = await stream("/v1/chat/completions", { ...body, stream_options: { include_usage: true } });
+    expect(streamed.events[0].choices.map((choice: { index: number }) => choice.index)).toEqual([0, 1, 2]);
+    for (let k = 0; k < 3; k++) {
+      const text = streamed.events.flatMap((e) => e.choices.filter((choice: { index: number }) => choice.index === k).map((choice: { delta: { content?: string } }) => choice.delta.content ?? "")).join("");
+      expect(text).toBe(texts[k]);
+    }
+    expect(streamed.events[streamed.events.length - 1].usage).toMatchObject({ prompt_tokens: promptIds.length, completion_tokens: 36 });
+    const completions = await api.post("/v1/completions", { prompt: ["ab", "cd"], n: 2, temperature: 0, max_tokens: 4 });
+    expect(completions.body.choices.map((choice: { index: number }) => choice.index)).toEqual([0, 1, 2, 3]);
+    expect(completions.body.choices[1].text).toBe(completions.body.choices[0].text);
+    expect(completions.body.usage.completion_tokens).toBe(16);
+  });
+
   test("stop strings: the text ends before the first one, finish_reason stop", async () => {
     const full = await api.post("/v1/completions", { prompt: TINY_REFERENCE.prompt_ids, ...greedy });
     const text: string = full.body.choices[0].text;
@@ -271,7 +307,7 @@ describe("GET /v1/models", () => {
 describe("invalid requests", () => {
   const messages = [{ role: "user", content: "Hi" }];
   const cases: [string, string, unknown, number, string, RegExp?][] = [
-    ["n > 1", "/v1/chat/completions", { messages, n: 2 }, 400, "n", /only 1/],
+    ["n over 64", "/v1/chat/completions", { messages, n: 65 }, 400, "n", /at most 64/],
     ["temperature out of range", "/v1/chat/completions", { messages, temperature: 2.5 }, 400, "temperature"],
     ["top_p 0", "/v1/completions", { prompt: "x", top_p: 0 }, 400, "top_p"],
     ["max_tokens 0", "/v1/completions", { prompt: "x", max_tokens: 0 }, 400, "max_tokens"],

@@ -3,8 +3,9 @@
  * output atomically (a temporary file in the same folder, renamed at the end), so
  * that a failed run never leaves a partial file nor clobbers an existing one.
  */
-import { accessSync, constants, closeSync, fsyncSync, openSync, readFileSync, renameSync, statSync, unlinkSync, writeSync } from "node:fs";
-import { basename, dirname, join, resolve } from "node:path";
+import { accessSync, constants, readFileSync, statSync, writeSync } from "node:fs";
+import { writeFileAtomically as writeAtomically } from "../files/atomicFile.ts";
+import { dirname, resolve } from "node:path";
 import { InputError } from "./args.ts";
 
 export function readInputText(path: string): string {
@@ -35,40 +36,19 @@ export function checkOutputWritable(path: string): void {
 
 /** Writes chunks to `path` through a temporary sibling file and a rename. */
 export function writeFileAtomically(path: string, chunks: Iterable<string>): void {
-  const target = resolve(path);
-  const temporary = join(
-    dirname(target),
-    `.${basename(target)}.${process.pid}.${Math.random().toString(36).slice(2, 10)}.tmp`,
-  );
-  let fd: number | undefined;
   try {
-    fd = openSync(temporary, "wx", 0o644);
-    let pending = "";
-    for (const chunk of chunks) {
-      pending += chunk;
-      if (pending.length >= 1 << 20) {
-        writeSync(fd, pending);
-        pending = "";
+    writeAtomically(resolve(path), (fd) => {
+      let pending = "";
+      for (const chunk of chunks) {
+        pending += chunk;
+        if (pending.length >= 1 << 20) {
+          writeSync(fd, pending);
+          pending = "";
+        }
       }
-    }
-    if (pending) writeSync(fd, pending);
-    fsyncSync(fd);
-    closeSync(fd);
-    fd = undefined;
-    renameSync(temporary, target);
+      if (pending) writeSync(fd, pending);
+    });
   } catch (error) {
-    if (fd !== undefined) {
-      try {
-        closeSync(fd);
-      } catch {
-        // already failing
-      }
-    }
-    try {
-      unlinkSync(temporary);
-    } catch {
-      // never created
-    }
     throw new Error(`cannot write ${path}: ${describeIoError(error)}`);
   }
 }

@@ -5,7 +5,8 @@
  * unless `overwrite` is set (stray *.safetensors shards would join the model).
  */
 import { createHash } from "node:crypto";
-import { closeSync, fsyncSync, mkdirSync, openSync, readdirSync, renameSync, statSync, unlinkSync, writeSync } from "node:fs";
+import { mkdirSync, readdirSync, statSync } from "node:fs";
+import { writeAll, writeFileAtomically } from "../files/atomicFile.ts";
 import { join, resolve } from "node:path";
 import type { ModelFile } from "./tinyModel.ts";
 
@@ -47,36 +48,18 @@ export function writeModelFolder(folder: string, files: readonly ModelFile[], op
 
 function writeOneFile(folder: string, file: ModelFile): WrittenFile {
   const path = join(folder, file.name);
-  const temporary = join(folder, `.${file.name}.${process.pid}.${Math.random().toString(36).slice(2, 10)}.tmp`);
   const hash = createHash("sha256");
-  let fd: number | undefined;
   let written = 0;
   try {
-    fd = openSync(temporary, "wx", 0o644);
-    for (const chunk of file.chunks()) {
-      let offset = 0;
-      while (offset < chunk.length) offset += writeSync(fd, chunk, offset, chunk.length - offset);
-      hash.update(chunk);
-      written += chunk.length;
-    }
-    if (written !== file.bytes) throw new Error(`${file.name}: wrote ${written} bytes, ${file.bytes} expected`);
-    fsyncSync(fd);
-    closeSync(fd);
-    fd = undefined;
-    renameSync(temporary, path);
-  } catch (error) {
-    if (fd !== undefined) {
-      try {
-        closeSync(fd);
-      } catch {
-        // already failing
+    writeFileAtomically(path, (fd) => {
+      for (const chunk of file.chunks()) {
+        writeAll(fd, chunk);
+        hash.update(chunk);
+        written += chunk.length;
       }
-    }
-    try {
-      unlinkSync(temporary);
-    } catch {
-      // never created
-    }
+      if (written !== file.bytes) throw new Error(`${file.name}: wrote ${written} bytes, ${file.bytes} expected`);
+    });
+  } catch (error) {
     throw new ModelFolderError(`cannot write ${path}: ${(error as Error).message}`);
   }
   return { name: file.name, bytes: written, sha256: hash.digest("hex") };

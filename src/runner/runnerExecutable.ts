@@ -15,7 +15,8 @@
  * needs it.
  */
 import { createHash } from "node:crypto";
-import { accessSync, chmodSync, closeSync, constants, existsSync, fsyncSync, mkdirSync, openSync, readFileSync, renameSync, statSync, unlinkSync, writeSync } from "node:fs";
+import { accessSync, constants, existsSync, mkdirSync, readFileSync, statSync } from "node:fs";
+import { writeAll, writeFileAtomically } from "../files/atomicFile.ts";
 import { homedir } from "node:os";
 import { join, resolve } from "node:path";
 
@@ -167,30 +168,9 @@ export async function unpackRunner(file: EmbeddedFile, cacheRoot: string, log?: 
   } catch (error) {
     throw new RunnerNotFoundError(`cannot create ${folder} to unpack the model runner: ${(error as Error).message} (set XDG_CACHE_HOME to a writable folder, or CTXR_RUNNER)`);
   }
-  const temporary = join(folder, `.${plainName(file)}.${process.pid}.${Math.random().toString(36).slice(2, 10)}.tmp`);
-  let fd: number | undefined;
   try {
-    fd = openSync(temporary, "wx", 0o755);
-    let offset = 0;
-    while (offset < bytes.length) offset += writeSync(fd, bytes, offset, bytes.length - offset);
-    fsyncSync(fd);
-    closeSync(fd);
-    fd = undefined;
-    chmodSync(temporary, 0o755);
-    renameSync(temporary, target);
+    writeFileAtomically(target, (fd) => writeAll(fd, bytes), 0o755);
   } catch (error) {
-    if (fd !== undefined) {
-      try {
-        closeSync(fd);
-      } catch {
-        // failing already
-      }
-    }
-    try {
-      unlinkSync(temporary);
-    } catch {
-      // not created
-    }
     throw new RunnerNotFoundError(`cannot unpack the model runner to ${target}: ${(error as Error).message}`);
   }
   log?.(`ctxr: unpacked the model runner to ${target}`);

@@ -430,7 +430,7 @@ export class GenerationScheduler {
       const blockSize = this.pool.blockSize;
       let parent = known.length === 0 ? chainRoot(this.options.prefixSeed ?? "") : known[known.length - 1]!;
       for (let i = known.length; i < blocks; i++) {
-        parent = blockHash(parent, sequence.tokens.slice(i * blockSize, (i + 1) * blockSize));
+        parent = blockHash(parent, sequence.tokens, i * blockSize, (i + 1) * blockSize);
         known.push(parent);
       }
     }

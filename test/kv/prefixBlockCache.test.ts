@@ -4,6 +4,7 @@
  * by hand and against a small reference model under random admissions, releases and evictions.
  */
 import { describe, expect, test } from "bun:test";
+import { createHash } from "node:crypto";
 import { PrefixBlockCache, blockHash, chainRoot, promptBlockHashes } from "../../src/kv/prefixBlockCache.ts";
 import { integer } from "../helpers/fuzzRandom.ts";
 import { seededRandom } from "../helpers/randomContexts.ts";
@@ -21,6 +22,17 @@ describe("block hashes", () => {
     expect(a[1]).toBe(blockHash(a[0]!, [3, 4]));
     expect(() => promptBlockHashes("m1", [1], 0)).toThrow(RangeError);
     expect(() => blockHash("x", [-1])).toThrow(RangeError);
+  });
+
+  test("a block's hash is the first 128 bits of sha256(parent as UTF-8 ‖ token ids as u32 LE), over a range of the tokens", () => {
+    const tokens = [0, 1, 255, 256, 65_535, 4_294_967_295, 7, 8];
+    for (const parent of ["seed:é-model|kv=f32", "0123456789abcdef0123456789abcdef", "x".repeat(300)]) {
+      const bytes = Buffer.alloc(16);
+      tokens.slice(2, 6).forEach((token, i) => bytes.writeUInt32LE(token, i * 4));
+      const expected = createHash("sha256").update(Buffer.from(parent, "utf8")).update(bytes).digest("hex").slice(0, 32);
+      expect(blockHash(parent, tokens, 2, 6)).toBe(expected);
+      expect(blockHash(parent, tokens.slice(2, 6))).toBe(expected);
+    }
   });
 });
 

@@ -1,0 +1,121 @@
+/**
+ * KV events in vLLM's wire layout (issue 19 item 5), pure: the prefix cache's stored / removed /
+ * cleared calls become vLLM's BlockStored / BlockRemoved / AllBlocksCleared events, and a batch of
+ * them becomes the msgpack payload a ZeroMQ subscriber (ctxr's proxy, NVIDIA Dynamo, llm-d)
+ * decodes.
+ *
+ * The layout is vLLM's main branch (`vllm/distributed/kv_events.py`, msgspec structs without
+ * `array_like`): the batch is a map `{ts, events, data_parallel_rank}` and each event a map tagged
+ * by `type`, its fields in vLLM's order. Fields vLLM leaves at their defaults (`extra_keys`,
+ * `group_idx`, `kv_cache_spec_kind`, `kv_cache_spec_sliding_window`) are omitted, as msgspec's
+ * `omit_defaults` does when they are null.
+ */
+import { encode } from "@msgpack/msgpack";
+import { BLOCK_HASH_HEX_LENGTH, type StoredPrefixBlock } from "./prefixBlockCache.ts";
+
+/**
+ * How block hashes go on the wire: `bytes`, the whole 128-bit hash as 16 raw bytes (msgpack bin,
+ * as vLLM sends its digests with VLLM_KV_EVENTS_USE_INT_BLOCK_HASHES=0), or `int`, its low 64
+ * bits as an unsigned integer (as vLLM sends them by default; the same number consumers that fold
+ * byte hashes take: the last 8 bytes, big-endian).
+ */
+export type BlockHashEncoding = "bytes" | "int";
+export const BLOCK_HASH_ENCODINGS: readonly BlockHashEncoding[] = ["bytes", "int"];
+
+/** vLLM's MEDIUM_GPU: the engine's own KV memory (whatever the runner's device). */
+export const KV_MEDIUM = "GPU";
+
+export type ExternalBlockHash = Uint8Array | bigint;
+
+export interface BlockStoredEvent {
+  type: "BlockStored";
+  block_hashes: ExternalBlockHash[];
+  parent_block_hash: ExternalBlockHash | null;
+  token_ids: number[];
+  block_size: number;
+  lora_id: null;
+  medium: string;
+  lora_name: null;
+}
+
+export interface BlockRemovedEvent {
+  type: "BlockRemoved";
+  block_hashes: ExternalBlockHash[];
+  medium: string;
+}
+
+export interface AllBlocksClearedEvent {
+  type: "AllBlocksCleared";
+}
+
+export type KvCacheEvent = BlockStoredEvent | BlockRemovedEvent | AllBlocksClearedEvent;
+
+/** A prefix-cache hash (32 hex chars) as it goes on the wire. */
+export function externalBlockHash(hash: string, encoding: BlockHashEncoding): ExternalBlockHash {
+  if (hash.length !== BLOCK_HASH_HEX_LENGTH || !/^[0-9a-f]+$/.test(hash)) throw new RangeError(`externalBlockHash: expected ${BLOCK_HASH_HEX_LENGTH} lowercase hex characters, got '${hash}'`);
+  if (encoding === "int") return BigInt(`0x${hash.slice(BLOCK_HASH_HEX_LENGTH - 16)}`);
+  return Uint8Array.from(Buffer.from(hash, "hex"));
+}
+
+/**
+ * One BlockStored event per chain in `blocks` (a run of blocks each of whose parent is the one
+ * before it), its parent the chain's first block's parent. The block size is the blocks' token
+ * count (every stored block is full).
+ */
+export function blockStoredEvents(blocks: readonly StoredPrefixBlock[], encoding: BlockHashEncoding): BlockStoredEvent[] {
+  const events: BlockStoredEvent[] = [];
+  let current: BlockStoredEvent | null = null;
+  let last: string | null = null;
+  for (const block of blocks) {
+    if (current === null || block.parent === null || block.parent !== last || block.tokens.length !== current.block_size) {
+      current = {
+        type: "BlockStored",
+        block_hashes: [],
+        parent_block_hash: block.parent === null ? null : externalBlockHash(block.parent, encoding),
+        token_ids: [],
+        block_size: block.tokens.length,
+        lora_id: null,
+        medium: KV_MEDIUM,
+        lora_name: null,
+      };
+      events.push(current);
+    }
+    current.block_hashes.push(externalBlockHash(block.hash, encoding));
+    for (const token of block.tokens) current.token_ids.push(token);
+    last = block.hash;
+  }
+  return events;
+}
+
+export function blockRemovedEvent(hashes: readonly string[], encoding: BlockHashEncoding): BlockRemovedEvent {
+  return { type: "BlockRemoved", block_hashes: hashes.map((hash) => externalBlockHash(hash, encoding)), medium: KV_MEDIUM };
+}
+
+export function allBlocksClearedEvent(): AllBlocksClearedEvent {
+  return { type: "AllBlocksCleared" };
+}
+
+/**
+ * The msgpack payload of one batch: `{ts, events, data_parallel_rank}`. `ts` (seconds since the
+ * epoch) is always a float64, as msgspec writes a float, even when it happens to be whole (the
+ * msgpack library would write a whole number as an integer).
+ */
+export function encodeKvEventBatch(ts: number, events: readonly KvCacheEvent[], dataParallelRank = 0): Uint8Array {
+  const parts = [
+    Uint8Array.of(0x83),
+    encode("ts"),
+    float64(ts),
+    encode("events"),
+    encode(events, { useBigInt64: true }),
+    encode("data_parallel_rank"),
+    encode(dataParallelRank),
+  ];
+  return Buffer.concat(parts);
+}
+
+function float64(value: number): Uint8Array {
+  const out = new Uint8Array(9);
+  out[0] = 0xcb;
+  new DataView(out.buffer).setFloat64(1, value, false);
+  return out;
+}

@@ -26,6 +26,7 @@ import { RunnerCrashedError } from "../runner/runnerProcess.ts";
 import { KvBlockPool, KvBlockTable, blocksFor, type BlockRunner } from "../kv/kvBlockTable.ts";
 import { Sampler, tokenLogprobs, type SamplingParams } from "./sampler.ts";
 import { StopMatcher } from "./stopMatcher.ts";
+import { LogitsAdjuster, adjustsLogits, checkLogitsAdjustments, type LogitsAdjustments } from "./logitsAdjuster.ts";
 import { TokenTextStream, type StreamDecoder } from "./textStream.ts";
 import { promptTokens, type SegmentedPrompt } from "../kv/segmentedPrompt.ts";
 import { managedPrefill, type ManagedPrefillUsage } from "../kv/managedPrefill.ts";
@@ -59,8 +60,12 @@ export interface GenerationRequest {
   sampling: SamplingParams;
   /** Stop strings: the text ends before the first one generated. */
   stop?: readonly string[];
-  /** Ids that end generation (eos); their text is not part of the output. */
+  /** Ids that end generation (eos, and the request's stop_token_ids); their text is not part of the output unless includeStopInOutput. */
   stopTokenIds?: readonly number[];
+  /** The stop string or stop token that ended the text is part of it (vLLM's include_stop_str_in_output). */
+  includeStopInOutput?: boolean;
+  /** Penalties and logit bias applied to the logits before sampling (logprobs stay the raw ones). */
+  adjustments?: LogitsAdjustments;
   /** Return each token's logprob and this many top alternatives (null: no logprobs). */
   logprobs?: number | null;
   /** Leave special tokens out of the text (default true). */
@@ -257,6 +262,7 @@ class Sequence {
   readonly text: TokenTextStream;
   readonly stop: StopMatcher;
   readonly stopIds: ReadonlySet<number>;
+  readonly adjuster: LogitsAdjuster | null;
   readonly events = new EventQueue<GenerationEvent>();
   generated = 0;
   cancelled = false;
@@ -292,8 +298,9 @@ class Sequence {
     this.table = new KvBlockTable(blockSize);
     this.sampler = new Sampler(request.sampling);
     this.text = new TokenTextStream(decoder, { skipSpecialTokens: request.skipSpecialTokens ?? true, contextIds: request.promptIds });
-    this.stop = new StopMatcher(request.stop ?? []);
+    this.stop = new StopMatcher(request.stop ?? [], request.includeStopInOutput ?? false);
     this.stopIds = new Set(request.stopTokenIds ?? []);
+    this.adjuster = request.adjustments !== undefined && adjustsLogits(request.adjustments) ? new LogitsAdjuster(request.adjustments, request.promptIds) : null;
     this.managedPending = request.segments !== undefined;
     this.exactTokens = this.managedPending ? 0 : Infinity;
   }
@@ -644,6 +651,7 @@ export class GenerationScheduler {
     if (request.recomputeRatio !== undefined && !(request.recomputeRatio >= 0 && request.recomputeRatio <= 1)) {
       throw new PromptTooLongError(`recompute_ratio must be between 0 and 1, got ${request.recomputeRatio}`, "prompt");
     }
+    if (request.adjustments !== undefined) checkLogitsAdjustments(request.adjustments, vocab);
     const budget = request.kvBudget ?? null;
     if (budget !== null && !(budget > 0 && budget <= 1)) throw new PromptTooLongError(`kv_budget must be in (0, 1], got ${budget}`, "prompt");
     const sequence = new Sequence(request, this.decoder, this.runner.info.block_size, maxTokens);
@@ -984,7 +992,8 @@ export class GenerationScheduler {
 
   /** Samples the next token from the logits and passes its text on; ends the sequence on eos, a stop string or a length limit. */
   private accept(sequence: Sequence, logits: Float32Array): void {
-    const id = sequence.sampler.sample(logits);
+    const id = sequence.sampler.sample(sequence.adjuster === null ? logits : sequence.adjuster.apply(logits));
+    sequence.adjuster?.observe(id);
     const token: GeneratedToken = { id };
     const topN = sequence.request.logprobs;
     if (topN !== undefined && topN !== null) {
@@ -997,7 +1006,9 @@ export class GenerationScheduler {
     if (sequence.ttftMs === null) sequence.ttftMs = performance.now() - sequence.submittedAt;
 
     if (sequence.stopIds.has(id)) {
-      const rest = sequence.stop.push(sequence.text.flush());
+      // The stop token's own text only with includeStopInOutput (special tokens' text is still skipped unless asked for).
+      const own = sequence.request.includeStopInOutput ? sequence.text.push(id) : "";
+      const rest = sequence.stop.push(own + sequence.text.flush());
       this.finish(sequence, "stop", rest.stopped ? rest.text : rest.text + sequence.stop.flush(), [token]);
       return;
     }

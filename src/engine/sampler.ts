@@ -2,7 +2,8 @@
  * Next-token sampling from a row of logits, and the log-probabilities reported with it.
  *
  * Temperature 0 is greedy: the largest logit, the lowest id among equals. Otherwise
- * the distribution is softmax(logits / temperature), cut to the top-k tokens
+ * the distribution is softmax(logits / temperature), without the tokens less likely
+ * than minP times the most likely one (min-p; 0: no cut), cut to the top-k tokens
  * (topK 0: no cut), then to the nucleus (the fewest most likely tokens whose
  * probability, renormalised after top-k, reaches topP; topP 1: no cut), and a token
  * is drawn in proportion to its probability with a seeded xoshiro128** stream: the
@@ -22,6 +23,8 @@ export interface SamplingParams {
   topP: number;
   /** Keep the k most likely tokens; 0 disables. */
   topK: number;
+  /** Drop tokens less likely than minP × the most likely one (after temperature), in [0, 1]; 0 disables. */
+  minP?: number;
   /** Any safe integer; without one the sampler seeds itself from crypto random. */
   seed?: number;
 }
@@ -35,13 +38,14 @@ export class SamplingError extends RangeError {
 
 /** Throws SamplingError naming the field when params are out of range. */
 export function checkSamplingParams(params: SamplingParams): void {
-  const { temperature, topP, topK, seed } = params;
+  const { temperature, topP, topK, seed, minP } = params;
   if (typeof temperature !== "number" || !Number.isFinite(temperature) || temperature < 0) {
     throw new SamplingError(`temperature must be a finite number >= 0, got ${temperature}`);
   }
   if (typeof topP !== "number" || !(topP > 0 && topP <= 1)) throw new SamplingError(`top_p must be in (0, 1], got ${topP}`);
   if (!Number.isSafeInteger(topK) || topK < 0) throw new SamplingError(`top_k must be a non-negative integer (0: off), got ${topK}`);
   if (seed !== undefined && !Number.isSafeInteger(seed)) throw new SamplingError(`seed must be an integer, got ${seed}`);
+  if (minP !== undefined && !(typeof minP === "number" && minP >= 0 && minP <= 1)) throw new SamplingError(`min_p must be in [0, 1], got ${minP}`);
 }
 
 /** The largest logit's id, the lowest id among equals; NaN counts as -Infinity. */
@@ -271,9 +275,11 @@ function selectSupport(logits: Float32Array, params: Readonly<SamplingParams>): 
   const ids = order;
   const scale = 1 / params.temperature;
   const { topK, topP } = params;
+  // The most likely token has weight 1, so min-p keeps the weights of at least minP.
+  const minP = params.minP ?? 0;
 
-  // Weights exp((logit - max) / T), NaN as 0. Tokens of weight 0 are never drawn and
-  // rank last.
+  // Weights exp((logit - max) / T), NaN as 0 (and below min-p as 0). Tokens of weight 0
+  // are never drawn and rank last.
   let n: number;
   let total = 0;
   if (topK > 0 && topK < vocab) {
@@ -282,7 +288,7 @@ function selectSupport(logits: Float32Array, params: Readonly<SamplingParams>): 
     for (let i = 0; i < count; i++) {
       const id = ids[i]!;
       const weight = Math.exp((logits[id]! - max) * scale);
-      if (weight > 0) {
+      if (weight > 0 && weight >= minP) {
         w[id] = weight;
         total += weight;
         ids[n++] = id;
@@ -291,7 +297,7 @@ function selectSupport(logits: Float32Array, params: Readonly<SamplingParams>): 
   } else {
     for (let i = 0; i < vocab; i++) {
       const weight = Math.exp((logits[i]! - max) * scale);
-      const clean = weight === weight ? weight : 0;
+      const clean = weight === weight && weight >= minP ? weight : 0;
       w[i] = clean;
       total += clean;
     }

@@ -2,8 +2,8 @@
  * Stop strings over streamed text. Text is released as soon as no stop string can
  * start in it; a tail that could be the beginning of a stop string is held back
  * until the following text settles it. On a match the text before the stop string
- * is returned (the stop string itself never is) with stopped set, and everything
- * after is dropped. When several stop strings match, the one starting first wins.
+ * is returned (with the stop string itself only when `includeStop` is set: vLLM's
+ * include_stop_str_in_output) with stopped set, and everything after is dropped. When several stop strings match, the one starting first wins.
  * Empty stop strings are ignored.
  */
 
@@ -22,7 +22,10 @@ export class StopMatcher {
   /** The stop string that ended the text, once stopped. */
   matched: string | null = null;
 
-  constructor(stops: readonly string[]) {
+  constructor(
+    stops: readonly string[],
+    private readonly includeStop = false,
+  ) {
     this.stops = [...new Set(stops.filter((stop) => stop.length > 0))];
     this.longest = this.stops.reduce((max, stop) => Math.max(max, stop.length), 0);
   }
@@ -48,7 +51,7 @@ export class StopMatcher {
     if (first !== -1) {
       this.done = true;
       this.held = "";
-      return { text: buffer.slice(0, first), stopped: true };
+      return { text: buffer.slice(0, first) + (this.includeStop ? this.matched! : ""), stopped: true };
     }
     const keep = this.partialMatchLength(buffer);
     this.held = buffer.slice(buffer.length - keep);

@@ -21,6 +21,7 @@ import type { RecomputePolicy } from "../kv/recomputeSelection.ts";
 import { SegmentedPromptError, type SegmentedPrompt } from "../kv/segmentedPrompt.ts";
 import { ChatTemplateError, ModelTokenizerError } from "../model/modelTokenizer.ts";
 import { SamplingError, type SamplingParams } from "../engine/sampler.ts";
+import { LogitsAdjustmentError, type LogitsAdjustments } from "../engine/logitsAdjuster.ts";
 import { errorResponse } from "./errors.ts";
 import { depthProblem } from "./jsonDepth.ts";
 import { DEFAULT_LIMITS } from "./limits.ts";
@@ -78,11 +79,6 @@ function choicesPerPrompt(body: ChatCompletionBody | CompletionBody): number {
 /** Fields OpenAI defines that this engine cannot honour. */
 function refuseUnsupported(body: ChatCompletionBody | CompletionBody): void {
   if (choicesPerPrompt(body) > MAX_CHOICES_PER_PROMPT) throw new InvalidRequest("n", `at most ${MAX_CHOICES_PER_PROMPT} choices per prompt, got ${body.n}`);
-  for (const field of ["presence_penalty", "frequency_penalty"] as const) {
-    const value = body[field];
-    if (value !== undefined && value !== null && value !== 0) throw new InvalidRequest(field, "penalties are not supported (only 0)");
-  }
-  if (body.logit_bias && Object.keys(body.logit_bias).length > 0) throw new InvalidRequest("logit_bias", "logit_bias is not supported");
   if ("echo" in body && body.echo) throw new InvalidRequest("echo", "echo is not supported");
   if ("suffix" in body && body.suffix) throw new InvalidRequest("suffix", "suffix is not supported");
   if ("best_of" in body && body.best_of !== undefined && body.best_of !== null && body.best_of !== 1) throw new InvalidRequest("best_of", `only 1 is supported, got ${body.best_of}`);
@@ -95,6 +91,31 @@ function samplingParams(body: ChatCompletionBody | CompletionBody): SamplingPara
     topP: body.top_p ?? 1,
     topK: topK < 0 ? 0 : topK,
     ...(body.seed !== undefined && body.seed !== null ? { seed: body.seed } : {}),
+    ...(body.min_p !== undefined && body.min_p !== null ? { minP: body.min_p } : {}),
+  };
+}
+
+/** Penalties and logit bias (applied to the logits before sampling). */
+function logitsAdjustments(body: ChatCompletionBody | CompletionBody): LogitsAdjustments {
+  return {
+    ...(body.repetition_penalty != null ? { repetitionPenalty: body.repetition_penalty } : {}),
+    ...(body.frequency_penalty != null ? { frequencyPenalty: body.frequency_penalty } : {}),
+    ...(body.presence_penalty != null ? { presencePenalty: body.presence_penalty } : {}),
+    ...(body.logit_bias != null ? { logitBias: new Map(Object.entries(body.logit_bias).map(([id, bias]) => [Number(id), bias])) } : {}),
+  };
+}
+
+/** What every generation request of the body shares: sampling, stops, penalties, KV options. */
+function generationOptions(body: ChatCompletionBody | CompletionBody) {
+  return {
+    ...kvOptions(body),
+    sampling: samplingParams(body),
+    stop: stopStrings(body),
+    stopTokenIds: body.stop_token_ids ?? [],
+    includeStopInOutput: body.include_stop_str_in_output ?? false,
+    adjustments: logitsAdjustments(body),
+    ignoreEos: body.ignore_eos ?? false,
+    skipSpecialTokens: body.skip_special_tokens ?? true,
   };
 }
 
@@ -172,6 +193,7 @@ function submitAll(engine: GenerationEngine, prompts: number[][], n: number, bui
           throw new InvalidRequest(field, error.message);
         }
         if (error instanceof SamplingError) throw new InvalidRequest("body", error.message);
+        if (error instanceof LogitsAdjustmentError) throw new InvalidRequest(error.field, error.message);
         throw error;
       }
     });
@@ -362,15 +384,11 @@ export function mountGenerationRoutes(app: OpenAPIHono, engine: GenerationEngine
       }
       const maxTokens = body.max_completion_tokens ?? body.max_tokens ?? null;
       handles = submitAll(engine, [promptIds], choicesPerPrompt(body), (ids) => ({
-        ...kvOptions(body),
+        ...generationOptions(body),
         ...(segments !== undefined ? { segments } : {}),
         promptIds: ids,
         maxTokens,
-        sampling: samplingParams(body),
-        stop: stopStrings(body),
         logprobs: topLogprobs,
-        ignoreEos: body.ignore_eos ?? false,
-        skipSpecialTokens: body.skip_special_tokens ?? true,
       }));
     } catch (error) {
       // max_completion_tokens (when given) is the field that was too large.
@@ -476,15 +494,11 @@ export function mountGenerationRoutes(app: OpenAPIHono, engine: GenerationEngine
       });
       const maxTokens = body.max_tokens ?? COMPLETIONS_DEFAULT_MAX_TOKENS;
       handles = submitAll(engine, prompts, choicesPerPrompt(body), (ids) => ({
-        ...kvOptions(body),
+        ...generationOptions(body),
         ...(segments !== undefined ? { segments } : {}),
         promptIds: ids,
         maxTokens,
-        sampling: samplingParams(body),
-        stop: stopStrings(body),
         logprobs: topLogprobs,
-        ignoreEos: body.ignore_eos ?? false,
-        skipSpecialTokens: body.skip_special_tokens ?? true,
       }));
     } catch (error) {
       return answerError(c, error);

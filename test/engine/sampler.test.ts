@@ -15,11 +15,12 @@ function normalLogits(size: number, std: number, seed: number): Float32Array {
   return Float32Array.from({ length: size }, () => std * random.next());
 }
 
-/** The distribution by the book: float64 softmax(l / T), full sort, top-k cut, top-p cut. */
-function referenceDistribution(logits: Float32Array, { temperature, topK, topP }: SamplingParams): Map<number, number> {
+/** The distribution by the book: float64 softmax(l / T), full sort, min-p cut, top-k cut, top-p cut. */
+function referenceDistribution(logits: Float32Array, { temperature, topK, topP, minP = 0 }: SamplingParams): Map<number, number> {
   const ids = [...logits.keys()].sort((a, b) => logits[b]! - logits[a]! || a - b);
   const max = logits[ids[0]!]!;
-  let kept = ids.map((id) => ({ id, w: Math.exp((logits[id]! - max) / temperature) })).filter((t) => t.w > 0);
+  // Weights relative to the most likely token's: min-p keeps those of at least minP.
+  let kept = ids.map((id) => ({ id, w: Math.exp((logits[id]! - max) / temperature) })).filter((t) => t.w > 0 && t.w >= minP);
   if (topK > 0) kept = kept.slice(0, topK);
   let total = kept.reduce((sum, t) => sum + t.w, 0);
   if (topP < 1) {
@@ -154,6 +155,29 @@ describe("sampling frequencies follow the distribution", () => {
     const counts = draw(new Sampler(p), logits, draws);
     expect([...counts.keys()].sort()).toEqual([0, 1, 2]);
     expect(chiSquare(counts, referenceDistribution(logits, p), draws)).toBeLessThan(13.8); // df 2
+  });
+
+  test("min-p: tokens less likely than min_p × the most likely are never drawn, with or without top-k and top-p", () => {
+    // Probabilities 0.4, 0.3, 0.2, 0.1 at temperature 1: min_p 0.45 keeps those of at least 0.18.
+    const small = new Float32Array([0.1, 0.2, 0.3, 0.4].map(Math.log).reverse());
+    expect(samplingDistribution(small, params({ minP: 0.45 })).map((t) => t.id)).toEqual([0, 1, 2]);
+    expect(samplingDistribution(small, params({ minP: 1 })).map((t) => t.id)).toEqual([0]);
+    expect(samplingDistribution(small, params({ minP: 0 })).map((t) => t.id)).toEqual([0, 1, 2, 3]);
+    const logits = normalLogits(2000, 2, 13);
+    for (const extra of [{}, { topK: 40 }, { topP: 0.9 }, { topK: 300, topP: 0.8, temperature: 1.5 }]) {
+      const p = params({ minP: 0.05, seed: 21, ...extra });
+      const expected = referenceDistribution(logits, p);
+      const got = samplingDistribution(logits, p);
+      expect(got.map((t) => t.id)).toEqual([...expected.keys()]);
+      for (const { id, probability } of got) expect(probability).toBeCloseTo(expected.get(id)!, 10);
+    }
+    const p = params({ minP: 0.1, temperature: 0.9, seed: 5 });
+    const expected = referenceDistribution(logits, p);
+    const draws = 30000;
+    const counts = draw(new Sampler(p), logits, draws);
+    expect([...counts.keys()].every((id) => expected.has(id))).toBe(true);
+    expect(chiSquare(counts, expected, draws)).toBeLessThan(expected.size * 3 + 30);
+    expect(() => new Sampler(params({ minP: 1.5 }))).toThrow(/min_p/);
   });
 
   test("top-k then top-p on a large vocabulary: the same support as sorting everything", () => {

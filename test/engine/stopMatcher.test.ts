@@ -58,6 +58,13 @@ describe("StopMatcher", () => {
     expect(matcher.flush()).toBe("");
   });
 
+  test("include_stop_str_in_output: the text ends with the stop string that ended it", () => {
+    const matcher = new StopMatcher(["END", "STOP"], true);
+    expect(matcher.push("abcE")).toEqual({ text: "abc", stopped: false });
+    expect(matcher.push("NDmore")).toEqual({ text: "END", stopped: true });
+    expect(new StopMatcher(["\n\n"], true).push("para one\n\npara two")).toEqual({ text: "para one\n\n", stopped: true });
+  });
+
   test("a stop string inside one chunk", () => {
     expect(new StopMatcher(["\n\n"]).push("para one\n\npara two")).toEqual({ text: "para one", stopped: true });
     expect(new StopMatcher(["stop"]).push("stop")).toEqual({ text: "", stopped: true });

@@ -235,6 +235,33 @@ describe("POST /v1/chat/completions", () => {
     expect(completions.body.usage.completion_tokens).toBe(16);
   });
 
+  test("stop_token_ids end the text at that token, include_stop_str_in_output keeps it; logit_bias and min_p change the draw", async () => {
+    const plain = await api.post("/v1/completions", { prompt: "The river", temperature: 0, max_tokens: 12, logprobs: 0 });
+    const ids: number[] = plain.body.choices[0].logprobs.tokens.map((text: string) => engine.tokenizer.encode(text)[0]);
+    // The first token that did not occur before it: the stop there leaves the tokens before it.
+    const at = ids.findIndex((id, i) => i >= 2 && !ids.slice(0, i).includes(id));
+    expect(at).toBeGreaterThan(0);
+    const stopId = ids[at]!;
+    const stopped = await api.post("/v1/completions", { prompt: "The river", temperature: 0, max_tokens: 12, stop_token_ids: [stopId] });
+    expect(stopped.body.choices[0].finish_reason).toBe("stop");
+    expect(stopped.body.usage.completion_tokens).toBe(at + 1);
+    const before = engine.tokenizer.decode(ids.slice(0, at));
+    expect(stopped.body.choices[0].text).toBe(before);
+    const kept = await api.post("/v1/completions", { prompt: "The river", temperature: 0, max_tokens: 12, stop_token_ids: [stopId], include_stop_str_in_output: true });
+    expect(kept.body.choices[0].text).toBe(engine.tokenizer.decode(ids.slice(0, at + 1)));
+    // A stop string, kept in the output.
+    const word = plain.body.choices[0].text.slice(2, 4);
+    const withStop = await api.post("/v1/completions", { prompt: "The river", temperature: 0, max_tokens: 12, stop: [word], include_stop_str_in_output: true });
+    expect(withStop.body.choices[0].text).toBe(plain.body.choices[0].text.slice(0, plain.body.choices[0].text.indexOf(word) + word.length));
+    // logit_bias +100 on one token: every greedy token is that one.
+    const forced = engine.tokenizer.encode("Z")[0]!;
+    const biased = await api.post("/v1/completions", { prompt: "The river", temperature: 0, max_tokens: 5, logit_bias: { [String(forced)]: 100 } });
+    expect(biased.body.choices[0].text).toBe("ZZZZZ");
+    // min_p 1 keeps only the most likely token: sampling at temperature 1 is greedy.
+    const minP = await api.post("/v1/completions", { prompt: "The river", temperature: 1, seed: 3, min_p: 1, max_tokens: 12 });
+    expect(minP.body.choices[0].text).toBe(plain.body.choices[0].text);
+  });
+
   test("stop strings: the text ends before the first one, finish_reason stop", async () => {
     const full = await api.post("/v1/completions", { prompt: TINY_REFERENCE.prompt_ids, ...greedy });
     const text: string = full.body.choices[0].text;
@@ -327,7 +354,12 @@ describe("invalid requests", () => {
     ["prompt longer than the cache", "/v1/completions", { prompt: new Array(3000).fill(65), max_tokens: 1 }, 400, "prompt", /at most 2047/],
     ["max_tokens beyond the model's length", "/v1/completions", { prompt: [256], max_tokens: 5000 }, 400, "max_tokens", /at most 2048 tokens/],
     ["max_completion_tokens beyond the model's length", "/v1/chat/completions", { messages, max_completion_tokens: 5000 }, 400, "max_completion_tokens"],
-    ["penalties", "/v1/chat/completions", { messages, presence_penalty: 0.5 }, 400, "presence_penalty"],
+    ["presence_penalty beyond 2", "/v1/chat/completions", { messages, presence_penalty: 2.5 }, 400, "presence_penalty"],
+    ["repetition_penalty 0", "/v1/chat/completions", { messages, repetition_penalty: 0 }, 400, "repetition_penalty"],
+    ["logit_bias key not a token id", "/v1/chat/completions", { messages, logit_bias: { abc: 1 } }, 400, "logit_bias.abc"],
+    ["logit_bias beyond 100", "/v1/completions", { prompt: "x", logit_bias: { "65": 150 } }, 400, 'logit_bias["65"]'],
+    ["logit_bias token beyond the vocabulary", "/v1/completions", { prompt: "x", logit_bias: { "100000": 1 } }, 400, "logit_bias", /vocabulary/],
+    ["min_p over 1", "/v1/completions", { prompt: "x", min_p: 1.5 }, 400, "min_p"],
     ["echo", "/v1/completions", { prompt: "x", echo: true }, 400, "echo"],
     ["another model", "/v1/chat/completions", { messages, model: "gpt-4o" }, 404, "model", /does not exist/],
   ];

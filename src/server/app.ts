@@ -32,6 +32,8 @@ export interface AppOptions {
   proxy?: ProxyOptions | null;
   /** With --model: the built-in engine behind /v1/chat/completions, /v1/completions and /v1/models. */
   engine?: GenerationEngine | null;
+  /** With --kv-events-publish: the publisher, whose counters /metrics adds. */
+  kvEvents?: { metrics(): string } | null;
 }
 
 /** Bodies of 1 MiB or more between two full garbage collections (see garbageCollection.ts). */
@@ -105,7 +107,7 @@ export function createApp(service: ContextService, options: AppOptions = {}): Op
     return c.json(document as Record<string, unknown>, 200);
   });
 
-  app.openapi(routes.metrics, (c) => c.text(metrics.render(service.stats()) + (proxy?.metrics() ?? "") + (engine?.metrics() ?? ""), 200, { "Content-Type": PROMETHEUS_CONTENT_TYPE }));
+  app.openapi(routes.metrics, (c) => c.text(metrics.render(service.stats()) + (proxy?.metrics() ?? "") + (engine?.metrics() ?? "") + (options.kvEvents?.metrics() ?? ""), 200, { "Content-Type": PROMETHEUS_CONTENT_TYPE }));
 
   app.openapi(routes.stats, (c) => c.json({ ...service.stats(), recovery: service.recovery, ...(proxy === null ? {} : { upstreams: proxy.stats(), proxy: proxy.state() }) }, 200));
 

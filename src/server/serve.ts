@@ -12,6 +12,7 @@ import { parseUpstreamUrl } from "../proxy/upstreamTarget.ts";
 import { createApp } from "./app.ts";
 import { BODY_FIELD, bodyReadFailure, errorBody } from "./errors.ts";
 import { withDefaultLimits, type ServerLimits } from "./limits.ts";
+import { KvEventPublisher, type KvEventsPublishOptions } from "./kvEventPublisher.ts";
 import { ServerMetrics } from "./metrics.ts";
 
 export interface ServerOptions {
@@ -28,6 +29,8 @@ export interface ServerOptions {
   proxy?: ProxyOptions | null;
   /** Serve this model (POST /v1/chat/completions, /v1/completions, GET /v1/models). */
   engine?: GenerationEngine | null;
+  /** The engine's KV events publisher, whose counters /metrics adds. */
+  kvEvents?: KvEventPublisher | null;
 }
 
 export interface RunningServer {
@@ -70,7 +73,7 @@ export function startServer(service: ContextService, options: ServerOptions = {}
   const log = options.log ?? ((text: string) => void process.stderr.write(text));
   const limits = withDefaultLimits(options.limits);
   const metrics = new ServerMetrics();
-  const app = createApp(service, { limits, apiKey: options.apiKey, metrics, log, proxy: options.proxy, engine: options.engine });
+  const app = createApp(service, { limits, apiKey: options.apiKey, metrics, log, proxy: options.proxy, engine: options.engine, kvEvents: options.kvEvents });
   const host = options.host ?? DEFAULT_HOST;
 
   let inFlight = 0;
@@ -162,6 +165,8 @@ export interface RunOptions extends ServerOptions {
   maxAnnotationBytes?: number;
   /** --model: load this model and serve the generation API. */
   model?: EngineOptions | null;
+  /** --kv-events-publish (with a model): publish its prefix cache's changes. */
+  kvEventsPublish?: KvEventsPublishOptions | null;
 }
 
 export interface RunIo {
@@ -186,14 +191,17 @@ export async function runServer(options: RunOptions, io: RunIo): Promise<void> {
     maxAnnotationBytes: options.maxAnnotationBytes,
   });
   let engine: GenerationEngine | null = null;
+  let kvEvents: KvEventPublisher | null = null;
   let running: RunningServer;
   try {
     if (options.model) {
-      engine = await GenerationEngine.open({ ...options.model, log: options.model.log ?? ((line) => io.err(`${line}\n`)) });
+      if (options.kvEventsPublish) kvEvents = await openKvEvents(options.kvEventsPublish);
+      engine = await GenerationEngine.open({ ...options.model, ...(kvEvents === null ? {} : { prefixEvents: kvEvents }), log: options.model.log ?? ((line) => io.err(`${line}\n`)) });
     }
-    running = startServer(service, { ...options, engine, log: options.log ?? io.err });
+    running = startServer(service, { ...options, engine, kvEvents, log: options.log ?? io.err });
   } catch (error) {
     await engine?.close();
+    await kvEvents?.close();
     await service.close();
     throw error;
   }
@@ -218,6 +226,9 @@ export async function runServer(options: RunOptions, io: RunIo): Promise<void> {
     );
     io.out(`ctxr serve: ${engine.kvSettings}\n`);
   }
+  if (kvEvents !== null) {
+    io.out(`ctxr serve: publishing KV events on ${kvEvents.endpoint}${kvEvents.replayEndpoint === null ? "" : ` (replay: ${kvEvents.replayEndpoint})`}\n`);
+  }
   io.out(`ctxr serve: listening on ${running.url} (data: ${dataDir ?? "memory"})\n`);
 
   // A second signal while shutting down exits at once.
@@ -237,10 +248,20 @@ export async function runServer(options: RunOptions, io: RunIo): Promise<void> {
   try {
     await running.stop();
     await engine?.close();
+    await kvEvents?.close();
     await service.close();
   } finally {
     process.off("SIGINT", force);
     process.off("SIGTERM", force);
   }
   io.err(`ctxr serve: stopped${dataDir === null ? "" : `; state saved in ${dataDir}`}\n`);
+}
+
+/** The KV events publisher, its bind errors in words naming the flag. */
+async function openKvEvents(options: KvEventsPublishOptions): Promise<KvEventPublisher> {
+  try {
+    return await KvEventPublisher.open(options);
+  } catch (error) {
+    throw new Error(`--kv-events-publish: ${(error as Error).message}`);
+  }
 }

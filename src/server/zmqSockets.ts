@@ -16,6 +16,8 @@ import { FrameReader, GREETING_BYTES, ZmtpError, encodeMessage, greeting, parseC
 export const PEER_QUEUE_LIMIT_BYTES = 64 * 1024 * 1024;
 /** The largest frame a peer may send (they send subscriptions and replay requests only). */
 const MAX_INCOMING_FRAME_BYTES = 64 * 1024;
+/** How long a closing socket lets its peers read what is queued for them. */
+const CLOSE_GRACE_MS = 1000;
 
 /** A `tcp://HOST:PORT` endpoint: HOST `*` binds every interface; PORT 0 picks a free port. */
 export interface TcpEndpoint {
@@ -191,12 +193,17 @@ abstract class BoundSocket {
     return count;
   }
 
+  /** Stops listening; peers get what was sent them, then are disconnected (cut after CLOSE_GRACE_MS). */
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
     const stopped = new Promise<void>((resolve) => this.server.close(() => resolve()));
-    for (const peer of this.peers) peer.socket.destroy();
+    for (const peer of this.peers) peer.socket.end();
+    const cut = setTimeout(() => {
+      for (const peer of this.peers) peer.socket.destroy();
+    }, CLOSE_GRACE_MS);
     await stopped;
+    clearTimeout(cut);
   }
 
   protected ready(_peer: ZmtpPeer): void {}

@@ -1,6 +1,7 @@
 /** `ctxr serve` as a user runs it: help, flags, the ready line, the API key from the environment, failures. */
 import { afterAll, describe, expect, setDefaultTimeout, test } from "bun:test";
 import { appendFileSync, existsSync, readdirSync } from "node:fs";
+import { createServer } from "node:net";
 import { join } from "node:path";
 import { runCli, tempFolder } from "../helpers/cli.ts";
 import { spawnServer } from "./serverKit.ts";
@@ -65,6 +66,37 @@ describe("ctxr serve", () => {
       const run = runCli(["serve", "--in-memory", "--port", "0", flag!, value!]);
       expect(run.code).toBe(2);
       expect(run.stderr).toContain(`ctxr serve: ${flag} needs --model`);
+    }
+  });
+
+  test("--kv-events-publish: listed in --help, validated, model-only, refused with --no-prefix-cache; a port in use fails naming it", async () => {
+    expect(runCli(["serve", "--help"]).stdout).toContain("--kv-events-publish E");
+    const model = ["--model", join(folder.path, "no-model-here")];
+    const cases: [string[], string][] = [
+      [["--kv-events-publish", "nope"], "--kv-events-publish: 'nope' is not a tcp://HOST:PORT endpoint"],
+      [["--kv-events-publish", "tcp://*:70000"], "--kv-events-publish: 'tcp://*:70000': port 70000 is over 65535"],
+      [["--kv-events-publish", "tcp://*:5557,hashes=hex"], "--kv-events-publish: hashes= must be bytes or int, got 'hex'"],
+      [["--kv-events-publish", "tcp://*:5557,replay"], "--kv-events-publish: '' is not a tcp://HOST:PORT endpoint"],
+      [["--kv-events-publish", "tcp://*:5557", "--no-prefix-cache"], "--kv-events-publish publishes the prefix cache's changes: it cannot go with --no-prefix-cache"],
+    ];
+    for (const [args, message] of cases) {
+      const run = runCli(["serve", "--in-memory", "--port", "0", ...model, ...args]);
+      expect({ args, code: run.code }).toEqual({ args, code: 2 });
+      expect(run.stderr).toContain(`ctxr serve: ${message}`);
+    }
+    const withoutModel = runCli(["serve", "--in-memory", "--port", "0", "--kv-events-publish", "tcp://127.0.0.1:5557"]);
+    expect(withoutModel.code).toBe(2);
+    expect(withoutModel.stderr).toContain("ctxr serve: --kv-events-publish needs --model");
+    // The sockets are bound before the model loads: a port in use fails first.
+    const taken = createServer();
+    await new Promise<void>((resolve) => taken.listen({ host: "127.0.0.1", port: 0 }, () => resolve()));
+    try {
+      const port = (taken.address() as { port: number }).port;
+      const inUse = runCli(["serve", "--in-memory", "--port", "0", ...model, "--kv-events-publish", `tcp://127.0.0.1:${port}`]);
+      expect(inUse.code).toBe(1);
+      expect(inUse.stderr).toContain(`ctxr serve: --kv-events-publish: cannot bind tcp://127.0.0.1:${port}: the port is in use`);
+    } finally {
+      await new Promise<void>((resolve) => taken.close(() => resolve()));
     }
   });
 

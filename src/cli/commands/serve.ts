@@ -5,6 +5,7 @@
 import { DEFAULT_CLIENT_STALL_MS, DEFAULT_MAX_UPSTREAM_REQUESTS, DEFAULT_UPSTREAM_TIMEOUT_MS } from "../../proxy/contextProxy.ts";
 import { ENGINES, type Engine } from "../../proxy/engineRequestId.ts";
 import { parseUpstreamUrl } from "../../proxy/upstreamTarget.ts";
+import { parseKvEventsPublish, type KvEventsPublishOptions } from "../../server/kvEventPublisher.ts";
 import { DEFAULT_LIMITS } from "../../server/limits.ts";
 import { DEFAULT_HOST, DEFAULT_PORT, runServer } from "../../server/serve.ts";
 import { DEFAULT_PROPHET_SPAN_DECAY, PROPHET_QUERY_ROWS, RECOMPUTE_POLICIES, type ProphetQueryRows, type RecomputePolicy } from "../../kv/recomputeSelection.ts";
@@ -106,6 +107,14 @@ document's KV is cached and reused at any position):
                            the paper: the question's attention alone)
   --no-prefix-cache        do not keep plain prompts' full KV blocks for later
                            requests (automatic prefix caching is on by default)
+  --kv-events-publish E    publish the prefix cache's changes (BlockStored,
+                           BlockRemoved, AllBlocksCleared) as vLLM does, on a
+                           ZeroMQ PUB socket bound at E: tcp://HOST:PORT (HOST *:
+                           every interface; PORT 0: a free one), optionally
+                           followed by ,replay=tcp://HOST:PORT (a ROUTER socket
+                           answering replay requests), ,topic=T (default empty)
+                           and ,hashes=bytes (default: 16 raw bytes) or int (the
+                           low 64 bits)
   --prophet-query-rows R   prophet: whose attention scores the tokens, all of the
                            question's tokens (default, the paper) or its last one
   --context-scores S       what cachecraft's token ranking, chunk budget split and
@@ -181,6 +190,7 @@ const FLAGS = {
   "prophet-span-decay": { type: "string" },
   "prophet-query-rows": { type: "string" },
   "no-prefix-cache": { type: "boolean" },
+  "kv-events-publish": { type: "string" },
   "sparse-entropy-threshold": { type: "string" },
   "sparse-varentropy-threshold": { type: "string" },
   "sparse-trigger-window": { type: "string" },
@@ -255,7 +265,7 @@ export async function serveCommand(args: string[], io: CommandIo & { err?(text: 
 
   const model = typeof flags.values.model === "string" ? flags.values.model : null;
   if (model === "") throw new UsageError("--model must not be empty", COMMAND);
-  const modelOnly = ["device", "kv-blocks", "block-size", "threads", "served-model-name", "kv-policy", "recompute-ratio", "kv-device-blocks", "kv-host-bytes", "kv-dir", "kv-disk-bytes", "focus-window", "context-scores", "prophet-span-decay", "prophet-query-rows", "no-prefix-cache", "sparse-entropy-threshold", "sparse-varentropy-threshold", "sparse-trigger-window"].find((name) => flags.values[name] !== undefined);
+  const modelOnly = ["device", "kv-blocks", "block-size", "threads", "served-model-name", "kv-policy", "recompute-ratio", "kv-device-blocks", "kv-host-bytes", "kv-dir", "kv-disk-bytes", "focus-window", "context-scores", "prophet-span-decay", "prophet-query-rows", "no-prefix-cache", "kv-events-publish", "sparse-entropy-threshold", "sparse-varentropy-threshold", "sparse-trigger-window"].find((name) => flags.values[name] !== undefined);
   if (model === null && modelOnly !== undefined) throw new UsageError(`--${modelOnly} needs --model`, COMMAND);
   if (model !== null && upstreams.length > 0) throw new UsageError("give --model (serve a model) or --upstream (proxy engines), not both", COMMAND);
   const device = typeof flags.values.device === "string" ? flags.values.device : "cpu";
@@ -273,6 +283,7 @@ export async function serveCommand(args: string[], io: CommandIo & { err?(text: 
   if (kvDir === "") throw new UsageError("--kv-dir must not be empty", COMMAND);
   if (flags.values["kv-disk-bytes"] !== undefined && kvDir === undefined) throw new UsageError("--kv-disk-bytes needs --kv-dir", COMMAND);
   const sparseTrigger = sparseTriggerFromFlags(flags);
+  const kvEventsPublish = kvEventsPublishFlag(flags);
   for (const warning of shortSecretWarnings(upstreamKey, upstreams)) (io.err ?? ((text) => void process.stderr.write(text)))(warning);
 
   await runServer(
@@ -330,10 +341,22 @@ export async function serveCommand(args: string[], io: CommandIo & { err?(text: 
               prophetQueryRows: choiceFlag<ProphetQueryRows>(flags, "prophet-query-rows", COMMAND, PROPHET_QUERY_ROWS, "all"),
               sparseTrigger,
             },
+      kvEventsPublish,
     },
     { out: io.out, err: io.err ?? ((text) => void process.stderr.write(text)) },
   );
   return EXIT_OK;
+}
+
+function kvEventsPublishFlag(flags: ParsedFlags): KvEventsPublishOptions | null {
+  const value = flags.values["kv-events-publish"];
+  if (typeof value !== "string") return null;
+  if (flags.values["no-prefix-cache"] === true) throw new UsageError("--kv-events-publish publishes the prefix cache's changes: it cannot go with --no-prefix-cache", COMMAND);
+  try {
+    return parseKvEventsPublish(value);
+  } catch (error) {
+    throw new UsageError(`--kv-events-publish: ${(error as Error).message}`, COMMAND);
+  }
 }
 
 /** Below this length a secret is likely to occur in ordinary answer text too. */

@@ -1,0 +1,204 @@
+/**
+ * KV events out (`ctxr serve --kv-events-publish`, issue 19 item 5): the built-in engine's prefix
+ * cache changes published as vLLM does, so a router (ctxr's proxy, NVIDIA Dynamo, llm-d) knows
+ * which blocks each engine really holds.
+ *
+ * - a ZeroMQ PUB socket sends one message per batch: [topic, sequence number (8 bytes,
+ *   big-endian, from 0), msgpack payload (kvEventBatch.ts)];
+ * - the events of one event-loop turn (an engine step) make one batch;
+ * - the last REPLAY_BUFFER_STEPS batches are kept; a ROUTER socket at the replay endpoint answers
+ *   a request holding a starting sequence number (8 bytes, big-endian) with every kept batch from
+ *   it on, one message [seq, payload] each, then [-1 (8 bytes of 0xff), empty].
+ */
+import { allBlocksClearedEvent, blockRemovedEvent, blockStoredEvents, encodeKvEventBatch, BLOCK_HASH_ENCODINGS, type BlockHashEncoding, type KvCacheEvent } from "../kv/kvEventBatch.ts";
+import type { PrefixCacheEvents, StoredPrefixBlock } from "../kv/prefixBlockCache.ts";
+import { PubSocket, RouterSocket, parseTcpEndpoint, type TcpEndpoint } from "./zmqSockets.ts";
+
+/** Batches kept for replay (vLLM's default buffer_steps). */
+export const REPLAY_BUFFER_STEPS = 10_000;
+
+/** The replay answer's last message carries this sequence number (−1 as 8 big-endian bytes). */
+export const END_OF_REPLAY_SEQ = new Uint8Array(8).fill(0xff);
+
+export interface KvEventsPublishOptions {
+  endpoint: TcpEndpoint;
+  replay: TcpEndpoint | null;
+  /** The first frame of every message (vLLM's default: empty). */
+  topic: string;
+  hashes: BlockHashEncoding;
+}
+
+/**
+ * `tcp://HOST:PORT[,replay=tcp://HOST:PORT][,topic=T][,hashes=bytes|int]`; RangeError naming
+ * what is wrong.
+ */
+export function parseKvEventsPublish(value: string): KvEventsPublishOptions {
+  const [main = "", ...rest] = value.split(",");
+  const options: KvEventsPublishOptions = { endpoint: parseTcpEndpoint(main.trim()), replay: null, topic: "", hashes: "bytes" };
+  const seen = new Set<string>();
+  for (const part of rest) {
+    const at = part.indexOf("=");
+    const key = at < 0 ? part.trim() : part.slice(0, at).trim();
+    const setting = at < 0 ? "" : part.slice(at + 1).trim();
+    if (seen.has(key)) throw new RangeError(`${key}= is given twice`);
+    seen.add(key);
+    if (key === "replay") options.replay = parseTcpEndpoint(setting);
+    else if (key === "topic") options.topic = setting;
+    else if (key === "hashes") {
+      if (!(BLOCK_HASH_ENCODINGS as readonly string[]).includes(setting)) throw new RangeError(`hashes= must be ${BLOCK_HASH_ENCODINGS.join(" or ")}, got '${setting}'`);
+      options.hashes = setting as BlockHashEncoding;
+    } else throw new RangeError(`unknown setting '${part.trim()}' (expected replay=, topic= or hashes=)`);
+  }
+  if (options.replay !== null && options.replay.port !== 0 && options.replay.port === options.endpoint.port && options.replay.host === options.endpoint.host) {
+    throw new RangeError("the replay endpoint must differ from the publish endpoint");
+  }
+  return options;
+}
+
+export interface KvEventPublisherStats {
+  /** Batches published (the next batch's sequence number). */
+  batches: number;
+  events: number;
+  /** Peers subscribed to the PUB socket. */
+  subscribers: number;
+  replayRequests: number;
+  /** Messages not sent to a subscriber or replay client that did not keep up. */
+  dropped: number;
+}
+
+function sequenceBytes(seq: number): Uint8Array {
+  const out = new Uint8Array(8);
+  new DataView(out.buffer).setBigUint64(0, BigInt(seq), false);
+  return out;
+}
+
+export class KvEventPublisher implements PrefixCacheEvents {
+  private pending: KvCacheEvent[] = [];
+  private flushScheduled = false;
+  private nextSeq = 0;
+  private eventCount = 0;
+  private replayCount = 0;
+  private replayDropped = 0;
+  /** Kept batches, oldest first, in a ring of REPLAY_BUFFER_STEPS. */
+  private readonly buffer: { seq: number; payload: Uint8Array }[] = [];
+  private bufferStart = 0;
+  private readonly topic: Uint8Array;
+  private closed = false;
+  /** The bound endpoints (the actual port when 0 was asked for). */
+  readonly endpoint: string;
+  readonly replayEndpoint: string | null;
+
+  private constructor(
+    private readonly options: KvEventsPublishOptions,
+    private readonly pub: PubSocket,
+    private readonly router: RouterSocket | null,
+    private readonly now: () => number,
+  ) {
+    this.topic = new TextEncoder().encode(options.topic);
+    this.endpoint = pub.endpoint(options.endpoint);
+    this.replayEndpoint = router === null || options.replay === null ? null : router.endpoint(options.replay);
+  }
+
+  /** Binds the sockets; rejects with the system's error when an endpoint cannot be bound. */
+  static async open(options: KvEventsPublishOptions, clock: { now?: () => number } = {}): Promise<KvEventPublisher> {
+    const pub = await PubSocket.bind(options.endpoint);
+    let publisher: KvEventPublisher | null = null;
+    let router: RouterSocket | null = null;
+    try {
+      if (options.replay !== null) router = await RouterSocket.bind(options.replay, (identity, frames) => publisher?.replay(identity, frames));
+    } catch (error) {
+      await pub.close();
+      throw error;
+    }
+    publisher = new KvEventPublisher(options, pub, router, clock.now ?? (() => Date.now() / 1000));
+    return publisher;
+  }
+
+  stored(blocks: readonly StoredPrefixBlock[]): void {
+    this.add(blockStoredEvents(blocks, this.options.hashes));
+  }
+
+  removed(hashes: readonly string[]): void {
+    if (hashes.length > 0) this.add([blockRemovedEvent(hashes, this.options.hashes)]);
+  }
+
+  cleared(): void {
+    this.add([allBlocksClearedEvent()]);
+  }
+
+  get stats(): KvEventPublisherStats {
+    return {
+      batches: this.nextSeq,
+      events: this.eventCount,
+      subscribers: this.pub.subscribers,
+      replayRequests: this.replayCount,
+      dropped: this.pub.dropped + this.replayDropped,
+    };
+  }
+
+  /** Prometheus text for /metrics. */
+  metrics(): string {
+    const stats = this.stats;
+    const lines: string[] = [];
+    const metric = (name: string, type: "counter" | "gauge", help: string, value: number) => {
+      lines.push(`# HELP ${name} ${help}`, `# TYPE ${name} ${type}`, `${name} ${value}`);
+    };
+    metric("ctxr_kv_events_batches_total", "counter", "KV event batches published (--kv-events-publish).", stats.batches);
+    metric("ctxr_kv_events_total", "counter", "KV events published (BlockStored, BlockRemoved, AllBlocksCleared).", stats.events);
+    metric("ctxr_kv_events_subscribers", "gauge", "Subscribers connected to the KV events socket.", stats.subscribers);
+    metric("ctxr_kv_events_replay_requests_total", "counter", "Replay requests answered.", stats.replayRequests);
+    metric("ctxr_kv_events_dropped_messages_total", "counter", "KV event messages dropped for a subscriber or replay client that did not keep up.", stats.dropped);
+    return lines.join("\n") + "\n";
+  }
+
+  /** Publishes the events gathered so far as one batch now. */
+  flush(): void {
+    this.flushScheduled = false;
+    if (this.pending.length === 0 || this.closed) return;
+    const events = this.pending;
+    this.pending = [];
+    const seq = this.nextSeq++;
+    const payload = encodeKvEventBatch(this.now(), events);
+    this.eventCount += events.length;
+    this.pub.send([this.topic, sequenceBytes(seq), payload]);
+    if (this.buffer.length < REPLAY_BUFFER_STEPS) this.buffer.push({ seq, payload });
+    else {
+      this.buffer[this.bufferStart] = { seq, payload };
+      this.bufferStart = (this.bufferStart + 1) % REPLAY_BUFFER_STEPS;
+    }
+  }
+
+  /** Publishes what is pending, then closes both sockets. */
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.flush();
+    this.closed = true;
+    await Promise.all([this.pub.close(), this.router?.close()]);
+  }
+
+  private add(events: readonly KvCacheEvent[]): void {
+    if (this.closed || events.length === 0) return;
+    this.pending.push(...events);
+    if (this.flushScheduled) return;
+    this.flushScheduled = true;
+    setImmediate(() => this.flush());
+  }
+
+  /**
+   * A replay request: [start] from a DEALER, or ["", start] from a REQ (or a DEALER that frames
+   * like one, as vLLM's example client does); the answers use the same envelope.
+   */
+  private replay(identity: Uint8Array, frames: Uint8Array[]): void {
+    const delimited = frames.length === 2 && frames[0]!.length === 0;
+    const start = frames[delimited ? 1 : 0];
+    if ((frames.length !== 1 && !delimited) || start === undefined || start.length !== 8) return;
+    this.replayCount++;
+    const from = new DataView(start.buffer, start.byteOffset, 8).getBigUint64(0, false);
+    const head = delimited ? [new Uint8Array(0)] : [];
+    for (let i = 0; i < this.buffer.length; i++) {
+      const { seq, payload } = this.buffer[(this.bufferStart + i) % this.buffer.length]!;
+      if (BigInt(seq) >= from && !this.router!.send(identity, [...head, sequenceBytes(seq), payload])) this.replayDropped++;
+    }
+    if (!this.router!.send(identity, [...head, END_OF_REPLAY_SEQ, new Uint8Array(0)])) this.replayDropped++;
+  }
+}

@@ -2,10 +2,13 @@
  * The single binary: `bun build --compile` (what `npm run build` does), copied to
  * another folder, must run on its own. Compiles once (a few seconds to tens of seconds, depending on the machine).
  */
+import { decode } from "@msgpack/msgpack";
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
 import { copyFileSync, existsSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { CLI_ENTRY, REPO_ROOT, lastJsonLine, runProgram, tempFolder } from "../helpers/cli.ts";
+import { buildRunner, tinyModelFolder } from "../helpers/engineKit.ts";
+import { ZmqPeer } from "../helpers/zmqPeer.ts";
 
 // These tests spawn processes; give them room on a busy machine.
 setDefaultTimeout(120_000);
@@ -75,4 +78,38 @@ describe("compiled binary", () => {
     });
     expect(bad.code).toBe(2);
   }, 30_000);
+
+  test("serve --kv-events-publish: the ZeroMQ sockets work inside the binary (no native addon)", async () => {
+    expect(binary).not.toBe("");
+    const model = tinyModelFolder({ layers: 1 }, "tiny-binary");
+    const server = Bun.spawn([binary, "serve", "--in-memory", "--port", "0", "--model", model.path, "--kv-blocks", "32", "--threads", "1", "--kv-events-publish", "tcp://127.0.0.1:0"], {
+      cwd: runFolder.path,
+      env: { ...process.env, CTXR_RUNNER: buildRunner() },
+      stdout: "pipe",
+      stderr: "ignore",
+    });
+    let peer: ZmqPeer | null = null;
+    try {
+      let out = "";
+      for await (const chunk of server.stdout) {
+        out += new TextDecoder().decode(chunk);
+        if (out.includes("listening on")) break;
+      }
+      const events = /publishing KV events on (tcp:\/\/\S+)/.exec(out)?.[1];
+      const url = /listening on (http:\/\/\S+)/.exec(out)?.[1];
+      expect(events).toBeDefined();
+      peer = await ZmqPeer.subscribe(events!);
+      for (let i = 0; i < 100 && !(await (await fetch(`${url}/metrics`)).text()).includes("ctxr_kv_events_subscribers 1\n"); i++) await Bun.sleep(50);
+      const answer = await fetch(`${url}/v1/completions`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ prompt: "z".repeat(40), max_tokens: 1, temperature: 0 }) });
+      expect(answer.status).toBe(200);
+      const message = await peer.next("message");
+      expect(Array.from(message!.frames![1]!)).toEqual([0, 0, 0, 0, 0, 0, 0, 0]);
+      expect((decode(message!.frames![2]!) as { events: { type: string }[] }).events[0]!.type).toBe("BlockStored");
+    } finally {
+      await peer?.close();
+      server.kill("SIGTERM");
+      expect(await server.exited).toBe(0);
+      model.cleanup();
+    }
+  }, 60_000);
 });

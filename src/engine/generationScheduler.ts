@@ -68,6 +68,11 @@ export interface GenerationRequest {
   adjustments?: LogitsAdjustments;
   /** Return each token's logprob and this many top alternatives (null: no logprobs). */
   logprobs?: number | null;
+  /**
+   * Also the prompt's tokens' logprobs (each given the tokens before it; the first has none) with
+   * this many top alternatives (null: none). The whole prompt is then computed (no cached prefix).
+   */
+  promptLogprobs?: number | null;
   /** Leave special tokens out of the text (default true). */
   skipSpecialTokens?: boolean;
   /** KV-managed prefill: the prompt as segments (promptIds must be their tokens). */
@@ -103,12 +108,14 @@ export interface GeneratedToken {
 export type FinishReason = "stop" | "length";
 
 export type GenerationEvent =
-  | { type: "delta"; text: string; tokens: GeneratedToken[] }
-  | { type: "finish"; reason: FinishReason; promptTokens: number; completionTokens: number; ctxr: CtxrUsage };
+  | { type: "delta"; text: string; tokens: GeneratedToken[]; promptLogprobs?: GeneratedToken[] }
+  | { type: "finish"; reason: FinishReason; promptTokens: number; completionTokens: number; ctxr: CtxrUsage; promptLogprobs?: GeneratedToken[] };
 
 export interface GenerationResult {
   text: string;
   tokens: GeneratedToken[];
+  /** With promptLogprobs: the prompt's tokens after the first, each with its logprob. */
+  promptLogprobs?: GeneratedToken[];
   finishReason: FinishReason;
   promptTokens: number;
   completionTokens: number;
@@ -286,6 +293,8 @@ class Sequence {
   exactTokens: number;
   /** Whether the prompt still waits for its KV-managed prefill. */
   managedPending: boolean;
+  /** With promptLogprobs: the prompt's tokens 1.. with their logprobs, as the prefill reaches them. */
+  readonly promptTokenLogprobs: GeneratedToken[] = [];
 
   constructor(
     readonly request: GenerationRequest,
@@ -367,7 +376,15 @@ export class GenerationHandle implements AsyncIterable<GenerationEvent> {
         text += event.text;
         tokens.push(...event.tokens);
       } else {
-        return { text, tokens, finishReason: event.reason, promptTokens: event.promptTokens, completionTokens: event.completionTokens, ctxr: event.ctxr };
+        return {
+          text,
+          tokens,
+          finishReason: event.reason,
+          promptTokens: event.promptTokens,
+          completionTokens: event.completionTokens,
+          ctxr: event.ctxr,
+          ...(event.promptLogprobs !== undefined ? { promptLogprobs: event.promptLogprobs } : {}),
+        };
       }
     }
     throw new GenerationFailedError("the request was cancelled");
@@ -453,7 +470,7 @@ export class GenerationScheduler {
    * blocks. A "full" prefill uses no cache at all.
    */
   private attachCachedPrefix(sequence: Sequence): void {
-    if (this.prefix === null || sequence.table.blocks.length > 0) return;
+    if (this.prefix === null || sequence.table.blocks.length > 0 || sequence.request.promptLogprobs != null) return;
     const blockSize = this.pool.blockSize;
     const segments = sequence.request.segments;
     const hashes = this.blockHashes(sequence, Math.floor(((segments === undefined ? sequence.tokens.length : sequence.promptLength) - 1) / blockSize));
@@ -652,6 +669,7 @@ export class GenerationScheduler {
       throw new PromptTooLongError(`recompute_ratio must be between 0 and 1, got ${request.recomputeRatio}`, "prompt");
     }
     if (request.adjustments !== undefined) checkLogitsAdjustments(request.adjustments, vocab);
+    if (request.promptLogprobs != null && request.segments !== undefined) throw new PromptTooLongError("prompt logprobs (echo with logprobs) need a plain prompt, not segments", "prompt");
     const budget = request.kvBudget ?? null;
     if (budget !== null && !(budget > 0 && budget <= 1)) throw new PromptTooLongError(`kv_budget must be in (0, 1], got ${budget}`, "prompt");
     const sequence = new Sequence(request, this.decoder, this.runner.info.block_size, maxTokens);
@@ -779,7 +797,14 @@ export class GenerationScheduler {
     sequence.done = true;
     this.counters.finished++;
     if (finalText !== "" || tokens.length > 0) sequence.events.push({ type: "delta", text: finalText, tokens });
-    sequence.events.push({ type: "finish", reason, promptTokens: sequence.promptLength, completionTokens: sequence.generated, ctxr: sequence.ctxrUsage });
+    sequence.events.push({
+      type: "finish",
+      reason,
+      promptTokens: sequence.promptLength,
+      completionTokens: sequence.generated,
+      ctxr: sequence.ctxrUsage,
+      ...(sequence.request.promptLogprobs != null ? { promptLogprobs: sequence.promptTokenLogprobs } : {}),
+    });
     sequence.events.end();
   }
 
@@ -865,8 +890,10 @@ export class GenerationScheduler {
       const indices = new Uint32Array(count);
       for (let i = 0; i < count; i++) indices[i] = start + i;
       const last = start + count === sequence.tokens.length;
-      return { table: sequence.table.blocks, tokens: sequence.tokens.slice(start, start + count), indices, logitRows: last ? [count - 1] : [] };
+      const logitRows = this.wantsPromptRows(sequence, start) ? Array.from({ length: count }, (_, row) => row) : last ? [count - 1] : [];
+      return { table: sequence.table.blocks, tokens: sequence.tokens.slice(start, start + count), indices, logitRows };
     });
+    const starts = plan.map(({ sequence }) => sequence.table.length);
     const decoding = plan.filter((p) => p.decode).length;
     this.counters.forwards++;
     if (decoding > 0) {
@@ -882,8 +909,9 @@ export class GenerationScheduler {
     const finished: KvBlockTable[] = [];
     for (const { sequence, count } of plan) sequence.table.length += count;
     await this.cacheStepBlocks(plan.map((p) => p.sequence));
-    plan.forEach(({ sequence }, i) => {
-      const logits = result.logits[i]!;
+    plan.forEach(({ sequence, count }, i) => {
+      let logits = result.logits[i]!;
+      if (sequences[i]!.logitRows.length > 1) logits = this.recordPromptLogprobs(sequence, starts[i]!, count, logits);
       if (sequence.cancelled || sequence.done || logits.length === 0) return;
       sequence.sparse?.observe(logits);
       this.accept(sequence, logits);
@@ -972,6 +1000,28 @@ export class GenerationScheduler {
     return true;
   }
 
+  /** Whether a step running the sequence's tokens from `start` returns logits for every row (prompt logprobs). */
+  private wantsPromptRows(sequence: Sequence, start: number): boolean {
+    return sequence.request.promptLogprobs != null && start < sequence.promptLength - 1 && start === sequence.promptTokenLogprobs.length;
+  }
+
+  /**
+   * Records the logprobs of the prompt tokens that rows [start, start + count) predict, and
+   * returns the last row's logits when that row samples the next token (else none).
+   */
+  private recordPromptLogprobs(sequence: Sequence, start: number, count: number, rows: Float32Array): Float32Array {
+    const vocab = this.runner.info.vocab;
+    const topN = sequence.request.promptLogprobs ?? 0;
+    for (let row = 0; row < count; row++) {
+      const next = start + row + 1;
+      if (next >= sequence.promptLength) break;
+      const id = sequence.tokens[next]!;
+      const lp = tokenLogprobs(rows.subarray(row * vocab, (row + 1) * vocab), id, topN);
+      sequence.promptTokenLogprobs.push({ id, logprob: lp.logprob, top: lp.top });
+    }
+    return start + count === sequence.tokens.length ? rows.subarray((count - 1) * vocab, count * vocab) : new Float32Array(0);
+  }
+
   /** This step's work: [sequence, tokens to run, whether it is a decode]. */
   private plan(): { sequence: Sequence; count: number; decode: boolean }[] {
     const plan: { sequence: Sequence; count: number; decode: boolean }[] = [];
@@ -1023,7 +1073,8 @@ export class GenerationScheduler {
       this.finish(sequence, rest.stopped ? "stop" : "length", text, [token]);
       return;
     }
-    sequence.events.push({ type: "delta", text: piece.text, tokens: [token] });
+    const first = sequence.generated === 1 && sequence.request.promptLogprobs != null;
+    sequence.events.push({ type: "delta", text: piece.text, tokens: [token], ...(first ? { promptLogprobs: sequence.promptTokenLogprobs } : {}) });
   }
 }
 

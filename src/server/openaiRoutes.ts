@@ -23,6 +23,7 @@ import { ChatTemplateError, ModelTokenizerError } from "../model/modelTokenizer.
 import { SamplingError, type SamplingParams } from "../engine/sampler.ts";
 import { LogitsAdjustmentError, type LogitsAdjustments } from "../engine/logitsAdjuster.ts";
 import { errorResponse } from "./errors.ts";
+import { bestCandidates } from "./bestOf.ts";
 import { depthProblem } from "./jsonDepth.ts";
 import { DEFAULT_LIMITS } from "./limits.ts";
 import { createOpenAiSchemas, type ChatCompletionBody, type CompletionBody } from "./openaiSchemas.ts";
@@ -79,9 +80,7 @@ function choicesPerPrompt(body: ChatCompletionBody | CompletionBody): number {
 /** Fields OpenAI defines that this engine cannot honour. */
 function refuseUnsupported(body: ChatCompletionBody | CompletionBody): void {
   if (choicesPerPrompt(body) > MAX_CHOICES_PER_PROMPT) throw new InvalidRequest("n", `at most ${MAX_CHOICES_PER_PROMPT} choices per prompt, got ${body.n}`);
-  if ("echo" in body && body.echo) throw new InvalidRequest("echo", "echo is not supported");
-  if ("suffix" in body && body.suffix) throw new InvalidRequest("suffix", "suffix is not supported");
-  if ("best_of" in body && body.best_of !== undefined && body.best_of !== null && body.best_of !== 1) throw new InvalidRequest("best_of", `only 1 is supported, got ${body.best_of}`);
+  if ("suffix" in body && body.suffix) throw new InvalidRequest("suffix", "fill-in-the-middle needs a model with a FIM template (prefix, suffix and middle tokens); this model has none");
 }
 
 function samplingParams(body: ChatCompletionBody | CompletionBody): SamplingParams {
@@ -185,7 +184,8 @@ function submitAll(engine: GenerationEngine, prompts: number[][], n: number, bui
         const request = build(promptIds);
         for (let k = 0; k < n; k++) {
           const seed = request.sampling.seed;
-          handles.push(engine.generate(k === 0 || seed === undefined ? request : { ...request, sampling: { ...request.sampling, seed: seed + k } }));
+          // Prompt logprobs come from the first sibling (the others start from its cached blocks).
+          handles.push(engine.generate(k === 0 ? request : { ...request, promptLogprobs: null, sampling: seed === undefined ? request.sampling : { ...request.sampling, seed: seed + k } }));
         }
       } catch (error) {
         if (error instanceof PromptTooLongError) {
@@ -328,7 +328,10 @@ export function mountGenerationRoutes(app: OpenAPIHono, engine: GenerationEngine
     })),
   });
 
-  /** Completion logprobs; offsets continue from `offset` (characters of the choice's text so far). */
+  /**
+   * Completion logprobs; offsets continue from `offset` (characters of the choice's text so far).
+   * A token without a logprob (an echoed prompt's first) gets null, as OpenAI answers.
+   */
   const completionLogprobs = (tokens: readonly GeneratedToken[], offset: number) => {
     const texts = tokens.map((token) => tokenizer.tokenText(token.id));
     const textOffset: number[] = [];
@@ -338,8 +341,9 @@ export function mountGenerationRoutes(app: OpenAPIHono, engine: GenerationEngine
     }
     return {
       tokens: texts,
-      token_logprobs: tokens.map((token) => clampLogprob(token.logprob ?? 0)),
+      token_logprobs: tokens.map((token) => (token.logprob === undefined ? null : clampLogprob(token.logprob))),
       top_logprobs: tokens.map((token) => {
+        if (token.logprob === undefined) return null;
         const top: Record<string, number> = {};
         for (const alt of token.top ?? []) top[tokenizer.tokenText(alt.id)] ??= clampLogprob(alt.logprob);
         top[tokenizer.tokenText(token.id)] ??= clampLogprob(token.logprob ?? 0);
@@ -415,7 +419,8 @@ export function mountGenerationRoutes(app: OpenAPIHono, engine: GenerationEngine
       });
       return eventStream(
         async (send) => {
-          const finished: GenerationFinish[] = [];
+          // By choice index: usage takes the prompt's first choice.
+          const finished: GenerationFinish[] = new Array(handles.length);
           send(chunk(handles.map((_, index) => ({ index, delta: { role: "assistant", content: "" }, logprobs: null, finish_reason: null }))));
           try {
             await pumpAll(handles, (index, event) => {
@@ -423,7 +428,7 @@ export function mountGenerationRoutes(app: OpenAPIHono, engine: GenerationEngine
                 if (event.text === "" && topLogprobs === null) return;
                 send(chunk([{ index, delta: { content: event.text }, logprobs: topLogprobs === null ? null : chatLogprobs(event.tokens), finish_reason: null }]));
               } else {
-                finished.push(event);
+                finished[index] = event;
                 send(chunk([{ index, delta: {}, logprobs: null, finish_reason: event.reason }]));
               }
             });
@@ -469,11 +474,19 @@ export function mountGenerationRoutes(app: OpenAPIHono, engine: GenerationEngine
     if (deep !== null) return errorResponse(c, 400, deep.message, deep.field);
     let handles: GenerationHandle[];
     const topLogprobs = body.logprobs ?? null;
+    const n = choicesPerPrompt(body);
+    const bestOf = body.best_of ?? n;
+    const echo = body.echo === true;
+    let prompts: number[][];
+    let promptTexts: string[] = [];
     try {
       checkModel(body.model);
       refuseUnsupported(body);
+      if (bestOf < n) throw new InvalidRequest("best_of", `must be at least n (${n}), got ${bestOf}`);
+      if (bestOf > MAX_CHOICES_PER_PROMPT) throw new InvalidRequest("best_of", `at most ${MAX_CHOICES_PER_PROMPT}, got ${bestOf}`);
+      if (bestOf > n && body.stream) throw new InvalidRequest("best_of", "the best of several candidates is known only at the end: best_of larger than n cannot be streamed");
+      if (echo && body.segments) throw new InvalidRequest("echo", "echo repeats a prompt; give prompt, not segments");
       const prompt = body.prompt;
-      let prompts: number[][];
       let segments: SegmentedPrompt | undefined;
       if (body.segments && prompt !== undefined) throw new InvalidRequest("segments", "give either prompt or segments, not both");
       if (body.segments) {
@@ -492,13 +505,17 @@ export function mountGenerationRoutes(app: OpenAPIHono, engine: GenerationEngine
       prompts.forEach((ids, index) => {
         if (ids.length === 0) throw new InvalidRequest(prompts.length > 1 ? `prompt[${index}]` : "prompt", "the prompt is empty");
       });
+      // Echoed as given: a text prompt's own text, token ids decoded.
+      if (echo) promptTexts = typeof prompt === "string" ? [prompt] : prompts.map((ids, index) => (Array.isArray(prompt) && typeof prompt[index] === "string" ? (prompt[index] as string) : tokenizer.decode(ids)));
       const maxTokens = body.max_tokens ?? COMPLETIONS_DEFAULT_MAX_TOKENS;
-      handles = submitAll(engine, prompts, choicesPerPrompt(body), (ids) => ({
+      handles = submitAll(engine, prompts, bestOf, (ids) => ({
         ...generationOptions(body),
         ...(segments !== undefined ? { segments } : {}),
         promptIds: ids,
         maxTokens,
-        logprobs: topLogprobs,
+        // Ranking best_of candidates needs their logprobs.
+        logprobs: bestOf > n ? (topLogprobs ?? 0) : topLogprobs,
+        promptLogprobs: echo && topLogprobs !== null ? topLogprobs : null,
       }));
     } catch (error) {
       return answerError(c, error);
@@ -507,6 +524,9 @@ export function mountGenerationRoutes(app: OpenAPIHono, engine: GenerationEngine
     const created = Math.floor(Date.now() / 1000);
     const model = engine.modelId;
     const cancelAll = () => handles.forEach((handle) => handle.cancel());
+    /** An echoed prompt's tokens: the first without a logprob, the rest with theirs (from the prompt's first sibling). */
+    const echoTokens = (promptIds: readonly number[], promptLogprobs: readonly GeneratedToken[] | undefined): GeneratedToken[] => [{ id: promptIds[0]! }, ...(promptLogprobs ?? [])];
+    const siblingPromptLogprobs: (GeneratedToken[] | undefined)[] = prompts.map(() => undefined);
 
     if (body.stream) {
       const includeUsage = body.stream_options?.include_usage === true;
@@ -514,20 +534,53 @@ export function mountGenerationRoutes(app: OpenAPIHono, engine: GenerationEngine
       return eventStream(
         async (send) => {
           const offsets = handles.map(() => 0);
-          const finished: GenerationFinish[] = [];
+          // By choice index: usage takes each prompt's first choice.
+          const finished: GenerationFinish[] = new Array(handles.length);
+          const echoed = handles.map(() => !echo);
+          // The prompt goes first; with logprobs, when its logprobs arrive with the first event.
+          const sendEcho = (index: number, promptLogprobs: readonly GeneratedToken[] | undefined) => {
+            echoed[index] = true;
+            const prompt = Math.floor(index / n);
+            const logprobs = topLogprobs === null ? null : completionLogprobs(echoTokens(prompts[prompt]!, promptLogprobs), 0);
+            if (logprobs !== null) offsets[index] = logprobs.tokens.reduce((total, text) => total + text.length, 0);
+            send(chunk([{ index, text: promptTexts[prompt], logprobs, finish_reason: null }]));
+          };
+          if (echo && topLogprobs === null) handles.forEach((_, index) => sendEcho(index, []));
           try {
-            await pumpAll(handles, (index, event) => {
+            const forward = (index: number, event: GenerationEvent) => {
               if (event.type === "delta") {
                 if (event.text === "" && topLogprobs === null) return;
                 const logprobs = topLogprobs === null ? null : completionLogprobs(event.tokens, offsets[index]!);
-                offsets[index]! += logprobs === null ? 0 : logprobs.tokens.reduce((n, text) => n + text.length, 0);
+                offsets[index]! += logprobs === null ? 0 : logprobs.tokens.reduce((total, text) => total + text.length, 0);
                 send(chunk([{ index, text: event.text, logprobs, finish_reason: null }]));
               } else {
-                finished.push(event);
+                finished[index] = event;
                 send(chunk([{ index, text: "", logprobs: null, finish_reason: event.reason }]));
               }
+            };
+            // A sibling's events wait until its prompt's logprobs (from the first sibling) are known.
+            const held = new Map<number, GenerationEvent[]>();
+            await pumpAll(handles, (index, event) => {
+              const prompt = Math.floor(index / n);
+              if (event.promptLogprobs !== undefined) siblingPromptLogprobs[prompt] = event.promptLogprobs;
+              if (!echoed[index]) {
+                if (siblingPromptLogprobs[prompt] === undefined) {
+                  held.set(index, [...(held.get(index) ?? []), event]);
+                  return;
+                }
+                sendEcho(index, siblingPromptLogprobs[prompt]);
+              }
+              forward(index, event);
+              if (event.promptLogprobs === undefined) return;
+              for (let sibling = prompt * n; sibling < (prompt + 1) * n; sibling++) {
+                const waiting = held.get(sibling);
+                if (waiting === undefined) continue;
+                held.delete(sibling);
+                sendEcho(sibling, event.promptLogprobs);
+                for (const later of waiting) forward(sibling, later);
+              }
             });
-            if (includeUsage) send({ ...chunk([]), usage: usageOf(finished, choicesPerPrompt(body)) });
+            if (includeUsage) send({ ...chunk([]), usage: usageOf(finished, n) });
           } catch (error) {
             send({ error: { message: failureMessage(error), type: "server_error", code: 500 } });
           }
@@ -541,22 +594,21 @@ export function mountGenerationRoutes(app: OpenAPIHono, engine: GenerationEngine
     c.req.raw.signal.addEventListener("abort", cancelAll);
     try {
       const results = await Promise.all(handles.map((handle) => handle.result()));
-      return c.json(
-        {
-          id,
-          object: "text_completion",
-          created,
-          model,
-          choices: results.map((result, index) => ({
-            index,
-            text: result.text,
-            logprobs: topLogprobs === null ? null : completionLogprobs(result.tokens, 0),
+      const choices = prompts.flatMap((promptIds, prompt) => {
+        const candidates = results.slice(prompt * bestOf, (prompt + 1) * bestOf);
+        const chosen = bestOf > n ? bestCandidates(candidates, n) : [...candidates.keys()];
+        return chosen.map((candidate, k) => {
+          const result = candidates[candidate]!;
+          const prefix = echo ? echoTokens(promptIds, candidates[0]!.promptLogprobs) : [];
+          return {
+            index: prompt * n + k,
+            text: (echo ? promptTexts[prompt]! : "") + result.text,
+            logprobs: topLogprobs === null ? null : completionLogprobs([...prefix, ...result.tokens], 0),
             finish_reason: result.finishReason,
-          })),
-          usage: usageOf(results, choicesPerPrompt(body)),
-        },
-        200,
-      );
+          };
+        });
+      });
+      return c.json({ id, object: "text_completion", created, model, choices, usage: usageOf(results, bestOf) }, 200);
     } catch (error) {
       cancelAll();
       return answerError(c, error);

@@ -114,9 +114,9 @@ export function createOpenAiSchemas() {
       ...sampling,
       max_tokens: nullable(z.int().min(1)).openapi({ description: "Most tokens to generate; default 16." }),
       logprobs: nullable(z.int().min(0).max(MAX_TOP_LOGPROBS)).openapi({ description: `Return each token's log-probability and this many most likely alternatives (0 to ${MAX_TOP_LOGPROBS}).` }),
-      echo: nullable(z.boolean()).openapi({ description: "Only false is supported." }),
-      suffix: nullable(z.string()).openapi({ description: "Not supported." }),
-      best_of: nullable(z.int().min(1)).openapi({ description: "Only 1 is supported." }),
+      echo: nullable(z.boolean()).openapi({ description: "The prompt's text comes before each choice's text (with logprobs: the prompt's tokens too, the first with null)." }),
+      suffix: nullable(z.string()).openapi({ description: "Refused: fill-in-the-middle needs a model with a FIM template." }),
+      best_of: nullable(z.int().min(1)).openapi({ description: "Generate this many candidates per prompt (at least n, at most 64) and return the n with the highest log probability per token; not with stream when larger than n." }),
     })
     .passthrough()
     .openapi("CompletionRequest", { example: { model: "tiny", prompt: "Hello, ctxr!", max_tokens: 8, temperature: 0 } });
@@ -173,8 +173,8 @@ export function createOpenAiSchemas() {
   const CompletionLogprobs = z
     .object({
       tokens: z.array(z.string()),
-      token_logprobs: z.array(z.number()),
-      top_logprobs: z.array(z.record(z.string(), z.number())),
+      token_logprobs: z.array(z.number().nullable()),
+      top_logprobs: z.array(z.record(z.string(), z.number()).nullable()),
       text_offset: z.array(z.int()),
     })
     .nullable()

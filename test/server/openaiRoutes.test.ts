@@ -121,6 +121,52 @@ describe("POST /v1/completions", () => {
     expect(answer.body.usage.completion_tokens).toBe(16);
   });
 
+  test("echo: the prompt's text first; with logprobs its tokens too, each with the logprob a cold prefill gives it", async () => {
+    const text = "The mill closes";
+    const plain = await api.post("/v1/completions", { prompt: text, ...greedy });
+    const echoed = await api.post("/v1/completions", { prompt: text, ...greedy, echo: true });
+    expect(echoed.body.choices[0].text).toBe(text + plain.body.choices[0].text);
+    const ids = engine.completionPromptIds(text);
+    const withLogprobs = await api.post("/v1/completions", { prompt: ids, ...greedy, echo: true, logprobs: 2 });
+    const lp = withLogprobs.body.choices[0].logprobs;
+    expect(lp.tokens.length).toBe(ids.length + 8);
+    expect(lp.tokens.slice(0, ids.length)).toEqual(ids.map((id) => engine.tokenizer.tokenText(id)));
+    expect(lp.token_logprobs[0]).toBeNull();
+    expect(lp.top_logprobs[0]).toBeNull();
+    expect(withLogprobs.body.choices[0].text).toBe(engine.tokenizer.decode(ids) + plain.body.choices[0].text);
+    // Reference: prompt token i's raw logprob after ids[0..i), read off a one-token request that
+    // forces it with logit_bias (logprobs are the raw logits').
+    for (let i = 1; i < ids.length; i += 3) {
+      const one = await api.post("/v1/completions", { prompt: ids.slice(0, i), temperature: 0, max_tokens: 1, logprobs: 0, logit_bias: { [String(ids[i])]: 100 } });
+      expect(Math.abs(lp.token_logprobs[i] - one.body.choices[0].logprobs.token_logprobs[0])).toBeLessThan(1e-4);
+      expect(Object.keys(lp.top_logprobs[i]).length).toBeGreaterThanOrEqual(2);
+    }
+    // Streamed, two choices: each begins with the prompt and its logprobs.
+    const streamed = await stream("/v1/completions", { prompt: ids, ...greedy, echo: true, logprobs: 1, n: 2 });
+    for (const index of [0, 1]) {
+      const first = streamed.events.find((e) => e.choices[0]?.index === index).choices[0];
+      expect(first.text).toBe(engine.tokenizer.decode(ids));
+      expect(first.logprobs.tokens.length).toBe(ids.length);
+      expect(first.logprobs.token_logprobs.slice(1)).toEqual(lp.token_logprobs.slice(1, ids.length).map((x: number) => expect.closeTo(x, 4)));
+    }
+  });
+
+  test("best_of: the n candidates of highest logprob per token among best_of, which are the single-seed answers", async () => {
+    const body = { prompt: "The river", temperature: 1.2, max_tokens: 6, seed: 40 };
+    const best = await api.post("/v1/completions", { ...body, n: 2, best_of: 5 });
+    expect(best.status).toBe(200);
+    expect(best.body.choices[0].logprobs).toBeNull();
+    const candidates = await Promise.all([0, 1, 2, 3, 4].map((k) => api.post("/v1/completions", { ...body, seed: 40 + k, logprobs: 0 })));
+    const scored = candidates.map((c, k) => ({ k, text: c.body.choices[0].text, score: c.body.choices[0].logprobs.token_logprobs.reduce((a: number, b: number) => a + b, 0) / c.body.choices[0].logprobs.token_logprobs.length }));
+    scored.sort((a, b) => b.score - a.score || a.k - b.k);
+    expect(best.body.choices.map((c: { text: string }) => c.text)).toEqual(scored.slice(0, 2).map((c) => c.text));
+    expect(best.body.choices.map((c: { index: number }) => c.index)).toEqual([0, 1]);
+    // Every candidate's tokens are billed.
+    expect(best.body.usage.completion_tokens).toBe(candidates.reduce((sum, c) => sum + c.body.usage.completion_tokens, 0));
+    expect((await api.post("/v1/completions", { ...body, n: 3, best_of: 2 })).body.error.field).toBe("best_of");
+    expect((await api.post("/v1/completions", { ...body, best_of: 2, stream: true })).body.error.message).toMatch(/cannot be streamed/);
+  });
+
   test("logprobs N: each token's logprob, N alternatives, offsets", async () => {
     const answer = await api.post("/v1/completions", { prompt: TINY_REFERENCE.prompt_ids, ...greedy, logprobs: 3 });
     const logprobs = answer.body.choices[0].logprobs;
@@ -360,7 +406,7 @@ describe("invalid requests", () => {
     ["logit_bias beyond 100", "/v1/completions", { prompt: "x", logit_bias: { "65": 150 } }, 400, 'logit_bias["65"]'],
     ["logit_bias token beyond the vocabulary", "/v1/completions", { prompt: "x", logit_bias: { "100000": 1 } }, 400, "logit_bias", /vocabulary/],
     ["min_p over 1", "/v1/completions", { prompt: "x", min_p: 1.5 }, 400, "min_p"],
-    ["echo", "/v1/completions", { prompt: "x", echo: true }, 400, "echo"],
+    ["echo with segments", "/v1/completions", { segments: ["a doc", "q"], echo: true }, 400, "echo"],
     ["another model", "/v1/chat/completions", { messages, model: "gpt-4o" }, 404, "model", /does not exist/],
   ];
   for (const [name, path, body, status, field, message] of cases) {

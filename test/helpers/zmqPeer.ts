@@ -64,6 +64,18 @@ export class ZmqPeer {
     }
   }
 
+  /** The next `count` lines of `kind`; throws when they do not all come within `timeoutMs`. */
+  async take(kind: "message" | "replay", count: number, timeoutMs = 20_000): Promise<Uint8Array[][]> {
+    const deadline = Date.now() + timeoutMs;
+    const out: Uint8Array[][] = [];
+    while (out.length < count) {
+      const line = await this.next(kind, Math.max(0, deadline - Date.now()));
+      if (line === null) throw new Error(`zmqPeer.mjs: ${out.length} of ${count} ${kind} lines within ${timeoutMs} ms`);
+      out.push(line.frames!);
+    }
+    return out;
+  }
+
   /** Messages received within `quietMs` of each other (stops at the first silence). */
   async drain(kind: "message" | "replay", quietMs = 300): Promise<Uint8Array[][]> {
     const out: Uint8Array[][] = [];

@@ -74,8 +74,8 @@ describe("KvEventPublisher", () => {
     await Bun.sleep(5);
     publisher.removed([]);
     publisher.stored([{ hash: hex(3), parent: null, tokens: [5, 6] }]);
-    const messages = await peer.drain("message");
-    expect(messages.length).toBe(3);
+    const messages = await peer.take("message", 3);
+    expect(await peer.drain("message")).toEqual([]);
     expect(messages.map((m) => m.length)).toEqual([3, 3, 3]);
     expect(messages.map((m) => new TextDecoder().decode(m[0]))).toEqual(["kv", "kv", "kv"]);
     expect(messages.map((m) => Array.from(m[1]!))).toEqual([0, 1, 2].map((seq) => [0, 0, 0, 0, 0, 0, 0, seq]));
@@ -92,7 +92,7 @@ describe("KvEventPublisher", () => {
     const all = await subscriber(publisher, "", 2);
     publisher.cleared();
     await publisher.close();
-    expect((await all.drain("message")).length).toBe(1);
+    expect((await all.take("message", 1)).length).toBe(1);
     expect(await other.drain("message")).toEqual([]);
     publisher.cleared();
     expect(publisher.stats.batches).toBe(1);
@@ -106,11 +106,10 @@ describe("KvEventPublisher", () => {
       publisher.stored([{ hash: hex(i + 1), parent: i === 0 ? null : hex(i), tokens: [i] }]);
       publisher.flush();
     }
-    const live = await peer.drain("message");
-    expect(live.length).toBe(5);
+    const live = await peer.take("message", 5);
 
     peer.requestReplay(publisher.replayEndpoint!, 2);
-    const replayed = await peer.drain("replay");
+    const replayed = await peer.take("replay", 4);
     expect(replayed.map((m) => m.length)).toEqual([2, 2, 2, 2]);
     expect(replayed.slice(0, 3).map((m) => seqOf(m[0]!))).toEqual([2n, 3n, 4n]);
     expect(replayed.slice(0, 3).map((m) => m[1])).toEqual(live.slice(2).map((m) => m[2]!));
@@ -119,10 +118,10 @@ describe("KvEventPublisher", () => {
 
     // Past the end: only the end marker.
     peer.requestReplay(publisher.replayEndpoint!, 99);
-    expect((await peer.drain("replay")).map((m) => seqOf(m[0]!))).toEqual([-1n]);
+    expect((await peer.take("replay", 1)).map((m) => seqOf(m[0]!))).toEqual([-1n]);
     // A REQ client (vLLM's example subscriber) frames its request with an empty delimiter; libzmq's REQ takes the first answer.
     peer.requestReplay(publisher.replayEndpoint!, 1, "req");
-    const req = await peer.drain("replay");
+    const req = await peer.take("replay", 1);
     expect(req.map((m) => [seqOf(m[0]!), m[1]])).toEqual([[1n, live[1]![2]!]]);
     expect(publisher.stats.replayRequests).toBe(3);
   });
@@ -136,7 +135,8 @@ describe("KvEventPublisher", () => {
       publisher.flush();
     }
     peer.requestReplay(publisher.replayEndpoint!, 0);
-    const replayed = await peer.drain("replay", 2000);
+    const replayed = await peer.take("replay", REPLAY_BUFFER_STEPS + 1);
+    expect(await peer.drain("replay")).toEqual([]);
     const seqs = replayed.map((m) => seqOf(m[0]!));
     expect(seqs.length).toBe(REPLAY_BUFFER_STEPS + 1);
     expect(seqs[0]).toBe(7n);

@@ -53,6 +53,16 @@ interface Opened {
   server: RunningServer;
   api: Client;
   peer: ZmqPeer;
+  /** Messages taken from `peer` so far. */
+  received: number;
+}
+
+/** The messages published since the last call (as many as the publisher counts), once they arrive. */
+async function newMessages(opened: Opened): Promise<Uint8Array[][]> {
+  await Bun.sleep(50); // the step's last events are batched on the next turn
+  const want = opened.publisher.stats.batches - opened.received;
+  opened.received += want;
+  return await opened.peer.take("message", want);
 }
 
 async function open(model: string, options: Partial<Parameters<typeof GenerationEngine.open>[0]> = {}): Promise<Opened> {
@@ -65,7 +75,7 @@ async function open(model: string, options: Partial<Parameters<typeof Generation
   const peer = await ZmqPeer.subscribe(publisher.endpoint);
   cleanups.push(() => peer.close());
   while (publisher.stats.subscribers === 0) await Bun.sleep(10);
-  return { engine, publisher, server, api: client(server.url), peer };
+  return { engine, publisher, server, api: client(server.url), peer, received: 0 };
 }
 
 beforeAll(async () => {
@@ -98,7 +108,7 @@ describe("KV events from the engine", () => {
   test("a chat request's full prompt blocks arrive as BlockStored events chained from the first, seq from 0", async () => {
     const answer = await a.api.post("/v1/chat/completions", { messages: MESSAGES, max_tokens: 3, temperature: 0 });
     expect(answer.status).toBe(200);
-    const messages = await a.peer.drain("message");
+    const messages = await newMessages(a);
     live.push(...messages);
     const got = batches(messages);
     seen.push(...got);
@@ -127,7 +137,7 @@ describe("KV events from the engine", () => {
     const before = new Set(storedOf(seen).flatMap((e) => e.block_hashes.map(key)));
     const again = await a.api.post("/v1/chat/completions", { messages: MESSAGES, max_tokens: 3, temperature: 0 });
     expect(again.body.usage.prompt_tokens_details.cached_tokens).toBeGreaterThan(0);
-    const messages = await a.peer.drain("message");
+    const messages = await newMessages(a);
     live.push(...messages);
     const got = batches(messages);
     seen.push(...got);
@@ -153,7 +163,7 @@ describe("KV events from the engine", () => {
     for (let i = 0; i < 6; i++) {
       const prompt = `Note ${i}: ${"the embankment keeper walks along the bridge at dawn ".repeat(3)}and counts the boats, ${i} times over.`;
       expect((await a.api.post("/v1/completions", { prompt, max_tokens: 2, temperature: 0 })).status).toBe(200);
-      const messages = await a.peer.drain("message");
+      const messages = await newMessages(a);
       live.push(...messages);
       const got = batches(messages);
       seen.push(...got);
@@ -173,8 +183,8 @@ describe("KV events from the engine", () => {
   test("replay from a sequence number returns the batches published since, as they were, then the end marker", async () => {
     expect(live.length).toBeGreaterThan(3);
     a.peer.requestReplay(a.publisher.replayEndpoint!, 2);
-    const replayed = await a.peer.drain("replay", 1000);
-    expect(replayed.length).toBe(live.length - 2 + 1);
+    const replayed = await a.peer.take("replay", live.length - 2 + 1);
+    expect(await a.peer.drain("replay")).toEqual([]);
     expect(replayed.slice(0, -1)).toEqual(live.slice(2).map(([, seq, payload]) => [seq!, payload!]));
     expect(replayed.at(-1)).toEqual([new Uint8Array(8).fill(0xff), new Uint8Array(0)]);
   });
@@ -185,7 +195,7 @@ describe("hashes name a prompt for one model and KV layout", () => {
     const prompt = "The mill closes for a month every spring, when the river floods the valley floor.";
     const hashes = async (opened: Opened) => {
       expect((await opened.api.post("/v1/completions", { prompt, max_tokens: 1, temperature: 0 })).status).toBe(200);
-      const stored = storedOf(batches(await opened.peer.drain("message")));
+      const stored = storedOf(batches(await newMessages(opened)));
       expect(stored.length).toBeGreaterThan(0);
       return stored.flatMap((e) => e.block_hashes.map(key));
     };
@@ -209,13 +219,16 @@ describe("ctxr serve --kv-events-publish", () => {
       try {
         for (let i = 0; i < 100 && !(await (await fetch(`${server.url}/metrics`)).text()).includes("ctxr_kv_events_subscribers 1\n"); i++) await Bun.sleep(50);
         expect((await server.post("/v1/completions", { prompt: "x".repeat(40), max_tokens: 1, temperature: 0 })).status).toBe(200);
-        const got = batches(await peer.drain("message", 1000));
+        await Bun.sleep(50);
+        const published = Number(/ctxr_kv_events_batches_total (\d+)/.exec(await (await fetch(`${server.url}/metrics`)).text())?.[1]);
+        expect(published).toBeGreaterThan(0);
+        const got = batches(await peer.take("message", published));
         expect(got[0]!.seq).toBe(0n);
         const stored = storedOf(got);
         expect(stored.length).toBeGreaterThan(0);
         // hashes=int: unsigned integers (decoded as numbers or bigints), not bytes.
         for (const hash of stored[0]!.block_hashes) expect(["number", "bigint"]).toContain(typeof hash);
-        expect(await (await fetch(`${server.url}/metrics`)).text()).toContain(`ctxr_kv_events_batches_total ${got.length}\n`);
+        expect(await (await fetch(`${server.url}/metrics`)).text()).toContain("ctxr_kv_events_total ");
       } finally {
         await peer.close();
       }

@@ -35,6 +35,20 @@ export function median(xs: readonly number[]): number {
   return s.length % 2 ? s[mid]! : (s[mid - 1]! + s[mid]!) / 2;
 }
 
+/** The q-quantile by nearest rank (q = 0.99 of 100 values is the 99th smallest). */
+export function percentile(xs: readonly number[], q: number): number {
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.min(s.length - 1, Math.max(0, Math.ceil(q * s.length) - 1))]!;
+}
+
+/** How many leading elements two sequences share. */
+export function commonPrefixLength(a: readonly number[], b: readonly number[]): number {
+  const n = Math.min(a.length, b.length);
+  let i = 0;
+  while (i < n && a[i] === b[i]) i++;
+  return i;
+}
+
 /** Builds the runner for `device` with make; returns its path. */
 export function buildBenchRunner(device: string): string {
   const target = device === "cpu" ? "cpu" : "cuda";

@@ -9,6 +9,7 @@ import { existsSync, statSync } from "node:fs";
 import { basename, join, resolve } from "node:path";
 import { DEFAULT_KV_POLICY, DEFAULT_RECOMPUTE_RATIO, GenerationScheduler, type GenerationHandle, type GenerationRequest, type SchedulerStats } from "./generationScheduler.ts";
 import { describeKvSettings } from "./kvSettings.ts";
+import { GrammarCompiler } from "./grammarCompiler.ts";
 import { loadModelTokenizer, type ChatTemplateMessage, type ChatTemplateOptions, type ModelTokenizer } from "../model/modelTokenizer.ts";
 import { findRunner } from "../runner/runnerExecutable.ts";
 import { RunnerProcess } from "../runner/runnerProcess.ts";
@@ -189,6 +190,14 @@ export class GenerationEngine {
       trigger: options.sparseTrigger ?? {},
     });
     return engine;
+  }
+
+  private grammarCompiler: GrammarCompiler | null = null;
+
+  /** Structured outputs' grammar compiler for this model (xgrammar loads on first use). */
+  get grammar(): GrammarCompiler {
+    this.grammarCompiler ??= new GrammarCompiler(this.tokenizer, this.runner.info.vocab, this.tokenizer.eosTokenIds);
+    return this.grammarCompiler;
   }
 
   get info(): RunnerInfo {

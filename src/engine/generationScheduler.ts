@@ -26,6 +26,7 @@ import { RunnerCrashedError } from "../runner/runnerProcess.ts";
 import { KvBlockPool, KvBlockTable, blocksFor, type BlockRunner } from "../kv/kvBlockTable.ts";
 import { Sampler, tokenLogprobs, type SamplingParams } from "./sampler.ts";
 import { StopMatcher } from "./stopMatcher.ts";
+import type { GrammarConstraint } from "./grammarConstraint.ts";
 import { LogitsAdjuster, adjustsLogits, checkLogitsAdjustments, type LogitsAdjustments } from "./logitsAdjuster.ts";
 import { TokenTextStream, type StreamDecoder } from "./textStream.ts";
 import { promptTokens, type SegmentedPrompt } from "../kv/segmentedPrompt.ts";
@@ -66,6 +67,8 @@ export interface GenerationRequest {
   includeStopInOutput?: boolean;
   /** Penalties and logit bias applied to the logits before sampling (logprobs stay the raw ones). */
   adjustments?: LogitsAdjustments;
+  /** Structured output: the grammar the text must follow (the sequence owns it and disposes of it when it ends). */
+  constraint?: GrammarConstraint;
   /** Return each token's logprob and this many top alternatives (null: no logprobs). */
   logprobs?: number | null;
   /**
@@ -270,6 +273,7 @@ class Sequence {
   readonly stop: StopMatcher;
   readonly stopIds: ReadonlySet<number>;
   readonly adjuster: LogitsAdjuster | null;
+  readonly constraint: GrammarConstraint | null;
   readonly events = new EventQueue<GenerationEvent>();
   generated = 0;
   cancelled = false;
@@ -309,6 +313,7 @@ class Sequence {
     this.text = new TokenTextStream(decoder, { skipSpecialTokens: request.skipSpecialTokens ?? true, contextIds: request.promptIds });
     this.stop = new StopMatcher(request.stop ?? [], request.includeStopInOutput ?? false);
     this.stopIds = new Set(request.stopTokenIds ?? []);
+    this.constraint = request.constraint ?? null;
     this.adjuster = request.adjustments !== undefined && adjustsLogits(request.adjustments) ? new LogitsAdjuster(request.adjustments, request.promptIds) : null;
     this.managedPending = request.segments !== undefined;
     this.exactTokens = this.managedPending ? 0 : Infinity;
@@ -694,6 +699,7 @@ export class GenerationScheduler {
     if (at >= 0) {
       this.waiting.splice(at, 1);
       sequence.done = true;
+      sequence.constraint?.dispose();
       this.counters.cancelled++;
     }
   }
@@ -789,12 +795,14 @@ export class GenerationScheduler {
   private fail(sequence: Sequence, error: Error): void {
     if (sequence.done) return;
     sequence.done = true;
+    sequence.constraint?.dispose();
     this.counters.failed++;
     sequence.events.end(error);
   }
 
   private finish(sequence: Sequence, reason: FinishReason, finalText: string, tokens: GeneratedToken[]): void {
     sequence.done = true;
+    sequence.constraint?.dispose();
     this.counters.finished++;
     if (finalText !== "" || tokens.length > 0) sequence.events.push({ type: "delta", text: finalText, tokens });
     sequence.events.push({
@@ -821,6 +829,7 @@ export class GenerationScheduler {
       if (sequence.cancelled || sequence.done) {
         if (sequence.cancelled && !sequence.done) {
           sequence.done = true;
+          sequence.constraint?.dispose();
           this.counters.cancelled++;
         }
         this.running.splice(i, 1);
@@ -904,7 +913,12 @@ export class GenerationScheduler {
     }
     for (const p of plan) if (!p.decode) this.counters.prefillTokens += p.count;
 
-    const result = await this.runner.forward({ sequences });
+    const forwarding = this.runner.forward({ sequences });
+    // Structured outputs: the masks of the tokens this step samples are computed while the runner works.
+    const constrained = plan.flatMap((p, i) => (p.sequence.constraint !== null && sequences[i]!.logitRows.length > 0 ? [p.sequence.constraint] : []));
+    for (const constraint of constrained) constraint.prepare();
+    const result = await forwarding;
+    await Promise.all(constrained.map((constraint) => constraint.ready()));
 
     const finished: KvBlockTable[] = [];
     for (const { sequence, count } of plan) sequence.table.length += count;
@@ -987,6 +1001,7 @@ export class GenerationScheduler {
     const first = sequence.generated === 0;
     if (first) sequence.usage = result.usage;
     if (first && !sequence.cancelled && !sequence.done) {
+      await sequence.constraint?.ready();
       sequence.sparse?.observe(result.logits);
       this.accept(sequence, result.logits);
     }
@@ -1042,8 +1057,12 @@ export class GenerationScheduler {
 
   /** Samples the next token from the logits and passes its text on; ends the sequence on eos, a stop string or a length limit. */
   private accept(sequence: Sequence, logits: Float32Array): void {
-    const id = sequence.sampler.sample(sequence.adjuster === null ? logits : sequence.adjuster.apply(logits));
+    let sampling = sequence.adjuster === null ? logits : sequence.adjuster.apply(logits);
+    const constraint = sequence.constraint;
+    if (constraint !== null) sampling = constraint.masked(sampling);
+    const id = sequence.sampler.sample(sampling);
     sequence.adjuster?.observe(id);
+    constraint?.accept(id);
     const token: GeneratedToken = { id };
     const topN = sequence.request.logprobs;
     if (topN !== undefined && topN !== null) {
@@ -1051,13 +1070,27 @@ export class GenerationScheduler {
       token.logprob = lp.logprob;
       token.top = lp.top;
     }
+    if (sequence.ttftMs === null) sequence.ttftMs = performance.now() - sequence.submittedAt;
+    this.emit(sequence, token);
+    // Jump-forward: where the grammar allows a single continuation, its tokens follow without
+    // sampling (they are computed with the next step). Not with logprobs: they have no logits.
+    if (constraint === null || sequence.done || (topN !== undefined && topN !== null)) return;
+    const room = Math.min(sequence.maxTokens - sequence.generated, this.maxModelLen - sequence.tokens.length);
+    for (const forced of constraint.jumpForward(room)) {
+      sequence.adjuster?.observe(forced);
+      this.emit(sequence, { id: forced });
+      if (sequence.done) return;
+    }
+  }
+
+  /** A new token joins the sequence: its text goes out, or it ends the sequence (stop token or string, grammar complete, a length limit). */
+  private emit(sequence: Sequence, token: GeneratedToken): void {
+    const id = token.id;
     sequence.tokens.push(id);
     sequence.generated++;
-    if (sequence.ttftMs === null) sequence.ttftMs = performance.now() - sequence.submittedAt;
-
-    if (sequence.stopIds.has(id)) {
+    if (sequence.stopIds.has(id) || sequence.constraint?.terminated === true) {
       // The stop token's own text only with includeStopInOutput (special tokens' text is still skipped unless asked for).
-      const own = sequence.request.includeStopInOutput ? sequence.text.push(id) : "";
+      const own = sequence.request.includeStopInOutput || !sequence.stopIds.has(id) ? sequence.text.push(id) : "";
       const rest = sequence.stop.push(own + sequence.text.flush());
       this.finish(sequence, "stop", rest.stopped ? rest.text : rest.text + sequence.stop.flush(), [token]);
       return;
@@ -1076,5 +1109,6 @@ export class GenerationScheduler {
     const first = sequence.generated === 1 && sequence.request.promptLogprobs != null;
     sequence.events.push({ type: "delta", text: piece.text, tokens: [token], ...(first ? { promptLogprobs: sequence.promptTokenLogprobs } : {}) });
   }
+
 }
 

@@ -62,6 +62,12 @@ export interface ModelTokenizer {
   tokenBytes(id: number): number[];
   /** Whether an id is a special token (added token with special: true). */
   isSpecialToken(id: number): boolean;
+  /** How token strings stand for bytes: byte_level (GPT-2 style), byte_fallback (SentencePiece's <0xNN>) or raw (xgrammar's names). */
+  readonly vocabType: "byte_level" | "byte_fallback" | "raw";
+  /** Whether encoding puts a space (SentencePiece's ▁) before the text. */
+  readonly prependsSpace: boolean;
+  /** Every id's token string as tokenizer.json writes it ("" for ids it has none), for grammar engines. */
+  encodedVocab(): string[];
 }
 
 export class ModelTokenizerError extends Error {
@@ -178,6 +184,16 @@ function hasByteLevelDecoder(decoder: unknown): boolean {
   const { type, decoders } = decoder as { type?: unknown; decoders?: unknown };
   if (type === "ByteLevel") return true;
   return type === "Sequence" && Array.isArray(decoders) && decoders.some(hasByteLevelDecoder);
+}
+
+/** SentencePiece-style tokenizers put ▁ before the text: a Metaspace pre-tokenizer or a Prepend normalizer. */
+function prependsSpaceMark(section: unknown): boolean {
+  if (typeof section !== "object" || section === null) return false;
+  const { type, prepend_scheme, add_prefix_space, prepend, normalizers, pretokenizers } = section as Record<string, unknown>;
+  if (type === "Metaspace") return prepend_scheme === "always" || prepend_scheme === "first" || (prepend_scheme === undefined && add_prefix_space === true);
+  if (type === "Prepend") return prepend === "\u2581";
+  if (type === "Sequence") return [normalizers, pretokenizers].some((list) => Array.isArray(list) && list.some(prependsSpaceMark));
+  return false;
 }
 
 function hasByteFallbackDecoder(decoder: unknown): boolean {
@@ -344,6 +360,13 @@ export async function loadModelTokenizer(dir: string): Promise<ModelTokenizer> {
     },
     isSpecialToken(id) {
       return specialIds.has(id);
+    },
+    vocabType: byteLevel ? "byte_level" : byteFallback ? "byte_fallback" : "raw",
+    prependsSpace: prependsSpaceMark(tokenizerJson.normalizer) || prependsSpaceMark(tokenizerJson.pre_tokenizer),
+    encodedVocab() {
+      const strings: string[] = new Array(vocabSize).fill("");
+      for (const [token, id] of vocab) strings[id] = token;
+      return strings;
     },
   };
 }

@@ -24,6 +24,8 @@ import { SamplingError, type SamplingParams } from "../engine/sampler.ts";
 import { LogitsAdjustmentError, type LogitsAdjustments } from "../engine/logitsAdjuster.ts";
 import { errorResponse } from "./errors.ts";
 import { bestCandidates } from "./bestOf.ts";
+import type { GrammarConstraint } from "../engine/grammarConstraint.ts";
+import { GrammarSpecError, grammarSpecOf, type GrammarFields } from "../engine/grammarSpec.ts";
 import { depthProblem } from "./jsonDepth.ts";
 import { DEFAULT_LIMITS } from "./limits.ts";
 import { createOpenAiSchemas, type ChatCompletionBody, type CompletionBody } from "./openaiSchemas.ts";
@@ -176,7 +178,13 @@ function chatMessagesField(message: string): string {
  * already queued are cancelled. Siblings are queued together, so the first computes the prompt
  * and the others start from its blocks (generationScheduler.ts: shared prefixes computed once).
  */
-function submitAll(engine: GenerationEngine, prompts: number[][], n: number, build: (promptIds: number[]) => Parameters<GenerationEngine["generate"]>[0]): GenerationHandle[] {
+function submitAll(
+  engine: GenerationEngine,
+  prompts: number[][],
+  n: number,
+  constraints: readonly GrammarConstraint[],
+  build: (promptIds: number[]) => Parameters<GenerationEngine["generate"]>[0],
+): GenerationHandle[] {
   const handles: GenerationHandle[] = [];
   try {
     prompts.forEach((promptIds, index) => {
@@ -184,8 +192,10 @@ function submitAll(engine: GenerationEngine, prompts: number[][], n: number, bui
         const request = build(promptIds);
         for (let k = 0; k < n; k++) {
           const seed = request.sampling.seed;
+          const constraint = constraints[handles.length];
           // Prompt logprobs come from the first sibling (the others start from its cached blocks).
-          handles.push(engine.generate(k === 0 ? request : { ...request, promptLogprobs: null, sampling: seed === undefined ? request.sampling : { ...request.sampling, seed: seed + k } }));
+          const sibling = k === 0 ? request : { ...request, promptLogprobs: null, sampling: seed === undefined ? request.sampling : { ...request.sampling, seed: seed + k } };
+          handles.push(engine.generate(constraint === undefined ? sibling : { ...sibling, constraint }));
         }
       } catch (error) {
         if (error instanceof PromptTooLongError) {
@@ -199,9 +209,25 @@ function submitAll(engine: GenerationEngine, prompts: number[][], n: number, bui
     });
   } catch (error) {
     for (const handle of handles) handle.cancel();
+    for (const constraint of constraints.slice(handles.length)) constraint.dispose();
     throw error;
   }
   return handles;
+}
+
+/** One grammar constraint per choice when the body asks for structured output (none otherwise). */
+async function constraintsFor(engine: GenerationEngine, body: GrammarFields, count: number): Promise<GrammarConstraint[]> {
+  let requested;
+  try {
+    requested = grammarSpecOf(body);
+    if (requested === null) return [];
+    const constraints: GrammarConstraint[] = [];
+    for (let i = 0; i < count; i++) constraints.push(await engine.grammar.constraint(requested));
+    return constraints;
+  } catch (error) {
+    if (error instanceof GrammarSpecError) throw new InvalidRequest(error.field, error.message);
+    throw error;
+  }
 }
 
 /** Runs every handle's events through `onEvent(index, event)`; rejects with the first failure (the others are cancelled). */
@@ -387,7 +413,8 @@ export function mountGenerationRoutes(app: OpenAPIHono, engine: GenerationEngine
         throw error;
       }
       const maxTokens = body.max_completion_tokens ?? body.max_tokens ?? null;
-      handles = submitAll(engine, [promptIds], choicesPerPrompt(body), (ids) => ({
+      const constraints = await constraintsFor(engine, body, choicesPerPrompt(body));
+      handles = submitAll(engine, [promptIds], choicesPerPrompt(body), constraints, (ids) => ({
         ...generationOptions(body),
         ...(segments !== undefined ? { segments } : {}),
         promptIds: ids,
@@ -508,7 +535,8 @@ export function mountGenerationRoutes(app: OpenAPIHono, engine: GenerationEngine
       // Echoed as given: a text prompt's own text, token ids decoded.
       if (echo) promptTexts = typeof prompt === "string" ? [prompt] : prompts.map((ids, index) => (Array.isArray(prompt) && typeof prompt[index] === "string" ? (prompt[index] as string) : tokenizer.decode(ids)));
       const maxTokens = body.max_tokens ?? COMPLETIONS_DEFAULT_MAX_TOKENS;
-      handles = submitAll(engine, prompts, bestOf, (ids) => ({
+      const constraints = await constraintsFor(engine, body, prompts.length * bestOf);
+      handles = submitAll(engine, prompts, bestOf, constraints, (ids) => ({
         ...generationOptions(body),
         ...(segments !== undefined ? { segments } : {}),
         promptIds: ids,

@@ -49,6 +49,12 @@ export function createOpenAiSchemas() {
     stop_token_ids: nullable(z.array(z.int().min(0)).max(MAX_STOP_STRINGS)).openapi({ description: "Extension (vLLM): token ids that end the text, like the end-of-sequence token." }),
     include_stop_str_in_output: nullable(z.boolean()).openapi({ description: "Extension (vLLM): the stop string or stop token that ended the text is part of it." }),
     user: z.string().optional(),
+    response_format: nullable(z.unknown()).openapi({ description: 'Structured output: {"type": "text"}, {"type": "json_object"} or {"type": "json_schema", "json_schema": {"name", "schema", "strict"}}; the text then follows the JSON grammar or the schema.' }),
+    guided_json: nullable(z.unknown()).openapi({ description: "Extension (vLLM): a JSON schema (object or string) the text follows." }),
+    guided_regex: nullable(z.unknown()).openapi({ description: "Extension (vLLM): a regular expression the text matches." }),
+    guided_choice: nullable(z.unknown()).openapi({ description: "Extension (vLLM): the text is one of these strings." }),
+    guided_grammar: nullable(z.unknown()).openapi({ description: "Extension (vLLM): an EBNF grammar (xgrammar's dialect, root rule `root`) the text follows." }),
+    structured_outputs: nullable(z.unknown()).openapi({ description: "Extension (vLLM): one of json, regex, choice, grammar, as the guided_* fields." }),
     ignore_eos: nullable(z.boolean()).openapi({ description: "Extension (vLLM): keep generating past the end-of-sequence token." }),
     skip_special_tokens: nullable(z.boolean()).openapi({ description: "Extension (vLLM): leave special tokens out of the text (default true)." }),
     ctxr: nullable(

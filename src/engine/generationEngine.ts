@@ -7,7 +7,7 @@
 import { readFile } from "node:fs/promises";
 import { existsSync, statSync } from "node:fs";
 import { basename, join, resolve } from "node:path";
-import { DEFAULT_KV_POLICY, DEFAULT_RECOMPUTE_RATIO, GenerationScheduler, type GenerationHandle, type GenerationRequest, type SchedulerStats } from "./generationScheduler.ts";
+import { DEFAULT_KV_POLICY, DEFAULT_RECOMPUTE_RATIO, GenerationScheduler, type GenerationHandle, type GenerationRequest, type LatencyObserver, type SchedulerStats } from "./generationScheduler.ts";
 import { describeKvSettings } from "./kvSettings.ts";
 import { GrammarCompiler } from "./grammarCompiler.ts";
 import { loadModelTokenizer, type ChatTemplateMessage, type ChatTemplateOptions, type ModelTokenizer } from "../model/modelTokenizer.ts";
@@ -66,6 +66,8 @@ export interface EngineOptions {
   prefixCache?: boolean;
   /** Told every block the prefix cache stores and evicts, and when it is dropped (KV events out). */
   prefixEvents?: PrefixCacheEvents;
+  /** Told each request's queue time, time to first token, inter-token gaps and end-to-end time. */
+  latency?: LatencyObserver;
   /** Sparse decode's reconstruction trigger (default: uncertaintyTrigger.ts's placeholders; calibrate with `ctxr model calibrate-sparse`). */
   sparseTrigger?: UncertaintyTriggerOptions;
 }
@@ -167,6 +169,7 @@ export class GenerationEngine {
       prefixCache: options.prefixCache ?? true,
       prefixSeed: prefixSeed(identity, runner.info),
       ...(options.prefixEvents !== undefined ? { prefixEvents: options.prefixEvents } : {}),
+      ...(options.latency !== undefined ? { latency: options.latency } : {}),
       sparseTrigger: options.sparseTrigger,
     });
     const restored = await chunkCache.loadFromDisk();

@@ -188,6 +188,20 @@ export interface SchedulerOptions {
   prefixEvents?: PrefixCacheEvents;
   /** Sparse decode's reconstruction trigger: thresholds and window (default: uncertaintyTrigger.ts's). */
   sparseTrigger?: UncertaintyTriggerOptions;
+  /** Told each request's latencies as they happen (Prometheus histograms). */
+  latency?: LatencyObserver;
+}
+
+/** Request latencies in seconds, as vLLM's histograms name them. */
+export interface LatencyObserver {
+  /** Submission to first admission. */
+  queued(seconds: number): void;
+  /** Submission to the first generated token. */
+  firstToken(seconds: number): void;
+  /** Between two consecutive generated tokens of a request. */
+  interToken(seconds: number): void;
+  /** Submission to the end (finished, not failed or cancelled). */
+  finished(seconds: number): void;
 }
 
 export interface SchedulerStats {
@@ -281,6 +295,9 @@ class Sequence {
   admitted = 0;
   readonly submittedAt = performance.now();
   ttftMs: number | null = null;
+  /** When it was first admitted (queue time ends), and when its last token came. */
+  firstAdmittedAt: number | null = null;
+  lastTokenAt: number | null = null;
   usage: ManagedPrefillUsage | null = null;
   sparse: SparseDecode | null = null;
   /** Prefix-cache blocks this sequence holds (acquired at admission, released with its table). */
@@ -802,6 +819,7 @@ export class GenerationScheduler {
 
   private finish(sequence: Sequence, reason: FinishReason, finalText: string, tokens: GeneratedToken[]): void {
     sequence.done = true;
+    this.options.latency?.finished((performance.now() - sequence.submittedAt) / 1000);
     sequence.constraint?.dispose();
     this.counters.finished++;
     if (finalText !== "" || tokens.length > 0) sequence.events.push({ type: "delta", text: finalText, tokens });
@@ -848,6 +866,10 @@ export class GenerationScheduler {
       if (committed + need > this.pool.totalBlocks && this.running.length > 0) break;
       admitted.add(candidate);
       candidate.admitted = ++this.admissions;
+      if (candidate.firstAdmittedAt === null) {
+        candidate.firstAdmittedAt = performance.now();
+        this.options.latency?.queued((candidate.firstAdmittedAt - candidate.submittedAt) / 1000);
+      }
       this.tableOwner.set(candidate.table, candidate);
       this.attachCachedPrefix(candidate);
       this.running.push(candidate);
@@ -1070,7 +1092,14 @@ export class GenerationScheduler {
       token.logprob = lp.logprob;
       token.top = lp.top;
     }
-    if (sequence.ttftMs === null) sequence.ttftMs = performance.now() - sequence.submittedAt;
+    const now = performance.now();
+    if (sequence.ttftMs === null) {
+      sequence.ttftMs = now - sequence.submittedAt;
+      this.options.latency?.firstToken(sequence.ttftMs / 1000);
+    } else if (sequence.lastTokenAt !== null) {
+      this.options.latency?.interToken((now - sequence.lastTokenAt) / 1000);
+    }
+    sequence.lastTokenAt = now;
     this.emit(sequence, token);
     // Jump-forward: where the grammar allows a single continuation, its tokens follow without
     // sampling (they are computed with the next step). Not with logprobs: they have no logits.

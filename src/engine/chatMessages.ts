@@ -7,8 +7,10 @@
  * input_audio, file...) is a ChatMessagesError naming the message and part. An
  * assistant message may have null or no content (one that only calls tools): it
  * becomes "". The "developer" role (OpenAI's newer name for system) becomes
- * "system", which chat templates know. Other fields (name, tool_calls...) are left
- * out. Written without zod so the engine can use it on any parsed JSON.
+ * "system", which chat templates know. An assistant's `tool_calls` are kept with
+ * their arguments parsed from JSON (chat templates render them as objects, as vLLM
+ * passes them), and a tool message's `tool_call_id`, and `name`. Written without zod
+ * so the engine can use it on any parsed JSON.
  */
 import type { ChatTemplateMessage } from "../model/modelTokenizer.ts";
 
@@ -69,6 +71,31 @@ export function normalizeChatMessages(messages: unknown): ChatTemplateMessage[] 
     const role = message.role;
     if (typeof role !== "string" || role.length === 0) throw new ChatMessagesError(`${where}.role must be a non-empty string, got ${describe(role)}`);
     const content = messageContentText(message.content, role, `${where}.content`);
-    return { role: role === "developer" ? "system" : role, content };
+    const normalized: ChatTemplateMessage = { role: role === "developer" ? "system" : role, content };
+    if (message.tool_calls !== undefined && message.tool_calls !== null) normalized.tool_calls = toolCalls(message.tool_calls, `${where}.tool_calls`);
+    if (typeof message.tool_call_id === "string") normalized.tool_call_id = message.tool_call_id;
+    else if (message.tool_call_id !== undefined && message.tool_call_id !== null) throw new ChatMessagesError(`${where}.tool_call_id must be a string, got ${describe(message.tool_call_id)}`);
+    if (typeof message.name === "string") normalized.name = message.name;
+    return normalized;
+  });
+}
+
+function toolCalls(value: unknown, where: string): NonNullable<ChatTemplateMessage["tool_calls"]> {
+  if (!Array.isArray(value)) throw new ChatMessagesError(`${where} must be an array, got ${describe(value)}`);
+  return value.map((call, index) => {
+    const at = `${where}[${index}]`;
+    if (!isObject(call)) throw new ChatMessagesError(`${at} must be an object, got ${describe(call)}`);
+    if (call.type !== undefined && call.type !== "function") throw new ChatMessagesError(`${at}.type must be "function", got ${describe(call.type)}`);
+    const fn = call.function;
+    if (!isObject(fn) || typeof fn.name !== "string" || fn.name === "") throw new ChatMessagesError(`${at}.function must be an object with a name`);
+    let args: unknown = fn.arguments ?? {};
+    if (typeof args === "string") {
+      try {
+        args = JSON.parse(args === "" ? "{}" : args);
+      } catch {
+        throw new ChatMessagesError(`${at}.function.arguments must be a JSON string, got ${JSON.stringify(fn.arguments).slice(0, 80)}`);
+      }
+    }
+    return { ...(typeof call.id === "string" ? { id: call.id } : {}), type: "function" as const, function: { name: fn.name, arguments: args } };
   });
 }

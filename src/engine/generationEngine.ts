@@ -10,6 +10,7 @@ import { basename, join, resolve } from "node:path";
 import { DEFAULT_KV_POLICY, DEFAULT_RECOMPUTE_RATIO, GenerationScheduler, type GenerationHandle, type GenerationRequest, type LatencyObserver, type SchedulerStats } from "./generationScheduler.ts";
 import { describeKvSettings } from "./kvSettings.ts";
 import { GrammarCompiler } from "./grammarCompiler.ts";
+import type { ToolCallFormat } from "./toolCalls/toolCallFormat.ts";
 import { loadModelTokenizer, type ChatTemplateMessage, type ChatTemplateOptions, type ModelTokenizer } from "../model/modelTokenizer.ts";
 import { findRunner } from "../runner/runnerExecutable.ts";
 import { RunnerProcess } from "../runner/runnerProcess.ts";
@@ -68,6 +69,8 @@ export interface EngineOptions {
   prefixEvents?: PrefixCacheEvents;
   /** Told each request's queue time, time to first token, inter-token gaps and end-to-end time. */
   latency?: LatencyObserver;
+  /** How the model writes tool calls (--tool-call-parser; default: detected from the chat template). */
+  toolCallParser?: ToolCallFormat;
   /** Sparse decode's reconstruction trigger (default: uncertaintyTrigger.ts's placeholders; calibrate with `ctxr model calibrate-sparse`). */
   sparseTrigger?: UncertaintyTriggerOptions;
 }
@@ -179,6 +182,7 @@ export class GenerationEngine {
       scheduler.runnerCrashed();
     });
     const engine = new GenerationEngine(options.servedModelName ?? basename(dir), dir, tokenizer, runner, scheduler, await completionsAddBos(dir, tokenizer), device, chunkCache);
+    engine.toolCallFormat = options.toolCallParser ?? null;
     const capacities = chunkCache.capacities;
     engine.kvSettings = describeKvSettings({
       policy: options.kvPolicy ?? DEFAULT_KV_POLICY,
@@ -196,6 +200,8 @@ export class GenerationEngine {
   }
 
   private grammarCompiler: GrammarCompiler | null = null;
+  /** The server's --tool-call-parser (null: detect from the chat template). */
+  toolCallFormat: ToolCallFormat | null = null;
 
   /** Structured outputs' grammar compiler for this model (xgrammar loads on first use). */
   get grammar(): GrammarCompiler {

@@ -10,6 +10,16 @@ import type { ModelTokenizer } from "../model/modelTokenizer.ts";
 import { GrammarConstraint } from "./grammarConstraint.ts";
 import { GrammarSpecError, type GrammarSpec, type RequestedGrammar } from "./grammarSpec.ts";
 import { Utf8TokenTable } from "./utf8Tokens.ts";
+import { toolCallStructuralTag, type ToolArguments, type ToolChoice } from "./toolCalls/toolCallGrammar.ts";
+import type { ToolCallFormat } from "./toolCalls/toolCallFormat.ts";
+
+/** The tools and choice a tool-call constraint is built from. */
+export interface ToolCallGrammarRequest {
+  format: ToolCallFormat;
+  tools: readonly { name: string; parameters?: Record<string, unknown> | boolean }[];
+  choice: ToolChoice;
+  parallel: boolean;
+}
 
 /**
  * Whitespace characters allowed between JSON elements: any kind, as vLLM's default, but a bounded
@@ -146,9 +156,27 @@ export class GrammarCompiler {
 
   /** A JSON schema through xgrammar's own schema-to-EBNF conversion, hardened (hardenJsonGrammar), then compiled. */
   private async compileJson(compiler: XGrammarCompiler, schema: Record<string, unknown> | boolean, strict: boolean): Promise<CompiledGrammar> {
+    return compiler.compileGrammar(await this.jsonGrammar(schema, strict));
+  }
+
+  /** The hardened EBNF of a JSON schema. */
+  private async jsonGrammar(schema: Record<string, unknown> | boolean, strict: boolean): Promise<string> {
     const { xg } = await this.load();
-    const ebnf = await xg.Testings._jsonSchemaToEBNF(JSON.stringify(schema), true, undefined, undefined, strict, MAX_JSON_WHITESPACE);
-    return compiler.compileGrammar(hardenJsonGrammar(ebnf));
+    return hardenJsonGrammar(await xg.Testings._jsonSchemaToEBNF(JSON.stringify(schema), true, undefined, undefined, strict, MAX_JSON_WHITESPACE));
+  }
+
+  /**
+   * A constraint that makes tool calls well-formed (toolCallGrammar.ts): arguments follow each
+   * function's parameter schema (strictly: no properties it does not name). Errors name `field`.
+   */
+  async toolCallConstraint(request: ToolCallGrammarRequest, field: string): Promise<GrammarConstraint> {
+    let tools: ToolArguments[];
+    try {
+      tools = await Promise.all(request.tools.map(async (tool) => ({ name: tool.name, grammar: await this.jsonGrammar(tool.parameters ?? { type: "object" }, true) })));
+    } catch (error) {
+      throw new GrammarSpecError(`a function's parameters cannot be compiled to a grammar: ${(error as Error).message ?? String(error)}`, "tools");
+    }
+    return this.constraint({ spec: { kind: "structural_tag", tag: toolCallStructuralTag(request.format, tools, request.choice, request.parallel) }, field });
   }
 
   private utf8: Utf8TokenTable | null = null;

@@ -24,6 +24,11 @@ import { byteToUnicode } from "./byteTokenizer.ts";
 export interface ChatTemplateMessage {
   role: string;
   content: string;
+  /** An assistant's tool calls (arguments parsed to objects where they are JSON, as templates expect). */
+  tool_calls?: { id?: string; type: "function"; function: { name: string; arguments: unknown } }[];
+  /** A tool message's answer is to this call. */
+  tool_call_id?: string;
+  name?: string;
 }
 
 export interface ChatTemplateOptions {
@@ -31,6 +36,8 @@ export interface ChatTemplateOptions {
   addGenerationPrompt?: boolean;
   /** More template variables (vLLM's chat_template_kwargs, e.g. enable_thinking); they cannot replace messages. */
   templateKwargs?: Record<string, unknown>;
+  /** The tools the model may call ({type: "function", function: {name, description, parameters}}), the template's `tools`. */
+  tools?: readonly unknown[];
 }
 
 export interface DecodeOptions {
@@ -51,6 +58,8 @@ export interface ModelTokenizer {
   applyChatTemplate(messages: readonly ChatTemplateMessage[], options?: ChatTemplateOptions): string;
   /** Whether the folder has a chat template that parses (applyChatTemplate throws when not). */
   readonly hasChatTemplate: boolean;
+  /** The chat template's source (null without one), to tell what it renders (tools) and how. */
+  readonly chatTemplateSource: string | null;
   /** Ids that end generation: tokenizer_config.json's eos_token, then generation_config.json's eos_token_id. */
   readonly eosTokenIds: readonly number[];
   readonly bosTokenId: number | null;
@@ -310,6 +319,7 @@ export async function loadModelTokenizer(dir: string): Promise<ModelTokenizer> {
     promptIds: encode,
     decode,
     hasChatTemplate: template !== null,
+    chatTemplateSource: templateSource?.text ?? null,
     eosTokenIds,
     bosTokenId,
     vocabSize,
@@ -327,7 +337,14 @@ export async function loadModelTokenizer(dir: string): Promise<ModelTokenizer> {
           throw new ChatTemplateError(String(message));
         },
         ...options.templateKwargs,
-        messages: messages.map((message) => ({ role: message.role, content: message.content })),
+        ...(options.tools !== undefined && options.tools.length > 0 ? { tools: options.tools } : {}),
+        messages: messages.map((message) => ({
+          role: message.role,
+          content: message.content,
+          ...(message.tool_calls !== undefined ? { tool_calls: message.tool_calls } : {}),
+          ...(message.tool_call_id !== undefined ? { tool_call_id: message.tool_call_id } : {}),
+          ...(message.name !== undefined ? { name: message.name } : {}),
+        })),
         add_generation_prompt: options.addGenerationPrompt ?? true,
       };
       try {

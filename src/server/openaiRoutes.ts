@@ -26,6 +26,9 @@ import { errorResponse } from "./errors.ts";
 import { bestCandidates } from "./bestOf.ts";
 import type { GrammarConstraint } from "../engine/grammarConstraint.ts";
 import { GrammarSpecError, grammarSpecOf, type GrammarFields } from "../engine/grammarSpec.ts";
+import { toolCallStream, type ToolCallFormat } from "../engine/toolCalls/toolCallFormat.ts";
+import type { ToolCallPiece } from "../engine/toolCalls/parsedToolCall.ts";
+import { ToolRequestError, toolRequestOf, type ToolRequest } from "../engine/toolCalls/toolRequest.ts";
 import { depthProblem } from "./jsonDepth.ts";
 import { DEFAULT_LIMITS } from "./limits.ts";
 import { createOpenAiSchemas, type ChatCompletionBody, type CompletionBody } from "./openaiSchemas.ts";
@@ -215,6 +218,33 @@ function submitAll(
   return handles;
 }
 
+/** Formats whose markers are special tokens: the text must keep them for the parser to see them. */
+const SPECIAL_MARKERS = new Set<ToolCallFormat>(["mistral", "llama3_json"]);
+
+function toolCallId(): string {
+  return `call_${crypto.randomUUID().replace(/-/g, "").slice(0, 24)}`;
+}
+
+/** One tool-call constraint per choice; a response format next to tools that may be called is refused. */
+async function toolConstraintsFor(engine: GenerationEngine, body: GrammarFields, tools: ToolRequest, count: number): Promise<GrammarConstraint[]> {
+  let output;
+  try {
+    output = grammarSpecOf(body);
+  } catch (error) {
+    if (error instanceof GrammarSpecError) throw new InvalidRequest(error.field, error.message);
+    throw error;
+  }
+  if (output !== null) throw new InvalidRequest(output.field, 'an output format cannot be combined with tools the model may call; use tool_choice "none", or leave one out');
+  try {
+    const constraints: GrammarConstraint[] = [];
+    for (let i = 0; i < count; i++) constraints.push(await engine.grammar.toolCallConstraint({ format: tools.format, tools: tools.tools.map((tool) => tool.function), choice: tools.choice!, parallel: tools.parallel }, "tool_choice"));
+    return constraints;
+  } catch (error) {
+    if (error instanceof GrammarSpecError) throw new InvalidRequest(error.field, error.message);
+    throw error;
+  }
+}
+
 /** One grammar constraint per choice when the body asks for structured output (none otherwise). */
 async function constraintsFor(engine: GenerationEngine, body: GrammarFields, count: number): Promise<GrammarConstraint[]> {
   let requested;
@@ -385,9 +415,16 @@ export function mountGenerationRoutes(app: OpenAPIHono, engine: GenerationEngine
     if (deep !== null) return errorResponse(c, 400, deep.message, deep.field);
     let handles: GenerationHandle[];
     let topLogprobs: number | null;
+    let tools: ToolRequest | null = null;
     try {
       checkModel(body.model);
       refuseUnsupported(body);
+      try {
+        tools = toolRequestOf(body, tokenizer.chatTemplateSource, engine.toolCallFormat);
+      } catch (error) {
+        if (error instanceof ToolRequestError) throw new InvalidRequest(error.field, error.message);
+        throw error;
+      }
       if (body.top_logprobs !== undefined && body.top_logprobs !== null && body.logprobs !== true) throw new InvalidRequest("top_logprobs", 'needs "logprobs": true');
       topLogprobs = body.logprobs === true ? (body.top_logprobs ?? 0) : null;
       let messages;
@@ -400,7 +437,10 @@ export function mountGenerationRoutes(app: OpenAPIHono, engine: GenerationEngine
       let promptIds: number[];
       let segments: SegmentedPrompt | undefined;
       try {
-        const templateOptions = body.chat_template_kwargs ? { templateKwargs: body.chat_template_kwargs } : undefined;
+        const templateOptions = {
+          ...(body.chat_template_kwargs ? { templateKwargs: body.chat_template_kwargs } : {}),
+          ...(tools !== null ? { tools: tools.tools } : {}),
+        };
         if (body.documents && body.documents.length > 0) {
           segments = engine.chatSegments(messages, body.documents, templateOptions);
           promptIds = engine.segmentIds(segments);
@@ -413,9 +453,11 @@ export function mountGenerationRoutes(app: OpenAPIHono, engine: GenerationEngine
         throw error;
       }
       const maxTokens = body.max_completion_tokens ?? body.max_tokens ?? null;
-      const constraints = await constraintsFor(engine, body, choicesPerPrompt(body));
+      const constraints = tools !== null && tools.choice !== null ? await toolConstraintsFor(engine, body, tools, choicesPerPrompt(body)) : await constraintsFor(engine, body, choicesPerPrompt(body));
+      const toolOptions = tools !== null && tools.choice !== null && SPECIAL_MARKERS.has(tools.format) ? { skipSpecialTokens: false } : {};
       handles = submitAll(engine, [promptIds], choicesPerPrompt(body), constraints, (ids) => ({
         ...generationOptions(body),
+        ...toolOptions,
         ...(segments !== undefined ? { segments } : {}),
         promptIds: ids,
         maxTokens,
@@ -448,15 +490,27 @@ export function mountGenerationRoutes(app: OpenAPIHono, engine: GenerationEngine
         async (send) => {
           // By choice index: usage takes the prompt's first choice.
           const finished: GenerationFinish[] = new Array(handles.length);
+          const parsers = handles.map(() => (tools !== null && tools.choice !== null ? toolCallStream(tools.format) : null));
+          const callCounts = handles.map(() => 0);
+          /** Content, then each completed call as one tool_calls delta (the SDK assembles them). */
+          const sendPiece = (index: number, piece: ToolCallPiece, logprobs: unknown) => {
+            if (piece.content !== "" || logprobs !== null) send(chunk([{ index, delta: { content: piece.content }, logprobs, finish_reason: null }]));
+            for (const call of piece.calls) {
+              send(chunk([{ index, delta: { tool_calls: [{ index: callCounts[index]!++, id: toolCallId(), type: "function", function: { name: call.name, arguments: call.arguments } }] }, logprobs: null, finish_reason: null }]));
+            }
+          };
           send(chunk(handles.map((_, index) => ({ index, delta: { role: "assistant", content: "" }, logprobs: null, finish_reason: null }))));
           try {
             await pumpAll(handles, (index, event) => {
+              const parser = parsers[index]!;
               if (event.type === "delta") {
                 if (event.text === "" && topLogprobs === null) return;
-                send(chunk([{ index, delta: { content: event.text }, logprobs: topLogprobs === null ? null : chatLogprobs(event.tokens), finish_reason: null }]));
+                const logprobs = topLogprobs === null ? null : chatLogprobs(event.tokens);
+                sendPiece(index, parser === null ? { content: event.text, calls: [] } : parser.push(event.text), logprobs);
               } else {
+                if (parser !== null) sendPiece(index, parser.end(), null);
                 finished[index] = event;
-                send(chunk([{ index, delta: {}, logprobs: null, finish_reason: event.reason }]));
+                send(chunk([{ index, delta: {}, logprobs: null, finish_reason: callCounts[index]! > 0 ? "tool_calls" : event.reason }]));
               }
             });
             if (includeUsage) send({ ...chunk([]), usage: usageOf(finished, choicesPerPrompt(body)) });
@@ -479,12 +533,22 @@ export function mountGenerationRoutes(app: OpenAPIHono, engine: GenerationEngine
           object: "chat.completion",
           created,
           model,
-          choices: results.map((result, index) => ({
-            index,
-            message: { role: "assistant", content: result.text },
-            logprobs: topLogprobs === null ? null : chatLogprobs(result.tokens),
-            finish_reason: result.finishReason,
-          })),
+          choices: results.map((result, index) => {
+            const logprobs = topLogprobs === null ? null : chatLogprobs(result.tokens);
+            if (tools === null || tools.choice === null) return { index, message: { role: "assistant", content: result.text }, logprobs, finish_reason: result.finishReason };
+            const parser = toolCallStream(tools.format);
+            const first = parser.push(result.text);
+            const last = parser.end();
+            const calls = [...first.calls, ...last.calls];
+            const content = first.content + last.content;
+            if (calls.length === 0) return { index, message: { role: "assistant", content }, logprobs, finish_reason: result.finishReason };
+            return {
+              index,
+              message: { role: "assistant", content: content.trim() === "" ? null : content, tool_calls: calls.map((call) => ({ id: toolCallId(), type: "function", function: call })) },
+              logprobs,
+              finish_reason: "tool_calls",
+            };
+          }),
           usage: usageOf(results, choicesPerPrompt(body)),
         },
         200,

@@ -90,6 +90,9 @@ export function createOpenAiSchemas() {
       logprobs: nullable(z.boolean()).openapi({ description: "Return each generated token's log-probability." }),
       top_logprobs: nullable(z.int().min(0).max(MAX_TOP_LOGPROBS)).openapi({ description: `With logprobs: this many most likely alternatives per token (0 to ${MAX_TOP_LOGPROBS}).` }),
       chat_template_kwargs: nullable(z.record(z.string(), z.unknown())).openapi({ description: "Extension (vLLM): more variables for the chat template." }),
+      tools: nullable(z.array(z.unknown())).openapi({ description: 'Functions the model may call: [{"type": "function", "function": {"name", "description", "parameters"}}], rendered through the chat template\'s tools variable.' }),
+      tool_choice: nullable(z.unknown()).openapi({ description: '"none" (calls not parsed), "auto" (default: calls parsed, their arguments held to the schema), "required" (the answer is calls) or {"type": "function", "function": {"name"}} (one call of it).' }),
+      parallel_tool_calls: nullable(z.boolean()).openapi({ description: "Whether an answer may hold several calls (default true)." }),
       documents: nullable(z.array(Document).max(MAX_DOCUMENTS)).openapi({
         description: "Extension: documents for the last user message (rendered as <document> elements before its text). Each is a chunk whose KV is cached and reused at any position.",
       }),
@@ -167,9 +170,13 @@ export function createOpenAiSchemas() {
       choices: z.array(
         z.object({
           index: z.int(),
-          message: z.object({ role: z.literal("assistant"), content: z.string() }),
+          message: z.object({
+            role: z.literal("assistant"),
+            content: z.string().nullable(),
+            tool_calls: z.array(z.object({ id: z.string(), type: z.literal("function"), function: z.object({ name: z.string(), arguments: z.string() }) })).optional(),
+          }),
           logprobs: ChatLogprobs,
-          finish_reason: z.enum(["stop", "length"]),
+          finish_reason: z.enum(["stop", "length", "tool_calls"]),
         }),
       ),
       usage: Usage,

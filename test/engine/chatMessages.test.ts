@@ -2,7 +2,7 @@ import { describe, expect, test } from "bun:test";
 import { ChatMessagesError, messageContentText, normalizeChatMessages } from "../../src/engine/chatMessages.ts";
 
 describe("normalizeChatMessages", () => {
-  test("string content passes through; roles are kept", () => {
+  test("string content passes through; roles, names and tool call ids are kept", () => {
     expect(
       normalizeChatMessages([
         { role: "system", content: "Be brief." },
@@ -12,10 +12,27 @@ describe("normalizeChatMessages", () => {
       ]),
     ).toEqual([
       { role: "system", content: "Be brief." },
-      { role: "user", content: "Hi" },
+      { role: "user", content: "Hi", name: "ann" },
       { role: "assistant", content: "" },
-      { role: "tool", content: "42" },
+      { role: "tool", content: "42", tool_call_id: "call_1" },
     ]);
+  });
+
+  test("an assistant's tool calls are kept with their arguments parsed, as templates take them", () => {
+    const calls = [{ id: "call_1", type: "function", function: { name: "get_weather", arguments: '{"city": "Oslo"}' } }, { type: "function", function: { name: "now", arguments: "" } }];
+    expect(normalizeChatMessages([{ role: "assistant", content: null, tool_calls: calls }])).toEqual([
+      {
+        role: "assistant",
+        content: "",
+        tool_calls: [
+          { id: "call_1", type: "function", function: { name: "get_weather", arguments: { city: "Oslo" } } },
+          { type: "function", function: { name: "now", arguments: {} } },
+        ],
+      },
+    ]);
+    expect(() => normalizeChatMessages([{ role: "assistant", tool_calls: [{ type: "function", function: { name: "f", arguments: "{oops" } }] }])).toThrow("messages[0].tool_calls[0].function.arguments must be a JSON string");
+    expect(() => normalizeChatMessages([{ role: "assistant", tool_calls: [{ type: "function", function: {} }] }])).toThrow("messages[0].tool_calls[0].function must be an object with a name");
+    expect(() => normalizeChatMessages([{ role: "tool", content: "x", tool_call_id: 5 }])).toThrow("messages[0].tool_call_id must be a string");
   });
 
   test("text parts are joined with newlines", () => {
@@ -46,7 +63,7 @@ describe("normalizeChatMessages", () => {
       ]),
     ).toEqual([
       { role: "system", content: "Rules." },
-      { role: "assistant", content: "" },
+      { role: "assistant", content: "", tool_calls: [] },
       { role: "assistant", content: "" },
       { role: "assistant", content: "No." },
     ]);

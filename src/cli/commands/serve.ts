@@ -21,6 +21,7 @@ import {
   type UncertaintyTriggerOptions,
 } from "../../kv/uncertaintyTrigger.ts";
 import type { CommandIo } from "./types.ts";
+import { TOOL_CALL_FORMATS, type ToolCallFormat } from "../../engine/toolCalls/toolCallFormat.ts";
 
 export const DEFAULT_DATA_DIR = "./ctxr-data";
 
@@ -107,6 +108,8 @@ document's KV is cached and reused at any position):
                            the paper: the question's attention alone)
   --no-prefix-cache        do not keep plain prompts' full KV blocks for later
                            requests (automatic prefix caching is on by default)
+  --tool-call-parser F     how the model writes tool calls: hermes, llama3_json
+                           or mistral (default: detected from the chat template)
   --kv-events-publish E    publish the prefix cache's changes (BlockStored,
                            BlockRemoved, AllBlocksCleared) as vLLM does, on a
                            ZeroMQ PUB socket bound at E: tcp://HOST:PORT (HOST *:
@@ -190,6 +193,7 @@ const FLAGS = {
   "prophet-span-decay": { type: "string" },
   "prophet-query-rows": { type: "string" },
   "no-prefix-cache": { type: "boolean" },
+  "tool-call-parser": { type: "string" },
   "kv-events-publish": { type: "string" },
   "sparse-entropy-threshold": { type: "string" },
   "sparse-varentropy-threshold": { type: "string" },
@@ -265,7 +269,7 @@ export async function serveCommand(args: string[], io: CommandIo & { err?(text: 
 
   const model = typeof flags.values.model === "string" ? flags.values.model : null;
   if (model === "") throw new UsageError("--model must not be empty", COMMAND);
-  const modelOnly = ["device", "kv-blocks", "block-size", "threads", "served-model-name", "kv-policy", "recompute-ratio", "kv-device-blocks", "kv-host-bytes", "kv-dir", "kv-disk-bytes", "focus-window", "context-scores", "prophet-span-decay", "prophet-query-rows", "no-prefix-cache", "kv-events-publish", "sparse-entropy-threshold", "sparse-varentropy-threshold", "sparse-trigger-window"].find((name) => flags.values[name] !== undefined);
+  const modelOnly = ["device", "kv-blocks", "block-size", "threads", "served-model-name", "kv-policy", "recompute-ratio", "kv-device-blocks", "kv-host-bytes", "kv-dir", "kv-disk-bytes", "focus-window", "context-scores", "prophet-span-decay", "prophet-query-rows", "no-prefix-cache", "tool-call-parser", "kv-events-publish", "sparse-entropy-threshold", "sparse-varentropy-threshold", "sparse-trigger-window"].find((name) => flags.values[name] !== undefined);
   if (model === null && modelOnly !== undefined) throw new UsageError(`--${modelOnly} needs --model`, COMMAND);
   if (model !== null && upstreams.length > 0) throw new UsageError("give --model (serve a model) or --upstream (proxy engines), not both", COMMAND);
   const device = typeof flags.values.device === "string" ? flags.values.device : "cpu";
@@ -338,6 +342,7 @@ export async function serveCommand(args: string[], io: CommandIo & { err?(text: 
               contextScores: choiceFlag<ContextScores>(flags, "context-scores", COMMAND, CONTEXT_SCORES, "shift"),
               prophetSpanDecay: spanDecay,
               prefixCache: flags.values["no-prefix-cache"] !== true,
+              ...(flags.values["tool-call-parser"] !== undefined ? { toolCallParser: choiceFlag<ToolCallFormat>(flags, "tool-call-parser", COMMAND, TOOL_CALL_FORMATS, "hermes") } : {}),
               prophetQueryRows: choiceFlag<ProphetQueryRows>(flags, "prophet-query-rows", COMMAND, PROPHET_QUERY_ROWS, "all"),
               sparseTrigger,
             },

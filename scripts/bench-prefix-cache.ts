@@ -28,8 +28,10 @@
  * 5. rag: `ctxr serve --upstream` in front of `ctxr serve --model` on a Zipf RAG workload, the
  *    documents in the `documents` field, reordering on (the proxy's default) vs off
  *    (`"ctxr": {"reorder": false}`), one request at a time; the engine's KV cache holds
- *    `--rag-cache-share` of the workload's prompt tokens.
+ *    `--rag-cache-share` of the workload's prompt tokens. For reference, the prefix-cache simulator
+ *    on the same requests, in input order and reordered as the proxy does (benchOnlineReorderSimulation.ts).
  *
+ * Every server gets two unrelated warm-up requests first (not counted).
  * TTFT: client-measured (request sent → first token's chunk, streaming) and the engine's
  * usage.ctxr.ttft_ms. Tables on stdout, progress on stderr.
  */
@@ -43,7 +45,8 @@ import { renderDocumentsField } from "../src/proxy/documents/documentsField.ts";
 import { spawnServer, type SpawnedServer } from "../test/server/serverKit.ts";
 import { BENCH_MODELS, REPO, benchModelFolder, commonPrefixLength, median, percentile, progress } from "./benchKit.ts";
 import { ChatReplay, type HistoryKind, type TurnRecord, type WorkloadTurn } from "./benchPrefixChat.ts";
-import { benchPrefixLookup } from "./benchPrefixLookup.ts";
+import { simulateOnlineReorder } from "./benchOnlineReorderSimulation.ts";
+import { type PrefixLookupResult, benchPrefixLookup } from "./benchPrefixLookup.ts";
 import { documentText } from "./benchProxyUpstream.ts";
 import { answerDifference, type StreamedAnswer, streamAnswer } from "./benchStreamedAnswer.ts";
 
@@ -95,8 +98,17 @@ const pct = (x: number) => `${(100 * x).toFixed(1)}%`;
 // ---------------------------------------------------------------------------------------------
 // Servers and figures
 
+/** A started server's first requests pay one-off costs (compiling, first use of KV memory): two unrelated requests, not counted. */
+async function warmUp(url: string): Promise<void> {
+  const text = documentText("warm-up", 1500);
+  await streamAnswer(url, "chat", { max_tokens: 4, messages: [{ role: "user", content: `Warm up: ${text}` }] });
+  await streamAnswer(url, "completions", { max_tokens: 4, prompt: `Warm-up completion: ${text}` });
+}
+
 async function startEngine(extra: string[]): Promise<SpawnedServer> {
-  return spawnServer(["--model", modelDir, "--in-memory", "--threads", threads, ...extra], {}, 120_000);
+  const server = await spawnServer(["--model", modelDir, "--in-memory", "--threads", threads, ...extra], {}, 120_000);
+  await warmUp(server.url);
+  return server;
 }
 
 async function stopAll(servers: readonly (SpawnedServer | undefined)[]): Promise<void> {
@@ -375,19 +387,27 @@ async function partTtft() {
 
 function partLookup() {
   const cachedBlocks = Number(values["lookup-blocks"]);
+  const repeats = Number(values["lookup-repeats"]);
+  const rounds = 3;
   const rows = values["lookup-prompts"]!.split(",").map((tokens) => {
     const promptTokens = Number(tokens);
-    return benchPrefixLookup({ cachedBlocks, promptTokens, sharedTokens: Math.max(0, promptTokens - 500), blockSize: BLOCK, repeats: Number(values["lookup-repeats"]) });
+    // Each round fills a fresh cache: the spread between rounds shows how much the memory layout matters.
+    return Array.from({ length: rounds }, () => benchPrefixLookup({ cachedBlocks, promptTokens, sharedTokens: Math.max(0, promptTokens - 500), blockSize: BLOCK, repeats }));
   });
   const us = (x: number) => (x * 1000).toFixed(1);
+  const mid = (runs: PrefixLookupResult[], pick: (r: PrefixLookupResult) => number) => median(runs.map(pick));
+  const spread = (runs: PrefixLookupResult[], pick: (r: PrefixLookupResult) => number) => `${us(Math.min(...runs.map(pick)))}–${us(Math.max(...runs.map(pick)))}`;
   out(
     "### 4. Admission lookup (PrefixBlockCache, in process)",
     "",
-    `${cachedBlocks} cached blocks (unreferenced chains, filled in ${ms(rows[0]!.fillMs)} ms); per request, medians over ${rows[0]!.repeats} requests, µs:`,
+    `${cachedBlocks} cached blocks (unreferenced chains of whole prompts); per request, medians over ${repeats} requests, then the median of ${rounds} rounds (each a freshly filled cache; lookup: the rounds' range), µs:`,
     "",
-    "| prompt tokens | blocks (hit) | hash the blocks (SHA-256) | lookup | lookup, first block missing | acquire + release | admission (hash + lookup) |",
-    "|---:|---:|---:|---:|---:|---:|---:|",
-    ...rows.map((r) => `| ${r.promptTokens} | ${r.promptBlocks} (${r.hitBlocks}) | ${us(r.hashMs)} | **${us(r.lookupMs)}** | ${us(r.lookupMissMs)} | ${us(r.acquireReleaseMs)} | ${us(r.hashMs + r.lookupMs)} |`),
+    "| prompt tokens | blocks (hit) | hash the blocks (SHA-256) | lookup | the same lookup again | lookup, first block missing | acquire + release | admission (hash + lookup) |",
+    "|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ...rows.map((runs) => {
+      const r = runs[0]!;
+      return `| ${r.promptTokens} | ${r.promptBlocks} (${r.hitBlocks}) | ${us(mid(runs, (x) => x.hashMs))} | **${us(mid(runs, (x) => x.lookupMs))}** (${spread(runs, (x) => x.lookupMs)}) | ${us(mid(runs, (x) => x.lookupAgainMs))} | ${us(mid(runs, (x) => x.lookupMissMs))} | ${us(mid(runs, (x) => x.acquireReleaseMs))} | ${us(mid(runs, (x) => x.hashMs + x.lookupMs))} |`;
+    }),
     "",
   );
   return rows;
@@ -425,11 +445,16 @@ async function partRag() {
   try {
     const engines = { on: await startEngine(["--kv-blocks", String(kvBlocks)]), off: await startEngine(["--kv-blocks", String(kvBlocks)]) };
     servers.push(engines.on, engines.off);
-    const proxy = async (engine: SpawnedServer) => spawnServer(["--in-memory", "--upstream", engine.url, ...proxyCapacity], {}, 60_000);
+    const proxy = async (engine: SpawnedServer) => {
+      const started = await spawnServer(["--in-memory", "--upstream", engine.url, ...proxyCapacity], {}, 60_000);
+      await warmUp(started.url);
+      return started;
+    };
     const proxies = { on: await proxy(engines.on), off: await proxy(engines.off) };
     servers.push(proxies.on, proxies.off);
     const model = await modelId(engines.on.url);
     const answers = { on: [] as StreamedAnswer[], off: [] as StreamedAnswer[] };
+    const warmUpHits = { on: await prefixHitTokens(engines.on.url), off: await prefixHitTokens(engines.off.url) };
     for (const [i, blocks] of contexts.entries()) {
       const body = { model, max_tokens: 4, temperature: 0, messages: messages(i), documents: documents(blocks) };
       answers.on.push(await streamAnswer(proxies.on.url, "chat", body, 0));
@@ -437,23 +462,25 @@ async function partRag() {
       if ((i + 1) % 100 === 0) progress(`rag: ${i + 1}/${contexts.length} requests`);
     }
     const figures = { on: figuresOf(answers.on.map(measured)), off: figuresOf(answers.off.map(measured)) };
-    const metrics = { on: await prefixHitTokens(engines.on.url), off: await prefixHitTokens(engines.off.url) };
+    const metrics = { on: (await prefixHitTokens(engines.on.url)) - warmUpHits.on, off: (await prefixHitTokens(engines.off.url)) - warmUpHits.off };
     const beyondHead = (mode: "on" | "off") => answers[mode].reduce((n, a) => n + Math.max(0, measured(a).cachedTokens - headBlocksTokens), 0);
     const beyond = { on: beyondHead("on"), off: beyondHead("off") };
     const ratio = figures.on.cached_tokens / figures.off.cached_tokens;
+    const simulated = await simulateOnlineReorder(contexts, share);
     out(
       "### 5. Through the proxy: reordering on vs. off (Zipf RAG)",
       "",
       `${contexts.length} requests of ${values["rag-workload"]!.split("/").pop()} (15 documents of ${docChars} characters in the \`documents\` field, ${system === "" ? "no system prompt" : `a common ${tokenizer.encode(system).length}-token system prompt`}, distinct questions), one at a time (the two engines alternate), max_tokens 4; workload ${workloadTokens} prompt tokens in input order, all prompts share their first ${head} tokens; engine KV cache ${kvBlocks} blocks (${kvBlocks * BLOCK} tokens, ${pct((kvBlocks * BLOCK) / workloadTokens)}); proxy ${proxyCapacity.length > 0 ? `--capacity-tokens ${proxyTokens} (the same share in its own 4-characters-a-token estimate)` : "without --capacity-tokens"}:`,
       "",
-      "| reordering | requests | TTFT p50 ms (client / engine) | TTFT p99 ms (client / engine) | prompt tokens | computed | cached_tokens | engine /metrics hit tokens | cached beyond the common head |",
+      "| reordering | requests | TTFT p50 ms (client / engine) | TTFT p99 ms (client / engine) | prompt tokens | computed | cached_tokens | engine /metrics hit tokens (warm-up excluded) | cached beyond the common head |",
       "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
       ...(["on", "off"] as const).map((mode) => `${figuresRow(mode, figures[mode])} ${metrics[mode]} | ${beyond[mode]} |`),
       "",
       `Engine-reported cached tokens, reordering on / off: **${ratio.toFixed(2)}×** (beyond the common head: ${(beyond.on / beyond.off).toFixed(2)}×). Prompt tokens on / off: ${(figures.on.prompt_tokens / figures.off.prompt_tokens).toFixed(3)} (the priority annotation); computed tokens on / off: ${(figures.on.computed_tokens / figures.off.computed_tokens).toFixed(3)}.`,
+      `The simulator on the same requests (a block a document, LRU at ${pct(share)} of them): input order ${pct(simulated.inputOrderHitRatio)}, reordered request by request in arrival order as the proxy does ${pct(simulated.reorderedHitRatio)} (${(simulated.reorderedHitRatio / simulated.inputOrderHitRatio).toFixed(2)}×).`,
       "",
     );
-    return { requests: contexts.length, doc_chars: docChars, system_prompt: system, workload_tokens: workloadTokens, common_head_tokens: head, kv_blocks: kvBlocks, proxy_capacity_tokens: proxyCapacity.length > 0 ? proxyTokens : null, ...figures, metrics_hit_tokens: metrics, cached_beyond_head: beyond, ratio };
+    return { simulated, requests: contexts.length, doc_chars: docChars, system_prompt: system, workload_tokens: workloadTokens, common_head_tokens: head, kv_blocks: kvBlocks, proxy_capacity_tokens: proxyCapacity.length > 0 ? proxyTokens : null, ...figures, metrics_hit_tokens: metrics, cached_beyond_head: beyond, ratio };
   } finally {
     await stopAll(servers);
   }

@@ -20,6 +20,7 @@ import { PROMETHEUS_CONTENT_TYPE, ServerMetrics } from "./metrics.ts";
 import { GENERATION_PATHS, mountGenerationRoutes, mountNoModelRoutes } from "./openaiRoutes.ts";
 import { createRoutes, routeTable } from "./routes.ts";
 import { createSchemas } from "./schemas.ts";
+import { mountNoModelTokenizeRoutes, mountTokenizeRoutes, TOKENIZE_PATHS } from "./tokenizeRoutes.ts";
 
 export interface AppOptions {
   limits?: Partial<ServerLimits>;
@@ -34,6 +35,8 @@ export interface AppOptions {
   engine?: GenerationEngine | null;
   /** With --kv-events-publish: the publisher, whose counters /metrics adds. */
   kvEvents?: { metrics(): string } | null;
+  /** With --model: the engine's latency histograms (latencyMetrics.ts), which /metrics adds. */
+  latency?: { metrics(): string } | null;
 }
 
 /** Bodies of 1 MiB or more between two full garbage collections (see garbageCollection.ts). */
@@ -65,7 +68,7 @@ export function createApp(service: ContextService, options: AppOptions = {}): Op
   const proxy = options.proxy ? new ContextProxy(service, options.proxy, apiKey !== null, log) : null;
   const engine = options.engine ?? null;
   if (proxy !== null && engine !== null) throw new Error("a server either proxies upstreams or serves a model, not both");
-  if (proxy === null) for (const [path, methods] of GENERATION_PATHS) table.set(path, methods);
+  if (proxy === null) for (const [path, methods] of [...GENERATION_PATHS, ...TOKENIZE_PATHS]) table.set(path, methods);
 
   const collector = new CollectAfterBytes(GARBAGE_COLLECTION_EVERY_BYTES, GARBAGE_COLLECTION_MIN_BODY_BYTES);
   app.use("*", async (c, next) => {
@@ -94,6 +97,12 @@ export function createApp(service: ContextService, options: AppOptions = {}): Op
     return failure === null ? c.json({ status: "ok" as const }, 200) : c.json({ status: "failing" as const, error: failure }, 503);
   });
 
+  // vLLM's: an empty 200 while everything this server serves works.
+  app.openapi(routes.vllmHealth, ((c: Context) => {
+    const failure = service.failure ?? (engine !== null && !engine.runner.alive ? "the model runner is not running" : null);
+    return failure === null ? c.body(null, 200) : errorResponse(c, 503, failure);
+  }) as never);
+
   let document: unknown = null;
   app.openapi(routes.openapi, (c) => {
     document ??= app.getOpenAPIDocument({
@@ -107,7 +116,7 @@ export function createApp(service: ContextService, options: AppOptions = {}): Op
     return c.json(document as Record<string, unknown>, 200);
   });
 
-  app.openapi(routes.metrics, (c) => c.text(metrics.render(service.stats()) + (proxy?.metrics() ?? "") + (engine?.metrics() ?? "") + (options.kvEvents?.metrics() ?? ""), 200, { "Content-Type": PROMETHEUS_CONTENT_TYPE }));
+  app.openapi(routes.metrics, (c) => c.text(metrics.render(service.stats()) + (proxy?.metrics() ?? "") + (engine?.metrics() ?? "") + (options.latency?.metrics() ?? "") + (options.kvEvents?.metrics() ?? ""), 200, { "Content-Type": PROMETHEUS_CONTENT_TYPE }));
 
   app.openapi(routes.stats, (c) => c.json({ ...service.stats(), recovery: service.recovery, ...(proxy === null ? {} : { upstreams: proxy.stats(), proxy: proxy.state() }) }, 200));
 
@@ -164,8 +173,10 @@ export function createApp(service: ContextService, options: AppOptions = {}): Op
 
   if (engine !== null) {
     mountGenerationRoutes(app, engine, { middleware: mutating, secured: apiKey !== null, errorSchema: schemas.ErrorResponse });
+    mountTokenizeRoutes(app, engine, { middleware: mutating, secured: apiKey !== null, errorSchema: schemas.ErrorResponse, maxJsonDepth: limits.maxJsonDepth });
   } else if (proxy === null) {
     mountNoModelRoutes(app);
+    mountNoModelTokenizeRoutes(app);
   }
 
   return app;

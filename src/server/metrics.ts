@@ -69,18 +69,28 @@ export class LabeledHistogram {
     readonly buckets: readonly number[] = DURATION_BUCKETS,
   ) {}
 
+  /** Exposes a series at zero before its first observation. */
+  start(labels: Labels): void {
+    this.entry(labels);
+  }
+
   observe(labels: Labels, value: number): void {
+    const entry = this.entry(labels);
+    // Buckets are stored non-cumulative; render accumulates.
+    const bucket = this.buckets.findIndex((bound) => value <= bound);
+    if (bucket >= 0) entry.counts[bucket]!++;
+    entry.sum += value;
+    entry.count++;
+  }
+
+  private entry(labels: Labels) {
     const key = labelText(labels);
     let entry = this.series.get(key);
     if (entry === undefined) {
       entry = { labels, counts: new Float64Array(this.buckets.length), sum: 0, count: 0 };
       this.series.set(key, entry);
     }
-    // Buckets are stored non-cumulative; render accumulates.
-    const bucket = this.buckets.findIndex((bound) => value <= bound);
-    if (bucket >= 0) entry.counts[bucket]!++;
-    entry.sum += value;
-    entry.count++;
+    return entry;
   }
 
   render(): string {

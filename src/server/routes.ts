@@ -44,6 +44,17 @@ export function createRoutes(schemas: ApiSchemas, options: RouteOptions) {
         ...errorResponses(500),
       },
     }),
+    vllmHealth: createRoute({
+      method: "get",
+      path: "/health",
+      tags: ["operations"],
+      summary: "Liveness check in vLLM's form",
+      description: "An empty 200 while the server works: its journal, and with --model the model runner. With --upstream it is ctxr's own; the engine's is at /engine/health.",
+      responses: {
+        200: { description: "Up (empty body, as vLLM answers)." },
+        503: json(schemas.ErrorResponse, "The journal failed, or the model runner is not running (restarting or shut down)."),
+      },
+    }),
     openapi: createRoute({
       method: "get",
       path: "/openapi.json",

@@ -13,6 +13,7 @@ import { createApp } from "./app.ts";
 import { BODY_FIELD, bodyReadFailure, errorBody } from "./errors.ts";
 import { withDefaultLimits, type ServerLimits } from "./limits.ts";
 import { KvEventPublisher, type KvEventsPublishOptions } from "./kvEventPublisher.ts";
+import { LatencyHistograms } from "./latencyMetrics.ts";
 import { ServerMetrics } from "./metrics.ts";
 
 export interface ServerOptions {
@@ -31,6 +32,8 @@ export interface ServerOptions {
   engine?: GenerationEngine | null;
   /** The engine's KV events publisher, whose counters /metrics adds. */
   kvEvents?: KvEventPublisher | null;
+  /** The engine's latency histograms (given to GenerationEngine.open as `latency`), which /metrics adds. */
+  latency?: LatencyHistograms | null;
 }
 
 export interface RunningServer {
@@ -73,7 +76,7 @@ export function startServer(service: ContextService, options: ServerOptions = {}
   const log = options.log ?? ((text: string) => void process.stderr.write(text));
   const limits = withDefaultLimits(options.limits);
   const metrics = new ServerMetrics();
-  const app = createApp(service, { limits, apiKey: options.apiKey, metrics, log, proxy: options.proxy, engine: options.engine, kvEvents: options.kvEvents });
+  const app = createApp(service, { limits, apiKey: options.apiKey, metrics, log, proxy: options.proxy, engine: options.engine, kvEvents: options.kvEvents, latency: options.latency });
   const host = options.host ?? DEFAULT_HOST;
 
   let inFlight = 0;
@@ -192,13 +195,19 @@ export async function runServer(options: RunOptions, io: RunIo): Promise<void> {
   });
   let engine: GenerationEngine | null = null;
   let kvEvents: KvEventPublisher | null = null;
+  const latency = options.model ? new LatencyHistograms() : null;
   let running: RunningServer;
   try {
     if (options.model) {
       if (options.kvEventsPublish) kvEvents = await openKvEvents(options.kvEventsPublish);
-      engine = await GenerationEngine.open({ ...options.model, ...(kvEvents === null ? {} : { prefixEvents: kvEvents }), log: options.model.log ?? ((line) => io.err(`${line}\n`)) });
+      engine = await GenerationEngine.open({
+        ...options.model,
+        ...(kvEvents === null ? {} : { prefixEvents: kvEvents }),
+        latency: latency!,
+        log: options.model.log ?? ((line) => io.err(`${line}\n`)),
+      });
     }
-    running = startServer(service, { ...options, engine, kvEvents, log: options.log ?? io.err });
+    running = startServer(service, { ...options, engine, kvEvents, latency, log: options.log ?? io.err });
   } catch (error) {
     await engine?.close();
     await kvEvents?.close();
@@ -222,7 +231,7 @@ export async function runServer(options: RunOptions, io: RunIo): Promise<void> {
     const info = engine.info;
     io.out(
       `ctxr serve: serving model ${engine.modelId} from ${engine.modelDir} on ${info.device} (${info.num_blocks} KV blocks of ${info.block_size} tokens, ` +
-        `at most ${engine.maxModelLen} tokens a sequence): POST /v1/chat/completions, /v1/completions; GET /v1/models\n`,
+        `at most ${engine.maxModelLen} tokens a sequence): POST /v1/chat/completions, /v1/completions, /tokenize, /detokenize; GET /v1/models\n`,
     );
     io.out(`ctxr serve: ${engine.kvSettings}\n`);
   }

@@ -10,6 +10,7 @@ test("when the journal can no longer write, changes fail with 500 and /healthz a
   try {
     expect((await server.post("/v1/reorder", { contexts: [[1, 2]] })).status).toBe(200);
     expect((await server.get("/healthz")).status).toBe(200);
+    expect((await server.get("/health")).text).toBe("");
     // Close the journal underneath the service: every later append is refused, as after a disk failure.
     await (server.service as unknown as { journal: { journal: { close(): Promise<void> } } }).journal.journal.close();
     const write = await server.post("/v1/reorder", { contexts: [[3, 4]] });
@@ -18,6 +19,10 @@ test("when the journal can no longer write, changes fail with 500 and /healthz a
     expect(health.status).toBe(503);
     expect(health.body.status).toBe("failing");
     expect(health.body.error).toContain("journal write failed");
+    // vLLM's /health too: 503 with the reason (200 with an empty body before).
+    const vllmHealth = await server.get("/health");
+    expect(vllmHealth.status).toBe(503);
+    expect(vllmHealth.body.error.message).toContain("journal write failed");
   } finally {
     await server.server.stop(1000);
     rmSync(dir, { recursive: true, force: true });

@@ -1,0 +1,155 @@
+/**
+ * vLLM's tokenizer endpoints over the served model's tokenizer (`ctxr serve --model`):
+ *
+ * - POST /tokenize: `{prompt}` gives the ids a completion of that prompt starts from (BOS
+ *   included unless add_special_tokens is false); `{messages}` gives the ids of the chat
+ *   template's rendering, as a chat completion would (add_generation_prompt default true);
+ *   answers `{count, max_model_len, tokens, token_strs}`;
+ * - POST /detokenize: `{tokens}` to `{prompt}` (special tokens kept, as vLLM does).
+ *
+ * Without --model (and without --upstream) both answer 404 saying how to load a model; with
+ * --upstream the engine's own pass through (proxyRoutes.ts).
+ */
+import { createRoute, z, type OpenAPIHono } from "@hono/zod-openapi";
+import type { Context, MiddlewareHandler } from "hono";
+import { ChatMessagesError, normalizeChatMessages } from "../engine/chatMessages.ts";
+import type { GenerationEngine } from "../engine/generationEngine.ts";
+import { ChatTemplateError, ModelTokenizerError, type ChatTemplateOptions } from "../model/modelTokenizer.ts";
+import { RequestError } from "../online/contextService.ts";
+import { errorResponse } from "./errors.ts";
+import { depthProblem } from "./jsonDepth.ts";
+
+export const TOKENIZE_PATHS: ReadonlyMap<string, string[]> = new Map([
+  ["/tokenize", ["POST"]],
+  ["/detokenize", ["POST"]],
+]);
+
+export interface TokenizeRouteOptions {
+  /** Run before validation (API key, body limit). */
+  middleware: MiddlewareHandler[];
+  secured: boolean;
+  errorSchema: z.ZodType;
+  maxJsonDepth: number;
+}
+
+const nullable = <T extends z.ZodType>(schema: T) => schema.nullable().optional();
+
+const TokenizeRequest = z
+  .object({
+    model: z.string().optional().openapi({ description: "The served model's id; optional." }),
+    prompt: z.string().optional().openapi({ description: "A completion prompt (give it or messages)." }),
+    messages: z
+      .array(z.object({ role: z.string().min(1), content: z.unknown() }).passthrough())
+      .min(1)
+      .optional()
+      .openapi({ description: "A conversation, rendered with the model's chat template (give it or prompt)." }),
+    add_special_tokens: nullable(z.boolean()).openapi({ description: "Add BOS as completions do: default true with prompt; with messages, default false (the template writes its own)." }),
+    add_generation_prompt: nullable(z.boolean()).openapi({ description: "With messages: open an assistant turn at the end (default true)." }),
+    continue_final_message: nullable(z.boolean()).openapi({ description: "Not supported: true is refused." }),
+    chat_template_kwargs: nullable(z.record(z.string(), z.unknown())).openapi({ description: "With messages: more variables for the chat template." }),
+    return_token_strs: nullable(z.boolean()).openapi({ description: "Also answer each token's vocabulary string." }),
+  })
+  .passthrough()
+  .openapi("TokenizeRequest", { example: { prompt: "Hello, world", return_token_strs: true } });
+
+const TokenizeResponse = z
+  .object({
+    count: z.int(),
+    max_model_len: z.int().openapi({ description: "Longest prompt + completion in tokens." }),
+    tokens: z.array(z.int()),
+    token_strs: z.array(z.string()).nullable().openapi({ description: "Each token's vocabulary string with return_token_strs, else null." }),
+  })
+  .openapi("TokenizeResponse");
+
+const DetokenizeRequest = z
+  .object({ model: z.string().optional(), tokens: z.array(z.int().min(0)).openapi({ description: "Token ids of the model's vocabulary." }) })
+  .passthrough()
+  .openapi("DetokenizeRequest", { example: { tokens: [1, 15043, 29892, 3186] } });
+
+const DetokenizeResponse = z.object({ prompt: z.string() }).openapi("DetokenizeResponse");
+
+type TokenizeBody = z.infer<typeof TokenizeRequest>;
+
+/** The ids /tokenize answers for a request (RequestError naming the field when it cannot). */
+export function tokenizeIds(engine: GenerationEngine, body: TokenizeBody): number[] {
+  if (body.prompt !== undefined && body.messages !== undefined) throw new RequestError("messages", "give either prompt or messages, not both");
+  if (body.messages === undefined) {
+    if (body.prompt === undefined) throw new RequestError("prompt", "required (or messages)");
+    return body.add_special_tokens === false ? engine.tokenizer.encode(body.prompt) : engine.completionPromptIds(body.prompt);
+  }
+  if (body.continue_final_message) throw new RequestError("continue_final_message", "not supported (neither is it by /v1/chat/completions)");
+  let messages;
+  try {
+    messages = normalizeChatMessages(body.messages);
+  } catch (error) {
+    if (error instanceof ChatMessagesError) throw new RequestError(/^messages(\[\d+\]|\.\w+)*/.exec(error.message)?.[0] ?? "messages", error.message.replace(/^\S+:?\s*/, ""));
+    throw error;
+  }
+  const options: ChatTemplateOptions = {
+    addGenerationPrompt: body.add_generation_prompt ?? true,
+    ...(body.chat_template_kwargs ? { templateKwargs: body.chat_template_kwargs } : {}),
+  };
+  try {
+    return body.add_special_tokens ? engine.completionPromptIds(engine.tokenizer.applyChatTemplate(messages, options)) : engine.chatPromptIds(messages, options);
+  } catch (error) {
+    if (error instanceof ChatTemplateError || error instanceof ModelTokenizerError) throw new RequestError("messages", error.message);
+    throw error;
+  }
+}
+
+export function mountTokenizeRoutes(app: OpenAPIHono, engine: GenerationEngine, options: TokenizeRouteOptions): void {
+  const security: Record<string, string[]>[] | undefined = options.secured ? [{ bearerAuth: [] }, { apiKeyHeader: [] }] : undefined;
+  const error = (description: string) => ({ description, content: { "application/json": { schema: options.errorSchema } } });
+  const errors = {
+    400: error('Invalid input ("field" names it): a wrong type, both or neither of prompt and messages, a token id outside the vocabulary.'),
+    ...(options.secured ? { 401: error("Missing or wrong API key.") } : {}),
+    404: error("The request names another model than the one served."),
+    413: error("The request body is larger than the server's --max-body-bytes."),
+  };
+  const post = (path: string, summary: string, request: z.ZodType, response: z.ZodType, description: string) =>
+    createRoute({
+      method: "post",
+      path,
+      tags: ["generation"],
+      summary,
+      middleware: options.middleware,
+      security,
+      request: { body: { required: true, content: { "application/json": { schema: request } } } },
+      responses: { 200: { description, content: { "application/json": { schema: response } } }, ...errors },
+    });
+  const tokenizeRoute = post("/tokenize", "The token ids of a prompt or a chat, as generation sees them (vLLM's)", TokenizeRequest, TokenizeResponse, "The ids and their count.");
+  const detokenizeRoute = post("/detokenize", "The text of token ids (vLLM's)", DetokenizeRequest, DetokenizeResponse, "The text.");
+
+  // The vocabulary's strings, built on the first return_token_strs.
+  let vocabulary: string[] | null = null;
+  const otherModel = (c: Context, model: string | undefined): Response | null =>
+    model === undefined || model === "" || model === engine.modelId ? null : errorResponse(c, 404, `model: model ${JSON.stringify(model)} does not exist; this server serves ${JSON.stringify(engine.modelId)}`, "model");
+
+  app.openapi(tokenizeRoute, ((c: Context) => {
+    const body = (c.req as unknown as { valid(target: "json"): TokenizeBody }).valid("json");
+    const deep = depthProblem(body, options.maxJsonDepth);
+    if (deep !== null) return errorResponse(c, 400, deep.message, deep.field);
+    const refused = otherModel(c, body.model);
+    if (refused !== null) return refused;
+    const tokens = tokenizeIds(engine, body);
+    if (body.return_token_strs) vocabulary ??= engine.tokenizer.encodedVocab();
+    const strings = body.return_token_strs ? tokens.map((id) => vocabulary![id] ?? "") : null;
+    return c.json({ count: tokens.length, max_model_len: engine.maxModelLen, tokens, token_strs: strings }, 200);
+  }) as never);
+
+  app.openapi(detokenizeRoute, ((c: Context) => {
+    const body = (c.req as unknown as { valid(target: "json"): z.infer<typeof DetokenizeRequest> }).valid("json");
+    const refused = otherModel(c, body.model);
+    if (refused !== null) return refused;
+    const vocabSize = engine.tokenizer.vocabSize;
+    const outside = body.tokens.findIndex((id) => id >= vocabSize);
+    if (outside >= 0) return errorResponse(c, 400, `tokens[${outside}]: token id ${body.tokens[outside]} is outside the vocabulary (0 to ${vocabSize - 1})`, `tokens[${outside}]`);
+    return c.json({ prompt: engine.tokenizer.decode(body.tokens) }, 200);
+  }) as never);
+}
+
+/** Without --model (and without --upstream): the tokenizer paths say how to get a model. */
+export function mountNoModelTokenizeRoutes(app: OpenAPIHono): void {
+  const answer = (c: Context) => errorResponse(c, 404, `${c.req.path}: no model is loaded; start ctxr serve with --model DIR (or --upstream URL to proxy an engine's)`, "");
+  for (const path of TOKENIZE_PATHS.keys()) app.post(path, answer);
+}

@@ -3,7 +3,8 @@
  * requests are rewritten (PromptRewriter: documents reordered, deduplicated and
  * annotated), tagged with the request id the engine will report, routed to the
  * upstream most likely to hold their prefix, and relayed back as they stream;
- * every other /v1/* request passes through unchanged.
+ * every other request to the engine (/v1/*, /tokenize, /health, ...) passes
+ * through unchanged.
  *
  * A request the upstream did not accept (unreachable, timed out, error status)
  * is removed from the live index again: the engine does not cache it.
@@ -13,7 +14,7 @@ import { RequestError, type ContextService } from "../online/contextService.ts";
 import { errorResponse } from "../server/errors.ts";
 import { depthProblem } from "../server/jsonDepth.ts";
 import { DEFAULT_LIMITS } from "../server/limits.ts";
-import { setEngineRequestId, type Engine } from "./engineRequestId.ts";
+import { requestIdHeader, setEngineRequestId, type Engine } from "./engineRequestId.ts";
 import { relayBody, relayedResponseHeaders, sendToUpstream, upstreamRequestHeaders } from "./forwarder.ts";
 import { PromptRewriter, type RewriteResult } from "./promptRewriter.ts";
 import { requestShapeProblem } from "./requestShape.ts";
@@ -61,6 +62,8 @@ type Kind = "chat" | "completion";
 
 interface Dispatch {
   method: string;
+  /** The engine's path (the client's, or the rest of an /engine/ path). */
+  path: string;
   body: Uint8Array | string | null;
   /** Rewritten routes: decompressed, scanned for usage; passthrough: bytes as they come unless there are secrets to redact. */
   rewrite: RewriteResult | null;
@@ -97,6 +100,11 @@ async function readBody(c: Context, maxBytes: number): Promise<Uint8Array | null
     offset += part.length;
   }
   return bytes;
+}
+
+/** The request's path as sent (Hono's c.req.path is percent-decoded). */
+export function rawPath(c: Context): string {
+  return new URL(c.req.url).pathname;
 }
 
 function tooLarge(c: Context, maxBytes: number): Response {
@@ -168,15 +176,15 @@ export class ContextProxy {
     const unchanged = result.documents === 0 && result.requestId === null && !("ctxr" in received) && !("documents" in received);
     setEngineRequestId(result.body, this.engine, result.requestId);
     const plan = !this.pool.routes ? EMPTY_PLAN : kind === "chat" ? chatRoutingPlan(result.body, result) : completionRoutingPlan(result);
-    return this.dispatch(c, { method: "POST", body: unchanged ? bytes : JSON.stringify(result.body), rewrite: result, plan });
+    return this.dispatch(c, { method: "POST", path: rawPath(c), body: unchanged ? bytes : JSON.stringify(result.body), rewrite: result, plan });
   }
 
-  /** Any other /v1/* request: method, path, query, headers and body as they came. */
-  async passthrough(c: Context, maxBodyBytes: number): Promise<Response> {
+  /** Any other request: method, path (default the client's), query, headers and body as they came. */
+  async passthrough(c: Context, maxBodyBytes: number, path = rawPath(c)): Promise<Response> {
     const method = c.req.method;
     const body = method === "GET" || method === "HEAD" ? null : await readBody(c, maxBodyBytes);
     if (body === null && method !== "GET" && method !== "HEAD") return tooLarge(c, maxBodyBytes);
-    return this.dispatch(c, { method, body, rewrite: null, plan: EMPTY_PLAN });
+    return this.dispatch(c, { method, path, body, rewrite: null, plan: EMPTY_PLAN });
   }
 
   stats(): UpstreamStats[] {
@@ -239,6 +247,9 @@ export class ContextProxy {
   private async dispatch(c: Context, request: Dispatch): Promise<Response> {
     const url = new URL(c.req.url);
     const query = url.search.replace(/^\?/, "");
+    const idHeader = requestIdHeader(this.engine);
+    const requestId = request.rewrite?.requestId ?? null;
+    const override: [string, string][] = idHeader === null || requestId === null ? [] : [[idHeader, requestId]];
     const tried = new Set<Upstream>();
     // Checked where the count goes up, so clients arriving together cannot all slip past the limit.
     const relaying = this.pool.upstreams.reduce((total, u) => total + u.inFlight, 0);
@@ -261,13 +272,14 @@ export class ContextProxy {
       // redact (an encoded answer would carry an echoed key past the redactor). Without either, the
       // client's Accept-Encoding goes upstream and the bytes come back as encoded.
       const decode = request.rewrite !== null || this.secrets.length > 0;
-      const outcome = await sendToUpstream(upstreamRequestUrl(upstream.target, url.pathname, query), {
+      const outcome = await sendToUpstream(upstreamRequestUrl(upstream.target, request.path, query), {
         method: request.method,
         headers: upstreamRequestHeaders(c.req.raw.headers, {
           dropClientCredentials: this.clientKeyRequired,
           authorization: this.authorizationFor(upstream),
           acceptEncoding: decode ? "identity" : undefined,
           defaultContentType: request.rewrite === null ? undefined : "application/json",
+          override,
         }),
         body: request.body,
         decompress: decode,

@@ -3,7 +3,9 @@
  * set by ctxr in the field each engine accepts, so that evictions the engine
  * reports name the contexts ctxr recorded: vLLM takes `request_id` (and reports
  * "chatcmpl-<id>"/"cmpl-<id>-0-<hex>", which /v1/evict understands), SGLang
- * takes `rid`. llama.cpp and hosted OpenAI-style APIs take none.
+ * takes `rid`. llama.cpp and hosted OpenAI-style APIs take none. vLLM takes an
+ * `X-Request-Id` header before the body field (gateways add one to every
+ * request), so ctxr sets that header to the same id.
  */
 export const ENGINES = ["openai", "vllm", "sglang", "llamacpp"] as const;
 export type Engine = (typeof ENGINES)[number];
@@ -18,6 +20,11 @@ export function requestIdField(engine: Engine): string | null {
     default:
       return null;
   }
+}
+
+/** The header that overrides the body field for an engine, or null. */
+export function requestIdHeader(engine: Engine): string | null {
+  return engine === "vllm" ? "x-request-id" : null;
 }
 
 /** Sets the engine's request-id field of a JSON body (in place; a client's own value is replaced). */

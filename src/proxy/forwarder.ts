@@ -29,6 +29,8 @@ export interface HeaderPolicy {
   acceptEncoding?: string;
   /** Content-Type when the client sent none. */
   defaultContentType?: string;
+  /** Headers set whatever the client sent (the engine's request id). */
+  override?: readonly [name: string, value: string][];
 }
 
 function connectionTokens(headers: Headers): Set<string> {
@@ -50,6 +52,7 @@ export function upstreamRequestHeaders(client: Headers, policy: HeaderPolicy): H
   if (policy.acceptEncoding !== undefined) out.set("accept-encoding", policy.acceptEncoding);
   else if (!out.has("accept-encoding")) out.set("accept-encoding", "identity");
   if (policy.defaultContentType !== undefined && !out.has("content-type")) out.set("content-type", policy.defaultContentType);
+  for (const [name, value] of policy.override ?? []) out.set(name, value);
   return out;
 }
 

@@ -1,17 +1,24 @@
 /**
  * Mounts the proxy on the app: POST /v1/chat/completions and /v1/completions
- * (rewritten), and every other /v1/* request that is not one of ctxr's own
- * routes (passed through). ctxr's API key, when set, guards them all; the body
- * limit applies. The OpenAPI document describes them (the passthrough as one
- * generic operation per method).
+ * (rewritten), and every other request that is not one of ctxr's own routes
+ * (passed through: /v1/*, and the engine's paths outside /v1 such as
+ * /tokenize, /detokenize, /version). Where ctxr answers a path itself
+ * (/health, /healthz, /metrics, /openapi.json, /v1/stats, ...), the engine's
+ * is reached as /engine/PATH. ctxr's API key, when set, guards them all; the
+ * body limit applies. The OpenAPI document describes them (the passthrough as
+ * one generic operation per method).
  */
 import { z, type OpenAPIHono } from "@hono/zod-openapi";
 import type { Context, MiddlewareHandler } from "hono";
 import { every } from "hono/combine";
-import type { ContextProxy } from "./contextProxy.ts";
+import { rawPath, type ContextProxy } from "./contextProxy.ts";
 
 export const PROXY_ROUTES = ["/v1/chat/completions", "/v1/completions"] as const;
 export const PASSTHROUGH_LABEL = "/v1/* (passthrough)";
+/** /engine/PATH goes to the engine's PATH, also where ctxr answers PATH itself. */
+export const ENGINE_PREFIX = "/engine";
+export const ENGINE_PASSTHROUGH_LABEL = "/engine/* (passthrough)";
+export const OTHER_PASSTHROUGH_LABEL = "/* (passthrough)";
 
 export interface ProxyMountOptions {
   /** The API key check (when ctxr has a key). */
@@ -25,10 +32,13 @@ export interface ProxyMountOptions {
   errorSchema: z.ZodType;
 }
 
-/** The metrics label of a proxied path (bounded: the two rewritten routes and one for the rest), or null. */
-export function proxyRouteLabel(path: string): string | null {
+const under = (path: string, prefix: string) => path === prefix || path.startsWith(`${prefix}/`);
+
+/** The metrics label of a proxied path (bounded: the two rewritten routes, then one per kind of passthrough). */
+export function proxyRouteLabel(path: string): string {
   if ((PROXY_ROUTES as readonly string[]).includes(path)) return path;
-  return path === "/v1" || path.startsWith("/v1/") ? PASSTHROUGH_LABEL : null;
+  if (under(path, "/v1")) return PASSTHROUGH_LABEL;
+  return under(path, ENGINE_PREFIX) ? ENGINE_PASSTHROUGH_LABEL : OTHER_PASSTHROUGH_LABEL;
 }
 
 export function mountProxyRoutes(app: OpenAPIHono, proxy: ContextProxy, options: ProxyMountOptions): void {
@@ -41,6 +51,8 @@ export function mountProxyRoutes(app: OpenAPIHono, proxy: ContextProxy, options:
     await next();
   };
   app.all("/v1/*", ownPath, guard, (c) => proxy.passthrough(c, limit));
+  app.all(`${ENGINE_PREFIX}/*`, guard, (c) => proxy.passthrough(c, limit, rawPath(c).slice(ENGINE_PREFIX.length) || "/"));
+  app.all("*", ownPath, guard, (c) => proxy.passthrough(c, limit));
   documentProxyRoutes(app, proxy, options);
 }
 
@@ -130,6 +142,25 @@ function documentProxyRoutes(app: OpenAPIHono, proxy: ContextProxy, options: Pro
         "ctxr's own routes (/v1/reorder, /v1/schedule, /v1/dedup, /v1/evict, /v1/stats, /v1/reset) are never forwarded.",
       security,
       request: { params: z.object({ path: z.string().openapi({ description: "The rest of the path, e.g. embeddings or models/NAME.", example: "embeddings" }) }) },
+      responses: { 200: passthroughAnswer, 502: proxyErrors[502], 504: proxyErrors[504] },
+    });
+    app.openAPIRegistry.registerPath({
+      method,
+      path: "/{path}",
+      tags: ["proxy"],
+      summary: "An engine path outside /v1 (/tokenize, /detokenize, /version, ...): passed through unchanged",
+      description: "As /v1/{path}. ctxr's own paths (/health, /healthz, /metrics, /openapi.json) are never forwarded: the engine's are at /engine/{path}.",
+      security,
+      request: { params: z.object({ path: z.string().openapi({ example: "tokenize" }) }) },
+      responses: { 200: passthroughAnswer, 502: proxyErrors[502], 504: proxyErrors[504] },
+    });
+    app.openAPIRegistry.registerPath({
+      method,
+      path: `${ENGINE_PREFIX}/{path}`,
+      tags: ["proxy"],
+      summary: "The engine's /{path}, also where ctxr answers that path itself (e.g. /engine/metrics, /engine/health)",
+      security,
+      request: { params: z.object({ path: z.string().openapi({ example: "metrics" }) }) },
       responses: { 200: passthroughAnswer, 502: proxyErrors[502], 504: proxyErrors[504] },
     });
   }

@@ -3,8 +3,9 @@
  * Credentials in the URL become a Basic Authorization header and are never
  * shown: the display form (stats, logs, metrics) is the URL without them.
  * A prefix ending in /v1 is the API root (OpenAI base-URL style), so
- * `/v1/chat/completions` goes to `<prefix>/chat/completions`; any other prefix
- * is prepended to the whole path.
+ * `/v1/chat/completions` goes to `<prefix>/chat/completions` and an engine path
+ * outside /v1 (`/tokenize`) to the prefix's parent; any other prefix is
+ * prepended to the whole path.
  */
 export interface UpstreamTarget {
   /** scheme://host[:port][/prefix], without credentials or query: how stats and logs name it. */
@@ -59,9 +60,10 @@ function percentDecoded(component: string): string {
   }
 }
 
-/** The upstream URL for a client request's path (starting with /v1/) and query (without "?"). */
+/** The upstream URL for a request path (starting with /) and query (without "?"). */
 export function upstreamRequestUrl(target: UpstreamTarget, path: string, query: string): string {
-  const tail = target.versioned && (path === "/v1" || path.startsWith("/v1/")) ? path.slice(3) : path;
+  const inV1 = path === "/v1" || path.startsWith("/v1/");
+  const url = !target.versioned ? target.base + path : inV1 ? target.base + path.slice(3) : target.base.slice(0, -3) + path;
   const search = [target.query, query].filter((q) => q !== "").join("&");
-  return `${target.base}${tail}${search === "" ? "" : `?${search}`}`;
+  return `${url}${search === "" ? "" : `?${search}`}`;
 }

@@ -225,7 +225,7 @@ export async function runServer(options: RunOptions, io: RunIo): Promise<void> {
   }
   if (options.proxy) {
     const urls = options.proxy.upstreams.map((u) => parseUpstreamUrl(u).url).join(", ");
-    io.out(`ctxr serve: proxying /v1/chat/completions, /v1/completions and other /v1/* requests to ${urls} (engine: ${options.proxy.engine ?? "openai"})\n`);
+    io.out(`ctxr serve: proxying /v1/chat/completions, /v1/completions and every other request (the engine's /health, /metrics... at /engine/PATH) to ${urls} (engine: ${options.proxy.engine ?? "openai"})\n`);
   }
   if (engine !== null) {
     const info = engine.info;

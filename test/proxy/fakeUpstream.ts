@@ -119,7 +119,8 @@ export async function startFakeUpstream(options: FakeUpstreamOptions = {}): Prom
     const answer = answerOf(prompt, body);
     const answerWords = answer.split(/(?<= )/);
     const usage = { prompt_tokens: tokens.length, completion_tokens: answerWords.length, total_tokens: tokens.length + answerWords.length, prompt_tokens_details: { cached_tokens: cached } };
-    const id = `${chat ? "chatcmpl" : "cmpl"}-${body.request_id ?? body.rid ?? `fake${++counter}`}`;
+    // As vLLM: an X-Request-Id header wins over the body's request_id.
+    const id = `${chat ? "chatcmpl" : "cmpl"}-${record.headers["x-request-id"] ?? body.request_id ?? body.rid ?? `fake${++counter}`}`;
     const created = 1_700_000_000;
     if (body.stream !== true) {
       const choice = chat ? { index: 0, message: { role: "assistant", content: answer }, finish_reason: "stop" } : { index: 0, text: answer, finish_reason: "stop" };

@@ -5,7 +5,7 @@
  */
 import { afterAll, afterEach, beforeAll, describe, expect, test } from "bun:test";
 import { startFakeUpstream, type FakeUpstream } from "./fakeUpstream.ts";
-import { docs, PRIORITY, rendered, sseData, startProxy, streamPost, waitFor, type ProxyServer } from "./proxyKit.ts";
+import { docs, PRIORITY, rendered, settle, sseData, startProxy, streamPost, waitFor, type ProxyServer } from "./proxyKit.ts";
 
 const KEY = "sk-upstream-0123456789-secret";
 
@@ -20,9 +20,7 @@ afterAll(async () => {
   await upstream.stop();
 });
 afterEach(async () => {
-  upstream.recover();
-  await waitFor(() => ctxr.server.inFlight === 0);
-  expect((await ctxr.post("/v1/reset")).status).toBe(200);
+  await settle(ctxr, upstream);
   // Nothing ctxr logged or answered may contain the upstream key.
   for (const line of ctxr.logs) expect(line).not.toContain(KEY);
 });

@@ -48,7 +48,7 @@ describe("ctxr serve --upstream", () => {
     const server = await spawnServer(["--in-memory", "--upstream", upstream.url, "--upstream", `${upstream.url}/v1`, "--engine", "sglang", "--upstream-timeout", "30"], { CTXR_UPSTREAM_KEY: KEY });
     try {
       expect(server.startLines).toEqual([
-        `ctxr serve: proxying /v1/chat/completions, /v1/completions and other /v1/* requests to ${upstream.url}, ${upstream.url}/v1 (engine: sglang)`,
+        `ctxr serve: proxying /v1/chat/completions, /v1/completions and every other request (the engine's /health, /metrics... at /engine/PATH) to ${upstream.url}, ${upstream.url}/v1 (engine: sglang)`,
         `ctxr serve: listening on ${server.url} (data: memory)`,
       ]);
       const d = docs("cli1", "cli2");

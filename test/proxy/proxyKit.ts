@@ -2,6 +2,7 @@
 import type { ProxyOptions } from "../../src/proxy/contextProxy.ts";
 import type { ServerOptions } from "../../src/server/serve.ts";
 import { startTestServer, type TestServer } from "../server/serverKit.ts";
+import type { FakeUpstream } from "./fakeUpstream.ts";
 
 export interface ProxyServer extends TestServer {
   /** Everything ctxr logged. */
@@ -50,6 +51,14 @@ export const docs = (...names: string[]) => names.map((name) => ({ id: name, tex
 export const rendered = (d: { id: string; text: string }) => `<document id="${d.id}">\n${d.text}\n</document>`;
 
 export const PRIORITY = (labels: string) => `Please read the context in the following priority order: ${labels} and answer the question.`;
+
+/** Between tests: the upstream answers normally again, nothing is being relayed, ctxr's state is reset. */
+export async function settle(ctxr: ProxyServer, upstream: FakeUpstream): Promise<void> {
+  upstream.recover();
+  await waitFor(() => ctxr.server.inFlight === 0);
+  const reset = await ctxr.post("/v1/reset");
+  if (reset.status !== 200) throw new Error(`POST /v1/reset answered ${reset.status}`);
+}
 
 export async function waitFor(condition: () => boolean, timeoutMs = 5000): Promise<void> {
   const deadline = Date.now() + timeoutMs;

@@ -69,6 +69,13 @@ export interface GenerationRequest {
   adjustments?: LogitsAdjustments;
   /** Structured output: the grammar the text must follow (the sequence owns it and disposes of it when it ends). */
   constraint?: GrammarConstraint;
+  /** Tokens to generate before a stop token or stop string may end the text (vLLM's min_tokens; default 0). */
+  minTokens?: number;
+  /**
+   * Salts this request's prefix-cache names (vLLM's cache_salt): only requests with the same salt
+   * share cached blocks, so one tenant cannot learn from timings what another's prompts held.
+   */
+  cacheSalt?: string;
   /** Return each token's logprob and this many top alternatives (null: no logprobs). */
   logprobs?: number | null;
   /**
@@ -413,6 +420,19 @@ export class GenerationHandle implements AsyncIterable<GenerationEvent> {
   }
 }
 
+/**
+ * The logits with every stop token at −Infinity (min_tokens), on a copy when `shared` (the raw
+ * logits); as they are when that would leave no token possible (a grammar that only allows the end).
+ */
+function withoutStopTokens(logits: Float32Array, shared: boolean, stopIds: ReadonlySet<number>): Float32Array {
+  let open = false;
+  for (let id = 0; id < logits.length && !open; id++) if (!stopIds.has(id) && logits[id]! > -Infinity) open = true;
+  if (!open || stopIds.size === 0) return logits;
+  const out = shared ? Float32Array.from(logits) : logits;
+  for (const id of stopIds) if (id < out.length) out[id] = -Infinity;
+  return out;
+}
+
 export class GenerationScheduler {
   private readonly waiting: Sequence[] = [];
   private readonly running: Sequence[] = [];
@@ -474,7 +494,9 @@ export class GenerationScheduler {
     const known = sequence.blockHashes;
     if (known.length < blocks) {
       const blockSize = this.pool.blockSize;
-      let parent = known.length === 0 ? chainRoot(this.options.prefixSeed ?? "") : known[known.length - 1]!;
+      const salt = sequence.request.cacheSalt;
+      const seed = (this.options.prefixSeed ?? "") + (salt === undefined ? "" : `|salt=${JSON.stringify(salt)}`);
+      let parent = known.length === 0 ? chainRoot(seed) : known[known.length - 1]!;
       for (let i = known.length; i < blocks; i++) {
         parent = blockHash(parent, sequence.tokens, i * blockSize, (i + 1) * blockSize);
         known.push(parent);
@@ -691,6 +713,7 @@ export class GenerationScheduler {
       throw new PromptTooLongError(`recompute_ratio must be between 0 and 1, got ${request.recomputeRatio}`, "prompt");
     }
     if (request.adjustments !== undefined) checkLogitsAdjustments(request.adjustments, vocab);
+    if (request.minTokens !== undefined && !(Number.isSafeInteger(request.minTokens) && request.minTokens >= 0)) throw new PromptTooLongError(`min_tokens must be a non-negative integer, got ${request.minTokens}`, "max_tokens");
     if (request.promptLogprobs != null && request.segments !== undefined) throw new PromptTooLongError("prompt logprobs (echo with logprobs) need a plain prompt, not segments", "prompt");
     const budget = request.kvBudget ?? null;
     if (budget !== null && !(budget > 0 && budget <= 1)) throw new PromptTooLongError(`kv_budget must be in (0, 1], got ${budget}`, "prompt");
@@ -1082,6 +1105,7 @@ export class GenerationScheduler {
     let sampling = sequence.adjuster === null ? logits : sequence.adjuster.apply(logits);
     const constraint = sequence.constraint;
     if (constraint !== null) sampling = constraint.masked(sampling);
+    if (sequence.generated < (sequence.request.minTokens ?? 0)) sampling = withoutStopTokens(sampling, sampling === logits, sequence.stopIds);
     const id = sequence.sampler.sample(sampling);
     sequence.adjuster?.observe(id);
     constraint?.accept(id);
@@ -1117,14 +1141,16 @@ export class GenerationScheduler {
     const id = token.id;
     sequence.tokens.push(id);
     sequence.generated++;
-    if (sequence.stopIds.has(id) || sequence.constraint?.terminated === true) {
+    if ((sequence.stopIds.has(id) && sequence.generated > (sequence.request.minTokens ?? 0)) || sequence.constraint?.terminated === true) {
       // The stop token's own text only with includeStopInOutput (special tokens' text is still skipped unless asked for).
       const own = sequence.request.includeStopInOutput || !sequence.stopIds.has(id) ? sequence.text.push(id) : "";
       const rest = sequence.stop.push(own + sequence.text.flush());
       this.finish(sequence, "stop", rest.stopped ? rest.text : rest.text + sequence.stop.flush(), [token]);
       return;
     }
-    const piece = sequence.stop.push(sequence.text.push(id));
+    // Before min_tokens the text passes by the stop strings unchecked.
+    const early = sequence.generated <= (sequence.request.minTokens ?? 0);
+    const piece = early ? { text: sequence.stop.flush() + sequence.text.push(id), stopped: false } : sequence.stop.push(sequence.text.push(id));
     if (piece.stopped) {
       this.finish(sequence, "stop", piece.text, [token]);
       return;

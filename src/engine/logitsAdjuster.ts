@@ -6,7 +6,8 @@
  *   has its logit divided by the penalty when positive, multiplied by it when not (1: off);
  * - frequency and presence penalties (OpenAI): logit −= frequency · count + presence · [count > 0],
  *   count being the token's occurrences in the output so far (not the prompt);
- * - logit bias (OpenAI): a fixed amount added to a token's logit (−100 bans it, 100 forces it).
+ * - logit bias (OpenAI): a fixed amount added to a token's logit (−100 bans it, 100 forces it);
+ * - allowed token ids (vLLM): every other token is impossible.
  *
  * The reported logprobs stay those of the raw logits (as OpenAI and vLLM report them by default).
  */
@@ -19,6 +20,8 @@ export interface LogitsAdjustments {
   presencePenalty?: number;
   /** Token id → bias in [−100, 100]. */
   logitBias?: ReadonlyMap<number, number>;
+  /** The only tokens that may be generated (at least one). */
+  allowedTokenIds?: readonly number[];
 }
 
 /** An adjustment out of range; `field` is the request field. */
@@ -44,6 +47,11 @@ export function checkLogitsAdjustments(adjustments: LogitsAdjustments, vocab: nu
   ] as const) {
     if (value !== undefined && !(Number.isFinite(value) && value >= -2 && value <= 2)) throw new LogitsAdjustmentError(`must be between -2 and 2, got ${value}`, field);
   }
+  const allowed = adjustments.allowedTokenIds;
+  if (allowed !== undefined) {
+    if (allowed.length === 0) throw new LogitsAdjustmentError("must list at least one token id", "allowed_token_ids");
+    for (const id of allowed) if (!(Number.isSafeInteger(id) && id >= 0 && id < vocab)) throw new LogitsAdjustmentError(`token ${id} is not in the model's vocabulary (0 to ${vocab - 1})`, "allowed_token_ids");
+  }
   for (const [id, bias] of logitBias ?? []) {
     if (!(Number.isSafeInteger(id) && id >= 0 && id < vocab)) throw new LogitsAdjustmentError(`token ${id} is not in the model's vocabulary (0 to ${vocab - 1})`, "logit_bias");
     if (!(Number.isFinite(bias) && bias >= -100 && bias <= 100)) throw new LogitsAdjustmentError(`the bias of token ${id} must be between -100 and 100, got ${bias}`, "logit_bias");
@@ -56,7 +64,8 @@ export function adjustsLogits(adjustments: LogitsAdjustments): boolean {
     (adjustments.repetitionPenalty ?? 1) !== 1 ||
     (adjustments.frequencyPenalty ?? 0) !== 0 ||
     (adjustments.presencePenalty ?? 0) !== 0 ||
-    (adjustments.logitBias !== undefined && adjustments.logitBias.size > 0)
+    (adjustments.logitBias !== undefined && adjustments.logitBias.size > 0) ||
+    adjustments.allowedTokenIds !== undefined
   );
 }
 
@@ -67,12 +76,14 @@ export class LogitsAdjuster {
   /** Occurrences of each token in the output so far (frequency and presence penalties). */
   private readonly outputCounts = new Map<number, number>();
   private scratch = new Float32Array(0);
+  private readonly allowed: ReadonlySet<number> | null;
 
   constructor(
     private readonly adjustments: LogitsAdjustments,
     promptIds: readonly number[],
   ) {
     if ((adjustments.repetitionPenalty ?? 1) !== 1) for (const id of promptIds) this.seen.add(id);
+    this.allowed = adjustments.allowedTokenIds === undefined ? null : new Set(adjustments.allowedTokenIds);
   }
 
   /** A token was generated. */
@@ -97,6 +108,7 @@ export class LogitsAdjuster {
       for (const [id, count] of this.outputCounts) out[id] = out[id]! - frequencyPenalty * count - presencePenalty;
     }
     if (logitBias !== undefined) for (const [id, bias] of logitBias) out[id] = out[id]! + bias;
+    if (this.allowed !== null) for (let id = 0; id < out.length; id++) if (!this.allowed.has(id)) out[id] = -Infinity;
     return out;
   }
 }

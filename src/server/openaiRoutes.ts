@@ -24,6 +24,7 @@ import { SamplingError, type SamplingParams } from "../engine/sampler.ts";
 import { LogitsAdjustmentError, type LogitsAdjustments } from "../engine/logitsAdjuster.ts";
 import { errorResponse } from "./errors.ts";
 import { bestCandidates } from "./bestOf.ts";
+import { refusedField, type Endpoint } from "./requestFields.ts";
 import type { GrammarConstraint } from "../engine/grammarConstraint.ts";
 import { GrammarSpecError, grammarSpecOf, type GrammarFields } from "../engine/grammarSpec.ts";
 import { toolCallStream, type ToolCallFormat } from "../engine/toolCalls/toolCallFormat.ts";
@@ -83,9 +84,23 @@ function choicesPerPrompt(body: ChatCompletionBody | CompletionBody): number {
 }
 
 /** Fields OpenAI defines that this engine cannot honour. */
-function refuseUnsupported(body: ChatCompletionBody | CompletionBody): void {
+function refuseUnsupported(body: ChatCompletionBody | CompletionBody, endpoint: Endpoint): void {
+  const refusal = refusedField(body as Record<string, unknown>, endpoint);
+  if (refusal !== null) throw new InvalidRequest(refusal.field, refusal.why);
   if (choicesPerPrompt(body) > MAX_CHOICES_PER_PROMPT) throw new InvalidRequest("n", `at most ${MAX_CHOICES_PER_PROMPT} choices per prompt, got ${body.n}`);
-  if ("suffix" in body && body.suffix) throw new InvalidRequest("suffix", "fill-in-the-middle needs a model with a FIM template (prefix, suffix and middle tokens); this model has none");
+  const maxTokens = ("max_completion_tokens" in body ? body.max_completion_tokens : null) ?? body.max_tokens;
+  if (body.min_tokens != null && maxTokens != null && body.min_tokens > maxTokens) throw new InvalidRequest("min_tokens", `must not exceed max_tokens (${maxTokens}), got ${body.min_tokens}`);
+}
+
+/** The prompt's last truncate_prompt_tokens tokens (vLLM's truncation), or all of it. */
+function truncatePrompt(body: ChatCompletionBody | CompletionBody, ids: number[]): number[] {
+  const keep = body.truncate_prompt_tokens;
+  return keep == null || ids.length <= keep ? ids : ids.slice(ids.length - keep);
+}
+
+/** The answer's id: from the request's request_id when it gives one (vLLM), else random. */
+function answerId(prefix: string, body: ChatCompletionBody | CompletionBody): string {
+  return body.request_id != null ? `${prefix}-${body.request_id}` : requestId(prefix);
 }
 
 function samplingParams(body: ChatCompletionBody | CompletionBody): SamplingParams {
@@ -106,6 +121,7 @@ function logitsAdjustments(body: ChatCompletionBody | CompletionBody): LogitsAdj
     ...(body.frequency_penalty != null ? { frequencyPenalty: body.frequency_penalty } : {}),
     ...(body.presence_penalty != null ? { presencePenalty: body.presence_penalty } : {}),
     ...(body.logit_bias != null ? { logitBias: new Map(Object.entries(body.logit_bias).map(([id, bias]) => [Number(id), bias])) } : {}),
+    ...(body.allowed_token_ids != null ? { allowedTokenIds: body.allowed_token_ids } : {}),
   };
 }
 
@@ -117,6 +133,8 @@ function generationOptions(body: ChatCompletionBody | CompletionBody) {
     stop: stopStrings(body),
     stopTokenIds: body.stop_token_ids ?? [],
     includeStopInOutput: body.include_stop_str_in_output ?? false,
+    ...(body.min_tokens != null ? { minTokens: body.min_tokens } : {}),
+    ...(body.cache_salt != null ? { cacheSalt: body.cache_salt } : {}),
     adjustments: logitsAdjustments(body),
     ignoreEos: body.ignore_eos ?? false,
     skipSpecialTokens: body.skip_special_tokens ?? true,
@@ -418,7 +436,7 @@ export function mountGenerationRoutes(app: OpenAPIHono, engine: GenerationEngine
     let tools: ToolRequest | null = null;
     try {
       checkModel(body.model);
-      refuseUnsupported(body);
+      refuseUnsupported(body, "chat");
       try {
         tools = toolRequestOf(body, tokenizer.chatTemplateSource, engine.toolCallFormat);
       } catch (error) {
@@ -439,6 +457,7 @@ export function mountGenerationRoutes(app: OpenAPIHono, engine: GenerationEngine
       try {
         const templateOptions = {
           ...(body.chat_template_kwargs ? { templateKwargs: body.chat_template_kwargs } : {}),
+          ...(body.add_generation_prompt != null ? { addGenerationPrompt: body.add_generation_prompt } : {}),
           ...(tools !== null ? { tools: tools.tools } : {}),
         };
         if (body.documents && body.documents.length > 0) {
@@ -459,7 +478,7 @@ export function mountGenerationRoutes(app: OpenAPIHono, engine: GenerationEngine
         ...generationOptions(body),
         ...toolOptions,
         ...(segments !== undefined ? { segments } : {}),
-        promptIds: ids,
+        promptIds: segments === undefined ? truncatePrompt(body, ids) : ids,
         maxTokens,
         logprobs: topLogprobs,
       }));
@@ -470,7 +489,7 @@ export function mountGenerationRoutes(app: OpenAPIHono, engine: GenerationEngine
       }
       return answerError(c, error);
     }
-    const id = requestId("chatcmpl");
+    const id = answerId("chatcmpl", body);
     const created = Math.floor(Date.now() / 1000);
     const model = engine.modelId;
     const cancelAll = () => handles.forEach((handle) => handle.cancel());
@@ -572,7 +591,7 @@ export function mountGenerationRoutes(app: OpenAPIHono, engine: GenerationEngine
     let promptTexts: string[] = [];
     try {
       checkModel(body.model);
-      refuseUnsupported(body);
+      refuseUnsupported(body, "completions");
       if (bestOf < n) throw new InvalidRequest("best_of", `must be at least n (${n}), got ${bestOf}`);
       if (bestOf > MAX_CHOICES_PER_PROMPT) throw new InvalidRequest("best_of", `at most ${MAX_CHOICES_PER_PROMPT}, got ${bestOf}`);
       if (bestOf > n && body.stream) throw new InvalidRequest("best_of", "the best of several candidates is known only at the end: best_of larger than n cannot be streamed");
@@ -603,7 +622,7 @@ export function mountGenerationRoutes(app: OpenAPIHono, engine: GenerationEngine
       handles = submitAll(engine, prompts, bestOf, constraints, (ids) => ({
         ...generationOptions(body),
         ...(segments !== undefined ? { segments } : {}),
-        promptIds: ids,
+        promptIds: segments === undefined ? truncatePrompt(body, ids) : ids,
         maxTokens,
         // Ranking best_of candidates needs their logprobs.
         logprobs: bestOf > n ? (topLogprobs ?? 0) : topLogprobs,
@@ -612,7 +631,7 @@ export function mountGenerationRoutes(app: OpenAPIHono, engine: GenerationEngine
     } catch (error) {
       return answerError(c, error);
     }
-    const id = requestId("cmpl");
+    const id = answerId("cmpl", body);
     const created = Math.floor(Date.now() / 1000);
     const model = engine.modelId;
     const cancelAll = () => handles.forEach((handle) => handle.cancel());

@@ -1,12 +1,13 @@
 /**
  * zod schemas of the OpenAI-compatible generation API served with --model:
  * POST /v1/chat/completions, POST /v1/completions and GET /v1/models. Requests
- * are validated with them (400 naming the field); fields OpenAI defines that the
- * engine does not use are accepted and ignored, those it cannot honour (n > 1,
- * penalties, echo, ...) are refused by the routes with a 400 naming them.
- * Responses are documentation only.
+ * are validated with them (400 naming the field). They are strict: every field
+ * OpenAI and vLLM define is declared (requestFields.ts says what is done with
+ * each; the routes refuse the ones the engine cannot honour), and an unknown one
+ * is a 400. Responses are documentation only.
  */
 import { z } from "@hono/zod-openapi";
+import { REQUEST_FIELDS, type Endpoint } from "./requestFields.ts";
 
 /** Most stop strings a request may give. */
 export const MAX_STOP_STRINGS = 16;
@@ -16,6 +17,18 @@ export const MAX_TOP_LOGPROBS = 20;
 export const MAX_PROMPTS = 64;
 /** Most documents (chunks) in one request. */
 export const MAX_DOCUMENTS = 256;
+
+/**
+ * The fields of an endpoint the engine refuses (requestFields.ts) that the schema declares only so
+ * that the route can answer why ("suffix: fill-in-the-middle needs…") instead of "unknown field".
+ */
+function declaredOnly(endpoint: Endpoint, also: readonly string[]): Record<string, z.ZodOptional<z.ZodUnknown>> {
+  const entries = REQUEST_FIELDS.filter((field) => field.on.includes(endpoint) && (field.status === "refused" || also.includes(field.name)) && !DECLARED.has(field.name));
+  return Object.fromEntries(entries.map((field) => [field.name, z.unknown().optional().openapi({ description: `Refused: ${field.why ?? "only its default value is served"}.` })]));
+}
+
+/** Fields declared with their own types (a refused value of theirs is checked by the route). */
+const DECLARED = new Set(["suffix"]);
 
 export function createOpenAiSchemas() {
   const nullable = <T extends z.ZodType>(schema: T) => schema.nullable().optional();
@@ -48,6 +61,12 @@ export function createOpenAiSchemas() {
     min_p: nullable(z.number().min(0).max(1)).openapi({ description: "Extension (vLLM): drop tokens less likely than min_p × the most likely one (after temperature); 0: off." }),
     stop_token_ids: nullable(z.array(z.int().min(0)).max(MAX_STOP_STRINGS)).openapi({ description: "Extension (vLLM): token ids that end the text, like the end-of-sequence token." }),
     include_stop_str_in_output: nullable(z.boolean()).openapi({ description: "Extension (vLLM): the stop string or stop token that ended the text is part of it." }),
+    min_tokens: nullable(z.int().min(0)).openapi({ description: "Extension (vLLM): tokens generated before a stop token or stop string may end the text." }),
+    truncate_prompt_tokens: nullable(z.int().min(1)).openapi({ description: "Extension (vLLM): keep only the prompt's last this many tokens." }),
+    allowed_token_ids: nullable(z.array(z.int().min(0)).min(1)).openapi({ description: "Extension (vLLM): the only tokens that may be generated." }),
+    cache_salt: nullable(z.string().min(1)).openapi({ description: "Extension (vLLM): only requests with the same salt share cached prompt blocks." }),
+    guided_decoding_backend: nullable(z.string()).openapi({ description: 'Extension (vLLM): "xgrammar" or "auto" (the only grammar engine).' }),
+    request_id: nullable(z.string().min(1).max(128)).openapi({ description: "Extension (vLLM): the answer's id is built from it." }),
     user: z.string().optional(),
     response_format: nullable(z.unknown()).openapi({ description: 'Structured output: {"type": "text"}, {"type": "json_object"} or {"type": "json_schema", "json_schema": {"name", "schema", "strict"}}; the text then follows the JSON grammar or the schema.' }),
     guided_json: nullable(z.unknown()).openapi({ description: "Extension (vLLM): a JSON schema (object or string) the text follows." }),
@@ -93,11 +112,18 @@ export function createOpenAiSchemas() {
       tools: nullable(z.array(z.unknown())).openapi({ description: 'Functions the model may call: [{"type": "function", "function": {"name", "description", "parameters"}}], rendered through the chat template\'s tools variable.' }),
       tool_choice: nullable(z.unknown()).openapi({ description: '"none" (calls not parsed), "auto" (default: calls parsed, their arguments held to the schema), "required" (the answer is calls) or {"type": "function", "function": {"name"}} (one call of it).' }),
       parallel_tool_calls: nullable(z.boolean()).openapi({ description: "Whether an answer may hold several calls (default true)." }),
+      add_generation_prompt: nullable(z.boolean()).openapi({ description: "Extension (vLLM): open an assistant turn at the end of the prompt (default true)." }),
+      metadata: nullable(z.record(z.string(), z.unknown())).openapi({ description: "Accepted, not used." }),
+      safety_identifier: nullable(z.string()).openapi({ description: "Accepted, not used." }),
+      prompt_cache_key: nullable(z.string()).openapi({ description: "Accepted, not needed: prefix caching is automatic." }),
+      service_tier: nullable(z.string()).openapi({ description: '"auto" or "default" (one tier).' }),
+      store: nullable(z.boolean()).openapi({ description: "Only false: completions are not stored." }),
+      ...declaredOnly("chat", ["echo"]),
       documents: nullable(z.array(Document).max(MAX_DOCUMENTS)).openapi({
         description: "Extension: documents for the last user message (rendered as <document> elements before its text). Each is a chunk whose KV is cached and reused at any position.",
       }),
     })
-    .passthrough()
+    .strict()
     .openapi("ChatCompletionRequest", {
       example: { model: "tiny", messages: [{ role: "user", content: "Hello!" }], max_tokens: 16, temperature: 0 },
     });
@@ -126,8 +152,9 @@ export function createOpenAiSchemas() {
       echo: nullable(z.boolean()).openapi({ description: "The prompt's text comes before each choice's text (with logprobs: the prompt's tokens too, the first with null)." }),
       suffix: nullable(z.string()).openapi({ description: "Refused: fill-in-the-middle needs a model with a FIM template." }),
       best_of: nullable(z.int().min(1)).openapi({ description: "Generate this many candidates per prompt (at least n, at most 64) and return the n with the highest log probability per token; not with stream when larger than n." }),
+      ...declaredOnly("completions", []),
     })
-    .passthrough()
+    .strict()
     .openapi("CompletionRequest", { example: { model: "tiny", prompt: "Hello, ctxr!", max_tokens: 8, temperature: 0 } });
 
   const CtxrUsage = z

@@ -102,6 +102,10 @@ describe("tool calling", () => {
     );
     expect(rendered).toContain('<tool_call>\n{"name": "get_weather", "arguments": {"city": "Oslo", "unit": "c"}}\n</tool_call><|tool|>4 degrees<|assistant|>');
     expect(answer.body.usage.prompt_tokens).toBe(engine.tokenizer.encode(rendered).length);
+    // add_generation_prompt false: no assistant turn opened at the end.
+    const closed = await api.post("/v1/chat/completions", { messages, add_generation_prompt: false, max_tokens: 2 });
+    const open = await api.post("/v1/chat/completions", { messages, max_tokens: 2 });
+    expect(open.body.usage.prompt_tokens - closed.body.usage.prompt_tokens).toBe(engine.tokenizer.encode("<|assistant|>").length);
   });
 
   test('tool_choice "required": every answer is calls of declared functions with valid arguments', async () => {

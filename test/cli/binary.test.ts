@@ -79,7 +79,7 @@ describe("compiled binary", () => {
     expect(bad.code).toBe(2);
   }, 30_000);
 
-  test("serve --kv-events-publish: the ZeroMQ sockets work inside the binary (no native addon)", async () => {
+  test("serve --model: the ZeroMQ sockets (no native addon) and xgrammar's WebAssembly work inside the binary", async () => {
     expect(binary).not.toBe("");
     const model = tinyModelFolder({ layers: 1 }, "tiny-binary");
     const server = Bun.spawn([binary, "serve", "--in-memory", "--port", "0", "--model", model.path, "--kv-blocks", "32", "--threads", "1", "--kv-events-publish", "tcp://127.0.0.1:0"], {
@@ -105,6 +105,13 @@ describe("compiled binary", () => {
       const message = await peer.next("message");
       expect(Array.from(message!.frames![1]!)).toEqual([0, 0, 0, 0, 0, 0, 0, 0]);
       expect((decode(message!.frames![2]!) as { events: { type: string }[] }).events[0]!.type).toBe("BlockStored");
+      // Structured outputs: xgrammar's WebAssembly loads and works inside the binary.
+      const constrained = await fetch(`${url}/v1/completions`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ prompt: "Pick:", max_tokens: 10, temperature: 1, seed: 1, guided_choice: ["red", "green"] }),
+      });
+      expect(["red", "green"]).toContain(((await constrained.json()) as { choices: { text: string }[] }).choices[0]!.text);
     } finally {
       await peer?.close();
       server.kill("SIGTERM");

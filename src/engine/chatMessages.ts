@@ -61,6 +61,12 @@ export function messageContentText(content: unknown, role: string, where = "cont
   throw new ChatMessagesError(`${where} must be a string or an array of content parts, got ${describe(content)}`);
 }
 
+/** The request field a ChatMessagesError is about ("messages[2].content[0].type: ..." → "messages[2].content[0].type"), and its message without it. */
+export function chatMessagesErrorField(error: ChatMessagesError): { field: string; message: string } {
+  const field = /^(messages(\[\d+\])?(\.[A-Za-z_]+|\[\d+\])*)/.exec(error.message)?.[1] ?? "messages";
+  return { field, message: error.message.replace(/^[^\s:]+:?\s*/, "") };
+}
+
 /** Normalizes a request's messages; throws ChatMessagesError naming the offending field. */
 export function normalizeChatMessages(messages: unknown): ChatTemplateMessage[] {
   if (!Array.isArray(messages)) throw new ChatMessagesError(`messages must be an array, got ${describe(messages)}`);

@@ -14,7 +14,7 @@
  */
 import { createRoute, z, type OpenAPIHono } from "@hono/zod-openapi";
 import type { Context, MiddlewareHandler } from "hono";
-import { ChatMessagesError, normalizeChatMessages } from "../engine/chatMessages.ts";
+import { ChatMessagesError, chatMessagesErrorField, normalizeChatMessages } from "../engine/chatMessages.ts";
 import type { GenerationEngine } from "../engine/generationEngine.ts";
 import { GenerationFailedError, PromptTooLongError, SchedulerClosedError, type CtxrUsage, type GeneratedToken, type GenerationEvent, type GenerationHandle } from "../engine/generationScheduler.ts";
 import type { RecomputePolicy } from "../kv/recomputeSelection.ts";
@@ -188,10 +188,6 @@ function stopStrings(body: ChatCompletionBody | CompletionBody): string[] {
   return typeof stop === "string" ? [stop] : stop;
 }
 
-/** The field a ChatMessagesError is about ("messages[2].content[0].type: ..." → "messages[2].content[0].type"). */
-function chatMessagesField(message: string): string {
-  return /^(messages(\[\d+\])?(\.[A-Za-z_]+|\[\d+\])*)/.exec(message)?.[1] ?? "messages";
-}
 
 /**
  * Submits every prompt, `n` times each (choice index = prompt index · n + k; sibling k > 0 of a
@@ -449,7 +445,10 @@ export function mountGenerationRoutes(app: OpenAPIHono, engine: GenerationEngine
       try {
         messages = normalizeChatMessages(body.messages);
       } catch (error) {
-        if (error instanceof ChatMessagesError) throw new InvalidRequest(chatMessagesField(error.message), error.message.replace(/^[^\s:]+:?\s*/, ""));
+        if (error instanceof ChatMessagesError) {
+          const { field, message } = chatMessagesErrorField(error);
+          throw new InvalidRequest(field, message);
+        }
         throw error;
       }
       let promptIds: number[];

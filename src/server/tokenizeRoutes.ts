@@ -12,7 +12,7 @@
  */
 import { createRoute, z, type OpenAPIHono } from "@hono/zod-openapi";
 import type { Context, MiddlewareHandler } from "hono";
-import { ChatMessagesError, normalizeChatMessages } from "../engine/chatMessages.ts";
+import { ChatMessagesError, chatMessagesErrorField, normalizeChatMessages } from "../engine/chatMessages.ts";
 import type { GenerationEngine } from "../engine/generationEngine.ts";
 import { ChatTemplateError, ModelTokenizerError, type ChatTemplateOptions } from "../model/modelTokenizer.ts";
 import { RequestError } from "../online/contextService.ts";
@@ -47,6 +47,7 @@ const TokenizeRequest = z
     add_generation_prompt: nullable(z.boolean()).openapi({ description: "With messages: open an assistant turn at the end (default true)." }),
     continue_final_message: nullable(z.boolean()).openapi({ description: "Not supported: true is refused." }),
     chat_template_kwargs: nullable(z.record(z.string(), z.unknown())).openapi({ description: "With messages: more variables for the chat template." }),
+    tools: nullable(z.array(z.unknown())).openapi({ description: "With messages: the tools, rendered by the chat template's tools variable as /v1/chat/completions does." }),
     return_token_strs: nullable(z.boolean()).openapi({ description: "Also answer each token's vocabulary string." }),
   })
   .passthrough()
@@ -82,12 +83,16 @@ export function tokenizeIds(engine: GenerationEngine, body: TokenizeBody): numbe
   try {
     messages = normalizeChatMessages(body.messages);
   } catch (error) {
-    if (error instanceof ChatMessagesError) throw new RequestError(/^messages(\[\d+\]|\.\w+)*/.exec(error.message)?.[0] ?? "messages", error.message.replace(/^\S+:?\s*/, ""));
+    if (error instanceof ChatMessagesError) {
+      const { field, message } = chatMessagesErrorField(error);
+      throw new RequestError(field, message);
+    }
     throw error;
   }
   const options: ChatTemplateOptions = {
     addGenerationPrompt: body.add_generation_prompt ?? true,
     ...(body.chat_template_kwargs ? { templateKwargs: body.chat_template_kwargs } : {}),
+    ...(body.tools ? { tools: body.tools } : {}),
   };
   try {
     return body.add_special_tokens ? engine.completionPromptIds(engine.tokenizer.applyChatTemplate(messages, options)) : engine.chatPromptIds(messages, options);

@@ -85,6 +85,8 @@ describe("tool calling", () => {
     const withTools = engine.chatPromptIds(messages, { tools: TOOLS });
     expect(withTools.length).toBeGreaterThan(without.length + 50);
     expect(engine.tokenizer.decode(withTools)).toContain('"name": "get_weather"');
+    const tokenized = await api.post("/tokenize", { messages, tools: TOOLS });
+    expect(tokenized.body.tokens).toEqual(withTools);
     const history = [
       ...messages,
       { role: "assistant", content: null, tool_calls: [{ id: "call_1", type: "function", function: { name: "get_weather", arguments: '{"city": "Oslo", "unit": "c"}' } }] },

@@ -67,6 +67,17 @@ export function chatMessagesErrorField(error: ChatMessagesError): { field: strin
   return { field, message: error.message.replace(/^[^\s:]+:?\s*/, "") };
 }
 
+/** normalizeChatMessages for a request handler: a ChatMessagesError becomes `toError(field, message)`. */
+export function requestChatMessages(messages: unknown, toError: (field: string, message: string) => Error): ChatTemplateMessage[] {
+  try {
+    return normalizeChatMessages(messages);
+  } catch (error) {
+    if (!(error instanceof ChatMessagesError)) throw error;
+    const { field, message } = chatMessagesErrorField(error);
+    throw toError(field, message);
+  }
+}
+
 /** Normalizes a request's messages; throws ChatMessagesError naming the offending field. */
 export function normalizeChatMessages(messages: unknown): ChatTemplateMessage[] {
   if (!Array.isArray(messages)) throw new ChatMessagesError(`messages must be an array, got ${describe(messages)}`);

@@ -14,7 +14,7 @@
  */
 import { createRoute, z, type OpenAPIHono } from "@hono/zod-openapi";
 import type { Context, MiddlewareHandler } from "hono";
-import { ChatMessagesError, chatMessagesErrorField, normalizeChatMessages } from "../engine/chatMessages.ts";
+import { requestChatMessages } from "../engine/chatMessages.ts";
 import type { GenerationEngine } from "../engine/generationEngine.ts";
 import { GenerationFailedError, PromptTooLongError, SchedulerClosedError, type CtxrUsage, type GeneratedToken, type GenerationEvent, type GenerationHandle } from "../engine/generationScheduler.ts";
 import type { RecomputePolicy } from "../kv/recomputeSelection.ts";
@@ -441,16 +441,7 @@ export function mountGenerationRoutes(app: OpenAPIHono, engine: GenerationEngine
       }
       if (body.top_logprobs !== undefined && body.top_logprobs !== null && body.logprobs !== true) throw new InvalidRequest("top_logprobs", 'needs "logprobs": true');
       topLogprobs = body.logprobs === true ? (body.top_logprobs ?? 0) : null;
-      let messages;
-      try {
-        messages = normalizeChatMessages(body.messages);
-      } catch (error) {
-        if (error instanceof ChatMessagesError) {
-          const { field, message } = chatMessagesErrorField(error);
-          throw new InvalidRequest(field, message);
-        }
-        throw error;
-      }
+      const messages = requestChatMessages(body.messages, (field, message) => new InvalidRequest(field, message));
       let promptIds: number[];
       let segments: SegmentedPrompt | undefined;
       try {

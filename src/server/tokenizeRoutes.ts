@@ -12,7 +12,7 @@
  */
 import { createRoute, z, type OpenAPIHono } from "@hono/zod-openapi";
 import type { Context, MiddlewareHandler } from "hono";
-import { ChatMessagesError, chatMessagesErrorField, normalizeChatMessages } from "../engine/chatMessages.ts";
+import { requestChatMessages } from "../engine/chatMessages.ts";
 import type { GenerationEngine } from "../engine/generationEngine.ts";
 import { ChatTemplateError, ModelTokenizerError, type ChatTemplateOptions } from "../model/modelTokenizer.ts";
 import { RequestError } from "../online/contextService.ts";
@@ -79,16 +79,7 @@ export function tokenizeIds(engine: GenerationEngine, body: TokenizeBody): numbe
     return body.add_special_tokens === false ? engine.tokenizer.encode(body.prompt) : engine.completionPromptIds(body.prompt);
   }
   if (body.continue_final_message) throw new RequestError("continue_final_message", "not supported (neither is it by /v1/chat/completions)");
-  let messages;
-  try {
-    messages = normalizeChatMessages(body.messages);
-  } catch (error) {
-    if (error instanceof ChatMessagesError) {
-      const { field, message } = chatMessagesErrorField(error);
-      throw new RequestError(field, message);
-    }
-    throw error;
-  }
+  const messages = requestChatMessages(body.messages, (field, message) => new RequestError(field, message));
   const options: ChatTemplateOptions = {
     addGenerationPrompt: body.add_generation_prompt ?? true,
     ...(body.chat_template_kwargs ? { templateKwargs: body.chat_template_kwargs } : {}),

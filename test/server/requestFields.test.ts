@@ -7,33 +7,25 @@
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
-import { GenerationEngine } from "../../src/engine/generationEngine.ts";
-import { ContextService } from "../../src/online/contextService.ts";
+import type { GenerationEngine } from "../../src/engine/generationEngine.ts";
 import { REQUEST_FIELDS, type Endpoint } from "../../src/server/requestFields.ts";
-import { startServer, type RunningServer } from "../../src/server/serve.ts";
-import { buildRunner, tinyModelFolder } from "../helpers/engineKit.ts";
-import { client, type Client } from "./serverKit.ts";
+import { tinyModelFolder } from "../helpers/engineKit.ts";
+import { startEngineServer, type EngineTestServer } from "./serverKit.ts";
 
 setDefaultTimeout(180_000);
 
 let model: { path: string; cleanup(): void };
 let engine: GenerationEngine;
-let service: ContextService;
-let server: RunningServer;
-let api: Client;
+let api: EngineTestServer;
 
 beforeAll(async () => {
   model = tinyModelFolder({}, "tiny-fields");
-  engine = await GenerationEngine.open({ model: model.path, runner: buildRunner(), kvBlocks: 256, threads: 2 });
-  service = await ContextService.open({ dataDir: null });
-  server = startServer(service, { host: "127.0.0.1", port: 0, engine, log: () => {} });
-  api = client(server.url);
+  api = await startEngineServer(model.path);
+  engine = api.engine;
 }, 300_000);
 
 afterAll(async () => {
-  await server?.stop(1000);
-  await engine?.close();
-  await service?.close();
+  await api?.close();
   model?.cleanup();
 });
 

@@ -6,6 +6,8 @@ import type { Subprocess } from "bun";
 import { ContextService, type ServiceOptions } from "../../src/online/contextService.ts";
 import { startServer, type RunningServer, type ServerOptions } from "../../src/server/serve.ts";
 import { CLI_ENTRY, REPO_ROOT } from "../helpers/cli.ts";
+import { GenerationEngine, type EngineOptions } from "../../src/engine/generationEngine.ts";
+import { buildRunner } from "../helpers/engineKit.ts";
 
 export interface Answer<T = any> {
   status: number;
@@ -66,6 +68,24 @@ export async function startTestServer(
     async close() {
       await server.stop(1000);
       await service.close();
+    },
+  };
+}
+
+export interface EngineTestServer extends TestServer {
+  readonly engine: GenerationEngine;
+}
+
+/** An in-process `serve --model`: the engine over the model folder (the CPU runner, 256 KV blocks, 2 threads unless given), a service and a server. */
+export async function startEngineServer(model: string, engineOptions: Partial<EngineOptions> = {}): Promise<EngineTestServer> {
+  const engine = await GenerationEngine.open({ model, runner: buildRunner(), kvBlocks: 256, threads: 2, ...engineOptions });
+  const test = await startTestServer({ server: { engine } });
+  return {
+    ...test,
+    engine,
+    async close() {
+      await test.close();
+      await engine.close();
     },
   };
 }

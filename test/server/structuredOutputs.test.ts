@@ -7,32 +7,24 @@
  */
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
 import Ajv from "ajv";
-import { GenerationEngine } from "../../src/engine/generationEngine.ts";
-import { ContextService } from "../../src/online/contextService.ts";
-import { startServer, type RunningServer } from "../../src/server/serve.ts";
-import { buildRunner, tinyModelFolder } from "../helpers/engineKit.ts";
-import { client, type Client } from "./serverKit.ts";
+import type { GenerationEngine } from "../../src/engine/generationEngine.ts";
+import { tinyModelFolder } from "../helpers/engineKit.ts";
+import { startEngineServer, type EngineTestServer } from "./serverKit.ts";
 
 setDefaultTimeout(180_000);
 
 let model: { path: string; cleanup(): void };
 let engine: GenerationEngine;
-let service: ContextService;
-let server: RunningServer;
-let api: Client;
+let api: EngineTestServer;
 
 beforeAll(async () => {
   model = tinyModelFolder({}, "tiny-structured");
-  engine = await GenerationEngine.open({ model: model.path, runner: buildRunner(), kvBlocks: 256, threads: 2 });
-  service = await ContextService.open({ dataDir: null });
-  server = startServer(service, { host: "127.0.0.1", port: 0, engine, log: () => {} });
-  api = client(server.url);
+  api = await startEngineServer(model.path);
+  engine = api.engine;
 }, 300_000);
 
 afterAll(async () => {
-  await server?.stop(1000);
-  await engine?.close();
-  await service?.close();
+  await api?.close();
   model?.cleanup();
 });
 
@@ -111,7 +103,7 @@ describe("structured outputs", () => {
   });
 
   test("streaming, n > 1 and constrained requests batched with free ones", async () => {
-    const response = await fetch(server.url + "/v1/chat/completions", {
+    const response = await fetch(api.server.url + "/v1/chat/completions", {
       method: "POST",
       headers: { "content-type": "application/json" },
       body: JSON.stringify({ messages, temperature: 1, seed: 4, max_tokens: 80, n: 2, stream: true, guided_choice: ["alpha", "beta", "gamma"] }),

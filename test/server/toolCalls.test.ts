@@ -9,11 +9,9 @@ import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "
 import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import Ajv from "ajv";
-import { GenerationEngine } from "../../src/engine/generationEngine.ts";
-import { ContextService } from "../../src/online/contextService.ts";
-import { startServer, type RunningServer } from "../../src/server/serve.ts";
-import { buildRunner, tinyModelFolder } from "../helpers/engineKit.ts";
-import { client, type Client } from "./serverKit.ts";
+import type { GenerationEngine } from "../../src/engine/generationEngine.ts";
+import { tinyModelFolder } from "../helpers/engineKit.ts";
+import { startEngineServer, type Client, type EngineTestServer } from "./serverKit.ts";
 
 setDefaultTimeout(180_000);
 
@@ -36,31 +34,22 @@ Call one as <tool_call>{"name": ..., "arguments": ...}</tool_call>.
 let model: { path: string; cleanup(): void };
 let plain: { path: string; cleanup(): void };
 let engine: GenerationEngine;
-let plainEngine: GenerationEngine;
-let service: ContextService;
-let server: RunningServer;
-let plainServer: RunningServer;
-let api: Client;
+let api: EngineTestServer;
+let plainApi: EngineTestServer;
 
 beforeAll(async () => {
   model = tinyModelFolder({}, "tiny-tools");
   const configPath = join(model.path, "tokenizer_config.json");
   writeFileSync(configPath, JSON.stringify({ ...JSON.parse(readFileSync(configPath, "utf8")), chat_template: HERMES_TEMPLATE }));
   plain = tinyModelFolder({}, "tiny-no-tools");
-  engine = await GenerationEngine.open({ model: model.path, runner: buildRunner(), kvBlocks: 256, threads: 2 });
-  plainEngine = await GenerationEngine.open({ model: plain.path, runner: buildRunner(), kvBlocks: 64, threads: 1 });
-  service = await ContextService.open({ dataDir: null });
-  server = startServer(service, { host: "127.0.0.1", port: 0, engine, log: () => {} });
-  plainServer = startServer(service, { host: "127.0.0.1", port: 0, engine: plainEngine, log: () => {} });
-  api = client(server.url);
+  api = await startEngineServer(model.path);
+  plainApi = await startEngineServer(plain.path, { kvBlocks: 64, threads: 1 });
+  engine = api.engine;
 }, 300_000);
 
 afterAll(async () => {
-  await server?.stop(1000);
-  await plainServer?.stop(1000);
-  await engine?.close();
-  await plainEngine?.close();
-  await service?.close();
+  await api?.close();
+  await plainApi?.close();
   model?.cleanup();
   plain?.cleanup();
 });
@@ -146,7 +135,7 @@ describe("tool calling", () => {
   test("streamed calls arrive as tool_calls deltas that assemble to the non-streamed answer", async () => {
     const body = { messages, tools: TOOLS, tool_choice: "required", temperature: 1, seed: 3, max_tokens: 200 };
     const whole = await api.post("/v1/chat/completions", body);
-    const response = await fetch(server.url + "/v1/chat/completions", { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ ...body, stream: true }) });
+    const response = await fetch(api.server.url + "/v1/chat/completions", { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ ...body, stream: true }) });
     const chunks = (await response.text())
       .split("\n\n")
       .filter((block) => block.startsWith("data: {"))
@@ -170,7 +159,7 @@ describe("tool calling", () => {
 
   test("requests the model cannot serve are refused naming the field", async () => {
     const cases: [Client, Record<string, unknown>, string, RegExp][] = [
-      [client(plainServer.url), { messages, tools: TOOLS }, "tools", /does not render tools/],
+      [plainApi, { messages, tools: TOOLS }, "tools", /does not render tools/],
       [api, { messages, tools: TOOLS, tool_choice: { type: "function", function: { name: "fly" } } }, "tool_choice", /not in tools/],
       [api, { messages, tool_choice: "required" }, "tool_choice", /needs tools/],
       [api, { messages, tools: [{ type: "function", function: { name: "bad name" } }] }, "tools[0].function.name", /letters/],

@@ -1,0 +1,128 @@
+/**
+ * A mirror of one engine's prefix cache, kept from its KV events (issue 13): which blocks of
+ * tokens it holds, so the proxy knows how many of a prompt's tokens are really cached there.
+ *
+ * Engines name blocks by their own hashes, which a router cannot recompute (their seeds, hash
+ * functions and extra keys differ by engine and version). As NVIDIA Dynamo and llm-d do, the
+ * mirror names every block by its own content key instead — a chained hash of the block's token
+ * ids after its parent's key — and keeps a map from the engine's hash to that key, so that
+ * BlockRemoved, which carries only engine hashes, can be applied. A prompt, tokenized as the
+ * engine tokenizes it, is then looked up by the same chained keys. Pure: no I/O.
+ */
+import { blockHash, chainRoot } from "../kv/prefixBlockCache.ts";
+
+/** The chain's root: content keys name token contents only (a LoRA adapter's blocks get their own root). */
+const MIRROR_SEED = "ctxr-mirror";
+
+export interface StoredBlocks {
+  /** Engine hashes of the blocks, in chain order. */
+  hashes: readonly string[];
+  /** The engine hash of the first block's parent (null: the first block of a prompt). */
+  parent: string | null;
+  /** Every block's tokens, concatenated. */
+  tokenIds: readonly number[];
+  blockSize: number;
+  /** The LoRA adapter the blocks belong to (null: the base model). */
+  loraId?: number | string | null;
+}
+
+export interface MirrorStats {
+  /** Engine blocks held. */
+  blocks: number;
+  /** Blocks stored whose parent the mirror does not hold (events missed): left out. */
+  orphans: number;
+  /** BlockStored events whose token count is not blocks × block size: left out. */
+  malformed: number;
+  /** BlockRemoved hashes the mirror did not hold. */
+  unknownRemovals: number;
+}
+
+function rootFor(loraId: StoredBlocks["loraId"]): string {
+  return chainRoot(loraId === null || loraId === undefined ? MIRROR_SEED : `${MIRROR_SEED}|lora=${String(loraId)}`);
+}
+
+/** A prompt's content keys, one per full block of `blockSize` tokens, as the mirror names them. */
+export function mirrorBlockKeys(tokens: ArrayLike<number>, blockSize: number, loraId: StoredBlocks["loraId"] = null): string[] {
+  const keys: string[] = [];
+  let parent = rootFor(loraId);
+  for (let start = 0; start + blockSize <= tokens.length; start += blockSize) {
+    parent = blockHash(parent, tokens, start, start + blockSize);
+    keys.push(parent);
+  }
+  return keys;
+}
+
+export class EngineCacheMirror {
+  /** Engine hash → the block's content key. */
+  private readonly byEngineHash = new Map<string, string>();
+  /** Content key → how many engine blocks hold it (an engine may hold equal blocks twice). */
+  private readonly holders = new Map<string, number>();
+  /** The engine's block size, from its events (null until the first BlockStored). */
+  blockSize: number | null = null;
+  private readonly counters = { orphans: 0, malformed: 0, unknownRemovals: 0 };
+
+  stored(event: StoredBlocks): void {
+    const size = event.blockSize;
+    if (!(Number.isSafeInteger(size) && size > 0) || event.tokenIds.length !== event.hashes.length * size) {
+      this.counters.malformed++;
+      return;
+    }
+    this.blockSize = size;
+    let parentKey: string | undefined = event.parent === null ? rootFor(event.loraId) : this.byEngineHash.get(event.parent);
+    for (let i = 0; i < event.hashes.length; i++) {
+      if (parentKey === undefined) {
+        this.counters.orphans += event.hashes.length - i;
+        return;
+      }
+      const hash = event.hashes[i]!;
+      const key = blockHash(parentKey, event.tokenIds, i * size, (i + 1) * size);
+      const previous = this.byEngineHash.get(hash);
+      if (previous !== key) {
+        if (previous !== undefined) this.release(previous);
+        this.byEngineHash.set(hash, key);
+        this.holders.set(key, (this.holders.get(key) ?? 0) + 1);
+      }
+      parentKey = key;
+    }
+  }
+
+  removed(hashes: readonly string[]): void {
+    for (const hash of hashes) {
+      const key = this.byEngineHash.get(hash);
+      if (key === undefined) {
+        this.counters.unknownRemovals++;
+        continue;
+      }
+      this.byEngineHash.delete(hash);
+      this.release(key);
+    }
+  }
+
+  /** The engine dropped its cache (AllBlocksCleared), or the mirror lost track (a resync). */
+  cleared(): void {
+    this.byEngineHash.clear();
+    this.holders.clear();
+  }
+
+  /** How many of `keys` (a prompt's content keys, in order) the engine holds from the first. */
+  cachedBlocks(keys: readonly string[]): number {
+    let run = 0;
+    while (run < keys.length && this.holders.has(keys[run]!)) run++;
+    return run;
+  }
+
+  /** Whether the engine holds a block with this content key. */
+  holds(key: string): boolean {
+    return this.holders.has(key);
+  }
+
+  get stats(): MirrorStats {
+    return { blocks: this.byEngineHash.size, ...this.counters };
+  }
+
+  private release(key: string): void {
+    const count = this.holders.get(key)!;
+    if (count <= 1) this.holders.delete(key);
+    else this.holders.set(key, count - 1);
+  }
+}

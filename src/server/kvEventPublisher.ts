@@ -12,7 +12,7 @@
  */
 import { allBlocksClearedEvent, blockRemovedEvent, blockStoredEvents, encodeKvEventBatch, BLOCK_HASH_ENCODINGS, type BlockHashEncoding, type KvCacheEvent } from "../kv/kvEventBatch.ts";
 import type { PrefixCacheEvents, StoredPrefixBlock } from "../kv/prefixBlockCache.ts";
-import { PubSocket, RouterSocket, parseTcpEndpoint, type TcpEndpoint } from "./zmqSockets.ts";
+import { PubSocket, RouterSocket, parseTcpEndpoint, type TcpEndpoint } from "../zmq/zmqSockets.ts";
 
 /** Batches kept for replay (vLLM's default buffer_steps). */
 export const REPLAY_BUFFER_STEPS = 10_000;

@@ -1,6 +1,6 @@
 /** ZMTP 3.1 bytes as the RFCs lay them out: greeting, short and long frames, commands, metadata. */
 import { describe, expect, test } from "bun:test";
-import { FrameReader, ZmtpError, encodeCommand, encodeFrame, encodeMessage, encodeMetadata, greeting, parseCommand, parseGreeting, parseMetadata, pongCommand, readyCommand, signatureMismatch } from "../../src/server/zmtp.ts";
+import { FrameReader, ZmtpError, encodeCommand, encodeFrame, encodeMessage, encodeMetadata, greeting, parseCommand, parseGreeting, parseMetadata, pongCommand, readyCommand, signatureMismatch } from "../../src/zmq/zmtp.ts";
 
 const ascii = (text: string) => Array.from(new TextEncoder().encode(text));
 

@@ -4,12 +4,12 @@
  * wired together. Restarts the runner after a crash (the scheduler fails the
  * requests it was running). Prometheus metrics of the scheduler.
  */
-import { readFile } from "node:fs/promises";
 import { existsSync, statSync } from "node:fs";
 import { basename, join, resolve } from "node:path";
 import { DEFAULT_KV_POLICY, DEFAULT_RECOMPUTE_RATIO, GenerationScheduler, type GenerationHandle, type GenerationRequest, type LatencyObserver, type SchedulerStats } from "./generationScheduler.ts";
 import { describeKvSettings } from "./kvSettings.ts";
 import { GrammarCompiler } from "./grammarCompiler.ts";
+import { completionIds, completionsAddBos } from "../model/completionPrompt.ts";
 import type { ToolCallFormat } from "./toolCalls/toolCallFormat.ts";
 import { loadModelTokenizer, type ChatTemplateMessage, type ChatTemplateOptions, type ModelTokenizer } from "../model/modelTokenizer.ts";
 import { findRunner } from "../runner/runnerExecutable.ts";
@@ -92,28 +92,6 @@ export function modelFolderPath(model: string): string {
   return dir;
 }
 
-/** A plain-text completion prompt's ids: BOS first when `addBos` (completionsAddBos) and the text did not encode it. */
-export function completionIds(tokenizer: ModelTokenizer, addBos: boolean, text: string): number[] {
-  const ids = tokenizer.promptIds(text);
-  const bos = tokenizer.bosTokenId;
-  if (addBos && bos !== null && ids[0] !== bos) ids.unshift(bos);
-  return ids;
-}
-
-/** Whether plain-text completion prompts start with BOS (tokenizer_config.json's add_bos_token, else whether tokenizer.json's post-processor adds it). */
-export async function completionsAddBos(dir: string, tokenizer: ModelTokenizer): Promise<boolean> {
-  if (tokenizer.bosTokenId === null) return false;
-  try {
-    const config = JSON.parse(await readFile(join(dir, "tokenizer_config.json"), "utf8")) as Record<string, unknown>;
-    if (typeof config.add_bos_token === "boolean") return config.add_bos_token;
-    const json = JSON.parse(await readFile(join(dir, "tokenizer.json"), "utf8")) as Record<string, unknown>;
-    const processor = json.post_processor;
-    if (processor === null || processor === undefined) return false;
-    return JSON.stringify(processor).includes(JSON.stringify(tokenizer.tokenText(tokenizer.bosTokenId)));
-  } catch {
-    return false;
-  }
-}
 
 /**
  * What prefix-cache block hashes are seeded with: the model's identity and every runner setting

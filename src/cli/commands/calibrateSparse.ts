@@ -5,7 +5,8 @@
  * `ctxr serve` (CHESS calibrates at the 99th percentile offline).
  */
 import { readFileSync } from "node:fs";
-import { completionIds, completionsAddBos, modelFolderPath } from "../../engine/generationEngine.ts";
+import { modelFolderPath } from "../../engine/generationEngine.ts";
+import { completionIds, completionsAddBos } from "../../model/completionPrompt.ts";
 import { loadModelTokenizer } from "../../model/modelTokenizer.ts";
 import { findRunner } from "../../runner/runnerExecutable.ts";
 import { RunnerProcess } from "../../runner/runnerProcess.ts";

@@ -9,6 +9,7 @@ import type { CompiledGrammar, GrammarCompiler as XGrammarCompiler } from "@mlc-
 import type { ModelTokenizer } from "../model/modelTokenizer.ts";
 import { GrammarConstraint } from "./grammarConstraint.ts";
 import { GrammarSpecError, type GrammarSpec, type RequestedGrammar } from "./grammarSpec.ts";
+import { rewriteJsonSchema } from "./jsonSchemaRewrite.ts";
 import { Utf8TokenTable } from "./utf8Tokens.ts";
 import { toolCallStructuralTag, type ToolArguments, type ToolChoice } from "./toolCalls/toolCallGrammar.ts";
 import type { ToolCallFormat } from "./toolCalls/toolCallFormat.ts";
@@ -159,10 +160,12 @@ export class GrammarCompiler {
     return compiler.compileGrammar(await this.jsonGrammar(schema, strict));
   }
 
-  /** The hardened EBNF of a JSON schema. */
+  /** The hardened EBNF of a JSON schema (what xgrammar's conversion gets wrong is rewritten around it: jsonSchemaRewrite.ts). */
   private async jsonGrammar(schema: Record<string, unknown> | boolean, strict: boolean): Promise<string> {
     const { xg } = await this.load();
-    return hardenJsonGrammar(await xg.Testings._jsonSchemaToEBNF(JSON.stringify(schema), true, undefined, undefined, strict, MAX_JSON_WHITESPACE));
+    const rewritten = rewriteJsonSchema(schema);
+    const ebnf = await xg.Testings._jsonSchemaToEBNF(JSON.stringify(rewritten.schema), true, undefined, undefined, strict, MAX_JSON_WHITESPACE);
+    return rewritten.restore(hardenJsonGrammar(ebnf));
   }
 
   /**
@@ -192,7 +195,10 @@ export class GrammarCompiler {
   private load(): Promise<{ xg: XGrammar; compiler: XGrammarCompiler }> {
     this.library ??= (async () => {
       const xg = await import("@mlc-ai/web-xgrammar");
-      const info = await xg.TokenizerInfo.createTokenizerInfo(this.tokenizer.encodedVocab(), this.tokenizer.vocabType, this.tokenizer.prependsSpace, this.vocabSize, [...this.stopTokenIds]);
+      // Special tokens as "" (xgrammar then never allows them; stop tokens still end the text, by id):
+      // given their names, it reads <s> as three characters of text that the output then leaves out.
+      const vocab = this.tokenizer.encodedVocab().map((token, id) => (this.tokenizer.isSpecialToken(id) ? "" : token));
+      const info = await xg.TokenizerInfo.createTokenizerInfo(vocab, this.tokenizer.vocabType, this.tokenizer.prependsSpace, this.vocabSize, [...this.stopTokenIds]);
       return { xg, compiler: await xg.GrammarCompiler.createGrammarCompiler(info) };
     })();
     return this.library;

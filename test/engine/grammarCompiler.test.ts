@@ -1,0 +1,130 @@
+/**
+ * JSON-schema grammars as the engine compiles them (GrammarCompiler on the quality model's
+ * byte-level vocabulary), without a model: random walks through the grammar's own masks (every
+ * allowed token equally likely, as no model would) over seeded random schemas; each walk that ends
+ * by grammar completion, and each cut walk once completed by the grammar, must parse and validate
+ * with ajv. Then the xgrammar 0.1.27 defects found this way, one case each: special tokens read as
+ * text, awkward property names, numeric bounds, enums whose alternatives share a prefix.
+ */
+import { beforeAll, describe, expect, test } from "bun:test";
+import Ajv from "ajv";
+import { join } from "node:path";
+import { GrammarCompiler } from "../../src/engine/grammarCompiler.ts";
+import type { GrammarConstraint } from "../../src/engine/grammarConstraint.ts";
+import { seededRandom } from "../../src/index/seededRandom.ts";
+import { loadModelTokenizer, type ModelTokenizer } from "../../src/model/modelTokenizer.ts";
+import { completeAnswer, completionPreferences, strictText } from "../helpers/grammarCompletion.ts";
+import { randomSchema, type Schema } from "../helpers/randomSchemas.ts";
+
+const QUALITY_MODEL = join(import.meta.dir, "../../models/quality");
+const ajv = new Ajv({ strict: false });
+
+let tokenizer: ModelTokenizer;
+let compiler: GrammarCompiler;
+let vocab: number;
+const constraint = (schema: Schema | Record<string, unknown>) => compiler.constraint({ spec: { kind: "json_schema", schema }, field: "response_format" });
+
+beforeAll(async () => {
+  tokenizer = await loadModelTokenizer(QUALITY_MODEL);
+  vocab = tokenizer.vocabSize;
+  compiler = new GrammarCompiler(tokenizer, vocab, tokenizer.eosTokenIds);
+});
+
+/** The tokens the mask allows next. */
+async function allowed(c: GrammarConstraint): Promise<number[]> {
+  await c.ready();
+  const masked = c.masked(new Float32Array(vocab));
+  return [...masked.keys()].filter((id) => masked[id] !== -Infinity);
+}
+
+/** Whether the grammar takes the text's tokens and then ends. */
+async function accepts(schema: Record<string, unknown>, text: string): Promise<boolean> {
+  const c = await constraint(schema);
+  try {
+    for (const id of tokenizer.encode(text)) c.accept(id);
+    return (await allowed(c)).some((id) => tokenizer.eosTokenIds.includes(id));
+  } catch {
+    return false;
+  } finally {
+    c.dispose();
+  }
+}
+
+describe("JSON-schema grammars", () => {
+  test("random walks through 300 random schemas' masks: every answer, completed where cut, validates", async () => {
+    const preferences = completionPreferences(tokenizer, vocab);
+    const failures: string[] = [];
+    let walks = 0;
+    let finished = 0;
+    for (let index = 0; index < 300; index++) {
+      const schema = randomSchema(3, index);
+      const validate = ajv.compile(schema);
+      for (let walk = 0; walk < 2; walk++) {
+        const random = seededRandom(index * 10 + walk + 1);
+        const c = await constraint(schema);
+        const ids: number[] = [];
+        const budget = 20 + Math.floor(random() * 100);
+        while (!c.terminated && ids.length < budget) {
+          const choices = await allowed(c);
+          const id = choices[Math.floor(random() * choices.length)]!;
+          c.accept(id);
+          ids.push(id, ...c.jumpForward(budget));
+        }
+        const done = c.terminated;
+        c.dispose();
+        let completion: number[] | null = [];
+        if (!done) {
+          const fresh = await constraint(schema);
+          completion = await completeAnswer(fresh, ids, preferences, tokenizer.eosTokenIds);
+          fresh.dispose();
+        }
+        walks++;
+        if (done) finished++;
+        const body = [...ids, ...(completion ?? [])].filter((id) => !tokenizer.eosTokenIds.includes(id));
+        let text = "";
+        try {
+          if (completion === null) throw new Error("no completion");
+          text = strictText(tokenizer, body);
+          if (!validate(JSON.parse(text))) throw new Error(ajv.errorsText(validate.errors));
+        } catch (error) {
+          failures.push(`${JSON.stringify(schema)} ${JSON.stringify(text)}: ${(error as Error).message}`);
+        }
+      }
+    }
+    expect(failures).toEqual([]);
+    expect(walks).toBe(600);
+    expect(finished).toBeGreaterThan(150);
+  });
+
+  test("special tokens are never allowed: <s> is not three characters of a string", async () => {
+    const c = await constraint({ type: "string", minLength: 3, maxLength: 4 });
+    c.accept(tokenizer.encode('"')[0]!);
+    const next = await allowed(c);
+    c.dispose();
+    expect(next).toContain(tokenizer.encode("a")[0]!);
+    for (let id = 0; id < vocab; id++) if (tokenizer.isSpecialToken(id)) expect(next).not.toContain(id);
+  });
+
+  test("property names with a quote, a backslash or a tab compile and come out as JSON keys", async () => {
+    const names = ['q"t', "a\\b", "t\tb"];
+    const schema = { type: "object", properties: Object.fromEntries(names.map((name) => [name, { type: "integer", minimum: 0, maximum: 9 }])), required: names, additionalProperties: false };
+    expect(await accepts(schema, JSON.stringify({ 'q"t': 1, "a\\b": 2, "t\tb": 3 }))).toBe(true);
+    expect(await accepts(schema, '{"q"t": 1, "a\\b": 2, "t\tb": 3}')).toBe(false);
+  });
+
+  test("numeric bounds hold: 151 is past a maximum of 150, 1 below a minimum of 3, 2.5 past 2", async () => {
+    expect(await accepts({ type: "integer", minimum: 0, maximum: 150 }, "150")).toBe(true);
+    expect(await accepts({ type: "integer", minimum: 0, maximum: 150 }, "151")).toBe(false);
+    expect(await accepts({ type: "integer", minimum: 3 }, "1")).toBe(false);
+    expect(await accepts({ type: "integer", minimum: -4321, maximum: 150 }, "1177")).toBe(false);
+    expect(await accepts({ type: "number", minimum: -2, maximum: 2 }, "1.5")).toBe(true);
+    expect(await accepts({ type: "number", minimum: -2, maximum: 2 }, "2.5")).toBe(false);
+    expect(await accepts({ type: "number", maximum: 3.5 }, "3x5")).toBe(false);
+  });
+
+  test("enums whose values share a prefix: exactly their values", async () => {
+    const schema = { enum: [10, -10, -100, "ab", "-ab"] };
+    for (const text of ["10", "-10", "-100", '"ab"', '"-ab"']) expect(await accepts(schema, text)).toBe(true);
+    for (const text of ["100", "1000", "-1000", '"abb"']) expect(await accepts(schema, text)).toBe(false);
+  });
+});

@@ -327,7 +327,8 @@ async function partTtft() {
   const reps = sized(values["ttft-reps"], 7, 5);
   const longTokens = Number(values["long-tokens"]);
   const sharedTokens = Number(values["shared-tokens"]);
-  const idsOf = (label: string, count: number) => tokenizer.encode(documentText(label, count * 2)).slice(0, count);
+  // Past documentText's "Document <label> begins." header, so that two texts differ from their first token on.
+  const idsOf = (label: string, count: number) => tokenizer.encode(documentText(label, count * 2 + 200)).slice(64, 64 + count);
   const kvBlocks = ["--kv-blocks", String(Math.ceil((3 * longTokens) / BLOCK))];
   let on: SpawnedServer | undefined;
   let off: SpawnedServer | undefined;

@@ -10,6 +10,7 @@ import type { ModelTokenizer } from "../model/modelTokenizer.ts";
 import { GrammarConstraint } from "./grammarConstraint.ts";
 import { GrammarSpecError, type GrammarSpec, type RequestedGrammar } from "./grammarSpec.ts";
 import { rewriteJsonSchema } from "./jsonSchemaRewrite.ts";
+import { literal, regularGrammar } from "./regularGrammar.ts";
 import { Utf8TokenTable } from "./utf8Tokens.ts";
 import { toolCallStructuralTag, type ToolArguments, type ToolChoice } from "./toolCalls/toolCallGrammar.ts";
 import type { ToolCallFormat } from "./toolCalls/toolCallFormat.ts";
@@ -40,9 +41,9 @@ interface CacheEntry {
   evicted: boolean;
 }
 
-/** The EBNF of a choice among literal strings. */
+/** The EBNF of a choice among literal strings (deterministic: xgrammar's flat alternations go wrong, regularGrammar.ts). */
 function choiceGrammar(choices: readonly string[]): string {
-  return `root ::= ${choices.map((choice) => JSON.stringify(choice)).join(" | ")}`;
+  return `root ::= ${regularGrammar(choices.map(literal))}`;
 }
 
 /**

@@ -191,7 +191,8 @@ function atScale(low: Bound | null, high: Bound | null, scale: number, integer: 
 }
 
 /** An EBNF expression for the integers (or numbers) within `bounds`; EmptyNumberRangeError when none can be written. */
-export function numberRangeGrammar(type: "integer" | "number", bounds: NumberBounds): string {
+/** The integers (or numbers) within `bounds` as sequences for regularGrammar; EmptyNumberRangeError when none can be written. */
+export function numberRangeSequences(type: "integer" | "number", bounds: NumberBounds): Atom[][] {
   const low = tighter(bounds.minimum, bounds.exclusiveMinimum, (inclusive, exclusive) => inclusive > exclusive);
   const high = tighter(bounds.maximum, bounds.exclusiveMaximum, (inclusive, exclusive) => inclusive < exclusive);
   const integer = type === "integer";
@@ -199,5 +200,10 @@ export function numberRangeGrammar(type: "integer" | "number", bounds: NumberBou
   const finest = integer ? 0 : Math.min(MAX_FRACTION_DIGITS, Math.max(0, ...[low, high].map((bound) => (bound === null ? 0 : fractionDigits(bound.value)))));
   const sequences = Array.from({ length: finest + 1 }, (_, scale) => atScale(low, high, scale, integer)).flat();
   if (sequences.length === 0) throw new EmptyNumberRangeError(`no ${type} ${integer ? "" : `of at most ${MAX_FRACTION_DIGITS} fraction digits `}lies within ${JSON.stringify(bounds)}`);
-  return regularGrammar(sequences);
+  return sequences;
+}
+
+/** An EBNF expression for the integers (or numbers) within `bounds`; EmptyNumberRangeError when none can be written. */
+export function numberRangeGrammar(type: "integer" | "number", bounds: NumberBounds): string {
+  return regularGrammar(numberRangeSequences(type, bounds));
 }

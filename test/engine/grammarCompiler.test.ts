@@ -4,13 +4,15 @@
  * allowed token equally likely, as no model would) over seeded random schemas; each walk that ends
  * by grammar completion, and each cut walk once completed by the grammar, must parse and validate
  * with ajv. Then the xgrammar 0.1.27 defects found this way, one case each: special tokens read as
- * text, awkward property names, numeric bounds, enums whose alternatives share a prefix.
+ * text, awkward property names, numeric bounds, alternatives that share a prefix (enums, anyOf over
+ * consts, guided_choice).
  */
 import { beforeAll, describe, expect, test } from "bun:test";
 import Ajv from "ajv";
 import { join } from "node:path";
 import { GrammarCompiler } from "../../src/engine/grammarCompiler.ts";
 import type { GrammarConstraint } from "../../src/engine/grammarConstraint.ts";
+import type { GrammarSpec } from "../../src/engine/grammarSpec.ts";
 import { seededRandom } from "../../src/index/seededRandom.ts";
 import { loadModelTokenizer, type ModelTokenizer } from "../../src/model/modelTokenizer.ts";
 import { completeAnswer, completionPreferences, strictText } from "../helpers/grammarCompletion.ts";
@@ -37,9 +39,9 @@ async function allowed(c: GrammarConstraint): Promise<number[]> {
   return [...masked.keys()].filter((id) => masked[id] !== -Infinity);
 }
 
-/** Whether the grammar takes the text's tokens and then ends. */
-async function accepts(schema: Record<string, unknown>, text: string): Promise<boolean> {
-  const c = await constraint(schema);
+/** Whether the grammar (a JSON schema's, or another spec's) takes the text's tokens and then ends. */
+async function accepts(schema: Record<string, unknown> | GrammarSpec, text: string): Promise<boolean> {
+  const c = await compiler.constraint({ spec: "kind" in schema ? (schema as GrammarSpec) : { kind: "json_schema", schema }, field: "response_format" });
   try {
     for (const id of tokenizer.encode(text)) c.accept(id);
     return (await allowed(c)).some((id) => tokenizer.eosTokenIds.includes(id));
@@ -122,9 +124,23 @@ describe("JSON-schema grammars", () => {
     expect(await accepts({ type: "number", maximum: 3.5 }, "3x5")).toBe(false);
   });
 
-  test("enums whose values share a prefix: exactly their values", async () => {
-    const schema = { enum: [10, -10, -100, "ab", "-ab"] };
-    for (const text of ["10", "-10", "-100", '"ab"', '"-ab"']) expect(await accepts(schema, text)).toBe(true);
-    for (const text of ["100", "1000", "-1000", '"abb"']) expect(await accepts(schema, text)).toBe(false);
+  test("enums, anyOf over consts and choices whose values share a prefix: exactly their values", async () => {
+    const values = [10, -10, -100, "ab", "-ab"];
+    for (const schema of [{ enum: values }, { anyOf: values.map((value) => ({ const: value })) }, { type: "array", items: { oneOf: [{ enum: [10, -10] }, { const: -100 }, { const: "ab" }, { enum: ["-ab"] }] }, maxItems: 1 }]) {
+      const wrap = (text: string) => (schema.type === "array" ? `[${text}]` : text);
+      for (const text of ["10", "-10", "-100", '"ab"', '"-ab"']) expect({ schema, text, ok: await accepts(schema, wrap(text)) }).toEqual({ schema, text, ok: true });
+      for (const text of ["100", "1000", "-1000", '"abb"']) expect({ schema, text, ok: await accepts(schema, wrap(text)) }).toEqual({ schema, text, ok: false });
+    }
+    const choice: GrammarSpec = { kind: "choice", choices: ["10", "-10", "-100"] };
+    for (const text of ["10", "-10", "-100"]) expect(await accepts(choice, text)).toBe(true);
+    for (const text of ["100", "1000"]) expect(await accepts(choice, text)).toBe(false);
+  });
+
+  test("type unions: each type's values, bounds on the numeric ones", async () => {
+    expect(await accepts({ type: ["integer", "null"] }, "null")).toBe(true);
+    expect(await accepts({ type: ["integer", "null"] }, "-12")).toBe(true);
+    expect(await accepts({ type: ["number", "null"], minimum: 2 }, "1")).toBe(false);
+    expect(await accepts({ type: ["number", "null"], minimum: 2 }, "2.5")).toBe(true);
+    expect(await accepts({ type: ["string", "null"], maxLength: 2 }, '"abc"')).toBe(false);
   });
 });

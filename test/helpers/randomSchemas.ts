@@ -2,7 +2,8 @@
  * Seeded random JSON schemas within what structured outputs support (xgrammar 0.1.27's schema
  * conversion): objects with required and optional properties (nested), arrays with minItems and
  * maxItems, enums and consts, strings with minLength/maxLength, integers and numbers with
- * inclusive or exclusive bounds, booleans, nulls, type unions and anyOf.
+ * inclusive or exclusive bounds, booleans, nulls, type unions and anyOf (over any of these, or over
+ * consts alone).
  *
  * Left out, because xgrammar ignores them or treats them loosely (an answer could then be
  * grammatical and still break the schema): pattern and format (pattern-free by design here),
@@ -87,6 +88,8 @@ function schemaOf(random: Random, depth: number): Schema {
     case "enum":
       return enumeration(random);
     case "anyOf":
+      // Sometimes over consts alone (xgrammar merges such alternatives wrongly when they share a prefix).
+      if (chance(random, 0.3)) return { anyOf: (enumeration(random).enum as unknown[] | undefined)?.map((value) => ({ const: value })) ?? [enumeration(random)] };
       return { anyOf: Array.from({ length: 2 + integer(random, 2) }, () => schemaOf(random, depth + 1)) };
     default:
       return { type: [pick(random, ["string", "integer", "number", "boolean"]), "null"] };

@@ -1,14 +1,15 @@
 /**
- * KV events in vLLM's wire layout (issue 19 item 5), pure: the prefix cache's stored / removed /
- * cleared calls become vLLM's BlockStored / BlockRemoved / AllBlocksCleared events, and a batch of
- * them becomes the msgpack payload a ZeroMQ subscriber (ctxr's proxy, NVIDIA Dynamo, llm-d)
- * decodes.
+ * KV events in the engines' wire layouts (issue 19 item 5), pure: the prefix cache's stored /
+ * removed / cleared calls become vLLM's BlockStored / BlockRemoved / AllBlocksCleared events, and
+ * a batch of them becomes the msgpack payload a ZeroMQ subscriber (ctxr's proxy, NVIDIA Dynamo,
+ * llm-d) decodes (kvEventDecoding.ts reads all three layouts back).
  *
- * The layout is vLLM's main branch (`vllm/distributed/kv_events.py`, msgspec structs without
- * `array_like`): the batch is a map `{ts, events, data_parallel_rank}` and each event a map tagged
- * by `type`, its fields in vLLM's order. Fields vLLM leaves at their defaults (`extra_keys`,
- * `group_idx`, `kv_cache_spec_kind`, `kv_cache_spec_sliding_window`) are omitted, as msgspec's
- * `omit_defaults` does when they are null.
+ * Three layouts exist (KV_EVENT_LAYOUTS); the default is vLLM's main branch
+ * (`vllm/distributed/kv_events.py`, msgspec structs without `array_like`): the batch is a map
+ * `{ts, events, data_parallel_rank}` and each event a map tagged by `type`, its fields in vLLM's
+ * order. Fields vLLM leaves at their defaults (`extra_keys`, `group_idx`, `kv_cache_spec_kind`,
+ * `kv_cache_spec_sliding_window`) are omitted, as msgspec's `omit_defaults` does when they are
+ * null.
  */
 import { encode } from "@msgpack/msgpack";
 import { BLOCK_HASH_HEX_LENGTH, type StoredPrefixBlock } from "./prefixBlockCache.ts";
@@ -49,6 +50,17 @@ export interface AllBlocksClearedEvent {
 }
 
 export type KvCacheEvent = BlockStoredEvent | BlockRemovedEvent | AllBlocksClearedEvent;
+
+/**
+ * How a batch is laid out:
+ * - `map`: vLLM's main branch, a map batch of map events (`{"type": "BlockStored", …}`);
+ * - `array`: SGLang and vLLM before it dropped msgspec's `array_like`, an array batch
+ *   `[ts, events, data_parallel_rank]` of tagged array events (`["BlockStored", hashes, …]`, the
+ *   fields in declaration order, trailing null ones left out);
+ * - `mixed`: released vLLM 0.24 and later, an array batch of map events.
+ */
+export type KvEventLayout = "map" | "array" | "mixed";
+export const KV_EVENT_LAYOUTS: readonly KvEventLayout[] = ["map", "array", "mixed"];
 
 /** A prefix-cache hash (32 hex chars) as it goes on the wire. */
 export function externalBlockHash(hash: string, encoding: BlockHashEncoding): ExternalBlockHash {
@@ -96,21 +108,25 @@ export function allBlocksClearedEvent(): AllBlocksClearedEvent {
 }
 
 /**
- * The msgpack payload of one batch: `{ts, events, data_parallel_rank}`. `ts` (seconds since the
- * epoch) is always a float64, as msgspec writes a float, even when it happens to be whole (the
- * msgpack library would write a whole number as an integer).
+ * The msgpack payload of one batch: `{ts, events, data_parallel_rank}` (or the array
+ * `[ts, events, data_parallel_rank]`). `ts` (seconds since the epoch) is always a float64, as
+ * msgspec writes a float, even when it happens to be whole (the msgpack library would write a
+ * whole number as an integer).
  */
-export function encodeKvEventBatch(ts: number, events: readonly KvCacheEvent[], dataParallelRank = 0): Uint8Array {
-  const parts = [
-    Uint8Array.of(0x83),
-    encode("ts"),
-    float64(ts),
-    encode("events"),
-    encode(events, { useBigInt64: true }),
-    encode("data_parallel_rank"),
-    encode(dataParallelRank),
-  ];
-  return Buffer.concat(parts);
+export function encodeKvEventBatch(ts: number, events: readonly KvCacheEvent[], options: { layout?: KvEventLayout; dataParallelRank?: number } = {}): Uint8Array {
+  const layout = options.layout ?? "map";
+  const rank = options.dataParallelRank ?? 0;
+  const wireEvents = layout === "array" ? events.map(arrayEvent) : events;
+  const encodedEvents = encode(wireEvents, { useBigInt64: true });
+  if (layout === "map") return Buffer.concat([Uint8Array.of(0x83), encode("ts"), float64(ts), encode("events"), encodedEvents, encode("data_parallel_rank"), encode(rank)]);
+  return Buffer.concat([Uint8Array.of(0x93), float64(ts), encodedEvents, encode(rank)]);
+}
+
+/** A tagged array: the type, then the field values in order, trailing nulls left out. */
+function arrayEvent(event: KvCacheEvent): unknown[] {
+  const values = Object.values(event);
+  while (values.length > 1 && values[values.length - 1] === null) values.pop();
+  return values;
 }
 
 function float64(value: number): Uint8Array {

@@ -10,9 +10,10 @@
  *   a request holding a starting sequence number (8 bytes, big-endian) with every kept batch from
  *   it on, one message [seq, payload] each, then [-1 (8 bytes of 0xff), empty].
  */
-import { allBlocksClearedEvent, blockRemovedEvent, blockStoredEvents, encodeKvEventBatch, BLOCK_HASH_ENCODINGS, type BlockHashEncoding, type KvCacheEvent } from "../kv/kvEventBatch.ts";
+import { allBlocksClearedEvent, blockRemovedEvent, blockStoredEvents, encodeKvEventBatch, BLOCK_HASH_ENCODINGS, KV_EVENT_LAYOUTS, type BlockHashEncoding, type KvCacheEvent, type KvEventLayout } from "../kv/kvEventBatch.ts";
 import type { PrefixCacheEvents, StoredPrefixBlock } from "../kv/prefixBlockCache.ts";
-import { PubSocket, RouterSocket, parseTcpEndpoint, type TcpEndpoint } from "../zmq/zmqSockets.ts";
+import { parseTcpEndpoint, splitEndpointSettings, type TcpEndpoint } from "../zmq/tcpEndpoint.ts";
+import { PubSocket, RouterSocket } from "../zmq/zmqSockets.ts";
 
 /** Batches kept for replay (vLLM's default buffer_steps). */
 export const REPLAY_BUFFER_STEPS = 10_000;
@@ -26,28 +27,28 @@ export interface KvEventsPublishOptions {
   /** The first frame of every message (vLLM's default: empty). */
   topic: string;
   hashes: BlockHashEncoding;
+  /** How batches are laid out (default map, vLLM main's). */
+  layout: KvEventLayout;
 }
 
 /**
- * `tcp://HOST:PORT[,replay=tcp://HOST:PORT][,topic=T][,hashes=bytes|int]`; RangeError naming
- * what is wrong.
+ * `tcp://HOST:PORT[,replay=tcp://HOST:PORT][,topic=T][,hashes=bytes|int][,layout=map|array|mixed]`;
+ * RangeError naming what is wrong.
  */
 export function parseKvEventsPublish(value: string): KvEventsPublishOptions {
-  const [main = "", ...rest] = value.split(",");
-  const options: KvEventsPublishOptions = { endpoint: parseTcpEndpoint(main.trim()), replay: null, topic: "", hashes: "bytes" };
-  const seen = new Set<string>();
-  for (const part of rest) {
-    const at = part.indexOf("=");
-    const key = at < 0 ? part.trim() : part.slice(0, at).trim();
-    const setting = at < 0 ? "" : part.slice(at + 1).trim();
-    if (seen.has(key)) throw new RangeError(`${key}= is given twice`);
-    seen.add(key);
-    if (key === "replay") options.replay = parseTcpEndpoint(setting);
-    else if (key === "topic") options.topic = setting;
-    else if (key === "hashes") {
-      if (!(BLOCK_HASH_ENCODINGS as readonly string[]).includes(setting)) throw new RangeError(`hashes= must be ${BLOCK_HASH_ENCODINGS.join(" or ")}, got '${setting}'`);
-      options.hashes = setting as BlockHashEncoding;
-    } else throw new RangeError(`unknown setting '${part.trim()}' (expected replay=, topic= or hashes=)`);
+  const { endpoint, settings } = splitEndpointSettings(value, ["replay", "topic", "hashes", "layout"]);
+  const options: KvEventsPublishOptions = { endpoint: parseTcpEndpoint(endpoint), replay: null, topic: settings.get("topic") ?? "", hashes: "bytes", layout: "map" };
+  const replay = settings.get("replay");
+  if (replay !== undefined) options.replay = parseTcpEndpoint(replay);
+  const hashes = settings.get("hashes");
+  if (hashes !== undefined) {
+    if (!(BLOCK_HASH_ENCODINGS as readonly string[]).includes(hashes)) throw new RangeError(`hashes= must be ${BLOCK_HASH_ENCODINGS.join(" or ")}, got '${hashes}'`);
+    options.hashes = hashes as BlockHashEncoding;
+  }
+  const layout = settings.get("layout");
+  if (layout !== undefined) {
+    if (!(KV_EVENT_LAYOUTS as readonly string[]).includes(layout)) throw new RangeError(`layout= must be map, array or mixed, got '${layout}'`);
+    options.layout = layout as KvEventLayout;
   }
   if (options.replay !== null && options.replay.port !== 0 && options.replay.port === options.endpoint.port && options.replay.host === options.endpoint.host) {
     throw new RangeError("the replay endpoint must differ from the publish endpoint");
@@ -64,6 +65,13 @@ export interface KvEventPublisherStats {
   replayRequests: number;
   /** Messages not sent to a subscriber or replay client that did not keep up. */
   dropped: number;
+}
+
+export interface KvEventPublisherHooks {
+  /** The batches' clock, seconds since the epoch (default: the wall clock). */
+  now?: () => number;
+  /** Every live message on its way to the PUB socket (default: sent as it is). Fault injection in tests: drop, hold back, reorder. */
+  transmit?: (frames: Uint8Array[], send: (frames: readonly Uint8Array[]) => void) => void;
 }
 
 function sequenceBytes(seq: number): Uint8Array {
@@ -93,6 +101,7 @@ export class KvEventPublisher implements PrefixCacheEvents {
     private readonly pub: PubSocket,
     private readonly router: RouterSocket | null,
     private readonly now: () => number,
+    private readonly transmit: KvEventPublisherHooks["transmit"],
   ) {
     this.topic = new TextEncoder().encode(options.topic);
     this.endpoint = pub.endpoint(options.endpoint);
@@ -100,7 +109,7 @@ export class KvEventPublisher implements PrefixCacheEvents {
   }
 
   /** Binds the sockets; rejects with the system's error when an endpoint cannot be bound. */
-  static async open(options: KvEventsPublishOptions, clock: { now?: () => number } = {}): Promise<KvEventPublisher> {
+  static async open(options: KvEventsPublishOptions, hooks: KvEventPublisherHooks = {}): Promise<KvEventPublisher> {
     const pub = await PubSocket.bind(options.endpoint);
     let publisher: KvEventPublisher | null = null;
     let router: RouterSocket | null = null;
@@ -110,7 +119,7 @@ export class KvEventPublisher implements PrefixCacheEvents {
       await pub.close();
       throw error;
     }
-    publisher = new KvEventPublisher(options, pub, router, clock.now ?? (() => Date.now() / 1000));
+    publisher = new KvEventPublisher(options, pub, router, hooks.now ?? (() => Date.now() / 1000), hooks.transmit);
     return publisher;
   }
 
@@ -157,15 +166,35 @@ export class KvEventPublisher implements PrefixCacheEvents {
     if (this.pending.length === 0 || this.closed) return;
     const events = this.pending;
     this.pending = [];
-    const seq = this.nextSeq++;
-    const payload = encodeKvEventBatch(this.now(), events);
     this.eventCount += events.length;
-    this.pub.send([this.topic, sequenceBytes(seq), payload]);
+    this.publishPayload(encodeKvEventBatch(this.now(), events, { layout: this.options.layout }));
+  }
+
+  /** Publishes an encoded batch under the next sequence number (kept for replay); returns that number. */
+  publishPayload(payload: Uint8Array): number {
+    const seq = this.nextSeq++;
+    const frames = [this.topic, sequenceBytes(seq), payload];
+    if (this.transmit === undefined) this.pub.send(frames);
+    else this.transmit(frames, (out) => this.pub.send(out));
     if (this.buffer.length < REPLAY_BUFFER_STEPS) this.buffer.push({ seq, payload });
     else {
       this.buffer[this.bufferStart] = { seq, payload };
       this.bufferStart = (this.bufferStart + 1) % REPLAY_BUFFER_STEPS;
     }
+    return seq;
+  }
+
+  /** Sends frames to the subscribers as they are, outside the sequence (tools and tests: malformed messages). */
+  sendFrames(frames: readonly Uint8Array[]): void {
+    this.pub.send(frames);
+  }
+
+  /** Starts the sequence again from 0 with nothing kept for replay, as a restarted engine's publisher does (the sockets stay). */
+  restartSequence(): void {
+    this.pending = [];
+    this.nextSeq = 0;
+    this.buffer.length = 0;
+    this.bufferStart = 0;
   }
 
   /** Publishes what is pending, then closes both sockets. */

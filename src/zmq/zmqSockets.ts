@@ -9,35 +9,15 @@
  * - ROUTER: each peer has an identity (the one it announced, else a generated one); messages
  *   arrive with it and answers go to it.
  */
-import { createServer, type AddressInfo, type Server, type Socket } from "node:net";
-import { FrameReader, GREETING_BYTES, ZmtpError, encodeMessage, greeting, parseCommand, parseGreeting, parseMetadata, pongCommand, readyCommand, signatureMismatch, type Frame } from "./zmtp.ts";
+import { createServer, type AddressInfo, type Server } from "node:net";
+import { formatTcpEndpoint, type TcpEndpoint } from "./tcpEndpoint.ts";
+import { encodeMessage } from "./zmtp.ts";
+import { ZmtpConnection } from "./zmtpConnection.ts";
 
-/** Bytes queued for one peer beyond which its messages are dropped (libzmq's high-water mark, in bytes). */
-export const PEER_QUEUE_LIMIT_BYTES = 64 * 1024 * 1024;
 /** The largest frame a peer may send (they send subscriptions and replay requests only). */
 const MAX_INCOMING_FRAME_BYTES = 64 * 1024;
 /** How long a closing socket lets its peers read what is queued for them. */
 const CLOSE_GRACE_MS = 1000;
-
-/** A `tcp://HOST:PORT` endpoint: HOST `*` binds every interface; PORT 0 picks a free port. */
-export interface TcpEndpoint {
-  host: string | null;
-  port: number;
-}
-
-export function parseTcpEndpoint(value: string): TcpEndpoint {
-  const match = /^tcp:\/\/(\*|\[[0-9a-fA-F:.]+\]|[^:/[\]\s]+):(\d{1,5})$/.exec(value);
-  if (match === null) throw new RangeError(`'${value}' is not a tcp://HOST:PORT endpoint`);
-  const port = Number(match[2]);
-  if (port > 65535) throw new RangeError(`'${value}': port ${port} is over 65535`);
-  const host = match[1]!;
-  return { host: host === "*" ? null : host.replace(/^\[(.*)\]$/, "$1"), port };
-}
-
-export function formatTcpEndpoint(host: string | null, port: number): string {
-  const shown = host === null ? "*" : host.includes(":") ? `[${host}]` : host;
-  return `tcp://${shown}:${port}`;
-}
 
 function bindFailure(error: NodeJS.ErrnoException): string {
   switch (error.code) {
@@ -55,87 +35,9 @@ function bindFailure(error: NodeJS.ErrnoException): string {
   }
 }
 
-/** One accepted connection, through the greeting and the READY handshake, then frames. */
-class ZmtpPeer {
-  private received: Uint8Array = new Uint8Array(0);
-  private reader: FrameReader | null = null;
-  private parts: Uint8Array[] = [];
-  /** The peer's READY metadata; null until the handshake is done. */
-  metadata: Map<string, Uint8Array> | null = null;
-
-  constructor(
-    readonly socket: Socket,
-    private readonly ownType: string,
-    private readonly peerTypes: readonly string[],
-    private readonly onReady: (peer: ZmtpPeer) => void,
-    private readonly onMessage: (peer: ZmtpPeer, frames: Uint8Array[]) => void,
-    private readonly onCommand: (peer: ZmtpPeer, name: string, data: Uint8Array) => void,
-  ) {
-    socket.setNoDelay(true);
-    socket.on("data", (chunk: Buffer) => {
-      try {
-        this.receive(chunk);
-      } catch {
-        socket.destroy();
-      }
-    });
-    socket.on("error", () => socket.destroy());
-    socket.write(greeting());
-  }
-
-  send(bytes: Uint8Array): boolean {
-    if (this.metadata === null || this.socket.destroyed) return false;
-    if (this.socket.writableLength > PEER_QUEUE_LIMIT_BYTES) return false;
-    this.socket.write(bytes);
-    return true;
-  }
-
-  private receive(chunk: Uint8Array): void {
-    if (this.reader === null) {
-      this.received = Buffer.concat([this.received, chunk]);
-      const mismatch = signatureMismatch(this.received);
-      if (mismatch !== null) throw new ZmtpError(mismatch);
-      if (this.received.length < GREETING_BYTES) return;
-      const peer = parseGreeting(this.received);
-      if (peer.mechanism !== "NULL") throw new ZmtpError(`security mechanism ${peer.mechanism} is not supported (NULL is)`);
-      this.reader = new FrameReader(MAX_INCOMING_FRAME_BYTES);
-      this.socket.write(readyCommand(this.ownType));
-      chunk = this.received.subarray(GREETING_BYTES);
-      this.received = new Uint8Array(0);
-    }
-    for (const frame of this.reader.push(chunk)) this.frame(frame);
-  }
-
-  private frame(frame: Frame): void {
-    if (this.metadata === null) {
-      if (!frame.command) throw new ZmtpError("a message before the handshake");
-      const { name, data } = parseCommand(frame.body);
-      if (name !== "READY") throw new ZmtpError(`expected READY, got ${name}`);
-      const metadata = parseMetadata(data);
-      const type = new TextDecoder().decode(metadata.get("socket-type") ?? new Uint8Array(0));
-      if (!this.peerTypes.includes(type)) throw new ZmtpError(`a ${type || "typeless"} socket cannot talk to ${this.ownType}`);
-      this.metadata = metadata;
-      this.onReady(this);
-      return;
-    }
-    if (frame.command) {
-      const { name, data } = parseCommand(frame.body);
-      if (name === "PING") this.socket.write(pongCommand(data));
-      else if (name === "ERROR") this.socket.destroy();
-      else this.onCommand(this, name, data);
-      return;
-    }
-    this.parts.push(frame.body);
-    if (frame.more) return;
-    const message = this.parts;
-    this.parts = [];
-    this.onMessage(this, message);
-  }
-}
-
 /** A net server bound at an endpoint, with its peers. */
 abstract class BoundSocket {
-  protected readonly peers = new Set<ZmtpPeer>();
+  protected readonly peers = new Set<ZmtpConnection>();
   private readonly server: Server;
   private closed = false;
 
@@ -145,13 +47,10 @@ abstract class BoundSocket {
   ) {
     this.server = createServer((socket) => {
       if (this.closed) return void socket.destroy();
-      const peer = new ZmtpPeer(
+      const peer = new ZmtpConnection(
         socket,
-        this.ownType,
-        this.peerTypes,
-        (p) => this.ready(p),
-        (p, frames) => this.message(p, frames),
-        (p, name, data) => this.command(p, name, data),
+        { ownType: this.ownType, peerTypes: this.peerTypes, maxFrameBytes: MAX_INCOMING_FRAME_BYTES },
+        { ready: (p) => this.ready(p), message: (p, frames) => this.message(p, frames), command: (p, name, data) => this.command(p, name, data) },
       );
       this.peers.add(peer);
       socket.on("close", () => {
@@ -189,7 +88,7 @@ abstract class BoundSocket {
   /** Peers through the handshake. */
   get connected(): number {
     let count = 0;
-    for (const peer of this.peers) if (peer.metadata !== null) count++;
+    for (const peer of this.peers) if (peer.ready) count++;
     return count;
   }
 
@@ -206,15 +105,15 @@ abstract class BoundSocket {
     clearTimeout(cut);
   }
 
-  protected ready(_peer: ZmtpPeer): void {}
-  protected abstract message(peer: ZmtpPeer, frames: Uint8Array[]): void;
-  protected command(_peer: ZmtpPeer, _name: string, _data: Uint8Array): void {}
-  protected gone(_peer: ZmtpPeer): void {}
+  protected ready(_peer: ZmtpConnection): void {}
+  protected abstract message(peer: ZmtpConnection, frames: Uint8Array[]): void;
+  protected command(_peer: ZmtpConnection, _name: string, _data: Uint8Array): void {}
+  protected gone(_peer: ZmtpConnection): void {}
 }
 
 export class PubSocket extends BoundSocket {
   /** Each peer's subscriptions (latin1 strings of their bytes) with their counts. */
-  private readonly subscriptions = new Map<ZmtpPeer, Map<string, number>>();
+  private readonly subscriptions = new Map<ZmtpConnection, Map<string, number>>();
   private droppedCount = 0;
 
   private constructor() {
@@ -250,27 +149,27 @@ export class PubSocket extends BoundSocket {
     }
   }
 
-  protected override ready(peer: ZmtpPeer): void {
+  protected override ready(peer: ZmtpConnection): void {
     this.subscriptions.set(peer, new Map());
   }
 
-  protected override command(peer: ZmtpPeer, name: string, data: Uint8Array): void {
+  protected override command(peer: ZmtpConnection, name: string, data: Uint8Array): void {
     if (name === "SUBSCRIBE") this.subscribe(peer, data, true);
     else if (name === "CANCEL") this.subscribe(peer, data, false);
   }
 
-  protected message(peer: ZmtpPeer, frames: Uint8Array[]): void {
+  protected message(peer: ZmtpConnection, frames: Uint8Array[]): void {
     // ZMTP 3.0 subscriptions: a one-frame message, 1 (subscribe) or 0 (cancel), then the prefix.
     const body = frames[0];
     if (frames.length !== 1 || body === undefined || body.length === 0 || body[0]! > 1) return;
     this.subscribe(peer, body.subarray(1), body[0] === 1);
   }
 
-  protected override gone(peer: ZmtpPeer): void {
+  protected override gone(peer: ZmtpConnection): void {
     this.subscriptions.delete(peer);
   }
 
-  private subscribe(peer: ZmtpPeer, prefix: Uint8Array, add: boolean): void {
+  private subscribe(peer: ZmtpConnection, prefix: Uint8Array, add: boolean): void {
     const topics = this.subscriptions.get(peer);
     if (topics === undefined) return;
     const key = Buffer.from(prefix).toString("latin1");
@@ -283,8 +182,8 @@ export class PubSocket extends BoundSocket {
 let nextGeneratedIdentity = Math.floor(Math.random() * 0x1_0000_0000);
 
 export class RouterSocket extends BoundSocket {
-  private readonly byIdentity = new Map<string, ZmtpPeer>();
-  private readonly identities = new Map<ZmtpPeer, Uint8Array>();
+  private readonly byIdentity = new Map<string, ZmtpConnection>();
+  private readonly identities = new Map<ZmtpConnection, Uint8Array>();
 
   private constructor(private readonly onMessage: (identity: Uint8Array, frames: Uint8Array[]) => void) {
     super("ROUTER", ["DEALER", "REQ", "ROUTER"]);
@@ -303,7 +202,7 @@ export class RouterSocket extends BoundSocket {
     return peer !== undefined && peer.send(encodeMessage(frames));
   }
 
-  protected override ready(peer: ZmtpPeer): void {
+  protected override ready(peer: ZmtpConnection): void {
     let identity = peer.metadata?.get("identity");
     // Like libzmq: an announced identity starting with a zero byte is ours to make; a taken one is refused.
     if (identity !== undefined && identity.length > 0 && identity[0] !== 0) {
@@ -317,12 +216,12 @@ export class RouterSocket extends BoundSocket {
     this.byIdentity.set(Buffer.from(identity).toString("latin1"), peer);
   }
 
-  protected message(peer: ZmtpPeer, frames: Uint8Array[]): void {
+  protected message(peer: ZmtpConnection, frames: Uint8Array[]): void {
     const identity = this.identities.get(peer);
     if (identity !== undefined) this.onMessage(identity, frames);
   }
 
-  protected override gone(peer: ZmtpPeer): void {
+  protected override gone(peer: ZmtpConnection): void {
     const identity = this.identities.get(peer);
     if (identity === undefined) return;
     this.identities.delete(peer);

@@ -1,7 +1,7 @@
 /**
- * The ZeroMQ wire protocol, ZMTP 3.1 with NULL security (rfc.zeromq.org 23 and 37), the part a
- * PUB and a ROUTER socket that bind need, pure: the greeting, frames, commands (READY, SUBSCRIBE,
- * CANCEL, PING/PONG) and READY's metadata.
+ * The ZeroMQ wire protocol, ZMTP 3.1 with NULL security (rfc.zeromq.org 23 and 37), the part
+ * ctxr's sockets need (PUB and ROUTER that bind, SUB and DEALER that connect), pure: the
+ * greeting, frames, commands (READY, SUBSCRIBE, CANCEL, PING/PONG) and READY's metadata.
  *
  * ctxr speaks it itself because the `zeromq` npm addon cannot run under Bun (it calls libuv's
  * uv_poll_init_socket, which Bun does not implement), and a single compiled binary could not
@@ -61,6 +61,8 @@ export interface Frame {
   body: Uint8Array;
   more: boolean;
   command: boolean;
+  /** Over the reader's limit and skipped (`body` is empty). */
+  oversized?: true;
 }
 
 export function encodeFrame(body: Uint8Array, more: boolean, command = false): Uint8Array {
@@ -131,37 +133,97 @@ export function readyCommand(socketType: string): Uint8Array {
   return encodeCommand("READY", encodeMetadata({ "Socket-Type": new TextEncoder().encode(socketType) }));
 }
 
+/** A heartbeat: PING with a TTL of 0 (the peer keeps no timer of its own) and no context. */
+export function pingCommand(): Uint8Array {
+  return encodeCommand("PING", new Uint8Array(2));
+}
+
+/**
+ * A subscription to messages whose first frame starts with `prefix`: the SUBSCRIBE command for a
+ * ZMTP 3.1 peer, a message of 1 then the prefix for a 3.0 one.
+ */
+export function subscription(prefix: Uint8Array, peerMinor: number): Uint8Array {
+  if (peerMinor >= 1) return encodeCommand("SUBSCRIBE", prefix);
+  return encodeFrame(Buffer.concat([Uint8Array.of(1), prefix]), false);
+}
+
 /** The answer to a PING: PONG with the ping's context (what follows its 2-byte TTL). */
 export function pongCommand(pingData: Uint8Array): Uint8Array {
   return encodeCommand("PONG", pingData.subarray(Math.min(2, pingData.length)));
 }
 
-/** Splits a byte stream into frames; refuses frames longer than `maxFrameBytes`. */
+/**
+ * Splits a byte stream into frames. A frame longer than `maxFrameBytes` is refused (ZmtpError),
+ * or, with `skipOversized`, stands as an empty frame marked `oversized` while its bytes are
+ * discarded as they arrive (a subscriber drops one message and keeps its connection).
+ *
+ * Chunks are only joined once a whole frame is there, so a large frame arriving in many chunks
+ * costs one copy, not one per chunk.
+ */
 export class FrameReader {
-  private pending: Uint8Array = new Uint8Array(0);
+  private chunks: Uint8Array[] = [];
+  private buffered = 0;
+  /** Bytes needed before the next frame can be read. */
+  private need = 2;
+  /** Bytes of an oversized frame still to discard. */
+  private skipping = 0;
 
-  constructor(private readonly maxFrameBytes: number) {}
+  constructor(
+    private readonly maxFrameBytes: number,
+    private readonly skipOversized = false,
+  ) {}
 
   push(chunk: Uint8Array): Frame[] {
-    const data = this.pending.length === 0 ? chunk : Buffer.concat([this.pending, chunk]);
+    if (this.skipping > 0) {
+      const skipped = Math.min(this.skipping, chunk.length);
+      this.skipping -= skipped;
+      chunk = chunk.subarray(skipped);
+    }
+    if (chunk.length === 0) return [];
+    this.chunks.push(chunk);
+    this.buffered += chunk.length;
+    if (this.buffered < this.need) return [];
+    const data = this.chunks.length === 1 ? this.chunks[0]! : Buffer.concat(this.chunks);
     const frames: Frame[] = [];
     let at = 0;
+    this.need = 2;
     for (;;) {
       if (data.length - at < 2) break;
       const flags = data[at]!;
       if ((flags & ~(FLAG_MORE | FLAG_LONG | FLAG_COMMAND)) !== 0) throw new ZmtpError(`frame flags 0x${flags.toString(16)} have reserved bits set`);
       const long = (flags & FLAG_LONG) !== 0;
       const header = long ? 9 : 2;
-      if (data.length - at < header) break;
+      if (data.length - at < header) {
+        this.need = header;
+        break;
+      }
       const size = long ? new DataView(data.buffer, data.byteOffset + at + 1, 8).getBigUint64(0, false) : BigInt(data[at + 1]!);
-      if (size > BigInt(this.maxFrameBytes)) throw new ZmtpError(`a ${size}-byte frame is over the ${this.maxFrameBytes}-byte limit`);
-      const length = Number(size);
-      if (data.length - at < header + length) break;
       const command = (flags & FLAG_COMMAND) !== 0;
-      frames.push({ body: data.slice(at + header, at + header + length), more: !command && (flags & FLAG_MORE) !== 0, command });
+      const more = !command && (flags & FLAG_MORE) !== 0;
+      if (size > BigInt(this.maxFrameBytes)) {
+        if (!this.skipOversized || size > BigInt(Number.MAX_SAFE_INTEGER)) throw new ZmtpError(`a ${size}-byte frame is over the ${this.maxFrameBytes}-byte limit`);
+        frames.push({ body: new Uint8Array(0), more, command, oversized: true });
+        const available = data.length - at - header;
+        const length = Number(size);
+        if (available >= length) {
+          at += header + length;
+          continue;
+        }
+        this.skipping = length - available;
+        at = data.length;
+        break;
+      }
+      const length = Number(size);
+      if (data.length - at < header + length) {
+        this.need = header + length;
+        break;
+      }
+      frames.push({ body: data.slice(at + header, at + header + length), more, command });
       at += header + length;
     }
-    this.pending = data.slice(at);
+    const rest = data.subarray(at);
+    this.chunks = rest.length === 0 ? [] : [rest];
+    this.buffered = rest.length;
     return frames;
   }
 }

@@ -71,4 +71,14 @@ describe("encodeKvEventBatch", () => {
     expect(hashAt).toBeGreaterThan(0);
     expect((decodeBatch(payload).events as { block_hashes: bigint[] }[])[0]!.block_hashes).toEqual([0x1234n]);
   });
+
+  test("array and mixed layouts: an array batch [ts (float64), events, rank]; array events are tagged arrays in field order, trailing nulls left out", () => {
+    const stored = blockStoredEvents([{ hash: hex(0xab), parent: null, tokens: [300, 70000] }], "int");
+    const events = [...stored, blockRemovedEvent([hex(0xab)], "int"), allBlocksClearedEvent()];
+    const array = encodeKvEventBatch(3, events, { layout: "array", dataParallelRank: 1 });
+    expect(Array.from(array.subarray(0, 2))).toEqual([0x93, 0xcb]);
+    expect(decode(array, { useBigInt64: true })).toEqual([3, [["BlockStored", [0xabn], null, [300, 70000], 2, null, "GPU"], ["BlockRemoved", [0xabn], "GPU"], ["AllBlocksCleared"]], 1]);
+    const mixed = encodeKvEventBatch(3, events, { layout: "mixed" });
+    expect(decode(mixed, { useBigInt64: true })).toEqual([3, events, 0]);
+  });
 });

@@ -37,13 +37,14 @@ async function subscriber(publisher: KvEventPublisher, topic = "", expected = 1)
 }
 
 describe("parseKvEventsPublish", () => {
-  test("an endpoint, then replay=, topic= and hashes= in any order", () => {
-    expect(parseKvEventsPublish("tcp://*:5557")).toEqual({ endpoint: { host: null, port: 5557 }, replay: null, topic: "", hashes: "bytes" });
-    expect(parseKvEventsPublish("tcp://0.0.0.0:5557,hashes=int,replay=tcp://*:5558,topic=kv")).toEqual({
+  test("an endpoint, then replay=, topic=, hashes= and layout= in any order", () => {
+    expect(parseKvEventsPublish("tcp://*:5557")).toEqual({ endpoint: { host: null, port: 5557 }, replay: null, topic: "", hashes: "bytes", layout: "map" });
+    expect(parseKvEventsPublish("tcp://0.0.0.0:5557,hashes=int,replay=tcp://*:5558,layout=array,topic=kv")).toEqual({
       endpoint: { host: "0.0.0.0", port: 5557 },
       replay: { host: null, port: 5558 },
       topic: "kv",
       hashes: "int",
+      layout: "array",
     });
   });
 
@@ -53,7 +54,8 @@ describe("parseKvEventsPublish", () => {
       ["localhost:5557", "'localhost:5557' is not a tcp://HOST:PORT endpoint"],
       ["tcp://*:5557,replay=5558", "'5558' is not a tcp://HOST:PORT endpoint"],
       ["tcp://*:5557,hashes=hex", "hashes= must be bytes or int, got 'hex'"],
-      ["tcp://*:5557,speed=fast", "unknown setting 'speed=fast'"],
+      ["tcp://*:5557,layout=json", "layout= must be map, array or mixed, got 'json'"],
+      ["tcp://*:5557,speed=fast", "unknown setting 'speed=fast' (expected replay=, topic=, hashes= or layout=)"],
       ["tcp://*:5557,topic=a,topic=b", "topic= is given twice"],
       ["tcp://*:5557,replay=tcp://*:5557", "the replay endpoint must differ from the publish endpoint"],
     ];

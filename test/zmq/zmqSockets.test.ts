@@ -5,7 +5,8 @@
  */
 import { afterEach, describe, expect, setDefaultTimeout, test } from "bun:test";
 import { connect, createServer, type Socket } from "node:net";
-import { PubSocket, RouterSocket, parseTcpEndpoint } from "../../src/zmq/zmqSockets.ts";
+import { parseTcpEndpoint } from "../../src/zmq/tcpEndpoint.ts";
+import { PubSocket, RouterSocket } from "../../src/zmq/zmqSockets.ts";
 import { FrameReader, encodeCommand, encodeFrame, encodeMetadata, greeting, parseCommand, type Frame } from "../../src/zmq/zmtp.ts";
 import { ZmqPeer } from "../helpers/zmqPeer.ts";
 

@@ -57,6 +57,34 @@ describe("frames", () => {
     expect(() => new FrameReader(100).push(encodeFrame(new Uint8Array(101), false))).toThrow("over the 100-byte limit");
     expect(() => new FrameReader(100).push(Uint8Array.of(0x08, 0))).toThrow("reserved bits");
   });
+
+  test("with skipOversized, a frame over the limit is an empty marked frame and its bytes are dropped, wherever the stream is cut", () => {
+    const stream = Buffer.concat([encodeMessage([Uint8Array.of(7), new Uint8Array(5000).fill(9)]), encodeMessage([Uint8Array.of(1, 2)])]);
+    for (const cuts of [[], [1], [3], [9], [12], [200, 4000], [5003], [stream.length - 2], Array.from({ length: 50 }, (_, i) => i * 101 + 1)]) {
+      const reader = new FrameReader(1000, true);
+      const frames: { length: number; more: boolean; oversized: boolean }[] = [];
+      let from = 0;
+      for (const cut of [...cuts, stream.length]) {
+        for (const f of reader.push(stream.subarray(from, cut))) frames.push({ length: f.body.length, more: f.more, oversized: f.oversized === true });
+        from = cut;
+      }
+      expect(frames).toEqual([
+        { length: 1, more: true, oversized: false },
+        { length: 0, more: false, oversized: true },
+        { length: 2, more: false, oversized: false },
+      ]);
+    }
+  });
+
+  test("a large frame in many small chunks is read once it is whole", () => {
+    const body = Uint8Array.from({ length: 200_000 }, (_, i) => i % 251);
+    const stream = encodeFrame(body, false);
+    const reader = new FrameReader(1 << 20);
+    const frames = [];
+    for (let at = 0; at < stream.length; at += 1000) frames.push(...reader.push(stream.subarray(at, at + 1000)));
+    expect(frames.length).toBe(1);
+    expect(Buffer.compare(frames[0]!.body, body)).toBe(0);
+  });
 });
 
 describe("commands", () => {

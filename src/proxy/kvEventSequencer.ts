@@ -1,0 +1,252 @@
+/**
+ * The order of an engine's KV event batches, pure (no sockets, no timers): which batch to apply
+ * next, when to wait for a missing one, when to ask the replay socket, and when the engine's
+ * cache can no longer be followed (a resync: the consumer drops its view of it).
+ *
+ * Batches carry sequence numbers 0, 1, 2, … per publisher. A batch ahead of the next expected
+ * one is held; the gap first gets a short wait (`gapSeen`: the caller starts a timer and calls
+ * `gapTimeout`), since a late batch may still come, then one replay request from the first
+ * missing number. The replay answers every batch the engine still keeps from there on: a gap it
+ * cannot fill (its first batch is past the missing ones, it failed, or it is over and a gap is
+ * still open) resynchronises and goes on from the first batch held. One replay at a time, and
+ * never two for the same gap: nothing loops.
+ *
+ * A batch behind the expected one is a copy of one already applied (a late duplicate, ignored)
+ * when its payload equals that batch's; otherwise the sequence went backwards, which is an
+ * engine that restarted behind the same connection: resync, and follow the new sequence.
+ *
+ * On every connection (the first and each reconnect, which resynchronises: batches published
+ * while disconnected are unknown, and the engine may have restarted) the whole replay buffer is
+ * asked for, so a subscriber that starts after the engine still learns what the engine stored
+ * in its last batches (everything, when it has not published more than it keeps).
+ */
+
+export type KvEventResyncReason = "gap" | "reconnect" | "restart" | "replay-failed" | "malformed" | "overflow";
+
+export interface SequencerActions {
+  apply(seq: number, payload: Uint8Array, replayed: boolean): void;
+  /** Drop the view: batches applied so far no longer describe the engine's cache. */
+  resync(reason: KvEventResyncReason): void;
+  /** Batches `from`… are missing and not here yet: wait a little (then call gapTimeout). */
+  gapSeen(from: number): void;
+  /** Ask the replay socket for every batch from `from` (then call replayed…, replayEnded or replayFailed). */
+  requestReplay(from: number): void;
+  /** Stop an outstanding replay (its answers must not arrive any more). */
+  cancelReplay(): void;
+  /** Missed batches from..to came back through replay. */
+  gapRecovered(from: number, to: number): void;
+  /** A late copy of an applied batch was ignored. */
+  duplicate(seq: number): void;
+}
+
+export interface SequencerOptions {
+  /** Whether a replay socket exists. */
+  replay: boolean;
+  /** Batches held while a gap is open; beyond, the gap is given up (default 10,000, a vLLM replay buffer). */
+  maxPending?: number;
+  /** Their payload bytes at most (default 256 MiB). */
+  maxPendingBytes?: number;
+  /** Applied payloads kept to tell a late duplicate from a restart (default 256). */
+  recentKept?: number;
+}
+
+type Phase = "live" | "waiting" | "replaying";
+
+export class KvEventSequencer {
+  /** The next sequence number to apply; null: any (no replay to ask, nothing applied since the last (re)start). */
+  private expected: number | null = null;
+  private phase: Phase = "live";
+  private readonly pending = new Map<number, Uint8Array>();
+  private pendingBytes = 0;
+  private readonly recent = new Map<number, Uint8Array>();
+  /** Something was applied since the last resync (a resync then has a view to drop). */
+  private dirty = false;
+  private connections = 0;
+  /** The replay in flight: the first batch it was asked for, whether a gap made it (not a connection), whether it filled that gap. */
+  private replayFrom = 0;
+  private replayGapEnd = 0;
+  private replayForGap = false;
+  private replayFilled = false;
+  private readonly maxPending: number;
+  private readonly maxPendingBytes: number;
+  private readonly recentKept: number;
+
+  constructor(
+    private readonly actions: SequencerActions,
+    private readonly options: SequencerOptions,
+  ) {
+    this.maxPending = options.maxPending ?? 10_000;
+    this.maxPendingBytes = options.maxPendingBytes ?? 256 * 1024 * 1024;
+    this.recentKept = options.recentKept ?? 256;
+  }
+
+  /** The next sequence number it will apply (null when any will do). */
+  get next(): number | null {
+    return this.expected;
+  }
+
+  get replaying(): boolean {
+    return this.phase === "replaying";
+  }
+
+  /** The SUB socket completed a handshake. */
+  connected(): void {
+    if (this.connections++ > 0) this.resync("reconnect");
+    this.reset();
+    if (!this.options.replay) return;
+    this.expected = 0;
+    this.startReplay(0, false);
+  }
+
+  /** A batch from the SUB socket. */
+  live(seq: number, payload: Uint8Array): void {
+    if (this.expected === null) this.expected = seq;
+    if (seq < this.expected) {
+      if (this.isDuplicate(seq, payload)) this.actions.duplicate(seq);
+      else this.restart(seq, payload);
+      return;
+    }
+    if (this.phase === "replaying" || seq > this.expected) {
+      if (!this.hold(seq, payload)) return;
+      if (this.phase === "live") {
+        this.phase = "waiting";
+        this.actions.gapSeen(this.expected);
+      }
+      return;
+    }
+    this.apply(seq, payload, false);
+    this.drain();
+  }
+
+  /** The wait for a missing batch is over. */
+  gapTimeout(): void {
+    if (this.phase !== "waiting") return;
+    if (this.options.replay) this.startReplay(this.expected!, true);
+    else this.skipToHeld("gap");
+  }
+
+  /** One batch of the replay's answer (they come in order). */
+  replayed(seq: number, payload: Uint8Array): void {
+    if (this.phase !== "replaying" || seq < this.expected!) return;
+    if (seq > this.expected!) {
+      // The engine no longer keeps the missing batches.
+      this.resync("gap");
+      this.expected = seq;
+    } else if (seq === this.replayFrom) this.replayFilled = true;
+    this.apply(seq, payload, true);
+    this.release(seq);
+  }
+
+  /** The replay's end marker came. */
+  replayEnded(): void {
+    if (this.phase !== "replaying") return;
+    this.phase = "live";
+    if (this.replayForGap && this.replayFilled && this.expected! > this.replayGapEnd) this.actions.gapRecovered(this.replayFrom, this.replayGapEnd);
+    for (const seq of this.pending.keys()) if (seq < this.expected!) this.release(seq);
+    if (!this.pending.has(this.expected!) && this.pending.size > 0) return this.skipToHeld("gap");
+    this.drain();
+  }
+
+  /** The replay got no answer in time (or its socket is unreachable). */
+  replayFailed(): void {
+    if (this.phase !== "replaying") return;
+    this.phase = "live";
+    this.skipToHeld("replay-failed");
+  }
+
+  /** A batch that was applied could not be used (malformed): the view missed it. */
+  unusable(): void {
+    this.resync("malformed");
+  }
+
+  private startReplay(from: number, forGap: boolean): void {
+    this.phase = "replaying";
+    this.replayFrom = from;
+    this.replayGapEnd = this.pending.size === 0 ? from : Math.min(...this.pending.keys()) - 1;
+    this.replayForGap = forGap;
+    this.replayFilled = false;
+    this.actions.requestReplay(from);
+  }
+
+  private apply(seq: number, payload: Uint8Array, replayed: boolean): void {
+    this.expected = seq + 1;
+    this.dirty = true;
+    this.recent.set(seq, payload);
+    if (this.recent.size > this.recentKept) this.recent.delete(this.recent.keys().next().value!);
+    this.actions.apply(seq, payload, replayed);
+  }
+
+  /** Applies held batches while they follow on; a gap still open waits again. */
+  private drain(): void {
+    for (let payload = this.pending.get(this.expected!); payload !== undefined; payload = this.pending.get(this.expected!)) {
+      this.release(this.expected!);
+      this.apply(this.expected!, payload, false);
+    }
+    if (this.pending.size === 0) this.phase = "live";
+    else if (this.phase !== "waiting") {
+      this.phase = "waiting";
+      this.actions.gapSeen(this.expected!);
+    }
+  }
+
+  /** Holds a batch; false when that was one too many and the gap was given up (everything held is applied). */
+  private hold(seq: number, payload: Uint8Array): boolean {
+    this.release(seq);
+    this.pending.set(seq, payload);
+    this.pendingBytes += payload.length;
+    if (this.pending.size <= this.maxPending && this.pendingBytes <= this.maxPendingBytes) return true;
+    if (this.phase === "replaying") this.actions.cancelReplay();
+    this.phase = "live";
+    this.skipToHeld("overflow");
+    return false;
+  }
+
+  /** Gives the missing batches up: resync, then go on from the first batch held (if any). */
+  private skipToHeld(reason: KvEventResyncReason): void {
+    this.resync(reason);
+    if (this.pending.size === 0) {
+      this.phase = "live";
+      this.expected = null;
+      return;
+    }
+    this.expected = Math.min(...this.pending.keys());
+    this.phase = "live";
+    this.drain();
+  }
+
+  /** The sequence went backwards: a new one starts, followed from its beginning when the replay still has it. */
+  private restart(seq: number, payload: Uint8Array): void {
+    this.resync("restart");
+    this.reset();
+    if (this.options.replay) this.expected = 0;
+    this.live(seq, payload);
+  }
+
+  private reset(): void {
+    if (this.phase === "replaying") this.actions.cancelReplay();
+    this.pending.clear();
+    this.pendingBytes = 0;
+    this.recent.clear();
+    this.phase = "live";
+    this.expected = null;
+  }
+
+  private release(seq: number): void {
+    const held = this.pending.get(seq);
+    if (held === undefined) return;
+    this.pending.delete(seq);
+    this.pendingBytes -= held.length;
+  }
+
+  /** Tells the consumer to drop its view, when it has one. */
+  private resync(reason: KvEventResyncReason): void {
+    if (!this.dirty) return;
+    this.dirty = false;
+    this.actions.resync(reason);
+  }
+
+  private isDuplicate(seq: number, payload: Uint8Array): boolean {
+    const applied = this.recent.get(seq);
+    return applied !== undefined && Buffer.compare(applied, payload) === 0;
+  }
+}

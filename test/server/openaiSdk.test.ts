@@ -148,7 +148,7 @@ describe("openai SDK: tool calling", () => {
       seed: 7,
       max_tokens: 200,
     });
-    const calls = completion.choices[0]!.message.tool_calls;
+    const calls = completion.choices[0]!.message.tool_calls ?? [];
     expect(calls.length).toBeGreaterThanOrEqual(1);
     for (const call of calls) expect(weather.parse(call.function.parsed_arguments)).toEqual(call.function.parsed_arguments as never);
   });

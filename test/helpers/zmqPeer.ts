@@ -1,15 +1,19 @@
 /**
  * Runs zmqPeer.mjs under Node: a real libzmq SUB socket (and DEALER/REQ replay clients) talking
- * to ctxr's own ZMTP sockets, so the tests check the wire against libzmq, not against ctxr's
- * own reading of it.
+ * to ctxr's own ZMTP sockets, or zmqPublisherPeer.mjs: a libzmq PUB and ROUTER publishing and
+ * replaying as vLLM does, for ctxr's SUB and DEALER. The tests check the wire against libzmq,
+ * not against ctxr's own reading of it.
  */
 import { join } from "node:path";
 import { REPO_ROOT } from "./cli.ts";
 
 export interface ZmqPeerLine {
-  kind: "started" | "message" | "replay" | "error";
+  kind: "started" | "message" | "replay" | "subscribed" | "request" | "error";
   frames?: Uint8Array[];
   message?: string;
+  /** zmqPublisherPeer.mjs's bound endpoints. */
+  pub?: string;
+  replay?: string;
 }
 
 export class ZmqPeer {
@@ -17,13 +21,25 @@ export class ZmqPeer {
   private waiter: (() => void) | null = null;
   private constructor(private readonly process: ReturnType<typeof Bun.spawn<"pipe", "pipe", "pipe">>) {}
 
+  /** The started line of zmqPublisherPeer.mjs (its endpoints). */
+  started: ZmqPeerLine | null = null;
+
   /** A SUB socket connected to `endpoint`, subscribed to `topic`. */
-  static async subscribe(endpoint: string, topic = ""): Promise<ZmqPeer> {
-    const child = Bun.spawn(["node", join(REPO_ROOT, "test/helpers/zmqPeer.mjs"), endpoint, topic], { stdin: "pipe", stdout: "pipe", stderr: "pipe" });
+  static subscribe(endpoint: string, topic = ""): Promise<ZmqPeer> {
+    return ZmqPeer.spawn("zmqPeer.mjs", [endpoint, topic]);
+  }
+
+  /** A libzmq XPUB and ROUTER bound on 127.0.0.1 (`started.pub`, `started.replay`), replaying as vLLM does. */
+  static publisher(): Promise<ZmqPeer> {
+    return ZmqPeer.spawn("zmqPublisherPeer.mjs", []);
+  }
+
+  private static async spawn(script: string, args: string[]): Promise<ZmqPeer> {
+    const child = Bun.spawn(["node", join(REPO_ROOT, "test/helpers", script), ...args], { stdin: "pipe", stdout: "pipe", stderr: "pipe" });
     const peer = new ZmqPeer(child);
     void peer.read();
-    const started = await peer.next("started", 20_000);
-    if (started === null) throw new Error(`zmqPeer.mjs did not start: ${await new Response(child.stderr).text()}`);
+    peer.started = await peer.next("started", 20_000);
+    if (peer.started === null) throw new Error(`${script} did not start: ${await new Response(child.stderr).text()}`);
     return peer;
   }
 
@@ -34,7 +50,7 @@ export class ZmqPeer {
       const parts = rest.split("\n");
       rest = parts.pop()!;
       for (const part of parts) {
-        const raw = JSON.parse(part) as { kind: ZmqPeerLine["kind"]; frames?: string[]; message?: string };
+        const raw = JSON.parse(part) as Omit<ZmqPeerLine, "frames"> & { frames?: string[] };
         this.lines.push({ ...raw, frames: raw.frames?.map((hex) => Uint8Array.from(Buffer.from(hex, "hex"))) });
         this.waiter?.();
       }
@@ -65,7 +81,7 @@ export class ZmqPeer {
   }
 
   /** The next `count` lines of `kind`; throws when they do not all come within `timeoutMs`. */
-  async take(kind: "message" | "replay", count: number, timeoutMs = 20_000): Promise<Uint8Array[][]> {
+  async take(kind: "message" | "replay" | "subscribed" | "request", count: number, timeoutMs = 20_000): Promise<Uint8Array[][]> {
     const deadline = Date.now() + timeoutMs;
     const out: Uint8Array[][] = [];
     while (out.length < count) {
@@ -88,7 +104,21 @@ export class ZmqPeer {
 
   /** Sends a replay request for batches from `start` from a fresh DEALER (or REQ) socket. */
   requestReplay(endpoint: string, start: number, socket: "dealer" | "req" = "dealer"): void {
-    this.process.stdin.write(`${JSON.stringify({ replay: endpoint, start, socket })}\n`);
+    this.write({ replay: endpoint, start, socket });
+  }
+
+  /** zmqPublisherPeer.mjs: publishes `payload` under the next sequence number (kept for replay). */
+  publish(payload: Uint8Array, topic = ""): void {
+    this.write({ publish: Buffer.from(payload).toString("hex"), topic: Buffer.from(topic).toString("hex") });
+  }
+
+  /** zmqPublisherPeer.mjs: sends these frames as they are. */
+  sendFrames(frames: readonly Uint8Array[]): void {
+    this.write({ frames: frames.map((frame) => Buffer.from(frame).toString("hex")) });
+  }
+
+  private write(command: unknown): void {
+    this.process.stdin.write(`${JSON.stringify(command)}\n`);
     this.process.stdin.flush();
   }
 

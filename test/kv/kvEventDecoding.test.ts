@@ -147,7 +147,7 @@ describe("decodeKvEventBatch", () => {
   });
 
   test("malformed payloads fail with their kind and say what is wrong", () => {
-    const cases: [Uint8Array, string, string][] = [
+    const cases: [Uint8Array, KvEventDecodeError["kind"], string][] = [
       [Uint8Array.of(0xc1), "msgpack", "not msgpack"],
       [Uint8Array.of(0x92, 0x01), "msgpack", "not msgpack"],
       [pack("hello"), "batch", "a batch is an array or a map"],

@@ -120,7 +120,7 @@ describe("KvEventSequencer", () => {
   });
 
   test("a sequence that goes backwards with other payloads is a restart: resync, and the new sequence from its start", () => {
-    const { sequencer, live, take } = caughtUp(5);
+    const { sequencer, take } = caughtUp(5);
     sequencer.live(0, payload(0, 1));
     sequencer.live(1, payload(1, 1));
     expect(take()).toEqual(["resync restart", "apply 0/1", "apply 1/1"]);

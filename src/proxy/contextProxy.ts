@@ -24,6 +24,9 @@ import { redactText, usableSecrets } from "./redact.ts";
 import { chatRoutingPlan, completionRoutingPlan, EMPTY_PLAN, type RoutingPlan } from "./routingKeys.ts";
 import { UpstreamPool, type Upstream } from "./upstreamPool.ts";
 import { parseUpstreamUrl, upstreamRequestUrl } from "./upstreamTarget.ts";
+import { mirrorBlockKeys } from "./engineCacheMirror.ts";
+import type { EnginePromptTokenizer } from "./enginePromptTokens.ts";
+import { UpstreamCacheSync } from "./upstreamCacheSync.ts";
 
 export interface ProxyOptions {
   /** Upstream base URLs (at least one). */
@@ -51,7 +54,14 @@ export interface ProxyOptions {
   maxUpstreamRequests?: number;
   /** A client that reads nothing of an answer for this long is cut off (default 30 000 ms; null: never). */
   clientStallMs?: number | null;
+  /** Tokenizes forwarded prompts as the engines do (--tokenizer DIR), for routing on their KV events. */
+  promptTokenizer?: EnginePromptTokenizer | null;
+  /** The engines' KV block size until their events tell it (--block-size; default 16). */
+  blockSize?: number;
 }
+
+/** vLLM's and SGLang's default KV block size. */
+export const DEFAULT_ENGINE_BLOCK_SIZE = 16;
 
 export const DEFAULT_MAX_UPSTREAM_REQUESTS = 128;
 export const DEFAULT_CLIENT_STALL_MS = 30_000;
@@ -123,6 +133,10 @@ export class ContextProxy {
   private readonly maxUpstreamRequests: number;
   private readonly clientStallMs: number | null;
   private refusedBusy = 0;
+  /** Tokenizes forwarded prompts as the engines do (--tokenizer), for their cache mirrors. */
+  private readonly promptTokenizer: EnginePromptTokenizer | null;
+  /** The engines' block size when their events have not told it yet (--block-size). */
+  private readonly blockSize: number;
 
   constructor(
     private readonly service: ContextService,
@@ -149,6 +163,40 @@ export class ContextProxy {
       maxBytes: options.maxRoutingBytes,
     });
     this.rewriter = new PromptRewriter(service, { documentTemplate: options.documentTemplate, maxHistoryBytes: options.maxHistoryBytes });
+    this.promptTokenizer = options.promptTokenizer ?? null;
+    this.blockSize = options.blockSize ?? DEFAULT_ENGINE_BLOCK_SIZE;
+  }
+
+  /**
+   * The consumer of the KV events of the upstream at `position` (0-based, as listed): its cache
+   * mirror routes requests and evicts contexts the engine dropped.
+   */
+  cacheSync(position: number): UpstreamCacheSync {
+    const upstream = this.pool.upstreams[position];
+    if (upstream === undefined) throw new RangeError(`ContextProxy.cacheSync: no upstream ${position}`);
+    upstream.sync ??= new UpstreamCacheSync((ids) => void this.evictDropped(ids));
+    return upstream.sync;
+  }
+
+  /** Contexts whose blocks an engine dropped leave the live index (and routing). */
+  private async evictDropped(requestIds: string[]): Promise<void> {
+    this.pool.evict(requestIds);
+    try {
+      await this.service.evict(requestIds);
+    } catch (error) {
+      this.log(`ctxr serve: evicting contexts an engine dropped failed: ${(error as Error).message}\n`);
+    }
+  }
+
+  /** The forwarded prompt's block keys for the engines' cache mirrors (none without --tokenizer or KV events). */
+  private promptBlockKeys(kind: Kind, forwarded: Record<string, unknown>): string[] | undefined {
+    if (this.promptTokenizer === null) return undefined;
+    const synced = this.pool.upstreams.filter((u) => u.sync !== null);
+    if (synced.length === 0) return undefined;
+    const ids = this.promptTokenizer.promptIds(kind === "chat" ? "chat" : "completions", forwarded);
+    if (ids === null) return undefined;
+    const blockSize = synced.find((u) => u.sync!.mirror.blockSize !== null)?.sync!.mirror.blockSize ?? this.blockSize;
+    return mirrorBlockKeys(ids, blockSize);
   }
 
   /** The upstreams as stats name them (no credentials). */
@@ -175,7 +223,9 @@ export class ContextProxy {
     // Nothing to change: the client's bytes go out as they came.
     const unchanged = result.documents === 0 && result.requestId === null && !("ctxr" in received) && !("documents" in received);
     setEngineRequestId(result.body, this.engine, result.requestId);
-    const plan = !this.pool.routes ? EMPTY_PLAN : kind === "chat" ? chatRoutingPlan(result.body, result) : completionRoutingPlan(result);
+    const estimate = !this.pool.routes ? EMPTY_PLAN : kind === "chat" ? chatRoutingPlan(result.body, result) : completionRoutingPlan(result);
+    const blockKeys = this.promptBlockKeys(kind, result.body);
+    const plan = blockKeys === undefined ? estimate : { ...estimate, blockKeys };
     return this.dispatch(c, { method: "POST", path: rawPath(c), body: unchanged ? bytes : JSON.stringify(result.body), rewrite: result, plan });
   }
 
@@ -268,6 +318,12 @@ export class ContextProxy {
       tried.add(upstream);
       upstream.inFlight++;
       upstream.counters.requests++;
+      const blocks = request.plan.blockKeys?.length ?? 0;
+      upstream.activeBlocks += blocks;
+      const settle = () => {
+        upstream.inFlight--;
+        upstream.activeBlocks -= blocks;
+      };
       // An answer is read decoded where it is scanned: for usage (rewritten routes), or for secrets to
       // redact (an encoded answer would carry an echoed key past the redactor). Without either, the
       // client's Accept-Encoding goes upstream and the bytes come back as encoded.
@@ -288,7 +344,7 @@ export class ContextProxy {
       });
 
       if (!outcome.ok) {
-        upstream.inFlight--;
+        settle();
         upstream.counters.errors++;
         if (outcome.failure === "aborted") {
           await this.undeliverable(request.rewrite);
@@ -309,7 +365,7 @@ export class ContextProxy {
       // Asked for identity, the upstream may still answer encoded: fetch decodes the usual codings; any other cannot be scanned.
       const undecoded = decode ? undecodedEncoding(response.headers.get("content-encoding")) : null;
       if (undecoded !== null && this.secrets.length > 0) {
-        upstream.inFlight--;
+        settle();
         upstream.counters.errors++;
         await response.body?.cancel().catch(() => undefined);
         await this.undeliverable(request.rewrite);
@@ -331,6 +387,11 @@ export class ContextProxy {
         counters.documentsDeduplicated += rewrite.deduplicated;
         counters.estimatedCachedTokens += rewrite.estimatedCachedTokens;
         this.pool.record(upstream, request.plan, rewrite.requestId);
+        const keys = request.plan.blockKeys;
+        if (upstream.sync !== null && keys !== undefined) {
+          counters.mirroredCachedTokens += upstream.sync.mirror.cachedBlocks(keys) * (upstream.sync.mirror.blockSize ?? this.blockSize);
+          if (rewrite.requestId !== null) upstream.sync.track(rewrite.requestId, keys);
+        }
         // The index changes were journaled while the engine worked: on disk before the answer starts.
         // The turn's conversation record follows within one group commit (not awaited).
         await rewrite.durable();
@@ -342,7 +403,7 @@ export class ContextProxy {
         secrets: this.secrets,
         stallMs: this.clientStallMs,
         onDone: ({ usage, error }) => {
-          upstream.inFlight--;
+          settle();
           if (usage !== null && usage.cachedTokens !== null) {
             upstream.counters.cachedTokens += usage.cachedTokens;
             upstream.counters.usageReports++;

@@ -61,6 +61,9 @@ export class EngineCacheMirror {
   blockSize: number | null = null;
   private readonly counters = { orphans: 0, malformed: 0, unknownRemovals: 0 };
 
+  /** `onDropped`: told each content key the engine no longer holds at all (not on clear). */
+  constructor(private readonly onDropped?: (key: string) => void) {}
+
   stored(event: StoredBlocks): void {
     const size = event.blockSize;
     if (!(Number.isSafeInteger(size) && size > 0) || event.tokenIds.length !== event.hashes.length * size) {
@@ -122,7 +125,11 @@ export class EngineCacheMirror {
 
   private release(key: string): void {
     const count = this.holders.get(key)!;
-    if (count <= 1) this.holders.delete(key);
-    else this.holders.set(key, count - 1);
+    if (count > 1) {
+      this.holders.set(key, count - 1);
+      return;
+    }
+    this.holders.delete(key);
+    this.onDropped?.(key);
   }
 }

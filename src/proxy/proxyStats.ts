@@ -6,6 +6,7 @@
  * what the upstream itself reported in usage.prompt_tokens_details.
  */
 import { formatNumber, metricHeader, labelText } from "../server/metrics.ts";
+import type { CacheSyncStats, UpstreamCacheSync } from "./upstreamCacheSync.ts";
 
 export class UpstreamCounters {
   /** Requests sent (rewritten and passed through), whatever the answer. */
@@ -21,6 +22,8 @@ export class UpstreamCounters {
   cachedTokens = 0;
   /** Responses whose usage carried cached_tokens. */
   usageReports = 0;
+  /** Prompt tokens the engine's cache mirror (KV events) showed cached where the request went. */
+  mirroredCachedTokens = 0;
 }
 
 export interface UpstreamState {
@@ -32,6 +35,8 @@ export interface UpstreamState {
   readonly retryAt: number | null;
   readonly lastError: string | null;
   readonly counters: UpstreamCounters;
+  /** The engine's cache kept from its KV events (null: none). */
+  readonly sync: UpstreamCacheSync | null;
 }
 
 export interface UpstreamStats {
@@ -50,6 +55,8 @@ export interface UpstreamStats {
   consecutive_failures: number;
   retry_in_ms: number | null;
   last_error: string | null;
+  /** With --kv-events: the mirror of the engine's cache and what it predicted. */
+  kv_events?: CacheSyncStats & { predicted_cached_tokens: number };
 }
 
 export function upstreamStats(state: UpstreamState, now: number): UpstreamStats {
@@ -70,6 +77,7 @@ export function upstreamStats(state: UpstreamState, now: number): UpstreamStats 
     consecutive_failures: state.consecutiveFailures,
     retry_in_ms: state.retryAt === null ? null : Math.max(0, state.retryAt - now),
     last_error: state.lastError,
+    ...(state.sync !== null ? { kv_events: { ...state.sync.stats, predicted_cached_tokens: c.mirroredCachedTokens } } : {}),
   };
 }
 
@@ -86,11 +94,27 @@ const SERIES: [name: string, type: "counter" | "gauge", help: string, value: (s:
   ["ctxr_upstream_cached_tokens_total", "counter", "Cached prompt tokens the upstream reported (usage.prompt_tokens_details.cached_tokens).", (s) => s.counters.cachedTokens],
 ];
 
+/** Series of upstreams that publish KV events. */
+const SYNC_SERIES: [name: string, type: "counter" | "gauge", help: string, value: (s: UpstreamState & { sync: UpstreamCacheSync }) => number][] = [
+  ["ctxr_upstream_kv_events_connected", "gauge", "1 while the KV-event subscriber is connected to the engine's publisher.", (s) => (s.sync.live ? 1 : 0)],
+  ["ctxr_upstream_mirrored_blocks", "gauge", "Blocks of the engine's prefix cache, as its KV events tell.", (s) => s.sync.stats.blocks],
+  ["ctxr_upstream_mirrored_tokens", "gauge", "Tokens of the engine's prefix cache, as its KV events tell.", (s) => s.sync.stats.tokens],
+  ["ctxr_upstream_mirror_predicted_cached_tokens_total", "counter", "Prompt tokens the mirror showed cached where requests went (compare ctxr_upstream_cached_tokens_total).", (s) => s.counters.mirroredCachedTokens],
+  ["ctxr_upstream_kv_event_lag_seconds", "gauge", "Arrival time minus the engine's timestamp of the last live batch.", (s) => (s.sync.stats.lagMs ?? 0) / 1000],
+  ["ctxr_upstream_mirror_contexts_evicted_total", "counter", "Contexts that left the live index because the engine dropped one of their blocks.", (s) => s.sync.stats.contextsEvicted],
+];
+
 export function renderUpstreamMetrics(states: readonly UpstreamState[]): string {
   let out = "";
   for (const [name, type, help, value] of SERIES) {
     out += metricHeader(name, help, type);
     for (const state of states) out += `${name}${labelText({ upstream: state.url })} ${formatNumber(value(state))}\n`;
+  }
+  const synced = states.filter((state): state is UpstreamState & { sync: UpstreamCacheSync } => state.sync !== null);
+  if (synced.length === 0) return out;
+  for (const [name, type, help, value] of SYNC_SERIES) {
+    out += metricHeader(name, help, type);
+    for (const state of synced) out += `${name}${labelText({ upstream: state.url })} ${formatNumber(value(state))}\n`;
   }
   return out;
 }

@@ -19,6 +19,11 @@ export interface RoutingPlan {
   readonly lookup: RouteKey[];
   /** Recorded with the lookup: every message of a chat request, for the next turn. */
   readonly turn: RouteKey[] | null;
+  /**
+   * The forwarded prompt's full blocks as the engines' cache mirrors name them (issue 13), when
+   * the proxy tokenizes prompts as the engine does (--tokenizer) and follows KV events.
+   */
+  readonly blockKeys?: readonly string[];
 }
 
 export const EMPTY_PLAN: RoutingPlan = { lookup: [], turn: null };

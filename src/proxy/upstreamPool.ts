@@ -20,6 +20,12 @@
  * contexts beyond its share), half for the routing-key table, which starts
  * afresh (with every index) when it is full.
  *
+ * With KV events (issue 13): when every candidate's cache mirror is live and the plan carries the
+ * prompt's block keys, a request goes to the upstream of least cost, NVIDIA Dynamo's:
+ *   cost = overlapWeight × (prompt blocks not cached there) + blocks of the prompts in flight there
+ * (prefill it must do, plus the load it has; lower is better, overlapWeight 1; ties: fewer
+ * requests in flight, then the first listed). Otherwise the estimate above.
+ *
  * Health: a connection error or timeout takes an upstream out of rotation;
  * it is tried again after a backoff (5 s, doubling up to 60 s by default), and
  * is back in rotation as soon as it answers.
@@ -31,6 +37,7 @@ import { requestIdCandidates } from "../online/requestIds.ts";
 import { UpstreamCounters, type UpstreamState } from "./proxyStats.ts";
 import type { RouteKey, RoutingPlan } from "./routingKeys.ts";
 import { parseUpstreamUrl, type UpstreamTarget } from "./upstreamTarget.ts";
+import type { UpstreamCacheSync } from "./upstreamCacheSync.ts";
 
 export interface PoolOptions {
   /** First delay before an unreachable upstream is tried again (default 5000 ms); doubles per failure. */
@@ -59,6 +66,10 @@ const TURN_SUFFIX = "#turn";
 
 export class Upstream implements UpstreamState {
   inFlight = 0;
+  /** Prompt blocks of the requests in flight (the load term of event-driven routing). */
+  activeBlocks = 0;
+  /** The engine's cache kept from its KV events (null: it publishes none). */
+  sync: UpstreamCacheSync | null = null;
   healthy = true;
   consecutiveFailures = 0;
   retryAt: number | null = null;
@@ -171,6 +182,7 @@ export class UpstreamPool {
     const now = this.now();
     const candidates = this.upstreams.filter((u) => !exclude.has(u) && u.available(now));
     if (candidates.length <= 1) return candidates[0] ?? null;
+    if (plan.blockKeys !== undefined && candidates.every((u) => u.sync?.live === true)) return leastCost(candidates, plan.blockKeys);
 
     const leastLoaded = (pool: Upstream[]) =>
       pool.reduce((best, u) => (u.inFlight < best.inFlight || (u.inFlight === best.inFlight && u.counters.requests < best.counters.requests) ? u : best));
@@ -269,6 +281,23 @@ export class UpstreamPool {
     this.restarts++;
     this.clear();
   }
+}
+
+/** Dynamo's weight of blocks still to prefill against blocks in flight. */
+const OVERLAP_WEIGHT = 1;
+
+/** The candidate of least cost (see the module comment); every candidate has a live mirror. */
+function leastCost(candidates: readonly Upstream[], keys: readonly string[]): Upstream {
+  let best = candidates[0]!;
+  let bestCost = Infinity;
+  for (const u of candidates) {
+    const cost = OVERLAP_WEIGHT * (keys.length - u.sync!.mirror.cachedBlocks(keys)) + u.activeBlocks;
+    if (cost < bestCost || (cost === bestCost && u.inFlight < best.inFlight)) {
+      best = u;
+      bestCost = cost;
+    }
+  }
+  return best;
 }
 
 /** Tokens of the longest prefix of `dense` (block ids; -1 unknown) found as a path from the index's root. */

@@ -35,6 +35,8 @@ export interface AppOptions {
   engine?: GenerationEngine | null;
   /** With --kv-events-publish: the publisher, whose counters /metrics adds. */
   kvEvents?: { metrics(): string } | null;
+  /** Told the proxy once it exists (to feed it KV events; tests reach it through this). */
+  onProxy?: (proxy: ContextProxy) => void;
   /** With --model: the engine's latency histograms (latencyMetrics.ts), which /metrics adds. */
   latency?: { metrics(): string } | null;
 }
@@ -66,6 +68,7 @@ export function createApp(service: ContextService, options: AppOptions = {}): Op
   const routes = createRoutes(schemas, { mutating, secured: apiKey !== null });
   const table = routeTable(routes);
   const proxy = options.proxy ? new ContextProxy(service, options.proxy, apiKey !== null, log) : null;
+  if (proxy !== null) options.onProxy?.(proxy);
   const engine = options.engine ?? null;
   if (proxy !== null && engine !== null) throw new Error("a server either proxies upstreams or serves a model, not both");
   if (proxy === null) for (const [path, methods] of [...GENERATION_PATHS, ...TOKENIZE_PATHS]) table.set(path, methods);

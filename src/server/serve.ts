@@ -7,7 +7,7 @@ import type { Server } from "bun";
 import { resolve } from "node:path";
 import { GenerationEngine, type EngineOptions } from "../engine/generationEngine.ts";
 import { ContextService } from "../online/contextService.ts";
-import type { ProxyOptions } from "../proxy/contextProxy.ts";
+import type { ContextProxy, ProxyOptions } from "../proxy/contextProxy.ts";
 import { parseUpstreamUrl } from "../proxy/upstreamTarget.ts";
 import { createApp } from "./app.ts";
 import { BODY_FIELD, bodyReadFailure, errorBody } from "./errors.ts";
@@ -28,6 +28,8 @@ export interface ServerOptions {
   log?: (text: string) => void;
   /** Proxy to these upstreams (none: the context-reuse API only). */
   proxy?: ProxyOptions | null;
+  /** Told the proxy once it exists (KV-event subscribers feed it). */
+  onProxy?: (proxy: ContextProxy) => void;
   /** Serve this model (POST /v1/chat/completions, /v1/completions, GET /v1/models). */
   engine?: GenerationEngine | null;
   /** The engine's KV events publisher, whose counters /metrics adds. */
@@ -76,7 +78,7 @@ export function startServer(service: ContextService, options: ServerOptions = {}
   const log = options.log ?? ((text: string) => void process.stderr.write(text));
   const limits = withDefaultLimits(options.limits);
   const metrics = new ServerMetrics();
-  const app = createApp(service, { limits, apiKey: options.apiKey, metrics, log, proxy: options.proxy, engine: options.engine, kvEvents: options.kvEvents, latency: options.latency });
+  const app = createApp(service, { limits, apiKey: options.apiKey, metrics, log, proxy: options.proxy, engine: options.engine, kvEvents: options.kvEvents, latency: options.latency, onProxy: options.onProxy });
   const host = options.host ?? DEFAULT_HOST;
 
   let inFlight = 0;

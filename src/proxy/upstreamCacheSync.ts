@@ -1,0 +1,133 @@
+/**
+ * One upstream's cache, kept in sync from its KV events (issue 13): the consumer a
+ * KvEventSubscriber feeds. It keeps the EngineCacheMirror of the engine's own KV memory (events
+ * of offload tiers are counted, not mirrored: a block on the host is not a prefix-cache hit), and
+ * the contexts (request ids) whose prompts' blocks the engine took in, so that a context leaves
+ * the proxy's live index when one of its blocks leaves the engine — exactly, instead of by the
+ * capacity/TTL estimate.
+ */
+import { EngineCacheMirror } from "./engineCacheMirror.ts";
+import type { KvEventBatchIn, KvEventConsumer, KvEventResyncReason } from "./kvEventSubscriber.ts";
+
+/** Contexts tracked per upstream before the oldest are forgotten (bounds memory). */
+const TRACKED_CONTEXTS = 100_000;
+
+export interface CacheSyncStats {
+  /** Engine blocks mirrored, and their tokens. */
+  blocks: number;
+  tokens: number;
+  orphans: number;
+  /** Events of offload tiers (CPU, disk), not mirrored. */
+  offloadEvents: number;
+  /** Now minus the last batch's engine timestamp when it arrived, ms (null before any). */
+  lagMs: number | null;
+  /** Contexts evicted because the engine dropped one of their blocks. */
+  contextsEvicted: number;
+  connected: boolean;
+}
+
+export class UpstreamCacheSync implements KvEventConsumer {
+  readonly mirror = new EngineCacheMirror((key) => this.dropped(key));
+  /** Whether the subscriber is connected to the engine's publisher (routing trusts the mirror only then). */
+  live = false;
+  private lagMs: number | null = null;
+  private offloadEvents = 0;
+  private contextsEvicted = 0;
+  /** Content key → contexts whose prompt holds it; context → its keys (insertion order: oldest first). */
+  private readonly contextsOfKey = new Map<string, Set<string>>();
+  private readonly keysOfContext = new Map<string, readonly string[]>();
+
+  /** `evict`: drops contexts from the live index (and routing) when the engine drops their blocks. */
+  constructor(
+    private readonly evict: (requestIds: string[]) => void,
+    private readonly now: () => number = Date.now,
+  ) {}
+
+  batch(batch: KvEventBatchIn): void {
+    if (!batch.replayed) this.lagMs = Math.max(0, this.now() - batch.ts * 1000);
+    for (const event of batch.events) {
+      if (event.type === "AllBlocksCleared") {
+        this.cleared();
+        continue;
+      }
+      if (event.medium !== null && event.medium !== "GPU") {
+        this.offloadEvents++;
+        continue;
+      }
+      if (event.type === "BlockStored") this.mirror.stored(event);
+      else this.mirror.removed(event.hashes);
+    }
+  }
+
+  resync(_reason: KvEventResyncReason): void {
+    this.cleared();
+  }
+
+  connected(): void {
+    this.live = true;
+  }
+
+  disconnected(): void {
+    this.live = false;
+  }
+
+  /** A request was sent with these prompt block keys under this id: it leaves with the first of them. */
+  track(requestId: string, keys: readonly string[]): void {
+    if (keys.length === 0) return;
+    this.forget(requestId);
+    this.keysOfContext.set(requestId, keys);
+    for (const key of keys) {
+      let contexts = this.contextsOfKey.get(key);
+      if (contexts === undefined) this.contextsOfKey.set(key, (contexts = new Set()));
+      contexts.add(requestId);
+    }
+    if (this.keysOfContext.size > TRACKED_CONTEXTS) this.forget(this.keysOfContext.keys().next().value!);
+  }
+
+  get stats(): CacheSyncStats {
+    const mirror = this.mirror.stats;
+    return {
+      blocks: mirror.blocks,
+      tokens: mirror.blocks * (this.mirror.blockSize ?? 0),
+      orphans: mirror.orphans,
+      offloadEvents: this.offloadEvents,
+      lagMs: this.lagMs,
+      contextsEvicted: this.contextsEvicted,
+      connected: this.live,
+    };
+  }
+
+  /** The engine holds nothing we know of: every tracked context leaves. */
+  private cleared(): void {
+    this.mirror.cleared();
+    const ids = [...this.keysOfContext.keys()];
+    this.keysOfContext.clear();
+    this.contextsOfKey.clear();
+    this.evictContexts(ids);
+  }
+
+  private dropped(key: string): void {
+    const contexts = this.contextsOfKey.get(key);
+    if (contexts === undefined) return;
+    const ids = [...contexts];
+    for (const id of ids) this.forget(id);
+    this.evictContexts(ids);
+  }
+
+  private evictContexts(ids: string[]): void {
+    if (ids.length === 0) return;
+    this.contextsEvicted += ids.length;
+    this.evict(ids);
+  }
+
+  private forget(requestId: string): void {
+    const keys = this.keysOfContext.get(requestId);
+    if (keys === undefined) return;
+    this.keysOfContext.delete(requestId);
+    for (const key of keys) {
+      const contexts = this.contextsOfKey.get(key);
+      contexts?.delete(requestId);
+      if (contexts?.size === 0) this.contextsOfKey.delete(key);
+    }
+  }
+}

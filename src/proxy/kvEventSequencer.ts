@@ -59,8 +59,10 @@ export class KvEventSequencer {
   private readonly pending = new Map<number, Uint8Array>();
   private pendingBytes = 0;
   private readonly recent = new Map<number, Uint8Array>();
-  /** Something was applied since the last resync (a resync then has a view to drop). */
+  /** Something usable was applied since the last resync (a resync then has a view to drop). */
   private dirty = false;
+  /** The batch being applied was declared unusable. */
+  private applyingUnusable = false;
   private connections = 0;
   /** The replay in flight: the first batch it was asked for, whether a gap made it (not a connection), whether it filled that gap. */
   private replayFrom = 0;
@@ -154,8 +156,9 @@ export class KvEventSequencer {
     this.skipToHeld("replay-failed");
   }
 
-  /** A batch that was applied could not be used (malformed): the view missed it. */
+  /** The batch being applied (from within `apply`) cannot be used (malformed): the view misses it. */
   unusable(): void {
+    this.applyingUnusable = true;
     this.resync("malformed");
   }
 
@@ -170,10 +173,12 @@ export class KvEventSequencer {
 
   private apply(seq: number, payload: Uint8Array, replayed: boolean): void {
     this.expected = seq + 1;
-    this.dirty = true;
     this.recent.set(seq, payload);
     if (this.recent.size > this.recentKept) this.recent.delete(this.recent.keys().next().value!);
+    this.applyingUnusable = false;
     this.actions.apply(seq, payload, replayed);
+    if (!this.applyingUnusable) this.dirty = true;
+    this.applyingUnusable = false;
   }
 
   /** Applies held batches while they follow on; a gap still open waits again. */

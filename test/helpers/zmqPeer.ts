@@ -107,9 +107,9 @@ export class ZmqPeer {
     this.write({ replay: endpoint, start, socket });
   }
 
-  /** zmqPublisherPeer.mjs: publishes `payload` under the next sequence number (kept for replay). */
-  publish(payload: Uint8Array, topic = ""): void {
-    this.write({ publish: Buffer.from(payload).toString("hex"), topic: Buffer.from(topic).toString("hex") });
+  /** zmqPublisherPeer.mjs: publishes `payload` under the next sequence number, kept for replay (`send` false: lost on the way). */
+  publish(payload: Uint8Array, topic = "", send = true): void {
+    this.write({ publish: Buffer.from(payload).toString("hex"), topic: Buffer.from(topic).toString("hex"), send });
   }
 
   /** zmqPublisherPeer.mjs: sends these frames as they are. */

@@ -4,7 +4,8 @@
 // ROUTER socket on 127.0.0.1, prints {"kind":"started","pub":ENDPOINT,"replay":ENDPOINT}, then
 // {"kind":"subscribed","frames":[hex]} for each subscription and {"kind":"request","frames":[…]}
 // for each replay request. Each JSON line read from stdin:
-// - {"publish": hex payload, "topic"?: hex}: sent as [topic, seq (8 bytes, from 0), payload] and kept;
+// - {"publish": hex payload, "topic"?: hex, "send"?: false}: sent as [topic, seq (8 bytes, from 0),
+//   payload] and kept (with send false: kept only, a message lost on the way);
 // - {"frames": [hex, …]}: sent as they are.
 // A replay request must be [identity, empty, start] (vLLM's check): every kept batch from start
 // goes back as [identity, empty, seq, payload], then [identity, empty, -1, empty].
@@ -46,7 +47,7 @@ async function run(command) {
   const seq = kept.length;
   const payload = Buffer.from(command.publish, "hex");
   kept.push([seq, payload]);
-  await pub.send([Buffer.from(command.topic ?? "", "hex"), seqBytes(seq), payload]);
+  if (command.send !== false) await pub.send([Buffer.from(command.topic ?? "", "hex"), seqBytes(seq), payload]);
 }
 
 // zeromq.js allows one send at a time per socket.

@@ -21,6 +21,7 @@
  * otherwise or stopped), or to answer with a custom Response.
  */
 import type { Server } from "bun";
+import { openaiAnswer } from "../helpers/openaiAnswer.ts";
 
 export interface RecordedRequest {
   method: string;
@@ -121,33 +122,17 @@ export async function startFakeUpstream(options: FakeUpstreamOptions = {}): Prom
     const usage = { prompt_tokens: tokens.length, completion_tokens: answerWords.length, total_tokens: tokens.length + answerWords.length, prompt_tokens_details: { cached_tokens: cached } };
     // As vLLM: an X-Request-Id header wins over the body's request_id.
     const id = `${chat ? "chatcmpl" : "cmpl"}-${record.headers["x-request-id"] ?? body.request_id ?? body.rid ?? `fake${++counter}`}`;
-    const created = 1_700_000_000;
-    if (body.stream !== true) {
-      const choice = chat ? { index: 0, message: { role: "assistant", content: answer }, finish_reason: "stop" } : { index: 0, text: answer, finish_reason: "stop" };
-      record.finishedAt = performance.now();
-      return Response.json({ id, object: chat ? "chat.completion" : "text_completion", created, model, choices: [choice], usage });
-    }
-    const object = chat ? "chat.completion.chunk" : "text_completion";
-    const chunk = (choices: unknown[], extra: Record<string, unknown> = {}) => `data: ${JSON.stringify({ id, object, created, model, choices, ...extra })}\n\n`;
-    const events: string[] = [];
-    if (chat) events.push(chunk([{ index: 0, delta: { role: "assistant", content: "" }, finish_reason: null }]));
-    for (const w of answerWords) events.push(chunk([chat ? { index: 0, delta: { content: w }, finish_reason: null } : { index: 0, text: w, finish_reason: null }]));
-    events.push(chunk([chat ? { index: 0, delta: {}, finish_reason: "stop" } : { index: 0, text: "", finish_reason: "stop" }]));
-    if (body.stream_options?.include_usage === true) events.push(chunk([], { usage }));
-    events.push("data: [DONE]\n\n");
-    const encoder = new TextEncoder();
-    let next = 0;
-    const stream = new ReadableStream<Uint8Array>({
-      async pull(controller) {
-        if (next > 0) await Bun.sleep(chunkDelayMs);
-        controller.enqueue(encoder.encode(events[next++]!));
-        if (next === events.length) {
-          record.finishedAt = performance.now();
-          controller.close();
-        }
-      },
+    return openaiAnswer({
+      id,
+      model,
+      chat,
+      pieces: answerWords,
+      usage,
+      stream: body.stream === true,
+      includeUsage: body.stream_options?.include_usage === true,
+      chunkDelayMs,
+      finished: () => (record.finishedAt = performance.now()),
     });
-    return new Response(stream, { headers: { "content-type": "text/event-stream", "cache-control": "no-cache" } });
   };
 
   const server: Server<undefined> = Bun.serve({

@@ -8,12 +8,15 @@ import { KvEventSequencer, type SequencerOptions } from "../../src/proxy/kvEvent
 
 const payload = (seq: number, generation = 0) => Uint8Array.of(seq & 0xff, generation);
 
-/** A sequencer whose actions are written down as short strings. */
-function recorded(options: SequencerOptions) {
+/** A sequencer whose actions are written down as short strings; batches in `unusable` are declared so when applied. */
+function recorded(options: SequencerOptions, unusable = new Set<number>()) {
   const log: string[] = [];
-  const sequencer = new KvEventSequencer(
+  const sequencer: KvEventSequencer = new KvEventSequencer(
     {
-      apply: (seq, bytes, replayed) => log.push(`${replayed ? "replayed" : "apply"} ${seq}${bytes[1] ? `/${bytes[1]}` : ""}`),
+      apply: (seq, bytes, replayed) => {
+        log.push(`${replayed ? "replayed" : "apply"} ${seq}${bytes[1] ? `/${bytes[1]}` : ""}`);
+        if (unusable.has(seq)) sequencer.unusable();
+      },
       resync: (reason) => log.push(`resync ${reason}`),
       gapSeen: (from) => log.push(`gap ${from}`),
       requestReplay: (from) => log.push(`replay ${from}`),
@@ -168,11 +171,12 @@ describe("KvEventSequencer", () => {
     expect(take()).toEqual(["gap 1", "replay 1", "cancel", "resync overflow", "apply 3", "apply 4", "apply 5"]);
   });
 
-  test("an unusable batch resynchronises once; nothing to drop, nothing told", () => {
-    const { sequencer, live, take } = caughtUp(1);
-    live(1);
-    sequencer.unusable();
-    sequencer.unusable();
-    expect(take()).toEqual(["apply 1", "resync malformed"]);
+  test("an unusable batch resynchronises; one that follows it, or comes first, has no view to drop", () => {
+    const { sequencer, live, take } = recorded({ replay: false }, new Set([0, 2, 3]));
+    sequencer.connected();
+    live(0, 1, 2, 3, 4, 5);
+    expect(take()).toEqual(["apply 0", "apply 1", "apply 2", "resync malformed", "apply 3", "apply 4", "apply 5"]);
+    live(3);
+    expect(take()).toEqual(["duplicate 3"]);
   });
 });

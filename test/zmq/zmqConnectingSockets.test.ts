@@ -10,6 +10,7 @@ import { parseConnectEndpoint } from "../../src/zmq/tcpEndpoint.ts";
 import { DealerSocket, SubSocket } from "../../src/zmq/zmqConnectingSockets.ts";
 import { PubSocket } from "../../src/zmq/zmqSockets.ts";
 import { encodeMetadata, encodeCommand, greeting } from "../../src/zmq/zmtp.ts";
+import { freeTcpPort } from "../helpers/freeTcpPort.ts";
 import { ZmqPeer } from "../helpers/zmqPeer.ts";
 
 setDefaultTimeout(30_000);
@@ -46,14 +47,6 @@ function subscriber(endpoint: string, topics: string[], options: ConstructorPara
   sub.start();
   cleanups.push(() => sub.close());
   return { sub, received, events };
-}
-
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  const port = (server.address() as { port: number }).port;
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  return port;
 }
 
 /** A TCP server whose connections read (and drop) what comes, and are cut at cleanup. */
@@ -105,7 +98,7 @@ describe("SubSocket", () => {
   });
 
   test("dials until the publisher is there, and again after it goes away and comes back", async () => {
-    const port = await freePort();
+    const port = await freeTcpPort();
     const endpoint = { host: "127.0.0.1", port };
     const { sub, received, events } = subscriber(`tcp://127.0.0.1:${port}`, [""]);
     await Bun.sleep(150);

@@ -27,6 +27,7 @@ import { parseUpstreamUrl, upstreamRequestUrl } from "./upstreamTarget.ts";
 import { mirrorBlockKeys } from "./engineCacheMirror.ts";
 import type { EnginePromptTokenizer } from "./enginePromptTokens.ts";
 import { UpstreamCacheSync } from "./upstreamCacheSync.ts";
+import type { KvEventSubscriber } from "./kvEventSubscriber.ts";
 
 export interface ProxyOptions {
   /** Upstream base URLs (at least one). */
@@ -176,6 +177,13 @@ export class ContextProxy {
     if (upstream === undefined) throw new RangeError(`ContextProxy.cacheSync: no upstream ${position}`);
     upstream.sync ??= new UpstreamCacheSync((ids) => void this.evictDropped(ids));
     return upstream.sync;
+  }
+
+  /** Feeds `subscriber`'s KV events to the cache mirror of the upstream at `position` (its counters join the upstream's stats). */
+  followKvEvents(position: number, subscriber: KvEventSubscriber): void {
+    const sync = this.cacheSync(position);
+    this.pool.upstreams[position]!.subscriber = subscriber;
+    subscriber.start(sync);
   }
 
   /** Contexts whose blocks an engine dropped leave the live index (and routing). */

@@ -7,6 +7,7 @@
  */
 import { formatNumber, metricHeader, labelText } from "../server/metrics.ts";
 import type { CacheSyncStats, UpstreamCacheSync } from "./upstreamCacheSync.ts";
+import type { KvEventSubscriberStats } from "./kvEventSubscriber.ts";
 
 export class UpstreamCounters {
   /** Requests sent (rewritten and passed through), whatever the answer. */
@@ -37,6 +38,49 @@ export interface UpstreamState {
   readonly counters: UpstreamCounters;
   /** The engine's cache kept from its KV events (null: none). */
   readonly sync: UpstreamCacheSync | null;
+  /** The subscriber that feeds it (--kv-events). */
+  readonly subscriber?: { readonly stats: KvEventSubscriberStats } | null;
+}
+
+/** The KV events subscriber's counters, /v1/stats' kv_events.subscriber. */
+export interface SubscriberStats {
+  endpoint: string;
+  replay_endpoint: string | null;
+  connections: number;
+  batches: number;
+  events: number;
+  replayed_batches: number;
+  gaps: number;
+  replays: number;
+  recovered_gaps: number;
+  resyncs: number;
+  resync_reasons: Record<string, number>;
+  duplicates: number;
+  malformed: Record<string, number>;
+  unknown_events: number;
+  last_seq: number | null;
+  layout: string | null;
+}
+
+function subscriberStats(s: KvEventSubscriberStats): SubscriberStats {
+  return {
+    endpoint: s.endpoint,
+    replay_endpoint: s.replayEndpoint,
+    connections: s.connections,
+    batches: s.batches,
+    events: s.events,
+    replayed_batches: s.replayedBatches,
+    gaps: s.gaps,
+    replays: s.replays,
+    recovered_gaps: s.recoveredGaps,
+    resyncs: s.resyncs,
+    resync_reasons: s.resyncReasons,
+    duplicates: s.duplicates,
+    malformed: s.malformed,
+    unknown_events: s.unknownEvents,
+    last_seq: s.lastSeq,
+    layout: s.layout,
+  };
 }
 
 export interface UpstreamStats {
@@ -56,7 +100,7 @@ export interface UpstreamStats {
   retry_in_ms: number | null;
   last_error: string | null;
   /** With --kv-events: the mirror of the engine's cache and what it predicted. */
-  kv_events?: CacheSyncStats & { predicted_cached_tokens: number };
+  kv_events?: CacheSyncStats & { predicted_cached_tokens: number; subscriber?: SubscriberStats };
 }
 
 export function upstreamStats(state: UpstreamState, now: number): UpstreamStats {
@@ -77,7 +121,9 @@ export function upstreamStats(state: UpstreamState, now: number): UpstreamStats 
     consecutive_failures: state.consecutiveFailures,
     retry_in_ms: state.retryAt === null ? null : Math.max(0, state.retryAt - now),
     last_error: state.lastError,
-    ...(state.sync !== null ? { kv_events: { ...state.sync.stats, predicted_cached_tokens: c.mirroredCachedTokens } } : {}),
+    ...(state.sync !== null
+      ? { kv_events: { ...state.sync.stats, predicted_cached_tokens: c.mirroredCachedTokens, ...(state.subscriber ? { subscriber: subscriberStats(state.subscriber.stats) } : {}) } }
+      : {}),
   };
 }
 
@@ -104,6 +150,16 @@ const SYNC_SERIES: [name: string, type: "counter" | "gauge", help: string, value
   ["ctxr_upstream_mirror_contexts_evicted_total", "counter", "Contexts that left the live index because the engine dropped one of their blocks.", (s) => s.sync.stats.contextsEvicted],
 ];
 
+/** Series of the KV events subscribers (--kv-events). */
+const SUBSCRIBER_SERIES: [name: string, type: "counter", help: string, value: (s: KvEventSubscriberStats) => number][] = [
+  ["ctxr_upstream_kv_event_batches_total", "counter", "KV event batches applied, live and replayed.", (s) => s.batches],
+  ["ctxr_upstream_kv_events_total", "counter", "KV events applied (BlockStored, BlockRemoved, AllBlocksCleared).", (s) => s.events],
+  ["ctxr_upstream_kv_event_gaps_total", "counter", "Gaps seen in the KV events' sequence numbers.", (s) => s.gaps],
+  ["ctxr_upstream_kv_event_replays_total", "counter", "Replay requests sent to the engine's replay socket.", (s) => s.replays],
+  ["ctxr_upstream_kv_event_resyncs_total", "counter", "Times the engine's cache could no longer be followed and its mirror was dropped (gap, restart, reconnect, malformed batch).", (s) => s.resyncs],
+  ["ctxr_upstream_kv_event_malformed_total", "counter", "KV event messages that could not be used (every kind).", (s) => Object.values(s.malformed).reduce((sum, n) => sum + (n ?? 0), 0)],
+];
+
 export function renderUpstreamMetrics(states: readonly UpstreamState[]): string {
   let out = "";
   for (const [name, type, help, value] of SERIES) {
@@ -115,6 +171,12 @@ export function renderUpstreamMetrics(states: readonly UpstreamState[]): string 
   for (const [name, type, help, value] of SYNC_SERIES) {
     out += metricHeader(name, help, type);
     for (const state of synced) out += `${name}${labelText({ upstream: state.url })} ${formatNumber(value(state))}\n`;
+  }
+  const subscribed = states.filter((state) => state.subscriber);
+  for (const [name, type, help, value] of SUBSCRIBER_SERIES) {
+    if (subscribed.length === 0) break;
+    out += metricHeader(name, help, type);
+    for (const state of subscribed) out += `${name}${labelText({ upstream: state.url })} ${formatNumber(value(state.subscriber!.stats))}\n`;
   }
   return out;
 }

@@ -38,6 +38,7 @@ import { UpstreamCounters, type UpstreamState } from "./proxyStats.ts";
 import type { RouteKey, RoutingPlan } from "./routingKeys.ts";
 import { parseUpstreamUrl, type UpstreamTarget } from "./upstreamTarget.ts";
 import type { UpstreamCacheSync } from "./upstreamCacheSync.ts";
+import type { KvEventSubscriber } from "./kvEventSubscriber.ts";
 
 export interface PoolOptions {
   /** First delay before an unreachable upstream is tried again (default 5000 ms); doubles per failure. */
@@ -70,6 +71,8 @@ export class Upstream implements UpstreamState {
   activeBlocks = 0;
   /** The engine's cache kept from its KV events (null: it publishes none). */
   sync: UpstreamCacheSync | null = null;
+  /** The subscriber to its KV events (--kv-events), which feeds `sync`. */
+  subscriber: KvEventSubscriber | null = null;
   healthy = true;
   consecutiveFailures = 0;
   retryAt: number | null = null;

@@ -8,6 +8,7 @@ import { resolve } from "node:path";
 import { GenerationEngine, type EngineOptions } from "../engine/generationEngine.ts";
 import { ContextService } from "../online/contextService.ts";
 import type { ContextProxy, ProxyOptions } from "../proxy/contextProxy.ts";
+import { KvEventSubscriber, type KvEventsSubscribeOptions } from "../proxy/kvEventSubscriber.ts";
 import { parseUpstreamUrl } from "../proxy/upstreamTarget.ts";
 import { createApp } from "./app.ts";
 import { BODY_FIELD, bodyReadFailure, errorBody } from "./errors.ts";
@@ -172,6 +173,8 @@ export interface RunOptions extends ServerOptions {
   model?: EngineOptions | null;
   /** --kv-events-publish (with a model): publish its prefix cache's changes. */
   kvEventsPublish?: KvEventsPublishOptions | null;
+  /** --kv-events (with upstreams): follow each upstream's KV events, in their order (null: that one publishes none). */
+  kvEventsSubscribe?: readonly (KvEventsSubscribeOptions | null)[];
 }
 
 export interface RunIo {
@@ -197,6 +200,12 @@ export async function runServer(options: RunOptions, io: RunIo): Promise<void> {
   });
   let engine: GenerationEngine | null = null;
   let kvEvents: KvEventPublisher | null = null;
+  const subscribers = (options.kvEventsSubscribe ?? []).map((subscribe) => (subscribe === null ? null : new KvEventSubscriber(subscribe, { log: io.err })));
+  const onProxy = (proxy: ContextProxy) => {
+    options.onProxy?.(proxy);
+    subscribers.forEach((subscriber, position) => subscriber !== null && proxy.followKvEvents(position, subscriber));
+  };
+  const closeSubscribers = () => Promise.all(subscribers.map((subscriber) => subscriber?.close()));
   const latency = options.model ? new LatencyHistograms() : null;
   let running: RunningServer;
   try {
@@ -209,8 +218,9 @@ export async function runServer(options: RunOptions, io: RunIo): Promise<void> {
         log: options.model.log ?? ((line) => io.err(`${line}\n`)),
       });
     }
-    running = startServer(service, { ...options, engine, kvEvents, latency, log: options.log ?? io.err });
+    running = startServer(service, { ...options, engine, kvEvents, latency, onProxy, log: options.log ?? io.err });
   } catch (error) {
+    await closeSubscribers();
     await engine?.close();
     await kvEvents?.close();
     await service.close();
@@ -228,6 +238,11 @@ export async function runServer(options: RunOptions, io: RunIo): Promise<void> {
   if (options.proxy) {
     const urls = options.proxy.upstreams.map((u) => parseUpstreamUrl(u).url).join(", ");
     io.out(`ctxr serve: proxying /v1/chat/completions, /v1/completions and every other request (the engine's /health, /metrics... at /engine/PATH) to ${urls} (engine: ${options.proxy.engine ?? "openai"})\n`);
+    subscribers.forEach((subscriber, position) => {
+      if (subscriber === null) return;
+      const replay = subscriber.replayEndpoint === null ? "" : ` (replay: ${subscriber.replayEndpoint})`;
+      io.out(`ctxr serve: following the KV events of ${parseUpstreamUrl(options.proxy!.upstreams[position]!).url} from ${subscriber.endpoint}${replay}\n`);
+    });
   }
   if (engine !== null) {
     const info = engine.info;
@@ -258,6 +273,7 @@ export async function runServer(options: RunOptions, io: RunIo): Promise<void> {
   io.err(`ctxr serve: ${signal}: shutting down\n`);
   try {
     await running.stop();
+    await closeSubscribers();
     await engine?.close();
     await kvEvents?.close();
     await service.close();

@@ -4,6 +4,7 @@
  */
 import { DEFAULT_CLIENT_STALL_MS, DEFAULT_MAX_UPSTREAM_REQUESTS, DEFAULT_UPSTREAM_TIMEOUT_MS } from "../../proxy/contextProxy.ts";
 import { ENGINES, type Engine } from "../../proxy/engineRequestId.ts";
+import { parseKvEventsSubscribe, type KvEventsSubscribeOptions } from "../../proxy/kvEventSubscriber.ts";
 import { parseUpstreamUrl } from "../../proxy/upstreamTarget.ts";
 import { parseKvEventsPublish, type KvEventsPublishOptions } from "../../server/kvEventPublisher.ts";
 import { DEFAULT_LIMITS } from "../../server/limits.ts";
@@ -80,6 +81,13 @@ Proxy for OpenAI-compatible engines (vLLM, SGLang, llama.cpp, hosted APIs):
                            (default ${DEFAULT_UPSTREAM_TIMEOUT_MS / 1000})
   --document-template T    how a "documents" entry is rendered: {id}, {title}, {text}
                            (default an XML <document id=.. title=..> element)
+  --kv-events E            follow an upstream's KV events (vLLM's or SGLang's
+                           --kv-events-config publisher, or ctxr serve --model's
+                           --kv-events-publish): one per --upstream, in the same
+                           order, each tcp://HOST:PORT (its ZeroMQ PUB socket),
+                           optionally followed by ,replay=tcp://HOST:PORT (its
+                           replay socket) and ,topic=T; 'none' for an upstream
+                           that publishes none
 
 Built-in generation (OpenAI-compatible: POST /v1/chat/completions, /v1/completions,
 GET /v1/models; continuous batching on the native model runner):
@@ -176,6 +184,8 @@ const FLAGS = {
   engine: { type: "string" },
   "upstream-timeout": { type: "string" },
   "document-template": { type: "string" },
+  // Repeatable, like --upstream: one per upstream, in order.
+  "kv-events": { type: "string", multiple: true },
   model: { type: "string" },
   device: { type: "string" },
   "kv-blocks": { type: "string" },
@@ -256,7 +266,7 @@ export async function serveCommand(args: string[], io: CommandIo & { err?(text: 
       throw new UsageError(`--upstream: ${(error as Error).message}`, COMMAND);
     }
   }
-  const proxyOnly = ["upstream-key", "engine", "upstream-timeout", "document-template", "max-history-bytes", "max-routing-bytes", "max-upstream-requests", "client-stall-seconds"].find((name) => flags.values[name] !== undefined);
+  const proxyOnly = ["upstream-key", "engine", "upstream-timeout", "document-template", "kv-events", "max-history-bytes", "max-routing-bytes", "max-upstream-requests", "client-stall-seconds"].find((name) => flags.values[name] !== undefined);
   if (upstreams.length === 0 && proxyOnly !== undefined) throw new UsageError(`--${proxyOnly} needs --upstream`, COMMAND);
   if (flags.values["upstream-key"] === "") throw new UsageError("--upstream-key must not be empty", COMMAND);
   const upstreamKey = typeof flags.values["upstream-key"] === "string" ? flags.values["upstream-key"] : process.env.CTXR_UPSTREAM_KEY || null;
@@ -288,6 +298,7 @@ export async function serveCommand(args: string[], io: CommandIo & { err?(text: 
   if (flags.values["kv-disk-bytes"] !== undefined && kvDir === undefined) throw new UsageError("--kv-disk-bytes needs --kv-dir", COMMAND);
   const sparseTrigger = sparseTriggerFromFlags(flags);
   const kvEventsPublish = kvEventsPublishFlag(flags);
+  const kvEventsSubscribe = kvEventsFlags(flags, upstreams.length);
   for (const warning of shortSecretWarnings(upstreamKey, upstreams)) (io.err ?? ((text) => void process.stderr.write(text)))(warning);
 
   await runServer(
@@ -347,6 +358,7 @@ export async function serveCommand(args: string[], io: CommandIo & { err?(text: 
               sparseTrigger,
             },
       kvEventsPublish,
+      kvEventsSubscribe,
     },
     { out: io.out, err: io.err ?? ((text) => void process.stderr.write(text)) },
   );
@@ -362,6 +374,22 @@ function kvEventsPublishFlag(flags: ParsedFlags): KvEventsPublishOptions | null 
   } catch (error) {
     throw new UsageError(`--kv-events-publish: ${(error as Error).message}`, COMMAND);
   }
+}
+
+/** --kv-events, one per --upstream (null for `none`). */
+function kvEventsFlags(flags: ParsedFlags, upstreams: number): (KvEventsSubscribeOptions | null)[] {
+  const values = (flags.values["kv-events"] as unknown as string[] | undefined) ?? [];
+  if (values.length === 0) return [];
+  if (values.length !== upstreams) {
+    throw new UsageError(`give one --kv-events per --upstream, in the same order ('none' for an upstream without events): ${upstreams} --upstream, ${values.length} --kv-events`, COMMAND);
+  }
+  return values.map((value) => {
+    try {
+      return parseKvEventsSubscribe(value);
+    } catch (error) {
+      throw new UsageError(`--kv-events: ${(error as Error).message}`, COMMAND);
+    }
+  });
 }
 
 /** Below this length a secret is likely to occur in ordinary answer text too. */

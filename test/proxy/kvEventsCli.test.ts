@@ -1,0 +1,83 @@
+/**
+ * `ctxr serve --upstream URL --kv-events tcp://…` as a user runs it (a spawned `bun
+ * src/cli/main.ts serve`) in front of fake engines that publish KV events: the flag's checks, the
+ * startup lines, the subscriber's counters in /v1/stats and /metrics, and a clean stop.
+ */
+import { afterEach, describe, expect, setDefaultTimeout, test } from "bun:test";
+import { runCli } from "../helpers/cli.ts";
+import { FakeEngine } from "../helpers/fakeEngine/fakeEngine.ts";
+import { spawnServer } from "../server/serverKit.ts";
+
+setDefaultTimeout(60_000);
+
+const cleanups: (() => Promise<void> | void)[] = [];
+afterEach(async () => {
+  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
+});
+
+async function until(condition: () => Promise<boolean>, what: string, timeoutMs = 15_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await condition())) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await Bun.sleep(20);
+  }
+}
+
+describe("ctxr serve --kv-events", () => {
+  test("bad values, a count that does not match the upstreams, or no upstream are usage errors naming the flag", () => {
+    const cases: [string[], string][] = [
+      [["--upstream", "http://a", "--kv-events", "localhost:5557"], "--kv-events: 'localhost:5557' is not a tcp://HOST:PORT endpoint"],
+      [["--upstream", "http://a", "--kv-events", "tcp://*:5557"], "--kv-events: 'tcp://*:5557': a socket that connects needs a host, not *"],
+      [["--upstream", "http://a", "--kv-events", "tcp://h:5557,replay=tcp://h:0"], "needs a port, not 0"],
+      [["--upstream", "http://a", "--kv-events", "tcp://h:5557,hashes=int"], "--kv-events: unknown setting 'hashes=int' (expected replay= or topic=)"],
+      [["--upstream", "http://a", "--upstream", "http://b", "--kv-events", "tcp://h:1"], "give one --kv-events per --upstream, in the same order ('none' for an upstream without events): 2 --upstream, 1 --kv-events"],
+      [["--kv-events", "tcp://h:1"], "--kv-events needs --upstream"],
+    ];
+    for (const [args, message] of cases) {
+      const run = runCli(["serve", "--in-memory", ...args]);
+      expect({ args, code: run.code }).toEqual({ args, code: 2 });
+      expect(run.stderr).toContain(message);
+    }
+    expect(runCli(["serve", "--help"]).stdout).toContain("--kv-events E");
+  });
+
+  test("follows each upstream's events (none for one of them); /v1/stats and /metrics show the subscriber's counters; SIGTERM stops it", async () => {
+    const engine = await FakeEngine.start({ blockSize: 4, kvEvents: { layout: "mixed", hashes: "int" } });
+    cleanups.push(() => engine.close());
+    const other = await FakeEngine.start({ blockSize: 4 });
+    cleanups.push(() => other.close());
+    const server = await spawnServer(["--in-memory", "--upstream", engine.url, "--upstream", other.url, "--kv-events", engine.kvEventsFlag, "--kv-events", "none"]);
+    cleanups.push(async () => {
+      server.kill("SIGTERM");
+      await server.exited;
+    });
+    expect(server.startLines).toContain(`ctxr serve: following the KV events of ${engine.url} from ${engine.kvEventsEndpoint} (replay: ${engine.replayEndpoint})`);
+    await until(async () => engine.kvEvents.stats.subscribers === 1, "the subscription");
+    // Stored in the engine before any request: the connection's replay brings it.
+    engine.process(engine.promptIds("The engine held this prompt before ctxr asked anything of it."));
+    engine.kvEvents.flush();
+    const upstreams = async () => ((await (await fetch(`${server.url}/v1/stats`)).json()) as { upstreams: any[] }).upstreams;
+    await until(async () => (await upstreams())[0].kv_events?.subscriber?.batches === 1, "the first batch");
+    const [followed, unfollowed] = await upstreams();
+    expect(followed.kv_events.subscriber).toMatchObject({
+      endpoint: engine.kvEventsEndpoint,
+      replay_endpoint: engine.replayEndpoint,
+      connections: 1,
+      batches: 1,
+      gaps: 0,
+      resyncs: 0,
+      malformed: {},
+      layout: "mixed",
+    });
+    expect(followed.kv_events.blocks).toBe(engine.blocks.size);
+    expect(followed.kv_events.connected).toBe(true);
+    expect(unfollowed.kv_events).toBeUndefined();
+    const metrics = await (await fetch(`${server.url}/metrics`)).text();
+    expect(metrics).toContain(`ctxr_upstream_kv_event_batches_total{upstream="${engine.url}"} 1\n`);
+    expect(metrics).toContain(`ctxr_upstream_kv_event_resyncs_total{upstream="${engine.url}"} 0\n`);
+    expect(metrics).not.toContain(`ctxr_upstream_kv_event_batches_total{upstream="${other.url}"}`);
+    server.kill("SIGTERM");
+    expect(await server.exited).toBe(0);
+    expect(server.stderr()).not.toContain("KV events from");
+  });
+});

@@ -8,6 +8,7 @@ import { copyFileSync, existsSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { CLI_ENTRY, REPO_ROOT, lastJsonLine, runProgram, tempFolder } from "../helpers/cli.ts";
 import { buildRunner, tinyModelFolder } from "../helpers/engineKit.ts";
+import { FakeEngine } from "../helpers/fakeEngine/fakeEngine.ts";
 import { ZmqPeer } from "../helpers/zmqPeer.ts";
 
 // These tests spawn processes; give them room on a busy machine.
@@ -117,6 +118,33 @@ describe("compiled binary", () => {
       server.kill("SIGTERM");
       expect(await server.exited).toBe(0);
       model.cleanup();
+    }
+  }, 60_000);
+
+  test("serve --upstream --kv-events: the subscriber's ZeroMQ sockets (no native addon) follow an engine's events inside the binary", async () => {
+    expect(binary).not.toBe("");
+    const engine = await FakeEngine.start({ blockSize: 4, kvEvents: { layout: "array", hashes: "int" } });
+    const server = Bun.spawn([binary, "serve", "--in-memory", "--port", "0", "--upstream", engine.url, "--kv-events", engine.kvEventsFlag], { cwd: runFolder.path, stdout: "pipe", stderr: "ignore" });
+    try {
+      let out = "";
+      for await (const chunk of server.stdout) {
+        out += new TextDecoder().decode(chunk);
+        if (out.includes("listening on")) break;
+      }
+      expect(out).toContain(`following the KV events of ${engine.url} from ${engine.kvEventsEndpoint}`);
+      const url = /listening on (http:\/\/\S+)/.exec(out)![1]!;
+      const answer = await fetch(`${url}/v1/completions`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ prompt: "z ".repeat(40), max_tokens: 1 }) });
+      expect(answer.status).toBe(200);
+      const followed = async () => ((await (await fetch(`${url}/v1/stats`)).json()) as { upstreams: { kv_events: { blocks: number; subscriber: { batches: number; layout: string } } }[] }).upstreams[0]!.kv_events;
+      for (let i = 0; i < 200 && (await followed()).subscriber.batches === 0; i++) await Bun.sleep(50);
+      const stats = await followed();
+      expect(stats.subscriber).toMatchObject({ batches: 1, layout: "array" });
+      expect(stats.blocks).toBe(engine.blocks.size);
+      expect(stats.blocks).toBeGreaterThan(0);
+    } finally {
+      server.kill("SIGTERM");
+      expect(await server.exited).toBe(0);
+      await engine.close();
     }
   }, 60_000);
 });

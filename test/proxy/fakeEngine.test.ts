@@ -4,7 +4,8 @@
  * subscriber) say exactly what changed.
  */
 import { decode } from "@msgpack/msgpack";
-import { afterEach, describe, expect, setDefaultTimeout, test } from "bun:test";
+import { describe, expect, setDefaultTimeout, test } from "bun:test";
+import { cleanupAfterEach } from "../helpers/testLifecycle.ts";
 import { promptBlockHashes } from "../../src/kv/prefixBlockCache.ts";
 import { tinyModelFolder } from "../helpers/engineKit.ts";
 import { ZmqPeer } from "../helpers/zmqPeer.ts";
@@ -13,14 +14,11 @@ import { simpleTokenizer } from "../helpers/fakeEngine/fakeTokenizer.ts";
 
 setDefaultTimeout(30_000);
 
-const cleanups: (() => Promise<void> | void)[] = [];
-afterEach(async () => {
-  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
-});
+const cleanup = cleanupAfterEach();
 
 async function engine(options: Parameters<typeof FakeEngine.start>[0] = {}): Promise<FakeEngine> {
   const started = await FakeEngine.start(options);
-  cleanups.push(() => started.close());
+  cleanup(() => started.close());
   return started;
 }
 
@@ -60,7 +58,7 @@ describe("FakeEngine", () => {
 
   test("chat prompts go through the chat rendering; a real tokenizer folder's template is used when given", async () => {
     const model = tinyModelFolder({ layers: 1 }, "fake-engine-tokenizer");
-    cleanups.push(() => model.cleanup());
+    cleanup(() => model.cleanup());
     const fake = await engine({ blockSize: 4, tokenizerDir: model.path });
     const messages = [{ role: "user", content: "What is in the document about rivers and mills?" }];
     const first = await post(`${fake.url}/v1/chat/completions`, { messages });
@@ -89,7 +87,7 @@ describe("FakeEngine", () => {
   test("events for a libzmq subscriber: BlockStored with parent and tokens, BlockRemoved, AllBlocksCleared on a restart, in the chosen layout", async () => {
     const fake = await engine({ blockSize: 2, capacityBlocks: 2, kvEvents: { layout: "array", hashes: "int" } });
     const peer = await ZmqPeer.subscribe(fake.kvEventsEndpoint!);
-    cleanups.push(() => peer.close());
+    cleanup(() => peer.close());
     for (let i = 0; i < 200 && fake.kvEvents.stats.subscribers === 0; i++) await Bun.sleep(10);
     fake.process([1, 2, 3, 4]);
     fake.kvEvents.flush();

@@ -5,7 +5,8 @@
  * batches (recovered by replay, or beyond the replay buffer: resync), engine restarts, malformed
  * and oversized messages, and either side starting first.
  */
-import { afterEach, describe, expect, setDefaultTimeout, test } from "bun:test";
+import { describe, expect, setDefaultTimeout, test } from "bun:test";
+import { cleanupAfterEach, until } from "../helpers/testLifecycle.ts";
 import { allBlocksClearedEvent, blockRemovedEvent, blockStoredEvents, encodeKvEventBatch, KV_EVENT_LAYOUTS } from "../../src/kv/kvEventBatch.ts";
 import { REPLAY_BUFFER_STEPS } from "../../src/server/kvEventPublisher.ts";
 import { KvEventSubscriber, parseKvEventsSubscribe, type KvEventBatchIn, type KvEventConsumer, type KvEventResyncReason, type KvEventSubscriberSettings } from "../../src/proxy/kvEventSubscriber.ts";
@@ -16,18 +17,7 @@ import { ZmqPeer } from "../helpers/zmqPeer.ts";
 
 setDefaultTimeout(30_000);
 
-const cleanups: (() => Promise<void> | void)[] = [];
-afterEach(async () => {
-  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
-});
-
-async function until(condition: () => boolean, what: string, timeoutMs = 10_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!condition()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await Bun.sleep(5);
-  }
-}
+const cleanup = cleanupAfterEach();
 
 /** The smallest consumer: the set of block keys the engine holds, as the events say. */
 class BlockView implements KvEventConsumer {
@@ -66,7 +56,7 @@ const FAST: KvEventSubscriberSettings = { gapWaitMs: 20, replayTimeoutMs: 1000, 
 
 async function fakeEngine(kvEvents: FakeKvEventsOptions = {}, capacityBlocks = 12): Promise<FakeEngine> {
   const engine = await FakeEngine.start({ blockSize: 4, capacityBlocks, kvEvents });
-  cleanups.push(() => engine.close());
+  cleanup(() => engine.close());
   return engine;
 }
 
@@ -75,7 +65,7 @@ function subscribe(flag: string, settings: KvEventSubscriberSettings = {}) {
   const subscriber = new KvEventSubscriber(parseKvEventsSubscribe(flag)!, { ...FAST, log: (line) => logged.push(line), ...settings });
   const view = new BlockView();
   subscriber.start(view);
-  cleanups.push(() => subscriber.close());
+  cleanup(() => subscriber.close());
   return { subscriber, view, logged };
 }
 
@@ -283,7 +273,7 @@ describe("KvEventSubscriber with the fake engine", () => {
     const engine = await fakeEngine();
     const logged: string[] = [];
     const subscriber = new KvEventSubscriber(parseKvEventsSubscribe(engine.kvEventsFlag)!, { ...FAST, log: (line) => logged.push(line) });
-    cleanups.push(() => subscriber.close());
+    cleanup(() => subscriber.close());
     let batches = 0;
     subscriber.start({
       batch: () => {
@@ -306,7 +296,7 @@ describe("KvEventSubscriber with the fake engine", () => {
 describe("KvEventSubscriber with libzmq's PUB and ROUTER (vLLM's replay framing)", () => {
   test("SGLang's array layout with integer hashes; a lost batch is replayed through libzmq's ROUTER", async () => {
     const libzmq = await ZmqPeer.publisher();
-    cleanups.push(() => libzmq.close());
+    cleanup(() => libzmq.close());
     const { subscriber, view } = subscribe(`${libzmq.started!.pub},replay=${libzmq.started!.replay}`);
     await libzmq.take("subscribed", 1);
     const [a, b] = promptBlockHashes("s", [1, 2, 3, 4], 2);

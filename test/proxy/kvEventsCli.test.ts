@@ -3,25 +3,15 @@
  * src/cli/main.ts serve`) in front of fake engines that publish KV events: the flag's checks, the
  * startup lines, the subscriber's counters in /v1/stats and /metrics, and a clean stop.
  */
-import { afterEach, describe, expect, setDefaultTimeout, test } from "bun:test";
+import { describe, expect, setDefaultTimeout, test } from "bun:test";
+import { cleanupAfterEach, until } from "../helpers/testLifecycle.ts";
 import { runCli } from "../helpers/cli.ts";
 import { FakeEngine } from "../helpers/fakeEngine/fakeEngine.ts";
 import { spawnServer } from "../server/serverKit.ts";
 
 setDefaultTimeout(60_000);
 
-const cleanups: (() => Promise<void> | void)[] = [];
-afterEach(async () => {
-  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
-});
-
-async function until(condition: () => Promise<boolean>, what: string, timeoutMs = 15_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await condition())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await Bun.sleep(20);
-  }
-}
+const cleanup = cleanupAfterEach();
 
 describe("ctxr serve --kv-events", () => {
   test("bad values, a count that does not match the upstreams, or no upstream are usage errors naming the flag", () => {
@@ -43,11 +33,11 @@ describe("ctxr serve --kv-events", () => {
 
   test("follows each upstream's events (none for one of them); /v1/stats and /metrics show the subscriber's counters; SIGTERM stops it", async () => {
     const engine = await FakeEngine.start({ blockSize: 4, kvEvents: { layout: "mixed", hashes: "int" } });
-    cleanups.push(() => engine.close());
+    cleanup(() => engine.close());
     const other = await FakeEngine.start({ blockSize: 4 });
-    cleanups.push(() => other.close());
+    cleanup(() => other.close());
     const server = await spawnServer(["--in-memory", "--upstream", engine.url, "--upstream", other.url, "--kv-events", engine.kvEventsFlag, "--kv-events", "none"]);
-    cleanups.push(async () => {
+    cleanup(async () => {
       server.kill("SIGTERM");
       await server.exited;
     });

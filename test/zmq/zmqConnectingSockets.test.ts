@@ -4,7 +4,8 @@
  * driven servers for reconnects, a publisher that starts late, oversized frames, a peer that goes
  * silent and one that never greets.
  */
-import { afterEach, describe, expect, setDefaultTimeout, test } from "bun:test";
+import { describe, expect, setDefaultTimeout, test } from "bun:test";
+import { cleanupAfterEach, until } from "../helpers/testLifecycle.ts";
 import { createServer, type Server, type Socket } from "node:net";
 import { parseConnectEndpoint } from "../../src/zmq/tcpEndpoint.ts";
 import { DealerSocket, SubSocket } from "../../src/zmq/zmqConnectingSockets.ts";
@@ -17,18 +18,7 @@ setDefaultTimeout(30_000);
 
 const text = (value: string) => new TextEncoder().encode(value);
 const str = (bytes: Uint8Array) => new TextDecoder().decode(bytes);
-const cleanups: (() => Promise<void> | void)[] = [];
-afterEach(async () => {
-  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
-});
-
-async function until(condition: () => boolean, what: string, timeoutMs = 10_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!condition()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await Bun.sleep(10);
-  }
-}
+const cleanup = cleanupAfterEach();
 
 interface Received {
   frames: string[];
@@ -45,7 +35,7 @@ function subscriber(endpoint: string, topics: string[], options: ConstructorPara
     { reconnectMs: 20, maxReconnectMs: 100, ...options },
   );
   sub.start();
-  cleanups.push(() => sub.close());
+  cleanup(() => sub.close());
   return { sub, received, events };
 }
 
@@ -59,7 +49,7 @@ async function listen(onSocket: (socket: Socket) => void): Promise<{ server: Ser
     onSocket(socket);
   });
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  cleanups.push(async () => {
+  cleanup(async () => {
     for (const socket of sockets) socket.destroy();
     await new Promise<void>((resolve) => server.close(() => resolve()));
   });
@@ -69,7 +59,7 @@ async function listen(onSocket: (socket: Socket) => void): Promise<{ server: Ser
 describe("SubSocket", () => {
   test("against libzmq's XPUB: subscribes to its prefixes and gets exactly the matching messages, a 1 MiB frame intact", async () => {
     const libzmq = await ZmqPeer.publisher();
-    cleanups.push(() => libzmq.close());
+    cleanup(() => libzmq.close());
     const { received } = subscriber(libzmq.started!.pub!, ["kv", "other"]);
     const subscriptions = await libzmq.take("subscribed", 2);
     expect(subscriptions.map((frames) => str(frames[0]!)).sort()).toEqual(["\u0001kv", "\u0001other"]);
@@ -84,7 +74,7 @@ describe("SubSocket", () => {
 
   test("a frame over the limit arrives empty and marked; the connection stays and the next message is whole", async () => {
     const libzmq = await ZmqPeer.publisher();
-    cleanups.push(() => libzmq.close());
+    cleanup(() => libzmq.close());
     const { received, events } = subscriber(libzmq.started!.pub!, [""], { maxFrameBytes: 1000 });
     await libzmq.take("subscribed", 1);
     libzmq.sendFrames([text("t"), text("x".repeat(5000)), text("after")]);
@@ -110,7 +100,7 @@ describe("SubSocket", () => {
     await pub.close();
     await until(() => events.length === 2, "the disconnect");
     pub = await PubSocket.bind(endpoint);
-    cleanups.push(() => pub.close());
+    cleanup(() => pub.close());
     await until(() => pub.subscribers === 1, "the subscription again");
     pub.send([text(""), text("two")]);
     await until(() => received.length === 2, "the second message");
@@ -143,12 +133,12 @@ describe("SubSocket", () => {
 describe("DealerSocket", () => {
   test("asks libzmq's ROUTER for a replay in vLLM's framing ([empty, start]) and gets [empty, seq, payload] answers, then seq -1", async () => {
     const libzmq = await ZmqPeer.publisher();
-    cleanups.push(() => libzmq.close());
+    cleanup(() => libzmq.close());
     for (const payload of ["p0", "p1", "p2"]) libzmq.publish(text(payload));
     const answers: Uint8Array[][] = [];
     const dealer = new DealerSocket(parseConnectEndpoint(libzmq.started!.replay!), { message: (frames) => answers.push(frames) });
     dealer.start();
-    cleanups.push(() => dealer.close());
+    cleanup(() => dealer.close());
     await until(() => dealer.connected, "the connection");
     const start = new Uint8Array(8);
     start[7] = 1;
@@ -165,7 +155,7 @@ describe("DealerSocket", () => {
 
   test("a send before the connection is refused (false), not queued", () => {
     const dealer = new DealerSocket(parseConnectEndpoint("tcp://127.0.0.1:9"), { message: () => {} });
-    cleanups.push(() => dealer.close());
+    cleanup(() => dealer.close());
     expect(dealer.send([text("x")])).toBe(false);
   });
 });

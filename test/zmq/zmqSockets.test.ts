@@ -3,7 +3,8 @@
  * and against a hand-driven ZMTP client for what libzmq does not choose to send (ZMTP 3.0
  * subscriptions, CANCEL, PING, a wrong socket type, not ZMTP at all); endpoints and bind errors.
  */
-import { afterEach, describe, expect, setDefaultTimeout, test } from "bun:test";
+import { describe, expect, setDefaultTimeout, test } from "bun:test";
+import { cleanupAfterEach, until } from "../helpers/testLifecycle.ts";
 import { connect, createServer, type Socket } from "node:net";
 import { parseTcpEndpoint } from "../../src/zmq/tcpEndpoint.ts";
 import { PubSocket, RouterSocket } from "../../src/zmq/zmqSockets.ts";
@@ -14,18 +15,7 @@ setDefaultTimeout(30_000);
 
 const LOCAL = { host: "127.0.0.1", port: 0 };
 const text = (value: string) => new TextEncoder().encode(value);
-const cleanups: (() => Promise<void> | void)[] = [];
-afterEach(async () => {
-  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
-});
-
-async function until(condition: () => boolean, what: string, timeoutMs = 10_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!condition()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await Bun.sleep(10);
-  }
-}
+const cleanup = cleanupAfterEach();
 
 /** A ZMTP client driven by hand: greeting, READY as `socketType`, then raw frames. */
 class RawClient {
@@ -54,7 +44,7 @@ class RawClient {
     const client = new RawClient(socket);
     socket.write(greeting());
     socket.write(encodeCommand("READY", encodeMetadata({ "Socket-Type": text(socketType), ...properties })));
-    cleanups.push(() => void socket.destroy());
+    cleanup(() => void socket.destroy());
     await until(() => client.frames.length > 0 || client.closed, "the server's READY");
     return client;
   }
@@ -67,7 +57,7 @@ class RawClient {
 
 async function boundPub(): Promise<PubSocket> {
   const pub = await PubSocket.bind(LOCAL);
-  cleanups.push(() => pub.close());
+  cleanup(() => pub.close());
   return pub;
 }
 
@@ -75,9 +65,9 @@ describe("PubSocket", () => {
   test("libzmq SUB peers get the messages whose first frame starts with their subscription", async () => {
     const pub = await boundPub();
     const all = await ZmqPeer.subscribe(pub.endpoint(LOCAL), "");
-    cleanups.push(() => all.close());
+    cleanup(() => all.close());
     const kv = await ZmqPeer.subscribe(pub.endpoint(LOCAL), "kv");
-    cleanups.push(() => kv.close());
+    cleanup(() => kv.close());
     await until(() => pub.subscribers === 2, "two subscribers");
     for (const topic of ["", "kv", "kv-events", "k", "other"]) pub.send([text(topic), text(`to ${topic}`)]);
     const got = async (peer: ZmqPeer) => (await peer.drain("message")).map((frames) => new TextDecoder().decode(frames[1]));
@@ -132,7 +122,7 @@ describe("RouterSocket", () => {
   test("messages arrive with the peer's identity (announced or generated) and answers go back to it", async () => {
     const got: [string, string[]][] = [];
     const router = await RouterSocket.bind(LOCAL, (identity, frames) => got.push([Buffer.from(identity).toString("hex"), frames.map((f) => new TextDecoder().decode(f))]));
-    cleanups.push(() => router.close());
+    cleanup(() => router.close());
     const named = await RawClient.open(router.port, "DEALER", { Identity: text("me") });
     const anonymous = await RawClient.open(router.port, "REQ");
     named.socket.write(Buffer.concat([encodeFrame(text("x"), true), encodeFrame(text("y"), false)]));
@@ -169,7 +159,7 @@ describe("endpoints", () => {
   test("a port in use is an error in words", async () => {
     const taken = createServer();
     await new Promise<void>((resolve) => taken.listen({ host: "127.0.0.1", port: 0 }, () => resolve()));
-    cleanups.push(() => new Promise<void>((resolve) => taken.close(() => resolve())));
+    cleanup(() => new Promise<void>((resolve) => taken.close(() => resolve())));
     const port = (taken.address() as { port: number }).port;
     await expect(PubSocket.bind({ host: "127.0.0.1", port })).rejects.toThrow(`cannot bind tcp://127.0.0.1:${port}: the port is in use`);
   });

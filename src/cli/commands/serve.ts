@@ -123,9 +123,10 @@ document's KV is cached and reused at any position):
                            ZeroMQ PUB socket bound at E: tcp://HOST:PORT (HOST *:
                            every interface; PORT 0: a free one), optionally
                            followed by ,replay=tcp://HOST:PORT (a ROUTER socket
-                           answering replay requests), ,topic=T (default empty)
-                           and ,hashes=bytes (default: 16 raw bytes) or int (the
-                           low 64 bits)
+                           answering replay requests), ,topic=T (default empty),
+                           ,hashes=bytes (default: 16 raw bytes) or int (the low 64
+                           bits) and ,layout=map (default: vLLM main's), array
+                           (SGLang's) or mixed (released vLLM's)
   --prophet-query-rows R   prophet: whose attention scores the tokens, all of the
                            question's tokens (default, the paper) or its last one
   --context-scores S       what cachecraft's token ranking, chunk budget split and

@@ -243,6 +243,7 @@ function turnShares(records: readonly TurnRecord[]) {
     cached_above_reachable: later.filter((r) => r.cachedTokens > r.reachable!).length,
     round_trip_whole_answer: later.filter((r) => r.divergence === null).length,
     diverges_at_median: median(later.map((r) => r.divergesAt!)),
+    diverges_at_first_answer_token: later.filter((r) => r.divergesAt === 0).length,
     prompt_counts_agree: records.filter((r) => r.promptCountAgrees).length,
     divergences: [...divergences.entries()].sort((a, b) => b[1] - a[1]).slice(0, 3),
   };
@@ -257,7 +258,7 @@ function reportChat(run: Awaited<ReturnType<typeof partChat>>) {
   out(
     `### 1. Multi-turn chat (${how})`,
     "",
-    `${run.conversations} conversations × 5 turns (${run.turns} requests, arrival order, one at a time), first ${run.options.docsPerTurn} documents of each turn (${run.options.docChars} characters each), greedy, max_tokens ${run.options.maxTokens}:`,
+    `${run.conversations} conversations × 5 turns (${run.turns} requests, arrival order, one at a time), first ${run.options.docsPerTurn} documents of each turn (${run.options.docChars} characters each), prompts ${Math.min(...run.on.map((r) => r.promptTokens))}–${Math.max(...run.on.map((r) => r.promptTokens))} tokens, greedy, max_tokens ${run.options.maxTokens}:`,
     "",
     ...FIGURES_HEADER,
     figuresRow("on", on),
@@ -265,7 +266,7 @@ function reportChat(run: Awaited<ReturnType<typeof partChat>>) {
     "",
     `Turns n ≥ 2 (${shares.turns}): cached_tokens / (turn n−1's prompt + completion tokens): median ${pct(shares.share_median)}, min ${pct(shares.share_min)}, ≥ 95% in ${shares.share_at_least_95}/${shares.turns}.`,
     `Reachable (turn n's prompt starting with turn n−1's written KV, whole blocks): median ${pct(shares.reachable_share_median)} of the previous tokens; cached = reachable in ${shares.cached_equals_reachable}/${shares.turns} turns (below: ${shares.cached_below_reachable}, above: ${shares.cached_above_reachable}).`,
-    `Turn n−1's written KV (its prompt and every answer token but the last) is all in turn n's prompt in ${shares.round_trip_whole_answer}/${shares.turns} turns; the common prefix ends at answer token ${shares.diverges_at_median} (median)${shares.divergences.length > 0 ? `; most common (generated vs. re-rendered): ${shares.divergences.map(([what, n]) => `${what} (${n}×)`).join("; ")}` : ""}.`,
+    `Turn n−1's written KV (its prompt and every answer token but the last) is all in turn n's prompt in ${shares.round_trip_whole_answer}/${shares.turns} turns; the common prefix ends at answer token ${shares.diverges_at_median} (median; at the first in ${shares.diverges_at_first_answer_token}/${shares.turns})${shares.divergences.length > 0 ? `; most common (generated vs. re-rendered): ${shares.divergences.map(([what, n]) => `${what} (${n}×)`).join("; ")}` : ""}.`,
     `Prompt token counts computed here equal the engine's in ${shares.prompt_counts_agree}/${run.on.length}. Answers identical on vs. off (tokens, logprobs within 1e-4): ${same.same}/${same.of}, max |Δlogprob| ${same.max_abs_logprob_diff.toExponential(2)}.`,
     "",
   );

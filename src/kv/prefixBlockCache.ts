@@ -128,11 +128,21 @@ export class PrefixBlockCache {
     return this.byHash.get(hash)?.block;
   }
 
-  /** How many of `hashes`, from the first, are cached (a probe: counts nothing, touches nothing). */
+  /**
+   * How many of `hashes` (a chain, from the first), are cached (a probe: counts nothing, touches
+   * nothing). A cached block's parent is always cached (blocks are inserted under a cached parent
+   * and only leaves are evicted), so the cached blocks of a chain are a prefix of it, found by
+   * binary search: a 7.5K-token prompt's 468 blocks take 9 probes, not 468.
+   */
   cachedRun(hashes: readonly string[]): number {
-    let run = 0;
-    while (run < hashes.length && this.byHash.has(hashes[run]!)) run++;
-    return run;
+    let low = 0;
+    let high = hashes.length;
+    while (low < high) {
+      const middle = (low + high + 1) >> 1;
+      if (this.byHash.has(hashes[middle - 1]!)) low = middle;
+      else high = middle - 1;
+    }
+    return low;
   }
 
   /** The longest cached run of `hashes` from the first: their block ids (nothing is referenced). */

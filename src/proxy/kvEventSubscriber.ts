@@ -60,6 +60,11 @@ export interface KvEventConsumer {
   disconnected?(): void;
   /** Batches from..to had been missed and came back through replay: the view is exact again. */
   gapRecovered?(from: number, to: number): void;
+  /**
+   * After a connection, the view has caught up with the engine's: the replay of its buffer ended
+   * (or failed, or there is no replay socket): what the engine holds now is all the view lacks.
+   */
+  caughtUp?(): void;
 }
 
 export type MalformedKind = "frames" | "sequence" | "oversized" | "msgpack" | "batch" | "event" | "replay";
@@ -207,6 +212,7 @@ export class KvEventSubscriber {
         connected: () => {
           this.sequencer.connected();
           this.tell((c) => c.connected?.());
+          if (this.options.replay === null) this.tell((c) => c.caughtUp?.());
         },
         disconnected: () => this.tell((c) => c.disconnected?.()),
       },
@@ -329,6 +335,7 @@ export class KvEventSubscriber {
       this.replayInFlight = false;
       this.clearReplayTimer();
       this.sequencer.replayEnded();
+      this.tell((c) => c.caughtUp?.());
       return;
     }
     this.sequencer.replayed(Number(seq), oversized ? OVERSIZED_PAYLOAD : parts[1]!);
@@ -347,7 +354,9 @@ export class KvEventSubscriber {
   private failReplay(): void {
     if (!this.replayInFlight) return;
     void this.stopReplay();
-    if (!this.closed) this.sequencer.replayFailed();
+    if (this.closed) return;
+    this.sequencer.replayFailed();
+    this.tell((c) => c.caughtUp?.());
   }
 
   /** Ends the replay in flight; the DEALER is closed so that none of its answers can arrive late. */

@@ -28,8 +28,12 @@ export interface CacheSyncStats {
 
 export class UpstreamCacheSync implements KvEventConsumer {
   readonly mirror = new EngineCacheMirror((key) => this.dropped(key));
-  /** Whether the subscriber is connected to the engine's publisher (routing trusts the mirror only then). */
+  /**
+   * Whether routing may trust the mirror: the subscriber is connected and has caught up (the
+   * replay of the engine's buffer ended), or a batch has come since it connected.
+   */
   live = false;
+  private awaitingBatch = false;
   private lagMs: number | null = null;
   private offloadEvents = 0;
   private contextsEvicted = 0;
@@ -44,6 +48,10 @@ export class UpstreamCacheSync implements KvEventConsumer {
   ) {}
 
   batch(batch: KvEventBatchIn): void {
+    if (this.awaitingBatch) {
+      this.awaitingBatch = false;
+      this.live = true;
+    }
     if (!batch.replayed) this.lagMs = Math.max(0, this.now() - batch.ts * 1000);
     for (const event of batch.events) {
       if (event.type === "AllBlocksCleared") {
@@ -64,11 +72,17 @@ export class UpstreamCacheSync implements KvEventConsumer {
   }
 
   connected(): void {
-    this.live = true;
+    this.awaitingBatch = true;
   }
 
   disconnected(): void {
     this.live = false;
+    this.awaitingBatch = false;
+  }
+
+  caughtUp(): void {
+    this.awaitingBatch = false;
+    this.live = true;
   }
 
   /** A request was sent with these prompt block keys under this id: it leaves with the first of them. */

@@ -8,6 +8,7 @@ import { cleanupAfterEach, until } from "../helpers/testLifecycle.ts";
 import { runCli } from "../helpers/cli.ts";
 import { FakeEngine } from "../helpers/fakeEngine/fakeEngine.ts";
 import { spawnServer } from "../server/serverKit.ts";
+import { tinyModelFolder } from "../helpers/engineKit.ts";
 
 setDefaultTimeout(60_000);
 
@@ -29,6 +30,39 @@ describe("ctxr serve --kv-events", () => {
       expect(run.stderr).toContain(message);
     }
     expect(runCli(["serve", "--help"]).stdout).toContain("--kv-events E");
+    const noEvents = runCli(["serve", "--in-memory", "--upstream", "http://a", "--tokenizer", "/nowhere"]);
+    expect(noEvents.code).toBe(2);
+    expect(noEvents.stderr).toContain("--tokenizer counts the prompt blocks engines report in their KV events: it needs --kv-events");
+    const missing = runCli(["serve", "--in-memory", "--upstream", "http://a", "--kv-events", "tcp://h:1", "--tokenizer", "/nowhere"]);
+    expect(missing.code).toBe(2);
+    expect(missing.stderr).toContain("--tokenizer /nowhere:");
+  });
+
+  test("--tokenizer: a request goes to the engine whose events show its prompt cached, and that engine reports the hit", async () => {
+    const model = tinyModelFolder({ layers: 1 }, "tiny-route-cli");
+    cleanup(() => model.cleanup());
+    const engines = [
+      await FakeEngine.start({ blockSize: 4, tokenizerDir: model.path, kvEvents: { layout: "map", hashes: "bytes" } }),
+      await FakeEngine.start({ blockSize: 4, tokenizerDir: model.path, kvEvents: { layout: "array", hashes: "int" } }),
+    ];
+    for (const engine of engines) cleanup(() => engine.close());
+    const server = await spawnServer(["--in-memory", ...engines.flatMap((e) => ["--upstream", e.url, "--kv-events", e.kvEventsFlag]), "--tokenizer", model.path, "--block-size", "4"]);
+    cleanup(async () => {
+      server.kill("SIGTERM");
+      await server.exited;
+    });
+    await until(async () => engines.every((e) => e.kvEvents.stats.subscribers === 1), "the subscriptions");
+    // The second engine (listed last, so it loses ties) answered this chat before.
+    const body = { messages: [{ role: "user", content: "Tell me about the mill by the river, and the long winter floods." }], max_tokens: 4 };
+    expect((await fetch(`${engines[1]!.url}/v1/chat/completions`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body) })).status).toBe(200);
+    engines[1]!.kvEvents.flush();
+    const synced = async () => ((await (await fetch(`${server.url}/v1/stats`)).json()) as { upstreams: any[] }).upstreams[1].kv_events.blocks;
+    await until(async () => (await synced()) === engines[1]!.blocks.size, "the second engine's blocks");
+    const before = engines.map((e) => e.stats.requests);
+    const answer = await fetch(`${server.url}/v1/chat/completions`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body) });
+    const usage = ((await answer.json()) as { usage: { prompt_tokens: number; prompt_tokens_details: { cached_tokens: number } } }).usage;
+    expect(engines.map((e, i) => e.stats.requests - before[i]!)).toEqual([0, 1]);
+    expect(usage.prompt_tokens_details.cached_tokens).toBeGreaterThanOrEqual(usage.prompt_tokens - 4);
   });
 
   test("follows each upstream's events (none for one of them); /v1/stats and /metrics show the subscriber's counters; SIGTERM stops it", async () => {

@@ -23,6 +23,7 @@ import {
 } from "../../kv/uncertaintyTrigger.ts";
 import type { CommandIo } from "./types.ts";
 import { TOOL_CALL_FORMATS, type ToolCallFormat } from "../../engine/toolCalls/toolCallFormat.ts";
+import { EnginePromptTokenizer } from "../../proxy/enginePromptTokens.ts";
 
 export const DEFAULT_DATA_DIR = "./ctxr-data";
 
@@ -88,6 +89,12 @@ Proxy for OpenAI-compatible engines (vLLM, SGLang, llama.cpp, hosted APIs):
                            optionally followed by ,replay=tcp://HOST:PORT (its
                            replay socket) and ,topic=T; 'none' for an upstream
                            that publishes none
+  --tokenizer DIR          the served model's folder (tokenizer.json, chat
+                           template): with --kv-events, prompts are tokenized as
+                           the engines do, so requests go where their blocks
+                           really are and contexts leave when the engine drops
+                           their blocks (--block-size: the engines' block size
+                           until their events tell it; default 16)
 
 Built-in generation (OpenAI-compatible: POST /v1/chat/completions, /v1/completions,
 GET /v1/models; continuous batching on the native model runner):
@@ -187,6 +194,7 @@ const FLAGS = {
   "document-template": { type: "string" },
   // Repeatable, like --upstream: one per upstream, in order.
   "kv-events": { type: "string", multiple: true },
+  tokenizer: { type: "string" },
   model: { type: "string" },
   device: { type: "string" },
   "kv-blocks": { type: "string" },
@@ -267,7 +275,7 @@ export async function serveCommand(args: string[], io: CommandIo & { err?(text: 
       throw new UsageError(`--upstream: ${(error as Error).message}`, COMMAND);
     }
   }
-  const proxyOnly = ["upstream-key", "engine", "upstream-timeout", "document-template", "kv-events", "max-history-bytes", "max-routing-bytes", "max-upstream-requests", "client-stall-seconds"].find((name) => flags.values[name] !== undefined);
+  const proxyOnly = ["upstream-key", "engine", "upstream-timeout", "document-template", "kv-events", "tokenizer", "max-history-bytes", "max-routing-bytes", "max-upstream-requests", "client-stall-seconds"].find((name) => flags.values[name] !== undefined);
   if (upstreams.length === 0 && proxyOnly !== undefined) throw new UsageError(`--${proxyOnly} needs --upstream`, COMMAND);
   if (flags.values["upstream-key"] === "") throw new UsageError("--upstream-key must not be empty", COMMAND);
   const upstreamKey = typeof flags.values["upstream-key"] === "string" ? flags.values["upstream-key"] : process.env.CTXR_UPSTREAM_KEY || null;
@@ -280,13 +288,14 @@ export async function serveCommand(args: string[], io: CommandIo & { err?(text: 
 
   const model = typeof flags.values.model === "string" ? flags.values.model : null;
   if (model === "") throw new UsageError("--model must not be empty", COMMAND);
-  const modelOnly = ["device", "kv-blocks", "block-size", "threads", "served-model-name", "kv-policy", "recompute-ratio", "kv-device-blocks", "kv-host-bytes", "kv-dir", "kv-disk-bytes", "focus-window", "context-scores", "prophet-span-decay", "prophet-query-rows", "no-prefix-cache", "tool-call-parser", "kv-events-publish", "sparse-entropy-threshold", "sparse-varentropy-threshold", "sparse-trigger-window"].find((name) => flags.values[name] !== undefined);
+  const modelOnly = ["device", "kv-blocks", "threads", "served-model-name", "kv-policy", "recompute-ratio", "kv-device-blocks", "kv-host-bytes", "kv-dir", "kv-disk-bytes", "focus-window", "context-scores", "prophet-span-decay", "prophet-query-rows", "no-prefix-cache", "tool-call-parser", "kv-events-publish", "sparse-entropy-threshold", "sparse-varentropy-threshold", "sparse-trigger-window"].find((name) => flags.values[name] !== undefined);
   if (model === null && modelOnly !== undefined) throw new UsageError(`--${modelOnly} needs --model`, COMMAND);
   if (model !== null && upstreams.length > 0) throw new UsageError("give --model (serve a model) or --upstream (proxy engines), not both", COMMAND);
   const device = typeof flags.values.device === "string" ? flags.values.device : "cpu";
   if (!/^(cpu|cuda(:\d+)?)$/.test(device)) throw new UsageError(`--device must be cpu, cuda or cuda:N, got '${device}'`, COMMAND);
   const blockSize = integerFlag(flags, "block-size", COMMAND, 1);
-  if (blockSize !== undefined && blockSize !== 16 && blockSize !== 32) throw new UsageError(`--block-size must be 16 or 32, got '${flags.values["block-size"]}'`, COMMAND);
+  // The runner's blocks are 16 or 32 tokens; engines behind the proxy may use any size.
+  if (model !== null && blockSize !== undefined && blockSize !== 16 && blockSize !== 32) throw new UsageError(`--block-size must be 16 or 32, got '${flags.values["block-size"]}'`, COMMAND);
   const servedName = flags.values["served-model-name"];
   if (servedName === "") throw new UsageError("--served-model-name must not be empty", COMMAND);
   const kvPolicy = choiceFlag<RecomputePolicy>(flags, "kv-policy", COMMAND, RECOMPUTE_POLICIES, "prophet");
@@ -300,6 +309,17 @@ export async function serveCommand(args: string[], io: CommandIo & { err?(text: 
   const sparseTrigger = sparseTriggerFromFlags(flags);
   const kvEventsPublish = kvEventsPublishFlag(flags);
   const kvEventsSubscribe = kvEventsFlags(flags, upstreams.length);
+  if (model === null && upstreams.length === 0 && blockSize !== undefined) throw new UsageError("--block-size needs --model or --upstream", COMMAND);
+  const tokenizerDir = flags.values.tokenizer;
+  if (tokenizerDir !== undefined && kvEventsSubscribe.every((events) => events === null)) throw new UsageError("--tokenizer counts the prompt blocks engines report in their KV events: it needs --kv-events", COMMAND);
+  let promptTokenizer: EnginePromptTokenizer | null = null;
+  if (typeof tokenizerDir === "string") {
+    try {
+      promptTokenizer = await EnginePromptTokenizer.load(tokenizerDir);
+    } catch (error) {
+      throw new UsageError(`--tokenizer ${tokenizerDir}: ${(error as Error).message}`, COMMAND);
+    }
+  }
   for (const warning of shortSecretWarnings(upstreamKey, upstreams)) (io.err ?? ((text) => void process.stderr.write(text)))(warning);
 
   await runServer(
@@ -333,6 +353,8 @@ export async function serveCommand(args: string[], io: CommandIo & { err?(text: 
               maxRoutingBytes: budgetFlag(flags, "max-routing-bytes"),
               maxUpstreamRequests: integerFlag(flags, "max-upstream-requests", COMMAND, 1),
               clientStallMs: stallSeconds === undefined ? undefined : stallSeconds === 0 ? null : stallSeconds * 1000,
+              promptTokenizer,
+              ...(blockSize !== undefined ? { blockSize } : {}),
             },
       model:
         model === null

@@ -22,7 +22,7 @@ import { renderProxyStateMetrics, renderUpstreamMetrics, upstreamStats, type Pro
 import { undecodedEncoding } from "./answerDecoding.ts";
 import { redactText, usableSecrets } from "./redact.ts";
 import { chatRoutingPlan, completionRoutingPlan, EMPTY_PLAN, type RoutingPlan } from "./routingKeys.ts";
-import { UpstreamPool, type Upstream } from "./upstreamPool.ts";
+import { UpstreamPool, type RoutingMode, type Upstream } from "./upstreamPool.ts";
 import { parseUpstreamUrl, upstreamRequestUrl } from "./upstreamTarget.ts";
 import { mirrorBlockKeys } from "./engineCacheMirror.ts";
 import type { EnginePromptTokenizer } from "./enginePromptTokens.ts";
@@ -59,6 +59,8 @@ export interface ProxyOptions {
   promptTokenizer?: EnginePromptTokenizer | null;
   /** The engines' KV block size until their events tell it (--block-size; default 16). */
   blockSize?: number;
+  /** How requests are spread over the upstreams (--routing; default "auto"). */
+  routing?: RoutingMode;
 }
 
 /** vLLM's and SGLang's default KV block size. */
@@ -162,6 +164,7 @@ export class ContextProxy {
       capacityTokens: options.routingCapacityTokens === undefined ? (stats.capacity_tokens ?? undefined) : options.routingCapacityTokens,
       ttlMs: stats.ttl_ms,
       maxBytes: options.maxRoutingBytes,
+      ...(options.routing !== undefined ? { routing: options.routing } : {}),
     });
     this.rewriter = new PromptRewriter(service, { documentTemplate: options.documentTemplate, maxHistoryBytes: options.maxHistoryBytes });
     this.promptTokenizer = options.promptTokenizer ?? null;

@@ -57,7 +57,16 @@ export interface PoolOptions {
   maxBytes?: number | null;
   /** Clock (ms), replaceable in tests. */
   now?: () => number;
+  /**
+   * How requests are spread (default "auto": by engines' KV events where every candidate has a
+   * live mirror, else by the estimate); "estimate" ignores KV events; "round-robin" ignores
+   * caches altogether (a baseline for benchmarks).
+   */
+  routing?: RoutingMode;
 }
+
+export const ROUTING_MODES = ["auto", "estimate", "round-robin"] as const;
+export type RoutingMode = (typeof ROUTING_MODES)[number];
 
 export const DEFAULT_ROUTING_CAPACITY_TOKENS = 4_000_000;
 /** Distinct routing keys kept before the routing indexes start afresh (bounds memory without a byte budget). */
@@ -137,9 +146,11 @@ export class UpstreamPool {
   private readonly maxKeyBytes: number | null;
   /** The byte budget of the indexes and the key table together (null: unlimited). */
   readonly byteLimit: number | null;
-  private readonly options: Required<Omit<PoolOptions, "capacityTokens" | "ttlMs" | "maxBytes">>;
+  private readonly options: Required<Omit<PoolOptions, "capacityTokens" | "ttlMs" | "maxBytes" | "routing">>;
   private internalIds = 0;
   private restarts = 0;
+  private readonly routing: RoutingMode;
+  private nextInTurn = 0;
 
   constructor(targets: readonly UpstreamTarget[], options: PoolOptions = {}) {
     if (targets.length === 0) throw new Error("a proxy needs at least one upstream");
@@ -159,6 +170,7 @@ export class UpstreamPool {
       maxBytes: maxBytes === null ? null : Math.floor(maxBytes / 2 / targets.length),
     };
     this.upstreams = targets.map((target, i) => new Upstream(target, i, indexOptions));
+    this.routing = options.routing ?? "auto";
   }
 
   now(): number {
@@ -185,7 +197,12 @@ export class UpstreamPool {
     const now = this.now();
     const candidates = this.upstreams.filter((u) => !exclude.has(u) && u.available(now));
     if (candidates.length <= 1) return candidates[0] ?? null;
-    if (plan.blockKeys !== undefined && candidates.every((u) => u.sync?.live === true)) return leastCost(candidates, plan.blockKeys);
+    if (this.routing === "round-robin") {
+      const upstream = candidates.find((u) => u.position >= this.nextInTurn) ?? candidates[0]!;
+      this.nextInTurn = upstream.position + 1;
+      return upstream;
+    }
+    if (this.routing === "auto" && plan.blockKeys !== undefined && candidates.every((u) => u.sync?.live === true)) return leastCost(candidates, plan.blockKeys);
 
     const leastLoaded = (pool: Upstream[]) =>
       pool.reduce((best, u) => (u.inFlight < best.inFlight || (u.inFlight === best.inFlight && u.counters.requests < best.counters.requests) ? u : best));

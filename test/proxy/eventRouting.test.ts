@@ -118,4 +118,27 @@ describe("routing on KV events", () => {
     proxy.cacheSync(1 - fewer).batch(stored(ids, "fallback-again-"));
     expect(await where(chat(text))).toBe(1 - fewer);
   });
+
+  test("--routing round-robin takes the upstreams in turn, whatever their caches hold", async () => {
+    const text = "A question for the routing modes, about the old toll house.";
+    const ids = tokenizer.promptIds("chat", chat(text))!;
+    let proxy2: ContextProxy | undefined;
+    const roundRobin = await startProxy({ upstreams: upstreams.map((u) => u.url), promptTokenizer: tokenizer, blockSize: BLOCK, routing: "round-robin" }, { onProxy: (created) => void (proxy2 = created) });
+    try {
+      for (const position of [0, 1]) {
+        proxy2!.cacheSync(position).connected!();
+        proxy2!.cacheSync(position).caughtUp!();
+      }
+      proxy2!.cacheSync(1).batch(stored(ids, "rr-"));
+      const targets: number[] = [];
+      for (let i = 0; i < 4; i++) {
+        const before = upstreams.map((u) => u.requests.length);
+        await roundRobin.post("/v1/chat/completions", chat(text));
+        targets.push(upstreams.findIndex((u, k) => u.requests.length > before[k]!));
+      }
+      expect(targets).toEqual([0, 1, 0, 1]);
+    } finally {
+      await roundRobin.close();
+    }
+  });
 });

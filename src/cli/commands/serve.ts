@@ -24,6 +24,7 @@ import {
 import type { CommandIo } from "./types.ts";
 import { TOOL_CALL_FORMATS, type ToolCallFormat } from "../../engine/toolCalls/toolCallFormat.ts";
 import { EnginePromptTokenizer } from "../../proxy/enginePromptTokens.ts";
+import { ROUTING_MODES, type RoutingMode } from "../../proxy/upstreamPool.ts";
 
 export const DEFAULT_DATA_DIR = "./ctxr-data";
 
@@ -89,6 +90,9 @@ Proxy for OpenAI-compatible engines (vLLM, SGLang, llama.cpp, hosted APIs):
                            optionally followed by ,replay=tcp://HOST:PORT (its
                            replay socket) and ,topic=T; 'none' for an upstream
                            that publishes none
+  --routing M              auto (default: by the engines' KV events where every
+                           candidate's are live, else by the estimate),
+                           estimate, or round-robin (a baseline)
   --tokenizer DIR          the served model's folder (tokenizer.json, chat
                            template): with --kv-events, prompts are tokenized as
                            the engines do, so requests go where their blocks
@@ -195,6 +199,7 @@ const FLAGS = {
   // Repeatable, like --upstream: one per upstream, in order.
   "kv-events": { type: "string", multiple: true },
   tokenizer: { type: "string" },
+  routing: { type: "string" },
   model: { type: "string" },
   device: { type: "string" },
   "kv-blocks": { type: "string" },
@@ -275,7 +280,7 @@ export async function serveCommand(args: string[], io: CommandIo & { err?(text: 
       throw new UsageError(`--upstream: ${(error as Error).message}`, COMMAND);
     }
   }
-  const proxyOnly = ["upstream-key", "engine", "upstream-timeout", "document-template", "kv-events", "tokenizer", "max-history-bytes", "max-routing-bytes", "max-upstream-requests", "client-stall-seconds"].find((name) => flags.values[name] !== undefined);
+  const proxyOnly = ["upstream-key", "engine", "upstream-timeout", "document-template", "kv-events", "tokenizer", "routing", "max-history-bytes", "max-routing-bytes", "max-upstream-requests", "client-stall-seconds"].find((name) => flags.values[name] !== undefined);
   if (upstreams.length === 0 && proxyOnly !== undefined) throw new UsageError(`--${proxyOnly} needs --upstream`, COMMAND);
   if (flags.values["upstream-key"] === "") throw new UsageError("--upstream-key must not be empty", COMMAND);
   const upstreamKey = typeof flags.values["upstream-key"] === "string" ? flags.values["upstream-key"] : process.env.CTXR_UPSTREAM_KEY || null;
@@ -354,6 +359,7 @@ export async function serveCommand(args: string[], io: CommandIo & { err?(text: 
               maxUpstreamRequests: integerFlag(flags, "max-upstream-requests", COMMAND, 1),
               clientStallMs: stallSeconds === undefined ? undefined : stallSeconds === 0 ? null : stallSeconds * 1000,
               promptTokenizer,
+              routing: choiceFlag<RoutingMode>(flags, "routing", COMMAND, ROUTING_MODES, "auto"),
               ...(blockSize !== undefined ? { blockSize } : {}),
             },
       model:

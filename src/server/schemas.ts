@@ -169,6 +169,21 @@ export function createSchemas(limits: ServerLimits) {
       consecutive_failures: z.int(),
       retry_in_ms: z.number().nullable().openapi({ description: "When an upstream out of rotation is tried again." }),
       last_error: z.string().nullable(),
+      kv_events: z
+        .object({
+          connected: z.boolean().openapi({ description: "Connected to the engine's publisher (routing trusts the mirror once it has also caught up)." }),
+          blocks: z.int().openapi({ description: "Blocks of the engine's own KV memory the mirror holds." }),
+          tokens: z.int(),
+          orphans: z.int().openapi({ description: "Stored blocks whose parent the mirror did not hold (events missed): left out." }),
+          offloadEvents: z.int().openapi({ description: "Events of offload tiers (CPU, disk): counted, not mirrored." }),
+          lagMs: z.number().nullable().openapi({ description: "Arrival time minus the engine's timestamp of the last live batch." }),
+          contextsEvicted: z.int().openapi({ description: "Contexts that left the live index because the engine dropped one of their blocks." }),
+          predicted_cached_tokens: z.int().openapi({ description: "Prompt tokens the mirror showed cached where requests went (compare cached_tokens)." }),
+          subscriber: z.record(z.string(), z.unknown()).optional().openapi({ description: "The subscriber's counters: batches, events, gaps, replays, resyncs (by reason), malformed (by kind), last_seq, layout." }),
+        })
+        .passthrough()
+        .optional()
+        .openapi({ description: "With --kv-events: the mirror of the engine's cache kept from its KV events." }),
     })
     .openapi("UpstreamStats");
 

@@ -329,8 +329,12 @@ export class ContextProxy {
       tried.add(upstream);
       upstream.inFlight++;
       upstream.counters.requests++;
-      const blocks = request.plan.blockKeys?.length ?? 0;
+      const keys = request.plan.blockKeys;
+      const blocks = keys?.length ?? 0;
       upstream.activeBlocks += blocks;
+      // What the mirror shows cached when the request leaves: once the engine has taken it in, its
+      // events make the whole prompt look cached.
+      const predictedTokens = upstream.sync !== null && keys !== undefined ? upstream.sync.mirror.cachedBlocks(keys) * (upstream.sync.mirror.blockSize ?? this.blockSize) : 0;
       const settle = () => {
         upstream.inFlight--;
         upstream.activeBlocks -= blocks;
@@ -398,9 +402,8 @@ export class ContextProxy {
         counters.documentsDeduplicated += rewrite.deduplicated;
         counters.estimatedCachedTokens += rewrite.estimatedCachedTokens;
         this.pool.record(upstream, request.plan, rewrite.requestId);
-        const keys = request.plan.blockKeys;
         if (upstream.sync !== null && keys !== undefined) {
-          counters.mirroredCachedTokens += upstream.sync.mirror.cachedBlocks(keys) * (upstream.sync.mirror.blockSize ?? this.blockSize);
+          counters.mirroredCachedTokens += predictedTokens;
           if (rewrite.requestId !== null) upstream.sync.track(rewrite.requestId, keys);
         }
         // The index changes were journaled while the engine worked: on disk before the answer starts.

@@ -79,6 +79,19 @@ describe("routing on KV events", () => {
     expect((await ctxr.get("/metrics")).text).toContain("ctxr_upstream_mirrored_blocks");
   });
 
+  test("predicted cached tokens are what the mirror showed when the request left, not what the engine's events for it then stored", async () => {
+    const predicted = async () => ((await ctxr.get("/v1/stats")).body.upstreams as { kv_events: { predicted_cached_tokens: number } }[]).reduce((n, u) => n + u.kv_events.predicted_cached_tokens, 0);
+    const before = await predicted();
+    // Each engine stores the prompt and tells it before its answer's headers, as a real engine can.
+    for (const [i, u] of upstreams.entries()) u.custom((r) => void proxy.cacheSync(i).batch(stored(tokenizer.promptIds("chat", r.json)!, `taken${i}-`)));
+    try {
+      await where(chat("A question nobody asked before, about the salt roads across the marshes."));
+    } finally {
+      for (const u of upstreams) u.recover();
+    }
+    expect((await predicted()) - before).toBe(0);
+  });
+
   test("once the engine drops those blocks, neither holds them: the tie goes to the first listed", async () => {
     const text = "Another question, this one about the lighthouse keepers on the northern coast.";
     const ids = tokenizer.promptIds("chat", chat(text))!;

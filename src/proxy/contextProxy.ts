@@ -61,6 +61,8 @@ export interface ProxyOptions {
   blockSize?: number;
   /** How requests are spread over the upstreams (--routing; default "auto"). */
   routing?: RoutingMode;
+  /** Event-driven routing's weight of blocks to prefill against blocks in flight (--kv-overlap-weight; default 1). */
+  overlapWeight?: number;
 }
 
 /** vLLM's and SGLang's default KV block size. */
@@ -165,6 +167,7 @@ export class ContextProxy {
       ttlMs: stats.ttl_ms,
       maxBytes: options.maxRoutingBytes,
       ...(options.routing !== undefined ? { routing: options.routing } : {}),
+      ...(options.overlapWeight !== undefined ? { overlapWeight: options.overlapWeight } : {}),
     });
     this.rewriter = new PromptRewriter(service, { documentTemplate: options.documentTemplate, maxHistoryBytes: options.maxHistoryBytes });
     this.promptTokenizer = options.promptTokenizer ?? null;

@@ -23,8 +23,8 @@
  * With KV events (issue 13): when every candidate's cache mirror is live and the plan carries the
  * prompt's block keys, a request goes to the upstream of least cost, NVIDIA Dynamo's:
  *   cost = overlapWeight × (prompt blocks not cached there) + blocks of the prompts in flight there
- * (prefill it must do, plus the load it has; lower is better, overlapWeight 1; ties: fewer
- * requests in flight, then the first listed). Otherwise the estimate above.
+ * (prefill it must do, plus the load it has; lower is better, overlapWeight 1 by default as in
+ * Dynamo; ties: fewer requests in flight, then the first listed). Otherwise the estimate above.
  *
  * Health: a connection error or timeout takes an upstream out of rotation;
  * it is tried again after a backoff (5 s, doubling up to 60 s by default), and
@@ -63,6 +63,8 @@ export interface PoolOptions {
    * caches altogether (a baseline for benchmarks).
    */
   routing?: RoutingMode;
+  /** Event-driven routing's weight of blocks still to prefill against blocks in flight (default 1, Dynamo's). */
+  overlapWeight?: number;
 }
 
 export const ROUTING_MODES = ["auto", "estimate", "round-robin"] as const;
@@ -160,6 +162,7 @@ export class UpstreamPool {
       cacheThreshold: options.cacheThreshold ?? 0.5,
       balanceSlack: options.balanceSlack ?? 32,
       now: options.now ?? Date.now,
+      overlapWeight: options.overlapWeight ?? DEFAULT_OVERLAP_WEIGHT,
     };
     const maxBytes = options.maxBytes === undefined ? DEFAULT_BUDGETS.routingBytes : options.maxBytes;
     this.byteLimit = maxBytes;
@@ -202,7 +205,7 @@ export class UpstreamPool {
       this.nextInTurn = upstream.position + 1;
       return upstream;
     }
-    if (this.routing === "auto" && plan.blockKeys !== undefined && candidates.every((u) => u.sync?.live === true)) return leastCost(candidates, plan.blockKeys);
+    if (this.routing === "auto" && plan.blockKeys !== undefined && candidates.every((u) => u.sync?.live === true)) return leastCost(candidates, plan.blockKeys, this.options.overlapWeight);
 
     const leastLoaded = (pool: Upstream[]) =>
       pool.reduce((best, u) => (u.inFlight < best.inFlight || (u.inFlight === best.inFlight && u.counters.requests < best.counters.requests) ? u : best));
@@ -303,15 +306,15 @@ export class UpstreamPool {
   }
 }
 
-/** Dynamo's weight of blocks still to prefill against blocks in flight. */
-const OVERLAP_WEIGHT = 1;
+/** Dynamo's default weight of blocks still to prefill against blocks in flight. */
+export const DEFAULT_OVERLAP_WEIGHT = 1;
 
 /** The candidate of least cost (see the module comment); every candidate has a live mirror. */
-function leastCost(candidates: readonly Upstream[], keys: readonly string[]): Upstream {
+function leastCost(candidates: readonly Upstream[], keys: readonly string[], overlapWeight: number): Upstream {
   let best = candidates[0]!;
   let bestCost = Infinity;
   for (const u of candidates) {
-    const cost = OVERLAP_WEIGHT * (keys.length - u.sync!.mirror.cachedBlocks(keys)) + u.activeBlocks;
+    const cost = overlapWeight * (keys.length - u.sync!.mirror.cachedBlocks(keys)) + u.activeBlocks;
     if (cost < bestCost || (cost === bestCost && u.inFlight < best.inFlight)) {
       best = u;
       bestCost = cost;

@@ -23,6 +23,8 @@ describe("ctxr serve --kv-events", () => {
       [["--upstream", "http://a", "--kv-events", "tcp://h:5557,hashes=int"], "--kv-events: unknown setting 'hashes=int' (expected replay= or topic=)"],
       [["--upstream", "http://a", "--upstream", "http://b", "--kv-events", "tcp://h:1"], "give one --kv-events per --upstream, in the same order ('none' for an upstream without events): 2 --upstream, 1 --kv-events"],
       [["--kv-events", "tcp://h:1"], "--kv-events needs --upstream"],
+      [["--kv-overlap-weight", "2"], "--kv-overlap-weight needs --upstream"],
+      [["--upstream", "http://a", "--kv-overlap-weight", "-1"], "--kv-overlap-weight"],
     ];
     for (const [args, message] of cases) {
       const run = runCli(["serve", "--in-memory", ...args]);

@@ -24,7 +24,7 @@ import {
 import type { CommandIo } from "./types.ts";
 import { TOOL_CALL_FORMATS, type ToolCallFormat } from "../../engine/toolCalls/toolCallFormat.ts";
 import { EnginePromptTokenizer } from "../../proxy/enginePromptTokens.ts";
-import { ROUTING_MODES, type RoutingMode } from "../../proxy/upstreamPool.ts";
+import { DEFAULT_OVERLAP_WEIGHT, ROUTING_MODES, type RoutingMode } from "../../proxy/upstreamPool.ts";
 
 export const DEFAULT_DATA_DIR = "./ctxr-data";
 
@@ -93,6 +93,10 @@ Proxy for OpenAI-compatible engines (vLLM, SGLang, llama.cpp, hosted APIs):
   --routing M              auto (default: by the engines' KV events where every
                            candidate's are live, else by the estimate),
                            estimate, or round-robin (a baseline)
+  --kv-overlap-weight W    routing by KV events: the weight of a prompt's blocks
+                           not cached on an engine against the blocks of the
+                           prompts in flight there (default 1, Dynamo's; higher
+                           keeps requests with their cached prefixes under load)
   --tokenizer DIR          the served model's folder (tokenizer.json, chat
                            template): with --kv-events, prompts are tokenized as
                            the engines do, so requests go where their blocks
@@ -200,6 +204,7 @@ const FLAGS = {
   "kv-events": { type: "string", multiple: true },
   tokenizer: { type: "string" },
   routing: { type: "string" },
+  "kv-overlap-weight": { type: "string" },
   model: { type: "string" },
   device: { type: "string" },
   "kv-blocks": { type: "string" },
@@ -280,7 +285,7 @@ export async function serveCommand(args: string[], io: CommandIo & { err?(text: 
       throw new UsageError(`--upstream: ${(error as Error).message}`, COMMAND);
     }
   }
-  const proxyOnly = ["upstream-key", "engine", "upstream-timeout", "document-template", "kv-events", "tokenizer", "routing", "max-history-bytes", "max-routing-bytes", "max-upstream-requests", "client-stall-seconds"].find((name) => flags.values[name] !== undefined);
+  const proxyOnly = ["upstream-key", "engine", "upstream-timeout", "document-template", "kv-events", "tokenizer", "routing", "kv-overlap-weight", "max-history-bytes", "max-routing-bytes", "max-upstream-requests", "client-stall-seconds"].find((name) => flags.values[name] !== undefined);
   if (upstreams.length === 0 && proxyOnly !== undefined) throw new UsageError(`--${proxyOnly} needs --upstream`, COMMAND);
   if (flags.values["upstream-key"] === "") throw new UsageError("--upstream-key must not be empty", COMMAND);
   const upstreamKey = typeof flags.values["upstream-key"] === "string" ? flags.values["upstream-key"] : process.env.CTXR_UPSTREAM_KEY || null;
@@ -360,6 +365,7 @@ export async function serveCommand(args: string[], io: CommandIo & { err?(text: 
               clientStallMs: stallSeconds === undefined ? undefined : stallSeconds === 0 ? null : stallSeconds * 1000,
               promptTokenizer,
               routing: choiceFlag<RoutingMode>(flags, "routing", COMMAND, ROUTING_MODES, "auto"),
+              overlapWeight: numberFlag(flags, "kv-overlap-weight", COMMAND, DEFAULT_OVERLAP_WEIGHT, { min: 0 }),
               ...(blockSize !== undefined ? { blockSize } : {}),
             },
       model:

@@ -1,0 +1,41 @@
+/**
+ * Event-driven routing's cost (upstreamPool.ts): blocks still to prefill there, weighted by
+ * --kv-overlap-weight, plus the blocks of the prompts in flight there.
+ */
+import { describe, expect, test } from "bun:test";
+import { mirrorBlockKeys } from "../../src/proxy/engineCacheMirror.ts";
+import { UpstreamCacheSync } from "../../src/proxy/upstreamCacheSync.ts";
+import { UpstreamPool } from "../../src/proxy/upstreamPool.ts";
+import { parseUpstreamUrl } from "../../src/proxy/upstreamTarget.ts";
+
+const BLOCK = 4;
+const tokens = Array.from({ length: 10 * BLOCK }, (_, i) => 100 + i);
+const keys = mirrorBlockKeys(tokens, BLOCK);
+
+/** Two upstreams with live mirrors: the second holds the prompt's first 6 blocks and has 8 blocks in flight. */
+function pool(overlapWeight?: number): UpstreamPool {
+  const built = new UpstreamPool(["http://a", "http://b"].map(parseUpstreamUrl), overlapWeight === undefined ? {} : { overlapWeight });
+  for (const upstream of built.upstreams) {
+    upstream.sync = new UpstreamCacheSync(() => {});
+    upstream.sync.caughtUp();
+  }
+  const holder = built.upstreams[1]!;
+  holder.sync!.mirror.stored({ hashes: ["h0", "h1", "h2", "h3", "h4", "h5"], parent: null, tokenIds: tokens.slice(0, 6 * BLOCK), blockSize: BLOCK });
+  holder.activeBlocks = 8;
+  holder.inFlight = 1;
+  return built;
+}
+
+describe("event-driven routing cost", () => {
+  test("weight 1 (Dynamo's default): 4 blocks to prefill + 8 in flight on the holder lose to 10 to prefill on the idle one", () => {
+    expect(pool().choose({ lookup: [], turn: null, blockKeys: keys })!.position).toBe(0);
+  });
+
+  test("--kv-overlap-weight 4: 4×4 + 8 on the holder win over 4×10 on the idle one", () => {
+    expect(pool(4).choose({ lookup: [], turn: null, blockKeys: keys })!.position).toBe(1);
+  });
+
+  test("weight 0: load alone", () => {
+    expect(pool(0).choose({ lookup: [], turn: null, blockKeys: keys })!.position).toBe(0);
+  });
+});

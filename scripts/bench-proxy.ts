@@ -24,6 +24,7 @@ import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { renderDocumentsField } from "../src/proxy/documents/documentsField.ts";
 import { documentText } from "./benchProxyUpstream.ts";
+import { DOCS_PER_REQUEST, ttfbRun, type TtfbRow } from "./benchTtfb.ts";
 
 const ROOT = resolve(import.meta.dir, "..");
 const args = process.argv.slice(2);
@@ -84,85 +85,10 @@ async function startCtxr(upstream: string): Promise<Child & { dataDir: string | 
   };
 }
 
-function seeded(seed: number): () => number {
-  let state = seed >>> 0;
-  return () => {
-    state = (state + 0x6d2b79f5) >>> 0;
-    let t = state;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
-const quantile = (sorted: number[], q: number) => sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil(q * sorted.length) - 1))]!;
 const ms = (value: number) => value.toFixed(2);
 
 // ---------------------------------------------------------------------------------------------
-// 1. Time to first byte
-
-const DOCS_PER_REQUEST = 15;
-const DOC_POOL = 300;
-
-function ttfbBodies(i: number): { proxied: string; direct: string } {
-  const random = seeded(1000 + i);
-  const ids = new Set<number>();
-  while (ids.size < DOCS_PER_REQUEST) ids.add(Math.floor(random() * DOC_POOL));
-  const documents = [...ids].map((id) => ({ id: String(id), text: documentText(id) }));
-  const question = `Question ${i}: what do these documents have in common?`;
-  const common = { model: "fake-model", stream: true, max_tokens: 16 };
-  return {
-    proxied: JSON.stringify({ ...common, messages: [{ role: "user", content: question }], documents }),
-    direct: JSON.stringify({ ...common, messages: [{ role: "user", content: `${renderDocumentsField(documents)}\n\n${question}` }] }),
-  };
-}
-
-async function timeToFirstByte(url: string, body: string): Promise<number> {
-  const started = performance.now();
-  const response = await fetch(`${url}/v1/chat/completions`, { method: "POST", headers: { "content-type": "application/json" }, body });
-  const reader = response.body!.getReader();
-  const first = await reader.read();
-  const elapsed = performance.now() - started;
-  if (response.status !== 200 || first.done) throw new Error(`status ${response.status}`);
-  while (!(await reader.read()).done);
-  return elapsed;
-}
-
-interface TtfbRow {
-  connections: number;
-  requests: number;
-  direct: { p50: number; p99: number };
-  proxied: { p50: number; p99: number };
-  added: { p50: number; p99: number };
-}
-
-async function ttfbRun(upstream: string, ctxr: string, connections: number, total: number, offset: number): Promise<TtfbRow> {
-  const direct: number[] = [];
-  const proxied: number[] = [];
-  const warmup = Math.min(40, Math.floor(total / 5));
-  let next = 0;
-  const worker = async () => {
-    for (;;) {
-      const i = next++;
-      if (i >= total + warmup) return;
-      const bodies = ttfbBodies(offset + i);
-      // Alternate which goes first, so neither always follows the other.
-      const order = i % 2 === 0 ? (["direct", "proxied"] as const) : (["proxied", "direct"] as const);
-      for (const kind of order) {
-        const t = await timeToFirstByte(kind === "direct" ? upstream : ctxr, bodies[kind]);
-        if (i >= warmup) (kind === "direct" ? direct : proxied).push(t);
-      }
-    }
-  };
-  await Promise.all(Array.from({ length: connections }, worker));
-  direct.sort((a, b) => a - b);
-  proxied.sort((a, b) => a - b);
-  const d = { p50: quantile(direct, 0.5), p99: quantile(direct, 0.99) };
-  const p = { p50: quantile(proxied, 0.5), p99: quantile(proxied, 0.99) };
-  return { connections, requests: direct.length, direct: d, proxied: p, added: { p50: p.p50 - d.p50, p99: p.p99 - d.p99 } };
-}
-
-// ---------------------------------------------------------------------------------------------
+// 1. Time to first byte: scripts/benchTtfb.ts
 // 2. Multi-turn workload
 
 interface Turn {

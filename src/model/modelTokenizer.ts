@@ -370,8 +370,13 @@ export async function loadModelTokenizer(dir: string): Promise<ModelTokenizer> {
           }
           return bytes;
         }
-        const fallback = byteFallback ? /^<0x([0-9A-Fa-f]{2})>$/.exec(token) : null;
-        if (fallback) return [parseInt(fallback[1]!, 16)];
+        if (byteFallback) {
+          const fallback = /^<0x([0-9A-Fa-f]{2})>$/.exec(token);
+          if (fallback) return [parseInt(fallback[1]!, 16)];
+          // A piece's own text, ▁ standing for a space: decoding it alone would strip that space
+          // (the decoder drops the text's leading one).
+          return [...utf8.encode(token.replaceAll("\u2581", " "))];
+        }
       }
       return [...utf8.encode(decode([id]))];
     },

@@ -8,18 +8,15 @@
  * consts, guided_choice).
  */
 import { beforeAll, describe, expect, test } from "bun:test";
-import Ajv from "ajv";
 import { join } from "node:path";
 import { GrammarCompiler } from "../../src/engine/grammarCompiler.ts";
 import type { GrammarConstraint } from "../../src/engine/grammarConstraint.ts";
 import type { GrammarSpec } from "../../src/engine/grammarSpec.ts";
-import { seededRandom } from "../../src/index/seededRandom.ts";
 import { loadModelTokenizer, type ModelTokenizer } from "../../src/model/modelTokenizer.ts";
-import { completeAnswer, completionPreferences, strictText } from "../helpers/grammarCompletion.ts";
+import { allowedTokens, walkSchemas } from "../helpers/grammarWalks.ts";
 import { randomSchema, type Schema } from "../helpers/randomSchemas.ts";
 
 const QUALITY_MODEL = join(import.meta.dir, "../../models/quality");
-const ajv = new Ajv({ strict: false });
 
 let tokenizer: ModelTokenizer;
 let compiler: GrammarCompiler;
@@ -33,11 +30,7 @@ beforeAll(async () => {
 });
 
 /** The tokens the mask allows next. */
-async function allowed(c: GrammarConstraint): Promise<number[]> {
-  await c.ready();
-  const masked = c.masked(new Float32Array(vocab));
-  return [...masked.keys()].filter((id) => masked[id] !== -Infinity);
-}
+const allowed = (c: GrammarConstraint) => allowedTokens(c, vocab);
 
 /** Whether the grammar (a JSON schema's, or another spec's) takes the text's tokens and then ends. */
 async function accepts(schema: Record<string, unknown> | GrammarSpec, text: string): Promise<boolean> {
@@ -54,48 +47,10 @@ async function accepts(schema: Record<string, unknown> | GrammarSpec, text: stri
 
 describe("JSON-schema grammars", () => {
   test("random walks through 300 random schemas' masks: every answer, completed where cut, validates", async () => {
-    const preferences = completionPreferences(tokenizer, vocab);
-    const failures: string[] = [];
-    let walks = 0;
-    let finished = 0;
-    for (let index = 0; index < 300; index++) {
-      const schema = randomSchema(3, index);
-      const validate = ajv.compile(schema);
-      for (let walk = 0; walk < 2; walk++) {
-        const random = seededRandom(index * 10 + walk + 1);
-        const c = await constraint(schema);
-        const ids: number[] = [];
-        const budget = 20 + Math.floor(random() * 100);
-        while (!c.terminated && ids.length < budget) {
-          const choices = await allowed(c);
-          const id = choices[Math.floor(random() * choices.length)]!;
-          c.accept(id);
-          ids.push(id, ...c.jumpForward(budget));
-        }
-        const done = c.terminated;
-        c.dispose();
-        let completion: number[] | null = [];
-        if (!done) {
-          const fresh = await constraint(schema);
-          completion = await completeAnswer(fresh, ids, preferences, tokenizer.eosTokenIds);
-          fresh.dispose();
-        }
-        walks++;
-        if (done) finished++;
-        const body = [...ids, ...(completion ?? [])].filter((id) => !tokenizer.eosTokenIds.includes(id));
-        let text = "";
-        try {
-          if (completion === null) throw new Error("no completion");
-          text = strictText(tokenizer, body);
-          if (!validate(JSON.parse(text))) throw new Error(ajv.errorsText(validate.errors));
-        } catch (error) {
-          failures.push(`${JSON.stringify(schema)} ${JSON.stringify(text)}: ${(error as Error).message}`);
-        }
-      }
-    }
-    expect(failures).toEqual([]);
-    expect(walks).toBe(600);
-    expect(finished).toBeGreaterThan(150);
+    const tally = await walkSchemas(compiler, tokenizer, vocab, Array.from({ length: 300 }, (_, index) => randomSchema(3, index)), 2);
+    expect(tally.failures).toEqual([]);
+    expect(tally.walks).toBe(600);
+    expect(tally.finished).toBeGreaterThan(150);
   });
 
   test("special tokens are never allowed: <s> is not three characters of a string", async () => {

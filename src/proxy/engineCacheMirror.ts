@@ -9,7 +9,7 @@
  * BlockRemoved, which carries only engine hashes, can be applied. A prompt, tokenized as the
  * engine tokenizes it, is then looked up by the same chained keys. Pure: no I/O.
  */
-import { blockHash, chainRoot } from "../kv/prefixBlockCache.ts";
+import { blockHash, chainRoot, promptBlockHashes } from "../kv/prefixBlockCache.ts";
 
 /** The chain's root: content keys name token contents only (a LoRA adapter's blocks get their own root). */
 const MIRROR_SEED = "ctxr-mirror";
@@ -37,19 +37,18 @@ export interface MirrorStats {
   unknownRemovals: number;
 }
 
+/** The seed a chain of blocks starts from: content only, a LoRA adapter's blocks in their own namespace. */
+function seedFor(loraId: StoredBlocks["loraId"]): string {
+  return loraId === null || loraId === undefined ? MIRROR_SEED : `${MIRROR_SEED}|lora=${String(loraId)}`;
+}
+
 function rootFor(loraId: StoredBlocks["loraId"]): string {
-  return chainRoot(loraId === null || loraId === undefined ? MIRROR_SEED : `${MIRROR_SEED}|lora=${String(loraId)}`);
+  return chainRoot(seedFor(loraId));
 }
 
 /** A prompt's content keys, one per full block of `blockSize` tokens, as the mirror names them. */
 export function mirrorBlockKeys(tokens: ArrayLike<number>, blockSize: number, loraId: StoredBlocks["loraId"] = null): string[] {
-  const keys: string[] = [];
-  let parent = rootFor(loraId);
-  for (let start = 0; start + blockSize <= tokens.length; start += blockSize) {
-    parent = blockHash(parent, tokens, start, start + blockSize);
-    keys.push(parent);
-  }
-  return keys;
+  return promptBlockHashes(seedFor(loraId), tokens, blockSize);
 }
 
 export class EngineCacheMirror {

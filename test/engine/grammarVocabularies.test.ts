@@ -8,6 +8,7 @@
 import { afterAll, describe, expect, test } from "bun:test";
 import { join } from "node:path";
 import { GrammarCompiler } from "../../src/engine/grammarCompiler.ts";
+import type { GrammarSpec } from "../../src/engine/grammarSpec.ts";
 import { seededRandom } from "../../src/index/seededRandom.ts";
 import { loadModelTokenizer } from "../../src/model/modelTokenizer.ts";
 import { tempFolder } from "../helpers/cli.ts";
@@ -39,10 +40,11 @@ describe("structured outputs on every vocabulary type", () => {
       const tally = await walkSchemas(compiler, tokenizer, vocab, Array.from({ length: 60 }, (_, index) => randomSchema(3, 1000 + index)), 2, 7);
       expect(tally.failures).toEqual([]);
       expect(tally.finished).toBeGreaterThan(30);
-      for (const [spec, pattern] of [
+      const specs: [GrammarSpec, RegExp][] = [
         [{ kind: "regex", pattern: "[0-9]{3}-(yes|no)" }, /^[0-9]{3}-(yes|no)$/],
         [{ kind: "choice", choices: ["the true", "the 10", "é €"] }, /^(the true|the 10|é €)$/],
-      ] as const) {
+      ];
+      for (const [spec, pattern] of specs) {
         for (let walk = 0; walk < 10; walk++) {
           const random = seededRandom(walk + 1);
           const c = await compiler.constraint({ spec, field: "x" });

@@ -7,7 +7,8 @@ import { ContextService, type ServiceOptions } from "../../src/online/contextSer
 import { startServer, type RunningServer, type ServerOptions } from "../../src/server/serve.ts";
 import { CLI_ENTRY, REPO_ROOT } from "../helpers/cli.ts";
 import { GenerationEngine, type EngineOptions } from "../../src/engine/generationEngine.ts";
-import { buildRunner } from "../helpers/engineKit.ts";
+import { afterAll, beforeAll } from "bun:test";
+import { buildRunner, tinyModelFolder } from "../helpers/engineKit.ts";
 
 export interface Answer<T = any> {
   status: number;
@@ -88,6 +89,25 @@ export async function startEngineServer(model: string, engineOptions: Partial<En
       await engine.close();
     },
   };
+}
+
+/**
+ * A tiny-model `serve --model` for the tests of one file: opened before them (`options` for the
+ * model folder and the engine), closed after; its fields are set by the time the tests run.
+ */
+export function engineServerForTests(name: string, engineOptions: Partial<EngineOptions> = {}): { api: EngineTestServer; engine: GenerationEngine } {
+  const holder = {} as { api: EngineTestServer; engine: GenerationEngine };
+  let model: { path: string; cleanup(): void } | undefined;
+  beforeAll(async () => {
+    model = tinyModelFolder({}, name);
+    holder.api = await startEngineServer(model.path, engineOptions);
+    holder.engine = holder.api.engine;
+  }, 300_000);
+  afterAll(async () => {
+    await holder.api?.close();
+    model?.cleanup();
+  });
+  return holder;
 }
 
 export interface SpawnedServer extends Client {

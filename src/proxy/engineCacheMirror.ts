@@ -106,11 +106,21 @@ export class EngineCacheMirror {
     this.holders.clear();
   }
 
-  /** How many of `keys` (a prompt's content keys, in order) the engine holds from the first. */
+  /**
+   * How many of `keys` (a prompt's content keys, in order) the engine holds from the first. Engines
+   * drop a chain from its end (a block goes after those that extend it), so the blocks of a chain
+   * they hold are a prefix of it: a binary search (12 probes for a 60K-token prompt's 3,790 blocks,
+   * where a probe per block took 0.24 ms).
+   */
   cachedBlocks(keys: readonly string[]): number {
-    let run = 0;
-    while (run < keys.length && this.holders.has(keys[run]!)) run++;
-    return run;
+    let held = 0;
+    let missing = keys.length;
+    while (held < missing) {
+      const mid = (held + missing) >>> 1;
+      if (this.holders.has(keys[mid]!)) held = mid + 1;
+      else missing = mid;
+    }
+    return held;
   }
 
   /** Whether the engine holds a block with this content key. */

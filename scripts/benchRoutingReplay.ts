@@ -75,7 +75,7 @@ export function ragRequests(file: string, count: number, docChars: number): Benc
  * — what an unbounded prefix cache would end up holding.
  */
 export function distinctPromptTokens(requests: readonly BenchRequest[], tokenizer: ModelTokenizer, blockSize: number): { prompt: number; distinct: number } {
-  const seen = new Set<string>();
+  const seen = new Set<bigint>();
   let prompt = 0;
   for (const request of requests) {
     const ids = tokenizer.encode(tokenizer.applyChatTemplate(request.plainMessages));

@@ -25,6 +25,7 @@ import { chatRoutingPlan, completionRoutingPlan, EMPTY_PLAN, type RoutingPlan } 
 import { UpstreamPool, type RoutingMode, type Upstream } from "./upstreamPool.ts";
 import { parseUpstreamUrl, upstreamRequestUrl } from "./upstreamTarget.ts";
 import { mirrorBlockKeys } from "./engineCacheMirror.ts";
+import type { ContentKey } from "./contentKey.ts";
 import type { EnginePromptTokenizer } from "./enginePromptTokens.ts";
 import { UpstreamCacheSync } from "./upstreamCacheSync.ts";
 import type { KvEventSubscriber } from "./kvEventSubscriber.ts";
@@ -203,7 +204,7 @@ export class ContextProxy {
   }
 
   /** The forwarded prompt's block keys for the engines' cache mirrors (none without --tokenizer or KV events). */
-  private promptBlockKeys(kind: Kind, forwarded: Record<string, unknown>): string[] | undefined {
+  private promptBlockKeys(kind: Kind, forwarded: Record<string, unknown>): ContentKey[] | undefined {
     if (this.promptTokenizer === null) return undefined;
     const synced = this.pool.upstreams.filter((u) => u.sync !== null);
     if (synced.length === 0) return undefined;

@@ -9,7 +9,7 @@
  * BlockRemoved, which carries only engine hashes, can be applied. A prompt, tokenized as the
  * engine tokenizes it, is then looked up by the same chained keys. Pure: no I/O.
  */
-import { blockHash, chainRoot, promptBlockHashes } from "../kv/prefixBlockCache.ts";
+import { chainedContentKey, rootContentKey, type ContentKey } from "./contentKey.ts";
 
 /** The chain's root: content keys name token contents only (a LoRA adapter's blocks get their own root). */
 const MIRROR_SEED = "ctxr-mirror";
@@ -37,31 +37,33 @@ export interface MirrorStats {
   unknownRemovals: number;
 }
 
-/** The seed a chain of blocks starts from: content only, a LoRA adapter's blocks in their own namespace. */
-function seedFor(loraId: StoredBlocks["loraId"]): string {
-  return loraId === null || loraId === undefined ? MIRROR_SEED : `${MIRROR_SEED}|lora=${String(loraId)}`;
-}
-
-function rootFor(loraId: StoredBlocks["loraId"]): string {
-  return chainRoot(seedFor(loraId));
+/** The key a chain of blocks starts from: content only, a LoRA adapter's blocks in their own namespace. */
+function rootFor(loraId: StoredBlocks["loraId"]): ContentKey {
+  return rootContentKey(loraId === null || loraId === undefined ? MIRROR_SEED : `${MIRROR_SEED}|lora=${String(loraId)}`);
 }
 
 /** A prompt's content keys, one per full block of `blockSize` tokens, as the mirror names them. */
-export function mirrorBlockKeys(tokens: ArrayLike<number>, blockSize: number, loraId: StoredBlocks["loraId"] = null): string[] {
-  return promptBlockHashes(seedFor(loraId), tokens, blockSize);
+export function mirrorBlockKeys(tokens: ArrayLike<number>, blockSize: number, loraId: StoredBlocks["loraId"] = null): ContentKey[] {
+  const keys: ContentKey[] = [];
+  let parent = rootFor(loraId);
+  for (let start = 0; start + blockSize <= tokens.length; start += blockSize) {
+    parent = chainedContentKey(parent, tokens, start, start + blockSize);
+    keys.push(parent);
+  }
+  return keys;
 }
 
 export class EngineCacheMirror {
   /** Engine hash → the block's content key. */
-  private readonly byEngineHash = new Map<string, string>();
+  private readonly byEngineHash = new Map<string, ContentKey>();
   /** Content key → how many engine blocks hold it (an engine may hold equal blocks twice). */
-  private readonly holders = new Map<string, number>();
+  private readonly holders = new Map<ContentKey, number>();
   /** The engine's block size, from its events (null until the first BlockStored). */
   blockSize: number | null = null;
   private readonly counters = { orphans: 0, malformed: 0, unknownRemovals: 0 };
 
   /** `onDropped`: told each content key the engine no longer holds at all (not on clear). */
-  constructor(private readonly onDropped?: (key: string) => void) {}
+  constructor(private readonly onDropped?: (key: ContentKey) => void) {}
 
   stored(event: StoredBlocks): void {
     const size = event.blockSize;
@@ -70,14 +72,14 @@ export class EngineCacheMirror {
       return;
     }
     this.blockSize = size;
-    let parentKey: string | undefined = event.parent === null ? rootFor(event.loraId) : this.byEngineHash.get(event.parent);
+    let parentKey: ContentKey | undefined = event.parent === null ? rootFor(event.loraId) : this.byEngineHash.get(event.parent);
     for (let i = 0; i < event.hashes.length; i++) {
       if (parentKey === undefined) {
         this.counters.orphans += event.hashes.length - i;
         return;
       }
       const hash = event.hashes[i]!;
-      const key = blockHash(parentKey, event.tokenIds, i * size, (i + 1) * size);
+      const key = chainedContentKey(parentKey, event.tokenIds, i * size, (i + 1) * size);
       const previous = this.byEngineHash.get(hash);
       if (previous !== key) {
         if (previous !== undefined) this.release(previous);
@@ -112,7 +114,7 @@ export class EngineCacheMirror {
    * they hold are a prefix of it: a binary search (12 probes for a 60K-token prompt's 3,790 blocks,
    * where a probe per block took 0.24 ms).
    */
-  cachedBlocks(keys: readonly string[]): number {
+  cachedBlocks(keys: readonly ContentKey[]): number {
     let held = 0;
     let missing = keys.length;
     while (held < missing) {
@@ -124,7 +126,7 @@ export class EngineCacheMirror {
   }
 
   /** Whether the engine holds a block with this content key. */
-  holds(key: string): boolean {
+  holds(key: ContentKey): boolean {
     return this.holders.has(key);
   }
 
@@ -132,7 +134,7 @@ export class EngineCacheMirror {
     return { blocks: this.byEngineHash.size, ...this.counters };
   }
 
-  private release(key: string): void {
+  private release(key: ContentKey): void {
     const count = this.holders.get(key)!;
     if (count > 1) {
       this.holders.set(key, count - 1);

@@ -7,6 +7,7 @@
  * as a sequence, which is the history the conversation's next turn starts with.
  * Tokens are estimates (four characters a token); routing only compares them.
  */
+import type { ContentKey } from "./contentKey.ts";
 import { estimateTokens } from "../online/blocks.ts";
 
 export interface RouteKey {
@@ -23,7 +24,7 @@ export interface RoutingPlan {
    * The forwarded prompt's full blocks as the engines' cache mirrors name them (issue 13), when
    * the proxy tokenizes prompts as the engine does (--tokenizer) and follows KV events.
    */
-  readonly blockKeys?: readonly string[];
+  readonly blockKeys?: readonly ContentKey[];
 }
 
 export const EMPTY_PLAN: RoutingPlan = { lookup: [], turn: null };

@@ -13,6 +13,7 @@
  * `track` cheap on the request path (a 60K-token prompt has 3,790 blocks: 5.8 ms a request) and its
  * memory bounded by the contexts tracked.
  */
+import type { ContentKey } from "./contentKey.ts";
 import { EngineCacheMirror } from "./engineCacheMirror.ts";
 import type { KvEventBatchIn, KvEventConsumer, KvEventResyncReason } from "./kvEventSubscriber.ts";
 
@@ -45,8 +46,8 @@ export class UpstreamCacheSync implements KvEventConsumer {
   private offloadEvents = 0;
   private contextsEvicted = 0;
   /** Content key → contexts whose prompt ends with it; context → that key (insertion order: oldest first). */
-  private readonly contextsOfKey = new Map<string, Set<string>>();
-  private readonly keyOfContext = new Map<string, string>();
+  private readonly contextsOfKey = new Map<ContentKey, Set<string>>();
+  private readonly keyOfContext = new Map<string, ContentKey>();
 
   /** `evict`: drops contexts from the live index (and routing) when the engine drops their blocks. */
   constructor(
@@ -93,7 +94,7 @@ export class UpstreamCacheSync implements KvEventConsumer {
   }
 
   /** A request was sent with these prompt block keys under this id: it leaves when the engine drops the last of them. */
-  track(requestId: string, keys: readonly string[]): void {
+  track(requestId: string, keys: readonly ContentKey[]): void {
     if (keys.length === 0) return;
     this.forget(requestId);
     const key = keys[keys.length - 1]!;
@@ -126,7 +127,7 @@ export class UpstreamCacheSync implements KvEventConsumer {
     this.evictContexts(ids);
   }
 
-  private dropped(key: string): void {
+  private dropped(key: ContentKey): void {
     const contexts = this.contextsOfKey.get(key);
     if (contexts === undefined) return;
     const ids = [...contexts];

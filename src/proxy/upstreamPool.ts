@@ -38,6 +38,7 @@ import { UpstreamCounters, type UpstreamState } from "./proxyStats.ts";
 import type { RouteKey, RoutingPlan } from "./routingKeys.ts";
 import { parseUpstreamUrl, type UpstreamTarget } from "./upstreamTarget.ts";
 import type { UpstreamCacheSync } from "./upstreamCacheSync.ts";
+import type { ContentKey } from "./contentKey.ts";
 import type { KvEventSubscriber } from "./kvEventSubscriber.ts";
 
 export interface PoolOptions {
@@ -310,7 +311,7 @@ export class UpstreamPool {
 export const DEFAULT_OVERLAP_WEIGHT = 1;
 
 /** The candidate of least cost (see the module comment); every candidate has a live mirror. */
-function leastCost(candidates: readonly Upstream[], keys: readonly string[], overlapWeight: number): Upstream {
+function leastCost(candidates: readonly Upstream[], keys: readonly ContentKey[], overlapWeight: number): Upstream {
   let best = candidates[0]!;
   let bestCost = Infinity;
   for (const u of candidates) {

@@ -9,8 +9,10 @@
  * becomes "". The "developer" role (OpenAI's newer name for system) becomes
  * "system", which chat templates know. An assistant's `tool_calls` are kept with
  * their arguments parsed from JSON (chat templates render them as objects, as vLLM
- * passes them), and a tool message's `tool_call_id`, and `name`. Written without zod
- * so the engine can use it on any parsed JSON.
+ * passes them), and a tool message's `tool_call_id`, and `name`; an assistant's
+ * `refusal` is its text when it has no content. Any other field (audio,
+ * function_call...) is an error naming it, not ignored. Written without zod so the
+ * engine can use it on any parsed JSON.
  */
 import type { ChatTemplateMessage } from "../model/modelTokenizer.ts";
 
@@ -67,6 +69,15 @@ export function chatMessagesErrorField(error: ChatMessagesError): { field: strin
   return { field, message: error.message.replace(/^[^\s:]+:?\s*/, "") };
 }
 
+/** The message fields read here; any other is refused, not ignored. */
+const MESSAGE_FIELDS = new Set(["role", "content", "name", "tool_calls", "tool_call_id", "refusal"]);
+
+/** Why some known OpenAI message fields are refused. */
+const UNSUPPORTED_MESSAGE_FIELDS: Record<string, string> = {
+  audio: "audio is not supported (text only)",
+  function_call: "deprecated by OpenAI; give tool_calls",
+};
+
 /** normalizeChatMessages for a request handler: a ChatMessagesError becomes `toError(field, message)`. */
 export function requestChatMessages(messages: unknown, toError: (field: string, message: string) => Error): ChatTemplateMessage[] {
   try {
@@ -87,7 +98,12 @@ export function normalizeChatMessages(messages: unknown): ChatTemplateMessage[] 
     if (!isObject(message)) throw new ChatMessagesError(`${where} must be an object, got ${describe(message)}`);
     const role = message.role;
     if (typeof role !== "string" || role.length === 0) throw new ChatMessagesError(`${where}.role must be a non-empty string, got ${describe(role)}`);
-    const content = messageContentText(message.content, role, `${where}.content`);
+    for (const key of Object.keys(message)) {
+      if (!MESSAGE_FIELDS.has(key)) throw new ChatMessagesError(`${where}.${key}: ${UNSUPPORTED_MESSAGE_FIELDS[key] ?? "is not a chat message field this server knows"}`);
+    }
+    // An assistant's refusal (OpenAI's own field) is its text when it has no content.
+    const refusal = role === "assistant" && (message.content === null || message.content === undefined) && typeof message.refusal === "string" ? message.refusal : undefined;
+    const content = refusal ?? messageContentText(message.content, role, `${where}.content`);
     const normalized: ChatTemplateMessage = { role: role === "developer" ? "system" : role, content };
     if (message.tool_calls !== undefined && message.tool_calls !== null) normalized.tool_calls = toolCalls(message.tool_calls, `${where}.tool_calls`);
     if (typeof message.tool_call_id === "string") normalized.tool_call_id = message.tool_call_id;

@@ -40,7 +40,15 @@ export function createOpenAiSchemas() {
   ).openapi({ description: "Stop strings: the text ends just before the first one generated (it is not returned)." });
 
   const StreamOptions = nullable(
-    z.object({ include_usage: z.boolean().optional().openapi({ description: "Send a last chunk with usage (and empty choices) before [DONE]." }) }),
+    z
+      .object({
+        include_usage: z.boolean().optional().openapi({ description: "Send a last chunk with usage (and empty choices) before [DONE]." }),
+        continuous_usage_stats: z
+          .literal(false)
+          .optional()
+          .openapi({ description: "vLLM's usage in every chunk: only false (usage comes in the last chunk with include_usage)." }),
+      })
+      .strict(),
   );
 
   const sampling = {
@@ -83,11 +91,11 @@ export function createOpenAiSchemas() {
           recompute_ratio: z.number().min(0).max(1).optional().openapi({ description: "Share of the reused chunks' tokens to recompute (default 0.2)." }),
           kv_budget: z.number().gt(0).max(1).optional().openapi({ description: "Sparse decode (CHESS): the share of the KV cache each decode step reads; 1 or absent: all." }),
         })
-        .passthrough(),
+        .strict(),
     ).openapi({ description: "Extension: KV-cache management options of this request." }),
   };
 
-  const Document = z.object({
+  const Document = z.strictObject({
     id: z.union([z.string(), z.number()]).optional(),
     title: z.string().optional(),
     text: z.string().min(1),

@@ -69,6 +69,13 @@ describe("normalizeChatMessages", () => {
     ]);
   });
 
+  test("message fields it does not read are errors naming them; an assistant's refusal is its text", () => {
+    expect(() => normalizeChatMessages([{ role: "assistant", content: "x", audio: { id: "a" } }])).toThrow("messages[0].audio: audio is not supported (text only)");
+    expect(() => normalizeChatMessages([{ role: "assistant", content: null, function_call: { name: "f" } }])).toThrow("messages[0].function_call: deprecated by OpenAI; give tool_calls");
+    expect(() => normalizeChatMessages([{ role: "user", content: "x", weight: 2 }])).toThrow("messages[0].weight: is not a chat message field this server knows");
+    expect(normalizeChatMessages([{ role: "assistant", content: null, refusal: "I cannot help with that." }])).toEqual([{ role: "assistant", content: "I cannot help with that." }]);
+  });
+
   test("unsupported parts are errors naming the message, part and type", () => {
     const image = [{ role: "user", content: [{ type: "text", text: "see" }, { type: "image_url", image_url: { url: "x" } }] }];
     expect(() => normalizeChatMessages(image)).toThrow(ChatMessagesError);

@@ -65,6 +65,21 @@ describe("every request field", () => {
     }
   });
 
+  test("unknown fields inside objects are 400s naming them too", async () => {
+    const cases: [Endpoint, Record<string, unknown>, string][] = [
+      ["chat", { stream: true, stream_options: { include_usage: true, include_obfuscation: true } }, "stream_options.include_obfuscation"],
+      ["completions", { stream: true, stream_options: { continuous_usage_stats: true } }, "stream_options.continuous_usage_stats"],
+      ["chat", { ctxr: { policy: "full", recompute: 0.5 } }, "ctxr.recompute"],
+      ["chat", { documents: [{ text: "A document.", source: "web" }] }, "documents[0].source"],
+      ["chat", { messages: [{ role: "user", content: "Hi", weight: 2 }] }, "messages[0].weight"],
+    ];
+    for (const [endpoint, extra, field] of cases) {
+      const answer = await server.api.post(PATHS[endpoint], { ...BASE[endpoint], ...extra });
+      expect(answer.status).toBe(400);
+      expect(answer.body.error.field).toBe(field);
+    }
+  });
+
   test("the honoured vLLM extras do what they say", async () => {
     // min_tokens: the end-of-sequence and stop tokens cannot end the text before it.
     const free = await server.api.post(PATHS.completions, { prompt: "Hi", max_tokens: 12, temperature: 0, logprobs: 0 });

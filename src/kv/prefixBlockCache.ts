@@ -71,6 +71,21 @@ export function promptBlockHashes(seed: string, tokens: ArrayLike<number>, block
   return out;
 }
 
+/**
+ * How many of a chain's `keys`, from the first, are held, when the held ones are always a prefix
+ * of the chain (a block is held only while its parent is): a binary search, log2(n) probes.
+ */
+export function heldPrefixLength<K>(keys: readonly K[], held: (key: K) => boolean): number {
+  let low = 0;
+  let high = keys.length;
+  while (low < high) {
+    const middle = (low + high + 1) >> 1;
+    if (held(keys[middle - 1]!)) low = middle;
+    else high = middle - 1;
+  }
+  return low;
+}
+
 interface CachedBlock {
   hash: string;
   parent: string | null;
@@ -135,14 +150,7 @@ export class PrefixBlockCache {
    * binary search: a 7.5K-token prompt's 468 blocks take 9 probes, not 468.
    */
   cachedRun(hashes: readonly string[]): number {
-    let low = 0;
-    let high = hashes.length;
-    while (low < high) {
-      const middle = (low + high + 1) >> 1;
-      if (this.byHash.has(hashes[middle - 1]!)) low = middle;
-      else high = middle - 1;
-    }
-    return low;
+    return heldPrefixLength(hashes, (hash) => this.byHash.has(hash));
   }
 
   /** The longest cached run of `hashes` from the first: their block ids (nothing is referenced). */

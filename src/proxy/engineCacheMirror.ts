@@ -10,6 +10,7 @@
  * engine tokenizes it, is then looked up by the same chained keys. Pure: no I/O.
  */
 import { chainedContentKey, rootContentKey, type ContentKey } from "./contentKey.ts";
+import { heldPrefixLength } from "../kv/prefixBlockCache.ts";
 
 /** The chain's root: content keys name token contents only (a LoRA adapter's blocks get their own root). */
 const MIRROR_SEED = "ctxr-mirror";
@@ -115,14 +116,7 @@ export class EngineCacheMirror {
    * where a probe per block took 0.24 ms).
    */
   cachedBlocks(keys: readonly ContentKey[]): number {
-    let held = 0;
-    let missing = keys.length;
-    while (held < missing) {
-      const mid = (held + missing) >>> 1;
-      if (this.holders.has(keys[mid]!)) held = mid + 1;
-      else missing = mid;
-    }
-    return held;
+    return heldPrefixLength(keys, (key) => this.holders.has(key));
   }
 
   /** Whether the engine holds a block with this content key. */

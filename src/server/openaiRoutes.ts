@@ -26,7 +26,7 @@ import { errorResponse } from "./errors.ts";
 import { bestCandidates } from "./bestOf.ts";
 import { refusedField, type Endpoint } from "./requestFields.ts";
 import type { GrammarConstraint } from "../engine/grammarConstraint.ts";
-import { GrammarSpecError, grammarSpecOf, type GrammarFields } from "../engine/grammarSpec.ts";
+import { GrammarSpecError, grammarSpecOf, type GrammarFields, type RequestedGrammar } from "../engine/grammarSpec.ts";
 import { toolCallStream, type ToolCallFormat } from "../engine/toolCalls/toolCallFormat.ts";
 import type { ToolCallPiece } from "../engine/toolCalls/parsedToolCall.ts";
 import { ToolRequestError, toolRequestOf, type ToolRequest } from "../engine/toolCalls/toolRequest.ts";
@@ -239,39 +239,44 @@ function toolCallId(): string {
   return `call_${crypto.randomUUID().replace(/-/g, "").slice(0, 24)}`;
 }
 
+/** A GrammarSpecError as the 400 naming its field; anything else as it is. */
+function asInvalidRequest(error: unknown): unknown {
+  return error instanceof GrammarSpecError ? new InvalidRequest(error.field, error.message) : error;
+}
+
+/** The body's output constraint (null: free text), a malformed one as a 400. */
+function requestedOutput(body: GrammarFields): RequestedGrammar | null {
+  try {
+    return grammarSpecOf(body);
+  } catch (error) {
+    throw asInvalidRequest(error);
+  }
+}
+
+/** `count` constraints from `make`; on failure (a 400 for a grammar that does not compile) none is left undisposed. */
+async function makeConstraints(count: number, make: () => Promise<GrammarConstraint>): Promise<GrammarConstraint[]> {
+  const made: GrammarConstraint[] = [];
+  try {
+    for (let i = 0; i < count; i++) made.push(await make());
+    return made;
+  } catch (error) {
+    for (const constraint of made) constraint.dispose();
+    throw asInvalidRequest(error);
+  }
+}
+
 /** One tool-call constraint per choice; a response format next to tools that may be called is refused. */
 async function toolConstraintsFor(engine: GenerationEngine, body: GrammarFields, tools: ToolRequest, count: number): Promise<GrammarConstraint[]> {
-  let output;
-  try {
-    output = grammarSpecOf(body);
-  } catch (error) {
-    if (error instanceof GrammarSpecError) throw new InvalidRequest(error.field, error.message);
-    throw error;
-  }
+  const output = requestedOutput(body);
   if (output !== null) throw new InvalidRequest(output.field, 'an output format cannot be combined with tools the model may call; use tool_choice "none", or leave one out');
-  try {
-    const constraints: GrammarConstraint[] = [];
-    for (let i = 0; i < count; i++) constraints.push(await engine.grammar.toolCallConstraint({ format: tools.format, tools: tools.tools.map((tool) => tool.function), choice: tools.choice!, parallel: tools.parallel }, "tool_choice"));
-    return constraints;
-  } catch (error) {
-    if (error instanceof GrammarSpecError) throw new InvalidRequest(error.field, error.message);
-    throw error;
-  }
+  const request = { format: tools.format, tools: tools.tools.map((tool) => tool.function), choice: tools.choice!, parallel: tools.parallel };
+  return makeConstraints(count, () => engine.grammar.toolCallConstraint(request, "tool_choice"));
 }
 
 /** One grammar constraint per choice when the body asks for structured output (none otherwise). */
 async function constraintsFor(engine: GenerationEngine, body: GrammarFields, count: number): Promise<GrammarConstraint[]> {
-  let requested;
-  try {
-    requested = grammarSpecOf(body);
-    if (requested === null) return [];
-    const constraints: GrammarConstraint[] = [];
-    for (let i = 0; i < count; i++) constraints.push(await engine.grammar.constraint(requested));
-    return constraints;
-  } catch (error) {
-    if (error instanceof GrammarSpecError) throw new InvalidRequest(error.field, error.message);
-    throw error;
-  }
+  const requested = requestedOutput(body);
+  return requested === null ? [] : makeConstraints(count, () => engine.grammar.constraint(requested));
 }
 
 /** Runs every handle's events through `onEvent(index, event)`; rejects with the first failure (the others are cancelled). */

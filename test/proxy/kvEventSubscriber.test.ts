@@ -24,6 +24,8 @@ class BlockView implements KvEventConsumer {
   readonly keys = new Set<string>();
   readonly seqs: number[] = [];
   readonly signals: string[] = [];
+  /** Times the connection's replay ended (or there was none to make): live batches since are new. */
+  caughtUps = 0;
 
   batch(batch: KvEventBatchIn): void {
     this.seqs.push(batch.seq);
@@ -50,6 +52,10 @@ class BlockView implements KvEventConsumer {
   gapRecovered(from: number, to: number): void {
     this.signals.push(`recovered ${from}-${to}`);
   }
+
+  caughtUp(): void {
+    this.caughtUps++;
+  }
 }
 
 const FAST: KvEventSubscriberSettings = { gapWaitMs: 20, replayTimeoutMs: 1000, sockets: { reconnectMs: 20, maxReconnectMs: 200 } };
@@ -67,6 +73,14 @@ function subscribe(flag: string, settings: KvEventSubscriberSettings = {}) {
   subscriber.start(view);
   cleanup(() => subscriber.close());
   return { subscriber, view, logged };
+}
+
+/**
+ * Waits until the subscription is up and the connection's replay has ended, so that a batch
+ * published next arrives live only (otherwise, on a loaded machine, the replay can carry it too).
+ */
+async function subscribed(engine: FakeEngine, subscriber: KvEventSubscriber, view: BlockView): Promise<void> {
+  await until(() => subscriber.stats.connected && engine.kvEvents.stats.subscribers === 1 && view.caughtUps > 0, "the subscription and its replay");
 }
 
 /** Publishes what the engine did, then waits until the subscriber has applied its last batch. */
@@ -88,7 +102,7 @@ describe("KvEventSubscriber with the fake engine", () => {
       test(`the view equals the engine's cache after every batch (${layout} layout, ${hashes} hashes)`, async () => {
         const engine = await fakeEngine({ layout, hashes });
         const { subscriber, view } = subscribe(engine.kvEventsFlag);
-        await until(() => subscriber.stats.connected && engine.kvEvents.stats.subscribers === 1, "the subscription");
+        await subscribed(engine, subscriber, view);
         for (let i = 0; i < 25; i++) {
           engine.process(prompt(i));
           await settle(engine, subscriber);
@@ -105,7 +119,7 @@ describe("KvEventSubscriber with the fake engine", () => {
   test("events out of order: the late batch fills the gap before any replay", async () => {
     const engine = await fakeEngine();
     const { subscriber, view } = subscribe(engine.kvEventsFlag, { gapWaitMs: 5000 });
-    await until(() => subscriber.stats.connected && engine.kvEvents.stats.subscribers === 1 && subscriber.stats.replays === 1, "the subscription");
+    await subscribed(engine, subscriber, view);
     await Bun.sleep(50);
     for (let i = 0; i < 6; i += 2) {
       // Batch i goes out after batch i + 1.
@@ -124,7 +138,7 @@ describe("KvEventSubscriber with the fake engine", () => {
   test("lost batches come back through the replay socket: no resync, the view exact", async () => {
     const engine = await fakeEngine();
     const { subscriber, view } = subscribe(engine.kvEventsFlag);
-    await until(() => subscriber.stats.connected && engine.kvEvents.stats.subscribers === 1, "the subscription");
+    await subscribed(engine, subscriber, view);
     engine.process(prompt(0));
     await settle(engine, subscriber);
     engine.faults.drop(3);
@@ -143,7 +157,7 @@ describe("KvEventSubscriber with the fake engine", () => {
   test(`loss beyond the replay buffer (${REPLAY_BUFFER_STEPS} batches): resync, then the view from what the buffer still has`, async () => {
     const engine = await fakeEngine({}, 4);
     const { subscriber, view } = subscribe(engine.kvEventsFlag);
-    await until(() => subscriber.stats.connected && engine.kvEvents.stats.subscribers === 1, "the subscription");
+    await subscribed(engine, subscriber, view);
     engine.process([1, 2, 3, 4, 5, 6, 7, 8, 9]);
     await settle(engine, subscriber);
     const first = engine.blockKeys();
@@ -167,7 +181,7 @@ describe("KvEventSubscriber with the fake engine", () => {
       test(`an engine restart (${reconnect ? "new process: the connection drops" : "sequence back to 0 on the same connection"}, ${clearEvent ? "with" : "without"} AllBlocksCleared): resync, then the new engine's cache`, async () => {
         const engine = await fakeEngine();
         const { subscriber, view } = subscribe(engine.kvEventsFlag);
-        await until(() => subscriber.stats.connected && engine.kvEvents.stats.subscribers === 1, "the subscription");
+        await subscribed(engine, subscriber, view);
         for (let i = 0; i < 3; i++) {
           engine.process(prompt(i));
           await settle(engine, subscriber);
@@ -186,7 +200,7 @@ describe("KvEventSubscriber with the fake engine", () => {
   test("malformed and oversized messages are counted by kind and logged once per kind; the subscriber goes on", async () => {
     const engine = await fakeEngine();
     const { subscriber, view, logged } = subscribe(engine.kvEventsFlag, { maxMessageBytes: 64 * 1024 });
-    await until(() => subscriber.stats.connected && engine.kvEvents.stats.subscribers === 1, "the subscription");
+    await subscribed(engine, subscriber, view);
     engine.process(prompt(0));
     await settle(engine, subscriber);
     const text = (value: string) => new TextEncoder().encode(value);
@@ -246,7 +260,7 @@ describe("KvEventSubscriber with the fake engine", () => {
     await Bun.sleep(100);
     expect(subscriber.stats.connected).toBe(false);
     const engine = await fakeEngine({ port, replayPort });
-    await until(() => subscriber.stats.connected && engine.kvEvents.stats.subscribers === 1, "the subscription");
+    await subscribed(engine, subscriber, view);
     engine.process(prompt(0));
     await settle(engine, subscriber);
     expect(view.keys).toEqual(engine.blockKeys());

@@ -8,7 +8,7 @@ import { join } from "node:path";
 import { REPO_ROOT } from "./cli.ts";
 
 export interface ZmqPeerLine {
-  kind: "started" | "message" | "replay" | "subscribed" | "request" | "error";
+  kind: "started" | "message" | "replay" | "subscribed" | "request" | "kept" | "error";
   frames?: Uint8Array[];
   message?: string;
   /** zmqPublisherPeer.mjs's bound endpoints. */
@@ -81,13 +81,13 @@ export class ZmqPeer {
   }
 
   /** The next `count` lines of `kind`; throws when they do not all come within `timeoutMs`. */
-  async take(kind: "message" | "replay" | "subscribed" | "request", count: number, timeoutMs = 20_000): Promise<Uint8Array[][]> {
+  async take(kind: "message" | "replay" | "subscribed" | "request" | "kept", count: number, timeoutMs = 20_000): Promise<Uint8Array[][]> {
     const deadline = Date.now() + timeoutMs;
     const out: Uint8Array[][] = [];
     while (out.length < count) {
       const line = await this.next(kind, Math.max(0, deadline - Date.now()));
       if (line === null) throw new Error(`zmqPeer.mjs: ${out.length} of ${count} ${kind} lines within ${timeoutMs} ms`);
-      out.push(line.frames!);
+      out.push(line.frames ?? []);
     }
     return out;
   }
@@ -107,7 +107,10 @@ export class ZmqPeer {
     this.write({ replay: endpoint, start, socket });
   }
 
-  /** zmqPublisherPeer.mjs: publishes `payload` under the next sequence number, kept for replay (`send` false: lost on the way). */
+  /**
+   * zmqPublisherPeer.mjs: publishes `payload` under the next sequence number, kept for replay
+   * (`send` false: lost on the way). A "kept" line says when a replay would include it.
+   */
   publish(payload: Uint8Array, topic = "", send = true): void {
     this.write({ publish: Buffer.from(payload).toString("hex"), topic: Buffer.from(topic).toString("hex"), send });
   }

@@ -5,7 +5,8 @@
 // {"kind":"subscribed","frames":[hex]} for each subscription and {"kind":"request","frames":[…]}
 // for each replay request. Each JSON line read from stdin:
 // - {"publish": hex payload, "topic"?: hex, "send"?: false}: sent as [topic, seq (8 bytes, from 0),
-//   payload] and kept (with send false: kept only, a message lost on the way);
+//   payload] and kept (with send false: kept only, a message lost on the way), then
+//   {"kind":"kept","seq":N} is printed (a replay asked for after that line includes it);
 // - {"frames": [hex, …]}: sent as they are.
 // A replay request must be [identity, empty, start] (vLLM's check): every kept batch from start
 // goes back as [identity, empty, seq, payload], then [identity, empty, -1, empty].
@@ -48,6 +49,7 @@ async function run(command) {
   const payload = Buffer.from(command.publish, "hex");
   kept.push([seq, payload]);
   if (command.send !== false) await pub.send([Buffer.from(command.topic ?? "", "hex"), seqBytes(seq), payload]);
+  print({ kind: "kept", seq });
 }
 
 // zeromq.js allows one send at a time per socket.

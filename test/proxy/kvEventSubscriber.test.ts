@@ -313,6 +313,7 @@ describe("KvEventSubscriber with libzmq's PUB and ROUTER (vLLM's replay framing)
     cleanup(() => libzmq.close());
     const { subscriber, view } = subscribe(`${libzmq.started!.pub},replay=${libzmq.started!.replay}`);
     await libzmq.take("subscribed", 1);
+    await until(() => view.caughtUps > 0, "the connection's replay");
     const [a, b] = promptBlockHashes("s", [1, 2, 3, 4], 2);
     const batch = (events: Parameters<typeof encodeKvEventBatch>[1]) => encodeKvEventBatch(Date.now() / 1000, events, { layout: "array" });
     libzmq.publish(batch(blockStoredEvents([{ hash: a!, parent: null, tokens: [1, 2] }], "int")));

@@ -135,6 +135,7 @@ describe("DealerSocket", () => {
     const libzmq = await ZmqPeer.publisher();
     cleanup(() => libzmq.close());
     for (const payload of ["p0", "p1", "p2"]) libzmq.publish(text(payload));
+    await libzmq.take("kept", 3);
     const answers: Uint8Array[][] = [];
     const dealer = new DealerSocket(parseConnectEndpoint(libzmq.started!.replay!), { message: (frames) => answers.push(frames) });
     dealer.start();

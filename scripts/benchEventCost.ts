@@ -33,7 +33,8 @@ export function requestCost(tokenizer: EnginePromptTokenizer, bodies: readonly R
   for (const [i, body] of bodies.entries()) {
     const ids = tokenizer.promptIds("chat", body)!;
     const blocks = Math.floor(ids.length / blockSize);
-    syncs[i % upstreams]!.mirror.stored({ hashes: Array.from({ length: blocks }, () => `h${engineHash++}`), parent: null, tokenIds: ids.slice(0, blocks * blockSize), blockSize });
+    const hashes = Array.from({ length: blocks }, () => `h${engineHash++}`);
+    syncs[i % upstreams]!.batch({ ts: 0, seq: i, replayed: true, dataParallelRank: null, layout: "map", unknownTypes: [], events: [{ type: "BlockStored", hashes, parent: null, tokenIds: ids.slice(0, blocks * blockSize), blockSize, medium: "GPU", loraId: null, loraName: null, groupIdx: null }] });
   }
   const times = { tokenize: [] as number[], hash: [] as number[], lookup: [] as number[], total: [] as number[] };
   let promptTokens = 0;
@@ -45,8 +46,8 @@ export function requestCost(tokenizer: EnginePromptTokenizer, bodies: readonly R
       const keys = mirrorBlockKeys(ids, blockSize);
       const t2 = performance.now();
       let cached = 0;
-      for (const sync of syncs) cached = Math.max(cached, sync.mirror.cachedBlocks(keys));
-      cached += syncs[0]!.mirror.cachedBlocks(keys);
+      for (const sync of syncs) cached = Math.max(cached, sync.cachedBlocks(keys));
+      cached += syncs[0]!.cachedBlocks(keys);
       const t3 = performance.now();
       // The first round warms the JIT and the tokenizer's caches.
       if (round === 0) continue;

@@ -210,7 +210,7 @@ export class ContextProxy {
     if (synced.length === 0) return undefined;
     const ids = this.promptTokenizer.promptIds(kind === "chat" ? "chat" : "completions", forwarded);
     if (ids === null) return undefined;
-    const blockSize = synced.find((u) => u.sync!.mirror.blockSize !== null)?.sync!.mirror.blockSize ?? this.blockSize;
+    const blockSize = synced.find((u) => u.sync!.blockSize !== null)?.sync!.blockSize ?? this.blockSize;
     return mirrorBlockKeys(ids, blockSize);
   }
 
@@ -338,7 +338,7 @@ export class ContextProxy {
       upstream.activeBlocks += blocks;
       // What the mirror shows cached when the request leaves: once the engine has taken it in, its
       // events make the whole prompt look cached.
-      const predictedTokens = upstream.sync !== null && keys !== undefined ? upstream.sync.mirror.cachedBlocks(keys) * (upstream.sync.mirror.blockSize ?? this.blockSize) : 0;
+      const predictedTokens = upstream.sync !== null && keys !== undefined ? upstream.sync.cachedBlocks(keys) * (upstream.sync.blockSize ?? this.blockSize) : 0;
       const settle = () => {
         upstream.inFlight--;
         upstream.activeBlocks -= blocks;

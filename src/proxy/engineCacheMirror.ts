@@ -54,6 +54,12 @@ export function mirrorBlockKeys(tokens: ArrayLike<number>, blockSize: number, lo
   return keys;
 }
 
+/** Told when a content key becomes held (its first engine block) and when it is held no more (its last); not on clear. */
+export interface MirrorKeyListener {
+  held?(key: ContentKey): void;
+  dropped?(key: ContentKey): void;
+}
+
 export class EngineCacheMirror {
   /** Engine hash → the block's content key. */
   private readonly byEngineHash = new Map<string, ContentKey>();
@@ -63,8 +69,7 @@ export class EngineCacheMirror {
   blockSize: number | null = null;
   private readonly counters = { orphans: 0, malformed: 0, unknownRemovals: 0 };
 
-  /** `onDropped`: told each content key the engine no longer holds at all (not on clear). */
-  constructor(private readonly onDropped?: (key: ContentKey) => void) {}
+  constructor(private readonly listener: MirrorKeyListener = {}) {}
 
   stored(event: StoredBlocks): void {
     const size = event.blockSize;
@@ -85,7 +90,9 @@ export class EngineCacheMirror {
       if (previous !== key) {
         if (previous !== undefined) this.release(previous);
         this.byEngineHash.set(hash, key);
-        this.holders.set(key, (this.holders.get(key) ?? 0) + 1);
+        const count = this.holders.get(key) ?? 0;
+        this.holders.set(key, count + 1);
+        if (count === 0) this.listener.held?.(key);
       }
       parentKey = key;
     }
@@ -135,6 +142,6 @@ export class EngineCacheMirror {
       return;
     }
     this.holders.delete(key);
-    this.onDropped?.(key);
+    this.listener.dropped?.(key);
   }
 }

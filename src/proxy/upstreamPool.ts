@@ -315,7 +315,7 @@ function leastCost(candidates: readonly Upstream[], keys: readonly ContentKey[],
   let best = candidates[0]!;
   let bestCost = Infinity;
   for (const u of candidates) {
-    const cost = overlapWeight * (keys.length - u.sync!.mirror.cachedBlocks(keys)) + u.activeBlocks;
+    const cost = overlapWeight * (keys.length - u.sync!.cachedBlocks(keys)) + u.activeBlocks;
     if (cost < bestCost || (cost === bestCost && u.inFlight < best.inFlight)) {
       best = u;
       bestCost = cost;

@@ -3,6 +3,7 @@
  * --kv-overlap-weight, plus the blocks of the prompts in flight there.
  */
 import { describe, expect, test } from "bun:test";
+import type { KvEvent } from "../../src/kv/kvEventDecoding.ts";
 import { mirrorBlockKeys } from "../../src/proxy/engineCacheMirror.ts";
 import { UpstreamCacheSync } from "../../src/proxy/upstreamCacheSync.ts";
 import { UpstreamPool } from "../../src/proxy/upstreamPool.ts";
@@ -20,7 +21,8 @@ function pool(overlapWeight?: number): UpstreamPool {
     upstream.sync.caughtUp();
   }
   const holder = built.upstreams[1]!;
-  holder.sync!.mirror.stored({ hashes: ["h0", "h1", "h2", "h3", "h4", "h5"], parent: null, tokenIds: tokens.slice(0, 6 * BLOCK), blockSize: BLOCK });
+  const stored: KvEvent = { type: "BlockStored", hashes: ["h0", "h1", "h2", "h3", "h4", "h5"], parent: null, tokenIds: tokens.slice(0, 6 * BLOCK), blockSize: BLOCK, medium: "GPU", loraId: null, loraName: null, groupIdx: null };
+  holder.sync!.batch({ ts: Date.now() / 1000, seq: 0, replayed: false, dataParallelRank: null, layout: "map", unknownTypes: [], events: [stored] });
   holder.activeBlocks = 8;
   holder.inFlight = 1;
   return built;

@@ -3,7 +3,7 @@
  *
  *   npx bun scripts/bench-routing.ts [--quick] [--parts multiturn,rag,ttfb,cost,events] [--json OUT]
  *     [--tokenizer models/quality] [--block-size 16] [--engines 4] [--engine-cache-share 0.25]
- *     [--concurrency 8] [--doc-chars 256] [--prefill-ms-per-token 0.002] [--modes round-robin,estimate,auto,auto:8]
+ *     [--concurrency 8] [--doc-chars 256] [--prefill-ms-per-token 0.002] [--engine-load] [--modes round-robin,estimate,auto,auto:8]
  *     [--workload FILE] [--conversations 200] [--file-order] [--rag-workload FILE] [--rag-requests 2000]
  *     [--ttfb-requests 400] [--ttfb-doc-chars 4000]
  *
@@ -17,7 +17,13 @@
  *    must spread so that each engine keeps its own part); the proxy gets `--capacity-tokens` for
  *    one engine's cache in its own estimate (4 characters a token). Requests stream, `--concurrency` at a time
  *    (benchRoutingReplay.ts). Reported: engine-reported cached tokens (the usage's cached_tokens,
- *    summed), requests per engine (max/min), the proxy's predicted_cached_tokens, TTFB.
+ *    summed), requests per engine (max/min), the proxy's predicted_cached_tokens, TTFB (the first
+ *    byte: the first token), end-to-end latency (the last byte) and the makespan (the whole
+ *    workload). Without `--engine-load` an engine prefills `--prefill-ms-per-token` per uncached
+ *    token and requests in flight never slow each other; with it, each engine runs the load model
+ *    (test/helpers/fakeEngine/engineLoad.ts, DEFAULT_ENGINE_LOAD with that prefill cost): one
+ *    batch at a time, prefills queued (chunked) and decode steps shared by the requests in
+ *    flight, the answer streamed as its tokens are generated.
  * 2. ttfb: the proxy's added time to first byte (benchTtfb.ts: 15 documents of `--ttfb-doc-chars`
  *    through ctxr vs pre-rendered straight to an engine, alternating), journaled (the default
  *    mode), at 1 and 16 connections, without KV events (as before issue 13), with events only
@@ -43,6 +49,7 @@ import { eventThroughput, requestCost, type RequestCost } from "./benchEventCost
 import { startEngines, startProxy } from "./benchRoutingFleet.ts";
 import { distinctPromptTokens, multiTurnRequests, ragRequests, replay, type BenchRequest } from "./benchRoutingReplay.ts";
 import { ttfbBodies, ttfbRun, type TtfbRow } from "./benchTtfb.ts";
+import { DEFAULT_ENGINE_LOAD } from "../test/helpers/fakeEngine/engineLoad.ts";
 
 const { values } = parseArgs({
   options: {
@@ -56,6 +63,7 @@ const { values } = parseArgs({
     concurrency: { type: "string", default: "8" },
     "doc-chars": { type: "string", default: "256" },
     "prefill-ms-per-token": { type: "string", default: "0.002" },
+    "engine-load": { type: "boolean" },
     modes: { type: "string", default: "round-robin,estimate,auto,auto:8" },
     workload: { type: "string", default: resolve(REPO, "../shared/workloads/data/multiturn_C200_T5_k15_o40.jsonl") },
     conversations: { type: "string" },
@@ -77,11 +85,12 @@ const cacheShare = Number(values["engine-cache-share"]);
 const concurrency = Number(values.concurrency);
 const docChars = Number(values["doc-chars"]);
 const prefillMsPerToken = Number(values["prefill-ms-per-token"]);
+const engineLoad = values["engine-load"] === true;
 /** A mode: round-robin, estimate, auto, or auto:W (auto with --kv-overlap-weight W). */
 const modes = values.modes!.split(",");
 const lines: string[] = [];
 const out = (...text: string[]) => lines.push(...text);
-const summary: Record<string, unknown> = { quick, tokenizer: tokenizerDir, block_size: blockSize, engines: engineCount, engine_cache_share: cacheShare, concurrency, doc_chars: docChars, prefill_ms_per_token: prefillMsPerToken };
+const summary: Record<string, unknown> = { quick, tokenizer: tokenizerDir, block_size: blockSize, engines: engineCount, engine_cache_share: cacheShare, concurrency, doc_chars: docChars, prefill_ms_per_token: prefillMsPerToken, engine_load: engineLoad ? { ...DEFAULT_ENGINE_LOAD, prefillMsPerToken } : null };
 const pct = (x: number) => `${(100 * x).toFixed(1)}%`;
 const ms2 = (x: number) => x.toFixed(2);
 const modelTokenizer = await loadModelTokenizer(tokenizerDir);
@@ -99,6 +108,7 @@ interface ModeResult {
   proxy_cached_tokens: number;
   contexts_evicted: number;
   ttfb_ms: { p50: number; p99: number };
+  e2e_ms: { p50: number; p99: number };
   mirror_blocks: number[];
   engine_blocks: number[];
   seconds: number;
@@ -111,7 +121,7 @@ async function routingRun(name: string, requests: BenchRequest[]) {
   const capacityTokens = Math.round((capacityBlocks * blockSize) / 4);
   const results: ModeResult[] = [];
   for (const mode of modes) {
-    const engines = await startEngines({ engines: engineCount, blockSize, capacityBlocks, tokenizerDir, prefillMsPerToken, kvEvents: true });
+    const engines = await startEngines({ engines: engineCount, blockSize, capacityBlocks, tokenizerDir, prefillMsPerToken, engineLoad, kvEvents: true });
     try {
       const [routing, weight] = mode.split(":") as ["auto" | "estimate" | "round-robin", string | undefined];
       const proxy = await startProxy(engines, { routing, tokenizerDir, blockSize, capacityTokens, journaled: false, overlapWeight: weight === undefined ? null : Number(weight) });
@@ -125,6 +135,7 @@ async function routingRun(name: string, requests: BenchRequest[]) {
         const upstreams = (await proxy.stats()).upstreams as any[];
         const perEngine = figures.map((f) => f.requests);
         const ttfb = replies.map((r) => r.ttfbMs);
+        const e2e = replies.map((r) => r.e2eMs);
         results.push({
           mode,
           requests_per_engine: perEngine,
@@ -135,6 +146,7 @@ async function routingRun(name: string, requests: BenchRequest[]) {
           proxy_cached_tokens: upstreams.reduce((n, u) => n + (u.cached_tokens ?? 0), 0),
           contexts_evicted: upstreams.reduce((n, u) => n + (u.kv_events?.contextsEvicted ?? 0), 0),
           ttfb_ms: { p50: percentile(ttfb, 0.5), p99: percentile(ttfb, 0.99) },
+          e2e_ms: { p50: percentile(e2e, 0.5), p99: percentile(e2e, 0.99) },
           mirror_blocks: upstreams.map((u) => u.kv_events?.blocks ?? 0),
           engine_blocks: figures.map((f) => f.blocks),
           seconds,
@@ -152,13 +164,13 @@ async function routingRun(name: string, requests: BenchRequest[]) {
   out(
     `### ${name}`,
     "",
-    `${requests.length} requests, ${concurrency} at a time; workload ${tokens.prompt} prompt tokens as the client sends them, ${tokens.distinct} distinct (full ${blockSize}-token blocks by chained hash); ${engineCount} engines of ${capacityBlocks} blocks (${capacityBlocks * blockSize} tokens) each (${pct((capacityBlocks * blockSize) / tokens.distinct)} of the distinct tokens each); prefill ${prefillMsPerToken} ms per uncached token; proxy --capacity-tokens ${capacityTokens}.`,
+    `${requests.length} requests, ${concurrency} at a time; workload ${tokens.prompt} prompt tokens as the client sends them, ${tokens.distinct} distinct (full ${blockSize}-token blocks by chained hash); ${engineCount} engines of ${capacityBlocks} blocks (${capacityBlocks * blockSize} tokens) each (${pct((capacityBlocks * blockSize) / tokens.distinct)} of the distinct tokens each); ${engineLoad ? `engine load model (steps of ${DEFAULT_ENGINE_LOAD.stepMs} ms + ${prefillMsPerToken} ms per prefilled token + ${DEFAULT_ENGINE_LOAD.kvMsPerToken} ms per KV token of the decoding sequences, ${DEFAULT_ENGINE_LOAD.maxBatchedTokens} tokens a step)` : `prefill ${prefillMsPerToken} ms per uncached token, requests in flight independent`}; proxy --capacity-tokens ${capacityTokens}.`,
     "",
-    "| routing | requests per engine | max/min | prompt tokens (engines) | cached_tokens (engines) | vs round-robin | vs estimate | predicted by the mirrors | TTFB p50 / p99 ms | contexts evicted | mirror = engine blocks at the end |",
-    "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+    "| routing | requests per engine | max/min | prompt tokens (engines) | cached_tokens (engines) | vs round-robin | vs estimate | predicted by the mirrors | TTFB p50 / p99 ms | end-to-end p50 / p99 ms | makespan s | contexts evicted | mirror = engine blocks at the end |",
+    "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
     ...results.map(
       (r) =>
-        `| ${r.mode.replace(/^auto:(.+)$/, "auto, --kv-overlap-weight $1")} | ${r.requests_per_engine.join(" / ")} | ${r.load_max_over_min.toFixed(2)} | ${r.prompt_tokens} | ${r.cached_tokens} (${pct(r.cached_tokens / r.prompt_tokens)}) | ${base ? `${(r.cached_tokens / base.cached_tokens).toFixed(2)}×` : ""} | ${estimate ? `${(r.cached_tokens / estimate.cached_tokens).toFixed(2)}×` : ""} | ${r.predicted_cached_tokens} | ${ms2(r.ttfb_ms.p50)} / ${ms2(r.ttfb_ms.p99)} | ${r.contexts_evicted} | ${r.mirror_blocks.every((b, i) => b === r.engine_blocks[i]) ? "yes" : `${r.mirror_blocks.join("/")} vs ${r.engine_blocks.join("/")}`} |`,
+        `| ${r.mode.replace(/^auto:(.+)$/, "auto, --kv-overlap-weight $1")} | ${r.requests_per_engine.join(" / ")} | ${r.load_max_over_min.toFixed(2)} | ${r.prompt_tokens} | ${r.cached_tokens} (${pct(r.cached_tokens / r.prompt_tokens)}) | ${base ? `${(r.cached_tokens / base.cached_tokens).toFixed(2)}×` : ""} | ${estimate ? `${(r.cached_tokens / estimate.cached_tokens).toFixed(2)}×` : ""} | ${r.predicted_cached_tokens} | ${ms2(r.ttfb_ms.p50)} / ${ms2(r.ttfb_ms.p99)} | ${ms2(r.e2e_ms.p50)} / ${ms2(r.e2e_ms.p99)} | ${r.seconds.toFixed(2)} | ${r.contexts_evicted} | ${r.mirror_blocks.every((b, i) => b === r.engine_blocks[i]) ? "yes" : `${r.mirror_blocks.join("/")} vs ${r.engine_blocks.join("/")}`} |`,
     ),
     "",
   );

@@ -3,7 +3,10 @@
  * proxy's event loop nor the load generator's shares theirs:
  *
  *   bun scripts/benchRoutingEngines.ts --engines 4 --block-size 16 --capacity-blocks N
- *     --tokenizer DIR [--prefill-ms-per-token X] [--layouts map,array,mixed,map] [--no-kv-events]
+ *     --tokenizer DIR [--prefill-ms-per-token X] [--engine-load] [--layouts map,array,mixed,map] [--no-kv-events]
+ *
+ * `--engine-load`: the fake engine's load model (engineLoad.ts, DEFAULT_ENGINE_LOAD with prefill
+ * `--prefill-ms-per-token`): prefills queued and decode steps shared by the requests in flight.
  *
  * prints `engines {"urls": […], "kvEvents": […], "control": URL}` once they listen. GET
  * CONTROL/stats answers each engine's requests, prompt and cached tokens and cached blocks.
@@ -27,6 +30,7 @@ if (import.meta.main) {
       "capacity-blocks": { type: "string", default: "4096" },
       tokenizer: { type: "string" },
       "prefill-ms-per-token": { type: "string", default: "0" },
+      "engine-load": { type: "boolean" },
       layouts: { type: "string", default: "map,array,mixed,map" },
       "no-kv-events": { type: "boolean" },
     },
@@ -39,6 +43,7 @@ if (import.meta.main) {
         capacityBlocks: Number(values["capacity-blocks"]),
         ...(values.tokenizer !== undefined ? { tokenizerDir: values.tokenizer } : {}),
         prefillMsPerToken: Number(values["prefill-ms-per-token"]),
+        load: values["engine-load"] ? { prefillMsPerToken: Number(values["prefill-ms-per-token"]) } : null,
         seed: `bench-engine-${i}`,
         kvEvents: values["no-kv-events"] ? null : { layout: layouts[i % layouts.length]!, hashes: i % 2 === 0 ? "bytes" : "int" },
       }),

@@ -24,6 +24,8 @@ export interface EngineFleetOptions {
   /** null: the fake engine's own simple tokenizer (about 4 characters a token, cheap). */
   tokenizerDir: string | null;
   prefillMsPerToken: number;
+  /** The fake engine's load model (--engine-load: prefills queued, decode steps shared). */
+  engineLoad?: boolean;
   kvEvents: boolean;
 }
 
@@ -44,6 +46,7 @@ export async function startEngines(options: EngineFleetOptions): Promise<EngineF
       "--capacity-blocks", String(options.capacityBlocks),
       ...(options.tokenizerDir === null ? [] : ["--tokenizer", options.tokenizerDir]),
       "--prefill-ms-per-token", String(options.prefillMsPerToken),
+      ...(options.engineLoad === true ? ["--engine-load"] : []),
       ...(options.kvEvents ? [] : ["--no-kv-events"]),
     ],
     { cwd: REPO, stdout: "pipe", stderr: "inherit" },

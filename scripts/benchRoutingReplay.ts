@@ -87,6 +87,8 @@ export function distinctPromptTokens(requests: readonly BenchRequest[], tokenize
 
 export interface Reply {
   ttfbMs: number;
+  /** Sending → the last byte of the answer. */
+  e2eMs: number;
   promptTokens: number;
   cachedTokens: number;
 }
@@ -107,13 +109,14 @@ export async function streamChat(url: string, body: Record<string, unknown>): Pr
     if (Number.isNaN(ttfbMs)) ttfbMs = performance.now() - started;
     text += decoder.decode(chunk, { stream: true });
   }
+  const e2eMs = performance.now() - started;
   const usage = text
     .split("\n")
     .filter((line) => line.startsWith("data: {"))
     .map((line) => JSON.parse(line.slice(6)) as { usage?: { prompt_tokens: number; prompt_tokens_details?: { cached_tokens: number } } | null })
     .findLast((event) => event.usage)?.usage;
   if (usage === undefined || usage === null) throw new Error("the answer carried no usage");
-  return { ttfbMs, promptTokens: usage.prompt_tokens, cachedTokens: usage.prompt_tokens_details?.cached_tokens ?? 0 };
+  return { ttfbMs, e2eMs, promptTokens: usage.prompt_tokens, cachedTokens: usage.prompt_tokens_details?.cached_tokens ?? 0 };
 }
 
 /** Sends every request in order, at most `concurrency` at once, a conversation's turns one after another. */

@@ -20,7 +20,8 @@ import { externalBlockHash, type BlockHashEncoding, type KvEventLayout } from ".
 import { blockHashKey, type BlockHashKey } from "../../../src/kv/kvEventDecoding.ts";
 import { KvEventPublisher } from "../../../src/server/kvEventPublisher.ts";
 import { openaiAnswer } from "../openaiAnswer.ts";
-import { FakeBlockCache, type FakeBlock } from "./fakeBlockCache.ts";
+import { DEFAULT_ENGINE_LOAD, EngineLoad, type EngineLoadCosts } from "./engineLoad.ts";
+import { FakeBlockCache, type Admission, type FakeBlock } from "./fakeBlockCache.ts";
 import { folderTokenizer, simpleTokenizer, type ChatMessage, type FakeTokenizer } from "./fakeTokenizer.ts";
 import { WireFaults } from "./wireFaults.ts";
 
@@ -45,8 +46,14 @@ export interface FakeEngineOptions {
   /** Seeds the block hashes (another seed: other hashes for the same tokens). */
   seed?: string;
   answer?: (prompt: string) => string;
-  /** Simulated prefill time per prompt token not cached (default 0). */
+  /** Simulated prefill time per prompt token not cached (default 0; requests in flight do not slow each other). Ignored with `load`. */
   prefillMsPerToken?: number;
+  /**
+   * The load model (engineLoad.ts; default: none): one engine computes one batch at a time,
+   * prefills queued and decode steps shared by the requests in flight, answers streamed token by
+   * token as they are generated. Costs not given are DEFAULT_ENGINE_LOAD's.
+   */
+  load?: Partial<EngineLoadCosts> | null;
   /** HTTP port (default 0: a free one). */
   port?: number;
   /** Publish KV events (default: no). */
@@ -74,6 +81,7 @@ export class FakeEngine {
   private publisher: KvEventPublisher | null = null;
   private server: Server<undefined> | null = null;
   private ids = 0;
+  private readonly load: EngineLoad | null;
 
   private constructor(
     private readonly options: FakeEngineOptions,
@@ -86,6 +94,7 @@ export class FakeEngine {
       cleared: () => this.publisher?.cleared(),
     };
     this.cache = new FakeBlockCache(options.blockSize ?? 16, options.capacityBlocks ?? 4096, options.seed ?? "fake-engine", events);
+    this.load = options.load ? new EngineLoad({ ...DEFAULT_ENGINE_LOAD, ...options.load }) : null;
   }
 
   static async start(options: FakeEngineOptions = {}): Promise<FakeEngine> {
@@ -206,31 +215,74 @@ export class FakeEngine {
     if (promptIds === null) return Response.json({ error: { message: "prompt must be a string or token ids", type: "invalid_request_error" } }, { status: 400 });
     const answer = this.options.answer?.(promptText ?? "") ?? FAKE_ANSWER;
     const answerIds = this.tokenizer.promptIds(answer);
-    const admission = this.cache.admit(promptIds, [...promptIds, ...answerIds]);
+    const pieces = answer.split(/(?<= )/);
     this.stats.requests++;
     this.stats.promptTokens += promptIds.length;
-    this.stats.cachedTokens += admission.cachedTokens;
+    const admit = (): Admission => {
+      const admission = this.cache.admit(promptIds, [...promptIds, ...answerIds]);
+      this.stats.cachedTokens += admission.cachedTokens;
+      return admission;
+    };
+    const reply = (cachedTokens: number) =>
+      openaiAnswer({
+        id: `${chat ? "chatcmpl" : "cmpl"}-fake${++this.ids}`,
+        model: this.model,
+        chat,
+        pieces,
+        usage: {
+          prompt_tokens: promptIds.length,
+          completion_tokens: answerIds.length,
+          total_tokens: promptIds.length + answerIds.length,
+          prompt_tokens_details: { cached_tokens: cachedTokens },
+        },
+        stream: body.stream === true,
+        includeUsage: body.stream_options?.include_usage === true,
+      });
+    if (this.load !== null) return this.loaded(this.load, promptIds.length, answerIds.length, pieces.length, admit, reply, chat);
+    const admission = admit();
     try {
       const prefillMs = (this.options.prefillMsPerToken ?? 0) * (promptIds.length - admission.cachedTokens);
       if (prefillMs > 0) await Bun.sleep(prefillMs);
     } finally {
       this.cache.release(admission);
     }
-    const usage = {
-      prompt_tokens: promptIds.length,
-      completion_tokens: answerIds.length,
-      total_tokens: promptIds.length + answerIds.length,
-      prompt_tokens_details: { cached_tokens: admission.cachedTokens },
-    };
-    return openaiAnswer({
-      id: `${chat ? "chatcmpl" : "cmpl"}-fake${++this.ids}`,
-      model: this.model,
-      chat,
-      pieces: answer.split(/(?<= )/),
-      usage,
-      stream: body.stream === true,
-      includeUsage: body.stream_options?.include_usage === true,
+    return reply(admission.cachedTokens);
+  }
+
+  /**
+   * With the load model: the request is looked up in the cache when its prefill is scheduled, its
+   * blocks held until its last token; a stream's chunks go as their tokens are generated (the
+   * role chunk and first piece with the first token, piece i of n with token ⌈i·T/n⌉, the rest
+   * with the last); a whole answer goes with the last token.
+   */
+  private async loaded(load: EngineLoad, promptTokens: number, outputTokens: number, pieces: number, admit: () => Admission, reply: (cachedTokens: number) => Response, chat: boolean): Promise<Response> {
+    const admitted: { admission: Admission | null } = { admission: null };
+    const id = load.submit(promptTokens, outputTokens, () => {
+      admitted.admission = admit();
+      return promptTokens - admitted.admission.cachedTokens;
     });
+    void load.tokens(id, Infinity).then(() => this.cache.release(admitted.admission!));
+    await load.tokens(id, 1);
+    const answer = reply(admitted.admission!.cachedTokens);
+    if (answer.headers.get("content-type") !== "text/event-stream") {
+      await load.tokens(id, Infinity);
+      return answer;
+    }
+    const reader = answer.body!.getReader();
+    let chunk = 0;
+    const gated = new ReadableStream<Uint8Array>({
+      async pull(controller) {
+        // Chat: chunk 0 is the role's; pieces 1..n. Completions: pieces 0..n-1. Then finish, usage, [DONE].
+        const piece = chat ? chunk : chunk + 1;
+        const needed = piece <= 1 ? 1 : piece <= pieces ? Math.ceil((piece * outputTokens) / pieces) : Infinity;
+        chunk++;
+        await load.tokens(id, needed);
+        const { done, value } = await reader.read();
+        if (done) controller.close();
+        else controller.enqueue(value);
+      },
+    });
+    return new Response(gated, { headers: answer.headers });
   }
 
   private get model(): string {

@@ -10,6 +10,7 @@
  */
 import { existsSync } from "node:fs";
 import { join, resolve } from "node:path";
+import { WORKER_ENTRIES } from "../src/workerEntries.ts";
 
 const root = resolve(import.meta.dir, "..");
 const args = process.argv.slice(2);
@@ -40,5 +41,5 @@ if (cuda) {
 }
 
 const runners = ["ctxr-runner-cpu", "ctxr-runner-cuda"].map((name) => join("cuda", "build", name)).filter((path) => existsSync(join(root, path)));
-run([process.execPath, "build", "src/cli/main.ts", ...runners.map((path) => `./${path}`), "--compile", "--minify", "--outfile", outfile]);
+run([process.execPath, "build", "src/cli/main.ts", ...WORKER_ENTRIES, ...runners.map((path) => `./${path}`), "--compile", "--minify", "--outfile", outfile]);
 console.error(`build: ${outfile} (embedded: ${runners.map((path) => path.split("/").pop()).join(", ")})`);

@@ -28,7 +28,7 @@ import { mirrorBlockKeys } from "./engineCacheMirror.ts";
 import type { ContentKey } from "./contentKey.ts";
 import type { EnginePromptTokenizer } from "./enginePromptTokens.ts";
 import { UpstreamCacheSync } from "./upstreamCacheSync.ts";
-import type { KvEventSubscriber } from "./kvEventSubscriber.ts";
+import type { KvEventSubscriberStats } from "./kvEventSubscriber.ts";
 
 export interface ProxyOptions {
   /** Upstream base URLs (at least one). */
@@ -187,7 +187,7 @@ export class ContextProxy {
   }
 
   /** Feeds `subscriber`'s KV events to the cache mirror of the upstream at `position` (its counters join the upstream's stats). */
-  followKvEvents(position: number, subscriber: KvEventSubscriber): void {
+  followKvEvents(position: number, subscriber: { start(sync: UpstreamCacheSync): void; readonly stats: KvEventSubscriberStats }): void {
     const sync = this.cacheSync(position);
     this.pool.upstreams[position]!.subscriber = subscriber;
     subscriber.start(sync);

@@ -39,7 +39,7 @@ import type { RouteKey, RoutingPlan } from "./routingKeys.ts";
 import { parseUpstreamUrl, type UpstreamTarget } from "./upstreamTarget.ts";
 import type { UpstreamCacheSync } from "./upstreamCacheSync.ts";
 import type { ContentKey } from "./contentKey.ts";
-import type { KvEventSubscriber } from "./kvEventSubscriber.ts";
+import type { KvEventSubscriberStats } from "./kvEventSubscriber.ts";
 
 export interface PoolOptions {
   /** First delay before an unreachable upstream is tried again (default 5000 ms); doubles per failure. */
@@ -84,7 +84,7 @@ export class Upstream implements UpstreamState {
   /** The engine's cache kept from its KV events (null: it publishes none). */
   sync: UpstreamCacheSync | null = null;
   /** The subscriber to its KV events (--kv-events), which feeds `sync`. */
-  subscriber: KvEventSubscriber | null = null;
+  subscriber: { readonly stats: KvEventSubscriberStats } | null = null;
   healthy = true;
   consecutiveFailures = 0;
   retryAt: number | null = null;

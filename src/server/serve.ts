@@ -8,7 +8,8 @@ import { resolve } from "node:path";
 import { GenerationEngine, type EngineOptions } from "../engine/generationEngine.ts";
 import { ContextService } from "../online/contextService.ts";
 import type { ContextProxy, ProxyOptions } from "../proxy/contextProxy.ts";
-import { KvEventSubscriber, type KvEventsSubscribeOptions } from "../proxy/kvEventSubscriber.ts";
+import type { KvEventsSubscribeOptions } from "../proxy/kvEventSubscriber.ts";
+import { KvEventsThread } from "../proxy/kvEventsThread.ts";
 import { parseUpstreamUrl } from "../proxy/upstreamTarget.ts";
 import { createApp } from "./app.ts";
 import { BODY_FIELD, bodyReadFailure, errorBody } from "./errors.ts";
@@ -200,12 +201,14 @@ export async function runServer(options: RunOptions, io: RunIo): Promise<void> {
   });
   let engine: GenerationEngine | null = null;
   let kvEvents: KvEventPublisher | null = null;
-  const subscribers = (options.kvEventsSubscribe ?? []).map((subscribe) => (subscribe === null ? null : new KvEventSubscriber(subscribe, { log: io.err })));
+  // Every upstream's KV events are followed on one thread of their own, off the request path.
+  const kvEventsThread = (options.kvEventsSubscribe ?? []).some((subscribe) => subscribe !== null) ? new KvEventsThread(io.err) : null;
+  const subscribers = (options.kvEventsSubscribe ?? []).map((subscribe) => (subscribe === null ? null : kvEventsThread!.subscribe(subscribe)));
   const onProxy = (proxy: ContextProxy) => {
     options.onProxy?.(proxy);
     subscribers.forEach((subscriber, position) => subscriber !== null && proxy.followKvEvents(position, subscriber));
   };
-  const closeSubscribers = () => Promise.all(subscribers.map((subscriber) => subscriber?.close()));
+  const closeSubscribers = async () => kvEventsThread?.close();
   const latency = options.model ? new LatencyHistograms() : null;
   let running: RunningServer;
   try {
@@ -240,8 +243,8 @@ export async function runServer(options: RunOptions, io: RunIo): Promise<void> {
     io.out(`ctxr serve: proxying /v1/chat/completions, /v1/completions and every other request (the engine's /health, /metrics... at /engine/PATH) to ${urls} (engine: ${options.proxy.engine ?? "openai"})\n`);
     subscribers.forEach((subscriber, position) => {
       if (subscriber === null) return;
-      const replay = subscriber.replayEndpoint === null ? "" : ` (replay: ${subscriber.replayEndpoint})`;
-      io.out(`ctxr serve: following the KV events of ${parseUpstreamUrl(options.proxy!.upstreams[position]!).url} from ${subscriber.endpoint}${replay}\n`);
+      const replay = subscriber.stats.replayEndpoint === null ? "" : ` (replay: ${subscriber.stats.replayEndpoint})`;
+      io.out(`ctxr serve: following the KV events of ${parseUpstreamUrl(options.proxy!.upstreams[position]!).url} from ${subscriber.stats.endpoint}${replay}\n`);
     });
   }
   if (engine !== null) {

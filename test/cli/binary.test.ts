@@ -10,6 +10,7 @@ import { CLI_ENTRY, REPO_ROOT, lastJsonLine, runProgram, tempFolder } from "../h
 import { buildRunner, tinyModelFolder } from "../helpers/engineKit.ts";
 import { FakeEngine } from "../helpers/fakeEngine/fakeEngine.ts";
 import { ZmqPeer } from "../helpers/zmqPeer.ts";
+import { WORKER_ENTRIES } from "../../src/workerEntries.ts";
 
 // These tests spawn processes; give them room on a busy machine.
 setDefaultTimeout(120_000);
@@ -27,8 +28,8 @@ describe("compiled binary", () => {
     buildFolder = tempFolder("ctxr-build-");
     runFolder = tempFolder("ctxr-run-");
     const built = join(buildFolder.path, binaryName);
-    // Same flags as `npm run build`; bun itself is process.execPath under bun test.
-    const build = runProgram([process.execPath, "build", CLI_ENTRY, "--compile", "--minify", "--outfile", built]);
+    // Same flags and worker entries as `npm run build` (the runners it embeds are tested in test/runner); bun itself is process.execPath under bun test.
+    const build = runProgram([process.execPath, "build", CLI_ENTRY, ...WORKER_ENTRIES, "--compile", "--minify", "--outfile", built], { cwd: REPO_ROOT });
     buildLog = `exit ${build.code}\n${build.stdout}\n${build.stderr}`;
     if (build.code === 0 && existsSync(built)) {
       binary = join(runFolder.path, binaryName);

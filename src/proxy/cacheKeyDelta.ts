@@ -1,0 +1,92 @@
+/**
+ * What a CacheKeySink is told, carried between threads (kvEventsThread.ts): the KV-events thread
+ * gathers each batch's keys into one message — the keys dropped during it and the keys held after
+ * it that were not before, as two BigUint64Arrays moved rather than copied — and the request thread
+ * replays the messages, in order, into its UpstreamCacheSync. Pure: no threads here.
+ */
+import type { ContentKey } from "./contentKey.ts";
+import type { AppliedBatch, CacheKeySink } from "./engineCacheFeed.ts";
+
+export type CacheKeyMessage =
+  | { kind: "batch"; held: BigUint64Array; dropped: BigUint64Array; batch: AppliedBatch }
+  | { kind: "cleared" | "connected" | "disconnected" | "caughtUp" };
+
+/** A key's state in the batch: held before it (bit 0), held now (bit 1), dropped at some point (bit 2). */
+const HELD_BEFORE = 1;
+const HELD_NOW = 2;
+const DROPPED = 4;
+
+/**
+ * The KV-events thread's sink: posts one message per batch and per signal. A batch's message names
+ * every key dropped during it (its contexts leave, as they would event by event), then the keys
+ * to hold after it that the receiver lacks.
+ */
+export class CacheKeyDeltaSink implements CacheKeySink {
+  private readonly touched = new Map<ContentKey, number>();
+
+  constructor(private readonly post: (message: CacheKeyMessage) => void) {}
+
+  keyHeld(key: ContentKey): void {
+    this.touched.set(key, (this.touched.get(key) ?? 0) | HELD_NOW);
+  }
+
+  keyDropped(key: ContentKey): void {
+    this.touched.set(key, ((this.touched.get(key) ?? HELD_BEFORE) & ~HELD_NOW) | DROPPED);
+  }
+
+  /** Everything told before is void: the receiver clears, and what follows starts from nothing held. */
+  cleared(): void {
+    this.touched.clear();
+    this.post({ kind: "cleared" });
+  }
+
+  batchApplied(batch: AppliedBatch): void {
+    const toHold = (state: number) => (state & HELD_NOW) !== 0 && (state & (HELD_BEFORE | DROPPED)) !== HELD_BEFORE;
+    let heldCount = 0;
+    let droppedCount = 0;
+    for (const state of this.touched.values()) {
+      if (toHold(state)) heldCount++;
+      if ((state & DROPPED) !== 0) droppedCount++;
+    }
+    const held = new BigUint64Array(heldCount);
+    const dropped = new BigUint64Array(droppedCount);
+    heldCount = droppedCount = 0;
+    for (const [key, state] of this.touched) {
+      if (toHold(state)) held[heldCount++] = key;
+      if ((state & DROPPED) !== 0) dropped[droppedCount++] = key;
+    }
+    this.touched.clear();
+    this.post({ kind: "batch", held, dropped, batch });
+  }
+
+  connected(): void {
+    this.post({ kind: "connected" });
+  }
+
+  disconnected(): void {
+    this.post({ kind: "disconnected" });
+  }
+
+  caughtUp(): void {
+    this.post({ kind: "caughtUp" });
+  }
+}
+
+/** Tells `sink` what a message carries. */
+export function applyCacheKeyMessage(sink: CacheKeySink, message: CacheKeyMessage): void {
+  switch (message.kind) {
+    case "batch":
+      for (const key of message.dropped) sink.keyDropped(key);
+      for (const key of message.held) sink.keyHeld(key);
+      sink.batchApplied(message.batch);
+      return;
+    case "cleared":
+      return sink.cleared();
+    case "connected":
+      return sink.connected();
+    case "disconnected":
+      return sink.disconnected();
+    case "caughtUp":
+      return sink.caughtUp();
+  }
+}

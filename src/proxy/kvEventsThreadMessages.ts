@@ -1,0 +1,14 @@
+/** The messages between the request thread (kvEventsThread.ts) and the KV-events thread (kvEventsWorker.ts). */
+import type { CacheKeyMessage } from "./cacheKeyDelta.ts";
+import type { KvEventsSubscribeOptions, KvEventSubscriberSettings, KvEventSubscriberStats } from "./kvEventSubscriber.ts";
+
+/** Settings that can cross threads (no functions: the thread logs through the request thread). */
+export type KvEventsThreadSettings = Omit<KvEventSubscriberSettings, "log" | "now">;
+
+export type KvEventsThreadIn = { kind: "follow"; id: number; options: KvEventsSubscribeOptions; settings: KvEventsThreadSettings } | { kind: "close" };
+
+export type KvEventsThreadOut =
+  | { kind: "cache"; id: number; message: CacheKeyMessage; stats: KvEventSubscriberStats }
+  | { kind: "stats"; id: number; stats: KvEventSubscriberStats }
+  | { kind: "log"; text: string }
+  | { kind: "closed" };

@@ -1,0 +1,131 @@
+/**
+ * The KV-events thread's messages (src/proxy/cacheKeyDelta.ts): random batches fed once straight
+ * to an UpstreamCacheSync and once through EngineCacheFeed → CacheKeyDeltaSink → messages →
+ * applyCacheKeyMessage must leave both syncs alike after every batch: the same keys held, the
+ * same contexts evicted, the same counters.
+ */
+import { describe, expect, test } from "bun:test";
+import type { KvEvent } from "../../src/kv/kvEventDecoding.ts";
+import { applyCacheKeyMessage, CacheKeyDeltaSink, type CacheKeyMessage } from "../../src/proxy/cacheKeyDelta.ts";
+import type { ContentKey } from "../../src/proxy/contentKey.ts";
+import { EngineCacheFeed } from "../../src/proxy/engineCacheFeed.ts";
+import { mirrorBlockKeys } from "../../src/proxy/engineCacheMirror.ts";
+import type { KvEventBatchIn } from "../../src/proxy/kvEventSubscriber.ts";
+import { UpstreamCacheSync } from "../../src/proxy/upstreamCacheSync.ts";
+import { seededRandom } from "../helpers/randomContexts.ts";
+
+const BLOCK = 2;
+
+/** Chains of blocks an engine might store: engine hashes for every block of every prompt, and the tokens. */
+interface Prompt {
+  tokens: number[];
+  hashes: string[];
+  keys: ContentKey[];
+}
+
+function prompts(random: () => number, count: number): Prompt[] {
+  const out: Prompt[] = [];
+  for (let p = 0; p < count; p++) {
+    // Prompts share prefixes (from a few first tokens), so chains branch and repeat content.
+    const tokens = Array.from({ length: BLOCK * (2 + Math.floor(random() * 4)) }, (_, i) => (i < BLOCK ? Math.floor(random() * 3) : Math.floor(random() * 5)));
+    // Two engine hashes may name equal content (an engine can hold the same block twice).
+    const hashes = Array.from({ length: tokens.length / BLOCK }, (_, b) => `p${p}b${b}`);
+    out.push({ tokens, hashes, keys: mirrorBlockKeys(tokens, BLOCK) });
+  }
+  return out;
+}
+
+function randomBatch(random: () => number, all: Prompt[], seq: number): KvEventBatchIn {
+  const events: KvEvent[] = [];
+  const count = 1 + Math.floor(random() * 4);
+  for (let e = 0; e < count; e++) {
+    const roll = random();
+    const prompt = all[Math.floor(random() * all.length)]!;
+    const medium = random() < 0.1 ? "CPU" : "GPU";
+    if (roll < 0.5) {
+      // Stores a run of the chain from some block (its parent named by the engine's hash).
+      const from = Math.floor(random() * prompt.hashes.length);
+      const to = from + 1 + Math.floor(random() * (prompt.hashes.length - from));
+      events.push({ type: "BlockStored", hashes: prompt.hashes.slice(from, to), parent: from === 0 ? null : prompt.hashes[from - 1]!, tokenIds: prompt.tokens.slice(from * BLOCK, to * BLOCK), blockSize: BLOCK, medium, loraId: null, loraName: null, groupIdx: null });
+    } else if (roll < 0.95) {
+      const from = Math.floor(random() * prompt.hashes.length);
+      events.push({ type: "BlockRemoved", hashes: prompt.hashes.slice(from).reverse(), medium, groupIdx: null });
+    } else {
+      events.push({ type: "AllBlocksCleared" });
+    }
+  }
+  return { ts: 1000 + seq, events, dataParallelRank: null, layout: "map", unknownTypes: [], seq, replayed: seq % 3 === 0 };
+}
+
+describe("CacheKeyDeltaSink and applyCacheKeyMessage", () => {
+  for (const seed of [1, 2, 3, 4, 5]) {
+    test(`random batches (seed ${seed}): through the messages the sync ends as if fed in process, after every batch`, () => {
+      const random = seededRandom(seed);
+      const all = prompts(random, 12);
+      const evicted = { direct: [] as string[], messages: [] as string[] };
+      const now = () => 5_000_000;
+      const direct = new UpstreamCacheSync((ids) => evicted.direct.push(...ids), now);
+      const viaMessages = new UpstreamCacheSync((ids) => evicted.messages.push(...ids), now);
+      const sent: CacheKeyMessage[] = [];
+      const feed = new EngineCacheFeed(new CacheKeyDeltaSink((message) => sent.push(message)));
+      for (const sync of [direct, viaMessages]) sync.connected();
+      feed.connected();
+      for (let seq = 0; seq < 400; seq++) {
+        if (seq % 7 === 0) {
+          const prompt = all[Math.floor(random() * all.length)]!;
+          const id = `ctx${seq}`;
+          direct.track(id, prompt.keys);
+          viaMessages.track(id, prompt.keys);
+        }
+        const batch = randomBatch(random, all, seq);
+        if (seq % 97 === 96) {
+          direct.resync("gap");
+          feed.resync();
+        } else {
+          direct.batch(batch);
+          feed.batch(batch);
+        }
+        for (const message of sent.splice(0)) applyCacheKeyMessage(viaMessages, message);
+        for (const prompt of all) {
+          for (const key of prompt.keys) expect(viaMessages.holds(key)).toBe(direct.holds(key));
+          expect(viaMessages.cachedBlocks(prompt.keys)).toBe(direct.cachedBlocks(prompt.keys));
+        }
+        expect(viaMessages.stats).toEqual(direct.stats);
+        expect(viaMessages.live).toBe(direct.live);
+        expect(new Set(evicted.messages)).toEqual(new Set(evicted.direct));
+      }
+      // Not a vacuous run: blocks were held, contexts evicted, offload events counted.
+      expect(evicted.direct.length).toBeGreaterThan(5);
+      expect(direct.stats.offloadEvents).toBeGreaterThan(0);
+    });
+  }
+
+  test("keys dropped during a batch are all named (their contexts leave); keys held after it only when the receiver lacks them", () => {
+    const sent: CacheKeyMessage[] = [];
+    const sink = new CacheKeyDeltaSink((message) => sent.push(message));
+    const batch = { ts: 1, replayed: false, blockSize: 2, mirror: { blocks: 0, orphans: 0, malformed: 0, unknownRemovals: 0 }, offloadEvents: 0 };
+    sink.keyHeld(1n);
+    sink.keyHeld(2n);
+    sink.batchApplied(batch);
+    sink.keyHeld(3n);
+    sink.keyDropped(3n);
+    sink.keyDropped(1n);
+    sink.keyDropped(2n);
+    sink.keyHeld(2n);
+    sink.batchApplied(batch);
+    expect(sent.map((m) => (m.kind === "batch" ? [[...m.held], [...m.dropped]] : m.kind))).toEqual([
+      [[1n, 2n], []],
+      [[2n], [3n, 1n, 2n]],
+    ]);
+  });
+
+  test("a clear voids what came before it in the batch", () => {
+    const sent: CacheKeyMessage[] = [];
+    const sink = new CacheKeyDeltaSink((message) => sent.push(message));
+    sink.keyHeld(1n);
+    sink.cleared();
+    sink.keyHeld(2n);
+    sink.batchApplied({ ts: 1, replayed: false, blockSize: 2, mirror: { blocks: 1, orphans: 0, malformed: 0, unknownRemovals: 0 }, offloadEvents: 0 });
+    expect(sent.map((m) => (m.kind === "batch" ? [[...m.held], [...m.dropped]] : m.kind))).toEqual(["cleared", [[2n], []]]);
+  });
+});

@@ -83,8 +83,26 @@ describe("PieceMemoEncoder", () => {
     await expectSameIds(dir);
   });
 
+  test("whitespace merges and spans (the same span last and followed, edited lines): the library's ids", async () => {
+    // Ġ: a space, Ċ: a newline. GPT-2's `\s+(?!\S)` splits "  \n" before a letter, not at the end.
+    const dir = tokenizerFolder(bpeWithMerges(["ĠĠ", "ĠĠĊ", "ĊĊ", "ĠĊ", "ĠĠĠ", " the", "ing"]));
+    const tokenizer = await loadModelTokenizer(dir);
+    expect(tokenizer.encode("a  \n").length).toBe(2);
+    expect(tokenizer.encode("a  \nb").length).toBe(4);
+    const pieces = await PieceMemoEncoder.load(dir, tokenizer.encode);
+    const lines = documentText(5, 900).split(". ");
+    const texts = [
+      "a  \n", "a  \nb", "a  \n", "x\na  \n\n", "x\na  \n\nb", "x\na  \n\n", "a  \n<s>b", "a \n \nb\n",
+      lines.join(".\n"), lines.join(".  \n"), lines.join(". \n\n"), lines.join(".\r\n"), lines.join(".\n<s>"),
+      lines.map((l, i) => (i === 2 ? `${l} edited` : l)).join(".\n"), [...lines.slice(0, 3), "inserted", ...lines.slice(3)].join(".\n"),
+    ];
+    for (let pass = 0; pass < 2; pass++) {
+      for (const text of texts) expect({ text, ids: pieces!.encode(text) }).toEqual({ text, ids: tokenizer.encode(text) });
+    }
+  });
+
   test("tokenizers of other kinds get null", async () => {
-    const normalized = { ...byteTokenizerJson(), normalizer: { type: "NFC" } };
+    const normalized = { ...byteTokenizerJson(), normalizer: { type: "NFKC" } };
     const prefixed = { ...byteTokenizerJson(), pre_tokenizer: { type: "ByteLevel", add_prefix_space: true, use_regex: true } };
     const stripped = byteTokenizerJson() as { added_tokens: { lstrip: boolean }[] };
     stripped.added_tokens[0]!.lstrip = true;

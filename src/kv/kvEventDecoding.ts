@@ -29,6 +29,8 @@ export interface BlockStored {
   loraName: string | null;
   /** vLLM's KV cache group of hybrid models (full attention, sliding window...); null when not sent. */
   groupIdx: number | null;
+  /** vLLM's kind of that group ("full_attention", "sliding_window", "mamba"...); absent when not sent. */
+  specKind?: string;
 }
 
 export interface BlockRemoved {
@@ -132,6 +134,7 @@ function decodeEvent(raw: unknown, at: number): KvEvent | string {
   switch (type) {
     case "BlockStored": {
       const blockSize = integer(field(4, "block_size"), `${where}.block_size`, "event");
+      const specKind = optional(field(10, "kv_cache_spec_kind"), (v) => text(v, `${where}.kv_cache_spec_kind`));
       if (blockSize < 1) throw new KvEventDecodeError("event", `${where}.block_size must be positive, got ${blockSize}`);
       return {
         type,
@@ -143,6 +146,7 @@ function decodeEvent(raw: unknown, at: number): KvEvent | string {
         medium: optional(field(6, "medium"), (v) => text(v, `${where}.medium`)),
         loraName: optional(field(7, "lora_name"), (v) => text(v, `${where}.lora_name`)),
         groupIdx: optional(field(9, "group_idx"), (v) => integer(v, `${where}.group_idx`, "event")),
+        ...(specKind === null ? {} : { specKind }),
       };
     }
     case "BlockRemoved":

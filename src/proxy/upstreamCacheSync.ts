@@ -29,6 +29,8 @@ export interface CacheSyncStats {
   orphans: number;
   /** Events of offload tiers (CPU, disk), not mirrored. */
   offloadEvents: number;
+  /** Events of a hybrid model's KV cache groups other than the followed full-attention one, not mirrored. */
+  otherGroupEvents: number;
   /** Now minus the last batch's engine timestamp when it arrived, ms (null before any). */
   lagMs: number | null;
   /** Contexts evicted because the engine dropped one of their blocks. */
@@ -56,6 +58,7 @@ export class UpstreamCacheSync implements KvEventConsumer, CacheKeySink {
   private awaitingBatch = false;
   private lagMs: number | null = null;
   private offloadEvents = 0;
+  private otherGroupEvents = 0;
   private contextsEvicted = 0;
   /** Content key → contexts whose prompt ends with it; context → that key (insertion order: oldest first). */
   private readonly contextsOfKey = new Map<ContentKey, Set<string>>();
@@ -123,6 +126,7 @@ export class UpstreamCacheSync implements KvEventConsumer, CacheKeySink {
     this.blockSize = batch.blockSize ?? this.blockSize;
     this.mirror = batch.mirror;
     this.offloadEvents = batch.offloadEvents;
+    this.otherGroupEvents = batch.otherGroupEvents;
   }
 
   connected(): void {
@@ -158,6 +162,7 @@ export class UpstreamCacheSync implements KvEventConsumer, CacheKeySink {
       tokens: mirror.blocks * (this.blockSize ?? 0),
       orphans: mirror.orphans,
       offloadEvents: this.offloadEvents,
+      otherGroupEvents: this.otherGroupEvents,
       lagMs: this.lagMs,
       contextsEvicted: this.contextsEvicted,
       connected: this.live,

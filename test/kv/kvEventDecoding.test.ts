@@ -134,7 +134,7 @@ describe("decodeKvEventBatch", () => {
     expect(batch.layout).toBe("map");
     expect(batch.unknownTypes).toEqual(["BlockPinned"]);
     expect(batch.events).toEqual([
-      { type: "BlockStored", hashes: [`x${"ab".repeat(32)}`], parent: null, tokenIds: [1, 2], blockSize: 2, medium: "CPU", loraId: 4, loraName: "adapter", groupIdx: 1 },
+      { type: "BlockStored", hashes: [`x${"ab".repeat(32)}`], parent: null, tokenIds: [1, 2], blockSize: 2, medium: "CPU", loraId: 4, loraName: "adapter", groupIdx: 1, specKind: "sliding_window" },
       { type: "BlockRemoved", hashes: [`x${"ab".repeat(32)}`], medium: "CPU", groupIdx: 1 },
     ]);
   });

@@ -32,7 +32,8 @@
  *    engine's simple tokenizer (about 4 characters a token: the events carry a BPE-like number of
  *    blocks; the mirror's keys then never match the proxy's, which costs the same lookups).
  * 3. cost: the event work on the request path, in process (benchEventCost.ts requestCost), for the
- *    TTFB part's requests and the RAG workload's.
+ *    TTFB part's requests and the RAG workload's, each seen before (warm: the prompt tokenizer's
+ *    span memo hits), and for TTFB-sized requests of documents never seen (cold: span misses).
  * 4. events: decode + mirror apply throughput (benchEventCost.ts eventThroughput).
  *
  * The tokenizer is byte-level (models/quality): a token is a byte, so prompts have about 4× the
@@ -48,7 +49,9 @@ import { REPO, percentile, progress } from "./benchKit.ts";
 import { eventThroughput, requestCost, type RequestCost } from "./benchEventCost.ts";
 import { startEngines, startProxy } from "./benchRoutingFleet.ts";
 import { distinctPromptTokens, multiTurnRequests, ragRequests, replay, type BenchRequest } from "./benchRoutingReplay.ts";
-import { ttfbBodies, ttfbRun, type TtfbRow } from "./benchTtfb.ts";
+import { DOCS_PER_REQUEST, ttfbBodies, ttfbRun, type TtfbRow } from "./benchTtfb.ts";
+import { documentText } from "./benchProxyUpstream.ts";
+import { renderDocumentsField } from "../src/proxy/documents/documentsField.ts";
 import { DEFAULT_ENGINE_LOAD } from "../test/helpers/fakeEngine/engineLoad.ts";
 
 const { values } = parseArgs({
@@ -228,7 +231,14 @@ async function partCost() {
     [`TTFB request (15 × ${ttfbChars} characters)`, Array.from({ length: count }, (_, i) => JSON.parse(ttfbBodies(i, ttfbChars).direct))],
     [`RAG request (15 × ${docChars} characters)`, ragRequests(values["rag-workload"]!, count, docChars).map((r) => ({ messages: r.plainMessages }))],
   ];
-  const rows: (RequestCost & { label: string })[] = sets.map(([label, bodies]) => ({ label, ...requestCost(tokenizer, bodies, blockSize, engineCount) }));
+  const rows: (RequestCost & { label: string })[] = sets.map(([label, bodies]) => ({ label: `${label}, seen before`, ...requestCost(tokenizer, bodies, blockSize, engineCount) }));
+  // Cold: prompts of documents never seen (the tokenizer, warmed up above, knows their words' pieces, not their spans).
+  const fill = await EnginePromptTokenizer.load(tokenizerDir);
+  const newDocuments = Array.from({ length: count }, (_, i) => {
+    const documents = Array.from({ length: DOCS_PER_REQUEST }, (_, k) => ({ id: `new-${i}-${k}`, text: documentText(`new-${i}-${k}`, ttfbChars) }));
+    return { messages: [{ role: "user", content: `${renderDocumentsField(documents)}\n\nQuestion ${i}: what do these documents have in common?` }] };
+  });
+  rows.push({ label: `TTFB request (15 × ${ttfbChars} characters), new documents`, ...requestCost(tokenizer, newDocuments, blockSize, engineCount, { firstSightFill: fill }) });
   out(
     "### Event work on the request path (in process, medians per request)",
     "",

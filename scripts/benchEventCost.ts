@@ -3,7 +3,8 @@
  *
  * - per request, the work ContextProxy adds on the request path: the forwarded prompt tokenized as
  *   the engine does (EnginePromptTokenizer.promptIds), its blocks named (mirrorBlockKeys), one
- *   mirror lookup per upstream for routing and one more for predicted_cached_tokens;
+ *   mirror lookup per upstream for routing and one more for predicted_cached_tokens; for prompts
+ *   seen before (warm: the tokenizer's span memo hits) or for the first time (cold);
  * - event throughput: batches as an engine publishes them (one per request admitted into a fake
  *   engine's LRU cache: its BlockStored and BlockRemoved), msgpack-encoded beforehand, then
  *   decoded and applied to an UpstreamCacheSync, in block events (stored + removed blocks) a second.
@@ -26,19 +27,29 @@ export interface RequestCost {
   totalMs: number;
 }
 
+export interface RequestCostOptions {
+  /**
+   * Measure each body the first time `tokenizer` sees it (its span memo misses; a warmed-up
+   * tokenizer still knows the pieces), the mirrors filled by `fill` (another tokenizer) instead.
+   * Default: the second time (the first round warms the JIT and the memos).
+   */
+  firstSightFill?: EnginePromptTokenizer;
+}
+
 /** `bodies`: forwarded chat bodies; `upstreams` mirrors, each filled with every prompt's blocks (lookups hit). */
-export function requestCost(tokenizer: EnginePromptTokenizer, bodies: readonly Record<string, unknown>[], blockSize: number, upstreams = 4): RequestCost {
+export function requestCost(tokenizer: EnginePromptTokenizer, bodies: readonly Record<string, unknown>[], blockSize: number, upstreams = 4, options: RequestCostOptions = {}): RequestCost {
   const syncs = Array.from({ length: upstreams }, () => new UpstreamCacheSync(() => {}));
+  const firstSight = options.firstSightFill !== undefined;
   let engineHash = 0;
   for (const [i, body] of bodies.entries()) {
-    const ids = tokenizer.promptIds("chat", body)!;
+    const ids = (options.firstSightFill ?? tokenizer).promptIds("chat", body)!;
     const blocks = Math.floor(ids.length / blockSize);
     const hashes = Array.from({ length: blocks }, () => `h${engineHash++}`);
     syncs[i % upstreams]!.batch({ ts: 0, seq: i, replayed: true, dataParallelRank: null, layout: "map", unknownTypes: [], events: [{ type: "BlockStored", hashes, parent: null, tokenIds: ids.slice(0, blocks * blockSize), blockSize, medium: "GPU", loraId: null, loraName: null, groupIdx: null }] });
   }
   const times = { tokenize: [] as number[], hash: [] as number[], lookup: [] as number[], total: [] as number[] };
   let promptTokens = 0;
-  for (let round = 0; round < 2; round++) {
+  for (let round = firstSight ? 1 : 0; round < 2; round++) {
     for (const body of bodies) {
       const t0 = performance.now();
       const ids = tokenizer.promptIds("chat", body)!;

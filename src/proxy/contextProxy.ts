@@ -274,6 +274,7 @@ export class ContextProxy {
       routing_bytes_limit: this.pool.byteLimit,
       routing_budget_evicted_contexts: evictions.contexts,
       routing_key_table_restarts: evictions.restarts,
+      routing_decisions: { ...this.pool.decisions },
       relaying: this.pool.upstreams.reduce((total, u) => total + u.inFlight, 0),
       relaying_limit: this.maxUpstreamRequests,
       refused_busy: this.refusedBusy,

@@ -191,6 +191,8 @@ export interface ProxyState {
   routing_bytes_limit: number | null;
   routing_budget_evicted_contexts: number;
   routing_key_table_restarts: number;
+  /** Choices among several upstreams, by how they were made (UpstreamPool.decisions). */
+  routing_decisions: { events: number; estimate: number; round_robin: number; events_unavailable: number };
   /** Answers being relayed now, the limit, and requests refused with 429 at the limit. */
   relaying: number;
   relaying_limit: number;
@@ -216,5 +218,8 @@ export function renderProxyStateMetrics(state: ProxyState): string {
     if (value === null) continue;
     out += `${metricHeader(name, help, type)}${name} ${formatNumber(value)}\n`;
   }
+  const decisions = "ctxr_proxy_routing_decisions_total";
+  out += metricHeader(decisions, "Choices among several upstreams, by how they were made: events (the engines' KV events), estimate, round_robin, and events_unavailable (estimate choices made while KV events are followed but could not decide).", "counter");
+  for (const [by, count] of Object.entries(state.routing_decisions)) out += `${decisions}${labelText({ by })} ${formatNumber(count)}\n`;
   return out;
 }

@@ -196,6 +196,14 @@ export class UpstreamPool {
     return this.upstreams.length > 1;
   }
 
+  /**
+   * How choices among several candidates were made: by the engines' KV events, by the estimate
+   * (the routing indexes), in turn; `events_unavailable` counts the estimate's choices made while
+   * events are followed but could not decide (a mirror not live, an upstream without events, a
+   * prompt without block keys): routing quietly degraded, as operators need to see.
+   */
+  readonly decisions = { events: 0, estimate: 0, round_robin: 0, events_unavailable: 0 };
+
   /** The upstream for a request, among those available and not in `exclude`; null when none is. */
   choose(plan: RoutingPlan, exclude: ReadonlySet<Upstream> = new Set()): Upstream | null {
     const now = this.now();
@@ -204,9 +212,18 @@ export class UpstreamPool {
     if (this.routing === "round-robin") {
       const upstream = candidates.find((u) => u.position >= this.nextInTurn) ?? candidates[0]!;
       this.nextInTurn = upstream.position + 1;
+      this.decisions.round_robin++;
       return upstream;
     }
-    if (this.routing === "auto" && plan.blockKeys !== undefined && candidates.every((u) => u.sync?.live === true)) return leastCost(candidates, plan.blockKeys, this.options.overlapWeight);
+    if (this.routing === "auto" && candidates.some((u) => u.sync !== null)) {
+      if (plan.blockKeys !== undefined && candidates.every((u) => u.sync?.live === true)) {
+        this.decisions.events++;
+        return leastCost(candidates, plan.blockKeys, this.options.overlapWeight);
+      }
+      // KV events are followed, but not for every candidate, or a mirror is not live, or the prompt has no keys (no --tokenizer).
+      this.decisions.events_unavailable++;
+    }
+    this.decisions.estimate++;
 
     const leastLoaded = (pool: Upstream[]) =>
       pool.reduce((best, u) => (u.inFlight < best.inFlight || (u.inFlight === best.inFlight && u.counters.requests < best.counters.requests) ? u : best));

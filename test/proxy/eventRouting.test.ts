@@ -126,10 +126,17 @@ describe("routing on KV events", () => {
     const fewer = requests[0]! <= requests[1]! ? 0 : 1;
     proxy.cacheSync(1 - fewer).batch(stored(ids, "fallback-"));
     proxy.cacheSync(fewer).disconnected!();
+    const before = { ...proxy.state().routing_decisions };
     expect(await where(chat(text))).toBe(fewer);
+    // The degraded choice is counted, in /v1/stats and /metrics.
+    expect(proxy.state().routing_decisions).toEqual({ ...before, estimate: before.estimate + 1, events_unavailable: before.events_unavailable + 1 });
+    expect(await (await fetch(`${ctxr.url}/metrics`)).text()).toContain(`ctxr_proxy_routing_decisions_total{by="events_unavailable"} ${before.events_unavailable + 1}`);
+    // Back and caught up with the engine's replay: events decide again.
     proxy.cacheSync(fewer).connected!();
+    proxy.cacheSync(fewer).caughtUp!();
     proxy.cacheSync(1 - fewer).batch(stored(ids, "fallback-again-"));
     expect(await where(chat(text))).toBe(1 - fewer);
+    expect(proxy.state().routing_decisions).toMatchObject({ events: before.events + 1, events_unavailable: before.events_unavailable + 1 });
   });
 
   test("--routing round-robin takes the upstreams in turn, whatever their caches hold", async () => {
@@ -150,6 +157,7 @@ describe("routing on KV events", () => {
         targets.push(upstreams.findIndex((u, k) => u.requests.length > before[k]!));
       }
       expect(targets).toEqual([0, 1, 0, 1]);
+      expect(proxy2!.state().routing_decisions).toEqual({ events: 0, estimate: 0, round_robin: 4, events_unavailable: 0 });
     } finally {
       await roundRobin.close();
     }

@@ -1,0 +1,92 @@
+/**
+ * The ggml tensor types a GGUF file of ours may hold, as ggml numbers and lays them out:
+ * the type id stored in a tensor info, the name llama.cpp prints, and the block (how
+ * many elements share one block of how many bytes). F32/F16/BF16 are "blocks" of one
+ * element. Quantized rows must hold whole blocks: ne[0] is a multiple of the block size.
+ *
+ *   Q4_0: 32 elements, 18 bytes  (f16 d, 16 bytes of nibbles)
+ *   Q8_0: 32 elements, 34 bytes  (f16 d, 32 int8)
+ *   Q4_K: 256 elements, 144 bytes (f16 d, f16 dmin, 12 bytes of 6-bit scales/mins, 128 bytes of nibbles)
+ *   Q6_K: 256 elements, 210 bytes (ql[128], qh[64], int8 scales[16], f16 d)
+ */
+
+export const GGML_TYPE = {
+  F32: 0,
+  F16: 1,
+  Q4_0: 2,
+  Q8_0: 8,
+  Q4_K: 12,
+  Q6_K: 14,
+  BF16: 30,
+} as const;
+
+export type GgmlTypeName = keyof typeof GGML_TYPE;
+export type GgmlType = (typeof GGML_TYPE)[GgmlTypeName];
+
+export interface GgmlTypeInfo {
+  id: GgmlType;
+  name: GgmlTypeName;
+  /** Elements per block. */
+  blockSize: number;
+  /** Bytes per block. */
+  blockBytes: number;
+}
+
+export const GGML_TYPE_INFO: ReadonlyMap<number, GgmlTypeInfo> = new Map(
+  (
+    [
+      ["F32", 1, 4],
+      ["F16", 1, 2],
+      ["Q4_0", 32, 18],
+      ["Q8_0", 32, 34],
+      ["Q4_K", 256, 144],
+      ["Q6_K", 256, 210],
+      ["BF16", 1, 2],
+    ] as const
+  ).map(([name, blockSize, blockBytes]) => [GGML_TYPE[name], { id: GGML_TYPE[name], name, blockSize, blockBytes }]),
+);
+
+export class GgmlTypeError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = "GgmlTypeError";
+  }
+}
+
+/** The type's info; throws naming the id when ggml has no such type we support. */
+export function ggmlTypeInfo(type: number): GgmlTypeInfo {
+  const info = GGML_TYPE_INFO.get(type);
+  if (!info) throw new GgmlTypeError(`unsupported ggml tensor type ${type} (supported: ${[...GGML_TYPE_INFO.values()].map((t) => `${t.name}=${t.id}`).join(", ")})`);
+  return info;
+}
+
+export function ggmlTypeName(type: number): string {
+  return GGML_TYPE_INFO.get(type)?.name ?? `type ${type}`;
+}
+
+/** Elements of a tensor of dims ne[0..] (a safe integer, or an error). */
+export function ggmlElementCount(dims: readonly number[]): number {
+  let count = 1;
+  for (const dim of dims) {
+    if (!Number.isSafeInteger(dim) || dim < 0) throw new GgmlTypeError(`bad dimension ${dim}`);
+    count *= dim;
+    if (!Number.isSafeInteger(count)) throw new GgmlTypeError(`dims ${JSON.stringify(dims)} hold too many elements`);
+  }
+  return count;
+}
+
+/** Bytes of a tensor of this type and dims; ne[0] must hold whole blocks. */
+export function ggmlTensorBytes(type: number, dims: readonly number[]): number {
+  const info = ggmlTypeInfo(type);
+  const count = ggmlElementCount(dims);
+  const columns = dims.length === 0 ? 1 : dims[0]!;
+  if (columns % info.blockSize !== 0) {
+    throw new GgmlTypeError(`${info.name} needs ne[0] to be a multiple of ${info.blockSize}, got ${columns}`);
+  }
+  return (count / info.blockSize) * info.blockBytes;
+}
+
+/** Bytes of one row of `columns` elements. */
+export function ggmlRowBytes(type: number, columns: number): number {
+  return ggmlTensorBytes(type, [columns]);
+}

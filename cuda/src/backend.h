@@ -8,14 +8,24 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <stdexcept>
+#include <vector>
 
 namespace ctxr {
 
-enum class DType { F32, F16, BF16 };
+// Weight element types: the first three as in safetensors; the rest are ggml's quantized block
+// formats as stored in GGUF files (quant.h), kept as they are by the CPU backend.
+enum class DType { F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K };
 
 // An opaque weight matrix [rows][cols] (row-major, as stored in safetensors), prepared by the
 // backend for linear(): the CPU backend widens to f32 and packs panels; CUDA keeps f16/bf16.
 struct Matrix;
+
+// Consecutive rows of a matrix stored in one dtype (see Backend::matrix_parts).
+struct MatrixPart {
+  DType dtype;
+  int rows;
+};
 
 struct KvGeometry {
   int layers;
@@ -58,8 +68,19 @@ class Backend {
   virtual void to_device(void* dst, const void* src_host, size_t bytes) = 0;
   virtual void to_host(void* dst_host, const void* src, size_t bytes) = 0;  // waits for prior ops
 
-  // Weights. `data_host` is the raw safetensors payload in `dtype`.
+  // Weights. `data_host` is the raw safetensors payload in `dtype` (for a quantized dtype: rows
+  // of cols / block elements blocks each, as in a GGUF file).
   virtual Matrix* matrix(const void* data_host, DType dtype, int rows, int cols) = 0;
+  // A matrix whose consecutive row ranges have their own dtypes, the parts' bytes back to back
+  // in `data_host` (a fused projection of a GGUF file). By default the parts must share one.
+  virtual Matrix* matrix_parts(const void* data_host, const std::vector<MatrixPart>& parts, int cols) {
+    int rows = 0;
+    for (const MatrixPart& p : parts) {
+      if (p.dtype != parts[0].dtype) throw std::runtime_error("this backend cannot mix dtypes in one matrix");
+      rows += p.rows;
+    }
+    return matrix(data_host, parts[0].dtype, rows, cols);
+  }
   virtual void free_matrix(Matrix* m) = 0;
   virtual const char* matrix_dtype() const = 0;  // what matrices are kept in: "f32", "bf16", ...
   // Called once at load for every matrix linear() will use, so its one-time preparation (the CPU

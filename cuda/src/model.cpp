@@ -9,6 +9,8 @@
 #include <stdexcept>
 
 #include "focus.h"
+#include "gguf_weights.h"
+#include "safetensors.h"
 
 namespace ctxr {
 
@@ -28,8 +30,14 @@ enum ScratchBuffer { kTokens, kPositions, kSlots, kTables, kTokenSeq, kTokenLen,
 
 Model::Model(const std::string& dir, Backend* backend, int num_blocks, int block_size)
     : backend_(backend), num_blocks_(num_blocks), block_size_(block_size), scratch_(kScratchCount) {
-  config_ = model_config_from_json_text(read_text_file(dir + "/config.json"));
-  weights_ = std::make_unique<SafetensorsFolder>(dir);
+  if (std::string gguf = gguf_model_path(dir); !gguf.empty()) {
+    auto file = std::make_unique<GgufWeights>(gguf);
+    config_ = file->config();
+    weights_ = std::move(file);
+  } else {
+    config_ = model_config_from_json_text(read_text_file(dir + "/config.json"));
+    weights_ = std::make_unique<SafetensorsFolder>(dir);
+  }
   const ModelConfig& c = config_;
   const TensorView& embed = weights_->get("model.embed_tokens.weight", {c.vocab, c.hidden});
   weight_dtype_ = dtype_name(embed.dtype);
@@ -60,6 +68,7 @@ Model::Model(const std::string& dir, Backend* backend, int num_blocks, int block
   for (auto& layer : layers_)
     for (Matrix* m : {layer.qkv, layer.o, layer.gate_up, layer.down}) backend_->prepare_linear(m);
   if (std::string(backend_->name()) != "cpu") fused_.clear();
+  weights_->loaded();
 }
 
 Model::~Model() {
@@ -86,14 +95,13 @@ Matrix* Model::load_matrix(const std::string& name, int rows, int cols) {
 }
 
 Matrix* Model::load_fused(const std::vector<std::string>& names, const std::vector<int>& rows, int cols) {
-  DType dtype = DType::F32;
   size_t total = 0;
   int total_rows = 0;
   std::vector<const TensorView*> parts;
+  std::vector<MatrixPart> layout;
   for (size_t i = 0; i < names.size(); i++) {
     parts.push_back(&weights_->get(names[i], {rows[i], cols}));
-    if (i == 0) dtype = parts[0]->dtype;
-    else if (parts[i]->dtype != dtype) throw std::runtime_error("tensor " + names[i] + " has a different dtype from " + names[0]);
+    layout.push_back({parts[i]->dtype, rows[i]});
     total += parts[i]->bytes;
     total_rows += rows[i];
   }
@@ -104,7 +112,8 @@ Matrix* Model::load_fused(const std::vector<std::string>& names, const std::vect
     at += t->bytes;
   }
   fused_.push_back(std::move(bytes));
-  return backend_->matrix(fused_.back().data(), dtype, total_rows, cols);
+  // GGUF files may store the parts in different block formats (Q4_K_M: v in Q6_K, q and k in Q4_K).
+  return backend_->matrix_parts(fused_.back().data(), layout, cols);
 }
 
 float* Model::load_vector(const std::string& name, int n) {

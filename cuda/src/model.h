@@ -1,6 +1,7 @@
 // A Llama-family decoder (Llama 2/3, Qwen2 with QKV bias, Mistral, tied embeddings) on a
 // Backend: weights loaded from a Hugging Face folder, a batched forward pass over new tokens
-// of several sequences writing their K/V into the paged cache.
+// of several sequences writing their K/V into the paged cache. The weights come from a Hugging
+// Face folder (config.json + *.safetensors) or a GGUF file (gguf_weights.h).
 #pragma once
 #include <memory>
 #include <string>
@@ -8,7 +9,7 @@
 
 #include "backend.h"
 #include "model_config.h"
-#include "safetensors.h"
+#include "weights.h"
 
 namespace ctxr {
 
@@ -60,6 +61,7 @@ struct ForwardProfile {
 
 class Model {
  public:
+  // `dir`: a Hugging Face folder, a .gguf file, or a folder holding one .gguf and no safetensors.
   Model(const std::string& dir, Backend* backend, int num_blocks, int block_size);
   ~Model();
 
@@ -103,7 +105,7 @@ class Model {
 
   ModelConfig config_;
   Backend* backend_;
-  std::unique_ptr<SafetensorsFolder> weights_;
+  std::unique_ptr<WeightSource> weights_;
   int num_blocks_, block_size_;
   std::string weight_dtype_;
   Matrix* embed_ = nullptr;

@@ -105,6 +105,8 @@ std::vector<double> rope_inverse_frequencies(const ModelConfig& c) {
       x = (1 - smooth) * x / c.rope_factor + smooth * x;
     }
   }
+  if (!c.rope_freq_factors.empty())
+    for (int i = 0; i < half; i++) f[i] /= c.rope_freq_factors[i];
   return f;
 }
 

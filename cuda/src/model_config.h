@@ -16,7 +16,14 @@ struct ModelConfig {
   double rope_factor = 1, rope_low_freq_factor = 1, rope_high_freq_factor = 4, rope_original_max_positions = 8192;
   bool tie_word_embeddings = false;
   int sliding_window = 0;  // Mistral; 0 when absent
+  // GGUF's rope_freqs.weight (llama3 scaling as per-frequency divisors); empty when absent.
+  std::vector<double> rope_freq_factors;
 };
+
+class GgufFile;
+// The same fields from a GGUF file's metadata ({arch}.embedding_length, ...; llama | qwen2).
+// Throws std::runtime_error("<file>: metadata KEY ...") naming the bad key.
+ModelConfig model_config_from_gguf(const GgufFile& file);
 
 // Throws std::runtime_error("config.json: ...") naming the bad field.
 ModelConfig model_config_from_json_text(const std::string& text);

@@ -15,7 +15,18 @@
 namespace ctxr {
 
 size_t dtype_size(DType d) { return d == DType::F32 ? 4 : 2; }
-const char* dtype_name(DType d) { return d == DType::F32 ? "f32" : d == DType::F16 ? "f16" : "bf16"; }
+const char* dtype_name(DType d) {
+  switch (d) {
+    case DType::F32: return "f32";
+    case DType::F16: return "f16";
+    case DType::BF16: return "bf16";
+    case DType::Q8_0: return "q8_0";
+    case DType::Q4_0: return "q4_0";
+    case DType::Q4_K: return "q4_k";
+    case DType::Q6_K: return "q6_k";
+  }
+  return "?";
+}
 
 namespace {
 

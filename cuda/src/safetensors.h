@@ -7,28 +7,20 @@
 #include <vector>
 
 #include "backend.h"
+#include "weights.h"
 
 namespace ctxr {
 
-struct TensorView {
-  std::string name;
-  DType dtype;
-  std::vector<int64_t> shape;
-  const void* data;
-  size_t bytes;
-  std::string file;
-};
-
-class SafetensorsFolder {
+class SafetensorsFolder final : public WeightSource {
  public:
   explicit SafetensorsFolder(const std::string& dir);
   ~SafetensorsFolder();
   SafetensorsFolder(const SafetensorsFolder&) = delete;
   SafetensorsFolder& operator=(const SafetensorsFolder&) = delete;
 
-  bool has(const std::string& name) const { return tensors_.count(name) != 0; }
+  bool has(const std::string& name) const override { return tensors_.count(name) != 0; }
   // The tensor, checked to have `shape`; throws naming the tensor otherwise.
-  const TensorView& get(const std::string& name, const std::vector<int64_t>& shape) const;
+  const TensorView& get(const std::string& name, const std::vector<int64_t>& shape) const override;
   const std::map<std::string, TensorView>& tensors() const { return tensors_; }
 
  private:

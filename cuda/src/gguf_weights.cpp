@@ -1,0 +1,144 @@
+#include "gguf_weights.h"
+
+#include <dirent.h>
+#include <sys/stat.h>
+
+#include <cstring>
+#include <stdexcept>
+
+namespace ctxr {
+
+namespace {
+
+DType dtype_of(GgmlType t) {
+  switch (t) {
+    case GgmlType::F32: return DType::F32;
+    case GgmlType::F16: return DType::F16;
+    case GgmlType::BF16: return DType::BF16;
+    case GgmlType::Q8_0: return DType::Q8_0;
+    case GgmlType::Q4_0: return DType::Q4_0;
+    case GgmlType::Q4_K: return DType::Q4_K;
+    case GgmlType::Q6_K: return DType::Q6_K;
+  }
+  throw std::logic_error("unmapped ggml type");
+}
+
+bool ends_with(const std::string& s, const std::string& end) {
+  return s.size() >= end.size() && s.compare(s.size() - end.size(), end.size(), end) == 0;
+}
+
+// llama.cpp's name of a tensor → the Hugging Face name; "" for tensors the model does not use.
+std::string hf_name(const std::string& name) {
+  static const std::pair<const char*, const char*> top[] = {
+      {"token_embd.weight", "model.embed_tokens.weight"}, {"output_norm.weight", "model.norm.weight"}, {"output.weight", "lm_head.weight"}};
+  for (const auto& [g, h] : top)
+    if (name == g) return h;
+  if (name.compare(0, 4, "blk.") != 0) return "";
+  size_t dot = name.find('.', 4);
+  if (dot == std::string::npos) return "";
+  const std::string layer = name.substr(4, dot - 4), rest = name.substr(dot + 1);
+  static const std::pair<const char*, const char*> parts[] = {
+      {"attn_norm", "input_layernorm"}, {"attn_q", "self_attn.q_proj"}, {"attn_k", "self_attn.k_proj"},
+      {"attn_v", "self_attn.v_proj"},   {"attn_output", "self_attn.o_proj"}, {"ffn_norm", "post_attention_layernorm"},
+      {"ffn_gate", "mlp.gate_proj"},    {"ffn_up", "mlp.up_proj"},         {"ffn_down", "mlp.down_proj"}};
+  for (const auto& [g, h] : parts) {
+    const std::string prefix = std::string(g) + ".";
+    if (rest.compare(0, prefix.size(), prefix) == 0) return "model.layers." + layer + "." + h + rest.substr(prefix.size() - 1);
+  }
+  return "";
+}
+
+std::string shape_text(const std::vector<int64_t>& shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); i++) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+}  // namespace
+
+int hf_row_of_gguf_row(int r, int head_dim) {
+  // convert_hf_to_gguf.py permutes each head's rows as reshape(2, head_dim/2).swapaxes: Hugging
+  // Face row half·head_dim/2 + i lands at row 2i + half, so RoPE pairs (2i, 2i+1) in GGUF are
+  // the pairs (i, i + head_dim/2) our rope() rotates.
+  const int head = r / head_dim, within = r % head_dim;
+  return head * head_dim + (within % 2) * (head_dim / 2) + within / 2;
+}
+
+GgufWeights::GgufWeights(const std::string& path) : file_(std::make_unique<GgufFile>(path)) {
+  config_ = model_config_from_gguf(*file_);
+  const bool llama = config_.architecture == "LlamaForCausalLM";
+  for (const GgufTensor& t : file_->tensors()) {
+    if (t.name == "rope_freqs.weight") {
+      if (t.type != GgmlType::F32 || t.dims.size() != 1 || t.dims[0] != config_.head_dim / 2)
+        throw std::runtime_error(path + ": tensor rope_freqs.weight must be F32 [" + std::to_string(config_.head_dim / 2) + "]");
+      const auto* f = reinterpret_cast<const float*>(t.data);
+      config_.rope_freq_factors.assign(f, f + config_.head_dim / 2);
+      for (double x : config_.rope_freq_factors)
+        if (!(x > 0)) throw std::runtime_error(path + ": tensor rope_freqs.weight holds a factor that is not positive");
+      continue;
+    }
+    std::string name = hf_name(t.name);
+    if (name.empty()) continue;
+    TensorView v;
+    v.name = t.name;
+    v.file = path;
+    v.dtype = dtype_of(t.type);
+    for (auto d = t.dims.rbegin(); d != t.dims.rend(); ++d) v.shape.push_back(*d);
+    v.data = t.data;
+    v.bytes = t.bytes;
+    if (v.shape.size() == 1 && v.dtype != DType::F32 && v.dtype != DType::F16 && v.dtype != DType::BF16)
+      throw std::runtime_error(path + ": tensor " + t.name + " is a vector in " + ggml_type_name(t.type) + " (only F32, F16, BF16 vectors are read)");
+    const bool q = ends_with(name, "q_proj.weight") || ends_with(name, "q_proj.bias");
+    const bool k = ends_with(name, "k_proj.weight") || ends_with(name, "k_proj.bias");
+    if (llama && (q || k)) {
+      const int rows = static_cast<int>(v.shape[0]);
+      if (rows % config_.head_dim != 0)
+        throw std::runtime_error(path + ": tensor " + t.name + " has " + std::to_string(rows) + " rows, not whole heads of " + std::to_string(config_.head_dim));
+      // Whole rows move, so quantized rows are moved as they are.
+      const size_t row_bytes = v.bytes / rows;
+      std::vector<uint8_t> rows_hf(v.bytes);
+      for (int r = 0; r < rows; r++)
+        std::memcpy(rows_hf.data() + static_cast<size_t>(hf_row_of_gguf_row(r, config_.head_dim)) * row_bytes,
+                    t.data + static_cast<size_t>(r) * row_bytes, row_bytes);
+      copies_.push_back(std::move(rows_hf));
+      v.data = copies_.back().data();
+    }
+    views_[name] = v;
+  }
+}
+
+const TensorView& GgufWeights::get(const std::string& name, const std::vector<int64_t>& shape) const {
+  auto it = views_.find(name);
+  if (it == views_.end()) throw std::runtime_error(file_->path() + ": no tensor for " + name);
+  if (it->second.shape != shape)
+    throw std::runtime_error(file_->path() + ": tensor " + it->second.name + " has shape " + shape_text(it->second.shape) + ", expected " + shape_text(shape));
+  return it->second;
+}
+
+void GgufWeights::loaded() {
+  // The model copied the q/k rows (fused q|k|v). The mapping stays: unfused matrices point into it.
+  copies_.clear();
+  copies_.shrink_to_fit();
+}
+
+std::string gguf_model_path(const std::string& path) {
+  struct stat st;
+  if (stat(path.c_str(), &st) != 0) return "";
+  if (S_ISREG(st.st_mode)) return ends_with(path, ".gguf") ? path : "";
+  if (!S_ISDIR(st.st_mode)) return "";
+  DIR* d = opendir(path.c_str());
+  if (!d) return "";
+  std::vector<std::string> gguf;
+  bool safetensors = false;
+  while (dirent* e = readdir(d)) {
+    std::string name = e->d_name;
+    if (ends_with(name, ".gguf")) gguf.push_back(path + "/" + name);
+    if (ends_with(name, ".safetensors")) safetensors = true;
+  }
+  closedir(d);
+  if (safetensors || gguf.empty()) return "";
+  if (gguf.size() > 1) throw std::runtime_error(path + " holds " + std::to_string(gguf.size()) + " .gguf files; name one with --model FILE.gguf");
+  return gguf[0];
+}
+
+}  // namespace ctxr

@@ -1,0 +1,37 @@
+// A GGUF file as a WeightSource: llama.cpp tensor names mapped to Hugging Face ones, the model
+// config from its metadata, and the llama q/k row permutation undone.
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "gguf.h"
+#include "model_config.h"
+#include "weights.h"
+
+namespace ctxr {
+
+class GgufWeights final : public WeightSource {
+ public:
+  explicit GgufWeights(const std::string& path);
+  bool has(const std::string& name) const override { return views_.count(name) != 0; }
+  const TensorView& get(const std::string& name, const std::vector<int64_t>& shape) const override;
+  void loaded() override;
+  const ModelConfig& config() const { return config_; }
+
+ private:
+  std::unique_ptr<GgufFile> file_;
+  ModelConfig config_;
+  std::map<std::string, TensorView> views_;
+  std::vector<std::vector<uint8_t>> copies_;  // unpermuted q/k rows
+};
+
+// The GGUF file `path` names: itself when it is a file ending in .gguf, or the only .gguf of a
+// folder that holds no *.safetensors; "" otherwise (a safetensors folder).
+std::string gguf_model_path(const std::string& path);
+
+// Row r of a llama.cpp-converted q or k projection (heads of head_dim rows) holds Hugging Face
+// row hf_row_of_gguf_row(r): the converter interleaved each head's two halves.
+int hf_row_of_gguf_row(int r, int head_dim);
+
+}  // namespace ctxr

@@ -1,0 +1,87 @@
+// ModelConfig from GGUF metadata (llama.cpp's key names, prefixed by general.architecture).
+#include <cmath>
+#include <stdexcept>
+
+#include "gguf.h"
+#include "model_config.h"
+
+namespace ctxr {
+
+namespace {
+
+class Keys {
+ public:
+  Keys(const GgufFile& f, std::string prefix) : f_(f), prefix_(std::move(prefix)) {}
+  [[noreturn]] void bad(const std::string& key, const std::string& what) const {
+    throw std::runtime_error(f_.path() + ": metadata " + key + " " + what);
+  }
+  int positive_int(const std::string& name, int fallback = -1) const {
+    const std::string key = prefix_ + name;
+    const GgufValue* v = f_.find(key);
+    if (!v) {
+      if (fallback > 0) return fallback;
+      bad(key, "is missing");
+    }
+    if (!v->is_integer() || v->integer < 1 || v->integer > 1000000000) bad(key, "must be a positive integer");
+    return static_cast<int>(v->integer);
+  }
+  double number(const std::string& name, double fallback) const {
+    const std::string key = prefix_ + name;
+    const GgufValue* v = f_.find(key);
+    if (!v) return fallback;
+    if (!v->is_number()) bad(key, "must be a number");
+    return v->as_number();
+  }
+  const GgufValue* find(const std::string& name) const { return f_.find(prefix_ + name); }
+  std::string key(const std::string& name) const { return prefix_ + name; }
+
+ private:
+  const GgufFile& f_;
+  std::string prefix_;
+};
+
+}  // namespace
+
+ModelConfig model_config_from_gguf(const GgufFile& file) {
+  const GgufValue* arch = file.find("general.architecture");
+  if (!arch || arch->type != GgufValueType::String) throw std::runtime_error(file.path() + ": metadata general.architecture is missing");
+  ModelConfig c;
+  if (arch->text == "llama") c.architecture = "LlamaForCausalLM";
+  else if (arch->text == "qwen2") c.architecture = "Qwen2ForCausalLM";
+  else throw std::runtime_error(file.path() + ": metadata general.architecture " + arch->text + " is not supported (llama, qwen2)");
+  Keys k(file, arch->text + ".");
+  c.hidden = k.positive_int("embedding_length");
+  c.heads = k.positive_int("attention.head_count");
+  c.kv_heads = k.positive_int("attention.head_count_kv", c.heads);
+  c.head_dim = k.positive_int("attention.key_length", c.hidden / c.heads);
+  if (k.positive_int("attention.value_length", c.head_dim) != c.head_dim) k.bad(k.key("attention.value_length"), "differs from key_length");
+  c.intermediate = k.positive_int("feed_forward_length");
+  c.layers = k.positive_int("block_count");
+  c.max_position_embeddings = k.positive_int("context_length", 4096);
+  if (c.heads % c.kv_heads != 0) k.bad(k.key("attention.head_count"), "is not a multiple of head_count_kv");
+  if (c.head_dim % 2 != 0) k.bad(k.key("attention.key_length"), "must be even");
+  if (k.positive_int("rope.dimension_count", c.head_dim) != c.head_dim) k.bad(k.key("rope.dimension_count"), "differs from the head size (partial rotary is not supported)");
+  c.rms_norm_eps = k.number("attention.layer_norm_rms_epsilon", 1e-6);
+  c.rope_theta = k.number("rope.freq_base", 10000);
+  if (c.rope_theta <= 0) k.bad(k.key("rope.freq_base"), "must be positive");
+  if (const GgufValue* t = k.find("rope.scaling.type")) {
+    if (t->type != GgufValueType::String) k.bad(k.key("rope.scaling.type"), "must be a string");
+    if (t->text == "linear") {
+      c.rope_type = "linear";
+      c.rope_factor = k.number("rope.scaling.factor", 0);
+      if (c.rope_factor <= 0) k.bad(k.key("rope.scaling.factor"), "must be positive");
+    } else if (t->text != "none") {
+      k.bad(k.key("rope.scaling.type"), t->text + " is not supported (none, linear)");
+    }
+  }
+  if (const GgufValue* sw = k.find("attention.sliding_window"); sw && sw->is_integer()) c.sliding_window = static_cast<int>(sw->integer);
+  const GgufValue* tokens = file.find("tokenizer.ggml.tokens");
+  if (tokens && tokens->type == GgufValueType::Array && tokens->count > 0) c.vocab = static_cast<int>(tokens->count);
+  else if (k.find("vocab_size")) c.vocab = k.positive_int("vocab_size");
+  else if (const GgufTensor* e = file.tensor("token_embd.weight"); e && e->dims.size() == 2) c.vocab = static_cast<int>(e->dims[1]);
+  else throw std::runtime_error(file.path() + ": metadata tokenizer.ggml.tokens is missing (no vocabulary size)");
+  c.tie_word_embeddings = file.tensor("output.weight") == nullptr;
+  return c;
+}
+
+}  // namespace ctxr

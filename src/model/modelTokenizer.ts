@@ -235,14 +235,43 @@ function renameIdentifier(node: unknown, from: string, to: string, seen = new We
 }
 
 export async function loadModelTokenizer(dir: string): Promise<ModelTokenizer> {
-  const tokenizerPath = join(dir, "tokenizer.json");
-  const configPath = join(dir, "tokenizer_config.json");
-  const generationPath = join(dir, "generation_config.json");
   const [tokenizerJson, config, generationConfig] = await Promise.all([
     readJsonObject(dir, "tokenizer.json", true),
     readJsonObject(dir, "tokenizer_config.json", true),
     readJsonObject(dir, "generation_config.json", false),
   ]);
+  return modelTokenizerFromJson({
+    dir,
+    tokenizerJson,
+    config,
+    generationConfig,
+    chatTemplate: await findChatTemplate(dir, config),
+    names: { tokenizer: join(dir, "tokenizer.json"), config: join(dir, "tokenizer_config.json"), generation: join(dir, "generation_config.json") },
+  });
+}
+
+/** A tokenizer's parts as in-memory JSON (what a model folder's files hold, or what a GGUF file's metadata converts to). */
+export interface ModelTokenizerParts {
+  /** Where the model came from (ModelTokenizer.dir): a model folder, or a GGUF file. */
+  dir: string;
+  /** tokenizer.json's object. */
+  tokenizerJson: Record<string, unknown>;
+  /** tokenizer_config.json's object (special tokens, decoding options). */
+  config: Record<string, unknown>;
+  /** generation_config.json's object (eos_token_id: a number or a list), or null. */
+  generationConfig: Record<string, unknown> | null;
+  /** The chat template's text and where it came from, or null. */
+  chatTemplate: { text: string; file: string } | null;
+  /** What error messages call each part (file paths, or GGUF keys). */
+  names: { tokenizer: string; config: string; generation: string };
+}
+
+/** A ModelTokenizer from in-memory parts; errors name the parts by `names`. */
+export function modelTokenizerFromJson(parts: ModelTokenizerParts): ModelTokenizer {
+  const { dir, tokenizerJson, config, generationConfig } = parts;
+  const tokenizerPath = parts.names.tokenizer;
+  const configPath = parts.names.config;
+  const generationPath = parts.names.generation;
   if (typeof tokenizerJson.model !== "object" || tokenizerJson.model === null) {
     throw new ModelTokenizerError(`${tokenizerPath} has no model section; is it a Hugging Face tokenizer.json?`);
   }
@@ -291,7 +320,7 @@ export async function loadModelTokenizer(dir: string): Promise<ModelTokenizer> {
   const specialIds = new Set<number>();
   for (const [id, token] of added) if (token.special) specialIds.add(id);
 
-  const templateSource = await findChatTemplate(dir, config);
+  const templateSource = parts.chatTemplate;
   let template: Template | null = null;
   let templateError: ModelTokenizerError | null = null;
   if (templateSource !== null) {

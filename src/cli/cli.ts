@@ -7,6 +7,7 @@ import { EXIT_FAILURE, EXIT_OK, EXIT_USAGE, InputError, UsageError } from "./arg
 import { INDEX_BUILD_HELP, indexBuildCommand } from "./commands/indexBuild.ts";
 import { CALIBRATE_SPARSE_HELP, calibrateSparseCommand } from "./commands/calibrateSparse.ts";
 import { MODEL_HELP, MODEL_TINY_HELP, modelTinyCommand } from "./commands/model.ts";
+import { MODEL_QUANTIZE_HELP, modelQuantizeCommand } from "./commands/modelQuantize.ts";
 import { SERVE_HELP, serveCommand } from "./commands/serve.ts";
 import { SIMULATE_HELP, simulateCommand } from "./commands/simulate.ts";
 import type { Command, CommandIo } from "./commands/types.ts";
@@ -23,6 +24,7 @@ Commands:
   model tiny     write a deterministic tiny Llama checkpoint (tests, smoke runs, benchmarks)
   model calibrate-sparse
                  calibrate sparse decode's trigger thresholds for ctxr serve --model
+  model quantize write a model folder or GGUF file as a GGUF file (f16, q8_0, q4_k, ...)
 
 Global options:
   -h, --help     show help (also: ctxr <command> --help)
@@ -49,6 +51,7 @@ const COMMANDS: Record<string, CommandEntry> = {
   serve: { run: serveCommand, help: SERVE_HELP },
   "model tiny": { run: modelTinyCommand, help: MODEL_TINY_HELP },
   "model calibrate-sparse": { run: calibrateSparseCommand, help: CALIBRATE_SPARSE_HELP },
+  "model quantize": { run: modelQuantizeCommand, help: MODEL_QUANTIZE_HELP },
 };
 
 /** Groups of subcommands: their help when called without a subcommand. */

@@ -30,6 +30,8 @@ Subcommands:
   calibrate-sparse
                  calibrate sparse decode's trigger thresholds for ctxr serve
                  (see 'ctxr model calibrate-sparse --help')
+  quantize       write a model folder or GGUF file as a GGUF file of a weight type
+                 (see 'ctxr model quantize --help')
 `;
 
 export const MODEL_TINY_HELP = `Usage: ctxr model tiny --out DIR [options]

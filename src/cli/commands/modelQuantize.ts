@@ -1,0 +1,97 @@
+/**
+ * `ctxr model quantize IN OUT --type T`: a Hugging Face model folder or a GGUF file to a
+ * GGUF file of the chosen type (src/model/gguf/quantizeModel.ts), written through a
+ * temporary file. Progress on stderr (a bar on a terminal), one summary line on stdout.
+ */
+import { statSync } from "node:fs";
+import { dirname, resolve } from "node:path";
+import { GgmlTypeError } from "../../model/gguf/ggufTypes.ts";
+import { GgufError } from "../../model/gguf/ggufMetadata.ts";
+import { ModelConversionError } from "../../model/gguf/hfToGguf.ts";
+import { QuantizeInputError, quantizeModel } from "../../model/gguf/quantizeModel.ts";
+import { QUANTIZE_TYPES, type QuantizeType } from "../../model/gguf/quantizeTypePlan.ts";
+import { TokenizerConversionError } from "../../model/gguf/tokenizerToGguf.ts";
+import { SafetensorsError } from "../../model/safetensors.ts";
+import { EXIT_OK, InputError, UsageError, parseFlags } from "../args.ts";
+import type { FlagSpec } from "../args.ts";
+import { lazyProgressBar } from "../progress.ts";
+import type { CommandIo } from "./types.ts";
+
+export const MODEL_QUANTIZE_HELP = `Usage: ctxr model quantize IN OUT --type T
+
+Writes the model IN as the GGUF file OUT with weights of type T. IN is a Hugging
+Face model folder (config.json, *.safetensors, tokenizer.json, tokenizer_config.json;
+Llama, Mistral or Qwen2) or a GGUF file (re-quantized: metadata kept). The file
+follows llama.cpp's conventions (tensor names, metadata, tokenizer, q/k row order).
+
+Types: ${QUANTIZE_TYPES.join(" | ")}
+  Norms and biases stay F32. q4_0 and q4_k store output.weight (the embedding when
+  tied) as Q6_K, like llama.cpp. Rows whose length is not a whole number of blocks
+  (256 for q4_k/q6_k, 32 for q8_0/q4_0) fall back to Q8_0, then F16.
+
+Options:
+  --type T       the weight type (required)
+  --force        replace OUT when it exists
+  -h, --help     this help
+
+OUT appears only when complete (written to a temporary file, then renamed).
+The last line on stdout is a JSON summary: tensors, bytes, seconds, types.
+Exit codes: 0 success, 2 bad usage or unusable input, 1 other failure.
+`;
+
+const COMMAND = "model quantize";
+const FLAGS: FlagSpec = { type: { type: "string" }, force: { type: "boolean" }, help: { type: "boolean", short: "h" } };
+
+export async function modelQuantizeCommand(args: string[], io: CommandIo): Promise<number> {
+  const flags = parseFlags(args, FLAGS, COMMAND, true);
+  if (flags.values.help) {
+    io.out(MODEL_QUANTIZE_HELP);
+    return EXIT_OK;
+  }
+  if (flags.positionals.length !== 2) throw new UsageError(`expected IN and OUT, got ${flags.positionals.length} argument${flags.positionals.length === 1 ? "" : "s"}`, COMMAND);
+  const [input, output] = flags.positionals as [string, string];
+  const rawType = flags.values.type;
+  if (typeof rawType !== "string") throw new UsageError("missing --type", COMMAND);
+  const type = rawType.toLowerCase() as QuantizeType;
+  if (!(QUANTIZE_TYPES as readonly string[]).includes(type)) throw new UsageError(`--type must be one of ${QUANTIZE_TYPES.join(", ")}, got '${rawType}'`, COMMAND);
+  checkOutput(input, output, Boolean(flags.values.force));
+
+  const progress = lazyProgressBar(io.progress);
+  let summary;
+  try {
+    summary = quantizeModel({ input, output, type, onProgress: (done, total) => progress.onProgress("quantize", done, total) });
+  } catch (error) {
+    if (
+      error instanceof QuantizeInputError ||
+      error instanceof GgufError ||
+      error instanceof SafetensorsError ||
+      error instanceof ModelConversionError ||
+      error instanceof TokenizerConversionError ||
+      error instanceof GgmlTypeError
+    ) {
+      throw new InputError(error.message);
+    }
+    throw error;
+  } finally {
+    progress.stop();
+  }
+  io.out(`ctxr: wrote ${output}: ${summary.tensors} tensors (${Object.entries(summary.types).map(([t, n]) => `${n} ${t}`).join(", ")}), ${summary.bytes} bytes in ${summary.seconds.toFixed(2)} s\n`);
+  io.out(JSON.stringify({ out: output, type, ...summary, seconds: Math.round(summary.seconds * 1000) / 1000 }) + "\n");
+  return EXIT_OK;
+}
+
+function checkOutput(input: string, output: string, force: boolean): void {
+  if (resolve(input) === resolve(output)) throw new UsageError("OUT must differ from IN", COMMAND);
+  try {
+    const stats = statSync(output);
+    if (stats.isDirectory()) throw new InputError(`${output} is a folder; OUT must be a file path`);
+    if (!force) throw new InputError(`${output} exists; pass --force to replace it`);
+  } catch (error) {
+    if (error instanceof InputError) throw error;
+  }
+  try {
+    if (!statSync(dirname(resolve(output))).isDirectory()) throw new Error("not a folder");
+  } catch {
+    throw new InputError(`cannot write ${output}: its folder ${dirname(resolve(output))} does not exist`);
+  }
+}

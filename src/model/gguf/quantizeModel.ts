@@ -1,0 +1,179 @@
+/**
+ * `ctxr model quantize`'s work: a Hugging Face Llama/Mistral/Qwen2 folder or a GGUF file
+ * in, a GGUF file out at the chosen type (quantizeTypePlan.ts). For a folder: the
+ * architecture's metadata and tensor names (hfToGguf.ts), q/k rows permuted for llama,
+ * rope_freqs for Llama 3 rope scaling, and the tokenizer metadata (tokenizerToGguf.ts).
+ * For a GGUF file: its metadata copied (general.file_type updated) and every tensor
+ * dequantized and quantized again. Tensors are read, converted and written one at a
+ * time; the file appears only when complete.
+ */
+import { closeSync, existsSync, openSync, readFileSync, readSync, statSync } from "node:fs";
+import { basename, join, resolve } from "node:path";
+import { openSafetensorsFolder } from "../safetensorsFolder.ts";
+import { hfModelMetadata, hfModelShape, hfTensorMapping, llama3RopeFactors, permuteQueryKeyRows } from "./hfToGguf.ts";
+import { type GgufMetadata, ggufUint32 } from "./ggufMetadata.ts";
+import { dequantizeValues, quantizeValues } from "./ggufQuantize.ts";
+import { GGUF_MAGIC, readGgufFile, readGgufTensorData } from "./ggufReader.ts";
+import { GGML_TYPE, ggmlElementCount, ggmlTypeName } from "./ggufTypes.ts";
+import { type GgufTensorToWrite, writeGgufFile } from "./ggufWriter.ts";
+import { QUANTIZE_PLANS, type QuantizeType, tensorTypeFor } from "./quantizeTypePlan.ts";
+import { tokenizerToGguf } from "./tokenizerToGguf.ts";
+
+export class QuantizeInputError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = "QuantizeInputError";
+  }
+}
+
+export interface QuantizeModelOptions {
+  input: string;
+  output: string;
+  type: QuantizeType;
+  /** Called after each tensor is written: tensors done, total, the tensor's GGUF name. */
+  onProgress?(done: number, total: number, name: string): void;
+}
+
+export interface QuantizeSummary {
+  input: "folder" | "gguf";
+  architecture: string;
+  tensors: number;
+  bytes: number;
+  seconds: number;
+  /** How many tensors of each ggml type were written. */
+  types: Record<string, number>;
+}
+
+interface Conversion {
+  kind: "folder" | "gguf";
+  metadata: GgufMetadata;
+  tensors: GgufTensorToWrite[];
+}
+
+function readJson(path: string, required: boolean): Record<string, unknown> | null {
+  if (!existsSync(path)) {
+    if (required) throw new QuantizeInputError(`${path} is missing`);
+    return null;
+  }
+  try {
+    const value = JSON.parse(readFileSync(path, "utf8"));
+    if (typeof value !== "object" || value === null || Array.isArray(value)) throw new Error("not a JSON object");
+    return value as Record<string, unknown>;
+  } catch (error) {
+    throw new QuantizeInputError(`${path}: ${(error as Error).message}`);
+  }
+}
+
+function fromFolder(folder: string, type: QuantizeType): Conversion {
+  const config = readJson(join(folder, "config.json"), true)!;
+  const tokenizerJson = readJson(join(folder, "tokenizer.json"), false);
+  if (!tokenizerJson) throw new QuantizeInputError(`${join(folder, "tokenizer.json")} is missing (a GGUF file carries the tokenizer; folders with only tokenizer.model are not supported)`);
+  const shape = hfModelShape(config);
+  const metadata = hfModelMetadata(config, basename(resolve(folder)));
+  metadata.set("general.file_type", ggufUint32(QUANTIZE_PLANS[type].fileType));
+  metadata.set("general.quantization_version", ggufUint32(2));
+  const templatePath = join(folder, "chat_template.jinja");
+  const tokenizer = tokenizerToGguf({
+    tokenizerJson,
+    tokenizerConfig: readJson(join(folder, "tokenizer_config.json"), false),
+    modelConfig: config,
+    chatTemplateFile: existsSync(templatePath) ? readFileSync(templatePath, "utf8") : null,
+  });
+  for (const [key, value] of tokenizer) metadata.set(key, value);
+
+  const folderTensors = openSafetensorsFolder(folder);
+  const tensors: GgufTensorToWrite[] = [];
+  const ropeFactors = llama3RopeFactors(config);
+  if (ropeFactors) tensors.push({ name: "rope_freqs.weight", type: GGML_TYPE.F32, dims: [ropeFactors.length], data: () => quantizeValues(GGML_TYPE.F32, ropeFactors) });
+  for (const [name, entry] of folderTensors.tensors) {
+    const mapping = hfTensorMapping(name, shape);
+    if (!mapping) continue;
+    const dims = [...entry.shape].reverse();
+    const tensorType = tensorTypeFor(type, mapping.ggufName, dims, shape.tied);
+    tensors.push({
+      name: mapping.ggufName,
+      type: tensorType,
+      dims,
+      data: () => {
+        let values = folderTensors.readFloat32(name);
+        if (mapping.permuteHeads > 0) values = permuteQueryKeyRows(values, entry.shape[0]!, mapping.permuteHeads);
+        return quantizeValues(tensorType, values);
+      },
+    });
+  }
+  if (!tensors.some((t) => t.name === "token_embd.weight")) throw new QuantizeInputError(`${folder}: no model.embed_tokens.weight tensor`);
+  return { kind: "folder", metadata, tensors };
+}
+
+function fromGguf(path: string, type: QuantizeType): Conversion {
+  const gguf = readGgufFile(path);
+  const metadata: GgufMetadata = new Map(gguf.metadata);
+  metadata.set("general.file_type", ggufUint32(QUANTIZE_PLANS[type].fileType));
+  if (!metadata.has("general.quantization_version")) metadata.set("general.quantization_version", ggufUint32(2));
+  const tied = !gguf.tensors.some((t) => t.name === "output.weight");
+  const tensors = gguf.tensors.map((info): GgufTensorToWrite => {
+    const tensorType = info.type === GGML_TYPE.F32 && info.dims.length < 2 ? GGML_TYPE.F32 : tensorTypeFor(type, info.name, info.dims, tied);
+    return {
+      name: info.name,
+      type: tensorType,
+      dims: info.dims,
+      data: () => {
+        const bytes = readGgufTensorData(path, info);
+        if (tensorType === info.type) return bytes;
+        return quantizeValues(tensorType, dequantizeValues(info.type, bytes, ggmlElementCount(info.dims)));
+      },
+    };
+  });
+  return { kind: "gguf", metadata, tensors };
+}
+
+function isGgufFile(path: string): boolean {
+  let fd: number | undefined;
+  try {
+    fd = openSync(path, "r");
+    const head = new Uint8Array(4);
+    return readSync(fd, head, 0, 4, 0) === 4 && new DataView(head.buffer).getUint32(0, true) === GGUF_MAGIC;
+  } catch {
+    return false;
+  } finally {
+    if (fd !== undefined) closeSync(fd);
+  }
+}
+
+export function quantizeModel(options: QuantizeModelOptions): QuantizeSummary {
+  const started = performance.now();
+  let stats;
+  try {
+    stats = statSync(options.input);
+  } catch (error) {
+    throw new QuantizeInputError(`cannot read ${options.input}: ${(error as NodeJS.ErrnoException).code ?? (error as Error).message}`);
+  }
+  let conversion: Conversion;
+  if (stats.isDirectory()) conversion = fromFolder(options.input, options.type);
+  else if (isGgufFile(options.input)) conversion = fromGguf(options.input, options.type);
+  else throw new QuantizeInputError(`${options.input} is neither a model folder nor a GGUF file`);
+
+  const total = conversion.tensors.length;
+  let done = 0;
+  const tensors = conversion.tensors.map((tensor) => ({
+    ...tensor,
+    data: () => {
+      const bytes = tensor.data();
+      options.onProgress?.(++done, total, tensor.name);
+      return bytes;
+    },
+  }));
+  const bytes = writeGgufFile(options.output, conversion.metadata, tensors);
+  const types: Record<string, number> = {};
+  for (const tensor of tensors) types[ggmlTypeName(tensor.type)] = (types[ggmlTypeName(tensor.type)] ?? 0) + 1;
+  const architecture = conversion.metadata.get("general.architecture");
+  return {
+    input: conversion.kind,
+    architecture: architecture?.type === "string" ? architecture.value : "unknown",
+    tensors: total,
+    bytes,
+    seconds: (performance.now() - started) / 1000,
+    types,
+  };
+}
+

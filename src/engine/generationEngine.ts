@@ -5,7 +5,7 @@
  * requests it was running). Prometheus metrics of the scheduler.
  */
 import { existsSync, statSync } from "node:fs";
-import { basename, join, resolve } from "node:path";
+import { join, resolve } from "node:path";
 import { DEFAULT_KV_POLICY, DEFAULT_RECOMPUTE_RATIO, GenerationScheduler, type GenerationHandle, type GenerationRequest, type LatencyObserver, type SchedulerStats } from "./generationScheduler.ts";
 import { describeKvSettings } from "./kvSettings.ts";
 import { GrammarCompiler } from "./grammarCompiler.ts";
@@ -18,7 +18,11 @@ import type { RunnerInfo } from "../runner/runnerProtocol.ts";
 import type { FieldDocument } from "../proxy/documents/documentsField.ts";
 import { ChunkCache } from "../kv/chunkCache.ts";
 import { DiskKvTier } from "../kv/diskKvTier.ts";
-import { modelIdentity } from "../kv/modelIdentity.ts";
+import { ggufModelIdentity, modelIdentity } from "../kv/modelIdentity.ts";
+import { readGgufFile } from "../model/gguf/ggufReader.ts";
+import { ggufModelConfig } from "../model/gguf/ggufModelConfig.ts";
+import { ggufModelTokenizer } from "../model/gguf/ggufTokenizer.ts";
+import { resolveModelSource, type ModelSource } from "../model/modelSource.ts";
 import type { RecomputePolicy } from "../kv/recomputeSelection.ts";
 import { promptTokens, segmentChat, segmentTexts, type SegmentedPrompt } from "../kv/segmentedPrompt.ts";
 import type { UncertaintyTriggerOptions } from "../kv/uncertaintyTrigger.ts";
@@ -27,7 +31,7 @@ import { DEFAULT_PROPHET_SPAN_DECAY, type ProphetQueryRows } from "../kv/recompu
 import type { PrefixCacheEvents } from "../kv/prefixBlockCache.ts";
 
 export interface EngineOptions {
-  /** The model folder (config.json, *.safetensors, tokenizer.json, tokenizer_config.json). */
+  /** The model folder (config.json, *.safetensors, tokenizer.json, tokenizer_config.json), a .gguf file, or a folder holding one .gguf file. */
   model: string;
   /** "cpu" (default), "cuda" or "cuda:N". */
   device?: string;
@@ -37,7 +41,7 @@ export interface EngineOptions {
   blockSize?: number;
   /** CPU threads of the runner (default: the runner's). */
   threads?: number;
-  /** The model id in the API (default: the folder's name). */
+  /** The model id in the API (default: the folder's name, or the GGUF file's name without .gguf). */
   servedModelName?: string;
   /** The runner executable (default: found by runnerExecutable.ts). */
   runner?: string;
@@ -101,6 +105,29 @@ export function prefixSeed(identity: string, info: Pick<RunnerInfo, "kv_dtype" |
   return `${identity}|kv=${info.kv_dtype}|block=${info.block_size}|device=${info.device}`;
 }
 
+/** A model's tokenizer, whether plain completions start with BOS, and its prefix-cache identity. */
+interface LoadedModel {
+  tokenizer: ModelTokenizer;
+  addBos: boolean;
+  identity: () => Promise<string>;
+}
+
+/**
+ * The tokenizer side of a model source. A GGUF file's header is read (never its tensor data)
+ * and checked before the runner starts: a damaged file or an architecture we do not run fails
+ * here with the reader's or the config's error naming the key or tensor.
+ */
+async function loadModel(source: ModelSource): Promise<LoadedModel> {
+  if (source.kind === "folder") {
+    const tokenizer = await loadModelTokenizer(source.path);
+    return { tokenizer, addBos: await completionsAddBos(source.path, tokenizer), identity: () => modelIdentity(source.path) };
+  }
+  const header = readGgufFile(source.path);
+  ggufModelConfig(header.metadata, header.tensors);
+  const { tokenizer, addBos } = ggufModelTokenizer(header.metadata, source.path);
+  return { tokenizer, addBos, identity: () => ggufModelIdentity(source.path, header.dataStart) };
+}
+
 export class GenerationEngine {
   /** Unix seconds when the engine started (the model's "created"). */
   readonly created = Math.floor(Date.now() / 1000);
@@ -119,10 +146,12 @@ export class GenerationEngine {
   ) {}
 
   static async open(options: EngineOptions): Promise<GenerationEngine> {
-    const dir = modelFolderPath(options.model);
+    const source = resolveModelSource(options.model);
+    const dir = source.path;
     const log = options.log ?? (() => {});
     const device = options.device ?? "cpu";
-    const tokenizer = await loadModelTokenizer(dir);
+    const model = await loadModel(source);
+    const tokenizer = model.tokenizer;
     const executable = options.runner ?? (await findRunner(device, { log }));
     const runner = await RunnerProcess.start({
       executable,
@@ -133,7 +162,7 @@ export class GenerationEngine {
       device,
       log: (line) => log(`ctxr-runner: ${line}`),
     });
-    const identity = await modelIdentity(dir);
+    const identity = await model.identity();
     const disk = options.kvDir ? new DiskKvTier({ dir: options.kvDir, capacityBytes: options.kvDiskBytes ?? 16 * 2 ** 30, modelIdentity: identity, layers: runner.info.layers, kvWidth: runner.info.kv_heads * runner.info.head_dim, pageSize: runner.info.block_size, log }) : null;
     const chunkCache = new ChunkCache(runner, { deviceBlocks: options.kvDeviceBlocks, hostBytes: options.kvHostBytes, disk, log });
     const scheduler = new GenerationScheduler(runner, tokenizer, {
@@ -159,7 +188,7 @@ export class GenerationEngine {
       log(`ctxr: ${error.message}`);
       scheduler.runnerCrashed();
     });
-    const engine = new GenerationEngine(options.servedModelName ?? basename(dir), dir, tokenizer, runner, scheduler, await completionsAddBos(dir, tokenizer), device, chunkCache);
+    const engine = new GenerationEngine(options.servedModelName ?? source.name, dir, tokenizer, runner, scheduler, model.addBos, device, chunkCache);
     engine.toolCallFormat = options.toolCallParser ?? null;
     const capacities = chunkCache.capacities;
     engine.kvSettings = describeKvSettings({

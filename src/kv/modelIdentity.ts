@@ -9,6 +9,10 @@
  * header, size and config alike goes unnoticed (retrained weights in place are
  * not a case this guards against; a different checkpoint has a different header
  * or config in practice, and its own file names and sizes).
+ *
+ * A GGUF file's identity (ggufModelIdentity) is the same kind of digest under its own tag:
+ * the file's size and its header, everything before the tensor data (the metadata with
+ * hyperparameters and tokenizer, and every tensor's name, type, shape and offset).
  */
 import { createHash } from "node:crypto";
 import { open, readdir, readFile } from "node:fs/promises";
@@ -17,6 +21,7 @@ import { MAX_HEADER_BYTES } from "../model/safetensors.ts";
 
 /** Bumped when what the digest covers changes (old caches then stop matching). */
 const IDENTITY_TAG = "ctxr-model-identity-v1";
+const GGUF_IDENTITY_TAG = "ctxr-gguf-model-identity-v1";
 
 export class ModelIdentityError extends Error {
   constructor(message: string) {
@@ -96,4 +101,29 @@ export async function modelIdentity(modelDir: string): Promise<string> {
     field(header);
   }
   return hash.digest("hex");
+}
+
+/**
+ * The identity of a GGUF model file (64 lowercase hex digits): its size and its first
+ * `dataStart` bytes (the header up to the tensor data, as the GGUF reader reports it).
+ */
+export async function ggufModelIdentity(path: string, dataStart: number): Promise<string> {
+  const handle = await open(path, "r");
+  try {
+    const size = (await handle.stat()).size;
+    if (!Number.isSafeInteger(dataStart) || dataStart < 0 || dataStart > size) throw new ModelIdentityError(`${path}: header end ${dataStart} is outside the file (${size} bytes)`);
+    const header = new Uint8Array(dataStart);
+    await readExactly(handle, header, 0, path);
+    const hash = createHash("sha256");
+    const encoder = new TextEncoder();
+    const tag = encoder.encode(GGUF_IDENTITY_TAG);
+    hash.update(u64(tag.length));
+    hash.update(tag);
+    hash.update(u64(size));
+    hash.update(u64(header.length));
+    hash.update(header);
+    return hash.digest("hex");
+  } finally {
+    await handle.close();
+  }
 }

@@ -106,13 +106,16 @@ Proxy for OpenAI-compatible engines (vLLM, SGLang, llama.cpp, hosted APIs):
 
 Built-in generation (OpenAI-compatible: POST /v1/chat/completions, /v1/completions,
 GET /v1/models; continuous batching on the native model runner):
-  --model DIR              serve this Hugging Face model folder (config.json,
-                           *.safetensors, tokenizer.json, tokenizer_config.json)
+  --model DIR|FILE.gguf    serve this Hugging Face model folder (config.json,
+                           *.safetensors, tokenizer.json, tokenizer_config.json),
+                           this GGUF file (tokenizer and chat template from its
+                           metadata), or a folder holding one .gguf file
   --device D               cpu (default), cuda or cuda:N
   --kv-blocks N            KV-cache blocks (default: 8,192 tokens' worth)
   --block-size B           tokens per KV block: 16 (default) or 32
   --threads N              CPU threads of the runner (default: all cores)
-  --served-model-name ID   the model's id in the API (default: the folder's name)
+  --served-model-name ID   the model's id in the API (default: the folder's name,
+                           or the GGUF file's name without .gguf)
 
 KV-cache managed generation (requests with "documents" or "segments"; every
 document's KV is cached and reused at any position):

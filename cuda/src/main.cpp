@@ -13,6 +13,7 @@
 #include "runner.h"
 #if __has_include("cpu/peak.h")
 #include "cpu/peak.h"
+#include "cpu/quant_bench.h"
 #define CTXR_HAS_PEAK 1
 #endif
 
@@ -32,6 +33,7 @@ const char* kUsage =
     "Usage: ctxr-runner --model DIR [--blocks N] [--block-size 16|32] [--threads N] [--device cpu|cuda[:N]]\n"
     "       ctxr-runner --peak-gflops [--threads N] [--seconds S]\n"
     "       ctxr-runner --bench-gemm M N K [--threads N] [--repeat R]\n"
+    "       ctxr-runner --bench-linear f32|f16|q8_0|q4_0|q4_k|q6_k M N K [--threads N] [--repeat R]\n"
     "Serves the framed binary protocol of cuda/PROTOCOL.md on stdin/stdout.\n";
 
 [[noreturn]] void usage_error(const std::string& message) {
@@ -62,7 +64,8 @@ int main(int argc, char** argv) {
   long blocks = 0, block_size = 16, threads = 0, repeat = 10;
   double seconds = 1.0;
   bool peak = false;
-  long gemm[3] = {0, 0, 0};
+  long gemm[3] = {0, 0, 0}, linear[3] = {0, 0, 0};
+  std::string linear_type;
   for (int i = 1; i < argc; i++) {
     std::string a = argv[i];
     auto value = [&](const char* flag) -> const char* {
@@ -79,6 +82,9 @@ int main(int argc, char** argv) {
     else if (a == "--peak-gflops") peak = true;
     else if (a == "--bench-gemm") {
       for (int k = 0; k < 3; k++) gemm[k] = parse_int("--bench-gemm", value("--bench-gemm"), 1, 1 << 20);
+    } else if (a == "--bench-linear") {
+      linear_type = value("--bench-linear");
+      for (int k = 0; k < 3; k++) linear[k] = parse_int("--bench-linear", value("--bench-linear"), 1, 1 << 20);
     } else if (a == "--version") {
       std::printf("%s\n", kBuild);
       return 0;
@@ -99,8 +105,16 @@ int main(int argc, char** argv) {
     std::printf("%s\n", ctxr::bench_gemm_json(gemm[0], gemm[1], gemm[2], static_cast<int>(threads ? threads : 0), repeat).c_str());
     return 0;
   }
+  if (linear[0]) {
+    try {
+      std::printf("%s\n", ctxr::bench_linear_json(linear_type, linear[0], linear[1], linear[2], static_cast<int>(threads ? threads : 0), repeat).c_str());
+    } catch (const std::exception& e) {
+      usage_error(e.what());
+    }
+    return 0;
+  }
 #else
-  if (peak || gemm[0]) usage_error("this build has no benchmarks");
+  if (peak || gemm[0] || linear[0]) usage_error("this build has no benchmarks");
 #endif
   if (model_dir.empty()) usage_error("--model DIR is required");
   if (blocks == 0) blocks = (8192 + block_size - 1) / block_size;

@@ -1,13 +1,15 @@
 // The CPU backend: float32 everywhere, OpenMP over the configured threads, the packed AVX2
 // GEMM (gemm.cpp) for linear(). Matrices are widened to f32 once; the packed copy is made on
 // first use by linear() and the plain copy on first use by embed(), so an untied embedding is
-// never packed and an lm_head is never kept unpacked.
+// never packed and an lm_head is never kept unpacked. Quantized matrices (GGUF blocks) stay as
+// they are in the file; linear() runs them through cpu/quant_linear.h.
 #include <omp.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <mutex>
 #include <stdexcept>
 #include <vector>
@@ -15,7 +17,9 @@
 #include "backend.h"
 #include "cpu/attention_cpu.h"
 #include "cpu/gemm.h"
+#include "cpu/quant_linear.h"
 #include "halfs.h"
+#include "quant.h"
 
 namespace ctxr {
 
@@ -26,13 +30,17 @@ struct Matrix {
   std::vector<float> plain;
   PackedB* packed = nullptr;
   std::mutex lock;
+  std::unique_ptr<QuantMatrix> quant;  // set for quantized weights
+  std::vector<float> widened;          // a matrix_parts() of mixed float dtypes, as f32
 };
 
 namespace {
 
+size_t dtype_size_bytes(DType d) { return d == DType::F32 ? 4 : 2; }
+
 class CpuBackend final : public Backend {
  public:
-  explicit CpuBackend(int threads) : threads_(threads > 0 ? threads : omp_get_num_procs()) {}
+  explicit CpuBackend(int threads) : threads_(threads > 0 ? threads : omp_get_num_procs()), isa_(detected_cpu_isa()) {}
   ~CpuBackend() override = default;
 
   const char* name() const override { return "cpu"; }
@@ -52,6 +60,54 @@ class CpuBackend final : public Backend {
     m->cols = cols;
     m->dtype = dtype;
     m->source = data;
+    if (dtype_quantized(dtype)) {
+      m->quant = std::make_unique<QuantMatrix>();
+      m->quant->rows = rows;
+      m->quant->cols = cols;
+      m->quant->parts.push_back({dtype, 0, rows, static_cast<const uint8_t*>(data), dtype_row_bytes(dtype, cols)});
+    }
+    return m;
+  }
+
+  Matrix* matrix_parts(const void* data, const std::vector<MatrixPart>& parts, int cols) override {
+    bool same = true, any_quant = false, all_quant = true;
+    int rows = 0;
+    for (const MatrixPart& p : parts) {
+      same = same && p.dtype == parts[0].dtype;
+      any_quant = any_quant || dtype_quantized(p.dtype);
+      all_quant = all_quant && dtype_quantized(p.dtype);
+      rows += p.rows;
+    }
+    if (same) return matrix(data, parts[0].dtype, rows, cols);
+    if (any_quant && !all_quant) throw std::runtime_error("a fused projection mixes quantized and float tensors");
+    auto* m = new Matrix;
+    m->rows = rows;
+    m->cols = cols;
+    const auto* at = static_cast<const uint8_t*>(data);
+    if (all_quant) {
+      m->dtype = parts[0].dtype;
+      m->quant = std::make_unique<QuantMatrix>();
+      m->quant->rows = rows;
+      m->quant->cols = cols;
+      int first = 0;
+      for (const MatrixPart& p : parts) {
+        const size_t row_bytes = dtype_row_bytes(p.dtype, cols);
+        m->quant->parts.push_back({p.dtype, first, p.rows, at, row_bytes});
+        at += row_bytes * p.rows;
+        first += p.rows;
+      }
+    } else {  // f32 / f16 / bf16 parts: widened once
+      m->dtype = DType::F32;
+      m->widened.resize(static_cast<size_t>(rows) * cols);
+      float* out = m->widened.data();
+      for (const MatrixPart& p : parts) {
+        const size_t count = static_cast<size_t>(p.rows) * cols;
+        widen_to_f32(at, static_cast<int>(p.dtype), count, out);
+        at += count * dtype_size_bytes(p.dtype);
+        out += count;
+      }
+      m->source = m->widened.data();
+    }
     return m;
   }
   void free_matrix(Matrix* m) override {
@@ -59,7 +115,9 @@ class CpuBackend final : public Backend {
     delete m;
   }
   const char* matrix_dtype() const override { return "f32"; }
-  void prepare_linear(Matrix* m) override { packed_of(m); }
+  void prepare_linear(Matrix* m) override {
+    if (!m->quant) packed_of(m);
+  }
 
   float* vector(const void* data, DType dtype, int n) override {
     auto* v = static_cast<float*>(alloc(static_cast<size_t>(n) * 4));
@@ -68,8 +126,12 @@ class CpuBackend final : public Backend {
   }
 
   void embed(const Matrix* table, const int32_t* tokens, int n, float* out) override {
-    const auto& plain = plain_of(const_cast<Matrix*>(table));
     size_t d = table->cols;
+    if (table->quant) {
+      for (int i = 0; i < n; i++) table->quant->dequantize(tokens[i], 1, out + i * d);
+      return;
+    }
+    const auto& plain = plain_of(const_cast<Matrix*>(table));
     for (int i = 0; i < n; i++) std::memcpy(out + i * d, plain.data() + static_cast<size_t>(tokens[i]) * d, d * 4);
   }
 
@@ -86,6 +148,7 @@ class CpuBackend final : public Backend {
   }
 
   void linear(const float* x, int n, const Matrix* w, const float* bias, float* y) override {
+    if (w->quant) return quant_linear(x, n, *w->quant, bias, y, threads_, isa_);
     sgemm_packed(x, n, packed_of(const_cast<Matrix*>(w)), bias, y, threads_);
   }
 
@@ -178,6 +241,7 @@ class CpuBackend final : public Backend {
 
  private:
   int threads_;
+  CpuIsa isa_;
   KvGeometry geometry_{};
   std::vector<std::vector<float>> keys_, values_;
 

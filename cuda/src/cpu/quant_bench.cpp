@@ -1,0 +1,77 @@
+#include "cpu/quant_bench.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <stdexcept>
+#include <vector>
+
+#include "backend.h"
+#include "cpu/quant_dot.h"
+#include "cpu/quant_linear.h"
+#include "quant.h"
+
+namespace ctxr {
+
+std::string bench_linear_json(const std::string& type, int m, int n, int k, int threads, int repeat) {
+  static const std::pair<const char*, DType> types[] = {{"f32", DType::F32},   {"f16", DType::F16},   {"q8_0", DType::Q8_0},
+                                                        {"q4_0", DType::Q4_0}, {"q4_k", DType::Q4_K}, {"q6_k", DType::Q6_K}};
+  DType t = DType::F32;
+  bool known = false;
+  for (const auto& [name, d] : types)
+    if (type == name) t = d, known = true;
+  if (!known) throw std::invalid_argument("--bench-linear type must be f32, f16, q8_0, q4_0, q4_k or q6_k");
+  if (threads <= 0) threads = omp_get_max_threads();
+  std::mt19937 rng(99);
+  const size_t bytes = static_cast<size_t>(n) * dtype_row_bytes(t, k);
+  std::vector<uint8_t> w(bytes);
+  if (t == DType::F32 || t == DType::F16) {
+    std::uniform_real_distribution<float> dist(-1.f, 1.f);
+    for (size_t i = 0; i < static_cast<size_t>(n) * k; i++) {
+      const float v = dist(rng);
+      if (t == DType::F32) std::memcpy(&w[4 * i], &v, 4);
+      else {
+        const uint16_t h = f32_to_f16_bits(v);
+        std::memcpy(&w[2 * i], &h, 2);
+      }
+    }
+  } else {
+    for (auto& b : w) b = static_cast<uint8_t>(rng());
+    const uint16_t d = f32_to_f16_bits(0.01f);
+    const size_t block = dtype_block_bytes(t);
+    for (size_t at = 0; at < bytes; at += block) {
+      std::memcpy(&w[at + (t == DType::Q6_K ? 208 : 0)], &d, 2);
+      if (t == DType::Q4_K) std::memcpy(&w[at + 2], &d, 2);
+    }
+  }
+  std::unique_ptr<Backend> backend(make_cpu_backend(threads));
+  Matrix* matrix = backend->matrix(w.data(), t, n, k);
+  backend->prepare_linear(matrix);
+  std::vector<float> x(static_cast<size_t>(m) * k), y(static_cast<size_t>(m) * n);
+  std::uniform_real_distribution<float> dist(-1.f, 1.f);
+  for (auto& v : x) v = dist(rng);
+  backend->linear(x.data(), m, matrix, nullptr, y.data());
+  std::vector<double> ms;
+  for (int r = 0; r < std::max(repeat, 1); r++) {
+    const auto t0 = std::chrono::steady_clock::now();
+    backend->linear(x.data(), m, matrix, nullptr, y.data());
+    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+  }
+  backend->free_matrix(matrix);
+  std::sort(ms.begin(), ms.end());
+  const double med = ms[ms.size() / 2];
+  const char* path_env = std::getenv("CTXR_QUANT_PATH");
+  const char* path = !dtype_quantized(t) ? "f32-gemm" : path_env ? path_env : (m <= quant_linear_int8_max_rows() ? "int8" : "f32");
+  char buf[400];
+  std::snprintf(buf, sizeof buf,
+                "{\"type\":\"%s\",\"m\":%d,\"n\":%d,\"k\":%d,\"threads\":%d,\"isa\":\"%s\",\"path\":\"%s\",\"median_ms\":%.4f,\"gflops\":%.2f,\"weight_gbps\":%.2f}",
+                type.c_str(), m, n, k, threads, cpu_isa_name(detected_cpu_isa()), path, med, 2.0 * m * n * k / (med * 1e-3) * 1e-9,
+                bytes / (med * 1e-3) * 1e-9);
+  return buf;
+}
+
+}  // namespace ctxr

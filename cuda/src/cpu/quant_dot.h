@@ -1,0 +1,24 @@
+// Dot products of one quantized weight row with one row of quantized activations (quant.h),
+// integer products per block and f32 accumulation, one implementation per instruction set,
+// picked at run time by CPUID: AVX2 (maddubs) everywhere the runner runs, AVX-512 VNNI
+// (512-bit dpbusd, two 32-element blocks per instruction) where the CPU has it.
+// CTXR_CPU_ISA=avx2 forces the AVX2 kernels.
+#pragma once
+#include "backend.h"
+#include "quant.h"
+
+namespace ctxr {
+
+enum class CpuIsa { Avx2, Avx512Vnni };
+
+CpuIsa detected_cpu_isa();  // the best the CPU has, unless CTXR_CPU_ISA says avx2
+bool cpu_has_avx512_vnni();
+const char* cpu_isa_name(CpuIsa isa);
+
+// Σ over `blocks32` blocks of 32 elements of w·a (w: a row of `t` blocks, a: activations).
+using QuantDotFn = float (*)(const void* w, const ActBlock* a, int blocks32);
+QuantDotFn quant_dot_avx2(DType t);
+QuantDotFn quant_dot_avx512(DType t);  // call only where cpu_has_avx512_vnni()
+QuantDotFn quant_dot(DType t, CpuIsa isa);
+
+}  // namespace ctxr

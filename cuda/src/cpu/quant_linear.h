@@ -1,0 +1,32 @@
+// linear() for quantized weight matrices on the CPU: y[i][:] = x[i][:] · Wᵀ (+ bias) where W's
+// rows are ggml blocks kept as in the file (row ranges may differ in format: QuantRows).
+//   n ≤ int8_max_rows: activation rows quantized per 32 (quant.h), integer dot products
+//     (quant_dot.h), OpenMP over output rows;
+//   larger n: tiles of weight rows dequantized to f32 once and run through the f32 GEMM.
+#pragma once
+#include <vector>
+
+#include "backend.h"
+#include "cpu/quant_dot.h"
+
+namespace ctxr {
+
+struct QuantRows {
+  DType dtype;
+  int first_row, rows;
+  const uint8_t* data;
+  size_t row_bytes;
+};
+
+struct QuantMatrix {
+  int rows = 0, cols = 0;
+  std::vector<QuantRows> parts;
+  const QuantRows& part_of(int row) const;
+  void dequantize(int first_row, int rows, float* out) const;  // rows [first_row, +rows) to f32
+};
+
+// Which path: 0 = choose by n (quant_linear_int8_max_rows), 1 = int8 dot products, 2 = f32 tiles.
+void quant_linear(const float* x, int n, const QuantMatrix& w, const float* bias, float* y, int threads, CpuIsa isa, int path = 0);
+int quant_linear_int8_max_rows();
+
+}  // namespace ctxr

@@ -1,0 +1,198 @@
+// Quantized formats: every format's SIMD dot product (AVX2 and, where the CPU has it, AVX-512
+// VNNI) against the scalar reference (dequantize, then a double dot with the dequantized
+// activations) on random blocks; the quantized linear() against the f32 product with the
+// dequantized weights, both paths (int8 dot products, f32 tiles), n = 1, 7, 64, 300.
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "cpu/quant_dot.h"
+#include "cpu/quant_linear.h"
+#include "halfs.h"
+#include "quant.h"
+#include "runner_test.h"
+#include "safetensors.h"
+
+using namespace ctxr;
+
+namespace {
+
+const DType kFormats[] = {DType::Q8_0, DType::Q4_0, DType::Q4_K, DType::Q6_K};
+
+// A random row of `cols` elements of format t: random quant bytes, scales of modest size.
+std::vector<uint8_t> random_row(DType t, int cols, std::mt19937& rng) {
+  std::vector<uint8_t> row(dtype_row_bytes(t, cols));
+  for (auto& b : row) b = static_cast<uint8_t>(rng());
+  std::uniform_real_distribution<float> scale(0.001f, 0.05f);
+  const size_t bytes = dtype_block_bytes(t);
+  for (size_t at = 0; at < row.size(); at += bytes) {
+    const uint16_t d = f32_to_f16_bits(scale(rng) * ((rng() & 1) ? 1 : -1)), dmin = f32_to_f16_bits(scale(rng));
+    if (t == DType::Q6_K) std::memcpy(&row[at + 208], &d, 2);
+    else std::memcpy(&row[at], &d, 2);
+    if (t == DType::Q4_K) std::memcpy(&row[at + 2], &dmin, 2);
+  }
+  return row;
+}
+
+// The same row with every quant bit zeroed (scales kept): dequantizes to each element's offset.
+std::vector<uint8_t> offsets_row(DType t, std::vector<uint8_t> row) {
+  const size_t bytes = dtype_block_bytes(t);
+  for (size_t at = 0; at < row.size(); at += bytes) {
+    if (t == DType::Q8_0) std::memset(&row[at + 2], 0, 32);
+    if (t == DType::Q4_0) std::memset(&row[at + 2], 0, 16);
+    if (t == DType::Q4_K) std::memset(&row[at + 16], 0, 128);
+    if (t == DType::Q6_K) std::memset(&row[at], 0, 192);
+  }
+  return row;
+}
+
+std::vector<float> random_vector(size_t n, std::mt19937& rng, float spread = 1.f) {
+  std::normal_distribution<float> normal(0.f, spread);
+  std::vector<float> v(n);
+  for (auto& x : v) x = normal(rng);
+  return v;
+}
+
+std::vector<CpuIsa> isas() {
+  std::vector<CpuIsa> v = {CpuIsa::Avx2};
+  if (cpu_has_avx512_vnni()) v.push_back(CpuIsa::Avx512Vnni);
+  return v;
+}
+
+}  // namespace
+
+RUNNER_TEST(quant, f16_bits_round_trip) {
+  for (float f : {0.f, 1.f, -2.5f, 65504.f, 6.1035156e-05f, 5.9604645e-08f, 0.1f, 1e-3f}) {
+    const uint16_t h = f32_to_f16_bits(f);
+    CHECK_MSG(std::fabs(f16_to_f32(h) - f) <= std::fabs(f) * 0.0005f, f << " -> " << h);
+  }
+}
+
+// Exact up to float rounding: per block the integer sum is exact; the scales' products and the
+// f32 accumulation round. Tolerance (blocks + 8)·2⁻²⁰·S, with S = Σ (|w_i| + |offset_i|)·|a_i|
+// (offset: Q4_0's 8d, Q4_K's min, Q6_K's 32·d·sc, applied through the activation sums). An
+// element-order mistake is an error of order S/√cols, far above it.
+RUNNER_TEST(quant, simd_dot_matches_reference) {
+  std::mt19937 rng(11);
+  for (DType t : kFormats)
+    for (int cols : {256, 512, 768, 4096})
+      for (int trial = 0; trial < 20; trial++) {
+        if (cols % dtype_block_elements(t)) continue;
+        const std::vector<uint8_t> w = random_row(t, cols, rng);
+        std::vector<float> wf(cols), of(cols), af(cols);
+        dequantize_row(t, w.data(), cols, wf.data());
+        const std::vector<uint8_t> zero = offsets_row(t, w);
+        dequantize_row(t, zero.data(), cols, of.data());
+        const std::vector<float> x = random_vector(cols, rng, trial % 3 == 0 ? 100.f : 1.f);
+        std::vector<ActBlock> a(cols / 32);
+        quantize_activations(x.data(), cols, a.data());
+        double ref = 0, mag = 0;
+        for (int i = 0; i < cols; i++) {
+          const double ai = static_cast<double>(a[i / 32].q[i % 32]) * a[i / 32].d;
+          ref += static_cast<double>(wf[i]) * ai;
+          mag += (std::fabs(wf[i]) + std::fabs(of[i])) * std::fabs(ai);
+        }
+        const double tol = (cols / 32 + 8) * std::ldexp(1.0, -20) * mag;
+        for (CpuIsa isa : isas()) {
+          const float got = quant_dot(t, isa)(w.data(), a.data(), cols / 32);
+          CHECK_MSG(std::fabs(got - ref) <= tol, dtype_name(t) << " " << cpu_isa_name(isa) << " cols=" << cols << " trial=" << trial
+                                                                       << ": " << got << " vs " << ref << ", tolerance " << tol);
+        }
+      }
+}
+
+// Activations: q·d within d/2 of x, never −128, sums right.
+RUNNER_TEST(quant, activation_blocks) {
+  std::mt19937 rng(5);
+  std::vector<float> x = random_vector(256, rng, 3.f);
+  x[7] = -1e3f;
+  std::vector<ActBlock> a(8);
+  quantize_activations(x.data(), 256, a.data());
+  for (int b = 0; b < 8; b++) {
+    int s0 = 0, s1 = 0;
+    for (int i = 0; i < 32; i++) {
+      CHECK(a[b].q[i] >= -127);
+      CHECK_NEAR(a[b].q[i] * a[b].d, x[32 * b + i], a[b].d * 0.5001);
+      (i < 16 ? s0 : s1) += a[b].q[i];
+    }
+    CHECK_EQ(a[b].sum[0], s0);
+    CHECK_EQ(a[b].sum[1], s1);
+  }
+}
+
+// The quantized linear against the f32 product with the dequantized weights (double). The int8
+// path's error is the activations' rounding: |Σ w·(x − q·d)| ≤ Σ |w|·d/2 per block, plus float
+// rounding; the f32-tile path is float rounding only: (k + 8)·2⁻²³·Σ|w·x|.
+RUNNER_TEST(quant, linear_matches_f32_on_dequantized) {
+  std::mt19937 rng(21);
+  const int cols = 512, rows = 70;
+  // One matrix per format, plus a fused one mixing Q4_K rows and Q6_K rows.
+  std::vector<std::vector<DType>> layouts = {{DType::Q8_0}, {DType::Q4_0}, {DType::Q4_K}, {DType::Q6_K}, {DType::Q4_K, DType::Q6_K}};
+  for (const auto& layout : layouts) {
+    QuantMatrix m;
+    m.rows = rows;
+    m.cols = cols;
+    std::vector<std::vector<uint8_t>> storage;
+    const int per = rows / static_cast<int>(layout.size());
+    for (size_t p = 0; p < layout.size(); p++) {
+      const int first = static_cast<int>(p) * per, count = p + 1 == layout.size() ? rows - first : per;
+      std::vector<uint8_t> bytes;
+      for (int r = 0; r < count; r++) {
+        std::vector<uint8_t> row = random_row(layout[p], cols, rng);
+        bytes.insert(bytes.end(), row.begin(), row.end());
+      }
+      storage.push_back(std::move(bytes));
+      m.parts.push_back({layout[p], first, count, storage.back().data(), dtype_row_bytes(layout[p], cols)});
+    }
+    std::vector<float> wf(static_cast<size_t>(rows) * cols);
+    m.dequantize(0, rows, wf.data());
+    const std::vector<float> bias = random_vector(rows, rng);
+    for (int n : {1, 7, 64, 300}) {
+      const std::vector<float> x = random_vector(static_cast<size_t>(n) * cols, rng);
+      for (int path : {1, 2})
+        for (CpuIsa isa : isas())
+          for (int threads : {1, 2}) {
+            if (path == 2 && isa != CpuIsa::Avx2) continue;  // the f32 path has no ISA choice
+            std::vector<float> y(static_cast<size_t>(n) * rows, NAN);
+            quant_linear(x.data(), n, m, bias.data(), y.data(), threads, isa, path);
+            for (int i = 0; i < n; i++) {
+              const float* xi = x.data() + static_cast<size_t>(i) * cols;
+              float dmax[16] = {};
+              for (int b = 0; b < cols / 32; b++)
+                for (int e = 0; e < 32; e++) dmax[b] = std::max(dmax[b], std::fabs(xi[32 * b + e]) / 127.f);
+              for (int r = 0; r < rows; r++) {
+                const float* wr = wf.data() + static_cast<size_t>(r) * cols;
+                double ref = bias[r], mag = std::fabs(bias[r]), act = 0;
+                for (int k = 0; k < cols; k++) {
+                  ref += static_cast<double>(wr[k]) * xi[k];
+                  mag += std::fabs(static_cast<double>(wr[k]) * xi[k]);
+                  act += std::fabs(wr[k]) * dmax[k / 32] * 0.5;
+                }
+                const double tol = (path == 1 ? act * 1.001 + 4 * mag * std::ldexp(1.0, -16) : 0) + (cols + 8) * std::ldexp(1.0, -23) * mag;
+                const double got = y[static_cast<size_t>(i) * rows + r];
+                CHECK_MSG(std::fabs(got - ref) <= tol, "layout " << dtype_name(layout[0]) << (layout.size() > 1 ? "+" : "") << " n=" << n
+                                                                 << " path=" << path << " " << cpu_isa_name(isa) << " threads=" << threads << " y[" << i
+                                                                 << "][" << r << "] = " << got << " vs " << ref << ", tolerance " << tol);
+              }
+            }
+          }
+    }
+  }
+}
+
+// The two instruction sets give the same results up to float summation order.
+RUNNER_TEST(quant, isa_paths_agree) {
+  if (!cpu_has_avx512_vnni()) return;
+  std::mt19937 rng(8);
+  for (DType t : kFormats) {
+    const int cols = 4096;
+    const std::vector<uint8_t> w = random_row(t, cols, rng);
+    const std::vector<float> x = random_vector(cols, rng);
+    std::vector<ActBlock> a(cols / 32);
+    quantize_activations(x.data(), cols, a.data());
+    const float avx2 = quant_dot(t, CpuIsa::Avx2)(w.data(), a.data(), cols / 32);
+    const float avx512 = quant_dot(t, CpuIsa::Avx512Vnni)(w.data(), a.data(), cols / 32);
+    CHECK_NEAR(avx512, avx2, 1e-4 * (std::fabs(avx2) + 1));
+  }
+}

@@ -51,6 +51,7 @@
 #include "gpu/cublas_loader.h"
 #include "gpu/cuda_util.h"
 #include "gpu/kernels.h"
+#include "quant.h"
 
 static_assert(CUDA_R_32F == ctxr::gpu::kCudaR32F && CUDA_R_16F == ctxr::gpu::kCudaR16F &&
                   CUDA_R_16BF == ctxr::gpu::kCudaR16BF,
@@ -72,7 +73,7 @@ struct CudaMatrix {
 const CudaMatrix* as_cuda(const Matrix* m) { return reinterpret_cast<const CudaMatrix*>(m); }
 
 size_t dtype_bytes(DType d) { return d == DType::F32 ? 4 : 2; }
-const char* dtype_name(DType d) { return d == DType::F32 ? "f32" : d == DType::F16 ? "f16" : "bf16"; }
+const char* dtype_name(DType d) { return d == DType::F32 ? "f32" : d == DType::F16 ? "f16" : d == DType::BF16 ? "bf16" : "quantized"; }
 
 float bf16_bits_to_float(uint16_t h) {
   const uint32_t u = static_cast<uint32_t>(h) << 16;
@@ -118,6 +119,7 @@ class CudaBackend final : public Backend {
   void to_host(void* dst_host, const void* src, size_t bytes) override;
 
   Matrix* matrix(const void* data_host, DType dtype, int rows, int cols) override;
+  Matrix* matrix_parts(const void* data_host, const std::vector<MatrixPart>& parts, int cols) override;
   void free_matrix(Matrix* m) override;
   const char* matrix_dtype() const override { return matrix_dtype_.c_str(); }
   float* vector(const void* data_host, DType dtype, int n) override;
@@ -351,6 +353,17 @@ void CudaBackend::to_host(void* dst_host, const void* src, size_t bytes) {
 
 Matrix* CudaBackend::matrix(const void* data_host, DType dtype, int rows, int cols) {
   if (rows <= 0 || cols <= 0) throw std::invalid_argument("CudaBackend::matrix: empty matrix");
+  if (dtype_quantized(dtype)) {
+    // GGUF blocks: dequantized to f16 once here (no quantized GPU kernels yet).
+    std::vector<uint16_t> half(static_cast<size_t>(rows) * cols);
+    std::vector<float> row(cols);
+    const size_t row_bytes = dtype_row_bytes(dtype, cols);
+    for (int r = 0; r < rows; r++) {
+      dequantize_row(dtype, static_cast<const uint8_t*>(data_host) + r * row_bytes, cols, row.data());
+      for (int c = 0; c < cols; c++) half[static_cast<size_t>(r) * cols + c] = f32_to_f16_bits(row[c]);
+    }
+    return matrix(half.data(), DType::F16, rows, cols);
+  }
   use();
   const size_t bytes = static_cast<size_t>(rows) * cols * dtype_bytes(dtype);
   void* d = nullptr;
@@ -375,6 +388,28 @@ Matrix* CudaBackend::matrix(const void* data_host, DType dtype, int rows, int co
   else if (matrix_dtype_ != dn) matrix_dtype_ = "mixed";
   have_matrix_ = true;
   return reinterpret_cast<Matrix*>(new CudaMatrix{dtype, rows, cols, d});
+}
+
+Matrix* CudaBackend::matrix_parts(const void* data_host, const std::vector<MatrixPart>& parts, int cols) {
+  int rows = 0;
+  bool same = true;
+  for (const MatrixPart& p : parts) {
+    rows += p.rows;
+    same = same && p.dtype == parts[0].dtype;
+  }
+  if (same) return matrix(data_host, parts[0].dtype, rows, cols);
+  std::vector<uint16_t> half(static_cast<size_t>(rows) * cols);
+  std::vector<float> row(cols);
+  const auto* at = static_cast<const uint8_t*>(data_host);
+  size_t out = 0;
+  for (const MatrixPart& p : parts) {
+    const size_t row_bytes = dtype_row_bytes(p.dtype, cols);
+    for (int r = 0; r < p.rows; r++, at += row_bytes) {
+      dequantize_row(p.dtype, at, cols, row.data());
+      for (int c = 0; c < cols; c++) half[out++] = f32_to_f16_bits(row[c]);
+    }
+  }
+  return matrix(half.data(), DType::F16, rows, cols);
 }
 
 void CudaBackend::free_matrix(Matrix* m) {

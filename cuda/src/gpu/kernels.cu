@@ -253,6 +253,8 @@ void launch_embed(const void* table, DType dtype, int rows, int cols, const int3
     case DType::BF16:
       embed_kernel<<<n, t, 0, stream>>>(static_cast<const __nv_bfloat16*>(table), rows, cols, tokens, out);
       break;
+    default:  // quantized matrices are widened to f16 by CudaBackend::matrix
+      break;
   }
   CTXR_CUDA_LAUNCH_CHECK("embed_kernel");
 }

@@ -52,20 +52,23 @@ class ByteWriter {
     return at;
   }
 
-  u8(v: number) { this.view.setUint8(this.reserve(1), v); }
-  i8(v: number) { this.view.setInt8(this.reserve(1), v); }
-  u16(v: number) { this.view.setUint16(this.reserve(2), v, true); }
-  i16(v: number) { this.view.setInt16(this.reserve(2), v, true); }
-  u32(v: number) { this.view.setUint32(this.reserve(4), v, true); }
-  i32(v: number) { this.view.setInt32(this.reserve(4), v, true); }
-  f32(v: number) { this.view.setFloat32(this.reserve(4), v, true); }
-  f64(v: number) { this.view.setFloat64(this.reserve(8), v, true); }
-  u64(v: bigint | number) { this.view.setBigUint64(this.reserve(8), BigInt(v), true); }
-  i64(v: bigint) { this.view.setBigInt64(this.reserve(8), v, true); }
+  // Each reserves first: `this.view.set…(this.reserve(n), …)` would evaluate `this.view` before
+  // reserve() replaces it when the buffer grows, and write into the old buffer.
+  u8(v: number) { const at = this.reserve(1); this.view.setUint8(at, v); }
+  i8(v: number) { const at = this.reserve(1); this.view.setInt8(at, v); }
+  u16(v: number) { const at = this.reserve(2); this.view.setUint16(at, v, true); }
+  i16(v: number) { const at = this.reserve(2); this.view.setInt16(at, v, true); }
+  u32(v: number) { const at = this.reserve(4); this.view.setUint32(at, v, true); }
+  i32(v: number) { const at = this.reserve(4); this.view.setInt32(at, v, true); }
+  f32(v: number) { const at = this.reserve(4); this.view.setFloat32(at, v, true); }
+  f64(v: number) { const at = this.reserve(8); this.view.setFloat64(at, v, true); }
+  u64(v: bigint | number) { const at = this.reserve(8); this.view.setBigUint64(at, BigInt(v), true); }
+  i64(v: bigint) { const at = this.reserve(8); this.view.setBigInt64(at, v, true); }
   string(text: string) {
     const bytes = encoder.encode(text);
     this.u64(bytes.length);
-    this.buffer.set(bytes, this.reserve(bytes.length));
+    const at = this.reserve(bytes.length);
+    this.buffer.set(bytes, at);
   }
   pad(alignment: number) { this.reserve((alignment - (this.length % alignment)) % alignment); }
   bytes(): Uint8Array { return this.buffer.slice(0, this.length); }

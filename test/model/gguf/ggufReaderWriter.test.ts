@@ -67,6 +67,19 @@ describe("GGUF writer and reader", () => {
     expect(file.length).toBe(b!.fileOffset + b!.bytes);
   });
 
+  test("a header far over the writer's first buffer (a real vocabulary): every value written where the buffer grew", () => {
+    // 50,000 tokens and numbers interleaved: the buffer grows in the middle of strings and of numbers alike.
+    const tokens = Array.from({ length: 50_000 }, (_, i) => `tok${i}▁${"x".repeat(i % 13)}`);
+    const metadata: GgufMetadata = new Map([
+      ["tokenizer.ggml.tokens", ggufArray("string", tokens)],
+      ["tokenizer.ggml.token_type", ggufArray("int32", tokens.map((_, i) => (i % 6) + 1))],
+      ["tokenizer.ggml.scores", ggufArray("float32", tokens.map((_, i) => -i / 4))],
+      ["after", ggufUint32(123_456)],
+    ]);
+    const gguf = parseGguf(encodeGguf(metadata, sampleTensors()));
+    expect(gguf.metadata).toEqual(metadata);
+  });
+
   test("general.alignment is honoured", () => {
     const metadata: GgufMetadata = new Map([["general.alignment", ggufUint32(64)]]);
     const gguf = parseGguf(encodeGguf(metadata, sampleTensors()));

@@ -78,7 +78,11 @@ void quant_linear(const float* x, int n, const QuantMatrix& w, const float* bias
     if (forced && std::strcmp(forced, "int8") == 0) path = 1;
     if (forced && std::strcmp(forced, "f32") == 0) path = 2;
   }
-  if (path == 1 || (path == 0 && n <= kInt8MaxRows)) linear_int8(x, n, w, bias, y, threads, isa);
+  // Measured at 4096×4096, n = 512, 2 threads: Q8_0 int8 95 ms vs f32 tiles 569 ms; Q4_K int8
+  // 722 ms vs f32 tiles 436 ms. The 32-element formats stay on int8 at every n.
+  bool simple = true;
+  for (const QuantRows& p : w.parts) simple = simple && (p.dtype == DType::Q8_0 || p.dtype == DType::Q4_0);
+  if (path == 1 || (path == 0 && (n <= kInt8MaxRows || simple))) linear_int8(x, n, w, bias, y, threads, isa);
   else linear_f32_tiles(x, n, w, bias, y, threads);
 }
 

@@ -101,8 +101,8 @@ export function tokenizerToGguf(files: HfTokenizerFiles): GgufMetadata {
       continue;
     }
     tokens[id] = text;
-    if (types[id] !== undefined) continue;
     if (text === unkText) types[id] = TOKEN_TYPE.unknown;
+    else if (types[id] !== undefined) continue;
     else if (kind === "llama" && /^<0x[0-9A-F]{2}>$/.test(text)) types[id] = TOKEN_TYPE.byte;
     else types[id] = TOKEN_TYPE.normal;
   }
@@ -148,7 +148,7 @@ export function tokenizerToGguf(files: HfTokenizerFiles): GgufMetadata {
   const specials: [string, number | undefined][] = [
     ["bos_token_id", specialId("bos_token", "bos_token_id")],
     ["eos_token_id", specialId("eos_token", "eos_token_id")],
-    ["unknown_token_id", specialId("unk_token", "unk_token_id")],
+    ["unknown_token_id", specialId("unk_token", "unk_token_id") ?? (unkText !== null ? idOf.get(unkText) : undefined)],
     ["padding_token_id", specialId("pad_token", "pad_token_id")],
   ];
   for (const [key, id] of specials) if (id !== undefined) metadata.set(`tokenizer.ggml.${key}`, ggufUint32(id));

@@ -1,0 +1,78 @@
+import { describe, expect, test } from "bun:test";
+import { metadataNumber, metadataString } from "../../../src/model/gguf/ggufMetadata.ts";
+import { hfModelMetadata, hfModelShape, hfTensorMapping, llama3RopeFactors, permuteQueryKeyRows } from "../../../src/model/gguf/hfToGguf.ts";
+import { GGML_TYPE } from "../../../src/model/gguf/ggufTypes.ts";
+import { tensorTypeFor } from "../../../src/model/gguf/quantizeTypePlan.ts";
+import { inverseFrequencies, llamaConfigFromJson } from "../../../src/model/referenceLlama.ts";
+import { TINY_MODEL_DEFAULTS, tinyModelConfig } from "../../../src/model/tinyModel.ts";
+
+describe("Hugging Face to GGUF conventions", () => {
+  test("q/k rows: within each head, new row 2i + h is old row h·d/2 + i; inverse undoes it", () => {
+    // 2 heads of d = 4 rows, 1 column: rows 0..7
+    const rows = Float32Array.from([0, 1, 2, 3, 4, 5, 6, 7]);
+    expect([...permuteQueryKeyRows(rows, 8, 2)]).toEqual([0, 2, 1, 3, 4, 6, 5, 7]);
+    const matrix = Float32Array.from({ length: 24 }, (_, i) => i); // 6 rows × 4 columns, 1 head
+    const permuted = permuteQueryKeyRows(matrix, 6, 1);
+    expect([...permuted.subarray(4, 8)]).toEqual([12, 13, 14, 15]); // new row 1 = old row 3
+    expect(permuteQueryKeyRows(permuted, 6, 1, true)).toEqual(matrix);
+    expect(() => permuteQueryKeyRows(matrix, 6, 2)).toThrow("cannot permute 6 rows over 2 heads");
+  });
+
+  test("metadata keys of llama from config.json", () => {
+    const config = tinyModelConfig({ ...TINY_MODEL_DEFAULTS, hidden: 64, heads: 4, kvHeads: 2 });
+    const m = hfModelMetadata(config, "tiny");
+    expect(metadataString(m, "general.architecture")).toBe("llama");
+    expect(metadataString(m, "general.name")).toBe("tiny");
+    expect(metadataNumber(m, "llama.context_length")).toBe(8192);
+    expect(metadataNumber(m, "llama.feed_forward_length")).toBe(128);
+    expect(metadataNumber(m, "llama.attention.head_count")).toBe(4);
+    expect(metadataNumber(m, "llama.attention.layer_norm_rms_epsilon")).toBeCloseTo(1e-5, 10);
+    expect(metadataNumber(m, "llama.rope.freq_base")).toBe(10000);
+    expect(metadataNumber(m, "llama.rope.dimension_count")).toBe(16);
+    expect(m.has("llama.attention.key_length")).toBe(false);
+    const linear = hfModelMetadata({ ...config, rope_scaling: { type: "linear", factor: 4 } }, "x");
+    expect(metadataString(linear, "llama.rope.scaling.type")).toBe("linear");
+    expect(metadataNumber(linear, "llama.rope.scaling.factor")).toBe(4);
+    expect(() => hfModelMetadata({ ...config, rope_scaling: { rope_type: "longrope" } }, "x")).toThrow('rope_scaling type "longrope" is not supported');
+    expect(() => hfModelMetadata({ ...config, architectures: ["GPT2LMHeadModel"], model_type: "gpt2" }, "x")).toThrow('architecture "GPT2LMHeadModel" is not supported');
+    expect(() => hfModelMetadata({ ...config, hidden_size: 0 }, "x")).toThrow("hidden_size must be a positive integer");
+  });
+
+  test("llama3 rope factors divide the reference's base frequencies into its scaled ones", () => {
+    const config = tinyModelConfig({ ...TINY_MODEL_DEFAULTS, hidden: 256, heads: 2, ropeScaling: "llama3" });
+    const factors = llama3RopeFactors(config)!;
+    expect(factors).toHaveLength(64);
+    const scaled = inverseFrequencies(llamaConfigFromJson(config));
+    const plain = inverseFrequencies(llamaConfigFromJson({ ...config, rope_scaling: null }));
+    for (let i = 0; i < 64; i++) expect(plain[i]! / factors[i]!).toBeCloseTo(scaled[i]!, 6);
+    expect(factors[0]).toBe(1);
+    expect(factors[63]).toBe(8);
+    expect(llama3RopeFactors({ ...config, rope_scaling: null })).toBeNull();
+  });
+
+  test("tensor names; q/k permuted for llama only; lm_head dropped when tied; unknown tensors named", () => {
+    const llama = hfModelShape(tinyModelConfig({ ...TINY_MODEL_DEFAULTS }));
+    expect(hfTensorMapping("model.layers.1.self_attn.q_proj.weight", llama)).toEqual({ ggufName: "blk.1.attn_q.weight", permuteHeads: 4 });
+    expect(hfTensorMapping("model.layers.0.self_attn.k_proj.weight", llama)).toEqual({ ggufName: "blk.0.attn_k.weight", permuteHeads: 2 });
+    expect(hfTensorMapping("model.layers.0.self_attn.v_proj.weight", llama)).toEqual({ ggufName: "blk.0.attn_v.weight", permuteHeads: 0 });
+    expect(hfTensorMapping("model.layers.0.post_attention_layernorm.weight", llama)!.ggufName).toBe("blk.0.ffn_norm.weight");
+    expect(hfTensorMapping("lm_head.weight", llama)!.ggufName).toBe("output.weight");
+    expect(hfTensorMapping("model.layers.0.self_attn.rotary_emb.inv_freq", llama)).toBeNull();
+    expect(() => hfTensorMapping("model.layers.0.mlp.experts.0.weight", llama)).toThrow("tensor model.layers.0.mlp.experts.0.weight has no GGUF name for llama");
+    expect(() => hfTensorMapping("model.layers.7.mlp.up_proj.weight", llama)).toThrow("model.layers.7");
+    const qwen = hfModelShape(tinyModelConfig({ ...TINY_MODEL_DEFAULTS, qkvBias: true, tieEmbeddings: true }));
+    expect(hfTensorMapping("model.layers.0.self_attn.q_proj.bias", qwen)).toEqual({ ggufName: "blk.0.attn_q.bias", permuteHeads: 0 });
+    expect(hfTensorMapping("lm_head.weight", qwen)).toBeNull();
+  });
+
+  test("tensor types: norms F32, output at Q6_K for q4_k, fallbacks for short rows", () => {
+    expect(tensorTypeFor("q4_k", "blk.0.attn_norm.weight", [256], false)).toBe(GGML_TYPE.F32);
+    expect(tensorTypeFor("q4_k", "blk.0.ffn_up.weight", [256, 512], false)).toBe(GGML_TYPE.Q4_K);
+    expect(tensorTypeFor("q4_k", "output.weight", [256, 512], false)).toBe(GGML_TYPE.Q6_K);
+    expect(tensorTypeFor("q4_k", "token_embd.weight", [256, 512], false)).toBe(GGML_TYPE.Q4_K);
+    expect(tensorTypeFor("q4_k", "token_embd.weight", [256, 512], true)).toBe(GGML_TYPE.Q6_K);
+    expect(tensorTypeFor("q4_k", "blk.0.ffn_up.weight", [64, 512], false)).toBe(GGML_TYPE.Q8_0);
+    expect(tensorTypeFor("q8_0", "blk.0.ffn_up.weight", [48, 512], false)).toBe(GGML_TYPE.F16);
+    expect(tensorTypeFor("bf16", "blk.0.ffn_up.weight", [48, 512], false)).toBe(GGML_TYPE.BF16);
+  });
+});

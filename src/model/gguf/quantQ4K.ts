@@ -14,7 +14,7 @@
  * Value i of sub-block j (32 values) = d·sc[j]·q[i] − dmin·m[j], q in 0..15.
  *
  * Quantizing: for each sub-block an affine fit (scale ≥ 0, offset ≤ 0) found by a
- * small search: for several trial step sizes the values are rounded to the 16 levels,
+ * small search: for 13 trial step sizes the values are rounded to the 16 levels,
  * then scale and offset are refitted by least squares to those levels, keeping the
  * pair of least squared error. The 8 scales and 8 mins are then rounded to 6 bits
  * against the block maxima, and the values are rounded again against the scales and
@@ -26,8 +26,9 @@ export const Q4_K_BLOCK = 256;
 export const Q4_K_BYTES = 144;
 const SUB = 32;
 const LEVELS = 15;
-/** Trial step sizes: range / (LEVELS + k · 0.1) for k in −SEARCH..SEARCH. */
-const SEARCH = 10;
+/** Trial step sizes: range / (LEVELS + k · STEP) for k in −SEARCH..SEARCH. */
+const SEARCH = 6;
+const STEP = 0.15;
 
 /** Packs six-bit scales and mins into the 12 scale bytes at `at`. */
 export function packQ4KScales(out: Uint8Array, at: number, scales: ArrayLike<number>, mins: ArrayLike<number>): void {
@@ -44,31 +45,39 @@ export function unpackQ4KScale(bytes: Uint8Array, at: number, j: number): [scale
   return [(bytes[at + j + 4]! & 15) | ((bytes[at + j - 4]! >> 6) << 4), (bytes[at + j + 4]! >> 4) | ((bytes[at + j]! >> 6) << 4)];
 }
 
-/** The least-squares affine fit x ≈ scale·q − min of n values, q in 0..levels, min ≥ 0. */
+/**
+ * The affine fit x ≈ scale·q − min of n values, q in 0..levels, min ≥ 0: for each trial
+ * step the values are rounded to levels, scale and offset refitted by least squares to
+ * those levels, and the squared error of that fit (closed form, from the sums) compared.
+ */
 export function fitAffineLevels(values: Float32Array, start: number, n: number, levels: number): [scale: number, min: number] {
   let lo = 0;
   let hi = -Infinity;
+  let sumX = 0;
+  let sumXX = 0;
   for (let i = 0; i < n; i++) {
     const v = values[start + i]!;
     if (v < lo) lo = v;
     if (v > hi) hi = v;
+    sumX += v;
+    sumXX += v * v;
   }
   if (hi <= lo) return [0, -lo]; // all values equal to lo ≤ 0, or all zero
   let bestScale = (hi - lo) / levels;
   let bestMin = -lo;
   let bestError = Infinity;
   for (let k = -SEARCH; k <= SEARCH; k++) {
-    const inverse = (levels + 0.1 * k) / (hi - lo);
+    const inverse = (levels + STEP * k) / (hi - lo);
     let sumQ = 0;
     let sumQQ = 0;
-    let sumX = 0;
     let sumQX = 0;
     for (let i = 0; i < n; i++) {
       const v = values[start + i]!;
-      const q = Math.max(0, Math.min(levels, Math.round((v - lo) * inverse)));
+      let q = Math.round((v - lo) * inverse);
+      if (q > levels) q = levels;
+      else if (q < 0) q = 0;
       sumQ += q;
       sumQQ += q * q;
-      sumX += v;
       sumQX += q * v;
     }
     const det = n * sumQQ - sumQ * sumQ;
@@ -80,13 +89,7 @@ export function fitAffineLevels(values: Float32Array, start: number, n: number, 
       scale = sumQX / sumQQ;
     }
     if (scale <= 0) continue;
-    let error = 0;
-    for (let i = 0; i < n; i++) {
-      const v = values[start + i]!;
-      const q = Math.max(0, Math.min(levels, Math.round((v - offset) / scale)));
-      const diff = scale * q + offset - v;
-      error += diff * diff;
-    }
+    const error = scale * scale * sumQQ + 2 * scale * offset * sumQ + n * offset * offset - 2 * scale * sumQX - 2 * offset * sumX + sumXX;
     if (error < bestError) {
       bestError = error;
       bestScale = scale;

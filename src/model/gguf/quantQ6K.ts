@@ -25,35 +25,37 @@ import { float16BitsToFloat32, float32ToFloat16Bits } from "../halfFloats.ts";
 export const Q6_K_BLOCK = 256;
 export const Q6_K_BYTES = 210;
 const SUB = 16;
-const SEARCH = 10;
+const SEARCH = 6;
+const STEP = 0.15;
 
-/** The least-squares scale s of x ≈ s·q, q in −32..31, n values at `start`. */
+/**
+ * The scale s of x ≈ s·q, q in −32..31, n values at `start`: for each trial step the
+ * values are rounded, s refitted by least squares (Σqx / Σq²), and the fit with the
+ * least squared error (Σx² − (Σqx)² / Σq²) kept.
+ */
 export function fitSymmetricLevels(values: Float32Array, start: number, n: number): number {
   let extreme = 0;
   for (let i = 0; i < n; i++) if (Math.abs(values[start + i]!) > Math.abs(extreme)) extreme = values[start + i]!;
   if (extreme === 0) return 0;
   let best = extreme / -32;
-  let bestError = Infinity;
+  let bestGain = -Infinity;
   for (let k = -SEARCH; k <= SEARCH; k++) {
-    const inverse = -(32 + 0.1 * k) / extreme;
+    const inverse = -(32 + STEP * k) / extreme;
     let sumQX = 0;
     let sumQQ = 0;
     for (let i = 0; i < n; i++) {
-      const q = Math.max(-32, Math.min(31, Math.round(values[start + i]! * inverse)));
-      sumQX += q * values[start + i]!;
+      const v = values[start + i]!;
+      let q = Math.round(v * inverse);
+      if (q > 31) q = 31;
+      else if (q < -32) q = -32;
+      sumQX += q * v;
       sumQQ += q * q;
     }
     if (sumQQ === 0) continue;
-    const scale = sumQX / sumQQ;
-    let error = 0;
-    for (let i = 0; i < n; i++) {
-      const v = values[start + i]!;
-      const diff = scale * Math.max(-32, Math.min(31, Math.round(v / scale))) - v;
-      error += diff * diff;
-    }
-    if (error < bestError) {
-      bestError = error;
-      best = scale;
+    const gain = (sumQX * sumQX) / sumQQ; // the error is Σx² minus this
+    if (gain > bestGain) {
+      bestGain = gain;
+      best = sumQX / sumQQ;
     }
   }
   return best;

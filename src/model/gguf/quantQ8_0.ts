@@ -11,6 +11,7 @@ export function quantizeQ8_0(values: Float32Array): Uint8Array {
   const blocks = values.length / Q8_0_BLOCK;
   const out = new Uint8Array(blocks * Q8_0_BYTES);
   const view = new DataView(out.buffer);
+  const quants = new Int8Array(out.buffer);
   for (let b = 0; b < blocks; b++) {
     const x = b * Q8_0_BLOCK;
     let amax = 0;
@@ -19,7 +20,7 @@ export function quantizeQ8_0(values: Float32Array): Uint8Array {
     const inverse = d === 0 ? 0 : 1 / d;
     const at = b * Q8_0_BYTES;
     view.setUint16(at, float32ToFloat16Bits(d), true);
-    for (let i = 0; i < Q8_0_BLOCK; i++) view.setInt8(at + 2 + i, Math.max(-127, Math.min(127, Math.round(values[x + i]! * inverse))));
+    for (let i = 0; i < Q8_0_BLOCK; i++) quants[at + 2 + i] = Math.max(-127, Math.min(127, Math.round(values[x + i]! * inverse)));
   }
   return out;
 }

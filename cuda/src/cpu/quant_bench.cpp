@@ -12,6 +12,7 @@
 
 #include "backend.h"
 #include "cpu/quant_dot.h"
+#include "cpu/quant_gemm.h"
 #include "cpu/quant_linear.h"
 #include "quant.h"
 
@@ -65,7 +66,8 @@ std::string bench_linear_json(const std::string& type, int m, int n, int k, int 
   std::sort(ms.begin(), ms.end());
   const double med = ms[ms.size() / 2];
   const char* path_env = std::getenv("CTXR_QUANT_PATH");
-  const char* path = !dtype_quantized(t) ? "f32-gemm" : path_env ? path_env : (m <= quant_linear_int8_max_rows() || t == DType::Q8_0 || t == DType::Q4_0 ? "int8" : "f32");
+  const char* path = !dtype_quantized(t) ? "f32-gemm" : path_env ? path_env
+                     : (m <= quant_linear_int8_max_rows() || (t == DType::Q8_0 && detected_cpu_isa() == CpuIsa::Avx2) ? "int8" : "gemm");
   char buf[400];
   std::snprintf(buf, sizeof buf,
                 "{\"type\":\"%s\",\"m\":%d,\"n\":%d,\"k\":%d,\"threads\":%d,\"isa\":\"%s\",\"path\":\"%s\",\"median_ms\":%.4f,\"gflops\":%.2f,\"weight_gbps\":%.2f}",

@@ -8,6 +8,7 @@
 #include <stdexcept>
 
 #include "cpu/gemm.h"
+#include "cpu/quant_gemm.h"
 #include "quant.h"
 
 namespace ctxr {
@@ -74,16 +75,18 @@ void quant_linear(const float* x, int n, const QuantMatrix& w, const float* bias
   if (n <= 0) return;
   if (threads <= 0) threads = omp_get_max_threads();
   if (path == 0) {
-    static const char* forced = std::getenv("CTXR_QUANT_PATH");  // int8 | f32, for measurements
+    static const char* forced = std::getenv("CTXR_QUANT_PATH");  // int8 | f32 | gemm, for measurements
     if (forced && std::strcmp(forced, "int8") == 0) path = 1;
     if (forced && std::strcmp(forced, "f32") == 0) path = 2;
+    if (forced && std::strcmp(forced, "gemm") == 0) path = 3;
   }
-  // Measured at 4096×4096, n = 512, 2 threads: Q8_0 int8 95 ms vs f32 tiles 569 ms; Q4_K int8
-  // 722 ms vs f32 tiles 436 ms. The 32-element formats stay on int8 at every n.
-  bool simple = true;
-  for (const QuantRows& p : w.parts) simple = simple && (p.dtype == DType::Q8_0 || p.dtype == DType::Q4_0);
-  if (path == 1 || (path == 0 && (n <= kInt8MaxRows || simple))) linear_int8(x, n, w, bias, y, threads, isa);
-  else linear_f32_tiles(x, n, w, bias, y, threads);
+  if (path == 1) return linear_int8(x, n, w, bias, y, threads, isa);
+  if (path == 2) return linear_f32_tiles(x, n, w, bias, y, threads);
+  if (path == 3 && quant_gemm_supports(w, isa)) return quant_gemm(x, n, w, bias, y, threads, isa);
+  // Decode-sized n: one weight row × one activation row per dot product. Prefill: the blocked
+  // int8 GEMM (quant_gemm.h); where it does not take the matrix (Q8_0 on AVX2), the row dots.
+  if (n <= kInt8MaxRows || !quant_gemm_supports(w, isa)) linear_int8(x, n, w, bias, y, threads, isa);
+  else quant_gemm(x, n, w, bias, y, threads, isa);
 }
 
 }  // namespace ctxr

@@ -2,7 +2,8 @@
 // rows are ggml blocks kept as in the file (row ranges may differ in format: QuantRows).
 //   n ≤ int8_max_rows: activation rows quantized per 32 (quant.h), integer dot products
 //     (quant_dot.h), OpenMP over output rows;
-//   larger n: tiles of weight rows dequantized to f32 once and run through the f32 GEMM.
+//   larger n: the register-blocked int8 GEMM (quant_gemm.h), weights unpacked once per tile;
+//   the older f32-tile path (weight rows dequantized to f32, the f32 GEMM) stays for measurements.
 #pragma once
 #include <vector>
 
@@ -25,7 +26,8 @@ struct QuantMatrix {
   void dequantize(int first_row, int rows, float* out) const;  // rows [first_row, +rows) to f32
 };
 
-// Which path: 0 = choose by n (quant_linear_int8_max_rows), 1 = int8 dot products, 2 = f32 tiles.
+// Which path: 0 = choose by n (quant_linear_int8_max_rows), 1 = int8 dot products, 2 = f32 tiles,
+// 3 = the int8 GEMM (int8 dot products where quant_gemm_supports() says no).
 void quant_linear(const float* x, int n, const QuantMatrix& w, const float* bias, float* y, int threads, CpuIsa isa, int path = 0);
 int quant_linear_int8_max_rows();
 

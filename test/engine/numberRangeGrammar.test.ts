@@ -6,10 +6,13 @@
  * checked through its RegExp translation; a sample goes through xgrammar itself, which must agree
  * with the RegExp (its flat alternations did not: regularGrammar.ts).
  */
-import { describe, expect, test } from "bun:test";
+import { describe, expect, setDefaultTimeout, test } from "bun:test";
 import * as xg from "@mlc-ai/web-xgrammar";
 import { EmptyNumberRangeError, numberRangeGrammar, type NumberBounds } from "../../src/engine/numberRangeGrammar.ts";
 import { seededRandom } from "../../src/index/seededRandom.ts";
+
+// Property checks through xgrammar's WebAssembly: thousands of calls, seconds on a loaded machine; not timed tests.
+setDefaultTimeout(60_000);
 
 /** The EBNF expression as a RegExp (it only uses literals, digit classes, {m,n}, *, | and parentheses). */
 function regexOf(ebnf: string): RegExp {

@@ -5,10 +5,13 @@
  * exactly the language. Flat alternations are where xgrammar 0.1.27 goes wrong
  * (mlc-ai/xgrammar#618): the last test shows it still does, which is why the module exists.
  */
-import { describe, expect, test } from "bun:test";
+import { describe, expect, setDefaultTimeout, test } from "bun:test";
 import * as xg from "@mlc-ai/web-xgrammar";
 import { digitRange, literal, regularGrammar, type Atom } from "../../src/engine/regularGrammar.ts";
 import { seededRandom } from "../../src/index/seededRandom.ts";
+
+// Property checks through xgrammar's WebAssembly: thousands of calls, seconds on a loaded machine; not timed tests.
+setDefaultTimeout(60_000);
 
 const ALPHABET = ["a", "b", "-", '"', "\\", "é", "ß", "日"];
 

@@ -7,7 +7,7 @@
  * text, awkward property names, numeric bounds, alternatives that share a prefix (enums, anyOf over
  * consts, guided_choice).
  */
-import { beforeAll, describe, expect, test } from "bun:test";
+import { beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
 import { join } from "node:path";
 import { GrammarCompiler } from "../../src/engine/grammarCompiler.ts";
 import type { GrammarConstraint } from "../../src/engine/grammarConstraint.ts";
@@ -15,6 +15,9 @@ import type { GrammarSpec } from "../../src/engine/grammarSpec.ts";
 import { loadModelTokenizer, type ModelTokenizer } from "../../src/model/modelTokenizer.ts";
 import { allowedTokens, walkSchemas } from "../helpers/grammarWalks.ts";
 import { randomSchema, type Schema } from "../helpers/randomSchemas.ts";
+
+// Property checks against a reference (thousands of encodings or masks): seconds on a loaded machine; not timed tests.
+setDefaultTimeout(60_000);
 
 const QUALITY_MODEL = join(import.meta.dir, "../../models/quality");
 

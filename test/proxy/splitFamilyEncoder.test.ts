@@ -5,7 +5,7 @@
  * with @huggingface/tokenizers on random unicode, code, numbers, whitespace and CRLF runs, added
  * tokens, and texts repeated with edits (span memo hits and misses), with a large and a tiny memo.
  */
-import { afterAll, describe, expect, test } from "bun:test";
+import { afterAll, describe, expect, setDefaultTimeout, test } from "bun:test";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -15,6 +15,9 @@ import { LLAMA3_PATTERN, QWEN2_PATTERN } from "../../src/proxy/knownSplitPattern
 import { PieceMemoEncoder } from "../../src/proxy/pieceMemoEncoder.ts";
 import { mulberry32 } from "../../src/quality/qualityRandom.ts";
 import { documentText } from "../../scripts/benchProxyUpstream.ts";
+
+// Property checks against a reference (thousands of encodings or masks): seconds on a loaded machine; not timed tests.
+setDefaultTimeout(60_000);
 
 const folders: string[] = [];
 afterAll(() => {

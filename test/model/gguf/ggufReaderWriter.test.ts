@@ -1,11 +1,11 @@
 import { describe, expect, test } from "bun:test";
-import { mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
+import { closeSync, ftruncateSync, mkdtempSync, openSync, readdirSync, rmSync, writeFileSync, writeSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { GgufError, type GgufMetadata, type GgufValue, ggufArray, ggufString, ggufUint32, metadataNumber, metadataString } from "../../../src/model/gguf/ggufMetadata.ts";
 import { parseGguf, readGgufFile, readGgufTensorData } from "../../../src/model/gguf/ggufReader.ts";
 import { GGML_TYPE, ggmlTensorBytes } from "../../../src/model/gguf/ggufTypes.ts";
-import { type GgufTensorToWrite, encodeGguf, writeGgufFile } from "../../../src/model/gguf/ggufWriter.ts";
+import { type GgufTensorToWrite, encodeGguf, ggufLayout, writeGgufFile } from "../../../src/model/gguf/ggufWriter.ts";
 
 function everyValueType(): GgufMetadata {
   const values: [string, GgufValue][] = [
@@ -223,6 +223,20 @@ describe("GGUF reader validation", () => {
       writeFileSync(path, file);
       expect(readGgufFile(path).tensors[0]!.name).toBe("w");
       expect(() => readGgufFile(join(folder, "missing.gguf"))).toThrow(/cannot open .*missing.gguf/);
+
+      // A 5 GB file (sparse): the header is all that is read.
+      const hugePath = join(folder, "huge.gguf");
+      const rows = 5 * 1024 * 256; // × 1024 f32 columns = 5 GiB
+      const layout = ggufLayout(new Map([["general.name", ggufString("huge")]]), [{ name: "huge", type: GGML_TYPE.F32, dims: [1024, rows] }]);
+      const fd = openSync(hugePath, "w");
+      writeSync(fd, layout.header);
+      ftruncateSync(fd, layout.fileBytes);
+      closeSync(fd);
+      const started = performance.now();
+      const huge = readGgufFile(hugePath);
+      expect(performance.now() - started).toBeLessThan(200);
+      expect(huge.tensors[0]!.bytes).toBe(1024 * rows * 4);
+      expect(huge.fileBytes).toBeGreaterThan(5e9);
     } finally {
       rmSync(folder, { recursive: true, force: true });
     }

@@ -64,6 +64,22 @@ describe("tokenizer metadata for GGUF", () => {
     expect(metadataString(m, "tokenizer.chat_template")).toContain("[INST]");
   });
 
+  test("the pre-tokenizer of Llama 3 and Qwen2 is told by their Split regex", () => {
+    const split = (digits: string) => ({
+      type: "Sequence",
+      pretokenizers: [
+        { type: "Split", pattern: { Regex: `(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|${digits}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+` }, behavior: "Isolated", invert: false },
+        { type: "ByteLevel", add_prefix_space: false, trim_offsets: true, use_regex: false },
+      ],
+    });
+    const pre = (digits: string) => {
+      const tokenizerJson = { pre_tokenizer: split(digits), model: { type: "BPE", vocab: { a: 0 }, merges: [] } };
+      return metadataString(tokenizerToGguf({ tokenizerJson, tokenizerConfig: null, modelConfig: {}, chatTemplateFile: null }), "tokenizer.ggml.pre");
+    };
+    expect(pre("\\p{N}{1,3}")).toBe("llama-bpe");
+    expect(pre("\\p{N}")).toBe("qwen2");
+  });
+
   test("unsupported tokenizers are refused with the reason", () => {
     const base = { tokenizerConfig: null, modelConfig: {}, chatTemplateFile: null };
     expect(() => tokenizerToGguf({ ...base, tokenizerJson: { model: { type: "Unigram", vocab: [] } } })).toThrow('model type "Unigram" is not supported');

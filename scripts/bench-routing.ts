@@ -3,7 +3,7 @@
  *
  *   npx bun scripts/bench-routing.ts [--quick] [--parts multiturn,rag,ttfb,cost,events] [--json OUT]
  *     [--tokenizer models/quality] [--block-size 16] [--engines 4] [--engine-cache-share 0.25]
- *     [--concurrency 8] [--doc-chars 256] [--prefill-ms-per-token 0.002] [--engine-load] [--modes round-robin,estimate,auto,auto:8]
+ *     [--concurrency 8] [--doc-chars 256] [--prefill-ms-per-token 0.002] [--engine-load] [--modes round-robin,estimate,auto,auto:1]
  *     [--workload FILE] [--conversations 200] [--file-order] [--rag-workload FILE] [--rag-requests 2000]
  *     [--ttfb-requests 400] [--ttfb-doc-chars 4000]
  *
@@ -67,7 +67,7 @@ const { values } = parseArgs({
     "doc-chars": { type: "string", default: "256" },
     "prefill-ms-per-token": { type: "string", default: "0.002" },
     "engine-load": { type: "boolean" },
-    modes: { type: "string", default: "round-robin,estimate,auto,auto:8" },
+    modes: { type: "string", default: "round-robin,estimate,auto,auto:1" },
     workload: { type: "string", default: resolve(REPO, "../shared/workloads/data/multiturn_C200_T5_k15_o40.jsonl") },
     conversations: { type: "string" },
     "file-order": { type: "boolean" },

@@ -62,7 +62,7 @@ export interface ProxyOptions {
   blockSize?: number;
   /** How requests are spread over the upstreams (--routing; default "auto"). */
   routing?: RoutingMode;
-  /** Event-driven routing's weight of blocks to prefill against blocks in flight (--kv-overlap-weight; default 1). */
+  /** Event-driven routing's weight of blocks to prefill against blocks in flight (--kv-overlap-weight; default DEFAULT_OVERLAP_WEIGHT, 8). */
   overlapWeight?: number;
 }
 

@@ -6,7 +6,7 @@ import { describe, expect, test } from "bun:test";
 import type { KvEvent } from "../../src/kv/kvEventDecoding.ts";
 import { mirrorBlockKeys } from "../../src/proxy/engineCacheMirror.ts";
 import { UpstreamCacheSync } from "../../src/proxy/upstreamCacheSync.ts";
-import { UpstreamPool } from "../../src/proxy/upstreamPool.ts";
+import { DEFAULT_OVERLAP_WEIGHT, UpstreamPool } from "../../src/proxy/upstreamPool.ts";
 import { parseUpstreamUrl } from "../../src/proxy/upstreamTarget.ts";
 
 const BLOCK = 4;
@@ -30,7 +30,12 @@ function pool(overlapWeight?: number): UpstreamPool {
 
 describe("event-driven routing cost", () => {
   test("weight 1 (Dynamo's default): 4 blocks to prefill + 8 in flight on the holder lose to 10 to prefill on the idle one", () => {
-    expect(pool().choose({ lookup: [], turn: null, blockKeys: keys })!.position).toBe(0);
+    expect(pool(1).choose({ lookup: [], turn: null, blockKeys: keys })!.position).toBe(0);
+  });
+
+  test("the default weight (8): 8×4 + 8 on the holder win over 8×10 on the idle one", () => {
+    expect(DEFAULT_OVERLAP_WEIGHT).toBe(8);
+    expect(pool().choose({ lookup: [], turn: null, blockKeys: keys })!.position).toBe(1);
   });
 
   test("--kv-overlap-weight 4: 4×4 + 8 on the holder win over 4×10 on the idle one", () => {

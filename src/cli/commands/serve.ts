@@ -95,8 +95,10 @@ Proxy for OpenAI-compatible engines (vLLM, SGLang, llama.cpp, hosted APIs):
                            estimate, or round-robin (a baseline)
   --kv-overlap-weight W    routing by KV events: the weight of a prompt's blocks
                            not cached on an engine against the blocks of the
-                           prompts in flight there (default 1, Dynamo's; higher
-                           keeps requests with their cached prefixes under load)
+                           prompts in flight there (default 8; Dynamo's is 1,
+                           which sends requests away from their cached
+                           prefixes under load; higher holds them there
+                           more, lower spreads load more)
   --tokenizer DIR          the served model's folder (tokenizer.json, chat
                            template): with --kv-events, prompts are tokenized as
                            the engines do, so requests go where their blocks

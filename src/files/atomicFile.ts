@@ -42,3 +42,32 @@ export function writeFileAtomically(target: string, write: (fd: number) => void,
     throw error;
   }
 }
+
+/** writeFileAtomically with an asynchronous `write` (the file is written while other work runs). */
+export async function writeFileAtomicallyAsync(target: string, write: (fd: number) => Promise<void>, mode = 0o644): Promise<void> {
+  const temporary = join(dirname(target), `.${basename(target)}.${process.pid}.${Math.random().toString(36).slice(2, 10)}.tmp`);
+  let fd: number | undefined;
+  try {
+    fd = openSync(temporary, "wx", mode);
+    await write(fd);
+    fsyncSync(fd);
+    closeSync(fd);
+    fd = undefined;
+    chmodSync(temporary, mode);
+    renameSync(temporary, target);
+  } catch (error) {
+    if (fd !== undefined) {
+      try {
+        closeSync(fd);
+      } catch {
+        // failing already
+      }
+    }
+    try {
+      unlinkSync(temporary);
+    } catch {
+      // never created
+    }
+    throw error;
+  }
+}

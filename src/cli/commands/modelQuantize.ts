@@ -4,6 +4,7 @@
  * temporary file. Progress on stderr (a bar on a terminal), one summary line on stdout.
  */
 import { statSync } from "node:fs";
+import { availableParallelism } from "node:os";
 import { dirname, resolve } from "node:path";
 import { GgmlTypeError } from "../../model/gguf/ggufTypes.ts";
 import { GgufError } from "../../model/gguf/ggufMetadata.ts";
@@ -12,7 +13,7 @@ import { QuantizeInputError, quantizeModel } from "../../model/gguf/quantizeMode
 import { QUANTIZE_TYPES, type QuantizeType } from "../../model/gguf/quantizeTypePlan.ts";
 import { TokenizerConversionError } from "../../model/gguf/tokenizerToGguf.ts";
 import { SafetensorsError } from "../../model/safetensors.ts";
-import { EXIT_OK, InputError, UsageError, parseFlags } from "../args.ts";
+import { EXIT_OK, InputError, UsageError, integerFlag, parseFlags } from "../args.ts";
 import type { FlagSpec } from "../args.ts";
 import { lazyProgressBar } from "../progress.ts";
 import type { CommandIo } from "./types.ts";
@@ -31,6 +32,7 @@ Types: ${QUANTIZE_TYPES.join(" | ")}
 
 Options:
   --type T       the weight type (required)
+  --threads N    threads that quantize (default: the CPUs available)
   --force        replace OUT when it exists
   -h, --help     this help
 
@@ -40,7 +42,7 @@ Exit codes: 0 success, 2 bad usage or unusable input, 1 other failure.
 `;
 
 const COMMAND = "model quantize";
-const FLAGS: FlagSpec = { type: { type: "string" }, force: { type: "boolean" }, help: { type: "boolean", short: "h" } };
+const FLAGS: FlagSpec = { type: { type: "string" }, threads: { type: "string" }, force: { type: "boolean" }, help: { type: "boolean", short: "h" } };
 
 export async function modelQuantizeCommand(args: string[], io: CommandIo): Promise<number> {
   const flags = parseFlags(args, FLAGS, COMMAND, true);
@@ -54,12 +56,13 @@ export async function modelQuantizeCommand(args: string[], io: CommandIo): Promi
   if (typeof rawType !== "string") throw new UsageError("missing --type", COMMAND);
   const type = rawType.toLowerCase() as QuantizeType;
   if (!(QUANTIZE_TYPES as readonly string[]).includes(type)) throw new UsageError(`--type must be one of ${QUANTIZE_TYPES.join(", ")}, got '${rawType}'`, COMMAND);
+  const threads = integerFlag(flags, "threads", COMMAND, 1) ?? availableParallelism();
   checkOutput(input, output, Boolean(flags.values.force));
 
   const progress = lazyProgressBar(io.progress);
   let summary;
   try {
-    summary = quantizeModel({ input, output, type, onProgress: (done, total) => progress.onProgress("quantize", done, total) });
+    summary = await quantizeModel({ input, output, type, threads, onProgress: (done, total) => progress.onProgress("quantize", done, total) });
   } catch (error) {
     if (
       error instanceof QuantizeInputError ||

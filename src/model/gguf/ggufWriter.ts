@@ -9,11 +9,13 @@
  *     { name: "token_embd.weight", type: GGML_TYPE.Q8_0, dims: [hidden, vocab], data: () => bytes },
  *   ]);
  *   encodeGguf(metadata, tensorsWithBytes)   // the same file as bytes in memory (tests)
+ *   await writeGgufFileAsync(path, metadata, tensors)  // data() returns a Promise; the next
+ *                                            // tensor's data is under way while one is written
  */
 import { GGUF_VALUE_TYPE, type GgufArray, GgufError, type GgufMetadata, type GgufValueType, checkGgufItem } from "./ggufMetadata.ts";
 import { GGUF_DEFAULT_ALIGNMENT, GGUF_MAGIC, GGUF_MAX_DIMS } from "./ggufReader.ts";
 import { GgmlTypeError, ggmlTensorBytes } from "./ggufTypes.ts";
-import { writeAll, writeFileAtomically } from "../../files/atomicFile.ts";
+import { writeAll, writeFileAtomically, writeFileAtomicallyAsync } from "../../files/atomicFile.ts";
 
 export interface GgufTensorToWrite {
   name: string;
@@ -191,6 +193,40 @@ export function writeGgufFile(path: string, metadata: GgufMetadata, tensors: rea
     for (const chunk of ggufChunks(metadata, tensors)) {
       writeAll(fd, chunk);
       written += chunk.length;
+    }
+  });
+  return written;
+}
+
+export interface GgufTensorToWriteAsync extends Omit<GgufTensorToWrite, "data"> {
+  /** The tensor's bytes; called once, while the tensor before it is being written. */
+  data(): Promise<Uint8Array>;
+}
+
+/** writeGgufFile with asynchronous tensor data, one tensor ahead of the one being written. */
+export async function writeGgufFileAsync(path: string, metadata: GgufMetadata, tensors: readonly GgufTensorToWriteAsync[]): Promise<number> {
+  const layout = ggufLayout(metadata, tensors);
+  let written = 0;
+  await writeFileAtomicallyAsync(path, async (fd) => {
+    const write = (bytes: Uint8Array) => {
+      writeAll(fd, bytes);
+      written += bytes.length;
+    };
+    write(layout.header);
+    let next: Promise<Uint8Array> | null = tensors.length > 0 ? tensors[0]!.data() : null;
+    let position = 0;
+    try {
+      for (let i = 0; i < tensors.length; i++) {
+        const data = await next!;
+        next = i + 1 < tensors.length ? tensors[i + 1]!.data() : null;
+        const place = layout.tensors[i]!;
+        if (data.length !== place.bytes) throw new GgufError(`tensor ${tensors[i]!.name}: ${data.length} bytes given, ${place.bytes} expected`);
+        if (place.offset > position) write(new Uint8Array(place.offset - position));
+        write(data);
+        position = place.offset + place.bytes;
+      }
+    } finally {
+      next?.catch(() => {}); // a failure ahead of a failure: the first one is reported
     }
   });
   return written;

@@ -12,10 +12,11 @@ import { basename, join, resolve } from "node:path";
 import { openSafetensorsFolder } from "../safetensorsFolder.ts";
 import { hfModelMetadata, hfModelShape, hfTensorMapping, llama3RopeFactors, permuteQueryKeyRows } from "./hfToGguf.ts";
 import { type GgufMetadata, ggufUint32 } from "./ggufMetadata.ts";
-import { dequantizeValues, quantizeValues } from "./ggufQuantize.ts";
+import { dequantizeValues } from "./ggufQuantize.ts";
 import { GGUF_MAGIC, readGgufFile, readGgufTensorData } from "./ggufReader.ts";
 import { GGML_TYPE, ggmlElementCount, ggmlTypeName } from "./ggufTypes.ts";
-import { type GgufTensorToWrite, writeGgufFile } from "./ggufWriter.ts";
+import { type GgufTensorToWriteAsync, writeGgufFileAsync } from "./ggufWriter.ts";
+import { QuantizePool } from "./quantizePool.ts";
 import { QUANTIZE_PLANS, type QuantizeType, tensorTypeFor } from "./quantizeTypePlan.ts";
 import { tokenizerToGguf } from "./tokenizerToGguf.ts";
 
@@ -30,6 +31,8 @@ export interface QuantizeModelOptions {
   input: string;
   output: string;
   type: QuantizeType;
+  /** Threads that quantize (default 1: inline). */
+  threads?: number;
   /** Called after each tensor is written: tensors done, total, the tensor's GGUF name. */
   onProgress?(done: number, total: number, name: string): void;
 }
@@ -44,10 +47,20 @@ export interface QuantizeSummary {
   types: Record<string, number>;
 }
 
+/** A tensor to write: its float32 values (from the input) and the type to store them as. */
+interface TensorSource {
+  name: string;
+  type: number;
+  dims: readonly number[];
+  /** The stored bytes as they are, when the input already has them in this type. */
+  raw?: () => Uint8Array;
+  values(): Float32Array;
+}
+
 interface Conversion {
   kind: "folder" | "gguf";
   metadata: GgufMetadata;
-  tensors: GgufTensorToWrite[];
+  tensors: TensorSource[];
 }
 
 function readJson(path: string, required: boolean): Record<string, unknown> | null {
@@ -82,9 +95,9 @@ function fromFolder(folder: string, type: QuantizeType): Conversion {
   for (const [key, value] of tokenizer) metadata.set(key, value);
 
   const folderTensors = openSafetensorsFolder(folder);
-  const tensors: GgufTensorToWrite[] = [];
+  const tensors: TensorSource[] = [];
   const ropeFactors = llama3RopeFactors(config);
-  if (ropeFactors) tensors.push({ name: "rope_freqs.weight", type: GGML_TYPE.F32, dims: [ropeFactors.length], data: () => quantizeValues(GGML_TYPE.F32, ropeFactors) });
+  if (ropeFactors) tensors.push({ name: "rope_freqs.weight", type: GGML_TYPE.F32, dims: [ropeFactors.length], values: () => ropeFactors });
   for (const [name, entry] of folderTensors.tensors) {
     const mapping = hfTensorMapping(name, shape);
     if (!mapping) continue;
@@ -94,10 +107,9 @@ function fromFolder(folder: string, type: QuantizeType): Conversion {
       name: mapping.ggufName,
       type: tensorType,
       dims,
-      data: () => {
-        let values = folderTensors.readFloat32(name);
-        if (mapping.permuteHeads > 0) values = permuteQueryKeyRows(values, entry.shape[0]!, mapping.permuteHeads);
-        return quantizeValues(tensorType, values);
+      values: () => {
+        const values = folderTensors.readFloat32(name);
+        return mapping.permuteHeads > 0 ? permuteQueryKeyRows(values, entry.shape[0]!, mapping.permuteHeads) : values;
       },
     });
   }
@@ -111,17 +123,14 @@ function fromGguf(path: string, type: QuantizeType): Conversion {
   metadata.set("general.file_type", ggufUint32(QUANTIZE_PLANS[type].fileType));
   if (!metadata.has("general.quantization_version")) metadata.set("general.quantization_version", ggufUint32(2));
   const tied = !gguf.tensors.some((t) => t.name === "output.weight");
-  const tensors = gguf.tensors.map((info): GgufTensorToWrite => {
+  const tensors = gguf.tensors.map((info): TensorSource => {
     const tensorType = info.type === GGML_TYPE.F32 && info.dims.length < 2 ? GGML_TYPE.F32 : tensorTypeFor(type, info.name, info.dims, tied);
     return {
       name: info.name,
       type: tensorType,
       dims: info.dims,
-      data: () => {
-        const bytes = readGgufTensorData(path, info);
-        if (tensorType === info.type) return bytes;
-        return quantizeValues(tensorType, dequantizeValues(info.type, bytes, ggmlElementCount(info.dims)));
-      },
+      raw: tensorType === info.type ? () => readGgufTensorData(path, info) : undefined,
+      values: () => dequantizeValues(info.type, readGgufTensorData(path, info), ggmlElementCount(info.dims)),
     };
   });
   return { kind: "gguf", metadata, tensors };
@@ -140,7 +149,7 @@ function isGgufFile(path: string): boolean {
   }
 }
 
-export function quantizeModel(options: QuantizeModelOptions): QuantizeSummary {
+export async function quantizeModel(options: QuantizeModelOptions): Promise<QuantizeSummary> {
   const started = performance.now();
   let stats;
   try {
@@ -155,15 +164,25 @@ export function quantizeModel(options: QuantizeModelOptions): QuantizeSummary {
 
   const total = conversion.tensors.length;
   let done = 0;
-  const tensors = conversion.tensors.map((tensor) => ({
-    ...tensor,
-    data: () => {
-      const bytes = tensor.data();
-      options.onProgress?.(++done, total, tensor.name);
-      return bytes;
-    },
-  }));
-  const bytes = writeGgufFile(options.output, conversion.metadata, tensors);
+  const pool = new QuantizePool(options.threads ?? 1);
+  const tensors = conversion.tensors.map(
+    (tensor): GgufTensorToWriteAsync => ({
+      name: tensor.name,
+      type: tensor.type,
+      dims: tensor.dims,
+      data: async () => {
+        const bytes = tensor.raw ? tensor.raw() : await pool.quantize(tensor.type, tensor.values());
+        options.onProgress?.(++done, total, tensor.name);
+        return bytes;
+      },
+    }),
+  );
+  let bytes: number;
+  try {
+    bytes = await writeGgufFileAsync(options.output, conversion.metadata, tensors);
+  } finally {
+    pool.close();
+  }
   const types: Record<string, number> = {};
   for (const tensor of tensors) types[ggmlTypeName(tensor.type)] = (types[ggmlTypeName(tensor.type)] ?? 0) + 1;
   const architecture = conversion.metadata.get("general.architecture");

@@ -3,9 +3,10 @@
  * thresholds and the serve flags in text or JSON, and the prompts file's and flags' errors.
  */
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
-import { writeFileSync } from "node:fs";
+import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { BYTE_TOKENIZER_VOCAB } from "../../src/model/byteTokenizer.ts";
+import { quantizeModel } from "../../src/model/gguf/quantizeModel.ts";
 import { runCli, tempFolder } from "../helpers/cli.ts";
 import { buildRunner, tinyModelFolder } from "../helpers/engineKit.ts";
 
@@ -137,6 +138,47 @@ describe("ctxr model calibrate-sparse", () => {
     }
   });
 
+  test("a GGUF file of the model (and a folder holding one) calibrates as its folder does; a damaged one is refused naming it", async () => {
+    const path = promptsFile("gguf.jsonl", PROMPTS);
+    const args = ["--prompts", path, "--max-tokens", "20", "--window", "4", "--quantile", "0.9", "--json"];
+    const fromFolder = calibrateJson(args.slice(0, -1));
+    const ggufDir = join(folder.path, "gguf-model");
+    mkdirSync(ggufDir);
+    const file = join(ggufDir, "tiny-calibrate.gguf");
+    await quantizeModel({ input: model.path, output: file, type: "f32" });
+    for (const target of [file, ggufDir]) {
+      const run = runCli(["model", "calibrate-sparse", "--model", target, "--threads", "2", ...args], { env });
+      expect(run.stderr).toBe("");
+      expect(run.code).toBe(0);
+      const result = JSON.parse(run.stdout) as Calibration & { model: string };
+      expect(result.model).toBe(file);
+      // The same weights in f32: the same greedy decodes, the same thresholds to float rounding.
+      expect(result).toMatchObject({ prompts: 2, decode_steps: 40, windows: 34 });
+      expect(result.entropy_threshold).toBeCloseTo(fromFolder.entropy_threshold, 4);
+      expect(result.varentropy_threshold).toBeCloseTo(fromFolder.varentropy_threshold, 4);
+    }
+    // A Q8_0 file runs too (quantized weights: thresholds near, not equal).
+    const q8 = join(folder.path, "tiny-calibrate-q8_0.gguf");
+    await quantizeModel({ input: model.path, output: q8, type: "q8_0" });
+    const quantized = runCli(["model", "calibrate-sparse", "--model", q8, "--threads", "2", ...args], { env });
+    expect(quantized.code).toBe(0);
+    expect(JSON.parse(quantized.stdout)).toMatchObject({ prompts: 2, decode_steps: 40, windows: 34 });
+    // Truncated: refused before any runner starts, naming the file.
+    const damaged = join(folder.path, "damaged.gguf");
+    writeFileSync(damaged, readFileSync(file).subarray(0, 100));
+    const bad = runCli(["model", "calibrate-sparse", "--model", damaged, ...args], { env });
+    expect(bad.code).toBe(1);
+    expect(bad.stderr).toContain("ctxr model calibrate-sparse: ");
+    expect(bad.stderr).toContain("damaged.gguf");
+    expect(bad.stdout).toBe("");
+    // A file that is not GGUF at all.
+    const text = join(folder.path, "model.bin");
+    writeFileSync(text, "not a model");
+    const notGguf = runCli(["model", "calibrate-sparse", "--model", text, ...args], { env });
+    expect(notGguf.code).toBe(1);
+    expect(notGguf.stderr).toContain("is a file but not a .gguf file");
+  });
+
   test("bad flags are usage errors; a missing model folder is a failure; help is listed", () => {
     const prompts = promptsFile("flags.jsonl", PROMPTS);
     const cases: [string[], string][] = [
@@ -158,6 +200,7 @@ describe("ctxr model calibrate-sparse", () => {
     expect(missing.stderr).toContain(`model folder ${join(folder.path, "no-model")} does not exist`);
     const help = runCli(["model", "calibrate-sparse", "--help"]);
     expect(help.code).toBe(0);
+    expect(help.stdout).toContain(".gguf");
     for (const flag of ["--model", "--prompts", "--max-tokens", "--quantile", "--window", "--threads", "--json", "--sparse-trigger-window"]) expect(help.stdout).toContain(flag);
     expect(runCli(["model", "--help"]).stdout).toContain("calibrate-sparse");
     expect(runCli(["--help"]).stdout).toContain("model calibrate-sparse");

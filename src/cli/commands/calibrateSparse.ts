@@ -5,9 +5,9 @@
  * `ctxr serve` (CHESS calibrates at the 99th percentile offline).
  */
 import { readFileSync } from "node:fs";
-import { modelFolderPath } from "../../engine/generationEngine.ts";
-import { completionIds, completionsAddBos } from "../../model/completionPrompt.ts";
-import { loadModelTokenizer } from "../../model/modelTokenizer.ts";
+import { completionIds } from "../../model/completionPrompt.ts";
+import { resolveModelSource } from "../../model/modelSource.ts";
+import { loadSourceTokenizer } from "../../model/sourceTokenizer.ts";
 import { findRunner } from "../../runner/runnerExecutable.ts";
 import { RunnerProcess } from "../../runner/runnerProcess.ts";
 import {
@@ -28,7 +28,7 @@ const DEFAULT_QUANTILE = 0.99;
 const BLOCK_SIZE = 16;
 const PREFILL_CHUNK = 512;
 
-export const CALIBRATE_SPARSE_HELP = `Usage: ctxr model calibrate-sparse --model DIR --prompts FILE [options]
+export const CALIBRATE_SPARSE_HELP = `Usage: ctxr model calibrate-sparse --model DIR|FILE.gguf --prompts FILE [options]
 
 Calibrates sparse decode's reconstruction trigger (ctxr serve --sparse-*) for a
 model: greedy decodes each prompt reading the whole KV cache, takes the entropy
@@ -43,7 +43,8 @@ as /v1/completions tokenizes a text prompt. Prompts like your traffic's give the
 most useful thresholds.
 
 Options:
-  --model DIR        the Hugging Face model folder (as for ctxr serve --model)
+  --model M          the model as for ctxr serve --model: a Hugging Face model
+                     folder, a .gguf file, or a folder holding one .gguf file
   --prompts FILE     the calibration prompts (JSONL)
   --max-tokens N     tokens decoded per prompt, fewer when it ends (default ${DEFAULT_MAX_TOKENS})
   --quantile Q       quantile of the windowed means, 0..1 (default ${DEFAULT_QUANTILE})
@@ -161,9 +162,9 @@ export async function calibrateSparseCommand(args: string[], io: CommandIo): Pro
   const threads = integerFlag(flags, "threads", COMMAND, 1);
 
   const prompts = readPromptsFile(promptsPath);
-  const dir = modelFolderPath(model);
-  const tokenizer = await loadModelTokenizer(dir);
-  const addBos = await completionsAddBos(dir, tokenizer);
+  const source = resolveModelSource(model);
+  const dir = source.path;
+  const { tokenizer, addBos } = await loadSourceTokenizer(source);
   const tokenized = prompts.map((prompt) => ({ ...prompt, ids: completionIds(tokenizer, addBos, prompt.text) }));
   const longest = Math.max(...tokenized.map((p) => p.ids.length));
 

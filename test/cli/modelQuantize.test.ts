@@ -6,6 +6,7 @@ import { type GgufValue, metadataArray, metadataNumber, metadataString } from ".
 import { dequantizeValues } from "../../src/model/gguf/ggufQuantize.ts";
 import { type GgufHeader, readGgufFile, readGgufTensorData } from "../../src/model/gguf/ggufReader.ts";
 import { permuteQueryKeyRows } from "../../src/model/gguf/hfToGguf.ts";
+import { encodeSafetensors, readSafetensors } from "../../src/model/safetensors.ts";
 import { openSafetensorsFolder } from "../../src/model/safetensorsFolder.ts";
 import { lastJsonLine, runCli } from "../helpers/cli.ts";
 import { tinyModelFolder } from "../helpers/engineKit.ts";
@@ -160,5 +161,18 @@ describe("ctxr model quantize", () => {
     expect(run.code).toBe(2);
     expect(run.stderr).toMatch(/tokenizer.json is missing/);
     expect(readdirSync(out).filter((name) => name.startsWith("y.gguf") || name.startsWith(".y.gguf"))).toEqual([]);
+  });
+
+  test("a failure after tensors were written (an integer tensor near the end) leaves no file", () => {
+    const late = join(out, "late");
+    mkdirSync(late);
+    for (const name of readdirSync(llama.path)) writeFileSync(join(late, name), readFileSync(join(llama.path, name)));
+    const file = readSafetensors(new Uint8Array(readFileSync(join(llama.path, "model.safetensors"))));
+    const tensors = [...file.tensors.values()].map((t) => ({ name: t.name, dtype: t.name === "model.norm.weight" ? ("I32" as const) : t.dtype, shape: t.shape, data: t.data }));
+    writeFileSync(join(late, "model.safetensors"), encodeSafetensors(tensors));
+    const run = runCli(["model", "quantize", late, join(out, "late.gguf"), "--type", "q8_0", "--threads", "2"]);
+    expect(run.code).toBe(2);
+    expect(run.stderr).toMatch(/model.norm.weight: I32 is not a float dtype/);
+    expect(readdirSync(out).filter((name) => name.includes("late.gguf"))).toEqual([]);
   });
 });

@@ -25,6 +25,9 @@ struct Matrix;
 struct MatrixPart {
   DType dtype;
   int rows;
+  // Where this part's bytes are, for a backend whose reads_weights_in_place(dtype) is true (the
+  // parts then need not be back to back: no fused copy); null: next in matrix_parts' data_host.
+  const void* data = nullptr;
 };
 
 struct KvGeometry {
@@ -81,6 +84,10 @@ class Backend {
     }
     return matrix(data_host, parts[0].dtype, rows, cols);
   }
+  // Whether a matrix of `t` keeps reading the caller's bytes (which must then stay mapped) rather
+  // than a copy of its own: the CPU backend's quantized matrices. matrix_parts() then takes
+  // MatrixPart::data pointers.
+  virtual bool reads_weights_in_place(DType t) const { return false; }
   virtual void free_matrix(Matrix* m) = 0;
   virtual const char* matrix_dtype() const = 0;  // what matrices are kept in: "f32", "bf16", ...
   // Called once at load for every matrix linear() will use, so its one-time preparation (the CPU

@@ -196,6 +196,15 @@ void GgufFile::drop_resident_pages() const {
   if (mapping_) madvise(mapping_, mapped_, MADV_DONTNEED);
 }
 
+void GgufFile::drop_resident_pages(const void* begin, size_t bytes) const {
+  if (!mapping_) return;
+  const auto page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  const auto lo = (reinterpret_cast<uintptr_t>(begin) + page - 1) / page * page;
+  const auto hi = (reinterpret_cast<uintptr_t>(begin) + bytes) / page * page;
+  const auto start = reinterpret_cast<uintptr_t>(mapping_);
+  if (hi > lo && lo >= start && hi <= start + mapped_) madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_DONTNEED);
+}
+
 const GgufValue* GgufFile::find(const std::string& key) const {
   auto it = metadata_.find(key);
   return it == metadata_.end() ? nullptr : &it->second;

@@ -67,6 +67,8 @@ class GgufFile {
   const GgufTensor* tensor(const std::string& name) const;
   // Gives the mapped pages back to the kernel (they are re-read from the page cache on use).
   void drop_resident_pages() const;
+  // The same for the whole pages inside [begin, begin + bytes) of the mapping.
+  void drop_resident_pages(const void* begin, size_t bytes) const;
 
  private:
   std::string what_;

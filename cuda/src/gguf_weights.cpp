@@ -102,6 +102,9 @@ GgufWeights::GgufWeights(const std::string& path) : file_(std::make_unique<GgufF
                     t.data + static_cast<size_t>(r) * row_bytes, row_bytes);
       copies_.push_back(std::move(rows_hf));
       v.data = copies_.back().data();
+      // The original rows are not read again: their pages leave the resident set, so that the
+      // copy does not count twice.
+      file_->drop_resident_pages(t.data, t.bytes);
     }
     views_[name] = v;
   }
@@ -115,10 +118,14 @@ const TensorView& GgufWeights::get(const std::string& name, const std::vector<in
   return it->second;
 }
 
-void GgufWeights::loaded() {
-  // The model copied the q/k rows (fused q|k|v). The mapping stays: unfused matrices point into it.
+void GgufWeights::loaded(bool still_read) {
+  if (still_read) return;  // matrices point into the mapping and into copies_ (q/k rows)
+  // The backend holds its own copies (widened f32 on the CPU, device memory on CUDA): the q/k
+  // rows go, and the mapping's pages leave the resident set (the mapping itself stays valid;
+  // a later read, such as a lazily widened embedding, pages in again from the file).
   copies_.clear();
   copies_.shrink_to_fit();
+  file_->drop_resident_pages();
 }
 
 std::string gguf_model_path(const std::string& path) {

@@ -16,7 +16,7 @@ class GgufWeights final : public WeightSource {
   explicit GgufWeights(const std::string& path);
   bool has(const std::string& name) const override { return views_.count(name) != 0; }
   const TensorView& get(const std::string& name, const std::vector<int64_t>& shape) const override;
-  void loaded() override;
+  void loaded(bool still_read) override;
   const ModelConfig& config() const { return config_; }
 
  private:

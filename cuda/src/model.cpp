@@ -68,7 +68,7 @@ Model::Model(const std::string& dir, Backend* backend, int num_blocks, int block
   for (auto& layer : layers_)
     for (Matrix* m : {layer.qkv, layer.o, layer.gate_up, layer.down}) backend_->prepare_linear(m);
   if (std::string(backend_->name()) != "cpu") fused_.clear();
-  weights_->loaded();
+  weights_->loaded(weights_in_place_);
 }
 
 Model::~Model() {
@@ -91,6 +91,7 @@ Model::~Model() {
 
 Matrix* Model::load_matrix(const std::string& name, int rows, int cols) {
   const TensorView& t = weights_->get(name, {rows, cols});
+  weights_in_place_ = weights_in_place_ || backend_->reads_weights_in_place(t.dtype);
   return backend_->matrix(t.data, t.dtype, rows, cols);
 }
 
@@ -99,12 +100,21 @@ Matrix* Model::load_fused(const std::vector<std::string>& names, const std::vect
   int total_rows = 0;
   std::vector<const TensorView*> parts;
   std::vector<MatrixPart> layout;
+  bool in_place = true;
   for (size_t i = 0; i < names.size(); i++) {
     parts.push_back(&weights_->get(names[i], {rows[i], cols}));
-    layout.push_back({parts[i]->dtype, rows[i]});
+    layout.push_back({parts[i]->dtype, rows[i], parts[i]->data});
     total += parts[i]->bytes;
     total_rows += rows[i];
+    in_place = in_place && backend_->reads_weights_in_place(parts[i]->dtype);
   }
+  // A backend that reads the weights where they are takes the parts by pointer: no fused copy
+  // next to the mapped file (which would count twice in the resident set).
+  if (in_place) {
+    weights_in_place_ = true;
+    return backend_->matrix_parts(nullptr, layout, cols);
+  }
+  for (MatrixPart& part : layout) part.data = nullptr;
   std::vector<uint8_t> bytes(total);
   size_t at = 0;
   for (const TensorView* t : parts) {

@@ -116,6 +116,7 @@ class Model {
   bool profiling_ = false;
   ForwardProfile profile_;
   void sync();
+  bool weights_in_place_ = false;  // some backend matrix reads weights_'s bytes where they are
   std::vector<std::vector<uint8_t>> fused_;  // host bytes of fused matrices (the CPU backend reads them lazily)
 
   // Reusable backend buffers, grown on demand.

@@ -73,7 +73,7 @@ class CpuBackend final : public Backend {
     bool same = true, any_quant = false, all_quant = true;
     int rows = 0;
     for (const MatrixPart& p : parts) {
-      same = same && p.dtype == parts[0].dtype;
+      same = same && p.dtype == parts[0].dtype && !p.data;
       any_quant = any_quant || dtype_quantized(p.dtype);
       all_quant = all_quant && dtype_quantized(p.dtype);
       rows += p.rows;
@@ -92,6 +92,7 @@ class CpuBackend final : public Backend {
       int first = 0;
       for (const MatrixPart& p : parts) {
         const size_t row_bytes = dtype_row_bytes(p.dtype, cols);
+        if (p.data) at = static_cast<const uint8_t*>(p.data);
         m->quant->parts.push_back({p.dtype, first, p.rows, at, row_bytes});
         at += row_bytes * p.rows;
         first += p.rows;
@@ -102,6 +103,7 @@ class CpuBackend final : public Backend {
       float* out = m->widened.data();
       for (const MatrixPart& p : parts) {
         const size_t count = static_cast<size_t>(p.rows) * cols;
+        if (p.data) at = static_cast<const uint8_t*>(p.data);
         widen_to_f32(at, static_cast<int>(p.dtype), count, out);
         at += count * dtype_size_bytes(p.dtype);
         out += count;
@@ -110,6 +112,7 @@ class CpuBackend final : public Backend {
     }
     return m;
   }
+  bool reads_weights_in_place(DType t) const override { return dtype_quantized(t); }
   void free_matrix(Matrix* m) override {
     if (m->packed) free_packed_b(m->packed);
     delete m;

@@ -26,8 +26,9 @@ Llama, Mistral or Qwen2) or a GGUF file (re-quantized: metadata kept). The file
 follows llama.cpp's conventions (tensor names, metadata, tokenizer, q/k row order).
 
 Types: ${QUANTIZE_TYPES.join(" | ")}
-  Norms and biases stay F32. q4_0 and q4_k store output.weight (the embedding when
-  tied) as Q6_K, like llama.cpp. Rows whose length is not a whole number of blocks
+  Norms and biases stay F32. q4_0, q4_k and q4_k_m store output.weight (the embedding
+  when tied) as Q6_K, like llama.cpp; q4_k_m (llama.cpp's Q4_K_M) also stores attn_v
+  and ffn_down of the first and last eighth of the layers and every third between as Q6_K. Rows whose length is not a whole number of blocks
   (256 for q4_k/q6_k, 32 for q8_0/q4_0) fall back to Q8_0, then F16.
 
 Options:

@@ -102,7 +102,7 @@ function fromFolder(folder: string, type: QuantizeType): Conversion {
     const mapping = hfTensorMapping(name, shape);
     if (!mapping) continue;
     const dims = [...entry.shape].reverse();
-    const tensorType = tensorTypeFor(type, mapping.ggufName, dims, shape.tied);
+    const tensorType = tensorTypeFor(type, mapping.ggufName, dims, shape.tied, shape.layers);
     tensors.push({
       name: mapping.ggufName,
       type: tensorType,
@@ -123,8 +123,9 @@ function fromGguf(path: string, type: QuantizeType): Conversion {
   metadata.set("general.file_type", ggufUint32(QUANTIZE_PLANS[type].fileType));
   if (!metadata.has("general.quantization_version")) metadata.set("general.quantization_version", ggufUint32(2));
   const tied = !gguf.tensors.some((t) => t.name === "output.weight");
+  const layers = new Set(gguf.tensors.map((t) => /^blk\.(\d+)\./.exec(t.name)?.[1]).filter((n) => n !== undefined)).size;
   const tensors = gguf.tensors.map((info): TensorSource => {
-    const tensorType = info.type === GGML_TYPE.F32 && info.dims.length < 2 ? GGML_TYPE.F32 : tensorTypeFor(type, info.name, info.dims, tied);
+    const tensorType = info.type === GGML_TYPE.F32 && info.dims.length < 2 ? GGML_TYPE.F32 : tensorTypeFor(type, info.name, info.dims, tied, layers);
     return {
       name: info.name,
       type: tensorType,

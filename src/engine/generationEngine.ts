@@ -4,8 +4,6 @@
  * wired together. Restarts the runner after a crash (the scheduler fails the
  * requests it was running). Prometheus metrics of the scheduler.
  */
-import { existsSync, statSync } from "node:fs";
-import { join, resolve } from "node:path";
 import { DEFAULT_KV_POLICY, DEFAULT_RECOMPUTE_RATIO, GenerationScheduler, type GenerationHandle, type GenerationRequest, type LatencyObserver, type SchedulerStats } from "./generationScheduler.ts";
 import { describeKvSettings } from "./kvSettings.ts";
 import { GrammarCompiler } from "./grammarCompiler.ts";
@@ -78,24 +76,6 @@ export interface EngineOptions {
   /** Sparse decode's reconstruction trigger (default: uncertaintyTrigger.ts's placeholders; calibrate with `ctxr model calibrate-sparse`). */
   sparseTrigger?: UncertaintyTriggerOptions;
 }
-
-/** The model folder is unusable (missing, not a folder, no config.json). */
-export class ModelFolderMissingError extends Error {
-  constructor(message: string) {
-    super(message);
-    this.name = "ModelFolderMissingError";
-  }
-}
-
-/** The model folder's absolute path; ModelFolderMissingError when it is missing, not a folder or has no config.json. */
-export function modelFolderPath(model: string): string {
-  const dir = resolve(model);
-  if (!existsSync(dir)) throw new ModelFolderMissingError(`model folder ${model} does not exist`);
-  if (!statSync(dir).isDirectory()) throw new ModelFolderMissingError(`${model} is not a folder (--model takes a Hugging Face model folder)`);
-  if (!existsSync(join(dir, "config.json"))) throw new ModelFolderMissingError(`${model} has no config.json; is it a Hugging Face model folder?`);
-  return dir;
-}
-
 
 /**
  * What prefix-cache block hashes are seeded with: the model's identity and every runner setting

@@ -5,6 +5,8 @@
 // AVX-512 unless the dispatch (cpu_isa.cpp) chose it; an odd trailing block uses AVX2.
 #include <immintrin.h>
 
+#include <cstring>
+
 #include "cpu/quant_dot.h"
 
 // GCC 12 flags the undefined upper half of _mm512_cast*256_*512 (a false positive).
@@ -45,20 +47,22 @@ CTXR_AVX512 float dot_q8_0(const void* wv, const ActBlock* a, int nb) {
 CTXR_AVX512 float dot_q4_0(const void* wv, const ActBlock* a, int nb) {
   const auto* w = static_cast<const BlockQ4_0*>(wv);
   const __m128i m4 = _mm_set1_epi8(15);
+  const __m512i eight = _mm512_set1_epi8(8);
   __m512 acc = _mm512_setzero_ps();
-  float offset = 0.f;
   int b = 0;
   auto unpack = [&](const BlockQ4_0& blk) CTXR_AVX512 {
     const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk.qs));
     return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(raw, 4), m4), _mm_and_si128(raw, m4));
   };
   for (; b + 1 < nb; b += 2) {
-    const __m512i q = _mm512_inserti64x4(_mm512_castsi256_si512(unpack(w[b])), unpack(w[b + 1]), 1);
-    const float s0 = _cvtsh_ss(w[b].d) * a[b].d, s1 = _cvtsh_ss(w[b + 1].d) * a[b + 1].d;
-    acc = _mm512_fmadd_ps(dot4(q, load2(a[b].q, a[b + 1].q)), scales2(s0, s1), acc);
-    offset -= 8.f * (s0 * static_cast<float>(a[b].sum[0] + a[b].sum[1]) + s1 * static_cast<float>(a[b + 1].sum[0] + a[b + 1].sum[1]));
+    // q − 8 in [−8, 7] as signed bytes, then as Q8_0: |q − 8| × a with the sign of q − 8 (no
+    // offset term through the activation sums).
+    const __m512i q = _mm512_sub_epi8(_mm512_inserti64x4(_mm512_castsi256_si512(unpack(w[b])), unpack(w[b + 1]), 1), eight);
+    const __m512i aq = load2(a[b].q, a[b + 1].q);
+    const __m512i as = _mm512_mask_sub_epi8(aq, _mm512_movepi8_mask(q), _mm512_setzero_si512(), aq);
+    acc = _mm512_fmadd_ps(dot4(_mm512_abs_epi8(q), as), scales2(_cvtsh_ss(w[b].d) * a[b].d, _cvtsh_ss(w[b + 1].d) * a[b + 1].d), acc);
   }
-  float sum = _mm512_reduce_add_ps(acc) + offset;
+  float sum = _mm512_reduce_add_ps(acc);
   if (b < nb) sum += quant_dot_avx2(DType::Q4_0)(w + b, a + b, 1);
   return sum;
 }
@@ -85,6 +89,42 @@ CTXR_AVX512 float dot_q4_k(const void* wv, const ActBlock* a, int nb) {
     }
   }
   return _mm512_reduce_add_ps(acc) - mins;
+}
+
+// Q4_K with the activations' side data contiguous (quant_dot.h): per super-block the eight
+// six-bit scales and mins are decoded as bytes of three 32-bit words, the eight products
+// d·sc·d_a made in one vector and spread over the four 64-element chunks by permutes, and the
+// mins term kept as a vector (dmin·m·d_a·Σa), summed once at the end.
+CTXR_AVX512 float dot_q4_k_aux(const void* wv, const ActBlock* a, const float* ad, const float* adsum, int nb) {
+  const auto* w = static_cast<const BlockQ4_K*>(wv);
+  const __m256i m4 = _mm256_set1_epi8(15);
+  __m512 acc = _mm512_setzero_ps();
+  __m256 mins = _mm256_setzero_ps();
+  // Chunk c's register: lanes 0..7 take scale 2c, lanes 8..15 scale 2c + 1.
+  const __m512i spread[4] = {_mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0), _mm512_set_epi32(3, 3, 3, 3, 3, 3, 3, 3, 2, 2, 2, 2, 2, 2, 2, 2),
+                             _mm512_set_epi32(5, 5, 5, 5, 5, 5, 5, 5, 4, 4, 4, 4, 4, 4, 4, 4), _mm512_set_epi32(7, 7, 7, 7, 7, 7, 7, 7, 6, 6, 6, 6, 6, 6, 6, 6)};
+  for (int sb = 0; sb < nb / 8; sb++, a += 8, ad += 8, adsum += 8) {
+    const BlockQ4_K& blk = w[sb];
+    uint32_t u[3];
+    std::memcpy(u, blk.scales, 12);
+    const uint32_t sc_lo = u[0] & 0x3f3f3f3f, m_lo = u[1] & 0x3f3f3f3f;
+    const uint32_t sc_hi = (u[2] & 0x0f0f0f0f) | (((u[0] >> 6) & 0x03030303) << 4);
+    const uint32_t m_hi = ((u[2] >> 4) & 0x0f0f0f0f) | (((u[1] >> 6) & 0x03030303) << 4);
+    const __m256 sc = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_set_epi32(0, 0, static_cast<int>(sc_hi), static_cast<int>(sc_lo))));
+    const __m256 mn = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_set_epi32(0, 0, static_cast<int>(m_hi), static_cast<int>(m_lo))));
+    const __m256 f = _mm256_mul_ps(_mm256_mul_ps(sc, _mm256_set1_ps(_cvtsh_ss(blk.d))), _mm256_loadu_ps(ad));
+    mins = _mm256_fmadd_ps(_mm256_mul_ps(mn, _mm256_set1_ps(_cvtsh_ss(blk.dmin))), _mm256_loadu_ps(adsum), mins);
+    const __m512 f512 = _mm512_castps256_ps512(f);
+    for (int c = 0; c < 4; c++) {
+      const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.qs + 32 * c));
+      const __m512i q = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_and_si256(raw, m4)), _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4), 1);
+      acc = _mm512_fmadd_ps(dot4(q, load2(a[2 * c].q, a[2 * c + 1].q)), _mm512_permutexvar_ps(spread[c], f512), acc);
+    }
+  }
+  __m128 m = _mm_add_ps(_mm256_castps256_ps128(mins), _mm256_extractf128_ps(mins, 1));
+  m = _mm_add_ps(m, _mm_movehl_ps(m, m));
+  m = _mm_add_ss(m, _mm_movehdup_ps(m));
+  return _mm512_reduce_add_ps(acc) - _mm_cvtss_f32(m);
 }
 
 CTXR_AVX512 float dot_q6_k(const void* wv, const ActBlock* a, int nb) {
@@ -134,5 +174,7 @@ QuantDotFn quant_dot_avx512(DType t) {
     default: return nullptr;
   }
 }
+
+QuantDotAuxFn quant_dot_aux_avx512(DType t) { return t == DType::Q4_K ? dot_q4_k_aux : nullptr; }
 
 }  // namespace ctxr

@@ -24,6 +24,18 @@ void linear_int8(const float* x, int n, const QuantMatrix& w, const float* bias,
   std::vector<ActBlock> act(static_cast<size_t>(n) * nb);
 #pragma omp parallel for num_threads(threads) schedule(static) if (n > 1)
   for (int i = 0; i < n; i++) quantize_activations(x + static_cast<size_t>(i) * w.cols, w.cols, act.data() + static_cast<size_t>(i) * nb);
+  // Kernels that read the activations' scales and scaled sums as contiguous f32 (quant_dot.h).
+  bool aux = false;
+  for (const QuantRows& p : w.parts) aux = aux || (isa == CpuIsa::Avx512Vnni && quant_dot_aux_avx512(p.dtype));
+  std::vector<float> ad, adsum;
+  if (aux) {
+    ad.resize(act.size());
+    adsum.resize(act.size());
+    for (size_t b = 0; b < act.size(); b++) {
+      ad[b] = act[b].d;
+      adsum[b] = act[b].d * static_cast<float>(act[b].sum[0] + act[b].sum[1]);
+    }
+  }
   constexpr int kChunk = 16;
   const int chunks = (w.rows + kChunk - 1) / kChunk;
 #pragma omp parallel for num_threads(threads) schedule(static)
@@ -32,9 +44,13 @@ void linear_int8(const float* x, int n, const QuantMatrix& w, const float* bias,
     for (int r = r0; r < r1; r++) {
       const QuantRows& part = w.part_of(r);
       const QuantDotFn dot = quant_dot(part.dtype, isa);
+      const QuantDotAuxFn dot_aux = aux ? quant_dot_aux_avx512(part.dtype) : nullptr;
       const uint8_t* row = part.data + static_cast<size_t>(r - part.first_row) * part.row_bytes;
       const float b = bias ? bias[r] : 0.f;
-      for (int i = 0; i < n; i++) y[static_cast<size_t>(i) * w.rows + r] = dot(row, act.data() + static_cast<size_t>(i) * nb, nb) + b;
+      for (int i = 0; i < n; i++) {
+        const size_t at = static_cast<size_t>(i) * nb;
+        y[static_cast<size_t>(i) * w.rows + r] = (dot_aux ? dot_aux(row, act.data() + at, ad.data() + at, adsum.data() + at, nb) : dot(row, act.data() + at, nb)) + b;
+      }
     }
   }
 }

@@ -229,6 +229,33 @@ KernelFn kernel_for(const Format& f, CpuIsa isa, int mr) {
   return f.offset ? kernel_for<32, true>(isa, mr) : kernel_for<32, false>(isa, mr);
 }
 
+// The panel's byte layout from kNr unpacked rows: q32[kk][r] = rows[r][kk] (4-byte groups), by
+// 8×8 transposes of 32-bit elements (AVX2, the build's baseline).
+void transpose_rows(const uint8_t* rows, int k, uint8_t* q) {
+  const int n4 = k / 4;
+  for (int kk = 0; kk < n4; kk += 8)
+    for (int h = 0; h < kNr / 8; h++) {
+      __m256i r[8];
+      for (int i = 0; i < 8; i++) r[i] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rows + static_cast<size_t>(8 * h + i) * k + 4 * kk));
+      __m256i t[8], u[8];
+      for (int i = 0; i < 8; i += 2) {
+        t[i] = _mm256_unpacklo_epi32(r[i], r[i + 1]);
+        t[i + 1] = _mm256_unpackhi_epi32(r[i], r[i + 1]);
+      }
+      for (int i = 0; i < 8; i += 4) {
+        u[i] = _mm256_unpacklo_epi64(t[i], t[i + 2]);      // columns 0 | 4 of rows i..i+3
+        u[i + 1] = _mm256_unpackhi_epi64(t[i], t[i + 2]);  // 1 | 5
+        u[i + 2] = _mm256_unpacklo_epi64(t[i + 1], t[i + 3]);  // 2 | 6
+        u[i + 3] = _mm256_unpackhi_epi64(t[i + 1], t[i + 3]);  // 3 | 7
+      }
+      auto* out = reinterpret_cast<__m256i*>(q) ;
+      for (int j = 0; j < 4; j++) {
+        _mm256_storeu_si256(out + (static_cast<size_t>(kk + j) * kNr + 8 * h) / 8, _mm256_permute2x128_si256(u[j], u[j + 4], 0x20));
+        _mm256_storeu_si256(out + (static_cast<size_t>(kk + j + 4) * kNr + 8 * h) / 8, _mm256_permute2x128_si256(u[j], u[j + 4], 0x31));
+      }
+    }
+}
+
 struct AlignedFree {
   void operator()(void* p) const { std::free(p); }
 };
@@ -304,7 +331,7 @@ void quant_gemm(const float* x, int n, const QuantMatrix& w, const float* bias, 
   const int panels_max = kTileRows / kNr;
 #pragma omp parallel num_threads(threads)
   {
-    std::vector<uint8_t> u(k);
+    std::vector<uint8_t> u(static_cast<size_t>(kNr) * k);  // a panel's rows unpacked
     std::vector<float> s(k / 16), o(k / 32);
     auto q = aligned_array<uint8_t>(static_cast<size_t>(panels_max) * k * kNr);
     auto sc = aligned_array<float>(static_cast<size_t>(panels_max) * (k / 16) * kNr);
@@ -319,22 +346,21 @@ void quant_gemm(const float* x, int n, const QuantMatrix& w, const float* bias, 
       for (int p = 0; p < panels; p++) {
         panel[p] = {q.get() + static_cast<size_t>(p) * k * kNr, sc.get() + static_cast<size_t>(p) * groups * kNr,
                     of.get() + static_cast<size_t>(p) * (k / 32) * kNr};
-        auto* q32 = reinterpret_cast<uint32_t*>(panel[p].q);
         for (int r = 0; r < kNr; r++) {
           const int row = jobs[j].row0 + p * kNr + r;
+          uint8_t* ur = u.data() + static_cast<size_t>(r) * k;
           if (row < part.rows) {
-            unpack_row(part.dtype, part.data + static_cast<size_t>(row) * part.row_bytes, k, u.data(), s.data(), o.data());
+            unpack_row(part.dtype, part.data + static_cast<size_t>(row) * part.row_bytes, k, ur, s.data(), o.data());
           } else {
-            std::fill(u.begin(), u.end(), 0);
+            std::fill(ur, ur + k, 0);
             std::fill(s.begin(), s.end(), 0.f);
             std::fill(o.begin(), o.end(), 0.f);
           }
-          const auto* u32 = reinterpret_cast<const uint32_t*>(u.data());
-          for (int kk = 0; kk < k / 4; kk++) q32[static_cast<size_t>(kk) * kNr + r] = u32[kk];
           for (int g = 0; g < groups; g++) panel[p].scale[static_cast<size_t>(g) * kNr + r] = s[g];
           if (pa.f.offset)
             for (int b = 0; b < k / 32; b++) panel[p].offset[static_cast<size_t>(b) * kNr + r] = o[b];
         }
+        transpose_rows(u.data(), k, panel[p].q);
       }
       const Acts acts{act.data(), nb, pa.zs.empty() ? nullptr : pa.zs.data(), pa.adsum.empty() ? nullptr : pa.adsum.data()};
       for (int i0 = 0; i0 < n; i0 += mr_max) {

@@ -23,6 +23,17 @@
  * threads), measured before and after the runs; the GEMM share is quoted against the median.
  *
  * Prints the machine, the command and a markdown table on stdout (progress on stderr).
+ *
+ * Against llama.cpp (issue 14, item 5), CPU only; see scripts/benchEngineVsLlamaCpp.ts:
+ *   npx bun scripts/bench-engine.ts --vs-llamacpp [--quick] [--threads 2] [--models 100m,1b]
+ *        [--types f16,q8_0,q4_k] [--contexts 512,4096] [--decode-after 512] [--decode-steps 32]
+ *        [--runs 3] [--long-runs 1] [--llamacpp-dir DIR] [--runner PATH] [--json out.json]
+ * the same GGUF file (`ctxr model quantize` of the bench model, .bench/engine-models/gguf/) on
+ * both sides, the same threads, fresh processes interleaved: prefill and decode tokens/s, peak
+ * RSS, and the ggml CPU variant llama.cpp picked. llama.cpp is node-llama-cpp@3.22.1's prebuilt
+ * CPU build driven by llama_native (../shared/tools/llama-native), installed into a scratch
+ * folder (.bench/llamacpp) when missing. --runner PATH: a built runner instead of
+ * `make -C cuda cpu` (any mode). --quick: the 100m model, prefill 512 and decode only.
  */
 import { spawnSync } from "node:child_process";
 import { writeFileSync } from "node:fs";
@@ -31,20 +42,31 @@ import { parseArgs } from "node:util";
 import { RunnerProcess } from "../src/runner/runnerProcess.ts";
 import { type RunnerProfile, sequenceRange } from "../src/runner/runnerProtocol.ts";
 import { tinyModelParameterCount } from "../src/model/tinyModel.ts";
+import { benchVsLlamaCpp } from "./benchEngineVsLlamaCpp.ts";
 import { BENCH_MODELS as MODELS, benchModelFolder as modelFolder, buildBenchRunner, median, progress } from "./benchKit.ts";
 
 const { values } = parseArgs({
   options: {
     device: { type: "string", default: "cpu" },
     threads: { type: "string", default: String(cpus().length) },
-    models: { type: "string", default: "tiny,100m" },
+    models: { type: "string" },
     contexts: { type: "string", default: "512,4096" },
     "decode-steps": { type: "string", default: "16" },
     batch: { type: "string", default: "8" },
     runs: { type: "string", default: "3" },
     json: { type: "string" },
+    "vs-llamacpp": { type: "boolean", default: false },
+    quick: { type: "boolean", default: false },
+    types: { type: "string", default: "f16,q8_0,q4_k" },
+    "decode-after": { type: "string", default: "512" },
+    "long-runs": { type: "string", default: "1" },
+    "llamacpp-dir": { type: "string" },
+    runner: { type: "string" },
   },
 });
+const vsLlamaCpp = values["vs-llamacpp"]!;
+values.models ??= vsLlamaCpp ? (values.quick ? "100m" : "100m,1b") : "tiny,100m";
+if (vsLlamaCpp && values.quick) values.contexts = "512";
 
 const device = values.device!;
 const threads = Number(values.threads);
@@ -56,7 +78,27 @@ const modelNames = values.models!.split(",");
 for (const name of modelNames) if (!MODELS[name]) throw new Error(`unknown model '${name}' (${Object.keys(MODELS).join(", ")})`);
 if (device !== "cpu" && !device.startsWith("cuda")) throw new Error("--device must be cpu or cuda[:N]");
 
-const buildRunner = () => buildBenchRunner(device);
+const buildRunner = () => values.runner ?? buildBenchRunner(device);
+
+if (vsLlamaCpp) {
+  if (device !== "cpu") throw new Error("--vs-llamacpp compares CPU builds: use --device cpu");
+  const decodeStepsGiven = process.argv.includes("--decode-steps");
+  await benchVsLlamaCpp({
+    executable: buildRunner(),
+    threads,
+    models: modelNames,
+    types: values.types!.split(","),
+    contexts,
+    decodeAfter: Number(values["decode-after"]),
+    decodeSteps: decodeStepsGiven ? decodeSteps : 32,
+    runs,
+    longRuns: Number(values["long-runs"]),
+    llamacppDir: values["llamacpp-dir"],
+    json: values.json,
+    command: `npx bun scripts/bench-engine.ts ${process.argv.slice(2).join(" ")}`.trimEnd(),
+  });
+  process.exit(0);
+}
 
 function peakGflops(executable: string): number {
   const run = spawnSync(executable, ["--peak-gflops", "--threads", String(threads), "--seconds", "1"], { encoding: "utf8" });

@@ -1,0 +1,216 @@
+/**
+ * `scripts/bench-engine.ts --vs-llamacpp`: the bundled runner against llama.cpp in its own loop
+ * (scripts/benchLlamaCpp.ts) on the same GGUF files, the same threads.
+ *
+ * Files: the bench models of benchKit.ts (random weights) written by `ctxr model quantize` into
+ * .bench/engine-models/gguf/<model>-<type>.gguf when missing. Each repetition starts one fresh
+ * process per side, file and type, in interleaved order (ctxr first on even repetitions,
+ * llama.cpp first on odd ones), and each process does the same work:
+ *   warm-up   one 512-token prefill (llama.cpp's driver does the same)
+ *   prefill   L tokens from an empty cache, for each --contexts L (llama.cpp in llama_decode calls
+ *             of 512 tokens, its default batch; ctxr in one FORWARD), tokens/s
+ *   decode    a (decode-after − 1)-token prompt, then --decode-steps single-token steps, each
+ *             fed the argmax of the previous logits, tokens/s
+ *   peak RSS  of the process (ctxr: VmHWM before shutdown; llama.cpp: getrusage at exit)
+ * Contexts above 1,024 are measured in the first --long-runs repetitions only (they dominate
+ * the time). Figures are medians over repetitions; ratios are ctxr / llama.cpp.
+ */
+import { spawnSync } from "node:child_process";
+import { existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
+import { cpus, loadavg, totalmem } from "node:os";
+import { join } from "node:path";
+import { RunnerProcess } from "../src/runner/runnerProcess.ts";
+import { sequenceRange } from "../src/runner/runnerProtocol.ts";
+import { REPO, benchModelFolder, median, progress } from "./benchKit.ts";
+import { type LlamaCpp, prepareLlamaCpp, runLlamaNative } from "./benchLlamaCpp.ts";
+
+export interface VsLlamaCppOptions {
+  executable: string;
+  threads: number;
+  models: string[];
+  types: string[];
+  contexts: number[];
+  decodeAfter: number;
+  decodeSteps: number;
+  runs: number;
+  longRuns: number;
+  llamacppDir?: string;
+  json?: string;
+  command: string;
+}
+
+/** One process's figures. */
+interface Sample {
+  prefill: Record<number, number>;
+  decode: number;
+  peakRssBytes: number;
+  /** llama.cpp only: the ggml CPU variant it loaded. */
+  cpuVariant?: string;
+}
+
+interface Row {
+  model: string;
+  type: string;
+  file: string;
+  file_bytes: number;
+  ctxr: { prefill: Record<number, number>; decode: number; peak_rss_bytes: number; samples: Sample[] };
+  llamacpp: { prefill: Record<number, number>; decode: number; peak_rss_bytes: number; samples: Sample[]; cpu_variant: string };
+  ratio: { prefill: Record<number, number>; decode: number };
+}
+
+const GGUF_DIR = join(REPO, ".bench", "engine-models", "gguf");
+const PROMPT_VOCAB = 256;
+const WARMUP_TOKENS = 512;
+
+/** The same prompt as llama_native's: token i of salt s is (i·7919 + 13 + s) mod 256. */
+function prompt(length: number, salt: number): number[] {
+  return Array.from({ length }, (_, i) => (i * 7919 + 13 + salt) % PROMPT_VOCAB);
+}
+
+/** The model's GGUF file of `type`, quantized from the bench model folder when missing. */
+function ggufFile(model: string, type: string): string {
+  const path = join(GGUF_DIR, `${model}-${type}.gguf`);
+  if (existsSync(path)) return path;
+  const folder = benchModelFolder(model);
+  mkdirSync(GGUF_DIR, { recursive: true });
+  progress(`ctxr model quantize ${folder} ${path} --type ${type} ...`);
+  const run = spawnSync(process.execPath, [join(REPO, "src", "cli", "main.ts"), "model", "quantize", folder, path, "--type", type], { stdio: ["ignore", "ignore", "inherit"] });
+  if (run.status !== 0) throw new Error(`ctxr model quantize failed for ${model} ${type} (exit ${run.status})`);
+  return path;
+}
+
+function peakRss(pid: number | null): number {
+  if (pid === null) return NaN;
+  const match = /VmHWM:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, "utf8"));
+  return match ? Number(match[1]) * 1024 : NaN;
+}
+
+async function runCtxr(options: VsLlamaCppOptions, file: string, contexts: number[]): Promise<Sample & { kvDtype: string }> {
+  const blockSize = 16;
+  const longest = Math.max(WARMUP_TOKENS, options.decodeAfter + options.decodeSteps, ...contexts);
+  const blocks = Math.ceil(longest / blockSize) + 1;
+  const runner = await RunnerProcess.start({ executable: options.executable, model: file, blocks, blockSize, threads: options.threads, log: () => {} });
+  try {
+    const forward = async (tokens: number[], start: number) => {
+      const table = await runner.alloc(blocks);
+      const began = performance.now();
+      const result = await runner.forward({ sequences: [{ table, tokens, indices: sequenceRange(start, tokens.length), logitRows: [tokens.length - 1] }] });
+      return { table, seconds: (performance.now() - began) / 1000, logits: result.logits[0]! };
+    };
+    const warm = await forward(prompt(WARMUP_TOKENS, 99), 0);
+    await runner.free(warm.table);
+    const prefill: Record<number, number> = {};
+    for (const context of contexts) {
+      const run = await forward(prompt(context, context), 0);
+      await runner.free(run.table);
+      prefill[context] = context / run.seconds;
+    }
+    const tokens = prompt(options.decodeAfter, 1);
+    const head = await forward(tokens.slice(0, -1), 0);
+    let token = tokens.at(-1)!;
+    const began = performance.now();
+    for (let step = 0; step < options.decodeSteps; step++) {
+      const position = options.decodeAfter - 1 + step;
+      const { logits } = await runner.forward({ sequences: [{ table: head.table, tokens: [token], indices: [position], logitRows: [0] }] });
+      token = argmax(logits[0]!);
+    }
+    const decode = options.decodeSteps / ((performance.now() - began) / 1000);
+    await runner.free(head.table);
+    return { prefill, decode, peakRssBytes: peakRss(runner.pid), kvDtype: runner.info.kv_dtype };
+  } finally {
+    await runner.shutdown();
+  }
+}
+
+function argmax(values: Float32Array): number {
+  let best = 0;
+  for (let i = 1; i < values.length; i++) if (values[i]! > values[best]!) best = i;
+  return best;
+}
+
+const mib = (bytes: number) => (bytes / 2 ** 20).toFixed(0);
+const fixed = (x: number | undefined, digits = 1) => (x === undefined || !Number.isFinite(x) ? "—" : x.toFixed(digits));
+
+export async function benchVsLlamaCpp(options: VsLlamaCppOptions): Promise<void> {
+  const llama: LlamaCpp = prepareLlamaCpp(options.llamacppDir);
+  progress(`llama.cpp: node-llama-cpp ${llama.version} (llama.cpp ${llama.release}) in ${llama.dir}`);
+  const cases: Array<{ model: string; type: string; file: string }> = [];
+  for (const model of options.models) for (const type of options.types) cases.push({ model, type, file: ggufFile(model, type) });
+
+  const ours = new Map<string, Sample[]>();
+  const theirs = new Map<string, Sample[]>();
+  const variants = new Set<string>();
+  let kvDtype = "unknown";
+  for (let rep = 0; rep < options.runs; rep++) {
+    const contexts = options.contexts.filter((c) => c <= 1024 || rep < options.longRuns);
+    for (const { model, type, file } of cases) {
+      const key = `${model}/${type}`;
+      const sides = [
+        async () => {
+          const sample = await runCtxr(options, file, contexts);
+          kvDtype = sample.kvDtype;
+          (ours.get(key) ?? ours.set(key, []).get(key)!).push(sample);
+          progress(`  ctxr      ${key} rep ${rep + 1}: ${describe(sample)}`);
+        },
+        async () => {
+          const result = await runLlamaNative(llama, file, { threads: options.threads, contexts, decodeAfter: options.decodeAfter, decodeSteps: options.decodeSteps, trials: 1 });
+          variants.add(result.cpuVariant);
+          const sample = { prefill: result.prefill, decode: result.decode, peakRssBytes: result.peakRssBytes, cpuVariant: result.cpuVariant };
+          (theirs.get(key) ?? theirs.set(key, []).get(key)!).push(sample);
+          progress(`  llama.cpp ${key} rep ${rep + 1}: ${describe(result)} (ggml CPU variant ${result.cpuVariant})`);
+        },
+      ];
+      if (rep % 2 === 1) sides.reverse();
+      for (const side of sides) await side();
+    }
+  }
+
+  const summarize = (samples: Sample[]) => {
+    const prefill: Record<number, number> = {};
+    for (const context of options.contexts) {
+      const xs = samples.map((s) => s.prefill[context]).filter((x): x is number => x !== undefined);
+      if (xs.length) prefill[context] = median(xs);
+    }
+    return { prefill, decode: median(samples.map((s) => s.decode)), peak_rss_bytes: Math.max(...samples.map((s) => s.peakRssBytes)) };
+  };
+  const rows: Row[] = cases.map(({ model, type, file }) => {
+    const key = `${model}/${type}`;
+    const a = summarize(ours.get(key)!);
+    const b = summarize(theirs.get(key)!);
+    const prefillRatio: Record<number, number> = {};
+    for (const context of options.contexts) if (a.prefill[context] && b.prefill[context]) prefillRatio[context] = a.prefill[context]! / b.prefill[context]!;
+    return {
+      model, type, file, file_bytes: statSync(file).size,
+      ctxr: { ...a, samples: ours.get(key)! },
+      llamacpp: { ...b, samples: theirs.get(key)!, cpu_variant: [...new Set(theirs.get(key)!.map((s) => s.cpuVariant))].join(",") },
+      ratio: { prefill: prefillRatio, decode: a.decode / b.decode },
+    };
+  });
+
+  const cpu = cpus()[0]?.model ?? "unknown CPU";
+  const variant = [...variants].join(", ");
+  console.log(`machine: ${cpu}, ${cpus().length} cores, ${(totalmem() / 2 ** 30).toFixed(0)} GiB, load ${loadavg().map((l) => l.toFixed(2)).join(" ")}`);
+  console.log(`command: ${options.command}`);
+  console.log(`llama.cpp: node-llama-cpp ${llama.version} prebuilt libraries (llama.cpp ${llama.release}), llama_native loop, ggml CPU variant: ${variant}; KV f16, flash attention auto, batch 512`);
+  console.log(`ctxr: ${options.executable} (KV ${kvDtype}); ${options.threads} threads both; ${options.runs} interleaved repetitions (contexts > 1024: ${Math.min(options.longRuns, options.runs)}), medians; decode ${options.decodeSteps} steps after ${options.decodeAfter} tokens`);
+  console.log("");
+  const prefillHeads = options.contexts.map((c) => `prefill ${c} ctxr / llama.cpp tok/s | ×`);
+  console.log(`| model | type | file MiB | ${prefillHeads.join(" | ")} | decode ctxr / llama.cpp tok/s | × | peak RSS MiB ctxr / llama.cpp |`);
+  console.log(`|---|---|---|${options.contexts.map(() => "---|---|").join("")}---|---|---|`);
+  for (const r of rows) {
+    const prefill = options.contexts.map((c) => `${fixed(r.ctxr.prefill[c], 0)} / ${fixed(r.llamacpp.prefill[c], 0)} | ${fixed(r.ratio.prefill[c], 2)}`);
+    console.log(`| ${r.model} | ${r.type.toUpperCase()} | ${mib(r.file_bytes)} | ${prefill.join(" | ")} | ${fixed(r.ctxr.decode)} / ${fixed(r.llamacpp.decode)} | ${fixed(r.ratio.decode, 2)} | ${mib(r.ctxr.peak_rss_bytes)} / ${mib(r.llamacpp.peak_rss_bytes)} |`);
+  }
+  if (options.json) {
+    writeFileSync(options.json, JSON.stringify({
+      mode: "vs-llamacpp", command: options.command, cpu, threads: options.threads, runs: options.runs, long_runs: options.longRuns,
+      decode_after: options.decodeAfter, decode_steps: options.decodeSteps, ctxr_kv_dtype: kvDtype,
+      llamacpp: { node_llama_cpp: llama.version, release: llama.release, dir: llama.dir, cpu_variants: [...variants] }, rows,
+    }, null, 2));
+  }
+}
+
+function describe(sample: Sample): string {
+  const prefill = Object.entries(sample.prefill).map(([c, v]) => `prefill ${c} ${v.toFixed(0)} tok/s`).join(", ");
+  return `${prefill}, decode ${sample.decode.toFixed(1)} tok/s, peak RSS ${mib(sample.peakRssBytes)} MiB`;
+}

@@ -3,7 +3,7 @@
  * against their TypeScript twins) timed with tinybench, and the runner's linear kernels (f32,
  * f16 and the quantized GGUF types) timed by the runner's own loop, in one table.
  *
- *   npx bun scripts/bench-kernels.ts [--time 400] [--threads 2] [--repeat 20] [--runner PATH]
+ *   npx bun scripts/bench-kernels.ts [--time 400] [--threads 1,2] [--repeat 20] [--runner PATH]
  *                                    [--only wasm|runner] [--json out.json]
  *
  * Index kernels: tinybench (a Bench with --time ms and a warm-up a task), WASM and TS of each
@@ -31,7 +31,7 @@ import { REPO, progress } from "./benchKit.ts";
 const { values } = parseArgs({
   options: {
     time: { type: "string", default: "400" },
-    threads: { type: "string", default: "2" },
+    threads: { type: "string", default: "1,2" },
     repeat: { type: "string", default: "20" },
     runner: { type: "string" },
     only: { type: "string" },
@@ -39,7 +39,8 @@ const { values } = parseArgs({
   },
 });
 const benchTimeMs = Number(values.time);
-const threads = Number(values.threads);
+/** Runner threads; a list ("1,2") runs every case at each. */
+const threadCounts = values.threads!.split(",").map(Number);
 const repeat = Number(values.repeat);
 const runner = values.runner ?? join(REPO, "cuda", "build", "ctxr-runner-cpu");
 
@@ -148,11 +149,11 @@ function runnerLinearRows(): Row[] {
   const out: Row[] = [];
   // Interleaved: every type once per shape, the shapes alternating, so noise spreads evenly.
   for (const [label, m, n, k] of shapes) {
-    for (const type of types) {
+    for (const threads of threadCounts) for (const type of types) {
       const run = spawnSync(runner, ["--bench-linear", type, String(m), String(n), String(k), "--threads", String(threads), "--repeat", String(repeat)], { encoding: "utf8" });
       if (run.status !== 0) throw new Error(`ctxr-runner --bench-linear ${type} ${m} ${n} ${k} failed: ${run.stderr.trim()}`);
       const r = JSON.parse(run.stdout.trim().split("\n").at(-1)!) as LinearResult;
-      progress(`runner ${label} ${type}: ${r.median_ms.toFixed(3)} ms (${r.isa}, ${r.path})`);
+      progress(`runner ${label} ${type} ${threads} threads: ${r.median_ms.toFixed(3)} ms (${r.isa}, ${r.path})`);
       out.push({
         group: "runner linear", kernel: `${label} ${type.toUpperCase()}`, input: `${m}×${k} · ${k}×${n}, ${threads} threads`, impl: `${r.isa} ${r.path}`,
         ops_per_s: 1000 / r.median_ms, mean_us: r.median_ms * 1000, p99_us: null, rme_percent: null, samples: repeat, timer: "runner loop (median)",
@@ -176,4 +177,4 @@ console.log("|---|---|---|---|---|---|---|---|---|---|");
 for (const r of rows) {
   console.log(`| ${r.group} | ${r.kernel} | ${r.input} | ${r.impl} | ${fmt(r.ops_per_s)} | ${fmt(r.mean_us)} | ${r.p99_us === null ? "—" : fmt(r.p99_us)} | ${r.rme_percent === null ? "—" : r.rme_percent.toFixed(1)} | ${r.samples} | ${r.note} |`);
 }
-if (values.json) writeFileSync(values.json, JSON.stringify({ threads, repeat, bench_time_ms: benchTimeMs, rows }, null, 2));
+if (values.json) writeFileSync(values.json, JSON.stringify({ threads: threadCounts, repeat, bench_time_ms: benchTimeMs, rows }, null, 2));

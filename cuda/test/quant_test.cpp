@@ -195,9 +195,9 @@ RUNNER_TEST(quant, isa_paths_agree) {
     const float avx512 = quant_dot(t, CpuIsa::Avx512Vnni)(w.data(), a.data(), cols / 32);
     CHECK_NEAR(avx512, avx2, 1e-4 * (std::fabs(avx2) + 1));
     if (QuantDotAuxFn aux = quant_dot_aux_avx512(t)) {
-      std::vector<float> ad(a.size()), adsum(a.size());
-      for (size_t b = 0; b < a.size(); b++) ad[b] = a[b].d, adsum[b] = a[b].d * static_cast<float>(a[b].sum[0] + a[b].sum[1]);
-      CHECK_NEAR(aux(w.data(), a.data(), ad.data(), adsum.data(), cols / 32), avx2, 1e-4 * (std::fabs(avx2) + 1));
+      std::vector<float> ad(a.size()), adsum16(2 * a.size());
+      for (size_t b = 0; b < a.size(); b++) ad[b] = a[b].d, adsum16[2 * b] = a[b].d * a[b].sum[0], adsum16[2 * b + 1] = a[b].d * a[b].sum[1];
+      CHECK_NEAR(aux(w.data(), a.data(), ad.data(), adsum16.data(), cols / 32), avx2, 1e-4 * (std::fabs(avx2) + 1));
     }
   }
 }

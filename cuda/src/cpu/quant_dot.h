@@ -22,9 +22,10 @@ QuantDotFn quant_dot_avx512(DType t);  // call only where cpu_has_avx512_vnni()
 QuantDotFn quant_dot(DType t, CpuIsa isa);
 
 // The same with the activation row's per-block f32 side data laid out contiguously (so that a
-// 256-element super-block's eight scales are one load): ad[b] = a[b].d, adsum[b] = a[b].d·Σa[b].
-// AVX-512 VNNI Q4_K only (null otherwise): its decode kernel, scales and mins as vectors.
-using QuantDotAuxFn = float (*)(const void* w, const ActBlock* a, const float* ad, const float* adsum, int blocks32);
+// 256-element super-block's scales are one load): ad[b] = a[b].d, adsum16[2b + h] =
+// a[b].d·a[b].sum[h]. AVX-512 VNNI Q4_K and Q6_K (null otherwise): their decode kernels, with
+// the weights' scales, mins and offsets applied as vectors.
+using QuantDotAuxFn = float (*)(const void* w, const ActBlock* a, const float* ad, const float* adsum16, int blocks32);
 QuantDotAuxFn quant_dot_aux_avx512(DType t);
 
 }  // namespace ctxr

@@ -95,15 +95,16 @@ CTXR_AVX512 float dot_q4_k(const void* wv, const ActBlock* a, int nb) {
 // six-bit scales and mins are decoded as bytes of three 32-bit words, the eight products
 // d·sc·d_a made in one vector and spread over the four 64-element chunks by permutes, and the
 // mins term kept as a vector (dmin·m·d_a·Σa), summed once at the end.
-CTXR_AVX512 float dot_q4_k_aux(const void* wv, const ActBlock* a, const float* ad, const float* adsum, int nb) {
+CTXR_AVX512 float dot_q4_k_aux(const void* wv, const ActBlock* a, const float* ad, const float* adsum16, int nb) {
   const auto* w = static_cast<const BlockQ4_K*>(wv);
   const __m256i m4 = _mm256_set1_epi8(15);
   __m512 acc = _mm512_setzero_ps();
-  __m256 mins = _mm256_setzero_ps();
+  __m512 mins = _mm512_setzero_ps();
+  const __m512i dup = _mm512_set_epi32(7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0);
   // Chunk c's register: lanes 0..7 take scale 2c, lanes 8..15 scale 2c + 1.
   const __m512i spread[4] = {_mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0), _mm512_set_epi32(3, 3, 3, 3, 3, 3, 3, 3, 2, 2, 2, 2, 2, 2, 2, 2),
                              _mm512_set_epi32(5, 5, 5, 5, 5, 5, 5, 5, 4, 4, 4, 4, 4, 4, 4, 4), _mm512_set_epi32(7, 7, 7, 7, 7, 7, 7, 7, 6, 6, 6, 6, 6, 6, 6, 6)};
-  for (int sb = 0; sb < nb / 8; sb++, a += 8, ad += 8, adsum += 8) {
+  for (int sb = 0; sb < nb / 8; sb++, a += 8, ad += 8, adsum16 += 16) {
     const BlockQ4_K& blk = w[sb];
     uint32_t u[3];
     std::memcpy(u, blk.scales, 12);
@@ -113,7 +114,8 @@ CTXR_AVX512 float dot_q4_k_aux(const void* wv, const ActBlock* a, const float* a
     const __m256 sc = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_set_epi32(0, 0, static_cast<int>(sc_hi), static_cast<int>(sc_lo))));
     const __m256 mn = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_set_epi32(0, 0, static_cast<int>(m_hi), static_cast<int>(m_lo))));
     const __m256 f = _mm256_mul_ps(_mm256_mul_ps(sc, _mm256_set1_ps(_cvtsh_ss(blk.d))), _mm256_loadu_ps(ad));
-    mins = _mm256_fmadd_ps(_mm256_mul_ps(mn, _mm256_set1_ps(_cvtsh_ss(blk.dmin))), _mm256_loadu_ps(adsum), mins);
+    // Sub-block j's min against both 16-element sums of activation block j.
+    mins = _mm512_fmadd_ps(_mm512_permutexvar_ps(dup, _mm512_castps256_ps512(_mm256_mul_ps(mn, _mm256_set1_ps(_cvtsh_ss(blk.dmin))))), _mm512_loadu_ps(adsum16), mins);
     const __m512 f512 = _mm512_castps256_ps512(f);
     for (int c = 0; c < 4; c++) {
       const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.qs + 32 * c));
@@ -121,10 +123,42 @@ CTXR_AVX512 float dot_q4_k_aux(const void* wv, const ActBlock* a, const float* a
       acc = _mm512_fmadd_ps(dot4(q, load2(a[2 * c].q, a[2 * c + 1].q)), _mm512_permutexvar_ps(spread[c], f512), acc);
     }
   }
-  __m128 m = _mm_add_ps(_mm256_castps256_ps128(mins), _mm256_extractf128_ps(mins, 1));
-  m = _mm_add_ps(m, _mm_movehl_ps(m, m));
-  m = _mm_add_ss(m, _mm_movehdup_ps(m));
-  return _mm512_reduce_add_ps(acc) - _mm_cvtss_f32(m);
+  return _mm512_reduce_add_ps(acc) - _mm512_reduce_add_ps(mins);
+}
+
+// Q6_K with the activations' side data (quant_dot.h): per super-block the sixteen int8 scales
+// times d in one vector, times each 16-element group's activation scale (ad duplicated by a
+// permute) for the products, times the 16-element sums for the −32 offset (one vector, summed
+// once at the end); the products reach their int32 lanes by permutes.
+CTXR_AVX512 float dot_q6_k_aux(const void* wv, const ActBlock* a, const float* ad, const float* adsum16, int nb) {
+  const auto* w = static_cast<const BlockQ6_K*>(wv);
+  const __m256i m4 = _mm256_set1_epi8(15), m3 = _mm256_set1_epi8(3);
+  const __m512i dup = _mm512_set_epi32(7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0);
+  // Register r (0..3) of a super-block holds 16-element groups 4r .. 4r + 3, four int32 lanes each.
+  const __m512i spread[4] = {_mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0), _mm512_set_epi32(7, 7, 7, 7, 6, 6, 6, 6, 5, 5, 5, 5, 4, 4, 4, 4),
+                             _mm512_set_epi32(11, 11, 11, 11, 10, 10, 10, 10, 9, 9, 9, 9, 8, 8, 8, 8),
+                             _mm512_set_epi32(15, 15, 15, 15, 14, 14, 14, 14, 13, 13, 13, 13, 12, 12, 12, 12)};
+  __m512 acc = _mm512_setzero_ps(), offset = _mm512_setzero_ps();
+  for (int sb = 0; sb < nb / 8; sb++, a += 8, ad += 8, adsum16 += 16) {
+    const BlockQ6_K& blk = w[sb];
+    const __m512 sd = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk.scales)))),
+                                    _mm512_set1_ps(_cvtsh_ss(blk.d)));
+    const __m512 f = _mm512_mul_ps(sd, _mm512_permutexvar_ps(dup, _mm512_castps256_ps512(_mm256_loadu_ps(ad))));
+    offset = _mm512_fmadd_ps(sd, _mm512_loadu_ps(adsum16), offset);
+    for (int h = 0; h < 2; h++) {
+      const __m256i l0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.ql + 64 * h));
+      const __m256i l1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.ql + 64 * h + 32));
+      const __m256i hb = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.qh + 32 * h));
+      const __m256i q0 = _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_slli_epi16(_mm256_and_si256(hb, m3), 4));
+      const __m256i q1 = _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 2), m3), 4));
+      const __m256i q2 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 4), m3), 4));
+      const __m256i q3 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4), _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 6), m3), 4));
+      const ActBlock* ab = a + 4 * h;
+      acc = _mm512_fmadd_ps(dot4(_mm512_inserti64x4(_mm512_castsi256_si512(q0), q1, 1), load2(ab[0].q, ab[1].q)), _mm512_permutexvar_ps(spread[2 * h], f), acc);
+      acc = _mm512_fmadd_ps(dot4(_mm512_inserti64x4(_mm512_castsi256_si512(q2), q3, 1), load2(ab[2].q, ab[3].q)), _mm512_permutexvar_ps(spread[2 * h + 1], f), acc);
+    }
+  }
+  return _mm512_reduce_add_ps(acc) - 32.f * _mm512_reduce_add_ps(offset);
 }
 
 CTXR_AVX512 float dot_q6_k(const void* wv, const ActBlock* a, int nb) {
@@ -175,6 +209,6 @@ QuantDotFn quant_dot_avx512(DType t) {
   }
 }
 
-QuantDotAuxFn quant_dot_aux_avx512(DType t) { return t == DType::Q4_K ? dot_q4_k_aux : nullptr; }
+QuantDotAuxFn quant_dot_aux_avx512(DType t) { return t == DType::Q4_K ? dot_q4_k_aux : t == DType::Q6_K ? dot_q6_k_aux : nullptr; }
 
 }  // namespace ctxr

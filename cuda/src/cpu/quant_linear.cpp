@@ -29,13 +29,14 @@ void linear_int8(const float* x, int n, const QuantMatrix& w, const float* bias,
   // Kernels that read the activations' scales and scaled sums as contiguous f32 (quant_dot.h).
   bool aux = false;
   for (const QuantRows& p : w.parts) aux = aux || (isa == CpuIsa::Avx512Vnni && quant_dot_aux_avx512(p.dtype));
-  std::vector<float> ad, adsum;
+  std::vector<float> ad, adsum16;
   if (aux) {
     ad.resize(act.size());
-    adsum.resize(act.size());
+    adsum16.resize(2 * act.size());
     for (size_t b = 0; b < act.size(); b++) {
       ad[b] = act[b].d;
-      adsum[b] = act[b].d * static_cast<float>(act[b].sum[0] + act[b].sum[1]);
+      adsum16[2 * b] = act[b].d * static_cast<float>(act[b].sum[0]);
+      adsum16[2 * b + 1] = act[b].d * static_cast<float>(act[b].sum[1]);
     }
   }
   constexpr int kChunk = 16;
@@ -51,7 +52,7 @@ void linear_int8(const float* x, int n, const QuantMatrix& w, const float* bias,
       const float b = bias ? bias[r] : 0.f;
       for (int i = 0; i < n; i++) {
         const size_t at = static_cast<size_t>(i) * nb;
-        y[static_cast<size_t>(i) * w.rows + r] = (dot_aux ? dot_aux(row, act.data() + at, ad.data() + at, adsum.data() + at, nb) : dot(row, act.data() + at, nb)) + b;
+        y[static_cast<size_t>(i) * w.rows + r] = (dot_aux ? dot_aux(row, act.data() + at, ad.data() + at, adsum16.data() + 2 * at, nb) : dot(row, act.data() + at, nb)) + b;
       }
     }
   }

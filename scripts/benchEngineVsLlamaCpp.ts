@@ -122,6 +122,16 @@ async function runCtxr(options: VsLlamaCppOptions, file: string, contexts: numbe
   }
 }
 
+/** One more try when a process dies (on a shared machine something else may kill it); a second failure throws. */
+async function retryOnce<T>(what: string, run: () => Promise<T>): Promise<T> {
+  try {
+    return await run();
+  } catch (error) {
+    progress(`  ${what} failed (${(error as Error).message.split("\n")[0]}); once more`);
+    return await run();
+  }
+}
+
 function argmax(values: Float32Array): number {
   let best = 0;
   for (let i = 1; i < values.length; i++) if (values[i]! > values[best]!) best = i;
@@ -147,13 +157,13 @@ export async function benchVsLlamaCpp(options: VsLlamaCppOptions): Promise<void>
       const key = `${model}/${type}`;
       const sides = [
         async () => {
-          const sample = await runCtxr(options, file, contexts);
+          const sample = await retryOnce(`ctxr ${key}`, () => runCtxr(options, file, contexts));
           kvDtype = sample.kvDtype;
           (ours.get(key) ?? ours.set(key, []).get(key)!).push(sample);
           progress(`  ctxr      ${key} rep ${rep + 1}: ${describe(sample)}`);
         },
         async () => {
-          const result = await runLlamaNative(llama, file, { threads: options.threads, contexts, decodeAfter: options.decodeAfter, decodeSteps: options.decodeSteps, trials: 1 });
+          const result = await retryOnce(`llama.cpp ${key}`, () => runLlamaNative(llama, file, { threads: options.threads, contexts, decodeAfter: options.decodeAfter, decodeSteps: options.decodeSteps, trials: 1 }));
           variants.add(result.cpuVariant);
           const sample = { prefill: result.prefill, decode: result.decode, peakRssBytes: result.peakRssBytes, cpuVariant: result.cpuVariant };
           (theirs.get(key) ?? theirs.set(key, []).get(key)!).push(sample);

@@ -8,16 +8,16 @@
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
 import { readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { KvBlockPool, KvBlockTable } from "../../src/kv/kvBlockTable.ts";
+import { KvBlockTable } from "../../src/kv/kvBlockTable.ts";
 import { RunnerProcess } from "../../src/runner/runnerProcess.ts";
 import { sequenceRange } from "../../src/runner/runnerProtocol.ts";
-import { ChunkCache } from "../../src/kv/chunkCache.ts";
 import { DiskKvTier } from "../../src/kv/diskKvTier.ts";
-import { managedPrefill, type ManagedPrefillOptions } from "../../src/kv/managedPrefill.ts";
+import { managedPrefill } from "../../src/kv/managedPrefill.ts";
 import { modelIdentity } from "../../src/kv/modelIdentity.ts";
-import { promptTokens, segmentTokens, type SegmentedPrompt } from "../../src/kv/segmentedPrompt.ts";
+import { promptTokens, segmentTokens } from "../../src/kv/segmentedPrompt.ts";
 import { tempFolder } from "../helpers/cli.ts";
 import { buildRunner, tinyModelFolder } from "../helpers/engineKit.ts";
+import { CHUNKS, chunkedPrompt as prompt, fullPrefillLogits, HEAD, maxAbsDiff, QUESTION, runManaged as managed, startManaged } from "../helpers/managedPrefillKit.ts";
 
 setDefaultTimeout(120_000);
 
@@ -37,55 +37,11 @@ afterAll(async () => {
   model?.cleanup();
 });
 
-async function setup(cacheOptions: ConstructorParameters<typeof ChunkCache>[1] = {}) {
-  const runner = await RunnerProcess.start({ executable, model: model.path, blocks: 256, blockSize: 16, threads: 2 });
-  runners.push(runner);
-  const pool = new KvBlockPool(runner, 16, runner.info.free_blocks);
-  const cache = new ChunkCache(runner, cacheOptions);
-  cache.attachPool(pool);
-  return { runner, pool, cache };
-}
 
-/** Deterministic pseudo-random byte tokens (the tiny model's vocabulary starts with the 256 bytes). */
-function tokens(seed: number, n: number): number[] {
-  let x = seed * 2654435761;
-  return Array.from({ length: n }, () => {
-    x = (x * 1103515245 + 12345) >>> 0;
-    return 32 + ((x >>> 16) % 90);
-  });
-}
 
-const HEAD = tokens(1, 12);
-const CHUNKS = [tokens(2, 40), tokens(3, 33), tokens(4, 48), tokens(5, 21), tokens(6, 37)];
-const QUESTION = tokens(9, 9);
-const prompt = (order: number[]): SegmentedPrompt => segmentTokens(HEAD, order.map((i) => CHUNKS[i]!), QUESTION);
 
-async function fullPrefillLogits(runner: RunnerProcess, pool: KvBlockPool, p: SegmentedPrompt): Promise<Float32Array> {
-  const ids = promptTokens(p);
-  const table = new KvBlockTable(16);
-  await pool.grow([{ table, entries: ids.length }]);
-  const result = await runner.forward({ sequences: [{ table: table.blocks, tokens: ids, indices: sequenceRange(0, ids.length), logitRows: [ids.length - 1] }] });
-  await pool.release([table]);
-  return result.logits[0]!;
-}
 
-async function managed(setupValue: Awaited<ReturnType<typeof setup>>, p: SegmentedPrompt, options: ManagedPrefillOptions) {
-  const { runner, pool, cache } = setupValue;
-  const table = new KvBlockTable(16);
-  await pool.grow([{ table, entries: promptTokens(p).length }]);
-  const result = await managedPrefill(runner, cache, p, table.blocks, options);
-  await result.storeBack();
-  await pool.release([table]);
-  return result;
-}
-
-function maxAbsDiff(a: Float32Array, b: Float32Array): number {
-  expect(a.length).toBe(b.length);
-  let max = 0;
-  for (let i = 0; i < a.length; i++) max = Math.max(max, Math.abs(a[i]! - b[i]!));
-  return max;
-}
-
+const setup = (cacheOptions: Parameters<typeof startManaged>[3] = {}) => startManaged(executable, model.path, runners, cacheOptions);
 const argmax = (logits: Float32Array) => logits.reduce((best, v, i) => (v > logits[best]! ? i : best), 0);
 
 describe("managedPrefill", () => {

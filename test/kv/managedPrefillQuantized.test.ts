@@ -12,18 +12,18 @@
  */
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
 import { join } from "node:path";
-import { ChunkCache } from "../../src/kv/chunkCache.ts";
 import { DiskKvTier } from "../../src/kv/diskKvTier.ts";
-import { KvBlockPool, KvBlockTable } from "../../src/kv/kvBlockTable.ts";
-import { managedPrefill, type ManagedPrefillOptions } from "../../src/kv/managedPrefill.ts";
+import { KvBlockTable } from "../../src/kv/kvBlockTable.ts";
+import { managedPrefill } from "../../src/kv/managedPrefill.ts";
 import { ggufModelIdentity } from "../../src/kv/modelIdentity.ts";
-import { promptTokens, segmentTokens, type SegmentedPrompt } from "../../src/kv/segmentedPrompt.ts";
+import { promptTokens } from "../../src/kv/segmentedPrompt.ts";
 import { quantizeModel } from "../../src/model/gguf/quantizeModel.ts";
 import { readGgufFile } from "../../src/model/gguf/ggufReader.ts";
 import { RunnerProcess } from "../../src/runner/runnerProcess.ts";
 import { sequenceRange } from "../../src/runner/runnerProtocol.ts";
 import { tempFolder } from "../helpers/cli.ts";
 import { buildRunner, tinyModelFolder } from "../helpers/engineKit.ts";
+import { CHUNKS, chunkedPrompt as prompt, fullPrefillLogits, maxAbsDiff, QUESTION, runManaged as managed, startManaged } from "../helpers/managedPrefillKit.ts";
 
 setDefaultTimeout(120_000);
 
@@ -61,52 +61,11 @@ afterAll(async () => {
   scratch.cleanup();
 });
 
-async function setup(file: string, cacheOptions: ConstructorParameters<typeof ChunkCache>[1] = {}) {
-  const runner = await RunnerProcess.start({ executable, model: file, blocks: 256, blockSize: 16, threads: 2 });
-  runners.push(runner);
-  const pool = new KvBlockPool(runner, 16, runner.info.free_blocks);
-  const cache = new ChunkCache(runner, cacheOptions);
-  cache.attachPool(pool);
-  return { runner, pool, cache };
-}
 
-function tokens(seed: number, n: number): number[] {
-  let x = seed * 2654435761;
-  return Array.from({ length: n }, () => {
-    x = (x * 1103515245 + 12345) >>> 0;
-    return 32 + ((x >>> 16) % 90);
-  });
-}
 
-const HEAD = tokens(1, 12);
-const CHUNKS = [tokens(2, 40), tokens(3, 33), tokens(4, 48), tokens(5, 21), tokens(6, 37)];
-const QUESTION = tokens(9, 9);
-const prompt = (order: number[]): SegmentedPrompt => segmentTokens(HEAD, order.map((i) => CHUNKS[i]!), QUESTION);
 
-async function fullPrefillLogits(runner: RunnerProcess, pool: KvBlockPool, p: SegmentedPrompt): Promise<Float32Array> {
-  const ids = promptTokens(p);
-  const table = new KvBlockTable(16);
-  await pool.grow([{ table, entries: ids.length }]);
-  const result = await runner.forward({ sequences: [{ table: table.blocks, tokens: ids, indices: sequenceRange(0, ids.length), logitRows: [ids.length - 1] }] });
-  await pool.release([table]);
-  return result.logits[0]!;
-}
 
-async function managed(s: Awaited<ReturnType<typeof setup>>, p: SegmentedPrompt, options: ManagedPrefillOptions) {
-  const table = new KvBlockTable(16);
-  await s.pool.grow([{ table, entries: promptTokens(p).length }]);
-  const result = await managedPrefill(s.runner, s.cache, p, table.blocks, options);
-  await result.storeBack();
-  await s.pool.release([table]);
-  return result;
-}
-
-function maxAbsDiff(a: Float32Array, b: Float32Array): number {
-  expect(a.length).toBe(b.length);
-  let max = 0;
-  for (let i = 0; i < a.length; i++) max = Math.max(max, Math.abs(a[i]! - b[i]!));
-  return max;
-}
+const setup = (file: string, cacheOptions: Parameters<typeof startManaged>[3] = {}) => startManaged(executable, file, runners, cacheOptions);
 
 describe.each(TYPES)("managedPrefill on a %s GGUF", (type) => {
 

@@ -16,6 +16,7 @@ import { startServer, type RunningServer } from "../../src/server/serve.ts";
 import { tempFolder } from "../helpers/cli.ts";
 import { buildRunner, tinyModelFolder } from "../helpers/engineKit.ts";
 import { client, spawnServer, type Client } from "./serverKit.ts";
+import { chatOverDocuments as chat, DOCS } from "../helpers/kvGenerationKit.ts";
 
 setDefaultTimeout(120_000);
 
@@ -58,22 +59,6 @@ afterAll(async () => {
   scratch.cleanup();
 });
 
-const DOCS = [
-  { id: "a", text: "The river Ouse floods the valley every spring, and the mill closes for a month." },
-  { id: "b", text: "Mill workers moved to the upland farms during the flood, tending sheep until June." },
-  { id: "c", text: "In 1887 a stone embankment was built; the floods have been smaller since then." },
-  { id: "d", text: "The embankment's keeper lives in the old toll house by the bridge." },
-];
-const chat = (documents: readonly { id?: string; text: string }[], extra: Record<string, unknown> = {}) => ({
-  messages: [
-    { role: "system", content: "Answer from the documents." },
-    { role: "user", content: "When does the mill close?" },
-  ],
-  documents,
-  temperature: 0,
-  max_tokens: 6,
-  ...extra,
-});
 
 describe.each(TYPES)("KV-managed generation on a %s GGUF", (type) => {
   let api: Client;

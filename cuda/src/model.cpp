@@ -39,8 +39,6 @@ Model::Model(const std::string& dir, Backend* backend, int num_blocks, int block
     weights_ = std::make_unique<SafetensorsFolder>(dir);
   }
   const ModelConfig& c = config_;
-  const TensorView& embed = weights_->get("model.embed_tokens.weight", {c.vocab, c.hidden});
-  weight_dtype_ = dtype_name(embed.dtype);
   embed_ = load_matrix("model.embed_tokens.weight", c.vocab, c.hidden);
   bool tied = c.tie_word_embeddings || !weights_->has("lm_head.weight");
   lm_head_ = tied ? embed_ : load_matrix("lm_head.weight", c.vocab, c.hidden);
@@ -69,6 +67,9 @@ Model::Model(const std::string& dir, Backend* backend, int num_blocks, int block
     for (Matrix* m : {layer.qkv, layer.o, layer.gate_up, layer.down}) backend_->prepare_linear(m);
   if (std::string(backend_->name()) != "cpu") fused_.clear();
   weights_->loaded(weights_in_place_);
+  size_t most = 0;
+  for (const auto& [name, elements] : matrix_elements_)
+    if (elements > most) most = elements, weight_dtype_ = name;
 }
 
 Model::~Model() {
@@ -91,6 +92,7 @@ Model::~Model() {
 
 Matrix* Model::load_matrix(const std::string& name, int rows, int cols) {
   const TensorView& t = weights_->get(name, {rows, cols});
+  matrix_elements_[dtype_name(t.dtype)] += size_t(rows) * cols;
   weights_in_place_ = weights_in_place_ || backend_->reads_weights_in_place(t.dtype);
   return backend_->matrix(t.data, t.dtype, rows, cols);
 }
@@ -103,6 +105,7 @@ Matrix* Model::load_fused(const std::vector<std::string>& names, const std::vect
   bool in_place = true;
   for (size_t i = 0; i < names.size(); i++) {
     parts.push_back(&weights_->get(names[i], {rows[i], cols}));
+    matrix_elements_[dtype_name(parts[i]->dtype)] += size_t(rows[i]) * cols;
     layout.push_back({parts[i]->dtype, rows[i], parts[i]->data});
     total += parts[i]->bytes;
     total_rows += rows[i];

@@ -3,6 +3,7 @@
 // of several sequences writing their K/V into the paged cache. The weights come from a Hugging
 // Face folder (config.json + *.safetensors) or a GGUF file (gguf_weights.h).
 #pragma once
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -107,7 +108,10 @@ class Model {
   Backend* backend_;
   std::unique_ptr<WeightSource> weights_;
   int num_blocks_, block_size_;
+  // The type holding most matrix elements (a GGUF file mixes types: a q4_k file keeps its output
+  // matrix in Q6_K, and rows that are no whole K-quant block fall back to Q8_0).
   std::string weight_dtype_;
+  std::map<std::string, size_t> matrix_elements_;  // per dtype name, for weight_dtype_
   Matrix* embed_ = nullptr;
   Matrix* lm_head_ = nullptr;
   float* final_norm_ = nullptr;

@@ -1,8 +1,7 @@
 #include "gguf.h"
+#include "mapped_file.h"
 
-#include <fcntl.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -160,24 +159,9 @@ const char* ggml_type_name(GgmlType t) { return info_of(static_cast<uint32_t>(t)
 bool ggml_type_supported(uint32_t t) { return info_of(t) != nullptr; }
 
 GgufFile::GgufFile(const std::string& path) : what_(path) {
-  int fd = open(path.c_str(), O_RDONLY);
-  if (fd < 0) throw std::runtime_error("cannot open " + path + ": " + std::strerror(errno));
-  struct stat st;
-  if (fstat(fd, &st) != 0) {
-    close(fd);
-    throw std::runtime_error("cannot stat " + path);
-  }
-  mapped_ = static_cast<size_t>(st.st_size);
-  if (mapped_ < 24) {
-    close(fd);
-    throw std::runtime_error(path + ": truncated file (" + std::to_string(mapped_) + " bytes, no GGUF header)");
-  }
-  mapping_ = mmap(nullptr, mapped_, PROT_READ, MAP_PRIVATE, fd, 0);
-  close(fd);
-  if (mapping_ == MAP_FAILED) {
-    mapping_ = nullptr;
-    throw std::runtime_error("cannot map " + path + ": " + std::strerror(errno));
-  }
+  FileMapping file = map_read_only(path, 24, "truncated file (shorter than a GGUF header)");
+  mapping_ = file.address;
+  mapped_ = file.length;
   try {
     parse(static_cast<const uint8_t*>(mapping_), mapped_);
   } catch (...) {

@@ -1,9 +1,8 @@
 #include "safetensors.h"
+#include "mapped_file.h"
 
 #include <dirent.h>
-#include <fcntl.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -63,21 +62,7 @@ SafetensorsFolder::~SafetensorsFolder() {
 }
 
 void SafetensorsFolder::map_file(const std::string& path) {
-  int fd = open(path.c_str(), O_RDONLY);
-  if (fd < 0) throw std::runtime_error("cannot open " + path + ": " + std::strerror(errno));
-  struct stat st;
-  if (fstat(fd, &st) != 0) {
-    close(fd);
-    throw std::runtime_error("cannot stat " + path);
-  }
-  size_t length = static_cast<size_t>(st.st_size);
-  if (length < 8) {
-    close(fd);
-    throw std::runtime_error(path + ": too short for a safetensors file");
-  }
-  void* address = mmap(nullptr, length, PROT_READ, MAP_PRIVATE, fd, 0);
-  close(fd);
-  if (address == MAP_FAILED) throw std::runtime_error("cannot map " + path + ": " + std::strerror(errno));
+  auto [address, length] = map_read_only(path, 8, "too short for a safetensors file");
   mappings_.push_back({address, length});
   const auto* bytes = static_cast<const uint8_t*>(address);
   uint64_t header_len;

@@ -19,8 +19,9 @@ import { mkdirSync, readFileSync, readdirSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { parseArgs } from "node:util";
 import { byteToUnicode } from "../src/model/byteTokenizer.ts";
-import { GGUF_VALUE_TYPE, ggufArray, ggufBool, ggufFloat32, ggufString, ggufUint32, type GgufArrayItem, type GgufMetadata, type GgufValueType } from "../src/model/gguf/ggufMetadata.ts";
+import { ggufArray, ggufBool, ggufFloat32, ggufString, ggufUint32, type GgufMetadata } from "../src/model/gguf/ggufMetadata.ts";
 import { ggufModelTokenizer } from "../src/model/gguf/ggufTokenizer.ts";
+import { encodeGguf } from "../src/model/gguf/ggufWriter.ts";
 
 const { values } = parseArgs({
   options: { lcpp: { type: "string", default: "/tmp/lcpp2" }, "bpe-folder": { type: "string" }, out: { type: "string", default: "/tmp/ctxr-gguf-tokenizer-compare" } },
@@ -51,59 +52,6 @@ const TEXTS = [
   "ÀÉÎÕÜ ñ ß ø Ω ж",
   ...README.split(/\n(?=#)/).slice(0, 40),
 ];
-
-/**
- * A GGUF v3 file of metadata only (no tensors: llama.cpp opens it vocabulary-only). Written
- * here rather than by ggufWriter.ts, whose ByteWriter.string writes into the buffer it had
- * before growing it (\`this.buffer.set(bytes, this.reserve(n))\` reads this.buffer first),
- * so a vocabulary past 64 KiB of header came out damaged.
- */
-function metadataOnlyGguf(metadata: GgufMetadata): Uint8Array {
-  const parts: Uint8Array[] = [];
-  const encoder = new TextEncoder();
-  const number = (bytes: number, set: (view: DataView) => void) => {
-    const part = new Uint8Array(bytes);
-    set(new DataView(part.buffer));
-    parts.push(part);
-  };
-  const u32 = (value: number) => number(4, (view) => view.setUint32(0, value, true));
-  const u64 = (value: number) => number(8, (view) => view.setBigUint64(0, BigInt(value), true));
-  const string = (text: string) => {
-    const bytes = encoder.encode(text);
-    u64(bytes.length);
-    parts.push(bytes);
-  };
-  const item = (type: GgufValueType, value: GgufArrayItem): void => {
-    if (type === "string") string(value as string);
-    else if (type === "uint32") u32(value as number);
-    else if (type === "int32") number(4, (view) => view.setInt32(0, value as number, true));
-    else if (type === "float32") number(4, (view) => view.setFloat32(0, value as number, true));
-    else if (type === "bool") number(1, (view) => view.setUint8(0, value ? 1 : 0));
-    else throw new Error(`metadataOnlyGguf: ${type} not written here`);
-  };
-  u32(0x46554747);
-  u32(3);
-  u64(0);
-  u64(metadata.size);
-  for (const [key, value] of metadata) {
-    string(key);
-    u32(GGUF_VALUE_TYPE[value.type]);
-    if (value.type === "array") {
-      u32(GGUF_VALUE_TYPE[value.value.itemType]);
-      u64(value.value.items.length);
-      for (const element of value.value.items) item(value.value.itemType, element);
-    } else {
-      item(value.type, value.value);
-    }
-  }
-  const file = new Uint8Array(parts.reduce((total, part) => total + part.length, 0));
-  let at = 0;
-  for (const part of parts) {
-    file.set(part, at);
-    at += part.length;
-  }
-  return file;
-}
 
 /** Hyperparameters llama.cpp needs to open a llama file (vocabulary only: no tensors are read). */
 function llamaHparams(metadata: GgufMetadata, vocab: number): void {
@@ -220,7 +168,7 @@ for (const name of ["gpt2-gpt-2", "gpt2-llama-bpe", "llama-spm"]) {
   metadata.delete("tokenizer.ggml.add_bos_token");
   files.push([`${name}-default-bos`, metadata]);
 }
-for (const [name, metadata] of files) writeFileSync(join(out, `${name}.gguf`), metadataOnlyGguf(metadata));
+for (const [name, metadata] of files) writeFileSync(join(out, `${name}.gguf`), encodeGguf(metadata, [])); // metadata only: llama.cpp opens it vocabulary-only
 writeFileSync(join(out, "texts.json"), JSON.stringify(TEXTS));
 
 // llama.cpp's ids, from node (node-llama-cpp's prebuilt binary).

@@ -7,8 +7,9 @@
  * process per side, file and type, in interleaved order (ctxr first on even repetitions,
  * llama.cpp first on odd ones), and each process does the same work:
  *   warm-up   one 512-token prefill (llama.cpp's driver does the same)
- *   prefill   L tokens from an empty cache, for each --contexts L (llama.cpp in llama_decode calls
- *             of 512 tokens, its default batch; ctxr in one FORWARD), tokens/s
+ *   prefill   L tokens from an empty cache, for each --contexts L, in batches of 512 tokens on
+ *             both sides (llama.cpp's default batch in llama_decode; ctxr's FORWARDs of at most
+ *             512 prompt tokens, the chunk `ctxr serve` prefills per step), tokens/s
  *   decode    a (decode-after − 1)-token prompt, then --decode-steps single-token steps, each
  *             fed the argmax of the previous logits, tokens/s
  *   peak RSS  of the process (ctxr: VmHWM before shutdown; llama.cpp: getrusage at exit)
@@ -61,6 +62,8 @@ interface Row {
 const GGUF_DIR = join(REPO, ".bench", "engine-models", "gguf");
 const PROMPT_VOCAB = 256;
 const WARMUP_TOKENS = 512;
+// Prompt tokens per FORWARD: the default chunk `ctxr serve` prefills per step and llama.cpp's default batch.
+const PREFILL_BATCH = 512;
 
 /** The same prompt as llama_native's: token i of salt s is (i·7919 + 13 + s) mod 256. */
 function prompt(length: number, salt: number): number[] {
@@ -94,8 +97,14 @@ async function runCtxr(options: VsLlamaCppOptions, file: string, contexts: numbe
     const forward = async (tokens: number[], start: number) => {
       const table = await runner.alloc(blocks);
       const began = performance.now();
-      const result = await runner.forward({ sequences: [{ table, tokens, indices: sequenceRange(start, tokens.length), logitRows: [tokens.length - 1] }] });
-      return { table, seconds: (performance.now() - began) / 1000, logits: result.logits[0]! };
+      let logits: Float32Array | undefined;
+      for (let at = 0; at < tokens.length; at += PREFILL_BATCH) {
+        const batch = tokens.slice(at, at + PREFILL_BATCH);
+        const last = at + batch.length === tokens.length;
+        const result = await runner.forward({ sequences: [{ table, tokens: batch, indices: sequenceRange(start + at, batch.length), logitRows: last ? [batch.length - 1] : [] }] });
+        if (last) logits = result.logits[0];
+      }
+      return { table, seconds: (performance.now() - began) / 1000, logits: logits! };
     };
     const warm = await forward(prompt(WARMUP_TOKENS, 99), 0);
     await runner.free(warm.table);

@@ -6,7 +6,18 @@
  * content (written to a private temporary file, then hard-linked to the lock name, which
  * fails if the lock exists). A lock whose process is gone — after `kill -9` or a crash — is
  * stale and taken over. On Linux the process start time (from /proc/<pid>/stat) is recorded
- * too, so a recycled pid does not look like the owner.
+ * too, so a recycled pid does not look like the owner, and a process that has exited but not
+ * yet been reaped by its parent — a zombie (state Z), e.g. the `bun` child of
+ * `npm run ctxr -- serve` after `kill -9`, whose npm parent waits on nothing — or one being
+ * reaped (state X) is not a live owner either: it holds no file, writes nothing and will never
+ * run again, though `kill(pid, 0)` still finds it.
+ *
+ * Why a lock file and not a lock the kernel drops when its process exits (flock, an OFD lock
+ * with fcntl): node:fs, which Bun implements, has no call for either, so one would take native
+ * code or bun:ffi into libc (experimental, and libc's name and `struct flock` layout differ by
+ * platform). Reading the process state from /proc gives the same answer for a zombie: the
+ * kernel closes a process's files (and drops its flocks) when it exits, before it is reaped.
+ * Without /proc (not Linux), a zombie still looks alive.
  *
  * Limits: processes in different pid namespaces (containers) sharing one directory cannot
  * see each other; two processes taking over the same stale lock at the same instant can race.
@@ -105,19 +116,54 @@ function isAlive(holder: LockContent): boolean {
     // EPERM: it exists but belongs to another user.
     if ((error as NodeJS.ErrnoException).code !== "EPERM") return false;
   }
+  const stat = readProcessStat(holder.pid);
+  if (stat !== null && hasExited(stat)) return false;
   if (holder.startTime === null) return true;
-  const startTime = processStartTime(holder.pid);
-  return startTime === null || startTime === holder.startTime;
+  return stat === null || stat.startTime === holder.startTime;
 }
 
-/** Field 22 of /proc/<pid>/stat (start time in clock ticks since boot), or null off Linux. */
-function processStartTime(pid: number): string | null {
+export interface ProcessStat {
+  /** Field 3: R, S, D, Z (zombie: exited, not yet reaped), X (dead, being reaped), ... */
+  state: string;
+  /** Field 20: threads in the process. */
+  threads: number;
+  /** Field 22: start time in clock ticks since boot (a string: it may exceed 2^53). */
+  startTime: string;
+}
+
+/**
+ * Parses the text of /proc/<pid>/stat. The command name (field 2) is in parentheses and may
+ * itself hold spaces and parentheses (it is whatever the process named itself), so the fields
+ * after it are taken from the last ")". Null if the text is not in that form.
+ */
+export function parseProcessStat(text: string): ProcessStat | null {
+  const close = text.lastIndexOf(")");
+  if (close < 0) return null;
+  const fields = text.slice(close + 2).trimEnd().split(" ");
+  const [state, threads, startTime] = [fields[0], fields[17], fields[19]];
+  if (state === undefined || state.length !== 1 || threads === undefined || startTime === undefined) return null;
+  if (!/^\d+$/.test(threads) || !/^\d+$/.test(startTime)) return null;
+  return { state, threads: Number(threads), startTime };
+}
+
+/**
+ * Whether a process whose /proc/<pid>/stat reads so has exited. A zombie whose thread count is
+ * above 1 is a main thread that ended while other threads still run (the process is alive);
+ * a whole exited process is a zombie with one.
+ */
+export function hasExited(stat: ProcessStat): boolean {
+  return stat.state === "X" || (stat.state === "Z" && stat.threads <= 1);
+}
+
+/** /proc/<pid>/stat parsed, or null where it cannot be read (no such process, not Linux). */
+function readProcessStat(pid: number): ProcessStat | null {
   try {
-    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
-    // The command name (field 2) is in parentheses and may contain spaces.
-    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-    return fields[19] ?? null;
+    return parseProcessStat(readFileSync(`/proc/${pid}/stat`, "utf8"));
   } catch {
     return null;
   }
+}
+
+function processStartTime(pid: number): string | null {
+  return readProcessStat(pid)?.startTime ?? null;
 }

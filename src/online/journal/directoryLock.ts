@@ -8,7 +8,7 @@
  * stale and taken over. On Linux the process start time (from /proc/<pid>/stat) is recorded
  * too, so a recycled pid does not look like the owner, and a process that has exited but not
  * yet been reaped by its parent — a zombie (state Z), e.g. the `bun` child of
- * `npm run ctxr -- serve` after `kill -9`, whose npm parent waits on nothing — or one being
+ * `npm run ctxr -- serve` after `kill -9`, until npm reaps it — or one being
  * reaped (state X) is not a live owner either: it holds no file, writes nothing and will never
  * run again, though `kill(pid, 0)` still finds it.
  *
@@ -125,8 +125,6 @@ function isAlive(holder: LockContent): boolean {
 export interface ProcessStat {
   /** Field 3: R, S, D, Z (zombie: exited, not yet reaped), X (dead, being reaped), ... */
   state: string;
-  /** Field 20: threads in the process. */
-  threads: number;
   /** Field 22: start time in clock ticks since boot (a string: it may exceed 2^53). */
   startTime: string;
 }
@@ -140,19 +138,20 @@ export function parseProcessStat(text: string): ProcessStat | null {
   const close = text.lastIndexOf(")");
   if (close < 0) return null;
   const fields = text.slice(close + 2).trimEnd().split(" ");
-  const [state, threads, startTime] = [fields[0], fields[17], fields[19]];
-  if (state === undefined || state.length !== 1 || threads === undefined || startTime === undefined) return null;
-  if (!/^\d+$/.test(threads) || !/^\d+$/.test(startTime)) return null;
-  return { state, threads: Number(threads), startTime };
+  const [state, startTime] = [fields[0], fields[19]];
+  if (state === undefined || state.length !== 1 || startTime === undefined || !/^\d+$/.test(startTime)) return null;
+  return { state, startTime };
 }
 
 /**
- * Whether a process whose /proc/<pid>/stat reads so has exited. A zombie whose thread count is
- * above 1 is a main thread that ended while other threads still run (the process is alive);
- * a whole exited process is a zombie with one.
+ * Whether a process whose /proc/<pid>/stat reads so has exited: Z or X. The state is that of
+ * the main thread. It also reads Z for the few moments a killed multi-threaded process (Bun is
+ * one) takes to end its other threads, which run no more code of it; and for a main thread
+ * that called pthread_exit while other threads go on, which a lock holder (Bun or Node, whose
+ * main thread ends only with the process) never does.
  */
 export function hasExited(stat: ProcessStat): boolean {
-  return stat.state === "X" || (stat.state === "Z" && stat.threads <= 1);
+  return stat.state === "Z" || stat.state === "X";
 }
 
 /** /proc/<pid>/stat parsed, or null where it cannot be read (no such process, not Linux). */

@@ -14,11 +14,10 @@ import { tempDir } from "./journalTestKit.ts";
 
 const HAS_PROC = existsSync("/proc/self/stat");
 
-/** A /proc/<pid>/stat line with the given command name, state, thread count and start time. */
-function statLine(comm: string, state: string, threads: number, startTime: number): string {
-  // Fields 4..52 after the state; field 20 is the thread count, field 22 the start time.
+/** A /proc/<pid>/stat line with the given command name, state and start time. */
+function statLine(comm: string, state: string, startTime: number): string {
+  // Fields 4..52 after the state; field 22 is the start time.
   const rest = Array.from({ length: 49 }, (_, i) => String(i + 4));
-  rest[20 - 4] = String(threads);
   rest[22 - 4] = String(startTime);
   return `4242 (${comm}) ${state} ${rest.join(" ")}\n`;
 }
@@ -69,12 +68,12 @@ function lineReader(stream: ReadableStream<Uint8Array>): { next(timeoutMs: numbe
 
 describe("parseProcessStat", () => {
   test("takes the fields after the last ')': a command name with spaces and parentheses", () => {
-    expect(parseProcessStat(statLine("(a) b)", "Z", 1, 987654))).toEqual({ state: "Z", threads: 1, startTime: "987654" });
-    expect(parseProcessStat(statLine("bun", "S", 12, 5))).toEqual({ state: "S", threads: 12, startTime: "5" });
+    expect(parseProcessStat(statLine("(a) b)", "Z", 987654))).toEqual({ state: "Z", startTime: "987654" });
+    expect(parseProcessStat(statLine("bun", "S", 5))).toEqual({ state: "S", startTime: "5" });
     // A name that looks like fields: ") R 1 2 3".
-    expect(parseProcessStat(statLine(") R 1 2 3", "X", 1, 77))).toEqual({ state: "X", threads: 1, startTime: "77" });
+    expect(parseProcessStat(statLine(") R 1 2 3", "X", 77))).toEqual({ state: "X", startTime: "77" });
     // A start time beyond 2^53 stays exact.
-    const big = statLine("x", "R", 1, 0).replace(/^(4242 \(x\) R(?: \S+){18}) 0 /, "$1 18446744073709551615 ");
+    const big = statLine("x", "R", 0).replace(/^(4242 \(x\) R(?: \S+){18}) 0 /, "$1 18446744073709551615 ");
     expect(parseProcessStat(big)?.startTime).toBe("18446744073709551615");
   });
 
@@ -82,26 +81,23 @@ describe("parseProcessStat", () => {
     expect(parseProcessStat("")).toBeNull();
     expect(parseProcessStat("4242 no parentheses S 1 2 3")).toBeNull();
     expect(parseProcessStat("4242 (short) S 1 2 3\n")).toBeNull();
-    expect(parseProcessStat(statLine("x", "SS", 1, 1))).toBeNull();
-    expect(parseProcessStat(statLine("x", "S", 1, 1).replace(" 1 21 1 ", " 1 21 one "))).toBeNull();
+    expect(parseProcessStat(statLine("x", "SS", 1))).toBeNull();
+    expect(parseProcessStat(statLine("x", "S", 1).replace(" 21 1 ", " 21 one "))).toBeNull();
   });
 
   test.skipIf(!HAS_PROC)("reads this process's own /proc/self/stat", () => {
     const stat = parseProcessStat(readFileSync("/proc/self/stat", "utf8"));
     expect(stat?.state).toMatch(/^[RS]$/);
-    expect(stat!.threads).toBeGreaterThanOrEqual(1);
     expect(stat!.startTime).toMatch(/^\d+$/);
   });
 });
 
 describe("hasExited", () => {
-  test("a zombie (Z) with one thread or a dead process (X) has exited; running, sleeping, stopped ones have not", () => {
-    const stat = (state: string, threads = 1): ProcessStat => ({ state, threads, startTime: "1" });
+  test("a zombie (Z) or a dead process (X) has exited; running, sleeping, stopped ones have not", () => {
+    const stat = (state: string): ProcessStat => ({ state, startTime: "1" });
     expect(hasExited(stat("Z"))).toBe(true);
     expect(hasExited(stat("X"))).toBe(true);
     for (const state of ["R", "S", "D", "T", "t", "I"]) expect(hasExited(stat(state))).toBe(false);
-    // A main thread that ended while other threads still run: the process is alive.
-    expect(hasExited(stat("Z", 3))).toBe(false);
   });
 });
 

@@ -16,11 +16,55 @@ import { ConversationStore, type ConversationEntries } from "./conversationStore
 import { LiveContextIndex, type LiveNode } from "./liveIndex.ts";
 import { newRequestId, requestIdCandidates } from "./requestIds.ts";
 import { ServiceJournal, type ServiceSnapshot } from "./serviceJournal.ts";
+import type { RecoveryReport } from "./journal/journal.ts";
 import { DEFAULT_BUDGETS } from "./stateBudgets.ts";
 
+/**
+ * Where the service's changes go before they are acknowledged: its journal (a data dir), or
+ * the state shared with other instances (src/state/sharedState.ts).
+ */
+export interface ChangeSink {
+  /** Takes a change; `state` is called (synchronously, right after this change) when the sink wants a snapshot. */
+  append(record: ChangeRecord, state: () => ServiceSnapshot): void;
+  /** Resolves once every change appended so far is acknowledged; throws if changes can no longer be kept. */
+  flush(): Promise<void>;
+  /** Null while healthy; else why changes can no longer be kept. */
+  readonly failureMessage: string | null;
+  /** What recovery found at start (a journal's report), or null. */
+  readonly report?: RecoveryReport | null;
+  /** Null while the sink works fully; else why the server is degraded (still serving). */
+  readonly degradedReason?: string | null;
+  /** The sink's own figures (/v1/stats shared_state). */
+  stats?(): SharedStateFigures;
+  close(finalState: ServiceSnapshot): Promise<void>;
+}
+
+/** What a sink shared with other instances reports (src/state/sharedState.ts). */
+export interface SharedStateFigures {
+  url: string;
+  instance: string;
+  healthy: boolean;
+  degraded_reason: string | null;
+  last_entry: string;
+  unsent_batches: number;
+  unconfirmed_batches: number;
+  appended_entries: number;
+  appended_changes: number;
+  applied_entries: number;
+  applied_changes: number;
+  dropped_changes: number;
+  write_errors: number;
+  read_errors: number;
+  resyncs: number;
+  snapshots_written: number;
+  acknowledged_degraded: number;
+}
+
 export interface ServiceOptions {
-  /** Journal directory; null keeps state in memory only. */
+  /** Journal directory; null keeps state in memory only (or in `sink`). */
   dataDir: string | null;
+  /** With dataDir null: where changes go instead of a journal. */
+  sink?: ChangeSink | null;
   capacityTokens?: number | null;
   ttlMs?: number | null;
   /** Tokens of a block given without "tokens" or "text". */
@@ -75,7 +119,7 @@ export class ContextService {
 
   private constructor(
     options: ServiceOptions,
-    private readonly journal: ServiceJournal | null,
+    private readonly journal: ChangeSink | null,
   ) {
     this.maxIndexBytes = options.maxIndexBytes === undefined ? DEFAULT_BUDGETS.indexBytes : options.maxIndexBytes;
     this.maxAnnotationBytes = options.maxAnnotationBytes ?? DEFAULT_BUDGETS.annotationBytes;
@@ -96,8 +140,9 @@ export class ContextService {
   }
 
   static async open(options: ServiceOptions): Promise<ContextService> {
+    if (options.dataDir !== null && options.sink) throw new Error("a service keeps its changes in a journal or in a sink, not both");
     const journal = options.dataDir === null ? null : await ServiceJournal.open(options.dataDir, options.snapshotEvery);
-    const service = new ContextService(options, journal);
+    const service = new ContextService(options, journal ?? options.sink ?? null);
     if (journal !== null) {
       const { snapshot, records } = journal.recovered;
       if (snapshot !== null) service.restore(snapshot);
@@ -111,6 +156,11 @@ export class ContextService {
   /** Null while healthy; else why changes can no longer be made durable (the journal failed). */
   get failure(): string | null {
     return this.journal?.failureMessage ?? null;
+  }
+
+  /** Null unless the service runs degraded (shared state unreachable): it still serves. */
+  get degradedReason(): string | null {
+    return this.journal?.degradedReason ?? null;
   }
 
   /** What recovery found when the service opened (null without a data dir). */
@@ -282,6 +332,7 @@ export class ContextService {
       duplicate_blocks: this.counters.duplicateBlocks,
       evicted_contexts: this.counters.evicted,
       persistent: this.journal !== null,
+      ...(this.journal?.stats === undefined ? {} : { shared_state: this.journal.stats() }),
     };
   }
 
@@ -351,20 +402,45 @@ export class ContextService {
 
   /** Applies a journaled change during recovery (the same effect it had when first made). */
   private apply(record: ChangeRecord): void {
+    this.applyShared(record, () => false);
+  }
+
+  /**
+   * Applies another instance's change (state shared through Redis) without recording it again.
+   * `replaceLabel(conversation, key)`: whether the change's label of a block replaces the one
+   * this replica has (which it wrote itself, later in the shared log's order).
+   */
+  applyShared(record: ChangeRecord, replaceLabel: (conversation: string, key: string) => boolean): void {
     switch (record.op) {
       case "insert":
-        this.index.insert(Int32Array.from(record.keys, (k) => this.keys.intern(k)), record.tokens, record.id, record.at);
+        if (!this.index.hasRequest(record.id)) this.index.insert(Int32Array.from(record.keys, (k) => this.keys.intern(k)), record.tokens, record.id, record.at);
         break;
       case "remove":
         for (const id of record.ids) this.index.remove(id);
         break;
       case "conversation":
-        this.conversations.record(record.conversation, record.entries);
+        this.conversations.record(record.conversation, record.entries, (key) => replaceLabel(record.conversation, key));
         break;
       case "reset":
         this.clearState();
         break;
     }
+  }
+
+  /** After applying shared changes: evicts what the local budgets no longer hold (recorded). */
+  enforceBudgets(): void {
+    this.evictOverCapacity();
+  }
+
+  /** The whole state, as a snapshot holds it. */
+  exportState(): ServiceSnapshot {
+    return this.snapshotState();
+  }
+
+  /** Replaces the whole state by a snapshot's (shared state resynchronising); records nothing. */
+  importState(snapshot: ServiceSnapshot): void {
+    this.clearState();
+    this.restore(snapshot);
   }
 
   private snapshotState(): ServiceSnapshot {

@@ -46,14 +46,21 @@ export class ConversationStore {
     return this.conversations.peek(conversationId)?.get(key);
   }
 
-  /** Records blocks as sent; keeps the first label of a key. Returns conversations forgotten to make room. */
-  record(conversationId: string, entries: ConversationEntries): string[] {
+  /**
+   * Records blocks as sent; keeps the first label of a key, unless `replace(key)` says the new
+   * one wins (another instance's earlier write, see src/state/pendingChanges.ts). Returns
+   * conversations forgotten to make room.
+   */
+  record(conversationId: string, entries: ConversationEntries, replace?: (key: string) => boolean): string[] {
     const seen = this.conversations.use(conversationId, () => new Map(), CONVERSATION_BYTES + estimatedStringBytes(conversationId));
     let added = 0;
     for (const [key, label] of entries) {
-      if (seen.has(key)) continue;
+      const before = seen.get(key);
+      if (before !== undefined) {
+        if (before === label || replace === undefined || !replace(key)) continue;
+        added += estimatedStringBytes(label) - estimatedStringBytes(before);
+      } else added += CONVERSATION_ENTRY_BYTES + estimatedStringBytes(key) + estimatedStringBytes(label);
       seen.set(key, label);
-      added += CONVERSATION_ENTRY_BYTES + estimatedStringBytes(key) + estimatedStringBytes(label);
     }
     this.conversations.grow(conversationId, added);
     return this.conversations.enforce();

@@ -16,6 +16,7 @@ import { depthProblem } from "../server/jsonDepth.ts";
 import { DEFAULT_LIMITS } from "../server/limits.ts";
 import { requestIdHeader, setEngineRequestId, type Engine } from "./engineRequestId.ts";
 import { relayBody, relayedResponseHeaders, sendToUpstream, upstreamRequestHeaders } from "./forwarder.ts";
+import type { HistoryStore } from "./historyStore.ts";
 import { PromptRewriter, type RewriteResult } from "./promptRewriter.ts";
 import { requestShapeProblem } from "./requestShape.ts";
 import { renderProxyStateMetrics, renderUpstreamMetrics, upstreamStats, type ProxyState, type UpstreamStats } from "./proxyStats.ts";
@@ -50,6 +51,8 @@ export interface ProxyOptions {
   routingCapacityTokens?: number | null;
   /** Estimated heap bytes of the remembered conversation histories (default DEFAULT_BUDGETS.historyBytes; null: unlimited). */
   maxHistoryBytes?: number | null;
+  /** The remembered histories when they are shared with other instances (--state); else the proxy keeps its own. */
+  histories?: HistoryStore;
   /** Estimated heap bytes of the routing indexes (default DEFAULT_BUDGETS.routingBytes; null: unlimited). */
   maxRoutingBytes?: number | null;
   /** Answers relayed at once, all upstreams together (default 128: each unread answer can hold ~5 MB in the runtime's fetch buffers); beyond, 429 with Retry-After. */
@@ -170,7 +173,7 @@ export class ContextProxy {
       ...(options.routing !== undefined ? { routing: options.routing } : {}),
       ...(options.overlapWeight !== undefined ? { overlapWeight: options.overlapWeight } : {}),
     });
-    this.rewriter = new PromptRewriter(service, { documentTemplate: options.documentTemplate, maxHistoryBytes: options.maxHistoryBytes });
+    this.rewriter = new PromptRewriter(service, { documentTemplate: options.documentTemplate, maxHistoryBytes: options.maxHistoryBytes, histories: options.histories });
     this.promptTokenizer = options.promptTokenizer ?? null;
     this.blockSize = options.blockSize ?? DEFAULT_ENGINE_BLOCK_SIZE;
   }

@@ -18,6 +18,8 @@ export interface HistoryStoreOptions {
   maxConversations?: number;
   /** Estimated heap bytes of all histories (null: unlimited). */
   maxBytes?: number | null;
+  /** Told of every `remember` (state shared with other instances sends it on). */
+  onRemember?: (conversationId: string, messages: readonly [key: string, content: unknown][]) => void;
 }
 
 /** Estimated heap bytes of a message's content (a string, or the parts of a multimodal message). */
@@ -32,9 +34,11 @@ export function contentBytes(content: unknown): number {
 
 export class HistoryStore {
   private readonly histories: BudgetedLru<Map<string, unknown>>;
+  private readonly onRemember: HistoryStoreOptions["onRemember"];
 
   constructor(options: HistoryStoreOptions = {}) {
     this.histories = new BudgetedLru({ maxEntries: options.maxConversations ?? 10_000, maxBytes: options.maxBytes ?? null });
+    this.onRemember = options.onRemember;
   }
 
   get size(): number {
@@ -61,10 +65,29 @@ export class HistoryStore {
 
   /** Remembers messages as forwarded (the conversation becomes the most recently used). */
   remember(conversationId: string, messages: readonly [key: string, content: unknown][]): void {
+    this.store(conversationId, messages, () => true);
+    if (messages.length > 0) this.onRemember?.(conversationId, messages);
+  }
+
+  /**
+   * Another instance's `remember`: a message already remembered keeps its content unless
+   * `replace(key)` says the other write came first (src/state/pendingChanges.ts).
+   */
+  rememberShared(conversationId: string, messages: readonly [key: string, content: unknown][], replace: (key: string) => boolean): void {
+    this.store(conversationId, messages, replace);
+  }
+
+  /** Oldest conversation first, so storing them in this order restores the LRU order too. */
+  export(): [string, [string, unknown][]][] {
+    return [...this.histories.entries()].map(([id, history]) => [id, [...history]]);
+  }
+
+  private store(conversationId: string, messages: readonly [key: string, content: unknown][], replace: (key: string) => boolean): void {
     const history = this.histories.use(conversationId, () => new Map(), HISTORY_BYTES + estimatedStringBytes(conversationId));
     let change = 0;
     for (const [key, content] of messages) {
       const before = history.get(key);
+      if (before !== undefined && !replace(key)) continue;
       const entryBytes = MESSAGE_ENTRY_BYTES + estimatedStringBytes(key);
       change += entryBytes + contentBytes(content) - (before === undefined ? 0 : entryBytes + contentBytes(before));
       history.set(key, content);

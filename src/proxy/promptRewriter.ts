@@ -51,6 +51,8 @@ export interface PromptRewriterOptions {
   maxConversations?: number;
   /** Estimated heap bytes of the remembered histories (default DEFAULT_BUDGETS.historyBytes; null: unlimited). */
   maxHistoryBytes?: number | null;
+  /** The histories to use (state shared with other instances owns them); else a store of its own. */
+  histories?: HistoryStore;
 }
 
 const NO_DEFAULTS = { blockTokens: 1 };
@@ -96,10 +98,12 @@ export class PromptRewriter {
     private readonly service: ContextService,
     private readonly options: PromptRewriterOptions = {},
   ) {
-    this.histories = new HistoryStore({
-      maxConversations: options.maxConversations,
-      maxBytes: options.maxHistoryBytes === undefined ? DEFAULT_BUDGETS.historyBytes : options.maxHistoryBytes,
-    });
+    this.histories =
+      options.histories ??
+      new HistoryStore({
+        maxConversations: options.maxConversations,
+        maxBytes: options.maxHistoryBytes === undefined ? DEFAULT_BUDGETS.historyBytes : options.maxHistoryBytes,
+      });
   }
 
   async rewriteChat(body: Record<string, unknown>): Promise<RewriteResult> {

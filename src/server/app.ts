@@ -97,7 +97,9 @@ export function createApp(service: ContextService, options: AppOptions = {}): Op
 
   app.openapi(routes.health, (c) => {
     const failure = service.failure;
-    return failure === null ? c.json({ status: "ok" as const }, 200) : c.json({ status: "failing" as const, error: failure }, 503);
+    if (failure !== null) return c.json({ status: "failing" as const, error: failure }, 503);
+    const degraded = service.degradedReason;
+    return degraded === null ? c.json({ status: "ok" as const }, 200) : c.json({ status: "degraded" as const, error: degraded }, 200);
   });
 
   // vLLM's: an empty 200 while everything this server serves works.

@@ -125,6 +125,23 @@ export interface ServiceFigures {
   prefix_hit_tokens: number;
   reordered_contexts: number;
   evicted_contexts: number;
+  shared_state?: SharedStateFigures;
+}
+
+import type { SharedStateFigures } from "../online/contextService.ts";
+
+function sharedStateMetrics(figures: SharedStateFigures | undefined, gauge: (name: string, help: string, value: number) => string, counter: (name: string, help: string, value: number) => string): string {
+  if (figures === undefined) return "";
+  return (
+    gauge("ctxr_shared_state_healthy", "1 while the state shared through Redis (--state) is reachable, 0 while degraded.", figures.healthy ? 1 : 0) +
+    gauge("ctxr_shared_state_unsent_batches", "Change batches waiting for Redis.", figures.unsent_batches) +
+    counter("ctxr_shared_state_appended_changes_total", "Changes this instance appended to the shared log.", figures.appended_changes) +
+    counter("ctxr_shared_state_applied_changes_total", "Other instances' changes applied from the shared log.", figures.applied_changes) +
+    counter("ctxr_shared_state_write_errors_total", "Failed appends to the shared log.", figures.write_errors) +
+    counter("ctxr_shared_state_read_errors_total", "Failed reads of the shared log.", figures.read_errors) +
+    counter("ctxr_shared_state_degraded_acknowledgements_total", "Changes acknowledged while Redis was unreachable.", figures.acknowledged_degraded) +
+    counter("ctxr_shared_state_resyncs_total", "Reloads of the replica from the shared snapshot.", figures.resyncs)
+  );
 }
 
 export class ServerMetrics {
@@ -156,7 +173,8 @@ export class ServerMetrics {
       counter("ctxr_prompt_tokens_total", "Tokens of the contexts reordered since start.", figures.prompt_tokens) +
       counter("ctxr_prefix_hit_tokens_total", "Estimated prefix-cache hit tokens of the contexts reordered since start.", figures.prefix_hit_tokens) +
       counter("ctxr_reordered_contexts_total", "Contexts reordered since start.", figures.reordered_contexts) +
-      counter("ctxr_evicted_contexts_total", "Contexts evicted (by request, capacity or TTL) since start.", figures.evicted_contexts)
+      counter("ctxr_evicted_contexts_total", "Contexts evicted (by request, capacity or TTL) since start.", figures.evicted_contexts) +
+      sharedStateMetrics(figures.shared_state, gauge, counter)
     );
   }
 }

@@ -140,7 +140,10 @@ export function createSchemas(limits: ServerLimits) {
   const EvictResponse = z.object({ evicted: z.int().openapi({ description: "Contexts removed from the index." }) }).openapi("EvictResponse");
   const ResetResponse = z.object({ reset: z.literal(true) }).openapi("ResetResponse");
   const HealthResponse = z
-    .object({ status: z.enum(["ok", "failing"]), error: z.string().optional().openapi({ description: "Why the server is failing (its journal cannot write)." }) })
+    .object({
+      status: z.enum(["ok", "degraded", "failing"]).openapi({ description: "degraded: serving, but the state shared through Redis (--state) is unreachable, so this instance is not sharing its changes." }),
+      error: z.string().optional().openapi({ description: "Why the server is failing (its journal cannot write) or degraded." }),
+    })
     .openapi("HealthResponse");
 
   const RecoveryReport = z
@@ -211,6 +214,28 @@ export function createSchemas(limits: ServerLimits) {
       duplicate_blocks: z.int(),
       evicted_contexts: z.int(),
       persistent: z.boolean(),
+      shared_state: z
+        .object({
+          url: z.string(),
+          instance: z.string().openapi({ description: "This instance's name in the shared log." }),
+          healthy: z.boolean(),
+          degraded_reason: z.string().nullable(),
+          last_entry: z.string().openapi({ description: "Id of the last shared-log entry applied." }),
+          unsent_batches: z.int().openapi({ description: "Change batches waiting for Redis (while it is unreachable)." }),
+          unconfirmed_batches: z.int().openapi({ description: "Own change batches not yet read back from the log." }),
+          appended_entries: z.int(),
+          appended_changes: z.int(),
+          applied_entries: z.int().openapi({ description: "Other instances' log entries applied." }),
+          applied_changes: z.int(),
+          dropped_changes: z.int().openapi({ description: "Other instances' changes an own reset, later in the log, wiped." }),
+          write_errors: z.int(),
+          read_errors: z.int(),
+          resyncs: z.int().openapi({ description: "Reloads from the snapshot after the log was trimmed past this replica." }),
+          snapshots_written: z.int(),
+          acknowledged_degraded: z.int().openapi({ description: "Changes acknowledged while Redis was unreachable (kept locally, appended when it returned)." }),
+        })
+        .optional()
+        .openapi({ description: "With --state: the state shared with other instances through Redis." }),
       recovery: RecoveryReport.nullable(),
       upstreams: z.array(UpstreamStats).optional().openapi({ description: "With --upstream: each upstream's health and counters." }),
       proxy: z

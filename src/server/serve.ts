@@ -7,6 +7,9 @@ import type { Server } from "bun";
 import { resolve } from "node:path";
 import { GenerationEngine, type EngineOptions } from "../engine/generationEngine.ts";
 import { ContextService } from "../online/contextService.ts";
+import { DEFAULT_BUDGETS } from "../online/stateBudgets.ts";
+import type { RedisUrl } from "../state/redisUrl.ts";
+import { SharedState } from "../state/sharedState.ts";
 import type { ContextProxy, ProxyOptions } from "../proxy/contextProxy.ts";
 import type { KvEventsSubscribeOptions } from "../proxy/kvEventSubscriber.ts";
 import { KvEventsThread } from "../proxy/kvEventsThread.ts";
@@ -160,9 +163,17 @@ export function startServer(service: ContextService, options: ServerOptions = {}
   };
 }
 
+/** --state: the state shared with other instances through Redis. */
+export interface SharedStateConfig {
+  url: RedisUrl;
+  prefix?: string;
+  snapshotEvery?: number;
+}
+
 export interface RunOptions extends ServerOptions {
-  /** Journal directory; null keeps state in memory only. */
+  /** Journal directory; null keeps state in memory only (or in Redis, with `state`). */
   dataDir: string | null;
+  state?: SharedStateConfig | null;
   capacityTokens?: number | null;
   ttlMs?: number | null;
   blockTokens?: number;
@@ -190,8 +201,12 @@ export interface RunIo {
  */
 export async function runServer(options: RunOptions, io: RunIo): Promise<void> {
   const dataDir = options.dataDir === null ? null : resolve(options.dataDir);
+  const shared = options.state
+    ? new SharedState({ url: options.state.url, prefix: options.state.prefix, snapshotEvery: options.state.snapshotEvery, histories: { maxBytes: options.proxy?.maxHistoryBytes === undefined ? DEFAULT_BUDGETS.historyBytes : options.proxy.maxHistoryBytes }, log: io.err })
+    : null;
   const service = await ContextService.open({
     dataDir,
+    sink: shared,
     capacityTokens: options.capacityTokens ?? null,
     ttlMs: options.ttlMs ?? null,
     blockTokens: options.blockTokens,
@@ -199,6 +214,8 @@ export async function runServer(options: RunOptions, io: RunIo): Promise<void> {
     maxDedupBytes: options.maxDedupBytes,
     maxAnnotationBytes: options.maxAnnotationBytes,
   });
+  await shared?.start(service);
+  const proxyOptions = options.proxy && shared ? { ...options.proxy, histories: shared.histories } : options.proxy;
   let engine: GenerationEngine | null = null;
   let kvEvents: KvEventPublisher | null = null;
   // Every upstream's KV events are followed on one thread of their own, off the request path.
@@ -221,7 +238,7 @@ export async function runServer(options: RunOptions, io: RunIo): Promise<void> {
         log: options.model.log ?? ((line) => io.err(`${line}\n`)),
       });
     }
-    running = startServer(service, { ...options, engine, kvEvents, latency, onProxy, log: options.log ?? io.err });
+    running = startServer(service, { ...options, proxy: proxyOptions, engine, kvEvents, latency, onProxy, log: options.log ?? io.err });
   } catch (error) {
     await closeSubscribers();
     await engine?.close();
@@ -258,7 +275,7 @@ export async function runServer(options: RunOptions, io: RunIo): Promise<void> {
   if (kvEvents !== null) {
     io.out(`ctxr serve: publishing KV events on ${kvEvents.endpoint}${kvEvents.replayEndpoint === null ? "" : ` (replay: ${kvEvents.replayEndpoint})`}\n`);
   }
-  io.out(`ctxr serve: listening on ${running.url} (data: ${dataDir ?? "memory"})\n`);
+  io.out(`ctxr serve: listening on ${running.url} (data: ${shared !== null ? `shared through ${options.state!.url.display}` : (dataDir ?? "memory")})\n`);
 
   // A second signal while shutting down exits at once.
   const force = () => process.exit(1);

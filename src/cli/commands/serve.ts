@@ -8,9 +8,10 @@ import { parseKvEventsSubscribe, type KvEventsSubscribeOptions } from "../../pro
 import { parseUpstreamUrl } from "../../proxy/upstreamTarget.ts";
 import { parseKvEventsPublish, type KvEventsPublishOptions } from "../../server/kvEventPublisher.ts";
 import { DEFAULT_LIMITS } from "../../server/limits.ts";
-import { DEFAULT_HOST, DEFAULT_PORT, runServer } from "../../server/serve.ts";
+import { DEFAULT_HOST, DEFAULT_PORT, runServer, type SharedStateConfig } from "../../server/serve.ts";
 import { DEFAULT_PROPHET_SPAN_DECAY, PROPHET_QUERY_ROWS, RECOMPUTE_POLICIES, type ProphetQueryRows, type RecomputePolicy } from "../../kv/recomputeSelection.ts";
 import { CONTEXT_SCORES, type ContextScores } from "../../kv/reuseScores.ts";
+import { parseRedisUrl } from "../../state/redisUrl.ts";
 import { DEFAULT_BUDGETS } from "../../online/stateBudgets.ts";
 import { EXIT_OK, UsageError, byteSizeFlag, choiceFlag, integerFlag, numberFlag, parseFlags } from "../args.ts";
 import type { FlagSpec, ParsedFlags } from "../args.ts";
@@ -42,6 +43,13 @@ Options:
   --port PORT              port (default ${DEFAULT_PORT}; 0 picks a free one)
   --data-dir DIR           state directory (default ${DEFAULT_DATA_DIR})
   --in-memory              keep state in memory only (nothing survives a restart)
+  --state redis://HOST:PORT[/DB]
+                           share the state (live index, conversations, request ids,
+                           proxy histories) with every instance given the same URL,
+                           through Redis or Valkey, instead of a data directory
+                           (README "Running several instances")
+  --state-prefix P         key prefix in Redis (default ctxr:state)
+  --state-snapshot-every N shared-log entries between snapshots in Redis (default 10000)
   --api-key KEY            require 'Authorization: Bearer KEY' or 'x-api-key: KEY' on
                            POST routes (default: env CTXR_API_KEY; none: open)
   --capacity-tokens C      evict least-recently-used contexts beyond C cached tokens
@@ -183,6 +191,9 @@ const FLAGS = {
   host: { type: "string" },
   port: { type: "string" },
   "data-dir": { type: "string" },
+  state: { type: "string" },
+  "state-prefix": { type: "string" },
+  "state-snapshot-every": { type: "string" },
   "in-memory": { type: "boolean" },
   "api-key": { type: "string" },
   "capacity-tokens": { type: "string" },
@@ -260,6 +271,22 @@ function sparseTriggerFromFlags(flags: ParsedFlags): UncertaintyTriggerOptions {
   };
 }
 
+function sharedStateFlags(flags: ParsedFlags): SharedStateConfig | null {
+  const url = flags.values.state;
+  const prefix = flags.values["state-prefix"];
+  if (url === undefined) {
+    for (const name of ["state-prefix", "state-snapshot-every"]) if (flags.values[name] !== undefined) throw new UsageError(`--${name} needs --state`, COMMAND);
+    return null;
+  }
+  if (prefix === "") throw new UsageError("--state-prefix must not be empty", COMMAND);
+  const snapshotEvery = integerFlag(flags, "state-snapshot-every", COMMAND, 1);
+  try {
+    return { url: parseRedisUrl(String(url), "--state"), ...(typeof prefix === "string" ? { prefix } : {}), ...(snapshotEvery === undefined ? {} : { snapshotEvery }) };
+  } catch (error) {
+    throw new UsageError((error as Error).message, COMMAND);
+  }
+}
+
 export async function serveCommand(args: string[], io: CommandIo & { err?(text: string): void }): Promise<number> {
   const flags = parseFlags(args, FLAGS, COMMAND);
   if (flags.values.help) {
@@ -271,7 +298,11 @@ export async function serveCommand(args: string[], io: CommandIo & { err?(text: 
   const port = integerFlag(flags, "port", COMMAND, 0) ?? DEFAULT_PORT;
   if (port > 65535) throw new UsageError(`--port must be from 0 to 65535, got '${flags.values.port}'`, COMMAND);
   if (flags.values["in-memory"] && flags.values["data-dir"] !== undefined) throw new UsageError("give --data-dir or --in-memory, not both", COMMAND);
-  const dataDir = flags.values["in-memory"] ? null : typeof flags.values["data-dir"] === "string" ? flags.values["data-dir"] : DEFAULT_DATA_DIR;
+  const state = sharedStateFlags(flags);
+  if (state !== null && (flags.values["in-memory"] || flags.values["data-dir"] !== undefined)) {
+    throw new UsageError("--state keeps the state in Redis: give it without --data-dir or --in-memory", COMMAND);
+  }
+  const dataDir = flags.values["in-memory"] || state !== null ? null : typeof flags.values["data-dir"] === "string" ? flags.values["data-dir"] : DEFAULT_DATA_DIR;
   if (dataDir === "") throw new UsageError("--data-dir must not be empty", COMMAND);
   const flagKey = flags.values["api-key"];
   if (flagKey === "") throw new UsageError("--api-key must not be empty", COMMAND);
@@ -342,6 +373,7 @@ export async function serveCommand(args: string[], io: CommandIo & { err?(text: 
       host,
       port,
       dataDir,
+      state,
       apiKey,
       capacityTokens: integerFlag(flags, "capacity-tokens", COMMAND, 1) ?? null,
       ttlMs: ttlSeconds === null ? null : ttlSeconds * 1000,

@@ -6,6 +6,7 @@
  */
 import { afterAll, afterEach, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
 import { startRedisServer, type RedisServer } from "../helpers/redisServer.ts";
+import { startFakeUpstream } from "../proxy/fakeUpstream.ts";
 import { spawnServer, type SpawnedServer } from "../server/serverKit.ts";
 
 setDefaultTimeout(90_000);
@@ -157,6 +158,25 @@ describe("ctxr serve --state redis://", () => {
     const [viewA, viewB] = [await a.post("/v1/dedup", probe), await b.post("/v1/dedup", probe)];
     expect(viewA.body.duplicates).toEqual(ids);
     expect(viewA.body.blocks).toEqual(viewB.body.blocks);
+  });
+
+  test("proxies: turn 2 on another instance forwards turn 1's history byte for byte and dedups its documents", async () => {
+    const upstream = await startFakeUpstream();
+    try {
+      const [a, b] = await Promise.all([instance("--upstream", upstream.url), instance("--upstream", upstream.url)]);
+      const docs = (...ids: string[]) => ids.map((id) => ({ id, text: `Document ${id}: ${"facts ".repeat(30)}` }));
+      const turn1 = [{ role: "user", content: "First question?" }];
+      expect((await a.post("/v1/chat/completions", { messages: turn1, documents: docs("p", "q"), ctxr: { conversation_id: "chat" } })).status).toBe(200);
+      const forwarded1 = upstream.last().json.messages[0].content as string;
+      await until("b to hold a's history", async () => (await stats(b)).shared_state.applied_changes >= 3);
+      const turn2 = [...turn1, { role: "assistant", content: "An answer." }, { role: "user", content: "Second question?" }];
+      expect((await b.post("/v1/chat/completions", { messages: turn2, documents: docs("q", "r"), ctxr: { conversation_id: "chat" } })).status).toBe(200);
+      const messages = upstream.last().json.messages;
+      expect(messages[0].content).toBe(forwarded1);
+      expect(messages[2].content).toContain("Please refer to [Doc 2] in the previous conversation.");
+    } finally {
+      await upstream.stop();
+    }
   });
 
   test("bad --state values are refused before anything starts", async () => {

@@ -68,6 +68,12 @@ export class SharedState implements ChangeSink {
   private appendedThrough = 0;
   private waiters: { n: number; resolve: () => void }[] = [];
   private sending = false;
+  /**
+   * The batches of the append in flight, kept until Redis acknowledges it: a failed append is
+   * retried as exactly the same entry, so that an append that did land (its answer lost) is a
+   * duplicate readers recognise by its batch numbers.
+   */
+  private inflight: PendingBatch[] | null = null;
   private retryTimer: ReturnType<typeof setTimeout> | null = null;
   /** The last log entry applied. */
   private lastId = "0-0";
@@ -190,7 +196,7 @@ export class SharedState implements ChangeSink {
     this.sending = true;
     try {
       while (this.unsent.length > 0 && !this.closed) {
-        const batches = this.unsent.slice();
+        const batches = (this.inflight ??= this.unsent.slice());
         const changes = batches.flatMap((batch) => batch.changes);
         try {
           await this.redis.append(this.instance, batches[0]!.n, batches.at(-1)!.n, changes);
@@ -210,6 +216,7 @@ export class SharedState implements ChangeSink {
         }
         if (this.writeError !== null) this.log(`ctxr serve: shared state: writing to Redis works again\n`);
         this.writeError = null;
+        this.inflight = null;
         this.unsent = this.unsent.slice(batches.length);
         this.appendedThrough = batches.at(-1)!.n;
         this.counters.appended_entries++;

@@ -160,6 +160,22 @@ describe("ctxr serve --state redis://", () => {
     expect(viewA.body.blocks).toEqual(viewB.body.blocks);
   });
 
+  test("a reset on one instance racing writes on another: both end with the same index", async () => {
+    const [a, b] = await Promise.all([instance(), instance()]);
+    for (let i = 0; i < 10; i++) await a.post("/v1/reorder", { contexts: [[block(`old${i}`)]] });
+    const writes = Array.from({ length: 30 }, (_, i) => b.post("/v1/reorder", { contexts: [[block(`new${i}`)]], conversation_id: "r" }));
+    const reset = a.post("/v1/reset");
+    for (const answer of await Promise.all([...writes, reset])) expect(answer.status).toBe(200);
+    await until("both replicas to apply every change", async () => {
+      const [sa, sb] = [(await stats(a)).shared_state, (await stats(b)).shared_state];
+      return sa.unconfirmed_batches === 0 && sb.unconfirmed_batches === 0 && sa.last_entry === sb.last_entry;
+    });
+    const [fa, fb] = [await stats(a), await stats(b)];
+    expect(fa.contexts).toBe(fb.contexts);
+    expect(fa.conversations).toBe(fb.conversations);
+    expect(fa.contexts).toBeLessThanOrEqual(30);
+  });
+
   test("proxies: turn 2 on another instance forwards turn 1's history byte for byte and dedups its documents", async () => {
     const upstream = await startFakeUpstream();
     try {

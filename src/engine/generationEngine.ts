@@ -16,6 +16,8 @@ import type { RunnerInfo } from "../runner/runnerProtocol.ts";
 import type { FieldDocument } from "../proxy/documents/documentsField.ts";
 import { ChunkCache } from "../kv/chunkCache.ts";
 import { DiskKvTier } from "../kv/diskKvTier.ts";
+import { DEFAULT_REMOTE_KV_BYTES, RemoteKvTier, remoteNamespace } from "../kv/remoteKvTier.ts";
+import type { RedisUrl } from "../state/redisUrl.ts";
 import { ggufModelIdentity, modelIdentity } from "../kv/modelIdentity.ts";
 import { readGgufFile } from "../model/gguf/ggufReader.ts";
 import { ggufModelConfig } from "../model/gguf/ggufModelConfig.ts";
@@ -57,6 +59,9 @@ export interface EngineOptions {
   kvHostBytes?: number;
   kvDir?: string | null;
   kvDiskBytes?: number;
+  /** The remote tier shared by instances (--kv-remote, parsed by parseRedisUrl), or none; its byte limit (default 4 GiB). */
+  kvRemote?: RedisUrl | null;
+  kvRemoteBytes?: number;
   /** Cache-Craft focused-chunk early stop window in layers (0: off). */
   focusWindow?: number;
   /** What Cache-Craft's scores and the variant choice use (default "shift"). */
@@ -75,6 +80,11 @@ export interface EngineOptions {
   toolCallParser?: ToolCallFormat;
   /** Sparse decode's reconstruction trigger (default: uncertaintyTrigger.ts's placeholders; calibrate with `ctxr model calibrate-sparse`). */
   sparseTrigger?: UncertaintyTriggerOptions;
+}
+
+/** The runner settings besides the model that change a chunk's K/V (the remote tier's namespace). */
+export function remoteKvSettings(info: Pick<RunnerInfo, "kv_dtype" | "weight_dtype" | "device">): string {
+  return `kv=${info.kv_dtype}|weights=${info.weight_dtype}|device=${info.device}`;
 }
 
 /**
@@ -144,7 +154,20 @@ export class GenerationEngine {
     });
     const identity = await model.identity();
     const disk = options.kvDir ? new DiskKvTier({ dir: options.kvDir, capacityBytes: options.kvDiskBytes ?? 16 * 2 ** 30, modelIdentity: identity, layers: runner.info.layers, kvWidth: runner.info.kv_heads * runner.info.head_dim, pageSize: runner.info.block_size, log }) : null;
-    const chunkCache = new ChunkCache(runner, { deviceBlocks: options.kvDeviceBlocks, hostBytes: options.kvHostBytes, disk, log });
+    const remote = options.kvRemote
+      ? new RemoteKvTier({
+          url: options.kvRemote,
+          capacityBytes: options.kvRemoteBytes ?? DEFAULT_REMOTE_KV_BYTES,
+          modelIdentity: identity,
+          namespace: remoteNamespace(identity, remoteKvSettings(runner.info)),
+          layers: runner.info.layers,
+          kvWidth: runner.info.kv_heads * runner.info.head_dim,
+          pageSize: runner.info.block_size,
+          log,
+        })
+      : null;
+    if (remote !== null && !(await remote.start())) log(`ctxr: the remote chunk cache ${remote.display} is not reachable now; serving without it until it is`);
+    const chunkCache = new ChunkCache(runner, { deviceBlocks: options.kvDeviceBlocks, hostBytes: options.kvHostBytes, disk, remote, log });
     const scheduler = new GenerationScheduler(runner, tokenizer, {
       prefillChunk: options.prefillChunk,
       maxBatch: options.maxBatch,
@@ -177,6 +200,7 @@ export class GenerationEngine {
       deviceBlocks: capacities.deviceBlocks,
       hostBytes: capacities.hostBytes,
       disk: capacities.disk,
+      remote: capacities.remote,
       focusWindow: options.focusWindow ?? 0,
       contextScores: options.contextScores ?? "shift",
       prophetSpanDecay: options.prophetSpanDecay ?? DEFAULT_PROPHET_SPAN_DECAY,
@@ -272,6 +296,19 @@ export class GenerationEngine {
     metric("ctxr_kv_host_variants", "gauge", "Chunk-cache variants in host memory.", cache.hostVariants);
     metric("ctxr_kv_disk_variants", "gauge", "Chunk-cache variants on disk (--kv-dir).", cache.diskVariants);
     for (const tier of ["device", "host", "disk"] as const) metric(`ctxr_kv_${tier}_hits_total`, "counter", `Chunk-cache hits served from the ${tier} tier.`, cache.hits[tier]);
+    const remote = cache.remote;
+    if (remote !== null) {
+      metric("ctxr_kv_remote_hits_total", "counter", "Chunk-cache hits served from the remote tier (--kv-remote).", cache.hits.remote);
+      metric("ctxr_kv_remote_up", "gauge", "1 while the remote tier's Redis answers, 0 while it is skipped.", remote.up ? 1 : 0);
+      metric("ctxr_kv_remote_lookups_total", "counter", "Chunks looked up in the remote tier.", remote.lookups);
+      metric("ctxr_kv_remote_fetched_total", "counter", "Variants fetched from the remote tier and kept here.", cache.remoteFetched);
+      metric("ctxr_kv_remote_writes_total", "counter", "Variants written through to the remote tier.", remote.writes);
+      metric("ctxr_kv_remote_evicted_total", "counter", "Remote variants evicted by this instance's writes to keep --kv-remote-bytes.", remote.evicted);
+      metric("ctxr_kv_remote_discarded_total", "counter", "Damaged or foreign remote entries deleted.", remote.discarded);
+      metric("ctxr_kv_remote_failures_total", "counter", "Remote-tier operations that failed (unreachable, timed out, error reply).", remote.failures);
+      metric("ctxr_kv_remote_skipped_total", "counter", "Remote-tier operations skipped while its Redis was unreachable.", remote.skipped);
+      metric("ctxr_kv_remote_bytes", "gauge", "Bytes the remote tier holds for this model, as the last write saw them.", remote.bytes);
+    }
     metric("ctxr_kv_stored_total", "counter", "Chunk-cache variants stored.", cache.stored);
     metric("ctxr_kv_evicted_total", "counter", "Chunk-cache variants dropped.", cache.evicted);
     metric("ctxr_kv_discarded_total", "counter", "Damaged or foreign cache files discarded.", cache.discarded);
@@ -281,6 +318,7 @@ export class GenerationEngine {
   /** Fails queued requests and shuts the runner down. */
   async close(): Promise<void> {
     await this.scheduler.close();
+    await this.chunkCache.closeRemote();
     await this.runner.shutdown();
   }
 }

@@ -1018,6 +1018,7 @@ export class GenerationScheduler {
   private async runManagedPrefill(sequence: Sequence): Promise<boolean> {
     const entries = sequence.promptLength + 1;
     const need = sequence.table.blocksNeeded(entries);
+    await this.fetchRemoteChunks(sequence);
     await this.makeRoom(need);
     if (need > this.pool.free && this.running.length > 1) {
       // Back to the queue until running sequences free blocks; this step decodes the others.
@@ -1058,6 +1059,25 @@ export class GenerationScheduler {
       await this.releaseTables([sequence.table]);
     }
     return true;
+  }
+
+  /**
+   * With a remote chunk-cache tier: the prompt's chunks that have no variant here and are not
+   * already in the table are looked up there first (within its short time limit), so that a
+   * chunk another instance computed is reused rather than computed again.
+   */
+  private async fetchRemoteChunks(sequence: Sequence): Promise<void> {
+    const cache = this.chunkCache;
+    const request = sequence.request;
+    if (cache === null || !cache.hasRemote || request.segments === undefined) return;
+    if ((request.kvPolicy ?? this.options.kvPolicy ?? DEFAULT_KV_POLICY) === "full") return;
+    const hashes: string[] = [];
+    let end = 0;
+    for (const segment of request.segments.segments) {
+      end += segment.tokens.length;
+      if (end > sequence.table.length) hashes.push(segment.hash);
+    }
+    await cache.fetchRemote(hashes);
   }
 
   /** Whether a step running the sequence's tokens from `start` returns logits for every row (prompt logprobs). */

@@ -13,6 +13,8 @@ export interface KvSettings {
   deviceBlocks: number;
   hostBytes: number;
   disk: { dir: string; bytes: number } | null;
+  /** The remote tier (--kv-remote): its URL (no password) and byte limit. */
+  remote?: { url: string; bytes: number } | null;
   focusWindow: number;
   /** Cache-Craft's scores (default "shift"). */
   contextScores?: ContextScores;
@@ -33,7 +35,7 @@ export function describeKvSettings(s: KvSettings): string {
   const calibrated = s.trigger.entropyThreshold !== undefined || s.trigger.varentropyThreshold !== undefined;
   return [
     `KV reuse policy ${s.policy} at ${+(100 * s.recomputeRatio).toFixed(1)}% recompute (prophet span decay ${s.prophetSpanDecay ?? DEFAULT_PROPHET_SPAN_DECAY}${(s.prophetQueryRows ?? "all") === "last" ? ", last question token only" : ""})`,
-    `chunk cache: ${s.deviceBlocks} device blocks, host ${bytes(s.hostBytes)}, disk ${s.disk === null ? "none" : `${s.disk.dir} (${bytes(s.disk.bytes)})`}`,
+    `chunk cache: ${s.deviceBlocks} device blocks, host ${bytes(s.hostBytes)}, disk ${s.disk === null ? "none" : `${s.disk.dir} (${bytes(s.disk.bytes)})`}` + (s.remote ? `, remote ${s.remote.url} (${bytes(s.remote.bytes)})` : ""),
     `cachecraft scores ${s.contextScores ?? "shift"}, focused-chunk early stop ${s.focusWindow > 0 ? `after ${s.focusWindow} stable layers` : "off"}`,
     `sparse-decode trigger: entropy ${entropy} nats, varentropy ${varentropy} nats², window ${window} steps` +
       (calibrated ? "" : " (uncalibrated defaults: see ctxr model calibrate-sparse)"),

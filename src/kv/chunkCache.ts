@@ -15,6 +15,10 @@
  *   calls reclaim() when requests need the device blocks.
  * - Disk files carry the model's identity and a checksum; a damaged one is
  *   discarded when read (DiskKvTier) and the variant is forgotten.
+ * - With a remote tier (--kv-remote, RemoteKvTier), a chunk with no variant here is looked up
+ *   there before its request is planned (fetchRemote): the variants found are kept in the host
+ *   tier (or on disk) like any other, and their first hit counts as a remote one. Every variant
+ *   stored here is written through to the remote tier in the background.
  */
 import { randomUUID } from "node:crypto";
 import type { KvData, RunnerInfo, KvRange } from "../runner/runnerProtocol.ts";
@@ -23,10 +27,14 @@ import { ChunkVariantIndex, type ChunkVariant } from "./chunkVariantIndex.ts";
 import type { VariantMetadata } from "./reuseScores.ts";
 import { HostKvTier } from "./hostKvTier.ts";
 import type { DiskKvTier } from "./diskKvTier.ts";
+import type { RemoteKvStats, RemoteKvTier } from "./remoteKvTier.ts";
 import type { QueuedPrefill } from "./cacheAwareOrder.ts";
 import type { SegmentedPrompt } from "./segmentedPrompt.ts";
 
-export type KvTier = "device" | "host" | "disk";
+/** Where a variant's KV is (remote: fetched from --kv-remote for this hit). */
+export type KvTier = "device" | "host" | "disk" | "remote";
+/** The tiers a variant is kept in here. */
+export type LocalKvTier = Exclude<KvTier, "remote">;
 
 /** The runner ops the chunk cache uses (RunnerProcess has them). */
 export interface ChunkCacheRunner {
@@ -43,6 +51,8 @@ export interface ChunkCacheOptions {
   hostBytes?: number;
   /** The disk tier (--kv-dir), or none. */
   disk?: DiskKvTier | null;
+  /** The remote tier (--kv-remote), or none. */
+  remote?: RemoteKvTier | null;
   /** Variants per chunk (M, default 4). */
   maxVariantsPerChunk?: number;
   /** Variants in all (N×M, default 4096). */
@@ -74,6 +84,10 @@ export interface ChunkCacheStats {
   diskVariants: number;
   diskBytes: number;
   hits: Record<KvTier, number>;
+  /** Variants fetched from the remote tier (kept here since). */
+  remoteFetched: number;
+  /** The remote tier's own counters (null without one). */
+  remote: RemoteKvStats | null;
   stored: number;
   evicted: number;
   demoted: number;
@@ -86,11 +100,16 @@ export class ChunkCache {
   private readonly device = new Map<string, KvBlockTable>();
   private readonly host: HostKvTier;
   private readonly disk: DiskKvTier | null;
+  private readonly remote: RemoteKvTier | null;
+  /** Variants fetched from the remote tier whose first hit has not come yet: it counts as a remote hit. */
+  private readonly fromRemote = new Set<string>();
+  /** Remote lookups under way, by chunk hash. */
+  private readonly remoteLookups = new Map<string, Promise<void>>();
   private deviceBlockLimit = 0;
   private pool: KvBlockPool | null = null;
   /** Chunks some running request is computing: a request that needs one waits for it (delay hit). */
   private readonly inFlight = new Map<string, number>();
-  private readonly counters = { hits: { device: 0, host: 0, disk: 0 }, stored: 0, evicted: 0, demoted: 0, promoted: 0, discarded: 0 };
+  private readonly counters = { hits: { device: 0, host: 0, disk: 0, remote: 0 }, remoteFetched: 0, stored: 0, evicted: 0, demoted: 0, promoted: 0, discarded: 0 };
 
   constructor(
     private readonly runner: ChunkCacheRunner,
@@ -99,6 +118,23 @@ export class ChunkCache {
     this.index = new ChunkVariantIndex({ maxVariantsPerChunk: options.maxVariantsPerChunk ?? 4, maxVariants: options.maxVariants ?? 4096 });
     this.host = new HostKvTier(options.hostBytes ?? 2 ** 30);
     this.disk = options.disk ?? null;
+    this.remote = options.remote ?? null;
+  }
+
+  /** Whether a remote tier is configured. */
+  get hasRemote(): boolean {
+    return this.remote !== null;
+  }
+
+  /** Waits for the remote tier's writes under way and disconnects from it. */
+  async closeRemote(): Promise<void> {
+    await this.remote?.close();
+  }
+
+  /** Resolves when the remote tier's background writes started so far have ended. */
+  async remoteIdle(): Promise<void> {
+    await Promise.all([...this.remoteLookups.values()]);
+    await this.remote?.idle();
   }
 
   /**
@@ -117,8 +153,13 @@ export class ChunkCache {
   }
 
   /** The tiers' capacities: device blocks (once a pool is attached), host bytes, disk folder and bytes. */
-  get capacities(): { deviceBlocks: number; hostBytes: number; disk: { dir: string; bytes: number } | null } {
-    return { deviceBlocks: this.deviceBlockLimit, hostBytes: this.host.capacityBytes, disk: this.disk === null ? null : { dir: this.disk.dir, bytes: this.disk.capacityBytes } };
+  get capacities(): { deviceBlocks: number; hostBytes: number; disk: { dir: string; bytes: number } | null; remote: { url: string; bytes: number } | null } {
+    return {
+      deviceBlocks: this.deviceBlockLimit,
+      hostBytes: this.host.capacityBytes,
+      disk: this.disk === null ? null : { dir: this.disk.dir, bytes: this.disk.capacityBytes },
+      remote: this.remote === null ? null : { url: this.remote.display, bytes: this.remote.capacityBytes },
+    };
   }
 
   private get blocks(): KvBlockPool {
@@ -145,6 +186,8 @@ export class ChunkCache {
       diskVariants: this.disk?.keys().length ?? 0,
       diskBytes: this.disk?.bytesUsed ?? 0,
       hits: { ...this.counters.hits },
+      remoteFetched: this.counters.remoteFetched,
+      remote: this.remote?.stats ?? null,
       stored: this.counters.stored,
       evicted: this.counters.evicted,
       demoted: this.counters.demoted,
@@ -172,7 +215,7 @@ export class ChunkCache {
   }
 
   /** Where a variant's KV is, or null when it is not cached. */
-  tierOf(id: string): KvTier | null {
+  tierOf(id: string): LocalKvTier | null {
     if (this.device.has(id)) return "device";
     if (this.host.has(id)) return "host";
     if (this.disk?.has(id)) return "disk";
@@ -253,6 +296,10 @@ export class ChunkCache {
       data = read;
     }
     await this.runner.import({ table, start, count }, { positions, layers: data.layers });
+    if (this.fromRemote.delete(variant.id)) {
+      tier = "remote";
+      this.remote?.touch(this.remote.keys.variant(variant.chunkHash, variant.prefix, variant.exact));
+    }
     this.counters.hits[tier]++;
     return tier;
   }
@@ -270,6 +317,7 @@ export class ChunkCache {
       this.counters.discarded++;
       this.options.log?.(`ctxr: chunk cache file of ${id} discarded: ${(error as Error).message}`);
       this.index.remove(id);
+      this.fromRemote.delete(id);
       return null;
     }
   }
@@ -321,9 +369,13 @@ export class ChunkCache {
     const copy = await this.copyToDevice(table, start, meta.tokenCount);
     if (copy !== null) {
       this.device.set(variant.id, copy);
+      // Sent now, so the runner reads the copy before any later op can free or reuse its blocks;
+      // not awaited: the remote write never holds up the step loop.
+      if (this.remote !== null) this.writeRemote(variant, this.runner.export({ table: copy.blocks, start: 0, count: meta.tokenCount }));
     } else {
       // No device room: straight to the host tier (or disk).
       const data = await this.runner.export({ table, start, count: meta.tokenCount });
+      if (this.remote !== null) this.writeRemote(variant, Promise.resolve(data));
       if (!this.host.put(variant.id, data, storedMeta(variant)) && !(await this.writeDisk(variant, data))) return null;
     }
     const evicted = this.index.add(variant);
@@ -331,6 +383,68 @@ export class ChunkCache {
     this.counters.stored++;
     await this.balance();
     return this.index.get(variant.id) ?? null;
+  }
+
+  /** Writes a variant through to the remote tier in the background (failures are the tier's to count). */
+  private writeRemote(variant: ChunkVariant, data: Promise<KvData>): void {
+    const remote = this.remote!;
+    const meta = { ...storedMeta(variant), frequencyReuse: 0 };
+    const write = data.then(
+      (kv) => remote.write(variant.chunkHash, variant.prefix, variant.exact, kv, meta),
+      (error) => this.options.log?.(`ctxr: chunk cache ${variant.id} could not be exported for the remote tier: ${(error as Error).message}`),
+    );
+    void write;
+  }
+
+  /**
+   * Looks the prompt's chunks that have no variant here up in the remote tier (host → disk →
+   * remote: only on a miss) and keeps what it finds in the host tier, or on disk, under the
+   * usual policies. Never throws; resolves with the variants added.
+   */
+  async fetchRemote(chunkHashes: readonly string[]): Promise<number> {
+    if (this.remote === null) return 0;
+    const before = this.counters.remoteFetched;
+    const lookups: Promise<void>[] = [];
+    for (const hash of new Set(chunkHashes)) {
+      if (this.index.variantsOf(hash).length > 0) continue;
+      let lookup = this.remoteLookups.get(hash);
+      if (lookup === undefined) {
+        lookup = this.lookupRemote(hash).finally(() => this.remoteLookups.delete(hash));
+        this.remoteLookups.set(hash, lookup);
+      }
+      lookups.push(lookup);
+    }
+    await Promise.all(lookups);
+    return this.counters.remoteFetched - before;
+  }
+
+  private async lookupRemote(hash: string): Promise<void> {
+    const entries = await this.remote!.lookup(hash);
+    for (const entry of entries) {
+      try {
+        const stored = entry.meta as unknown as StoredVariantMeta;
+        // Stored here meanwhile (by a request that computed it): keep that one.
+        if (this.index.variantsOf(hash).some((v) => v.exact === stored.exact && sameList(v.prefix, stored.prefix))) continue;
+        const id = `${hash.slice(0, 16)}-r${entry.key.slice(-12)}`;
+        if (this.index.has(id)) continue;
+        const variant = variantFromStored(id, { ...stored, frequencyReuse: 0 }, this.tokenBytes);
+        if (!this.host.put(id, entry.data, storedMeta(variant)) && !(await this.writeDisk(variant, entry.data))) continue;
+        let evicted: ChunkVariant[];
+        try {
+          evicted = this.index.add(variant);
+        } catch (error) {
+          this.host.delete(id);
+          if (this.disk?.has(id)) await this.disk.delete(id);
+          throw error;
+        }
+        this.fromRemote.add(id);
+        this.counters.remoteFetched++;
+        for (const gone of evicted) await this.drop(gone);
+        await this.balance();
+      } catch (error) {
+        this.options.log?.(`ctxr: remote chunk cache entry ${entry.key} not kept: ${(error as Error).message}`);
+      }
+    }
   }
 
   /**
@@ -460,6 +574,7 @@ export class ChunkCache {
       await this.blocks.release([table]);
     }
     this.host.delete(variant.id);
+    this.fromRemote.delete(variant.id);
     if (this.disk?.has(variant.id)) await this.disk.delete(variant.id);
     this.counters.evicted++;
   }

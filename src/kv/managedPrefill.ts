@@ -23,7 +23,7 @@
  *    after the first token has gone out.
  */
 import type { ForwardRequest, ForwardResult, ForwardSequence, RunnerInfo } from "../runner/runnerProtocol.ts";
-import type { ChunkCache, KvTier } from "./chunkCache.ts";
+import type { ChunkCache, KvTier, LocalKvTier } from "./chunkCache.ts";
 import { variantMetadataFromStats } from "./variantMetadata.ts";
 import { planPrefill, type SegmentPlan } from "./prefillPlan.ts";
 import { DEFAULT_PROPHET_SPAN_DECAY, cacheCraftSelection, prophetSelection, type ProphetQueryRows, type RecomputePolicy } from "./recomputeSelection.ts";
@@ -79,7 +79,8 @@ export interface ManagedPrefillUsage {
   prompt_tokens_chunk_reused: number;
   prompt_tokens_recomputed: number;
   prompt_tokens_computed: number;
-  tier_hits: Record<KvTier, number>;
+  /** Hits by tier; `remote` only with a remote tier (--kv-remote). */
+  tier_hits: Record<LocalKvTier, number> & { remote?: number };
   policy: RecomputePolicy;
   /** Cache-Craft early stop: layers the unfocused chunks' recomputed tokens ran through (null: they never stopped). */
   focus_cutoff_layer?: number | null;
@@ -151,7 +152,7 @@ export async function managedPrefill(
     prompt_tokens_chunk_reused: 0,
     prompt_tokens_recomputed: 0,
     prompt_tokens_computed: 0,
-    tier_hits: { device: 0, host: 0, disk: 0 },
+    tier_hits: { device: 0, host: 0, disk: 0, ...(cache?.hasRemote ? { remote: 0 } : {}) },
     policy: options.policy,
   };
 
@@ -171,7 +172,7 @@ export async function managedPrefill(
       plans[s] = { kind: "compute" };
       continue;
     }
-    usage.tier_hits[tier]++;
+    usage.tier_hits[tier] = (usage.tier_hits[tier] ?? 0) + 1;
     hits.push({ segment: s, tier });
     cache!.recordUse(plan.variant, plan.kind === "reuse" ? plan.cfo : 0);
   }

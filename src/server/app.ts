@@ -10,6 +10,8 @@ import { VERSION } from "../cli/version.ts";
 import { RequestError, type ContextService } from "../online/contextService.ts";
 import { ContextProxy, type ProxyOptions } from "../proxy/contextProxy.ts";
 import type { GenerationEngine } from "../engine/generationEngine.ts";
+import type { ChunkCacheStats } from "../kv/chunkCache.ts";
+import type { RemoteKvStats } from "../kv/remoteKvTier.ts";
 import { applyEvictBody } from "../proxy/kvEvents.ts";
 import { mountProxyRoutes, proxyRouteLabel } from "../proxy/proxyRoutes.ts";
 import { requireApiKey } from "./auth.ts";
@@ -123,7 +125,10 @@ export function createApp(service: ContextService, options: AppOptions = {}): Op
 
   app.openapi(routes.metrics, (c) => c.text(metrics.render(service.stats()) + (proxy?.metrics() ?? "") + (engine?.metrics() ?? "") + (options.latency?.metrics() ?? "") + (options.kvEvents?.metrics() ?? ""), 200, { "Content-Type": PROMETHEUS_CONTENT_TYPE }));
 
-  app.openapi(routes.stats, (c) => c.json({ ...service.stats(), recovery: service.recovery, ...(proxy === null ? {} : { upstreams: proxy.stats(), proxy: proxy.state() }) }, 200));
+  app.openapi(routes.stats, (c) => {
+    const remote = engine?.chunkCache.stats.remote ?? null;
+    return c.json({ ...service.stats(), recovery: service.recovery, ...(proxy === null ? {} : { upstreams: proxy.stats(), proxy: proxy.state() }), ...(remote === null ? {} : { kv_remote: remoteKvStatsBody(remote, engine!.chunkCache.stats, engine!.chunkCache.capacities.remote?.url ?? "") }) }, 200);
+  });
 
   app.openapi(routes.reorder, async (c) => {
     const body = c.req.valid("json");
@@ -185,4 +190,24 @@ export function createApp(service: ContextService, options: AppOptions = {}): Op
   }
 
   return app;
+}
+
+/** /v1/stats `kv_remote`: the remote chunk-cache tier (--kv-remote). */
+function remoteKvStatsBody(remote: RemoteKvStats, cache: ChunkCacheStats, url: string) {
+  return {
+    url,
+    up: remote.up,
+    capacity_bytes: remote.capacityBytes,
+    bytes: remote.bytes,
+    hits: cache.hits.remote,
+    fetched: cache.remoteFetched,
+    lookups: remote.lookups,
+    found: remote.found,
+    writes: remote.writes,
+    writes_skipped: remote.writesSkipped,
+    evicted: remote.evicted,
+    discarded: remote.discarded,
+    failures: remote.failures,
+    skipped: remote.skipped,
+  };
 }

@@ -172,6 +172,7 @@ function usageOf(results: readonly { promptTokens: number; completionTokens: num
     if (u.tier_hits !== undefined) {
       const hits = (ctxr.tier_hits ??= { device: 0, host: 0, disk: 0 });
       for (const tier of ["device", "host", "disk"] as const) hits[tier] += u.tier_hits[tier];
+      if (u.tier_hits.remote !== undefined) hits.remote = (hits.remote ?? 0) + u.tier_hits.remote;
     }
     if (u.policy !== undefined) ctxr.policy = u.policy;
     if (u.sparse_decode_steps !== undefined) ctxr.sparse_decode_steps = (ctxr.sparse_decode_steps ?? 0) + u.sparse_decode_steps;

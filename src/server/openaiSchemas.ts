@@ -171,7 +171,7 @@ export function createOpenAiSchemas() {
       prompt_tokens_chunk_reused: z.int().openapi({ description: "Prompt tokens whose KV came from a cached chunk at another position and was not recomputed." }),
       prompt_tokens_recomputed: z.int().openapi({ description: "Tokens of reused chunks that were recomputed." }),
       prompt_tokens_computed: z.int().openapi({ description: "Prompt tokens computed from scratch." }),
-      tier_hits: z.object({ device: z.int(), host: z.int(), disk: z.int() }).optional().openapi({ description: "Cached segments by the tier they came from." }),
+      tier_hits: z.object({ device: z.int(), host: z.int(), disk: z.int(), remote: z.int().optional().openapi({ description: "With --kv-remote: segments fetched from the shared remote tier." }) }).optional().openapi({ description: "Cached segments by the tier they came from." }),
       policy: z.string().optional(),
       ttft_ms: z.number().openapi({ description: "Time from arrival to the first token." }),
       sparse_decode_steps: z.int().optional(),

@@ -254,6 +254,25 @@ export function createSchemas(limits: ServerLimits) {
         })
         .optional()
         .openapi({ description: "With --upstream: the proxy's remembered histories and routing state against their byte budgets." }),
+      kv_remote: z
+        .object({
+          url: z.string().openapi({ description: "The Redis of --kv-remote (no password)." }),
+          up: z.boolean().openapi({ description: "Whether the last contact worked; while false the tier is skipped and tried again every second." }),
+          capacity_bytes: z.int().openapi({ description: "--kv-remote-bytes: the limit every instance of this model keeps in Redis." }),
+          bytes: z.int().openapi({ description: "Bytes this model's entries take in Redis, as this instance's last write saw them." }),
+          hits: z.int().openapi({ description: "Chunk-cache hits served from the remote tier." }),
+          fetched: z.int().openapi({ description: "Variants fetched and kept in this instance's host or disk tier." }),
+          lookups: z.int().openapi({ description: "Chunks looked up (those with no variant here)." }),
+          found: z.int().openapi({ description: "Remote variants read and found good." }),
+          writes: z.int().openapi({ description: "Variants written through." }),
+          writes_skipped: z.int().openapi({ description: "Writes not made: already there, or larger than the limit." }),
+          evicted: z.int().openapi({ description: "Variants this instance's writes evicted (least reused first) to keep the limit." }),
+          discarded: z.int().openapi({ description: "Damaged or foreign entries deleted, never used." }),
+          failures: z.int().openapi({ description: "Operations that failed: Redis unreachable, too slow, or an error reply." }),
+          skipped: z.int().openapi({ description: "Operations not tried while Redis was unreachable." }),
+        })
+        .optional()
+        .openapi({ description: "With --model and --kv-remote: the shared remote chunk-cache tier." }),
     })
     .openapi("StatsResponse");
 

@@ -11,7 +11,7 @@ import { DEFAULT_LIMITS } from "../../server/limits.ts";
 import { DEFAULT_HOST, DEFAULT_PORT, runServer, type SharedStateConfig } from "../../server/serve.ts";
 import { DEFAULT_PROPHET_SPAN_DECAY, PROPHET_QUERY_ROWS, RECOMPUTE_POLICIES, type ProphetQueryRows, type RecomputePolicy } from "../../kv/recomputeSelection.ts";
 import { CONTEXT_SCORES, type ContextScores } from "../../kv/reuseScores.ts";
-import { parseRedisUrl } from "../../state/redisUrl.ts";
+import { parseRedisUrl, type RedisUrl } from "../../state/redisUrl.ts";
 import { DEFAULT_BUDGETS } from "../../online/stateBudgets.ts";
 import { EXIT_OK, UsageError, byteSizeFlag, choiceFlag, integerFlag, numberFlag, parseFlags } from "../args.ts";
 import type { FlagSpec, ParsedFlags } from "../args.ts";
@@ -137,6 +137,12 @@ document's KV is cached and reused at any position):
   --kv-host-bytes B        chunk caches kept in this process's memory (default 1 GiB)
   --kv-dir DIR             a disk tier for chunk caches (kept across restarts)
   --kv-disk-bytes B        capacity of --kv-dir (default 16 GiB)
+  --kv-remote URL          a remote tier shared by every instance serving the same
+                           model: redis://HOST:PORT[/DB]; looked up after host and
+                           disk, written through in the background, skipped while
+                           unreachable
+  --kv-remote-bytes B      what --kv-remote may hold for this model, kept by Redis
+                           for all instances (default 4GiB; least reused evicted)
   --focus-window L         Cache-Craft focused-chunk early stop after L stable
                            layers (default 0: off)
   --prophet-span-decay D   prophet: share of a token's score that carries on to
@@ -233,6 +239,8 @@ const FLAGS = {
   "kv-host-bytes": { type: "string" },
   "kv-dir": { type: "string" },
   "kv-disk-bytes": { type: "string" },
+  "kv-remote": { type: "string" },
+  "kv-remote-bytes": { type: "string" },
   "focus-window": { type: "string" },
   "context-scores": { type: "string" },
   "prophet-span-decay": { type: "string" },
@@ -334,7 +342,7 @@ export async function serveCommand(args: string[], io: CommandIo & { err?(text: 
 
   const model = typeof flags.values.model === "string" ? flags.values.model : null;
   if (model === "") throw new UsageError("--model must not be empty", COMMAND);
-  const modelOnly = ["device", "kv-blocks", "threads", "served-model-name", "kv-policy", "recompute-ratio", "kv-device-blocks", "kv-host-bytes", "kv-dir", "kv-disk-bytes", "focus-window", "context-scores", "prophet-span-decay", "prophet-query-rows", "no-prefix-cache", "tool-call-parser", "kv-events-publish", "sparse-entropy-threshold", "sparse-varentropy-threshold", "sparse-trigger-window"].find((name) => flags.values[name] !== undefined);
+  const modelOnly = ["device", "kv-blocks", "threads", "served-model-name", "kv-policy", "recompute-ratio", "kv-device-blocks", "kv-host-bytes", "kv-dir", "kv-disk-bytes", "kv-remote", "kv-remote-bytes", "focus-window", "context-scores", "prophet-span-decay", "prophet-query-rows", "no-prefix-cache", "tool-call-parser", "kv-events-publish", "sparse-entropy-threshold", "sparse-varentropy-threshold", "sparse-trigger-window"].find((name) => flags.values[name] !== undefined);
   if (model === null && modelOnly !== undefined) throw new UsageError(`--${modelOnly} needs --model`, COMMAND);
   if (model !== null && upstreams.length > 0) throw new UsageError("give --model (serve a model) or --upstream (proxy engines), not both", COMMAND);
   const device = typeof flags.values.device === "string" ? flags.values.device : "cpu";
@@ -352,6 +360,8 @@ export async function serveCommand(args: string[], io: CommandIo & { err?(text: 
   const kvDir = flags.values["kv-dir"];
   if (kvDir === "") throw new UsageError("--kv-dir must not be empty", COMMAND);
   if (flags.values["kv-disk-bytes"] !== undefined && kvDir === undefined) throw new UsageError("--kv-disk-bytes needs --kv-dir", COMMAND);
+  const kvRemote = kvRemoteFlag(flags);
+  if (flags.values["kv-remote-bytes"] !== undefined && kvRemote === null) throw new UsageError("--kv-remote-bytes needs --kv-remote", COMMAND);
   const sparseTrigger = sparseTriggerFromFlags(flags);
   const kvEventsPublish = kvEventsPublishFlag(flags);
   const kvEventsSubscribe = kvEventsFlags(flags, upstreams.length);
@@ -421,6 +431,8 @@ export async function serveCommand(args: string[], io: CommandIo & { err?(text: 
               kvHostBytes: integerFlag(flags, "kv-host-bytes", COMMAND, 0),
               kvDir: typeof kvDir === "string" ? kvDir : null,
               kvDiskBytes: integerFlag(flags, "kv-disk-bytes", COMMAND, 1),
+              kvRemote,
+              kvRemoteBytes: byteSizeFlag(flags, "kv-remote-bytes", COMMAND, 1),
               focusWindow: integerFlag(flags, "focus-window", COMMAND, 0),
               contextScores: choiceFlag<ContextScores>(flags, "context-scores", COMMAND, CONTEXT_SCORES, "shift"),
               prophetSpanDecay: spanDecay,
@@ -435,6 +447,16 @@ export async function serveCommand(args: string[], io: CommandIo & { err?(text: 
     { out: io.out, err: io.err ?? ((text) => void process.stderr.write(text)) },
   );
   return EXIT_OK;
+}
+
+function kvRemoteFlag(flags: ParsedFlags): RedisUrl | null {
+  const value = flags.values["kv-remote"];
+  if (typeof value !== "string") return null;
+  try {
+    return parseRedisUrl(value, "--kv-remote");
+  } catch (error) {
+    throw new UsageError((error as Error).message, COMMAND);
+  }
 }
 
 function kvEventsPublishFlag(flags: ParsedFlags): KvEventsPublishOptions | null {

@@ -157,6 +157,7 @@ export interface RemoteKvClient {
   readonly connected: boolean;
   connect(): Promise<void>;
   close(): void;
+  onclose?: ((error: Error) => void) | null;
   send(command: string, args: (string | Uint8Array)[]): Promise<unknown>;
   getBuffer(key: string): Promise<Uint8Array | null>;
 }
@@ -234,6 +235,7 @@ export class RemoteKvTier {
   /** Until when Redis is left alone after a failure (ms since the epoch). */
   private downUntil = 0;
   private connecting: Promise<boolean> | null = null;
+  private reconnectTimer: ReturnType<typeof setTimeout> | null = null;
   private readonly pending = new Set<Promise<unknown>>();
   private closed = false;
 
@@ -256,6 +258,10 @@ export class RemoteKvTier {
         connectionTimeout: Math.max(this.timeoutMs, 500),
         ...(options.url.tls ? { tls: true } : {}),
       }) as unknown as RemoteKvClient);
+    // A dropped connection is noticed at once and reconnected in the background.
+    this.client.onclose = () => {
+      if (!this.closed) this.scheduleReconnect();
+    };
   }
 
   get stats(): RemoteKvStats {
@@ -264,7 +270,7 @@ export class RemoteKvTier {
 
   /** Connects at start (a failure is counted and retried later, like any other). */
   async start(): Promise<boolean> {
-    return this.ready();
+    return this.ready(true);
   }
 
   /**
@@ -272,7 +278,7 @@ export class RemoteKvTier {
    * when Redis is unreachable or slow. Damaged or foreign entries are deleted and counted.
    */
   async lookup(chunkHash: string): Promise<RemoteKvEntry[]> {
-    if (!(await this.ready())) return [];
+    if (!(await this.ready(false))) return [];
     this.counters.lookups++;
     let values: { key: string; bytes: Uint8Array | null }[];
     try {
@@ -366,6 +372,7 @@ export class RemoteKvTier {
   async close(): Promise<void> {
     await this.idle();
     this.closed = true;
+    if (this.reconnectTimer !== null) clearTimeout(this.reconnectTimer);
     try {
       this.client.close();
     } catch {
@@ -380,7 +387,7 @@ export class RemoteKvTier {
   /** Runs an operation in the background within `ms`; resolves with its value, or null when skipped or failed. */
   private background<T>(ms: number, operation: () => Promise<T>): Promise<T | null> {
     const run = (async (): Promise<T | null> => {
-      if (!(await this.ready())) return null;
+      if (!(await this.ready(true))) return null;
       try {
         const value = await this.limited(ms, operation);
         this.reachable();
@@ -399,14 +406,31 @@ export class RemoteKvTier {
     return run;
   }
 
-  /** Whether Redis may be used now: connected, or reconnected (within the time limit) when the retry time has come. */
-  private async ready(): Promise<boolean> {
+  /**
+   * Whether Redis may be used now: connected, or (once the retry time has come) reconnected
+   * within the time limit. A lookup, on a request's path, does not `wait` for a reconnection: it
+   * starts one and is skipped, so a Redis that does not answer never holds a request up longer
+   * than one lookup's time limit.
+   */
+  private async ready(wait: boolean): Promise<boolean> {
     if (this.closed) return false;
     if (Date.now() < this.downUntil) {
       this.counters.skipped++;
       return false;
     }
     if (this.client.connected) return true;
+    const connecting = this.reconnect();
+    if (!wait) {
+      this.counters.skipped++;
+      return false;
+    }
+    const ok = await connecting;
+    if (!ok) this.counters.skipped++;
+    return ok;
+  }
+
+  /** Starts a connection attempt unless one is under way. */
+  private reconnect(): Promise<boolean> {
     this.connecting ??= (async () => {
       try {
         await this.limited(Math.max(this.timeoutMs, 500), () => this.client.connect());
@@ -419,9 +443,18 @@ export class RemoteKvTier {
         this.connecting = null;
       }
     })();
-    const ok = await this.connecting;
-    if (!ok) this.counters.skipped++;
-    return ok;
+    return this.connecting;
+  }
+
+  /** Tries to reconnect every retryMs until connected (so Redis is used again as soon as it is back). */
+  private scheduleReconnect(): void {
+    if (this.reconnectTimer !== null || this.closed) return;
+    this.reconnectTimer = setTimeout(() => {
+      this.reconnectTimer = null;
+      if (this.closed || this.client.connected) return;
+      void this.reconnect();
+    }, this.retryMs);
+    (this.reconnectTimer as { unref?: () => void }).unref?.();
   }
 
   private reachable(): void {
@@ -432,6 +465,7 @@ export class RemoteKvTier {
   private failed(what: string, error: unknown): void {
     this.counters.failures++;
     this.downUntil = Date.now() + this.retryMs;
+    if (!this.client.connected) this.scheduleReconnect();
     if (this.up) {
       const reason = error instanceof RemoteTimeoutError ? error.message : (error as Error)?.message ?? String(error);
       this.log(`ctxr: remote chunk cache ${this.display} skipped (${what}: ${reason}); trying again every ${this.retryMs} ms`);

@@ -29,8 +29,8 @@ afterAll(async () => {
   await redis?.stop();
 });
 
-/** A tier on a database of its own (unless `db` is given). */
-function open(options: Partial<RemoteKvTierOptions> & { db?: number } = {}): RemoteKvTier {
+/** A started tier on a database of its own (unless `db` is given). */
+async function open(options: Partial<RemoteKvTierOptions> & { db?: number } = {}): Promise<RemoteKvTier> {
   const db = options.db ?? nextDb++;
   const tier = new RemoteKvTier({
     url: parseRedisUrl(`${redis.url}/${db}`, "--kv-remote"),
@@ -43,6 +43,7 @@ function open(options: Partial<RemoteKvTierOptions> & { db?: number } = {}): Rem
     ...options,
   });
   tiers.push(tier);
+  expect(await tier.start()).toBe(true);
   return tier;
 }
 
@@ -82,9 +83,9 @@ describe("the pure parts", () => {
 
 describe("against redis-server", () => {
   test("a written variant is found by another tier from the chunk hash alone, bytes as a disk-tier file", async () => {
-    const writer = open();
+    const writer = await open();
     const db = nextDb - 1;
-    const reader = open({ db });
+    const reader = await open({ db });
     const data = randomKv(LAYERS, WIDTH, 8, 3);
     expect(await writer.write(CHUNK, ["h"], true, data, meta(["h"], true, 8))).toBe(true);
     const found = await reader.lookup(CHUNK);
@@ -104,23 +105,23 @@ describe("against redis-server", () => {
   });
 
   test("another model's tier, on the same database, sees nothing of this one", async () => {
-    const mine = open();
+    const mine = await open();
     const db = nextDb - 1;
-    const other = open({ db, modelIdentity: OTHER_MODEL, namespace: remoteNamespace(OTHER_MODEL, "kv=f32") });
+    const other = await open({ db, modelIdentity: OTHER_MODEL, namespace: remoteNamespace(OTHER_MODEL, "kv=f32") });
     expect(await put(mine, ["h"], 1)).toBe(true);
     expect(await other.lookup(CHUNK)).toEqual([]);
     expect(await mine.lookup(CHUNK)).toHaveLength(1);
   });
 
   test("the byte limit is kept by Redis for every tier sharing it: the least reused go first", async () => {
-    const probe = open();
+    const probe = await open();
     const db = nextDb - 1;
     expect(await put(probe, ["size"], 9, 8, "e".repeat(32))).toBe(true);
     const size = Number(redis.cli("-n", String(db), "GET", probe.keys.bytes).trim());
     redis.cli("-n", String(db), "FLUSHDB");
     // Room for three variants of this size.
-    const a = open({ db, capacityBytes: 3 * size + 10 });
-    const b = open({ db, capacityBytes: 3 * size + 10 });
+    const a = await open({ db, capacityBytes: 3 * size + 10 });
+    const b = await open({ db, capacityBytes: 3 * size + 10 });
     expect(await put(a, ["p1"], 1)).toBe(true);
     expect(await put(b, ["p2"], 2)).toBe(true);
     expect(await put(a, ["p3"], 3)).toBe(true);
@@ -141,13 +142,13 @@ describe("against redis-server", () => {
     expect(await put(a, ["p5"], 5)).toBe(true);
     expect((await a.lookup(CHUNK)).map((entry) => (entry.meta.prefix as string[])[0]).sort()).toEqual(["p1", "p3", "p5"]);
     // A variant larger than the limit is not written at all.
-    const tiny = open({ db, capacityBytes: size - 1 });
+    const tiny = await open({ db, capacityBytes: size - 1 });
     expect(await put(tiny, ["big"], 6)).toBe(false);
     expect(tiny.stats.writesSkipped).toBe(1);
   });
 
   test("a damaged entry and a foreign one are discarded, counted, and never returned", async () => {
-    const tier = open();
+    const tier = await open();
     const db = nextDb - 1;
     expect(await put(tier, ["good"], 1)).toBe(true);
     expect(await put(tier, ["bad"], 2)).toBe(true);
@@ -175,7 +176,7 @@ describe("against redis-server", () => {
   });
 
   test("Redis gone: lookups and writes are skipped at once and counted; Redis back: used again", async () => {
-    const tier = open({ db: 0 });
+    const tier = await open({ db: 0 });
     expect(await put(tier, ["before"], 1)).toBe(true);
     await redis.kill();
     const started = Date.now();
@@ -187,14 +188,18 @@ describe("against redis-server", () => {
     expect(tier.stats.failures).toBeGreaterThan(0);
     expect(tier.stats.skipped).toBeGreaterThan(0);
     await redis.start();
-    await Bun.sleep(150); // past retryMs
+    // Reconnected in the background (every retryMs), before anything asks.
+    const deadline = Date.now() + 2000;
+    while (!tier.stats.up && Date.now() < deadline) await Bun.sleep(20);
+    expect(tier.stats.up).toBe(true);
+    expect(await tier.lookup(CHUNK)).toEqual([]); // Redis kept nothing over the kill
     expect(await put(tier, ["after"], 3)).toBe(true);
     expect((await tier.lookup(CHUNK)).map((entry) => entry.meta.prefix)).toEqual([["after"]]);
     expect(tier.stats.up).toBe(true);
   });
 
   test("a Redis that does not answer is given up on within the time limit", async () => {
-    const tier = open({ timeoutMs: 100 });
+    const tier = await open({ timeoutMs: 100 });
     expect(await put(tier, ["x"], 1)).toBe(true);
     const pid = Number(redis.cli("INFO", "server").match(/process_id:(\d+)/)![1]);
     process.kill(pid, "SIGSTOP");

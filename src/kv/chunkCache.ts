@@ -103,6 +103,8 @@ export class ChunkCache {
   private readonly remote: RemoteKvTier | null;
   /** Variants fetched from the remote tier whose first hit has not come yet: it counts as a remote hit. */
   private readonly fromRemote = new Set<string>();
+  /** Write-throughs under way (from the export on). */
+  private readonly remoteWrites = new Set<Promise<unknown>>();
   /** Remote lookups under way, by chunk hash. */
   private readonly remoteLookups = new Map<string, Promise<void>>();
   private deviceBlockLimit = 0;
@@ -128,12 +130,13 @@ export class ChunkCache {
 
   /** Waits for the remote tier's writes under way and disconnects from it. */
   async closeRemote(): Promise<void> {
+    await Promise.all(this.remoteWrites);
     await this.remote?.close();
   }
 
   /** Resolves when the remote tier's background writes started so far have ended. */
   async remoteIdle(): Promise<void> {
-    await Promise.all([...this.remoteLookups.values()]);
+    await Promise.all([...this.remoteLookups.values(), ...this.remoteWrites]);
     await this.remote?.idle();
   }
 
@@ -389,11 +392,13 @@ export class ChunkCache {
   private writeRemote(variant: ChunkVariant, data: Promise<KvData>): void {
     const remote = this.remote!;
     const meta = { ...storedMeta(variant), frequencyReuse: 0 };
-    const write = data.then(
-      (kv) => remote.write(variant.chunkHash, variant.prefix, variant.exact, kv, meta),
-      (error) => this.options.log?.(`ctxr: chunk cache ${variant.id} could not be exported for the remote tier: ${(error as Error).message}`),
-    );
-    void write;
+    const write = data
+      .then(
+        (kv) => remote.write(variant.chunkHash, variant.prefix, variant.exact, kv, meta),
+        (error) => this.options.log?.(`ctxr: chunk cache ${variant.id} could not be exported for the remote tier: ${(error as Error).message}`),
+      )
+      .finally(() => this.remoteWrites.delete(write));
+    this.remoteWrites.add(write);
   }
 
   /**

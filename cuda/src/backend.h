@@ -30,11 +30,16 @@ struct MatrixPart {
   const void* data = nullptr;
 };
 
+// How a backend stores its KV cache. kv_write/kv_read and EXPORT/IMPORT always carry f32 rows;
+// an F16 cache rounds them to IEEE half on the way in.
+enum class KvDtype { F32, F16 };
+
 struct KvGeometry {
   int layers;
   int num_blocks;
   int block_size;
   int kv_width;  // kv_heads * head_dim
+  KvDtype dtype = KvDtype::F32;
 };
 
 // One attention call for n_tokens query rows of possibly different sequences.
@@ -115,6 +120,8 @@ class Backend {
   virtual void gather_rows(const float* src, const int32_t* rows, int n, int d, float* dst) = 0;
 
   // KV cache (layer-first pages, see PROTOCOL.md).
+  virtual bool supports_kv_dtype(KvDtype d) const { return d == KvDtype::F32; }
+  // Throws std::invalid_argument for a dtype supports_kv_dtype() rejects.
   virtual void kv_init(const KvGeometry& g) = 0;
   // Writes K and V rows (stride `stride` floats, kv_width wide) of n tokens to `slots`.
   virtual void kv_write(int layer, const float* k, const float* v, int stride, const int32_t* slots, int n) = 0;

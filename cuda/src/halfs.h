@@ -1,4 +1,4 @@
-// IEEE half and bfloat16 to float32 widening (host side).
+// IEEE half and bfloat16 to float32 widening, and float32 to half rounding (host side).
 #pragma once
 #include <cstdint>
 #include <cstring>
@@ -36,6 +36,31 @@ inline float f16_to_f32(uint16_t h) {
   float f;
   std::memcpy(&f, &bits, 4);
   return f;
+}
+
+// Rounds to the nearest half (ties to even), as F16C's vcvtps2ph does: overflow gives infinity,
+// tiny values subnormals or zero, NaN stays a (quiet) NaN.
+inline uint16_t f32_to_f16(float f) {
+  uint32_t x;
+  std::memcpy(&x, &f, 4);
+  const uint16_t sign = static_cast<uint16_t>((x >> 16) & 0x8000);
+  const uint32_t abs = x & 0x7FFFFFFFu;
+  if (abs > 0x7F800000u) return sign | 0x7E00 | static_cast<uint16_t>((abs >> 13) & 0x1FF);  // NaN
+  if (abs >= 0x477FF000u) return sign | 0x7C00;  // rounds to >= 65520: infinity
+  if (abs < 0x38800000u) {                       // below 2^-14: a subnormal half (or zero)
+    if (abs < 0x33000000u) return sign;          // below 2^-25: rounds to zero
+    const uint32_t exponent = abs >> 23;
+    const uint32_t mantissa = (abs & 0x7FFFFF) | 0x800000;
+    const uint32_t shift = 126 - exponent;  // 14..24 bits go (mantissa has 24 bits, result 10)
+    uint32_t h = mantissa >> shift;
+    const uint32_t rest = mantissa & ((1u << shift) - 1), half_way = 1u << (shift - 1);
+    if (rest > half_way || (rest == half_way && (h & 1))) h++;
+    return sign | static_cast<uint16_t>(h);
+  }
+  uint32_t h = ((abs >> 13) - ((127 - 15) << 10)) & 0xFFFF;
+  const uint32_t rest = abs & 0x1FFF;
+  if (rest > 0x1000 || (rest == 0x1000 && (h & 1))) h++;  // may carry into the exponent: fine
+  return sign | static_cast<uint16_t>(h);
 }
 
 // Widens n values of `dtype` (0 f32, 1 f16, 2 bf16 as in DType) to float32.

@@ -31,6 +31,7 @@ const char* kBuild = "ctxr-runner " CTXR_VERSION " cpu";
 
 const char* kUsage =
     "Usage: ctxr-runner --model DIR [--blocks N] [--block-size 16|32] [--threads N] [--device cpu|cuda[:N]]\n"
+    "                   [--kv-dtype f32|f16|auto]\n"
     "       ctxr-runner --peak-gflops [--threads N] [--seconds S]\n"
     "       ctxr-runner --bench-gemm M N K [--threads N] [--repeat R]\n"
     "       ctxr-runner --bench-linear f32|f16|q8_0|q4_0|q4_k|q6_k M N K [--threads N] [--repeat R]\n"
@@ -66,6 +67,7 @@ int main(int argc, char** argv) {
   bool peak = false;
   long gemm[3] = {0, 0, 0}, linear[3] = {0, 0, 0};
   std::string linear_type;
+  ctxr::KvDtypeChoice kv_dtype = ctxr::KvDtypeChoice::Auto;
   for (int i = 1; i < argc; i++) {
     std::string a = argv[i];
     auto value = [&](const char* flag) -> const char* {
@@ -77,6 +79,13 @@ int main(int argc, char** argv) {
     else if (a == "--block-size") block_size = parse_int("--block-size", value("--block-size"), 1, 1024);
     else if (a == "--threads") threads = parse_int("--threads", value("--threads"), 1, 1024);
     else if (a == "--device") device = value("--device");
+    else if (a == "--kv-dtype") {
+      const std::string d = value("--kv-dtype");
+      if (d == "f32") kv_dtype = ctxr::KvDtypeChoice::F32;
+      else if (d == "f16") kv_dtype = ctxr::KvDtypeChoice::F16;
+      else if (d == "auto") kv_dtype = ctxr::KvDtypeChoice::Auto;
+      else usage_error("--kv-dtype must be f32, f16 or auto, got '" + d + "'");
+    }
     else if (a == "--repeat") repeat = parse_int("--repeat", value("--repeat"), 1, 100000);
     else if (a == "--seconds") seconds = std::atof(value("--seconds"));
     else if (a == "--peak-gflops") peak = true;
@@ -134,7 +143,7 @@ int main(int argc, char** argv) {
     } else {
       usage_error("--device must be cpu or cuda[:N], got '" + device + "'");
     }
-    model = std::make_unique<ctxr::Model>(model_dir, backend.get(), static_cast<int>(blocks), static_cast<int>(block_size));
+    model = std::make_unique<ctxr::Model>(model_dir, backend.get(), static_cast<int>(blocks), static_cast<int>(block_size), kv_dtype);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "ctxr-runner: cannot load %s: %s\n", model_dir.c_str(), e.what());
     send_status(ctxr::kInternal, std::string("cannot load ") + model_dir + ": " + e.what());

@@ -28,9 +28,11 @@ enum ScratchBuffer { kTokens, kPositions, kSlots, kTables, kTokenSeq, kTokenLen,
 
 }  // namespace
 
-Model::Model(const std::string& dir, Backend* backend, int num_blocks, int block_size)
+Model::Model(const std::string& dir, Backend* backend, int num_blocks, int block_size, KvDtypeChoice kv_dtype)
     : backend_(backend), num_blocks_(num_blocks), block_size_(block_size), scratch_(kScratchCount) {
+  bool gguf_file = false;
   if (std::string gguf = gguf_model_path(dir); !gguf.empty()) {
+    gguf_file = true;
     auto file = std::make_unique<GgufWeights>(gguf);
     config_ = file->config();
     weights_ = std::move(file);
@@ -61,7 +63,12 @@ Model::Model(const std::string& dir, Backend* backend, int num_blocks, int block
   std::vector<float> inv_f(inv.begin(), inv.end());
   inv_freq_ = static_cast<float*>(backend_->alloc(inv_f.size() * 4));
   backend_->to_device(inv_freq_, inv_f.data(), inv_f.size() * 4);
-  backend_->kv_init({c.layers, num_blocks, block_size, kv_width()});
+  if (kv_dtype == KvDtypeChoice::F16 && !backend_->supports_kv_dtype(KvDtype::F16))
+    throw std::invalid_argument(std::string("the ") + backend_->name() + " backend has no f16 KV cache (--kv-dtype f16)");
+  kv_dtype_ = kv_dtype == KvDtypeChoice::F16 || (kv_dtype == KvDtypeChoice::Auto && gguf_file && backend_->supports_kv_dtype(KvDtype::F16))
+                  ? KvDtype::F16
+                  : KvDtype::F32;
+  backend_->kv_init({c.layers, num_blocks, block_size, kv_width(), kv_dtype_});
   backend_->prepare_linear(lm_head_);
   for (auto& layer : layers_)
     for (Matrix* m : {layer.qkv, layer.o, layer.gate_up, layer.down}) backend_->prepare_linear(m);

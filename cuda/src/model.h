@@ -60,10 +60,14 @@ struct ForwardProfile {
   long long tokens = 0, calls = 0;
 };
 
+// The runner's --kv-dtype: Auto is f16 for a GGUF file on a backend that supports it (the CPU
+// one), f32 otherwise (safetensors checkpoints keep the exact f32 cache).
+enum class KvDtypeChoice { Auto, F32, F16 };
+
 class Model {
  public:
   // `dir`: a Hugging Face folder, a .gguf file, or a folder holding one .gguf and no safetensors.
-  Model(const std::string& dir, Backend* backend, int num_blocks, int block_size);
+  Model(const std::string& dir, Backend* backend, int num_blocks, int block_size, KvDtypeChoice kv_dtype = KvDtypeChoice::Auto);
   ~Model();
 
   const ModelConfig& config() const { return config_; }
@@ -72,6 +76,8 @@ class Model {
   int num_blocks() const { return num_blocks_; }
   int kv_width() const { return config_.kv_heads * config_.head_dim; }
   const std::string& weight_dtype() const { return weight_dtype_; }
+  KvDtype kv_dtype() const { return kv_dtype_; }
+  const char* kv_dtype_name() const { return kv_dtype_ == KvDtype::F16 ? "f16" : "f32"; }
 
   ForwardResult forward(const std::vector<SequenceStep>& steps, const ForwardFlags& flags);
 
@@ -111,6 +117,7 @@ class Model {
   // The type holding most matrix elements (a GGUF file mixes types: a q4_k file keeps its output
   // matrix in Q6_K, and rows that are no whole K-quant block fall back to Q8_0).
   std::string weight_dtype_;
+  KvDtype kv_dtype_ = KvDtype::F32;
   std::map<std::string, size_t> matrix_elements_;  // per dtype name, for weight_dtype_
   Matrix* embed_ = nullptr;
   Matrix* lm_head_ = nullptr;

@@ -40,7 +40,7 @@ std::string Runner::info_json() const {
   str("device", model_.backend()->name());
   str("weight_dtype", model_.weight_dtype());
   str("compute_dtype", model_.backend()->matrix_dtype());
-  str("kv_dtype", "f32");
+  str("kv_dtype", model_.kv_dtype_name());
   str("architecture", c.architecture);
   str("build", build_);
   s.back() = '}';

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <immintrin.h>
 #include <limits>
 #include <memory>
 #include <numeric>
@@ -14,6 +15,7 @@
 
 #include "backend.h"
 #include "cpu/attention_cpu.h"
+#include "halfs.h"
 #include "runner_test.h"
 
 namespace {
@@ -393,4 +395,161 @@ RUNNER_TEST(attention, chunk_statistics) {
     Layout L = make_layout(12, 4, 64, 16, {{700, range(0, 700)}, {2000, {1999}}, {450, {449}}}, true, 710 + static_cast<uint32_t>(gain), gain);
     check_chunk_mode(L, 14, "chunk statistics, long");
   }
+}
+
+// ---------------------------------------------------------------------------------------------
+// f16 KV cache: cpu_attention over IEEE-half K/V widens every element exactly, so it must give
+// bitwise the f32 path's results on the same (half-representable) values, and stay within half
+// precision of the f32 path on the unrounded cache.
+
+namespace {
+
+struct HalfCache {
+  std::vector<uint16_t> k, v;
+};
+
+// Rounds L's caches to halves; `L` itself then holds the widened values.
+HalfCache round_to_halves(Layout& L) {
+  HalfCache h;
+  for (auto* pair : {&L.k, &L.v}) {
+    std::vector<uint16_t>& dst = pair == &L.k ? h.k : h.v;
+    dst.resize(pair->size());
+    for (size_t i = 0; i < pair->size(); i++) {
+      dst[i] = ctxr::f32_to_f16((*pair)[i]);
+      (*pair)[i] = ctxr::f16_to_f32(dst[i]);
+    }
+  }
+  return h;
+}
+
+std::vector<float> run_half(const Layout& L, const HalfCache& h, ctxr::AttentionBatch b, int threads) {
+  std::vector<float> out(static_cast<size_t>(L.n) * L.heads * L.hd, std::numeric_limits<float>::quiet_NaN());
+  ctxr::cpu_attention(L.q.data(), L.q_stride, b, h.k.data(), h.v.data(), L.kv_width(), L.block_size, threads, out.data());
+  return out;
+}
+
+void same_bits(const std::vector<float>& a, const std::vector<float>& b, const char* what) {
+  CHECK_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); i++) CHECK_MSG(std::memcmp(&a[i], &b[i], 4) == 0, what << ": differs at " << i << ": " << a[i] << " vs " << b[i]);
+}
+
+// f16 against f32: outputs (and statistics) bitwise equal to f32 on the rounded cache, for 1 and
+// 2 threads; against f32 on the unrounded cache within `tolerance`.
+void check_half(Layout L, bool with_stats, double tolerance, const char* what) {
+  std::vector<float> stats_exact, stats_rounded, stats_half;
+  const std::vector<float> exact = run_once(L, with_stats, 1, &stats_exact, what);
+  HalfCache h = round_to_halves(L);
+  const std::vector<float> rounded = run_once(L, with_stats, 1, &stats_rounded, what);
+  for (int threads : {1, 2}) {
+    stats_half.assign(stats_rounded.size(), std::numeric_limits<float>::quiet_NaN());
+    ctxr::AttentionBatch b = batch_of(L, nullptr);
+    if (with_stats) {
+      b.stat_row = L.stat_row.data();
+      b.stats = stats_half.data();
+    }
+    same_bits(run_half(L, h, b, threads), rounded, what);
+    if (with_stats) same_bits(stats_half, stats_rounded, what);
+  }
+  double worst = 0;
+  for (size_t i = 0; i < exact.size(); i++) worst = std::max(worst, std::fabs(static_cast<double>(exact[i]) - rounded[i]));
+  CHECK_MSG(worst <= tolerance, what << ": f16 cache differs from f32 by " << worst);
+  if (with_stats)
+    for (size_t i = 0; i < stats_exact.size(); i++)
+      if (!std::isnan(stats_exact[i]) || !std::isnan(stats_rounded[i])) CHECK_NEAR(stats_exact[i], stats_rounded[i], tolerance);
+}
+
+}  // namespace
+
+RUNNER_TEST(attention, f16_rounding_matches_f16c) {
+  std::mt19937 rng(11);
+  std::vector<float> xs = {0.f, -0.f, 1.f, 65504.f, 65519.f, 65520.f, 1e6f, -1e-8f, 5.96e-8f, 2.98e-8f, 2.99e-8f, 6.1e-5f, 6.103515625e-05f,
+                           std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity()};
+  std::uniform_real_distribution<float> u(-1.f, 1.f);
+  for (int i = 0; i < 100000; i++) {
+    uint32_t bits = static_cast<uint32_t>(rng());
+    float f;
+    std::memcpy(&f, &bits, 4);
+    if (!std::isnan(f)) xs.push_back(f);
+    xs.push_back(u(rng) * std::ldexp(1.f, static_cast<int>(rng() % 40) - 30));
+  }
+  for (float x : xs) {
+    const uint16_t want = static_cast<uint16_t>(_cvtss_sh(x, _MM_FROUND_TO_NEAREST_INT));
+    CHECK_MSG(ctxr::f32_to_f16(x) == want, "f32_to_f16(" << x << ") = " << ctxr::f32_to_f16(x) << ", F16C says " << want);
+  }
+}
+
+RUNNER_TEST(attention, f16_cache_decode_and_prefill) {
+  // Decode, prefill tiles, chunked prefill, scattered recomputes (mixed_seqs), GQA groups, the
+  // plain path (head_dim 12, 20), odd block sizes, statistics on and off.
+  uint32_t seed = 800;
+  for (int group : {1, 3, 4})
+    for (int hd : {16, 64, 128}) {
+      const bool with_stats = (seed & 1) != 0;
+      check_half(make_layout(2 * group, 2, hd, 16, mixed_seqs(), with_stats, seed++), with_stats, 3e-3, "f16 mixed");
+    }
+  const int cases[][3] = {{5, 64, 3}, {7, 24, 4}, {16, 12, 2}, {3, 20, 1}};
+  for (const auto& c : cases) check_half(make_layout(2 * c[2], 2, c[1], c[0], mixed_seqs(), true, seed++), true, 3e-3, "f16 block sizes / head_dim");
+  // Long prefill and split decodes, peaky softmax too (larger scores magnify K's rounding).
+  for (float gain : {1.f, 12.f}) {
+    const double tol = gain > 1.f ? 2e-2 : 3e-3;
+    check_half(make_layout(12, 4, 64, 16, {{700, range(0, 700)}, {450, {449}}}, false, seed++, gain), false, tol, "f16 long prefill");
+    check_half(make_layout(12, 4, 64, 16, {{2000, {1999}}, {700, {699}}, {100, {99}}}, true, seed++, gain), true, tol, "f16 split decodes");
+  }
+}
+
+RUNNER_TEST(attention, f16_cache_chunk_statistics) {
+  for (int hd : {64, 12}) {
+    Layout L = make_layout(6, 2, hd, 16, mixed_seqs(), true, 900 + hd);
+    HalfCache h = round_to_halves(L);
+    const std::vector<int32_t> chunk_of = chunk_layout(L, 5);
+    const size_t n_stats = static_cast<size_t>(std::max(1, L.stat_rows)) * L.heads * 5;
+    std::vector<float> want_stats(n_stats), got_stats(n_stats);
+    std::vector<float> want(static_cast<size_t>(L.n) * L.heads * L.hd);
+    ctxr::AttentionBatch b = batch_of(L, nullptr);
+    b.stat_row = L.stat_row.data();
+    b.stat_chunk_of = chunk_of.data();
+    b.stat_chunks = 5;
+    b.stats = want_stats.data();
+    ctxr::cpu_attention(L.q.data(), L.q_stride, b, L.k.data(), L.v.data(), L.kv_width(), L.block_size, 2, want.data());
+    b.stats = got_stats.data();
+    same_bits(run_half(L, h, b, 2), want, "f16 chunk mode output");
+    same_bits(got_stats, want_stats, "f16 chunk mode statistics");
+  }
+}
+
+RUNNER_TEST(attention, f16_backend_cache) {
+  // The CPU Backend with an f16 cache: kv_write rounds to halves, kv_read widens them back,
+  // kv_copy_blocks copies halves, attention reads them.
+  Layout L = make_layout(12, 4, 64, 16, mixed_seqs(), true, 950);
+  std::unique_ptr<ctxr::Backend> cpu(ctxr::make_cpu_backend(2));
+  CHECK(cpu->supports_kv_dtype(ctxr::KvDtype::F16));
+  cpu->kv_init(ctxr::KvGeometry{2, L.num_blocks + 1, L.block_size, L.kv_width(), ctxr::KvDtype::F16});
+  const int slots = L.num_blocks * L.block_size;
+  std::vector<int32_t> all(slots);
+  std::iota(all.begin(), all.end(), 0);
+  cpu->kv_write(1, L.k.data(), L.v.data(), L.kv_width(), all.data(), slots);
+  Layout R = L;
+  HalfCache h = round_to_halves(R);
+  std::vector<float> k(L.k.size()), v(L.v.size());
+  cpu->kv_read(1, all.data(), slots, k.data(), v.data());
+  same_bits(k, R.k, "kv_read K");
+  same_bits(v, R.v, "kv_read V");
+  std::vector<float> stats;
+  ctxr::AttentionBatch b = batch_of(L, &stats);
+  std::vector<float> out(static_cast<size_t>(L.n) * L.heads * L.hd);
+  cpu->attention(1, L.q.data(), L.q_stride, b, out.data());
+  std::vector<float> want_stats;
+  const std::vector<float> want = run_once(R, true, 2, &want_stats, "f16 backend");
+  same_bits(out, want, "f16 backend attention");
+  same_bits(stats, want_stats, "f16 backend statistics");
+  // Block 0 copied to the spare block: its rows read back the same.
+  const int32_t src = 0, dst = L.num_blocks;
+  cpu->kv_copy_blocks(&src, &dst, 1);
+  std::vector<int32_t> from(L.block_size), to(L.block_size);
+  for (int i = 0; i < L.block_size; i++) from[i] = i, to[i] = dst * L.block_size + i;
+  std::vector<float> k0(static_cast<size_t>(L.block_size) * L.kv_width()), v0(k0.size()), k1(k0.size()), v1(k0.size());
+  cpu->kv_read(1, from.data(), L.block_size, k0.data(), v0.data());
+  cpu->kv_read(1, to.data(), L.block_size, k1.data(), v1.data());
+  same_bits(k0, k1, "kv_copy_blocks K");
+  same_bits(v0, v1, "kv_copy_blocks V");
 }

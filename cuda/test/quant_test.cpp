@@ -202,6 +202,37 @@ RUNNER_TEST(quant, isa_paths_agree) {
   }
 }
 
+// The AVX-512 four-row kernels give bitwise what the one-row kernels give, row by row.
+RUNNER_TEST(quant, row_group_kernels_match_one_row) {
+  if (!cpu_has_avx512_vnni()) return;
+  std::mt19937 rng(9);
+  for (DType t : kFormats) {
+    const QuantDotRowsFn rows = quant_dot_rows_avx512(t);
+    if (!rows) continue;
+    for (int cols : {256, 768, 4096}) {
+      std::vector<uint8_t> w;
+      for (int r = 0; r < quant_dot_rows(); r++) {
+        const std::vector<uint8_t> row = random_row(t, cols, rng);
+        w.insert(w.end(), row.begin(), row.end());
+      }
+      const size_t row_bytes = w.size() / quant_dot_rows();
+      const std::vector<float> x = random_vector(cols, rng);
+      std::vector<ActBlock> a(cols / 32);
+      quantize_activations(x.data(), cols, a.data());
+      std::vector<float> ad(a.size()), adsum16(2 * a.size());
+      for (size_t b = 0; b < a.size(); b++) ad[b] = a[b].d, adsum16[2 * b] = a[b].d * a[b].sum[0], adsum16[2 * b + 1] = a[b].d * a[b].sum[1];
+      float out[quant_dot_rows()];
+      rows(w.data(), row_bytes, a.data(), ad.data(), adsum16.data(), cols / 32, out);
+      const QuantDotAuxFn aux = quant_dot_aux_avx512(t);
+      for (int r = 0; r < quant_dot_rows(); r++) {
+        const uint8_t* row = w.data() + r * row_bytes;
+        const float one = aux ? aux(row, a.data(), ad.data(), adsum16.data(), cols / 32) : quant_dot(t, CpuIsa::Avx512Vnni)(row, a.data(), cols / 32);
+        CHECK_MSG(std::memcmp(&one, &out[r], 4) == 0, "dtype " << static_cast<int>(t) << " cols " << cols << " row " << r << ": " << out[r] << " vs " << one);
+      }
+    }
+  }
+}
+
 // The int8 GEMM and the row dot products quantize the activations the same way: they agree up
 // to float summation order, far closer than either agrees with f32 (tiles from 64 rows, tails of
 // 16-row panels and 8-row activation blocks, a fused Q4_K|Q6_K|Q8_0 matrix).

@@ -11,7 +11,7 @@ import { completionIds, completionsAddBos } from "../model/completionPrompt.ts";
 import type { ToolCallFormat } from "./toolCalls/toolCallFormat.ts";
 import { loadModelTokenizer, type ChatTemplateMessage, type ChatTemplateOptions, type ModelTokenizer } from "../model/modelTokenizer.ts";
 import { findRunner } from "../runner/runnerExecutable.ts";
-import { RunnerProcess } from "../runner/runnerProcess.ts";
+import { RunnerProcess, type KvDtypeChoice } from "../runner/runnerProcess.ts";
 import type { RunnerInfo } from "../runner/runnerProtocol.ts";
 import type { FieldDocument } from "../proxy/documents/documentsField.ts";
 import { ChunkCache } from "../kv/chunkCache.ts";
@@ -41,6 +41,8 @@ export interface EngineOptions {
   blockSize?: number;
   /** CPU threads of the runner (default: the runner's). */
   threads?: number;
+  /** The runner's KV cache element type (default auto: f16 for a GGUF file on the CPU, else f32). */
+  kvDtype?: KvDtypeChoice;
   /** The model id in the API (default: the folder's name, or the GGUF file's name without .gguf). */
   servedModelName?: string;
   /** The runner executable (default: found by runnerExecutable.ts). */
@@ -149,6 +151,7 @@ export class GenerationEngine {
       blocks: options.kvBlocks,
       blockSize: options.blockSize,
       threads: options.threads,
+      ...(options.kvDtype !== undefined ? { kvDtype: options.kvDtype } : {}),
       device,
       log: (line) => log(`ctxr-runner: ${line}`),
     });

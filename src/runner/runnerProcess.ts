@@ -1,6 +1,6 @@
 /**
  * The native model runner as a child process (cuda/PROTOCOL.md): spawns
- * `ctxr-runner --model DIR --blocks N --block-size B --threads T [--device D]`,
+ * `ctxr-runner --model DIR --blocks N --block-size B --threads T [--device D] [--kv-dtype K]`,
  * waits for its unsolicited INFO frame (id 0), then sends requests on stdin and
  * matches the responses on stdout by id (the runner answers in order). Typed
  * methods per op. stderr lines go to a logger; the last ones are kept for error
@@ -47,6 +47,10 @@ import {
   type RunnerProfile,
 } from "./runnerProtocol.ts";
 
+/** The runner's --kv-dtype (cuda/PROTOCOL.md). */
+export const KV_DTYPES = ["auto", "f32", "f16"] as const;
+export type KvDtypeChoice = (typeof KV_DTYPES)[number];
+
 export interface RunnerOptions {
   /** Path of the ctxr-runner executable. */
   executable: string;
@@ -60,6 +64,8 @@ export interface RunnerOptions {
   threads?: number;
   /** "cpu" (default), "cuda" or "cuda:N". */
   device?: string;
+  /** The KV cache's element type (default: the runner's "auto": f16 for a GGUF file on the CPU, else f32). */
+  kvDtype?: KvDtypeChoice;
   /** More arguments for the runner. */
   extraArgs?: string[];
   /** Each stderr line of the runner (default: dropped). */
@@ -125,6 +131,7 @@ export function runnerArgs(options: RunnerOptions): string[] {
   if (options.blockSize !== undefined) args.push("--block-size", String(options.blockSize));
   if (options.threads !== undefined) args.push("--threads", String(options.threads));
   if (options.device !== undefined && options.device !== "cpu") args.push("--device", options.device);
+  if (options.kvDtype !== undefined) args.push("--kv-dtype", options.kvDtype);
   args.push(...(options.extraArgs ?? []));
   return args;
 }

@@ -152,10 +152,11 @@ describe("ctxr model calibrate-sparse", () => {
       expect(run.code).toBe(0);
       const result = JSON.parse(run.stdout) as Calibration & { model: string };
       expect(result.model).toBe(file);
-      // The same weights in f32: the same greedy decodes, the same thresholds to float rounding.
+      // The same weights in f32: the same greedy decodes, the same thresholds to the rounding of
+      // the f16 KV cache the runner keeps for a GGUF file (--kv-dtype auto).
       expect(result).toMatchObject({ prompts: 2, decode_steps: 40, windows: 34 });
-      expect(result.entropy_threshold).toBeCloseTo(fromFolder.entropy_threshold, 4);
-      expect(result.varentropy_threshold).toBeCloseTo(fromFolder.varentropy_threshold, 4);
+      expect(result.entropy_threshold).toBeCloseTo(fromFolder.entropy_threshold, 3);
+      expect(result.varentropy_threshold).toBeCloseTo(fromFolder.varentropy_threshold, 3);
     }
     // A Q8_0 file runs too (quantized weights: thresholds near, not equal).
     const q8 = join(folder.path, "tiny-calibrate-q8_0.gguf");

@@ -1,7 +1,7 @@
 /**
  * The CPU paged-attention unit tests (cuda/test/attention_test.cpp, in build/runner-tests):
  * the AVX2 prefill-tile, per-token and statistics paths against a double-precision reference on
- * random paged layouts. They must all run and pass.
+ * random paged layouts, and over an f16 cache against the f32 one. They must all run and pass.
  */
 import { beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
 import { existsSync } from "node:fs";
@@ -21,6 +21,10 @@ const ATTENTION_TESTS = [
   "attention.many_decodes",
   "attention.statistics",
   "attention.unordered_runs",
+  "attention.f16_rounding_matches_f16c",
+  "attention.f16_cache_decode_and_prefill",
+  "attention.f16_cache_chunk_statistics",
+  "attention.f16_backend_cache",
 ];
 
 describe("CPU attention unit tests", () => {

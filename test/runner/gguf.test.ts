@@ -24,8 +24,9 @@ beforeAll(() => {
 
 const prompt = TINY_REFERENCE.prompt_ids;
 
+// An f32 KV cache on both sides: a GGUF file would get f16 by default (--kv-dtype auto).
 async function promptLogits(model: string): Promise<Float32Array> {
-  const runner = await RunnerProcess.start({ executable, model, blocks: 8, threads: 2 });
+  const runner = await RunnerProcess.start({ executable, model, blocks: 8, threads: 2, kvDtype: "f32" });
   try {
     const n = prompt.length;
     const table = await runner.alloc(Math.ceil(n / 16));

@@ -10,7 +10,7 @@ import { REPO_ROOT, runProgram } from "../helpers/cli.ts";
 setDefaultTimeout(600_000);
 
 const CUDA_DIR = join(REPO_ROOT, "cuda");
-const QUANT_TESTS = ["quant.simd_dot_matches_reference", "quant.linear_matches_f32_on_dequantized", "quant.activation_blocks", "quant.isa_paths_agree"];
+const QUANT_TESTS = ["quant.simd_dot_matches_reference", "quant.linear_matches_f32_on_dequantized", "quant.activation_blocks", "quant.isa_paths_agree", "quant.row_group_kernels_match_one_row"];
 
 beforeAll(() => {
   const build = runProgram(["make", "-C", CUDA_DIR, `-j${availableParallelism()}`, "tests"]);

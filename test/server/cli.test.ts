@@ -69,6 +69,23 @@ describe("ctxr serve", () => {
     }
   });
 
+  test("--kv-dtype: listed in --help, validated, model-only, f16 refused on cuda", () => {
+    expect(runCli(["serve", "--help"]).stdout).toContain("--kv-dtype K");
+    const model = ["--model", join(folder.path, "no-model-here")];
+    const cases: [string[], string][] = [
+      [["--kv-dtype", "bf16"], "--kv-dtype must be one of auto, f32, f16, got 'bf16'"],
+      [["--kv-dtype", "f16", "--device", "cuda"], "--kv-dtype f16 needs --device cpu"],
+    ];
+    for (const [args, message] of cases) {
+      const run = runCli(["serve", "--in-memory", "--port", "0", ...model, ...args]);
+      expect({ args, code: run.code }).toEqual({ args, code: 2 });
+      expect(run.stderr).toContain(`ctxr serve: ${message}`);
+    }
+    const withoutModel = runCli(["serve", "--in-memory", "--port", "0", "--kv-dtype", "f16"]);
+    expect(withoutModel.code).toBe(2);
+    expect(withoutModel.stderr).toContain("ctxr serve: --kv-dtype needs --model");
+  });
+
   test("--kv-events-publish: listed in --help, validated, model-only, refused with --no-prefix-cache; a port in use fails naming it", async () => {
     expect(runCli(["serve", "--help"]).stdout).toContain("--kv-events-publish E");
     const model = ["--model", join(folder.path, "no-model-here")];

@@ -10,6 +10,8 @@
 #include <cstring>
 #include <vector>
 
+#include "halfs.h"
+
 namespace ctxr {
 namespace {
 
@@ -55,6 +57,17 @@ inline __m256 reduce8(const __m256* a) {
   __m256 t2 = _mm256_hadd_ps(a[4], a[5]), t3 = _mm256_hadd_ps(a[6], a[7]);
   __m256 u0 = _mm256_hadd_ps(t0, t1), u1 = _mm256_hadd_ps(t2, t3);
   return _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20), _mm256_permute2f128_ps(u0, u1, 0x31));
+}
+
+// 8 cache elements widened to f32: the f32 cache as it is, the f16 one through F16C.
+inline __m256 load8(const float* p) { return _mm256_loadu_ps(p); }
+inline __m256 load8(const uint16_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
+
+// n halves to f32.
+inline void widen_halves(const uint16_t* src, int n, float* dst) {
+  int i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(dst + i, load8(src + i));
+  for (; i < n; i++) dst[i] = f16_to_f32(src[i]);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -109,8 +122,8 @@ enum class Start { kZero, kLoad, kScaled };  // 0; o; o * alpha[r]
 
 // o[r][d0 .. d0+8*NV) = start(o[r][..]) + Σ_j p(r, j) · vrow[j][..] for NR rows, where
 // p(r, j) = p[r * ps_r + j * ps_j].
-template <int NR, int NV>
-inline void pv_kernel(const float* p, ptrdiff_t ps_r, ptrdiff_t ps_j, const float* const* vrow, int voff, int n, int d0,
+template <int NR, int NV, class T>
+inline void pv_kernel(const float* p, ptrdiff_t ps_r, ptrdiff_t ps_j, const T* const* vrow, int voff, int n, int d0,
                       Start start, const float* alpha, float* o, int os) {
   __m256 acc[NR][NV];
   #pragma GCC unroll 8
@@ -131,7 +144,7 @@ inline void pv_kernel(const float* p, ptrdiff_t ps_r, ptrdiff_t ps_j, const floa
   for (int j = 0; j < n; j++) {
     __m256 x[NV];
     #pragma GCC unroll 8
-    for (int v = 0; v < NV; v++) x[v] = _mm256_loadu_ps(vrow[j] + voff + d0 + 8 * v);
+    for (int v = 0; v < NV; v++) x[v] = load8(vrow[j] + voff + d0 + 8 * v);
     const ptrdiff_t off = j * ps_j;
     #pragma GCC unroll 8
     for (int r = 0; r < NR; r++) {
@@ -146,28 +159,29 @@ inline void pv_kernel(const float* p, ptrdiff_t ps_r, ptrdiff_t ps_j, const floa
     for (int v = 0; v < NV; v++) _mm256_storeu_ps(o + static_cast<size_t>(r) * os + d0 + 8 * v, acc[r][v]);
 }
 
-template <int NR>
-inline void pv_rows(const float* p, ptrdiff_t ps_r, ptrdiff_t ps_j, const float* const* vrow, int voff, int n, int hd, Start start,
+template <int NR, class T>
+inline void pv_rows(const float* p, ptrdiff_t ps_r, ptrdiff_t ps_j, const T* const* vrow, int voff, int n, int hd, Start start,
                     const float* alpha, float* o, int os) {
   int d0 = 0;
-  for (; d0 + 16 <= hd; d0 += 16) pv_kernel<NR, 2>(p, ps_r, ps_j, vrow, voff, n, d0, start, alpha, o, os);
-  if (d0 < hd) pv_kernel<NR, 1>(p, ps_r, ps_j, vrow, voff, n, d0, start, alpha, o, os);
+  for (; d0 + 16 <= hd; d0 += 16) pv_kernel<NR, 2, T>(p, ps_r, ps_j, vrow, voff, n, d0, start, alpha, o, os);
+  if (d0 < hd) pv_kernel<NR, 1, T>(p, ps_r, ps_j, vrow, voff, n, d0, start, alpha, o, os);
 }
 
 // P·V for m rows (blocks of up to 6); o has row stride os; V columns start at voff of each row.
-inline void pv_all(const float* p, ptrdiff_t ps_r, ptrdiff_t ps_j, const float* const* vrow, int voff, int n, int hd, Start start,
+template <class T>
+inline void pv_all(const float* p, ptrdiff_t ps_r, ptrdiff_t ps_j, const T* const* vrow, int voff, int n, int hd, Start start,
                    const float* alpha, float* o, int os, int m) {
   for (int r0 = 0; r0 < m; r0 += 6) {
     const float* pp = p + r0 * ps_r;
     const float* a = alpha ? alpha + r0 : nullptr;
     float* oo = o + static_cast<size_t>(r0) * os;
     switch (std::min(6, m - r0)) {
-      case 6: pv_rows<6>(pp, ps_r, ps_j, vrow, voff, n, hd, start, a, oo, os); break;
-      case 5: pv_rows<5>(pp, ps_r, ps_j, vrow, voff, n, hd, start, a, oo, os); break;
-      case 4: pv_rows<4>(pp, ps_r, ps_j, vrow, voff, n, hd, start, a, oo, os); break;
-      case 3: pv_rows<3>(pp, ps_r, ps_j, vrow, voff, n, hd, start, a, oo, os); break;
-      case 2: pv_rows<2>(pp, ps_r, ps_j, vrow, voff, n, hd, start, a, oo, os); break;
-      default: pv_rows<1>(pp, ps_r, ps_j, vrow, voff, n, hd, start, a, oo, os); break;
+      case 6: pv_rows<6, T>(pp, ps_r, ps_j, vrow, voff, n, hd, start, a, oo, os); break;
+      case 5: pv_rows<5, T>(pp, ps_r, ps_j, vrow, voff, n, hd, start, a, oo, os); break;
+      case 4: pv_rows<4, T>(pp, ps_r, ps_j, vrow, voff, n, hd, start, a, oo, os); break;
+      case 3: pv_rows<3, T>(pp, ps_r, ps_j, vrow, voff, n, hd, start, a, oo, os); break;
+      case 2: pv_rows<2, T>(pp, ps_r, ps_j, vrow, voff, n, hd, start, a, oo, os); break;
+      default: pv_rows<1, T>(pp, ps_r, ps_j, vrow, voff, n, hd, start, a, oo, os); break;
     }
   }
 }
@@ -178,8 +192,9 @@ struct Job {
   const float* q;
   int q_stride;
   const AttentionBatch* b;
-  const float* kc;
-  const float* vc;
+  const void* kc;  // float, or uint16_t (IEEE half) when `half`
+  const void* vc;
+  bool half;
   int kv_width, block_size, hd, group;
   float* out;
 
@@ -190,22 +205,37 @@ struct Job {
   float* stat_dst(int t) const { return b->stats + static_cast<size_t>(b->stat_row[t]) * stat_width(); }
   const int32_t* chunk_of(int t) const { return b->stat_chunk_of + static_cast<size_t>(b->token_seq[t]) * b->max_len; }
   // Row pointers (kv head column offset `off`) of entries c0 .. c0+n-1.
-  void rows(const float* cache, const int32_t* tab, int off, int c0, int n, const float** dst) const {
+  template <class T>
+  void rows(const void* cache, const int32_t* tab, int off, int c0, int n, const T** dst) const {
     int s = c0;
     while (s < c0 + n) {
       int blk = s / block_size, within = s % block_size;
       int take = std::min(block_size - within, c0 + n - s);
-      const float* base = cache + (static_cast<size_t>(tab[blk]) * block_size + within) * kv_width + off;
+      const T* base = static_cast<const T*>(cache) + (static_cast<size_t>(tab[blk]) * block_size + within) * kv_width + off;
       for (int j = 0; j < take; j++) dst[s - c0 + j] = base + static_cast<size_t>(j) * kv_width;
       s += take;
     }
   }
+  // f32 row pointers (hd wide) of entries c0 .. c0+n-1: into the cache itself, or for an f16
+  // cache into `wide` ([n][hd]) after widening there (the tile paths then run on f32).
+  void f32_rows(const void* cache, const int32_t* tab, int off, int c0, int n, float* wide, const float** dst) const {
+    if (!half) return rows(cache, tab, off, c0, n, dst);
+    for (int j = 0; j < n; j++) {
+      const int s = c0 + j;
+      const uint16_t* src = static_cast<const uint16_t*>(cache) +
+                            (static_cast<size_t>(tab[s / block_size]) * block_size + s % block_size) * kv_width + off;
+      widen_halves(src, hd, wide + static_cast<size_t>(j) * hd);
+      dst[j] = wide + static_cast<size_t>(j) * hd;
+    }
+  }
 };
 
-// Prefetches `width` floats at each of n rows (decode streams K and V from memory).
-inline void prefetch_rows(const float* const* rows, int n, int width) {
+// Prefetches `width` elements at each of n rows (decode streams K and V from memory).
+template <class T>
+inline void prefetch_rows(const T* const* rows, int n, int width) {
+  constexpr int line = 64 / sizeof(T);
   for (int j = 0; j < n; j++)
-    for (int d = 0; d < width; d += 16) _mm_prefetch(reinterpret_cast<const char*>(rows[j] + d), _MM_HINT_T0);
+    for (int d = 0; d < width; d += line) _mm_prefetch(reinterpret_cast<const char*>(rows[j] + d), _MM_HINT_T0);
 }
 
 struct Item {
@@ -220,13 +250,29 @@ struct Item {
 // Per-thread scratch, grown as needed and kept across calls (OpenMP threads persist).
 struct Scratch {
   std::vector<float> buf;
+  std::vector<float> wide_buf;  // K/V rows of an f16 cache widened for the tile and plain paths
   std::vector<const float*> ptrs;
-  float* floats(size_t n) {
-    if (buf.size() < n + 16) buf.resize(n + 16);
-    auto addr = reinterpret_cast<uintptr_t>(buf.data());
-    return buf.data() + ((64 - addr % 64) % 64) / sizeof(float);
+  std::vector<const uint16_t*> half_ptrs;
+  static float* aligned(std::vector<float>& v, size_t n) {
+    if (v.size() < n + 16) v.resize(n + 16);
+    auto addr = reinterpret_cast<uintptr_t>(v.data());
+    return v.data() + ((64 - addr % 64) % 64) / sizeof(float);
   }
+  float* floats(size_t n) { return aligned(buf, n); }
+  float* wide(size_t n) { return aligned(wide_buf, n); }
+  template <class T>
+  const T** pointers(size_t n);
 };
+template <>
+const float** Scratch::pointers<float>(size_t n) {
+  if (ptrs.size() < n) ptrs.resize(n);
+  return ptrs.data();
+}
+template <>
+const uint16_t** Scratch::pointers<uint16_t>(size_t n) {
+  if (half_ptrs.size() < n) half_ptrs.resize(n);
+  return half_ptrs.data();
+}
 thread_local Scratch tls_scratch;
 
 inline size_t round8(size_t x) { return (x + 7) & ~static_cast<size_t>(7); }
@@ -285,6 +331,8 @@ void run_tile(const Job& J, int first, int count, int kvh, bool chunk_stats) {
   if (sc.ptrs.size() < 2 * kChunk) sc.ptrs.resize(2 * kChunk);
   const float** krow = sc.ptrs.data();
   const float** vrow = krow + kChunk;
+  float* kwide = J.half ? sc.wide(2 * static_cast<size_t>(kChunk) * hd) : nullptr;
+  float* vwide = J.half ? kwide + static_cast<size_t>(kChunk) * hd : nullptr;
 
   int maxlen = 0, minlen = 1 << 30;
   for (int i = 0; i < mp; i++) {
@@ -308,8 +356,8 @@ void run_tile(const Job& J, int first, int count, int kvh, bool chunk_stats) {
 
   for (int c0 = 0; c0 < maxlen; c0 += kChunk) {
     const int n = std::min(kChunk, maxlen - c0);
-    J.rows(J.kc, tab, off, c0, n, krow);
-    J.rows(J.vc, tab, off, c0, n, vrow);
+    J.f32_rows(J.kc, tab, off, c0, n, kwide, krow);
+    J.f32_rows(J.vc, tab, off, c0, n, vwide, vrow);
     // Scores (transposed: s[j][i]).
     int i0 = 0;
     for (; i0 + 16 <= mp; i0 += 16) score_rows<2>(qt + i0, mp, krow, n, hd, s + i0, mp);
@@ -383,6 +431,7 @@ void run_tile(const Job& J, int first, int count, int kvh, bool chunk_stats) {
 // alone streams from memory at a fraction of the bandwidth), softmax, P·V. With a part, writes
 // the unnormalized partial (running max, sum, accumulator per head) to `part`
 // ([heads][hd + 2]: o, max, sum); otherwise the output row.
+template <class T>
 void run_token(const Job& J, int t, int a, int e, float* part) {
   const AttentionBatch& b = *J.b;
   const int hd = J.hd, group = J.group, heads = b.heads;
@@ -394,21 +443,21 @@ void run_token(const Job& J, int t, int a, int e, float* part) {
   float* s = sc.floats(static_cast<size_t>(heads) * lp + static_cast<size_t>(heads) * hd + heads + 16);
   float* o = s + static_cast<size_t>(heads) * lp;
   float* inv = o + static_cast<size_t>(heads) * hd;
-  if (sc.ptrs.size() < 2 * kChunk) sc.ptrs.resize(2 * kChunk);
-  const float** rows = sc.ptrs.data();  // and rows + kChunk: the next chunk
+  const T** rows = sc.pointers<T>(2 * kChunk);  // and rows + kChunk: the next chunk
+  const T** const row_buf = rows;
   const int32_t* tab = J.table(t);
   const float* qbase = J.q + static_cast<size_t>(t) * J.q_stride;
 
   // Scores, 8 entries at a time for every head; the next chunk's rows are prefetched meanwhile.
-  const float** next_rows = rows + kChunk;
+  const T** next_rows = rows + kChunk;
   const int width = J.kv_width;
   for (int c0 = 0; c0 < len; c0 += kChunk) {
     const int n = std::min(kChunk, len - c0);
-    if (c0 == 0) J.rows(J.kc, tab, 0, a, n, rows);
+    if (c0 == 0) J.rows<T>(J.kc, tab, 0, a, n, rows);
     else std::swap(rows, next_rows);
     for (int j = n; j < static_cast<int>(round8(n)); j++) rows[j] = rows[0];  // padding lanes, dropped below
     const int next = std::min(kChunk, len - c0 - kChunk);
-    if (next > 0) J.rows(J.kc, tab, 0, a + c0 + kChunk, next, next_rows);
+    if (next > 0) J.rows<T>(J.kc, tab, 0, a + c0 + kChunk, next, next_rows);
     for (int j0 = 0; j0 < n; j0 += 8) {
       if (next > j0) prefetch_rows(next_rows + j0, std::min(8, next - j0), width);
       for (int h = 0; h < heads; h++) {
@@ -420,14 +469,14 @@ void run_token(const Job& J, int t, int a, int e, float* part) {
         for (int d = 0; d < hd; d += 8) {
           __m256 qv = _mm256_loadu_ps(qh + d);
 #pragma GCC unroll 8
-          for (int k = 0; k < 8; k++) acc[k] = _mm256_fmadd_ps(qv, _mm256_loadu_ps(rows[j0 + k] + off + d), acc[k]);
+          for (int k = 0; k < 8; k++) acc[k] = _mm256_fmadd_ps(qv, load8(rows[j0 + k] + off + d), acc[k]);
         }
         // s has room for lp >= c0 + j0 + 8 floats per row.
         _mm256_storeu_ps(s + static_cast<size_t>(h) * lp + c0 + j0, reduce8(acc));
       }
     }
   }
-  rows = sc.ptrs.data();
+  rows = row_buf;
   next_rows = rows + kChunk;
   // Softmax numerators, maxima and sums per head.
   const __m256 vscale = _mm256_set1_ps(scale);
@@ -457,10 +506,10 @@ void run_token(const Job& J, int t, int a, int e, float* part) {
   // prefetched a slice per kv head.
   for (int c0 = 0; c0 < len; c0 += kChunk) {
     const int n = std::min(kChunk, len - c0);
-    if (c0 == 0) J.rows(J.vc, tab, 0, a, n, rows);
+    if (c0 == 0) J.rows<T>(J.vc, tab, 0, a, n, rows);
     else std::swap(rows, next_rows);
     const int next = std::min(kChunk, len - c0 - kChunk);
-    if (next > 0) J.rows(J.vc, tab, 0, a + c0 + kChunk, next, next_rows);
+    if (next > 0) J.rows<T>(J.vc, tab, 0, a + c0 + kChunk, next, next_rows);
     const int slice = (std::max(next, 0) + b.kv_heads - 1) / b.kv_heads;
     for (int kvh = 0; kvh < b.kv_heads; kvh++) {
       const int p0 = kvh * slice, p1 = std::min(next, p0 + slice);
@@ -521,9 +570,10 @@ void run_plain(const Job& J, int t, bool write_out, float* stats_row) {
   const float weight = 1.0f / b.heads;
   const float** krow = sc.ptrs.data();
   const float** vrow = krow + len;
+  float* wide = J.half ? sc.wide(static_cast<size_t>(len) * hd) : nullptr;
   for (int h = 0; h < b.heads; h++) {
     const int off = (h / J.group) * hd;
-    J.rows(J.kc, tab, off, 0, len, krow);
+    J.f32_rows(J.kc, tab, off, 0, len, wide, krow);
     const float* qh = J.q + static_cast<size_t>(t) * J.q_stride + static_cast<size_t>(h) * hd;
     float best = -INFINITY;
     for (int j = 0; j < len; j++) {
@@ -546,7 +596,7 @@ void run_plain(const Job& J, int t, bool write_out, float* stats_row) {
       for (int j = 0; j < len; j++) stats_row[j] += scores[j] * inverse * weight;
     }
     if (!write_out) continue;
-    J.rows(J.vc, tab, off, 0, len, vrow);
+    J.f32_rows(J.vc, tab, off, 0, len, wide, vrow);
     for (int d = 0; d < hd; d++) acc[d] = 0.f;
     for (int j = 0; j < len; j++) {
       const float p = scores[j] * inverse;
@@ -578,6 +628,7 @@ void run_stats_tile(const Job& J, const int* tokens, int count) {
   auto* lens = reinterpret_cast<int32_t*>(lrow + mp);
   if (sc.ptrs.size() < kChunk) sc.ptrs.resize(kChunk);
   const float** krow = sc.ptrs.data();
+  float* kwide = J.half ? sc.wide(static_cast<size_t>(kChunk) * hd) : nullptr;
   const int32_t* tab = J.table(tokens[0]);
   int maxlen = 0;
   for (int i = 0; i < mp; i++) {
@@ -598,7 +649,7 @@ void run_stats_tile(const Job& J, const int* tokens, int count) {
     }
     const int off = kvh * hd;
     auto scores_at = [&](int c0, int n) {
-      J.rows(J.kc, tab, off, c0, n, krow);
+      J.f32_rows(J.kc, tab, off, c0, n, kwide, krow);
       int i0 = 0;
       for (; i0 + 16 <= mp; i0 += 16) score_rows<2>(qt + i0, mp, krow, n, hd, s + i0, mp);
       if (i0 < mp) score_rows<1>(qt + i0, mp, krow, n, hd, s + i0, mp);
@@ -672,13 +723,10 @@ void run_stats_tile(const Job& J, const int* tokens, int count) {
   }
 }
 
-}  // namespace
-
-void cpu_attention(const float* q, int q_stride, const AttentionBatch& b, const float* k_cache, const float* v_cache,
-                   int kv_width, int block_size, int threads, float* out) {
+void run_attention(const Job& J, int threads) {
+  const AttentionBatch& b = *J.b;
   const int n = b.n_tokens;
   if (n <= 0) return;
-  Job J{q, q_stride, &b, k_cache, v_cache, kv_width, block_size, b.head_dim, b.heads / b.kv_heads, out};
   const bool stats = b.stat_row != nullptr;
   const bool fast = J.hd % 8 == 0;
   auto has_stats = [&](int t) { return stats && b.stat_row[t] >= 0; };
@@ -788,7 +836,10 @@ void cpu_attention(const float* q, int q_stride, const AttentionBatch& b, const 
     const Item& it = items[i];
     switch (it.kind) {
       case Item::kTile: run_tile(J, it.first, it.count, it.kvh, it.a != 0); break;
-      case Item::kToken: run_token(J, it.first, it.a, it.e, it.part); break;
+      case Item::kToken:
+        if (J.half) run_token<uint16_t>(J, it.first, it.a, it.e, it.part);
+        else run_token<float>(J, it.first, it.a, it.e, it.part);
+        break;
       case Item::kPlain: run_plain(J, it.first, true, nullptr); break;
       case Item::kStats: run_plain(J, it.first, false, J.stat_dst(it.first)); break;
       case Item::kStatsTile: run_stats_tile(J, stat_tokens.data() + it.first, it.count); break;
@@ -797,6 +848,18 @@ void cpu_attention(const float* q, int q_stride, const AttentionBatch& b, const 
   const size_t part_floats = static_cast<size_t>(b.heads) * (J.hd + 2);
   for (size_t i = 0; i < singles.size(); i++)
     if (part_count[i] > 1) combine_parts(J, singles[i], parts.data() + part_first[i] * part_floats, part_count[i]);
+}
+
+}  // namespace
+
+void cpu_attention(const float* q, int q_stride, const AttentionBatch& b, const float* k_cache, const float* v_cache,
+                   int kv_width, int block_size, int threads, float* out) {
+  run_attention(Job{q, q_stride, &b, k_cache, v_cache, false, kv_width, block_size, b.head_dim, b.heads / b.kv_heads, out}, threads);
+}
+
+void cpu_attention(const float* q, int q_stride, const AttentionBatch& b, const uint16_t* k_cache, const uint16_t* v_cache,
+                   int kv_width, int block_size, int threads, float* out) {
+  run_attention(Job{q, q_stride, &b, k_cache, v_cache, true, kv_width, block_size, b.head_dim, b.heads / b.kv_heads, out}, threads);
 }
 
 }  // namespace ctxr

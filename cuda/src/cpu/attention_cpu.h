@@ -1,8 +1,11 @@
 // Paged attention for the CPU backend (AVX2 + FMA, OpenMP). Semantics are those of
 // Backend::attention (backend.h): token t of the batch attends to entries 0..token_len[t]-1 of
 // its sequence, entry s living in row table[s / block_size] * block_size + s % block_size of the
-// layer's K and V caches ([num_blocks * block_size][kv_width] float32, kv head j at columns
-// j*head_dim .. j*head_dim+head_dim-1).
+// layer's K and V caches ([num_blocks * block_size][kv_width] float32 or IEEE half, kv head j at
+// columns j*head_dim .. j*head_dim+head_dim-1). A half cache is widened in registers on the
+// per-token path (decode reads half the bytes); the tile, statistics and plain paths widen each
+// K/V chunk into scratch and then run the f32 code, so both caches give the same results on the
+// same (half-representable) values.
 //
 // Paths:
 //   prefill tiles  consecutive tokens of one sequence (up to ~64 query rows = tokens x the query
@@ -34,6 +37,8 @@
 namespace ctxr {
 
 void cpu_attention(const float* q, int q_stride, const AttentionBatch& batch, const float* k_cache, const float* v_cache,
+                   int kv_width, int block_size, int threads, float* out);
+void cpu_attention(const float* q, int q_stride, const AttentionBatch& batch, const uint16_t* k_cache, const uint16_t* v_cache,
                    int kv_width, int block_size, int threads, float* out);
 
 }  // namespace ctxr

@@ -1,8 +1,9 @@
-// The CPU backend: float32 everywhere, OpenMP over the configured threads, the packed AVX2
+// The CPU backend: float32 everywhere (the KV cache optionally IEEE half), OpenMP over the configured threads, the packed AVX2
 // GEMM (gemm.cpp) for linear(). Matrices are widened to f32 once; the packed copy is made on
 // first use by linear() and the plain copy on first use by embed(), so an untied embedding is
 // never packed and an lm_head is never kept unpacked. Quantized matrices (GGUF blocks) stay as
 // they are in the file; linear() runs them through cpu/quant_linear.h.
+#include <immintrin.h>
 #include <omp.h>
 
 #include <algorithm>
@@ -37,6 +38,19 @@ struct Matrix {
 namespace {
 
 size_t dtype_size_bytes(DType d) { return d == DType::F32 ? 4 : 2; }
+
+// n floats rounded to halves (to nearest even, as f32_to_f16) and back.
+void narrow_to_f16(const float* src, size_t n, uint16_t* dst) {
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i), _mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT));
+  for (; i < n; i++) dst[i] = f32_to_f16(src[i]);
+}
+void widen_f16(const uint16_t* src, size_t n, float* dst) {
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i))));
+  for (; i < n; i++) dst[i] = f16_to_f32(src[i]);
+}
 
 class CpuBackend final : public Backend {
  public:
@@ -200,41 +214,68 @@ class CpuBackend final : public Backend {
     for (int i = 0; i < n; i++) std::memcpy(dst + static_cast<size_t>(i) * d, src + static_cast<size_t>(rows[i]) * d, static_cast<size_t>(d) * 4);
   }
 
+  bool supports_kv_dtype(KvDtype) const override { return true; }
+
   void kv_init(const KvGeometry& g) override {
     geometry_ = g;
-    size_t per_layer = static_cast<size_t>(g.num_blocks) * g.block_size * g.kv_width;
-    keys_.assign(g.layers, {});
-    values_.assign(g.layers, {});
+    half_ = g.dtype == KvDtype::F16;
+    const size_t per_layer = static_cast<size_t>(g.num_blocks) * g.block_size * g.kv_width;
+    keys_.assign(half_ ? 0 : g.layers, {});
+    values_.assign(half_ ? 0 : g.layers, {});
+    half_keys_.assign(half_ ? g.layers : 0, {});
+    half_values_.assign(half_ ? g.layers : 0, {});
     for (int l = 0; l < g.layers; l++) {
-      keys_[l].assign(per_layer, 0.f);
-      values_[l].assign(per_layer, 0.f);
+      if (half_) {
+        half_keys_[l].assign(per_layer, 0);
+        half_values_[l].assign(per_layer, 0);
+      } else {
+        keys_[l].assign(per_layer, 0.f);
+        values_[l].assign(per_layer, 0.f);
+      }
     }
   }
 
   void kv_write(int layer, const float* k, const float* v, int stride, const int32_t* slots, int n) override {
-    size_t w = geometry_.kv_width;
-    float* kc = keys_[layer].data();
-    float* vc = values_[layer].data();
+    const size_t w = geometry_.kv_width;
     for (int i = 0; i < n; i++) {
-      std::memcpy(kc + static_cast<size_t>(slots[i]) * w, k + static_cast<size_t>(i) * stride, w * 4);
-      std::memcpy(vc + static_cast<size_t>(slots[i]) * w, v + static_cast<size_t>(i) * stride, w * 4);
+      const size_t at = static_cast<size_t>(slots[i]) * w;
+      const float* kr = k + static_cast<size_t>(i) * stride;
+      const float* vr = v + static_cast<size_t>(i) * stride;
+      if (half_) {
+        narrow_to_f16(kr, w, half_keys_[layer].data() + at);
+        narrow_to_f16(vr, w, half_values_[layer].data() + at);
+      } else {
+        std::memcpy(keys_[layer].data() + at, kr, w * 4);
+        std::memcpy(values_[layer].data() + at, vr, w * 4);
+      }
     }
   }
 
   void kv_read(int layer, const int32_t* slots, int n, float* k, float* v) override {
-    size_t w = geometry_.kv_width;
+    const size_t w = geometry_.kv_width;
     for (int i = 0; i < n; i++) {
-      std::memcpy(k + i * w, keys_[layer].data() + static_cast<size_t>(slots[i]) * w, w * 4);
-      std::memcpy(v + i * w, values_[layer].data() + static_cast<size_t>(slots[i]) * w, w * 4);
+      const size_t at = static_cast<size_t>(slots[i]) * w;
+      if (half_) {
+        widen_f16(half_keys_[layer].data() + at, w, k + i * w);
+        widen_f16(half_values_[layer].data() + at, w, v + i * w);
+      } else {
+        std::memcpy(k + i * w, keys_[layer].data() + at, w * 4);
+        std::memcpy(v + i * w, values_[layer].data() + at, w * 4);
+      }
     }
   }
 
   void kv_copy_blocks(const int32_t* src, const int32_t* dst, int n) override {
-    size_t block = static_cast<size_t>(geometry_.block_size) * geometry_.kv_width;
+    const size_t block = static_cast<size_t>(geometry_.block_size) * geometry_.kv_width;
     for (int l = 0; l < geometry_.layers; l++) {
       for (int i = 0; i < n; i++) {
-        std::memmove(keys_[l].data() + dst[i] * block, keys_[l].data() + src[i] * block, block * 4);
-        std::memmove(values_[l].data() + dst[i] * block, values_[l].data() + src[i] * block, block * 4);
+        if (half_) {
+          std::memmove(half_keys_[l].data() + dst[i] * block, half_keys_[l].data() + src[i] * block, block * 2);
+          std::memmove(half_values_[l].data() + dst[i] * block, half_values_[l].data() + src[i] * block, block * 2);
+        } else {
+          std::memmove(keys_[l].data() + dst[i] * block, keys_[l].data() + src[i] * block, block * 4);
+          std::memmove(values_[l].data() + dst[i] * block, values_[l].data() + src[i] * block, block * 4);
+        }
       }
     }
   }
@@ -246,7 +287,9 @@ class CpuBackend final : public Backend {
   int threads_;
   CpuIsa isa_;
   KvGeometry geometry_{};
+  bool half_ = false;  // the KV cache is IEEE half (half_keys_/half_values_), else keys_/values_
   std::vector<std::vector<float>> keys_, values_;
+  std::vector<std::vector<uint16_t>> half_keys_, half_values_;
 
   const std::vector<float>& plain_of(Matrix* m) {
     std::lock_guard<std::mutex> guard(m->lock);
@@ -273,7 +316,10 @@ class CpuBackend final : public Backend {
 };
 
 void CpuBackend::attention(int layer, const float* q, int q_stride, const AttentionBatch& b, float* out) {
-  cpu_attention(q, q_stride, b, keys_[layer].data(), values_[layer].data(), geometry_.kv_width, geometry_.block_size, threads_, out);
+  if (half_)
+    cpu_attention(q, q_stride, b, half_keys_[layer].data(), half_values_[layer].data(), geometry_.kv_width, geometry_.block_size, threads_, out);
+  else
+    cpu_attention(q, q_stride, b, keys_[layer].data(), values_[layer].data(), geometry_.kv_width, geometry_.block_size, threads_, out);
 }
 
 }  // namespace

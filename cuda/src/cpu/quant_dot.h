@@ -28,4 +28,12 @@ QuantDotFn quant_dot(DType t, CpuIsa isa);
 using QuantDotAuxFn = float (*)(const void* w, const ActBlock* a, const float* ad, const float* adsum16, int blocks32);
 QuantDotAuxFn quant_dot_aux_avx512(DType t);
 
+// quant_dot_rows() rows at once: out[r] = the dot of the row at w + r·row_bytes with `a`, bitwise
+// what the one-row kernel gives (the aux one where there is one; ad and adsum16 as there, unused
+// by Q8_0). AVX-512 VNNI Q8_0, Q4_K and Q6_K (null otherwise): decode's matrix-vector products.
+using QuantDotRowsFn = void (*)(const uint8_t* w, size_t row_bytes, const ActBlock* a, const float* ad, const float* adsum16, int blocks32,
+                                float* out);
+constexpr int quant_dot_rows() { return 4; }
+QuantDotRowsFn quant_dot_rows_avx512(DType t);
+
 }  // namespace ctxr

@@ -197,6 +197,112 @@ CTXR_AVX512 float dot_q6_k(const void* wv, const ActBlock* a, int nb) {
   return _mm512_reduce_add_ps(acc) + offset;
 }
 
+// Four consecutive weight rows (row_bytes apart) against one activation row, for decode: the
+// activation loads are shared and the four accumulator chains interleave (a single row's dot is
+// bound by its chain of dependent multiply-adds). Each row does exactly the operations of the
+// one-row kernel above, so the results are bitwise the same.
+constexpr int kRows = 4;
+
+CTXR_AVX512 void dot_q8_0_rows(const uint8_t* w0, size_t row_bytes, const ActBlock* a, const float*, const float*, int nb, float* out) {
+  const BlockQ8_0* w[kRows];
+  __m512 acc[kRows];
+  for (int r = 0; r < kRows; r++) w[r] = reinterpret_cast<const BlockQ8_0*>(w0 + r * row_bytes), acc[r] = _mm512_setzero_ps();
+  int b = 0;
+  for (; b + 1 < nb; b += 2) {
+    const __m512i aq = load2(a[b].q, a[b + 1].q);
+#pragma GCC unroll 4
+    for (int r = 0; r < kRows; r++) {
+      const __m512i wq = load2(w[r][b].qs, w[r][b + 1].qs);
+      const __m512i as = _mm512_mask_sub_epi8(aq, _mm512_movepi8_mask(wq), _mm512_setzero_si512(), aq);
+      acc[r] = _mm512_fmadd_ps(dot4(_mm512_abs_epi8(wq), as), scales2(_cvtsh_ss(w[r][b].d) * a[b].d, _cvtsh_ss(w[r][b + 1].d) * a[b + 1].d), acc[r]);
+    }
+  }
+  for (int r = 0; r < kRows; r++) {
+    out[r] = _mm512_reduce_add_ps(acc[r]);
+    if (b < nb) out[r] += quant_dot_avx2(DType::Q8_0)(w[r] + b, a + b, 1);
+  }
+}
+
+CTXR_AVX512 void dot_q4_k_rows(const uint8_t* w0, size_t row_bytes, const ActBlock* a, const float* ad, const float* adsum16, int nb, float* out) {
+  const BlockQ4_K* w[kRows];
+  __m512 acc[kRows], mins[kRows];
+  for (int r = 0; r < kRows; r++) w[r] = reinterpret_cast<const BlockQ4_K*>(w0 + r * row_bytes), acc[r] = mins[r] = _mm512_setzero_ps();
+  const __m256i m4 = _mm256_set1_epi8(15);
+  const __m512i dup = _mm512_set_epi32(7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0);
+  const __m512i spread[4] = {_mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0), _mm512_set_epi32(3, 3, 3, 3, 3, 3, 3, 3, 2, 2, 2, 2, 2, 2, 2, 2),
+                             _mm512_set_epi32(5, 5, 5, 5, 5, 5, 5, 5, 4, 4, 4, 4, 4, 4, 4, 4), _mm512_set_epi32(7, 7, 7, 7, 7, 7, 7, 7, 6, 6, 6, 6, 6, 6, 6, 6)};
+  for (int sb = 0; sb < nb / 8; sb++, a += 8, ad += 8, adsum16 += 16) {
+    const __m256 adv = _mm256_loadu_ps(ad);
+    const __m512 sums = _mm512_loadu_ps(adsum16);
+    __m512 f512[kRows];
+#pragma GCC unroll 4
+    for (int r = 0; r < kRows; r++) {
+      const BlockQ4_K& blk = w[r][sb];
+      uint32_t u[3];
+      std::memcpy(u, blk.scales, 12);
+      const uint32_t sc_lo = u[0] & 0x3f3f3f3f, m_lo = u[1] & 0x3f3f3f3f;
+      const uint32_t sc_hi = (u[2] & 0x0f0f0f0f) | (((u[0] >> 6) & 0x03030303) << 4);
+      const uint32_t m_hi = ((u[2] >> 4) & 0x0f0f0f0f) | (((u[1] >> 6) & 0x03030303) << 4);
+      const __m256 sc = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_set_epi32(0, 0, static_cast<int>(sc_hi), static_cast<int>(sc_lo))));
+      const __m256 mn = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_set_epi32(0, 0, static_cast<int>(m_hi), static_cast<int>(m_lo))));
+      f512[r] = _mm512_castps256_ps512(_mm256_mul_ps(_mm256_mul_ps(sc, _mm256_set1_ps(_cvtsh_ss(blk.d))), adv));
+      mins[r] = _mm512_fmadd_ps(_mm512_permutexvar_ps(dup, _mm512_castps256_ps512(_mm256_mul_ps(mn, _mm256_set1_ps(_cvtsh_ss(blk.dmin))))), sums, mins[r]);
+    }
+    for (int c = 0; c < 4; c++) {
+      const __m512i aq = load2(a[2 * c].q, a[2 * c + 1].q);
+#pragma GCC unroll 4
+      for (int r = 0; r < kRows; r++) {
+        const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[r][sb].qs + 32 * c));
+        const __m512i q = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_and_si256(raw, m4)), _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4), 1);
+        acc[r] = _mm512_fmadd_ps(dot4(q, aq), _mm512_permutexvar_ps(spread[c], f512[r]), acc[r]);
+      }
+    }
+  }
+  for (int r = 0; r < kRows; r++) out[r] = _mm512_reduce_add_ps(acc[r]) - _mm512_reduce_add_ps(mins[r]);
+}
+
+CTXR_AVX512 void dot_q6_k_rows(const uint8_t* w0, size_t row_bytes, const ActBlock* a, const float* ad, const float* adsum16, int nb, float* out) {
+  const BlockQ6_K* w[kRows];
+  __m512 acc[kRows], offset[kRows];
+  for (int r = 0; r < kRows; r++) w[r] = reinterpret_cast<const BlockQ6_K*>(w0 + r * row_bytes), acc[r] = offset[r] = _mm512_setzero_ps();
+  const __m256i m4 = _mm256_set1_epi8(15), m3 = _mm256_set1_epi8(3);
+  const __m512i dup = _mm512_set_epi32(7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0);
+  const __m512i spread[4] = {_mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0), _mm512_set_epi32(7, 7, 7, 7, 6, 6, 6, 6, 5, 5, 5, 5, 4, 4, 4, 4),
+                             _mm512_set_epi32(11, 11, 11, 11, 10, 10, 10, 10, 9, 9, 9, 9, 8, 8, 8, 8),
+                             _mm512_set_epi32(15, 15, 15, 15, 14, 14, 14, 14, 13, 13, 13, 13, 12, 12, 12, 12)};
+  for (int sb = 0; sb < nb / 8; sb++, a += 8, ad += 8, adsum16 += 16) {
+    const __m512 adup = _mm512_permutexvar_ps(dup, _mm512_castps256_ps512(_mm256_loadu_ps(ad)));
+    const __m512 sums = _mm512_loadu_ps(adsum16);
+    __m512 f[kRows];
+#pragma GCC unroll 4
+    for (int r = 0; r < kRows; r++) {
+      const BlockQ6_K& blk = w[r][sb];
+      const __m512 sd = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk.scales)))),
+                                      _mm512_set1_ps(_cvtsh_ss(blk.d)));
+      f[r] = _mm512_mul_ps(sd, adup);
+      offset[r] = _mm512_fmadd_ps(sd, sums, offset[r]);
+    }
+    for (int h = 0; h < 2; h++) {
+      const ActBlock* ab = a + 4 * h;
+      const __m512i a01 = load2(ab[0].q, ab[1].q), a23 = load2(ab[2].q, ab[3].q);
+#pragma GCC unroll 4
+      for (int r = 0; r < kRows; r++) {
+        const BlockQ6_K& blk = w[r][sb];
+        const __m256i l0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.ql + 64 * h));
+        const __m256i l1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.ql + 64 * h + 32));
+        const __m256i hb = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.qh + 32 * h));
+        const __m256i q0 = _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_slli_epi16(_mm256_and_si256(hb, m3), 4));
+        const __m256i q1 = _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 2), m3), 4));
+        const __m256i q2 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 4), m3), 4));
+        const __m256i q3 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4), _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 6), m3), 4));
+        acc[r] = _mm512_fmadd_ps(dot4(_mm512_inserti64x4(_mm512_castsi256_si512(q0), q1, 1), a01), _mm512_permutexvar_ps(spread[2 * h], f[r]), acc[r]);
+        acc[r] = _mm512_fmadd_ps(dot4(_mm512_inserti64x4(_mm512_castsi256_si512(q2), q3, 1), a23), _mm512_permutexvar_ps(spread[2 * h + 1], f[r]), acc[r]);
+      }
+    }
+  }
+  for (int r = 0; r < kRows; r++) out[r] = _mm512_reduce_add_ps(acc[r]) - 32.f * _mm512_reduce_add_ps(offset[r]);
+}
+
 }  // namespace
 
 QuantDotFn quant_dot_avx512(DType t) {
@@ -210,5 +316,14 @@ QuantDotFn quant_dot_avx512(DType t) {
 }
 
 QuantDotAuxFn quant_dot_aux_avx512(DType t) { return t == DType::Q4_K ? dot_q4_k_aux : t == DType::Q6_K ? dot_q6_k_aux : nullptr; }
+
+QuantDotRowsFn quant_dot_rows_avx512(DType t) {
+  switch (t) {
+    case DType::Q8_0: return dot_q8_0_rows;
+    case DType::Q4_K: return dot_q4_k_rows;
+    case DType::Q6_K: return dot_q6_k_rows;
+    default: return nullptr;
+  }
+}
 
 }  // namespace ctxr

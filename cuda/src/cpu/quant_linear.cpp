@@ -1,5 +1,6 @@
 #include "cpu/quant_linear.h"
 
+#include <immintrin.h>
 #include <omp.h>
 
 #include <algorithm>
@@ -40,20 +41,43 @@ void linear_int8(const float* x, int n, const QuantMatrix& w, const float* bias,
     }
   }
   constexpr int kChunk = 16;
+  constexpr int kRows = quant_dot_rows();
+  // Measured on 100 MB of Q4_K / Q8_0 rows, 1 thread: 4 rows ahead 2.8 / 3.6 ms, 8: 2.5 / 3.3,
+  // 16: 2.2 / 2.8, 24: 2.1 / 3.1; none 5.2 / 7.5 (one row at a time, no prefetch: 2.8 / 4.9).
+  constexpr int kPrefetchRows = 16;
   const int chunks = (w.rows + kChunk - 1) / kChunk;
 #pragma omp parallel for num_threads(threads) schedule(static)
   for (int c = 0; c < chunks; c++) {
     const int r0 = c * kChunk, r1 = std::min(w.rows, r0 + kChunk);
-    for (int r = r0; r < r1; r++) {
+    for (int r = r0; r < r1;) {
       const QuantRows& part = w.part_of(r);
+      const uint8_t* row = part.data + static_cast<size_t>(r - part.first_row) * part.row_bytes;
+      // kRows rows of one part at a time where the ISA has a kernel for that.
+      const QuantDotRowsFn dot_rows = isa == CpuIsa::Avx512Vnni ? quant_dot_rows_avx512(part.dtype) : nullptr;
+      if (dot_rows && r + kRows <= std::min(r1, part.first_row + part.rows)) {
+        // The rows' interleaved reads defeat the hardware's stream prefetch: ask for the bytes
+        // kPrefetchRows rows ahead (within the part) ourselves.
+        const uint8_t* end = part.data + static_cast<size_t>(part.rows) * part.row_bytes;
+        const uint8_t* from = row + static_cast<size_t>(kPrefetchRows) * part.row_bytes;
+        const uint8_t* to = std::min(end, from + kRows * part.row_bytes);
+        for (const uint8_t* p = from; p < to; p += 64) _mm_prefetch(reinterpret_cast<const char*>(p), _MM_HINT_T0);
+        float out[kRows];
+        for (int i = 0; i < n; i++) {
+          const size_t at = static_cast<size_t>(i) * nb;
+          dot_rows(row, part.row_bytes, act.data() + at, aux ? ad.data() + at : nullptr, aux ? adsum16.data() + 2 * at : nullptr, nb, out);
+          for (int k = 0; k < kRows; k++) y[static_cast<size_t>(i) * w.rows + r + k] = out[k] + (bias ? bias[r + k] : 0.f);
+        }
+        r += kRows;
+        continue;
+      }
       const QuantDotFn dot = quant_dot(part.dtype, isa);
       const QuantDotAuxFn dot_aux = aux ? quant_dot_aux_avx512(part.dtype) : nullptr;
-      const uint8_t* row = part.data + static_cast<size_t>(r - part.first_row) * part.row_bytes;
       const float b = bias ? bias[r] : 0.f;
       for (int i = 0; i < n; i++) {
         const size_t at = static_cast<size_t>(i) * nb;
         y[static_cast<size_t>(i) * w.rows + r] = (dot_aux ? dot_aux(row, act.data() + at, ad.data() + at, adsum16.data() + 2 * at, nb) : dot(row, act.data() + at, nb)) + b;
       }
+      r++;
     }
   }
 }

@@ -26,6 +26,7 @@ import type { CommandIo } from "./types.ts";
 import { TOOL_CALL_FORMATS, type ToolCallFormat } from "../../engine/toolCalls/toolCallFormat.ts";
 import { EnginePromptTokenizer } from "../../proxy/enginePromptTokens.ts";
 import { DEFAULT_OVERLAP_WEIGHT, ROUTING_MODES, type RoutingMode } from "../../proxy/upstreamPool.ts";
+import { KV_DTYPES, type KvDtypeChoice } from "../../runner/runnerProcess.ts";
 
 export const DEFAULT_DATA_DIR = "./ctxr-data";
 
@@ -124,6 +125,10 @@ GET /v1/models; continuous batching on the native model runner):
   --kv-blocks N            KV-cache blocks (default: 8,192 tokens' worth)
   --block-size B           tokens per KV block: 16 (default) or 32
   --threads N              CPU threads of the runner (default: all cores)
+  --kv-dtype K             the runner's KV cache: f32, f16 (half the memory and
+                           faster decode on the CPU, K/V rounded to half) or auto
+                           (default: f16 for a GGUF model on the CPU, else f32;
+                           the CUDA runner keeps f32)
   --served-model-name ID   the model's id in the API (default: the folder's name,
                            or the GGUF file's name without .gguf)
 
@@ -232,6 +237,7 @@ const FLAGS = {
   "kv-blocks": { type: "string" },
   "block-size": { type: "string" },
   threads: { type: "string" },
+  "kv-dtype": { type: "string" },
   "served-model-name": { type: "string" },
   "kv-policy": { type: "string" },
   "recompute-ratio": { type: "string" },
@@ -342,7 +348,7 @@ export async function serveCommand(args: string[], io: CommandIo & { err?(text: 
 
   const model = typeof flags.values.model === "string" ? flags.values.model : null;
   if (model === "") throw new UsageError("--model must not be empty", COMMAND);
-  const modelOnly = ["device", "kv-blocks", "threads", "served-model-name", "kv-policy", "recompute-ratio", "kv-device-blocks", "kv-host-bytes", "kv-dir", "kv-disk-bytes", "kv-remote", "kv-remote-bytes", "focus-window", "context-scores", "prophet-span-decay", "prophet-query-rows", "no-prefix-cache", "tool-call-parser", "kv-events-publish", "sparse-entropy-threshold", "sparse-varentropy-threshold", "sparse-trigger-window"].find((name) => flags.values[name] !== undefined);
+  const modelOnly = ["device", "kv-blocks", "threads", "kv-dtype", "served-model-name", "kv-policy", "recompute-ratio", "kv-device-blocks", "kv-host-bytes", "kv-dir", "kv-disk-bytes", "kv-remote", "kv-remote-bytes", "focus-window", "context-scores", "prophet-span-decay", "prophet-query-rows", "no-prefix-cache", "tool-call-parser", "kv-events-publish", "sparse-entropy-threshold", "sparse-varentropy-threshold", "sparse-trigger-window"].find((name) => flags.values[name] !== undefined);
   if (model === null && modelOnly !== undefined) throw new UsageError(`--${modelOnly} needs --model`, COMMAND);
   if (model !== null && upstreams.length > 0) throw new UsageError("give --model (serve a model) or --upstream (proxy engines), not both", COMMAND);
   const device = typeof flags.values.device === "string" ? flags.values.device : "cpu";
@@ -350,6 +356,8 @@ export async function serveCommand(args: string[], io: CommandIo & { err?(text: 
   const blockSize = integerFlag(flags, "block-size", COMMAND, 1);
   // The runner's blocks are 16 or 32 tokens; engines behind the proxy may use any size.
   if (model !== null && blockSize !== undefined && blockSize !== 16 && blockSize !== 32) throw new UsageError(`--block-size must be 16 or 32, got '${flags.values["block-size"]}'`, COMMAND);
+  const kvDtype = choiceFlag<KvDtypeChoice>(flags, "kv-dtype", COMMAND, KV_DTYPES, "auto");
+  if (kvDtype === "f16" && device !== "cpu") throw new UsageError(`--kv-dtype f16 needs --device cpu: the CUDA runner keeps its KV cache in f32`, COMMAND);
   const servedName = flags.values["served-model-name"];
   if (servedName === "") throw new UsageError("--served-model-name must not be empty", COMMAND);
   const kvPolicy = choiceFlag<RecomputePolicy>(flags, "kv-policy", COMMAND, RECOMPUTE_POLICIES, "prophet");
@@ -424,6 +432,7 @@ export async function serveCommand(args: string[], io: CommandIo & { err?(text: 
               kvBlocks: integerFlag(flags, "kv-blocks", COMMAND, 1),
               blockSize,
               threads: integerFlag(flags, "threads", COMMAND, 1),
+              kvDtype,
               servedModelName: typeof servedName === "string" ? servedName : undefined,
               kvPolicy,
               recomputeRatio,

@@ -32,6 +32,8 @@ export interface ChangeSink {
   readonly failureMessage: string | null;
   /** What recovery found at start (a journal's report), or null. */
   readonly report?: RecoveryReport | null;
+  /** True when other instances read these changes (state shared through Redis). */
+  readonly shared?: boolean;
   /** Null while the sink works fully; else why the server is degraded (still serving). */
   readonly degradedReason?: string | null;
   /** The sink's own figures (/v1/stats shared_state). */
@@ -156,6 +158,11 @@ export class ContextService {
   /** Null while healthy; else why changes can no longer be made durable (the journal failed). */
   get failure(): string | null {
     return this.journal?.failureMessage ?? null;
+  }
+
+  /** Whether other instances share this state (--state): what they must see has to be flushed before answering. */
+  get sharedWithOtherInstances(): boolean {
+    return this.journal?.shared === true;
   }
 
   /** Null unless the service runs degraded (shared state unreachable): it still serves. */

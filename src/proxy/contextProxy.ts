@@ -415,9 +415,13 @@ export class ContextProxy {
           if (rewrite.requestId !== null) upstream.sync.track(rewrite.requestId, keys);
         }
         // The index changes were journaled while the engine worked: on disk before the answer starts.
-        // The turn's conversation record follows within one group commit (not awaited).
+        // The turn's conversation record follows within one group commit, not awaited, unless the
+        // state is shared (--state): the next turn may reach another instance the moment this
+        // answer ends, so the record must be in Redis before it starts.
+        const shared = this.service.sharedWithOtherInstances;
+        if (shared) rewrite.commit();
         await rewrite.durable();
-        rewrite.commit();
+        if (!shared) rewrite.commit();
       }
       const eventStream = (response.headers.get("content-type") ?? "").toLowerCase().startsWith("text/event-stream");
       const body = relayBody(response.body, {

@@ -53,6 +53,7 @@ const GAP_CHECK_MS = 5_000;
 const PAGE = 2_000;
 
 export class SharedState implements ChangeSink {
+  readonly shared = true;
   readonly histories: HistoryStore;
   readonly instance = `${hostname()}-${process.pid}-${Math.random().toString(36).slice(2, 8)}`;
   private readonly redis: RedisStateLog;

@@ -38,7 +38,8 @@ export interface ChangeSink {
   readonly degradedReason?: string | null;
   /** The sink's own figures (/v1/stats shared_state). */
   stats?(): SharedStateFigures;
-  close(finalState: ServiceSnapshot): Promise<void>;
+  /** `finalState` is called when the sink keeps a final snapshot (a journal; shared state does not). */
+  close(finalState: () => ServiceSnapshot): Promise<void>;
 }
 
 /** What a sink shared with other instances reports (src/state/sharedState.ts). */
@@ -355,7 +356,7 @@ export class ContextService {
   }
 
   async close(): Promise<void> {
-    if (this.journal !== null) await this.journal.close(this.snapshotState());
+    if (this.journal !== null) await this.journal.close(() => this.snapshotState());
   }
 
   private normalizeContext(blocks: BlockInput[], field: string): NormalizedBlock[] {

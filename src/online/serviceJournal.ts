@@ -58,10 +58,10 @@ export class ServiceJournal {
     if (this.failure !== null) throw new Error(this.failureMessage!);
   }
 
-  async close(finalState: ServiceSnapshot): Promise<void> {
+  async close(finalState: () => ServiceSnapshot): Promise<void> {
     await this.lastAppend;
     await this.snapshotting;
-    await this.journal.snapshot(finalState);
+    await this.journal.snapshot(finalState());
     await this.journal.close();
   }
 }

@@ -28,15 +28,25 @@ CTXR_AVX512 void block_avx512(const uint16_t* w, int cols, const float* x, float
   __m512 acc[M][R];
   for (int i = 0; i < M; i++)
     for (int r = 0; r < R; r++) acc[i][r] = _mm512_setzero_ps();
-  int c = 0;
-  for (; c + 16 <= cols; c += 16) {
+  auto step = [&](int c) CTXR_AVX512 {
     __m512 wv[R];
     for (int r = 0; r < R; r++) wv[r] = widen16<BF16>(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + static_cast<size_t>(r) * cols + c)));
     for (int i = 0; i < M; i++) {
       const __m512 xv = _mm512_loadu_ps(x + static_cast<size_t>(i) * cols + c);
       for (int r = 0; r < R; r++) acc[i][r] = _mm512_fmadd_ps(wv[r], xv, acc[i][r]);
     }
+  };
+  // The hardware prefetcher starts late on each new row (a row of a 2048-wide matrix is one
+  // 4 KB page): the lines of the rows two blocks on are asked for while these are summed
+  // (measured on Zen 4, one thread, 32000 × 2048: 24 → 33 GB/s, q8_0's row dots 34).
+  const uint16_t* next = w + static_cast<size_t>(2 * R) * cols;
+  int c = 0;
+  for (; c + 32 <= cols; c += 32) {
+    for (int r = 0; r < R; r++) _mm_prefetch(reinterpret_cast<const char*>(next + static_cast<size_t>(r) * cols + c), _MM_HINT_T0);
+    step(c);
+    step(c + 16);
   }
+  for (; c + 16 <= cols; c += 16) step(c);
   if (c < cols) {
     const __mmask16 mask = static_cast<__mmask16>((1u << (cols - c)) - 1);
     __m512 wv[R];

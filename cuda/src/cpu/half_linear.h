@@ -1,6 +1,6 @@
 // linear() for F16 and BF16 weight matrices on the CPU, read where they are (the file mapping),
 // never widened whole: y[i][:] = x[i][:] · Wᵀ (+ bias).
-//   n ≤ half_linear_rows_max(): row dot products (half_rows_fn), the weights widened in
+//   n ≤ half_linear_rows_max(): row dot products (HalfRowsFn), the weights widened in
 //     registers, several weight rows and activation rows per pass, OpenMP over weight rows;
 //   larger n: the f32 GEMM with each B micro-panel widened just before use (gemm.h sgemm_half).
 #pragma once

@@ -1,7 +1,7 @@
 /**
  * Kernel benchmark (issue 14, item 6): the index kernels (Rust→WASM, src/kernels/wasmKernels.ts,
  * against their TypeScript twins) timed with tinybench, and the runner's linear kernels (f32,
- * f16 and the quantized GGUF types) timed by the runner's own loop, in one table.
+ * f16, bf16 and the quantized GGUF types) timed by the runner's own loop, in one table.
  *
  *   npx bun scripts/bench-kernels.ts [--time 400] [--threads 1,2] [--repeat 20] [--runner PATH]
  *                                    [--only wasm|runner] [--json out.json]
@@ -145,7 +145,7 @@ interface LinearResult { type: string; m: number; n: number; k: number; threads:
 function runnerLinearRows(): Row[] {
   if (!existsSync(runner)) throw new Error(`no runner at ${runner} (make -C cuda cpu, or pass --runner PATH)`);
   const shapes: Array<[string, number, number, number]> = [["decode matvec", 1, 2048, 2048], ["prefill GEMM", 128, 2048, 2048]];
-  const types = ["f32", "f16", "q8_0", "q4_0", "q4_k", "q6_k"];
+  const types = ["f32", "f16", "bf16", "q8_0", "q4_0", "q4_k", "q6_k"];
   const out: Row[] = [];
   // Interleaved: every type once per shape, the shapes alternating, so noise spreads evenly.
   for (const [label, m, n, k] of shapes) {

@@ -18,7 +18,8 @@ namespace ctxr {
 enum class DType { F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K };
 
 // An opaque weight matrix [rows][cols] (row-major, as stored in safetensors), prepared by the
-// backend for linear(): the CPU backend widens to f32 and packs panels; CUDA keeps f16/bf16.
+// backend for linear(): the CPU backend packs f32 panels and reads f16/bf16 and quantized
+// matrices where they are; CUDA keeps f16/bf16.
 struct Matrix;
 
 // Consecutive rows of a matrix stored in one dtype (see Backend::matrix_parts).
@@ -90,7 +91,7 @@ class Backend {
     return matrix(data_host, parts[0].dtype, rows, cols);
   }
   // Whether a matrix of `t` keeps reading the caller's bytes (which must then stay mapped) rather
-  // than a copy of its own: the CPU backend's quantized matrices. matrix_parts() then takes
+  // than a copy of its own: the CPU backend's f16, bf16 and quantized matrices. matrix_parts() then takes
   // MatrixPart::data pointers.
   virtual bool reads_weights_in_place(DType t) const { return false; }
   virtual void free_matrix(Matrix* m) = 0;

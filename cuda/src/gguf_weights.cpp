@@ -120,9 +120,9 @@ const TensorView& GgufWeights::get(const std::string& name, const std::vector<in
 
 void GgufWeights::loaded(bool still_read) {
   if (still_read) return;  // matrices point into the mapping and into copies_ (q/k rows)
-  // The backend holds its own copies (widened f32 on the CPU, device memory on CUDA): the q/k
+  // The backend holds its own copies (packed f32 on the CPU, device memory on CUDA): the q/k
   // rows go, and the mapping's pages leave the resident set (the mapping itself stays valid;
-  // a later read, such as a lazily widened embedding, pages in again from the file).
+  // a later read, such as an F32 embedding row, pages in again from the file).
   copies_.clear();
   copies_.shrink_to_fit();
   file_->drop_resident_pages();

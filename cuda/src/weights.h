@@ -26,7 +26,7 @@ class WeightSource {
   // The tensor, checked to have `shape`; throws naming the tensor otherwise.
   virtual const TensorView& get(const std::string& name, const std::vector<int64_t>& shape) const = 0;
   // The model is loaded. still_read: the backend's matrices keep reading bytes from get() (the
-  // CPU backend's quantized weights), so they must stay; otherwise the model has its own copies
+  // CPU backend's f16, bf16 and quantized weights), so they must stay; otherwise the model has its own copies
   // and copies made for it may go, as may the mapping's resident pages.
   virtual void loaded(bool still_read) {}
 };

@@ -1,8 +1,8 @@
-// The CPU backend: float32 everywhere (the KV cache optionally IEEE half), OpenMP over the configured threads, the packed AVX2
-// GEMM (gemm.cpp) for linear(). Matrices are widened to f32 once; the packed copy is made on
-// first use by linear() and the plain copy on first use by embed(), so an untied embedding is
-// never packed and an lm_head is never kept unpacked. Quantized matrices (GGUF blocks) stay as
-// they are in the file; linear() runs them through cpu/quant_linear.h.
+// The CPU backend: float32 activations (the KV cache f32 or IEEE half), OpenMP over the
+// configured threads. F32 matrices are packed for the AVX2 GEMM (gemm.cpp) on first use by
+// linear(), so an untied embedding is never packed; embed() reads the rows where they are.
+// F16 / BF16 matrices (cpu/half_linear.h) and quantized ones (GGUF blocks, cpu/quant_linear.h)
+// stay as they are in the file or checkpoint mapping and are widened in registers or per tile.
 #include <immintrin.h>
 #include <omp.h>
 
@@ -18,6 +18,7 @@
 #include "backend.h"
 #include "cpu/attention_cpu.h"
 #include "cpu/gemm.h"
+#include "cpu/half_linear.h"
 #include "cpu/quant_linear.h"
 #include "halfs.h"
 #include "quant.h"
@@ -28,16 +29,17 @@ struct Matrix {
   int rows, cols;
   DType dtype;
   const void* source;  // the mmap'd checkpoint bytes, alive for the runner's lifetime
-  std::vector<float> plain;
   PackedB* packed = nullptr;
   std::mutex lock;
   std::unique_ptr<QuantMatrix> quant;  // set for quantized weights
-  std::vector<float> widened;          // a matrix_parts() of mixed float dtypes, as f32
+  std::unique_ptr<HalfMatrix> half;    // set for F16 / BF16 weights
+  std::vector<float> widened;          // a matrix_parts() mixing F32 with halves, as f32
 };
 
 namespace {
 
 size_t dtype_size_bytes(DType d) { return d == DType::F32 ? 4 : 2; }
+bool dtype_half(DType d) { return d == DType::F16 || d == DType::BF16; }
 
 // n floats rounded to halves (to nearest even, as f32_to_f16) and back.
 void narrow_to_f16(const float* src, size_t n, uint16_t* dst) {
@@ -79,17 +81,23 @@ class CpuBackend final : public Backend {
       m->quant->rows = rows;
       m->quant->cols = cols;
       m->quant->parts.push_back({dtype, 0, rows, static_cast<const uint8_t*>(data), dtype_row_bytes(dtype, cols)});
+    } else if (dtype_half(dtype)) {
+      m->half = std::make_unique<HalfMatrix>();
+      m->half->rows = rows;
+      m->half->cols = cols;
+      m->half->parts.push_back({dtype, 0, rows, static_cast<const uint16_t*>(data)});
     }
     return m;
   }
 
   Matrix* matrix_parts(const void* data, const std::vector<MatrixPart>& parts, int cols) override {
-    bool same = true, any_quant = false, all_quant = true;
+    bool same = true, any_quant = false, all_quant = true, all_half = true;
     int rows = 0;
     for (const MatrixPart& p : parts) {
       same = same && p.dtype == parts[0].dtype && !p.data;
       any_quant = any_quant || dtype_quantized(p.dtype);
       all_quant = all_quant && dtype_quantized(p.dtype);
+      all_half = all_half && dtype_half(p.dtype);
       rows += p.rows;
     }
     if (same) return matrix(data, parts[0].dtype, rows, cols);
@@ -111,7 +119,19 @@ class CpuBackend final : public Backend {
         at += row_bytes * p.rows;
         first += p.rows;
       }
-    } else {  // f32 / f16 / bf16 parts: widened once
+    } else if (all_half) {  // f16 / bf16 parts, possibly mixed: read in place
+      m->dtype = parts[0].dtype;
+      m->half = std::make_unique<HalfMatrix>();
+      m->half->rows = rows;
+      m->half->cols = cols;
+      int first = 0;
+      for (const MatrixPart& p : parts) {
+        if (p.data) at = static_cast<const uint8_t*>(p.data);
+        m->half->parts.push_back({p.dtype, first, p.rows, reinterpret_cast<const uint16_t*>(at)});
+        at += static_cast<size_t>(p.rows) * cols * 2;
+        first += p.rows;
+      }
+    } else {  // f32 parts with f16 / bf16 ones: widened once
       m->dtype = DType::F32;
       m->widened.resize(static_cast<size_t>(rows) * cols);
       float* out = m->widened.data();
@@ -126,14 +146,14 @@ class CpuBackend final : public Backend {
     }
     return m;
   }
-  bool reads_weights_in_place(DType t) const override { return dtype_quantized(t); }
+  bool reads_weights_in_place(DType t) const override { return dtype_quantized(t) || dtype_half(t); }
   void free_matrix(Matrix* m) override {
     if (m->packed) free_packed_b(m->packed);
     delete m;
   }
   const char* matrix_dtype() const override { return "f32"; }
   void prepare_linear(Matrix* m) override {
-    if (!m->quant) packed_of(m);
+    if (!m->quant && !m->half) packed_of(m);
   }
 
   float* vector(const void* data, DType dtype, int n) override {
@@ -148,8 +168,12 @@ class CpuBackend final : public Backend {
       for (int i = 0; i < n; i++) table->quant->dequantize(tokens[i], 1, out + i * d);
       return;
     }
-    const auto& plain = plain_of(const_cast<Matrix*>(table));
-    for (int i = 0; i < n; i++) std::memcpy(out + i * d, plain.data() + static_cast<size_t>(tokens[i]) * d, d * 4);
+    if (table->half) {
+      for (int i = 0; i < n; i++) table->half->widen_row(tokens[i], out + i * d);
+      return;
+    }
+    const auto* rows = static_cast<const float*>(table->source);  // F32
+    for (int i = 0; i < n; i++) std::memcpy(out + i * d, rows + static_cast<size_t>(tokens[i]) * d, d * 4);
   }
 
   void rms_norm(const float* x, const float* w, float eps, int n, int d, float* out) override {
@@ -166,6 +190,7 @@ class CpuBackend final : public Backend {
 
   void linear(const float* x, int n, const Matrix* w, const float* bias, float* y) override {
     if (w->quant) return quant_linear(x, n, *w->quant, bias, y, threads_, isa_);
+    if (w->half) return half_linear(x, n, *w->half, bias, y, threads_, isa_);
     sgemm_packed(x, n, packed_of(const_cast<Matrix*>(w)), bias, y, threads_);
   }
 
@@ -291,24 +316,13 @@ class CpuBackend final : public Backend {
   std::vector<std::vector<float>> keys_, values_;
   std::vector<std::vector<uint16_t>> half_keys_, half_values_;
 
-  const std::vector<float>& plain_of(Matrix* m) {
-    std::lock_guard<std::mutex> guard(m->lock);
-    if (m->plain.empty()) {
-      m->plain.resize(static_cast<size_t>(m->rows) * m->cols);
-      widen_to_f32(m->source, static_cast<int>(m->dtype), m->plain.size(), m->plain.data());
-    }
-    return m->plain;
-  }
-
-  PackedB* packed_of(Matrix* m) {
+  PackedB* packed_of(Matrix* m) {  // F32 matrices only
     std::lock_guard<std::mutex> guard(m->lock);
     if (!m->packed) {
-      if (m->dtype == DType::F32 && m->plain.empty()) {
-        m->packed = pack_b(static_cast<const float*>(m->source), m->rows, m->cols);
-      } else {
-        std::vector<float> wide(static_cast<size_t>(m->rows) * m->cols);
-        widen_to_f32(m->source, static_cast<int>(m->dtype), wide.size(), wide.data());
-        m->packed = pack_b(wide.data(), m->rows, m->cols);
+      m->packed = pack_b(static_cast<const float*>(m->source), m->rows, m->cols);
+      if (!m->widened.empty()) {  // a fused projection, never an embedding: only the packed copy is read
+        std::vector<float>().swap(m->widened);
+        m->source = nullptr;
       }
     }
     return m->packed;

@@ -24,6 +24,8 @@
 #include <new>
 #include <vector>
 
+#include "halfs.h"
+
 namespace ctxr {
 
 namespace {
@@ -40,6 +42,14 @@ float* alloc_floats(size_t n) {
   void* p = std::aligned_alloc(64, bytes ? bytes : 64);
   if (!p) throw std::bad_alloc();
   return static_cast<float*>(p);
+}
+
+// Equal k blocks of at most KC, so that no block is a short remainder: kblocks + 1 boundaries.
+std::vector<int> k_blocks(int k) {
+  const int kblocks = (k + KC - 1) / KC;
+  std::vector<int> k0{0};
+  for (int i = 1; i <= kblocks; i++) k0.push_back(static_cast<int>(static_cast<int64_t>(k) * i / kblocks));
+  return k0;
 }
 
 }  // namespace
@@ -60,10 +70,8 @@ PackedB* pack_b(const float* b, int n, int k) {
   pb->n = n;
   pb->k = k;
   pb->npanels = (n + NR - 1) / NR;
-  // Equal k blocks of at most KC, so that no block is a short remainder.
-  const int kblocks = (k + KC - 1) / KC;
-  pb->k0.push_back(0);
-  for (int i = 1; i <= kblocks; i++) pb->k0.push_back(static_cast<int>(static_cast<int64_t>(k) * i / kblocks));
+  pb->k0 = k_blocks(k);
+  const int kblocks = static_cast<int>(pb->k0.size()) - 1;
   pb->data = alloc_floats(static_cast<size_t>(k) * pb->npanels * NR);
   const int np = pb->npanels;
 #pragma omp parallel for schedule(static) if (static_cast<int64_t>(n) * k >= (1 << 20))
@@ -331,6 +339,108 @@ void gemm_small(const float* a, int m, const PackedB& pb, const float* bias, flo
   }
 }
 
+// Runs task(r0, r1, p0, p1) over C rows [0, m) × B panels [0, np) on `threads` threads: tasks of
+// about MC rows × TASK_PANELS panels, at least 4 per thread where the shape allows, handed out
+// through a shared counter rather than statically, so that a thread slowed down by other
+// processes on its core does not hold up the others.
+template <typename Task>
+void run_tasks(int m, int np, int threads, const Task& task) {
+  const int mpanels = (m + MR - 1) / MR;
+  int rblocks = (mpanels + MC / MR - 1) / (MC / MR);
+  int cblocks = std::max((np + TASK_PANELS - 1) / TASK_PANELS, std::min(np, (4 * threads + rblocks - 1) / rblocks));
+  if (rblocks * cblocks < 4 * threads) rblocks = std::min(mpanels, (4 * threads + cblocks - 1) / cblocks);
+  const int tasks = rblocks * cblocks;
+  std::atomic<int> next{0};
+#pragma omp parallel num_threads(std::min(threads, tasks))
+  for (int t; (t = next.fetch_add(1, std::memory_order_relaxed)) < tasks;) {
+    // Consecutive tasks share a column block, so that concurrent ones read the same B from L3.
+    const int cb = t / rblocks, rb = t % rblocks;
+    const int r0 = std::min(m, static_cast<int>(static_cast<int64_t>(mpanels) * rb / rblocks) * MR);
+    const int r1 = std::min(m, static_cast<int>(static_cast<int64_t>(mpanels) * (rb + 1) / rblocks) * MR);
+    const int p0 = static_cast<int>(static_cast<int64_t>(np) * cb / cblocks);
+    const int p1 = static_cast<int>(static_cast<int64_t>(np) * (cb + 1) / cblocks);
+    if (r0 < r1 && p0 < p1) task(r0, r1, p0, p1);
+  }
+}
+
+template <bool BF16>
+inline __m256 widen8(const uint16_t* p) {
+  const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  if constexpr (BF16) return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+  else return _mm256_cvtph_ps(h);
+}
+
+// r[i] becomes column i of the 8 × 8 block whose rows were r[0..8).
+inline void transpose8(__m256 r[8]) {
+  const __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
+  const __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
+  const __m256 t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]);
+  const __m256 t6 = _mm256_unpacklo_ps(r[6], r[7]), t7 = _mm256_unpackhi_ps(r[6], r[7]);
+  const __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE);
+  const __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE);
+  const __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE);
+  const __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+  r[0] = _mm256_permute2f128_ps(u0, u4, 0x20);
+  r[1] = _mm256_permute2f128_ps(u1, u5, 0x20);
+  r[2] = _mm256_permute2f128_ps(u2, u6, 0x20);
+  r[3] = _mm256_permute2f128_ps(u3, u7, 0x20);
+  r[4] = _mm256_permute2f128_ps(u0, u4, 0x31);
+  r[5] = _mm256_permute2f128_ps(u1, u5, 0x31);
+  r[6] = _mm256_permute2f128_ps(u2, u6, 0x31);
+  r[7] = _mm256_permute2f128_ps(u3, u7, 0x31);
+}
+
+// The packed micro-panel (kc × NR, as pack_b lays it out) of B rows [row0, row0 + NR) ×
+// columns [k0, k0 + kc), widened from halves; rows past n are zeros.
+template <bool BF16>
+void widen_panel(const uint16_t* b, int n, int k, int row0, int k0, int kc, float* dst) {
+  const uint16_t* rows[NR];
+  for (int j = 0; j < NR; j++) rows[j] = row0 + j < n ? b + static_cast<size_t>(row0 + j) * k + k0 : nullptr;
+  int t = 0;
+  for (; t + 8 <= kc; t += 8)
+    for (int jb = 0; jb < NR; jb += 8) {
+      __m256 r[8];
+      for (int i = 0; i < 8; i++) r[i] = rows[jb + i] ? widen8<BF16>(rows[jb + i] + t) : _mm256_setzero_ps();
+      transpose8(r);
+      for (int i = 0; i < 8; i++) _mm256_store_ps(dst + (t + i) * NR + jb, r[i]);
+    }
+  for (; t < kc; t++)
+    for (int j = 0; j < NR; j++) dst[t * NR + j] = rows[j] ? (BF16 ? bf16_to_f32(rows[j][t]) : f16_to_f32(rows[j][t])) : 0.f;
+}
+
+float* b_panel_buffer() {
+  struct Buf {
+    float* p = nullptr;
+    ~Buf() { std::free(p); }
+  };
+  static thread_local Buf buf;
+  if (!buf.p) buf.p = alloc_floats(static_cast<size_t>(KC) * NR);
+  return buf.p;
+}
+
+// gemm_task with B in halves: each B micro-panel is widened once per task and k block, then
+// meets every A micro-panel of the task's rows from L1.
+template <bool BF16>
+void gemm_half_task(const float* a, const uint16_t* b, int n, int k, const std::vector<int>& k0s, const float* bias, float* c, size_t ldc,
+                    int r0, int r1, int p0, int p1) {
+  const int kblocks = static_cast<int>(k0s.size()) - 1;
+  const int mc = r1 - r0;
+  float* abuf = a_buffer();
+  float* bbuf = b_panel_buffer();
+  for (int kb = 0; kb < kblocks; kb++) {
+    const int k0 = k0s[kb], kc = k0s[kb + 1] - k0;
+    pack_a(a + static_cast<size_t>(r0) * k + k0, k, mc, kc, abuf);
+    for (int p = p0; p < p1; p++) {
+      widen_panel<BF16>(b, n, k, p * NR, k0, kc, bbuf);
+      const int nr = std::min(NR, n - p * NR);
+      const float* bias_p = bias ? bias + p * NR : nullptr;
+      for (int ir = 0; ir < mc; ir += MR)
+        kernel_6x16(kc, abuf + static_cast<size_t>(ir) * kc, bbuf, c + static_cast<size_t>(r0 + ir) * ldc + p * NR, ldc,
+                    std::min(MR, mc - ir), nr, kb == 0, bias_p);
+    }
+  }
+}
+
 }  // namespace
 
 void sgemm_packed(const float* a, int m, const PackedB* b, const float* bias, float* c, int threads) {
@@ -342,16 +452,13 @@ void sgemm_packed(const float* a, int m, const PackedB* b, const float* bias, fl
     return;
   }
   const int np = pb.npanels;
-  const int mpanels = (m + MR - 1) / MR;
   // Below ~1 MFLOP the fork/join costs more than it saves.
   if (threads <= 0) threads = omp_get_max_threads();
   if (2.0 * m * pb.n * pb.k < 1e6) threads = 1;
 
-  // Work is split into tasks handed out through a shared counter rather than statically, so
-  // that a thread slowed down by other processes on its core does not hold up the others.
-  // Every element is computed the same way whichever thread runs its task.
-  std::atomic<int> next{0};
+  // Every element is computed the same way whichever thread runs its task (see run_tasks).
   if (m <= SMALL_M) {
+    std::atomic<int> next{0};
     const int chunks = std::min(np, threads == 1 ? 1 : 8 * threads);
 #pragma omp parallel num_threads(std::min(threads, chunks))
     for (int t; (t = next.fetch_add(1, std::memory_order_relaxed)) < chunks;)
@@ -360,21 +467,23 @@ void sgemm_packed(const float* a, int m, const PackedB* b, const float* bias, fl
     return;
   }
 
-  // Tasks of about MC rows × TASK_PANELS panels, at least 4 per thread where the shape allows.
-  int rblocks = (mpanels + MC / MR - 1) / (MC / MR);
-  int cblocks = std::max((np + TASK_PANELS - 1) / TASK_PANELS, std::min(np, (4 * threads + rblocks - 1) / rblocks));
-  if (rblocks * cblocks < 4 * threads) rblocks = std::min(mpanels, (4 * threads + cblocks - 1) / cblocks);
-  const int tasks = rblocks * cblocks;
-#pragma omp parallel num_threads(std::min(threads, tasks))
-  for (int t; (t = next.fetch_add(1, std::memory_order_relaxed)) < tasks;) {
-    // Consecutive tasks share a column block, so that concurrent ones read the same B from L3.
-    const int cb = t / rblocks, rb = t % rblocks;
-    const int r0 = std::min(m, static_cast<int>(static_cast<int64_t>(mpanels) * rb / rblocks) * MR);
-    const int r1 = std::min(m, static_cast<int>(static_cast<int64_t>(mpanels) * (rb + 1) / rblocks) * MR);
-    const int p0 = static_cast<int>(static_cast<int64_t>(np) * cb / cblocks);
-    const int p1 = static_cast<int>(static_cast<int64_t>(np) * (cb + 1) / cblocks);
-    if (r0 < r1 && p0 < p1) gemm_task(a, pb, bias, c, r0, r1, p0, p1);
+  run_tasks(m, np, threads, [&](int r0, int r1, int p0, int p1) { gemm_task(a, pb, bias, c, r0, r1, p0, p1); });
+}
+
+void sgemm_half(const float* a, int m, const uint16_t* b, bool bf16, int n, int k, const float* bias, float* c, size_t ldc, int threads) {
+  if (m <= 0 || n <= 0) return;
+  if (k <= 0) {
+    for (int i = 0; i < m; i++)
+      for (int j = 0; j < n; j++) c[static_cast<size_t>(i) * ldc + j] = bias ? bias[j] : 0.f;
+    return;
   }
+  if (threads <= 0) threads = omp_get_max_threads();
+  if (2.0 * m * n * k < 1e6) threads = 1;
+  const std::vector<int> k0 = k_blocks(k);
+  run_tasks(m, (n + NR - 1) / NR, threads, [&](int r0, int r1, int p0, int p1) {
+    if (bf16) gemm_half_task<true>(a, b, n, k, k0, bias, c, ldc, r0, r1, p0, p1);
+    else gemm_half_task<false>(a, b, n, k, k0, bias, c, ldc, r0, r1, p0, p1);
+  });
 }
 
 }  // namespace ctxr

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "backend.h"
+#include "cpu/half_linear.h"
 #include "cpu/quant_dot.h"
 #include "cpu/quant_gemm.h"
 #include "cpu/quant_linear.h"
@@ -19,24 +20,26 @@
 namespace ctxr {
 
 std::string bench_linear_json(const std::string& type, int m, int n, int k, int threads, int repeat) {
-  static const std::pair<const char*, DType> types[] = {{"f32", DType::F32},   {"f16", DType::F16},   {"q8_0", DType::Q8_0},
+  static const std::pair<const char*, DType> types[] = {{"f32", DType::F32},   {"f16", DType::F16},   {"bf16", DType::BF16}, {"q8_0", DType::Q8_0},
                                                         {"q4_0", DType::Q4_0}, {"q4_k", DType::Q4_K}, {"q6_k", DType::Q6_K}};
   DType t = DType::F32;
   bool known = false;
   for (const auto& [name, d] : types)
     if (type == name) t = d, known = true;
-  if (!known) throw std::invalid_argument("--bench-linear type must be f32, f16, q8_0, q4_0, q4_k or q6_k");
+  if (!known) throw std::invalid_argument("--bench-linear type must be f32, f16, bf16, q8_0, q4_0, q4_k or q6_k");
   if (threads <= 0) threads = omp_get_max_threads();
   std::mt19937 rng(99);
   const size_t bytes = static_cast<size_t>(n) * dtype_row_bytes(t, k);
   std::vector<uint8_t> w(bytes);
-  if (t == DType::F32 || t == DType::F16) {
+  if (t == DType::F32 || t == DType::F16 || t == DType::BF16) {
     std::uniform_real_distribution<float> dist(-1.f, 1.f);
     for (size_t i = 0; i < static_cast<size_t>(n) * k; i++) {
       const float v = dist(rng);
+      uint32_t bits;
+      std::memcpy(&bits, &v, 4);
       if (t == DType::F32) std::memcpy(&w[4 * i], &v, 4);
       else {
-        const uint16_t h = f32_to_f16_bits(v);
+        const uint16_t h = t == DType::F16 ? f32_to_f16_bits(v) : static_cast<uint16_t>(bits >> 16);
         std::memcpy(&w[2 * i], &h, 2);
       }
     }
@@ -65,8 +68,10 @@ std::string bench_linear_json(const std::string& type, int m, int n, int k, int 
   backend->free_matrix(matrix);
   std::sort(ms.begin(), ms.end());
   const double med = ms[ms.size() / 2];
-  const char* path_env = std::getenv("CTXR_QUANT_PATH");
-  const char* path = !dtype_quantized(t) ? "f32-gemm" : path_env ? path_env
+  const char* path_env = std::getenv(t == DType::F16 || t == DType::BF16 ? "CTXR_HALF_PATH" : "CTXR_QUANT_PATH");
+  const char* path = t == DType::F32 ? "f32-gemm"
+                     : t == DType::F16 || t == DType::BF16 ? (path_env ? path_env : m <= half_linear_rows_max() ? "rows" : "gemm")
+                     : path_env ? path_env
                      : (m <= quant_linear_int8_max_rows() || (t == DType::Q8_0 && detected_cpu_isa() == CpuIsa::Avx2) ? "int8" : "gemm");
   char buf[400];
   std::snprintf(buf, sizeof buf,

@@ -32,6 +32,8 @@ export interface ChangeSink {
   readonly failureMessage: string | null;
   /** What recovery found at start (a journal's report), or null. */
   readonly report?: RecoveryReport | null;
+  /** Brings the state up to date with changes other instances made (shared state); optional. */
+  catchUp?(): Promise<void>;
   /** True when other instances read these changes (state shared through Redis). */
   readonly shared?: boolean;
   /** Null while the sink works fully; else why the server is degraded (still serving). */
@@ -159,6 +161,11 @@ export class ContextService {
   /** Null while healthy; else why changes can no longer be made durable (the journal failed). */
   get failure(): string | null {
     return this.journal?.failureMessage ?? null;
+  }
+
+  /** With state shared through Redis: applies what other instances have already acknowledged. Call before reading state for a request. */
+  async catchUp(): Promise<void> {
+    await this.journal?.catchUp?.();
   }
 
   /** Whether other instances share this state (--state): what they must see has to be flushed before answering. */

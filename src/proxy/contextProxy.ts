@@ -237,6 +237,7 @@ export class ContextProxy {
     const problem = depthProblem(body, maxJsonDepth) ?? requestShapeProblem(kind, body as Record<string, unknown>);
     if (problem !== null) return errorResponse(c, 400, problem.message, problem.field);
     const received = body as Record<string, unknown>;
+    await this.service.catchUp();
     const result = kind === "chat" ? await this.rewriter.rewriteChat(received) : await this.rewriter.rewriteCompletion(received);
     // Nothing to change: the client's bytes go out as they came.
     const unchanged = result.documents === 0 && result.requestId === null && !("ctxr" in received) && !("documents" in received);

@@ -132,6 +132,7 @@ export function createApp(service: ContextService, options: AppOptions = {}): Op
 
   app.openapi(routes.reorder, async (c) => {
     const body = c.req.valid("json");
+    await service.catchUp();
     return c.json(await service.reorder(body.contexts, body.conversation_id, body.templates), 200);
   });
 
@@ -142,6 +143,7 @@ export function createApp(service: ContextService, options: AppOptions = {}): Op
 
   app.openapi(routes.dedup, async (c) => {
     const body = c.req.valid("json");
+    await service.catchUp();
     return c.json(await service.dedup(body.conversation_id, body.blocks, body.templates), 200);
   });
 

@@ -9,7 +9,7 @@ import { GenerationEngine, type EngineOptions } from "../engine/generationEngine
 import { ContextService } from "../online/contextService.ts";
 import { DEFAULT_BUDGETS } from "../online/stateBudgets.ts";
 import type { RedisUrl } from "../state/redisUrl.ts";
-import { SharedState } from "../state/sharedState.ts";
+import { SharedState, type SharedReads } from "../state/sharedState.ts";
 import type { ContextProxy, ProxyOptions } from "../proxy/contextProxy.ts";
 import type { KvEventsSubscribeOptions } from "../proxy/kvEventSubscriber.ts";
 import { KvEventsThread } from "../proxy/kvEventsThread.ts";
@@ -168,6 +168,7 @@ export interface SharedStateConfig {
   url: RedisUrl;
   prefix?: string;
   snapshotEvery?: number;
+  reads?: SharedReads;
 }
 
 export interface RunOptions extends ServerOptions {
@@ -202,7 +203,7 @@ export interface RunIo {
 export async function runServer(options: RunOptions, io: RunIo): Promise<void> {
   const dataDir = options.dataDir === null ? null : resolve(options.dataDir);
   const shared = options.state
-    ? new SharedState({ url: options.state.url, prefix: options.state.prefix, snapshotEvery: options.state.snapshotEvery, histories: { maxBytes: options.proxy?.maxHistoryBytes === undefined ? DEFAULT_BUDGETS.historyBytes : options.proxy.maxHistoryBytes }, log: io.err })
+    ? new SharedState({ url: options.state.url, prefix: options.state.prefix, snapshotEvery: options.state.snapshotEvery, reads: options.state.reads, histories: { maxBytes: options.proxy?.maxHistoryBytes === undefined ? DEFAULT_BUDGETS.historyBytes : options.proxy.maxHistoryBytes }, log: io.err })
     : null;
   const service = await ContextService.open({
     dataDir,

@@ -33,10 +33,15 @@ export interface SharedStateOptions {
   prefix?: string;
   /** Log entries between snapshots (default 10,000). */
   snapshotEvery?: number;
+  /** "log" (default): requests first apply what the log already holds (catchUp); "local": the replica as it is. */
+  reads?: SharedReads;
   /** Budgets of the remembered histories (the proxy's --max-history-bytes). */
   histories?: Omit<HistoryStoreOptions, "onRemember">;
   log: (line: string) => void;
 }
+
+export const SHARED_READS = ["log", "local"] as const;
+export type SharedReads = (typeof SHARED_READS)[number];
 
 export interface SharedSnapshotState {
   version: 1;
@@ -58,6 +63,7 @@ export class SharedState implements ChangeSink {
   readonly instance = `${hostname()}-${process.pid}-${Math.random().toString(36).slice(2, 8)}`;
   private readonly redis: RedisStateLog;
   private readonly snapshotEvery: number;
+  private readonly reads: SharedReads;
   private readonly log: (line: string) => void;
   private service: ContextService | null = null;
   private readonly pending = new PendingChanges();
@@ -103,6 +109,7 @@ export class SharedState implements ChangeSink {
   constructor(options: SharedStateOptions) {
     this.redis = new RedisStateLog(options.url, options.prefix ?? "ctxr:state");
     this.snapshotEvery = options.snapshotEvery ?? 10_000;
+    this.reads = options.reads ?? "log";
     this.log = options.log;
     this.histories = new HistoryStore({ ...options.histories, onRemember: (conversation, messages) => this.add({ c: "history", conversation, messages: [...messages] }) });
   }
@@ -138,6 +145,21 @@ export class SharedState implements ChangeSink {
       return;
     }
     await new Promise<void>((resolve) => this.waiters.push({ n, resolve }));
+  }
+
+  /**
+   * Applies every change already in the log (one Redis round trip), so a request sees every
+   * change another instance acknowledged before it arrived: a turn sent the moment the previous
+   * one was answered elsewhere finds its records. Skipped with `reads: "local"` and while
+   * degraded.
+   */
+  async catchUp(): Promise<void> {
+    if (this.reads === "local" || !this.loaded || this.degradedReason !== null) return;
+    try {
+      this.applyEntries(await this.redis.readAfter(this.lastId, PAGE));
+    } catch {
+      // The tail notices and reports an unreachable Redis; this request goes on from the replica.
+    }
   }
 
   /** Degraded is not failing: requests go on from the local replica. */
@@ -300,6 +322,8 @@ export class SharedState implements ChangeSink {
   private applyEntries(entries: LogEntry[]): void {
     if (entries.length === 0) return;
     for (const entry of entries) {
+      // The tail and catchUp() read concurrently: whichever comes second skips what the first applied.
+      if (compareStreamIds(entry.id, this.lastId) <= 0) continue;
       this.lastId = entry.id;
       this.sinceSnapshot++;
       if (entry.origin === this.instance) {

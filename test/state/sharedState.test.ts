@@ -184,12 +184,39 @@ describe("ctxr serve --state redis://", () => {
       const turn1 = [{ role: "user", content: "First question?" }];
       expect((await a.post("/v1/chat/completions", { messages: turn1, documents: docs("p", "q"), ctxr: { conversation_id: "chat" } })).status).toBe(200);
       const forwarded1 = upstream.last().json.messages[0].content as string;
-      await until("b to hold a's history", async () => (await stats(b)).shared_state.applied_changes >= 3);
+      // No waiting: b applies what the log holds before it reads (--state-reads log, the default).
       const turn2 = [...turn1, { role: "assistant", content: "An answer." }, { role: "user", content: "Second question?" }];
       expect((await b.post("/v1/chat/completions", { messages: turn2, documents: docs("q", "r"), ctxr: { conversation_id: "chat" } })).status).toBe(200);
       const messages = upstream.last().json.messages;
       expect(messages[0].content).toBe(forwarded1);
       expect(messages[2].content).toContain("Please refer to [Doc 2] in the previous conversation.");
+    } finally {
+      await upstream.stop();
+    }
+  });
+
+  test("proxies: turns sent back to back, alternating instances, always find the previous turn", async () => {
+    const upstream = await startFakeUpstream({ chunkDelayMs: 0 });
+    try {
+      const servers = await Promise.all([instance("--upstream", upstream.url), instance("--upstream", upstream.url)]);
+      const doc = (c: number, d: number) => ({ id: `c${c}-d${d}`, text: `Document ${d} of conversation ${c}: ${"facts ".repeat(30)}` });
+      const conversations = 12;
+      const turns = 4;
+      await Promise.all(
+        Array.from({ length: conversations }, async (_, c) => {
+          const messages: { role: string; content: string }[] = [];
+          for (let t = 0; t < turns; t++) {
+            messages.push({ role: "user", content: `Question ${t} of ${c}?` });
+            // Turn t's documents t and t+1: document t was sent in turn t-1, on the other instance.
+            const answer = await servers[(c + t) % 2]!.post("/v1/chat/completions", { messages, documents: [doc(c, t), doc(c, t + 1)], ctxr: { conversation_id: `b2b-${c}` } });
+            expect(answer.status).toBe(200);
+            messages.push({ role: "assistant", content: answer.body.choices[0].message.content });
+          }
+        }),
+      );
+      let deduplicated = 0;
+      for (const server of servers) deduplicated += (await stats(server)).upstreams[0].documents_deduplicated;
+      expect(deduplicated).toBe(conversations * (turns - 1));
     } finally {
       await upstream.stop();
     }

@@ -11,6 +11,7 @@ import { DEFAULT_LIMITS } from "../../server/limits.ts";
 import { DEFAULT_HOST, DEFAULT_PORT, runServer, type SharedStateConfig } from "../../server/serve.ts";
 import { DEFAULT_PROPHET_SPAN_DECAY, PROPHET_QUERY_ROWS, RECOMPUTE_POLICIES, type ProphetQueryRows, type RecomputePolicy } from "../../kv/recomputeSelection.ts";
 import { CONTEXT_SCORES, type ContextScores } from "../../kv/reuseScores.ts";
+import { SHARED_READS } from "../../state/sharedState.ts";
 import { parseRedisUrl, type RedisUrl } from "../../state/redisUrl.ts";
 import { DEFAULT_BUDGETS } from "../../online/stateBudgets.ts";
 import { EXIT_OK, UsageError, byteSizeFlag, choiceFlag, integerFlag, numberFlag, parseFlags } from "../args.ts";
@@ -51,6 +52,9 @@ Options:
                            (README "Running several instances")
   --state-prefix P         key prefix in Redis (default ctxr:state)
   --state-snapshot-every N shared-log entries between snapshots in Redis (default 10000)
+  --state-reads log|local  log (default): a request first applies what other instances
+                           have acknowledged (one Redis round trip); local: answer from
+                           this instance's replica as it is
   --api-key KEY            require 'Authorization: Bearer KEY' or 'x-api-key: KEY' on
                            POST routes (default: env CTXR_API_KEY; none: open)
   --capacity-tokens C      evict least-recently-used contexts beyond C cached tokens
@@ -205,6 +209,7 @@ const FLAGS = {
   state: { type: "string" },
   "state-prefix": { type: "string" },
   "state-snapshot-every": { type: "string" },
+  "state-reads": { type: "string" },
   "in-memory": { type: "boolean" },
   "api-key": { type: "string" },
   "capacity-tokens": { type: "string" },
@@ -289,13 +294,19 @@ function sharedStateFlags(flags: ParsedFlags): SharedStateConfig | null {
   const url = flags.values.state;
   const prefix = flags.values["state-prefix"];
   if (url === undefined) {
-    for (const name of ["state-prefix", "state-snapshot-every"]) if (flags.values[name] !== undefined) throw new UsageError(`--${name} needs --state`, COMMAND);
+    for (const name of ["state-prefix", "state-snapshot-every", "state-reads"]) if (flags.values[name] !== undefined) throw new UsageError(`--${name} needs --state`, COMMAND);
     return null;
   }
   if (prefix === "") throw new UsageError("--state-prefix must not be empty", COMMAND);
   const snapshotEvery = integerFlag(flags, "state-snapshot-every", COMMAND, 1);
+  const reads = choiceFlag(flags, "state-reads", COMMAND, SHARED_READS, "log");
   try {
-    return { url: parseRedisUrl(String(url), "--state"), ...(typeof prefix === "string" ? { prefix } : {}), ...(snapshotEvery === undefined ? {} : { snapshotEvery }) };
+    return {
+      url: parseRedisUrl(String(url), "--state"),
+      ...(typeof prefix === "string" ? { prefix } : {}),
+      ...(snapshotEvery === undefined ? {} : { snapshotEvery }),
+      reads,
+    };
   } catch (error) {
     throw new UsageError((error as Error).message, COMMAND);
   }

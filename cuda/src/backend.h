@@ -76,6 +76,9 @@ class Backend {
   virtual void release(void* p) = 0;
   virtual void to_device(void* dst, const void* src_host, size_t bytes) = 0;
   virtual void to_host(void* dst_host, const void* src, size_t bytes) = 0;  // waits for prior ops
+  // Hands memory freed by release() back to the system where the allocator keeps it (the CPU
+  // backend: glibc's malloc_trim); called after large buffers were released.
+  virtual void trim() {}
 
   // Weights. `data_host` is the raw safetensors payload in `dtype` (for a quantized dtype: rows
   // of cols / block elements blocks each, as in a GGUF file).

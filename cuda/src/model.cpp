@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -23,6 +24,17 @@ std::string read_text_file(const std::string& path) {
   s << in.rdbuf();
   return s.str();
 }
+
+// Rows per MLP tile of a prefill (Model::forward): the MLP (norm, gate|up, silu·up, down, add)
+// runs over at most this many rows at a time, so its widest activations, gate|up [rows][2·ff]
+// and [rows][ff] (48 MiB at ff = 8192 for 512 rows), take half of that at 512-token chunks.
+// Each tile unpacks the quantized weights again (cpu/quant_gemm.cpp), which the int8 GEMM
+// amortizes over the tile's rows. Measured (BENCHMARKS.md, issue 14, "Prefill activation
+// memory"), CPU time per prefill token of the 1b Q4_K file: 256 rows +0–2.5%, 128 rows +6–9%.
+constexpr int kMlpRows = 256;
+// Scratch buffers a forward of this many tokens needs stay allocated between calls (the server
+// prefills in 512-token chunks); larger ones are released after the op that grew them.
+constexpr int kRetainTokens = 512;
 
 enum ScratchBuffer { kTokens, kPositions, kSlots, kTables, kTokenSeq, kTokenLen, kStatRow, kX, kH, kQkv, kAttn, kTmp, kGateUp, kAct, kLogitRows, kLogitX, kLogits, kStats, kStatChunkOf, kKeepRows, kDstSlots, kDstPositions, kScratchCount };
 
@@ -73,6 +85,14 @@ Model::Model(const std::string& dir, Backend* backend, int num_blocks, int block
   for (auto& layer : layers_)
     for (Matrix* m : {layer.qkv, layer.o, layer.gate_up, layer.down}) backend_->prepare_linear(m);
   if (std::string(backend_->name()) != "cpu") fused_.clear();
+  mlp_rows_ = kMlpRows;
+  if (const char* rows = std::getenv("CTXR_MLP_ROWS")) mlp_rows_ = std::max(0, std::atoi(rows));
+  {
+    const size_t widest = std::max<size_t>(static_cast<size_t>(c.heads + 2 * c.kv_heads) * c.head_dim, c.hidden);
+    const size_t tile = mlp_rows_ > 0 ? std::min(mlp_rows_, kRetainTokens) : kRetainTokens;
+    // buffer() grows by half again at least: room for that.
+    retain_bytes_ = std::max<size_t>(kRetainTokens * widest * 4, tile * 2 * c.intermediate * 4) * 3 / 2;
+  }
   weights_->loaded(weights_in_place_);
   size_t most = 0;
   for (const auto& [name, elements] : matrix_elements_)
@@ -164,6 +184,17 @@ void* Model::buffer(int which, size_t bytes) {
     s.p = backend_->alloc(s.bytes);
   }
   return s.p;
+}
+
+void Model::trim_scratch() {
+  bool released = false;
+  for (Scratch& s : scratch_)
+    if (s.bytes > retain_bytes_) {
+      backend_->release(s.p);
+      s = Scratch{};
+      released = true;
+    }
+  if (released) backend_->trim();
 }
 
 void Model::sync() {
@@ -271,7 +302,14 @@ bool mark_stopped(const SequenceStep& s, int len, const std::vector<int>& focuse
 
 }  // namespace
 
+// Trims the scratch buffers when the op that declares it returns (or throws).
+struct Model::TrimOnReturn {
+  Model* model;
+  ~TrimOnReturn() { model->trim_scratch(); }
+};
+
 ForwardResult Model::forward(const std::vector<SequenceStep>& steps, const ForwardFlags& flags) {
+  TrimOnReturn trim{this};
   const ModelConfig& c = config_;
   const bool with_stats = flags.stats;
   int n = 0, max_blocks = 1, max_len = 0, n_logits = 0;
@@ -367,8 +405,12 @@ ForwardResult Model::forward(const std::vector<SequenceStep>& steps, const Forwa
   auto* qkv = static_cast<float*>(buffer(kQkv, static_cast<size_t>(n) * qkv_width * 4));
   auto* attn = static_cast<float*>(buffer(kAttn, static_cast<size_t>(n) * q_width * 4));
   auto* tmp = static_cast<float*>(buffer(kTmp, static_cast<size_t>(n) * c.hidden * 4));
-  auto* gate_up = static_cast<float*>(buffer(kGateUp, static_cast<size_t>(n) * 2 * c.intermediate * 4));
-  auto* act = static_cast<float*>(buffer(kAct, static_cast<size_t>(n) * c.intermediate * 4));
+  // MLP tiles: as many as rows / mlp_rows_ rounded up, of equal size (none much smaller than the
+  // others: a tile of ≤ 16 rows would take the decode kernels, which sum in another order).
+  const int mlp_tiles = mlp_rows_ > 0 ? (n + mlp_rows_ - 1) / mlp_rows_ : 1;
+  const int mlp_rows = (n + mlp_tiles - 1) / mlp_tiles;
+  auto* gate_up = static_cast<float*>(buffer(kGateUp, static_cast<size_t>(mlp_rows) * 2 * c.intermediate * 4));
+  auto* act = static_cast<float*>(buffer(kAct, static_cast<size_t>(mlp_rows) * c.intermediate * 4));
 
   // Drops the tokens that stopped from the batch: their hidden rows and per-token arrays.
   int m = n;
@@ -446,11 +488,19 @@ ForwardResult Model::forward(const std::vector<SequenceStep>& steps, const Forwa
     bool any_stopped = with_stats && layer_stats(l);
     linear(attn, m, layer.o, c.hidden, q_width, nullptr, tmp);
     backend_->add(x, tmp, static_cast<size_t>(m) * c.hidden);
-    backend_->rms_norm(x, layer.mlp_norm, static_cast<float>(c.rms_norm_eps), m, c.hidden, h);
-    linear(h, m, layer.gate_up, 2 * c.intermediate, c.hidden, nullptr, gate_up);
-    backend_->silu_mul(gate_up, m, c.intermediate, act);
-    linear(act, m, layer.down, c.hidden, c.intermediate, nullptr, tmp);
-    backend_->add(x, tmp, static_cast<size_t>(m) * c.hidden);
+    // Every op of the MLP is row by row: tiles give the rows of the whole-batch pass, bit for bit.
+    const int tiles = (m + mlp_rows - 1) / mlp_rows;
+    for (int t = 0; t < tiles; t++) {
+      const int r0 = static_cast<int>(static_cast<int64_t>(m) * t / tiles), rows = static_cast<int>(static_cast<int64_t>(m) * (t + 1) / tiles) - r0;
+      float* xt = x + static_cast<size_t>(r0) * c.hidden;
+      float* ht = h + static_cast<size_t>(r0) * c.hidden;
+      float* tt = tmp + static_cast<size_t>(r0) * c.hidden;
+      backend_->rms_norm(xt, layer.mlp_norm, static_cast<float>(c.rms_norm_eps), rows, c.hidden, ht);
+      linear(ht, rows, layer.gate_up, 2 * c.intermediate, c.hidden, nullptr, gate_up);
+      backend_->silu_mul(gate_up, rows, c.intermediate, act);
+      linear(act, rows, layer.down, c.hidden, c.intermediate, nullptr, tt);
+      backend_->add(xt, tt, static_cast<size_t>(rows) * c.hidden);
+    }
     if (any_stopped) drop_stopped();
   }
   if (n_logits > 0) {
@@ -498,6 +548,7 @@ ForwardResult Model::forward(const std::vector<SequenceStep>& steps, const Forwa
 }
 
 void Model::export_kv(const std::vector<int32_t>& slots, const std::vector<int32_t>& positions, std::vector<float>& out) {
+  TrimOnReturn trim{this};
   int count = static_cast<int>(slots.size());
   int kv = kv_width();
   size_t per = static_cast<size_t>(count) * kv;
@@ -518,6 +569,7 @@ void Model::export_kv(const std::vector<int32_t>& slots, const std::vector<int32
 }
 
 void Model::import_kv(const std::vector<int32_t>& slots, const std::vector<int32_t>& positions, const float* data) {
+  TrimOnReturn trim{this};
   int count = static_cast<int>(slots.size());
   if (count == 0) return;
   int kv = kv_width();
@@ -543,6 +595,7 @@ constexpr int kSlotPiece = 4096;
 
 void Model::relocate_kv(const std::vector<int32_t>& src, const std::vector<int32_t>& from, const std::vector<int32_t>& dst,
                         const std::vector<int32_t>& to) {
+  TrimOnReturn trim{this};
   const int kv = kv_width(), total = static_cast<int>(src.size());
   for (int first = 0; first < total; first += kSlotPiece) {
     const int count = std::min(kSlotPiece, total - first);
@@ -568,6 +621,7 @@ void Model::relocate_kv(const std::vector<int32_t>& src, const std::vector<int32
 
 std::vector<float> Model::key_means(const std::vector<int32_t>& slots, const std::vector<int32_t>& positions,
                                     const std::vector<int32_t>& group, int groups) {
+  TrimOnReturn trim{this};
   const int kv = kv_width(), total = static_cast<int>(slots.size());
   const size_t width = static_cast<size_t>(config_.layers) * kv;
   std::vector<float> out(static_cast<size_t>(groups) * width, 0.f);

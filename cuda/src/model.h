@@ -137,6 +137,14 @@ class Model {
   };
   std::vector<Scratch> scratch_;
   void* buffer(int which, size_t bytes);
+  // Rows of one MLP tile in forward(): gate|up and its product are [mlp_rows_][..], not [n][..]
+  // (CTXR_MLP_ROWS overrides, 0: the whole batch at once).
+  int mlp_rows_ = 0;
+  // After each op, scratch buffers larger than this are released (a one-off large FORWARD or
+  // EXPORT does not pin its buffers); the size of the largest a kRetainTokens forward needs.
+  size_t retain_bytes_ = 0;
+  void trim_scratch();
+  struct TrimOnReturn;
 
   Matrix* load_matrix(const std::string& name, int rows, int cols);
   Matrix* load_fused(const std::vector<std::string>& names, const std::vector<int>& rows, int cols);

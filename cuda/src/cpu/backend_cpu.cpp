@@ -14,6 +14,9 @@
 #include <mutex>
 #include <stdexcept>
 #include <vector>
+#ifdef __GLIBC__
+#include <malloc.h>  // malloc_trim
+#endif
 
 #include "backend.h"
 #include "cpu/attention_cpu.h"
@@ -67,6 +70,11 @@ class CpuBackend final : public Backend {
     return p;
   }
   void release(void* p) override { std::free(p); }
+  void trim() override {
+#ifdef __GLIBC__
+    malloc_trim(0);
+#endif
+  }
   void to_device(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
   void to_host(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
 

@@ -47,14 +47,14 @@
  *
  * The machine is shared: the load average (os.loadavg) is printed with the results.
  */
-import { spawn, spawnSync, type ChildProcess } from "node:child_process";
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { cpus, loadavg, tmpdir } from "node:os";
-import { join, resolve } from "node:path";
+import { spawnSync } from "node:child_process";
+import { readFileSync, writeFileSync } from "node:fs";
+import { cpus, loadavg } from "node:os";
+import { resolve } from "node:path";
 import { parseArgs } from "node:util";
 import { FAKE_ANSWER } from "../test/helpers/fakeEngine/fakeEngine.ts";
 import { simpleTokenizer } from "../test/helpers/fakeEngine/fakeTokenizer.ts";
-import { freeTcpPort } from "../test/helpers/freeTcpPort.ts";
+import { startRedisServer, type RedisServer } from "../test/helpers/redisServer.ts";
 import { spawnServer, type SpawnedServer } from "../test/server/serverKit.ts";
 import { REPO, median, percentile, progress } from "./benchKit.ts";
 import { userTurnText, type WorkloadTurn } from "./benchPrefixChat.ts";
@@ -94,55 +94,6 @@ if (FSYNC !== "everysec" && FSYNC !== "always") throw new Error("--appendfsync t
 const PARTS = new Set(values.parts!.split(","));
 const WARMUP = 20;
 const INSTANCES = 3;
-
-// ---------------------------------------------------------------------------------------------
-// Redis
-
-interface Redis {
-  url: string;
-  pid(): number | null;
-  kill(): Promise<void>;
-  start(): Promise<void>;
-  stop(): Promise<void>;
-}
-
-async function startRedis(fsync: string): Promise<Redis> {
-  const executable = spawnSync("sh", ["-c", "command -v redis-server"], { encoding: "utf8" }).stdout.trim();
-  if (!executable) throw new Error("redis-server is not installed (apt-get install redis-server)");
-  const dir = mkdtempSync(join(tmpdir(), "ctxr-bench-scale-redis-"));
-  const port = await freeTcpPort();
-  const args = ["--port", String(port), "--bind", "127.0.0.1", "--dir", dir, "--save", "", "--appendonly", "yes", "--appendfsync", fsync];
-  let child: ChildProcess | null = null;
-  const start = async () => {
-    child = spawn(executable, args, { stdio: ["ignore", "ignore", "pipe"] });
-    const deadline = Date.now() + 20_000;
-    for (;;) {
-      if (child.exitCode !== null) throw new Error(`redis-server exited at start (code ${child.exitCode})`);
-      if (spawnSync("redis-cli", ["-p", String(port), "PING"], { encoding: "utf8" }).stdout.trim() === "PONG") return;
-      if (Date.now() > deadline) throw new Error("redis-server did not answer PING within 20 s");
-      await Bun.sleep(20);
-    }
-  };
-  const kill = async () => {
-    const running = child;
-    child = null;
-    if (running === null || running.exitCode !== null) return;
-    const exited = new Promise<void>((done) => running.once("exit", () => done()));
-    running.kill("SIGKILL");
-    await exited;
-  };
-  await start();
-  return {
-    url: `redis://127.0.0.1:${port}`,
-    pid: () => (child as ChildProcess | null)?.pid ?? null,
-    kill,
-    start,
-    stop: async () => {
-      await kill();
-      rmSync(dir, { recursive: true, force: true });
-    },
-  };
-}
 
 // ---------------------------------------------------------------------------------------------
 // Workload
@@ -337,7 +288,7 @@ interface Config {
   errors: number;
 }
 
-async function startConfig(name: string, count: number, redis: Redis | null, prefix: string, allToFirst = false): Promise<Config> {
+async function startConfig(name: string, count: number, redis: RedisServer | null, prefix: string, allToFirst = false): Promise<Config> {
   const engines = await startFleet();
   const instances = await Promise.all(Array.from({ length: count }, () => startInstance(engines, redis === null ? null : { url: redis.url, prefix })));
   return { name, instances, engines, state: redis !== null, latencies: [], answered: new Array(count).fill(0), allToFirst, perRequest: [], enginePrompt: 0, original: 0, errors: 0 };
@@ -390,7 +341,7 @@ async function sendTo(config: Config, request: Request, at: number): Promise<voi
   if (++config.answered[index]! > WARMUP) config.latencies.push(reply.ms);
 }
 
-async function compare(redis: Redis): Promise<{ reps: ConfigResult[][]; loads: number[][]; threePerRequest: number[] }> {
+async function compare(redis: RedisServer): Promise<{ reps: ConfigResult[][]; loads: number[][]; threePerRequest: number[] }> {
   const requests = workload("rounds");
   const reps: ConfigResult[][] = [];
   const loads: number[][] = [];
@@ -414,7 +365,7 @@ async function compare(redis: Redis): Promise<{ reps: ConfigResult[][]; loads: n
   return { reps, loads, threePerRequest };
 }
 
-async function backToBack(redis: Redis): Promise<ConfigResult[]> {
+async function backToBack(redis: RedisServer): Promise<ConfigResult[]> {
   // Back to back: a conversation's next turn the moment the previous one is answered.
   const b2b = workload("conversation");
   const configs = [await startConfig("1 instance, --state", 1, redis, "bench:b2b:one"), await startConfig("3 instances, --state", INSTANCES, redis, "bench:b2b:three")];
@@ -558,7 +509,7 @@ function watch(instances: () => Instance[], started: number): { timeline: Timeli
   };
 }
 
-async function outage(redis: Redis) {
+async function outage(redis: RedisServer) {
   const requests = workload("rounds");
   const engines = await startFleet();
   const prefix = "bench:outage";
@@ -635,7 +586,7 @@ async function outage(redis: Redis) {
   };
 }
 
-async function killInstance(redis: Redis) {
+async function killInstance(redis: RedisServer) {
   const requests = workload("rounds");
   const engines = await startFleet();
   const prefix = "bench:kill";
@@ -702,7 +653,7 @@ const lines: string[] = [
   "",
 ];
 const summary: Record<string, unknown> = { command, conversations: CONVERSATIONS, turns: TURNS, seed: SEED, appendfsync: FSYNC, loadStart: loadavg() };
-const redis = await startRedis(FSYNC);
+const redis = await startRedisServer({ appendOnly: true, appendFsync: FSYNC });
 let reference: Held | null = null;
 const savings = (c: ConfigResult) => 1 - c.forwarded / c.received;
 const engineSavings = (c: ConfigResult) => 1 - c.enginePrompt / c.original;

@@ -14,10 +14,13 @@
 #include "cpu/quant_dot.h"
 #include "halfs.h"
 #include "quant.h"
+#include "cpu_test_inputs.h"
 #include "runner_test.h"
 #include "safetensors.h"
 
 using namespace ctxr;
+using ctxr_test::isas;
+using ctxr_test::random_vector;
 
 namespace {
 
@@ -34,19 +37,6 @@ std::vector<uint16_t> random_halves(size_t n, DType t, std::mt19937& rng) {
   std::normal_distribution<float> normal(0.f, 0.5f);
   std::vector<uint16_t> v(n);
   for (auto& h : v) h = to_half(normal(rng), t);
-  return v;
-}
-
-std::vector<float> random_floats(size_t n, std::mt19937& rng) {
-  std::normal_distribution<float> normal(0.f, 1.f);
-  std::vector<float> v(n);
-  for (auto& x : v) x = normal(rng);
-  return v;
-}
-
-std::vector<CpuIsa> isas() {
-  std::vector<CpuIsa> v = {CpuIsa::Avx2};
-  if (cpu_has_avx512_vnni()) v.push_back(CpuIsa::Avx512Vnni);
   return v;
 }
 
@@ -118,9 +108,9 @@ RUNNER_TEST(half, linear_matches_reference) {
       for (int rows : {3, 37}) {
         if (rows < static_cast<int>(layout.size())) continue;
         const TestMatrix t = make_matrix(layout, rows, cols, rng);
-        const std::vector<float> bias = random_floats(rows, rng);
+        const std::vector<float> bias = random_vector(rows, rng);
         for (int n : {1, 3, 16, 17, 100}) {
-          const std::vector<float> x = random_floats(static_cast<size_t>(n) * cols, rng);
+          const std::vector<float> x = random_vector(static_cast<size_t>(n) * cols, rng);
           for (int path : {1, 2})
             for (CpuIsa isa : isas())
               for (int threads : {1, 2}) {
@@ -150,7 +140,7 @@ RUNNER_TEST(half, llama_shapes) {
   for (const Shape& s : shapes) {
     const TestMatrix t = make_matrix(s.layout, s.rows, s.cols, rng);
     for (int n : {1, 2, 15, 16, 17, 40}) {
-      const std::vector<float> x = random_floats(static_cast<size_t>(n) * s.cols, rng);
+      const std::vector<float> x = random_vector(static_cast<size_t>(n) * s.cols, rng);
       for (int path : {0, 1, 2})
         for (CpuIsa isa : isas()) {
           std::vector<float> y(static_cast<size_t>(n) * s.rows, NAN);
@@ -182,7 +172,7 @@ RUNNER_TEST(half, backend_in_place) {
     for (int i = 0; i < 4; i++)
       for (int c = 0; c < cols; c++) CHECK_EQ(out[i * cols + c], table.wide[static_cast<size_t>(tokens[i]) * cols + c]);
     for (int n : {1, 17}) {
-      const std::vector<float> x = random_floats(static_cast<size_t>(n) * cols, rng);
+      const std::vector<float> x = random_vector(static_cast<size_t>(n) * cols, rng);
       std::vector<float> y(static_cast<size_t>(n) * 50);
       backend->linear(x.data(), n, m, nullptr, y.data());
       check_against_reference(table, x, n, nullptr, y, std::string("backend ") + dtype_name(dt));
@@ -195,9 +185,9 @@ RUNNER_TEST(half, backend_in_place) {
   for (const HalfRows& p : fused.m.parts) parts.push_back({p.dtype, p.rows, p.data});
   Matrix* m = backend->matrix_parts(nullptr, parts, cols);
   backend->prepare_linear(m);
-  const std::vector<float> bias = random_floats(24, rng);
+  const std::vector<float> bias = random_vector(24, rng);
   for (int n : {1, 3, 100}) {
-    const std::vector<float> x = random_floats(static_cast<size_t>(n) * cols, rng);
+    const std::vector<float> x = random_vector(static_cast<size_t>(n) * cols, rng);
     std::vector<float> y(static_cast<size_t>(n) * 24);
     backend->linear(x.data(), n, m, bias.data(), y.data());
     check_against_reference(fused, x, n, bias.data(), y, "backend fused");

@@ -11,10 +11,13 @@
 #include "cpu/quant_linear.h"
 #include "halfs.h"
 #include "quant.h"
+#include "cpu_test_inputs.h"
 #include "runner_test.h"
 #include "safetensors.h"
 
 using namespace ctxr;
+using ctxr_test::isas;
+using ctxr_test::random_vector;
 
 namespace {
 
@@ -45,19 +48,6 @@ std::vector<uint8_t> offsets_row(DType t, std::vector<uint8_t> row) {
     if (t == DType::Q6_K) std::memset(&row[at], 0, 192);
   }
   return row;
-}
-
-std::vector<float> random_vector(size_t n, std::mt19937& rng, float spread = 1.f) {
-  std::normal_distribution<float> normal(0.f, spread);
-  std::vector<float> v(n);
-  for (auto& x : v) x = normal(rng);
-  return v;
-}
-
-std::vector<CpuIsa> isas() {
-  std::vector<CpuIsa> v = {CpuIsa::Avx2};
-  if (cpu_has_avx512_vnni()) v.push_back(CpuIsa::Avx512Vnni);
-  return v;
 }
 
 }  // namespace

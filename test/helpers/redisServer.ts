@@ -27,11 +27,18 @@ export function redisServerPath(): string {
   return found;
 }
 
-export async function startRedisServer(options: { appendOnly?: boolean } = {}): Promise<RedisServer> {
+export interface RedisServerOptions {
+  /** AOF persistence (default off: a killed server comes back empty). */
+  appendOnly?: boolean;
+  /** With appendOnly: when the AOF is fsync'd (default always). */
+  appendFsync?: "always" | "everysec";
+}
+
+export async function startRedisServer(options: RedisServerOptions = {}): Promise<RedisServer> {
   const executable = redisServerPath();
   const dir = mkdtempSync(join(tmpdir(), "ctxr-redis-"));
   const port = await freeTcpPort();
-  const args = ["--port", String(port), "--bind", "127.0.0.1", "--dir", dir, "--save", "", "--appendonly", options.appendOnly ? "yes" : "no", "--appendfsync", "always"];
+  const args = ["--port", String(port), "--bind", "127.0.0.1", "--dir", dir, "--save", "", "--appendonly", options.appendOnly ? "yes" : "no", "--appendfsync", options.appendFsync ?? "always"];
   let child: ChildProcess | null = null;
 
   const cli = (...command: string[]): string => {

@@ -19,6 +19,17 @@ namespace ctxr {
 
 namespace {
 
+// A Q4_K super-block's eight 6-bit sub-block scales and mins, widened to floats.
+inline void q4k_scales_and_mins(const BlockQ4_K& blk, __m256& sc, __m256& mn) {
+  uint32_t u[3];
+  std::memcpy(u, blk.scales, 12);
+  const uint32_t sc_lo = u[0] & 0x3f3f3f3f, m_lo = u[1] & 0x3f3f3f3f;
+  const uint32_t sc_hi = (u[2] & 0x0f0f0f0f) | (((u[0] >> 6) & 0x03030303) << 4);
+  const uint32_t m_hi = ((u[2] >> 4) & 0x0f0f0f0f) | (((u[1] >> 6) & 0x03030303) << 4);
+  sc = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_set_epi32(0, 0, static_cast<int>(sc_hi), static_cast<int>(sc_lo))));
+  mn = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_set_epi32(0, 0, static_cast<int>(m_hi), static_cast<int>(m_lo))));
+}
+
 CTXR_AVX512 inline __m512i load2(const void* lo, const void* hi) {
   return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256(static_cast<const __m256i*>(lo))),
                             _mm256_loadu_si256(static_cast<const __m256i*>(hi)), 1);
@@ -106,13 +117,8 @@ CTXR_AVX512 float dot_q4_k_aux(const void* wv, const ActBlock* a, const float* a
                              _mm512_set_epi32(5, 5, 5, 5, 5, 5, 5, 5, 4, 4, 4, 4, 4, 4, 4, 4), _mm512_set_epi32(7, 7, 7, 7, 7, 7, 7, 7, 6, 6, 6, 6, 6, 6, 6, 6)};
   for (int sb = 0; sb < nb / 8; sb++, a += 8, ad += 8, adsum16 += 16) {
     const BlockQ4_K& blk = w[sb];
-    uint32_t u[3];
-    std::memcpy(u, blk.scales, 12);
-    const uint32_t sc_lo = u[0] & 0x3f3f3f3f, m_lo = u[1] & 0x3f3f3f3f;
-    const uint32_t sc_hi = (u[2] & 0x0f0f0f0f) | (((u[0] >> 6) & 0x03030303) << 4);
-    const uint32_t m_hi = ((u[2] >> 4) & 0x0f0f0f0f) | (((u[1] >> 6) & 0x03030303) << 4);
-    const __m256 sc = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_set_epi32(0, 0, static_cast<int>(sc_hi), static_cast<int>(sc_lo))));
-    const __m256 mn = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_set_epi32(0, 0, static_cast<int>(m_hi), static_cast<int>(m_lo))));
+    __m256 sc, mn;
+    q4k_scales_and_mins(blk, sc, mn);
     const __m256 f = _mm256_mul_ps(_mm256_mul_ps(sc, _mm256_set1_ps(_cvtsh_ss(blk.d))), _mm256_loadu_ps(ad));
     // Sub-block j's min against both 16-element sums of activation block j.
     mins = _mm512_fmadd_ps(_mm512_permutexvar_ps(dup, _mm512_castps256_ps512(_mm256_mul_ps(mn, _mm256_set1_ps(_cvtsh_ss(blk.dmin))))), _mm512_loadu_ps(adsum16), mins);
@@ -238,13 +244,8 @@ CTXR_AVX512 void dot_q4_k_rows(const uint8_t* w0, size_t row_bytes, const ActBlo
 #pragma GCC unroll 4
     for (int r = 0; r < kRows; r++) {
       const BlockQ4_K& blk = w[r][sb];
-      uint32_t u[3];
-      std::memcpy(u, blk.scales, 12);
-      const uint32_t sc_lo = u[0] & 0x3f3f3f3f, m_lo = u[1] & 0x3f3f3f3f;
-      const uint32_t sc_hi = (u[2] & 0x0f0f0f0f) | (((u[0] >> 6) & 0x03030303) << 4);
-      const uint32_t m_hi = ((u[2] >> 4) & 0x0f0f0f0f) | (((u[1] >> 6) & 0x03030303) << 4);
-      const __m256 sc = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_set_epi32(0, 0, static_cast<int>(sc_hi), static_cast<int>(sc_lo))));
-      const __m256 mn = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_set_epi32(0, 0, static_cast<int>(m_hi), static_cast<int>(m_lo))));
+      __m256 sc, mn;
+      q4k_scales_and_mins(blk, sc, mn);
       f512[r] = _mm512_castps256_ps512(_mm256_mul_ps(_mm256_mul_ps(sc, _mm256_set1_ps(_cvtsh_ss(blk.d))), adv));
       mins[r] = _mm512_fmadd_ps(_mm512_permutexvar_ps(dup, _mm512_castps256_ps512(_mm256_mul_ps(mn, _mm256_set1_ps(_cvtsh_ss(blk.dmin))))), sums, mins[r]);
     }

@@ -30,6 +30,17 @@ inline void q4k_scales_and_mins(const BlockQ4_K& blk, __m256& sc, __m256& mn) {
   mn = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_set_epi32(0, 0, static_cast<int>(m_hi), static_cast<int>(m_lo))));
 }
 
+// Half h (128 values) of a Q6_K super-block as unsigned 6-bit values in bytes: q0..q3 each hold 32.
+inline void q6k_half_values(const BlockQ6_K& blk, int h, __m256i m4, __m256i m3, __m256i& q0, __m256i& q1, __m256i& q2, __m256i& q3) {
+  const __m256i l0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.ql + 64 * h));
+  const __m256i l1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.ql + 64 * h + 32));
+  const __m256i hb = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.qh + 32 * h));
+  q0 = _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_slli_epi16(_mm256_and_si256(hb, m3), 4));
+  q1 = _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 2), m3), 4));
+  q2 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 4), m3), 4));
+  q3 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4), _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 6), m3), 4));
+}
+
 CTXR_AVX512 inline __m512i load2(const void* lo, const void* hi) {
   return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256(static_cast<const __m256i*>(lo))),
                             _mm256_loadu_si256(static_cast<const __m256i*>(hi)), 1);
@@ -152,13 +163,8 @@ CTXR_AVX512 float dot_q6_k_aux(const void* wv, const ActBlock* a, const float* a
     const __m512 f = _mm512_mul_ps(sd, _mm512_permutexvar_ps(dup, _mm512_castps256_ps512(_mm256_loadu_ps(ad))));
     offset = _mm512_fmadd_ps(sd, _mm512_loadu_ps(adsum16), offset);
     for (int h = 0; h < 2; h++) {
-      const __m256i l0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.ql + 64 * h));
-      const __m256i l1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.ql + 64 * h + 32));
-      const __m256i hb = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.qh + 32 * h));
-      const __m256i q0 = _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_slli_epi16(_mm256_and_si256(hb, m3), 4));
-      const __m256i q1 = _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 2), m3), 4));
-      const __m256i q2 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 4), m3), 4));
-      const __m256i q3 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4), _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 6), m3), 4));
+      __m256i q0, q1, q2, q3;
+      q6k_half_values(blk, h, m4, m3, q0, q1, q2, q3);
       const ActBlock* ab = a + 4 * h;
       acc = _mm512_fmadd_ps(dot4(_mm512_inserti64x4(_mm512_castsi256_si512(q0), q1, 1), load2(ab[0].q, ab[1].q)), _mm512_permutexvar_ps(spread[2 * h], f), acc);
       acc = _mm512_fmadd_ps(dot4(_mm512_inserti64x4(_mm512_castsi256_si512(q2), q3, 1), load2(ab[2].q, ab[3].q)), _mm512_permutexvar_ps(spread[2 * h + 1], f), acc);
@@ -176,13 +182,8 @@ CTXR_AVX512 float dot_q6_k(const void* wv, const ActBlock* a, int nb) {
     const BlockQ6_K& blk = w[sb];
     const float d = _cvtsh_ss(blk.d);
     for (int h = 0; h < 2; h++) {
-      const __m256i l0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.ql + 64 * h));
-      const __m256i l1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.ql + 64 * h + 32));
-      const __m256i hb = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.qh + 32 * h));
-      const __m256i q0 = _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_slli_epi16(_mm256_and_si256(hb, m3), 4));
-      const __m256i q1 = _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 2), m3), 4));
-      const __m256i q2 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 4), m3), 4));
-      const __m256i q3 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4), _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 6), m3), 4));
+      __m256i q0, q1, q2, q3;
+      q6k_half_values(blk, h, m4, m3, q0, q1, q2, q3);
       const int8_t* sc = blk.scales + 8 * h;
       const ActBlock* ab = a + 8 * sb + 4 * h;
       // Groups (0,1) and (2,3) per register; int32 lanes 4j..4j+3 of a group hold elements
@@ -289,13 +290,8 @@ CTXR_AVX512 void dot_q6_k_rows(const uint8_t* w0, size_t row_bytes, const ActBlo
 #pragma GCC unroll 4
       for (int r = 0; r < kRows; r++) {
         const BlockQ6_K& blk = w[r][sb];
-        const __m256i l0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.ql + 64 * h));
-        const __m256i l1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.ql + 64 * h + 32));
-        const __m256i hb = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.qh + 32 * h));
-        const __m256i q0 = _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_slli_epi16(_mm256_and_si256(hb, m3), 4));
-        const __m256i q1 = _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 2), m3), 4));
-        const __m256i q2 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 4), m3), 4));
-        const __m256i q3 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4), _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 6), m3), 4));
+        __m256i q0, q1, q2, q3;
+        q6k_half_values(blk, h, m4, m3, q0, q1, q2, q3);
         acc[r] = _mm512_fmadd_ps(dot4(_mm512_inserti64x4(_mm512_castsi256_si512(q0), q1, 1), a01), _mm512_permutexvar_ps(spread[2 * h], f[r]), acc[r]);
         acc[r] = _mm512_fmadd_ps(dot4(_mm512_inserti64x4(_mm512_castsi256_si512(q2), q3, 1), a23), _mm512_permutexvar_ps(spread[2 * h + 1], f[r]), acc[r]);
       }

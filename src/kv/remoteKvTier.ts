@@ -32,6 +32,7 @@ import { createHash } from "node:crypto";
 import type { KvData } from "../runner/runnerProtocol.ts";
 import { DEFAULT_KV_PAGE_SIZE, KvCacheFileError, decodeKvCacheFile, encodeKvCacheFile } from "./kvCacheFile.ts";
 import type { RedisUrl } from "../state/redisUrl.ts";
+import { withinMs } from "../state/timeLimit.ts";
 
 /** --kv-remote-bytes by default. */
 export const DEFAULT_REMOTE_KV_BYTES = 4 * 2 ** 30;
@@ -474,10 +475,6 @@ export class RemoteKvTier {
   }
 
   private limited<T>(ms: number, operation: () => Promise<T>): Promise<T> {
-    let timer: ReturnType<typeof setTimeout> | undefined;
-    const timeout = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(new RemoteTimeoutError(`no answer within ${ms} ms`)), ms);
-    });
-    return Promise.race([operation(), timeout]).finally(() => clearTimeout(timer));
+    return withinMs(operation(), ms, () => new RemoteTimeoutError(`no answer within ${ms} ms`));
   }
 }

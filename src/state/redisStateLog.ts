@@ -7,6 +7,7 @@
  */
 import type { RedisUrl } from "./redisUrl.ts";
 import type { SharedChange } from "./sharedChange.ts";
+import { withinMs } from "./timeLimit.ts";
 
 /** One append: an instance's batches `first..n` (consecutive numbers), their changes in order. */
 export interface LogEntry {
@@ -125,18 +126,10 @@ export class RedisStateLog {
   /** A command on `client` that must answer within `ms` (a hung server counts as unreachable: the connection is dropped). */
   private async command<T>(client: Bun.RedisClient, ms: number, name: string, args: string[]): Promise<T> {
     await this.ensureConnected(client);
-    let timer: ReturnType<typeof setTimeout> | undefined;
-    const timeout = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => {
-        client.close();
-        reject(new Error(`Redis did not answer ${name} within ${ms} ms`));
-      }, ms);
-    });
-    try {
-      return (await Promise.race([client.send(name, args), timeout])) as T;
-    } finally {
-      clearTimeout(timer);
-    }
+    return (await withinMs(client.send(name, args), ms, () => {
+      client.close();
+      return new Error(`Redis did not answer ${name} within ${ms} ms`);
+    })) as T;
   }
 }
 

@@ -56,6 +56,8 @@ const RETRY_MS = 250;
 const TAIL_BLOCK_MS = 1_000;
 const GAP_CHECK_MS = 5_000;
 const PAGE = 2_000;
+/** How long shutdown waits for queued changes to reach Redis. */
+const CLOSE_WAIT_MS = 5_000;
 
 export class SharedState implements ChangeSink {
   readonly shared = true;
@@ -175,8 +177,8 @@ export class SharedState implements ChangeSink {
 
   async close(): Promise<void> {
     this.seal();
-    const deadline = Date.now() + 5_000;
-    while (this.unsent.length > 0 && this.writeError === null && Date.now() < deadline) await Bun.sleep(5);
+    // flush() settles once everything is appended (or an append failed); not worth waiting for while Redis is away.
+    if (this.writeError === null) await Promise.race([this.flush(), Bun.sleep(CLOSE_WAIT_MS)]);
     if (this.unsent.length > 0) this.log(`ctxr serve: ${this.unsent.length} change batches were not written to the shared state before shutdown\n`);
     this.closed = true;
     if (this.retryTimer !== null) clearTimeout(this.retryTimer);

@@ -51,6 +51,10 @@ export interface EngineOptions {
   prefillChunk?: number;
   /** Most sequences running together (default 64). */
   maxBatch?: number;
+  /** Most requests waiting for admission (--max-waiting-requests; default DEFAULT_MAX_WAITING); beyond, QueueFullError. */
+  maxWaitingRequests?: number;
+  /** Every request's deadline in ms (--request-timeout; default none): past it the request is cancelled. */
+  requestTimeoutMs?: number | null;
   /** Runner stderr and engine events (default: dropped). */
   log?: (line: string) => void;
   /** KV-managed generation: default recompute policy and ratio (prophet, 0.2). */
@@ -174,6 +178,8 @@ export class GenerationEngine {
     const scheduler = new GenerationScheduler(runner, tokenizer, {
       prefillChunk: options.prefillChunk,
       maxBatch: options.maxBatch,
+      maxWaiting: options.maxWaitingRequests,
+      requestTimeoutMs: options.requestTimeoutMs ?? null,
       log,
       chunkCache,
       kvPolicy: options.kvPolicy,
@@ -282,10 +288,13 @@ export class GenerationEngine {
     metric("ctxr_generation_requests_finished_total", "counter", "Generation requests completed.", stats.finished);
     metric("ctxr_generation_requests_failed_total", "counter", "Generation requests failed (runner crash, shutdown).", stats.failed);
     metric("ctxr_generation_requests_cancelled_total", "counter", "Generation requests cancelled (client gone).", stats.cancelled);
+    metric("ctxr_generation_requests_timed_out_total", "counter", "Generation requests cancelled at their deadline (ctxr.deadline_ms, --request-timeout).", stats.timedOut);
+    metric("ctxr_generation_requests_rejected_total", "counter", "Generation requests refused with 429 because --max-waiting-requests were waiting.", stats.rejected);
     metric("ctxr_generation_preemptions_total", "counter", "Sequences preempted for lack of KV blocks.", stats.preemptions);
     metric("ctxr_generation_runner_restarts_total", "counter", "Model runner restarts.", stats.runnerRestarts);
     metric("ctxr_generation_running", "gauge", "Sequences in the running batch.", stats.running);
     metric("ctxr_generation_waiting", "gauge", "Requests waiting for admission.", stats.waiting);
+    metric("ctxr_generation_max_waiting", "gauge", "Requests that may wait for admission (--max-waiting-requests).", stats.maxWaiting);
     metric("ctxr_generation_kv_blocks_used", "gauge", "KV-cache blocks allocated.", stats.kvBlocksUsed);
     metric("ctxr_generation_kv_blocks_total", "gauge", "KV-cache blocks.", stats.kvBlocksTotal);
     metric("ctxr_prefix_cache_blocks", "gauge", "KV blocks the automatic prefix cache holds (part of kv_blocks_used).", stats.kvBlocksPrefixCached);

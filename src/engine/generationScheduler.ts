@@ -19,7 +19,10 @@
  *
  * When the runner crashes, every running request fails with the crash error, the
  * runner is restarted and the queue carries on. Prompts longer than the model or
- * the cache can hold are refused when submitted.
+ * the cache can hold are refused when submitted, and so is any request while
+ * `maxWaiting` requests wait (QueueFullError). A request with a deadline that has
+ * not finished by then is cancelled (DeadlineExceededError; its blocks are freed
+ * at the next step).
  */
 import type { RunnerInfo, ForwardResult, ForwardRequest, ForwardSequence } from "../runner/runnerProtocol.ts";
 import { RunnerCrashedError } from "../runner/runnerProcess.ts";
@@ -93,6 +96,8 @@ export interface GenerationRequest {
   recomputeRatio?: number;
   /** Sparse decode (CHESS): the share of the KV each decode step reads, (0, 1]; null or 1: all of it. */
   kvBudget?: number | null;
+  /** Cancel the request if it has not finished this many ms after submission (the scheduler's requestTimeoutMs caps it). */
+  deadlineMs?: number;
 }
 
 /** What happened to a request's prompt and KV (usage.ctxr). */
@@ -102,6 +107,8 @@ export interface CtxrUsage extends Partial<ManagedPrefillUsage> {
   prompt_tokens_recomputed: number;
   prompt_tokens_computed: number;
   ttft_ms: number;
+  /** Submission to first admission (time spent waiting in the queue). */
+  queue_ms: number;
   /** Sparse decode: steps decoded from a page subset, and selections made. */
   sparse_decode_steps?: number;
   sparse_reconstructions?: number;
@@ -154,6 +161,35 @@ export class GenerationFailedError extends Error {
   }
 }
 
+/** The waiting queue holds `limit` requests already; `retryAfterSeconds`: a guess at when to try again. */
+export class QueueFullError extends Error {
+  constructor(
+    readonly limit: number,
+    readonly retryAfterSeconds: number,
+  ) {
+    super(`${limit} requests are already waiting for the engine, the most that may wait`);
+    this.name = "QueueFullError";
+  }
+}
+
+/**
+ * A request that had not finished by its deadline (it was cancelled); `field` names where the
+ * deadline came from: "ctxr.deadline_ms" (the request's), or "" (the server's request timeout).
+ */
+export class DeadlineExceededError extends Error {
+  constructor(
+    readonly deadlineMs: number,
+    readonly field: string,
+    progress: string,
+  ) {
+    super(`the request did not finish within its deadline of ${deadlineMs} ms (${field === "" ? "the server's request timeout" : field}) and was cancelled; ${progress}`);
+    this.name = "DeadlineExceededError";
+  }
+}
+
+/** Requests that may wait for admission at once (SchedulerOptions.maxWaiting). */
+export const DEFAULT_MAX_WAITING = 256;
+
 /** The scheduler was closed. */
 export class SchedulerClosedError extends Error {
   constructor() {
@@ -197,6 +233,10 @@ export interface SchedulerOptions {
   sparseTrigger?: UncertaintyTriggerOptions;
   /** Told each request's latencies as they happen (Prometheus histograms). */
   latency?: LatencyObserver;
+  /** Requests (each choice counts) that may wait for admission; beyond, submit throws QueueFullError (default DEFAULT_MAX_WAITING). */
+  maxWaiting?: number;
+  /** Every request's deadline in ms after submission (default none); a request's own deadlineMs may only be shorter. */
+  requestTimeoutMs?: number | null;
 }
 
 /** Request latencies in seconds, as vLLM's histograms name them. */
@@ -228,10 +268,15 @@ export interface SchedulerStats {
   finished: number;
   failed: number;
   cancelled: number;
+  /** Requests cancelled at their deadline, and refused because the waiting queue was full. */
+  timedOut: number;
+  rejected: number;
   preemptions: number;
   runnerRestarts: number;
   running: number;
   waiting: number;
+  /** The most requests that may wait. */
+  maxWaiting: number;
   kvBlocksUsed: number;
   kvBlocksTotal: number;
   /** Tokens a KV block holds. */
@@ -298,6 +343,10 @@ class Sequence {
   readonly events = new EventQueue<GenerationEvent>();
   generated = 0;
   cancelled = false;
+  /** Cancelled at its deadline (cancelled too). */
+  expired = false;
+  /** The deadline's timer, until the sequence ends. */
+  deadlineTimer: ReturnType<typeof setTimeout> | null = null;
   done = false;
   admitted = 0;
   readonly submittedAt = performance.now();
@@ -364,6 +413,7 @@ class Sequence {
       prompt_tokens_computed: this.promptLength - this.prefixCachedTokens,
       ...(this.usage ?? {}),
       ttft_ms: Math.round((this.ttftMs ?? 0) * 1000) / 1000,
+      queue_ms: Math.round(((this.firstAdmittedAt ?? this.submittedAt) - this.submittedAt) * 1000) / 1000,
     };
     if (this.sparse !== null) {
       usage.sparse_decode_steps = this.sparse.sparseSteps;
@@ -450,6 +500,9 @@ export class GenerationScheduler {
   private readonly tableOwner = new WeakMap<KvBlockTable, Sequence>();
   private readonly prefillChunk: number;
   private readonly maxBatch: number;
+  private readonly maxWaiting: number;
+  /** Queue time of recent admissions, ms (an exponential moving average): what Retry-After is guessed from. */
+  private recentQueueMs = 0;
   private readonly counters = {
     forwards: 0,
     decodeSteps: 0,
@@ -460,6 +513,8 @@ export class GenerationScheduler {
     finished: 0,
     failed: 0,
     cancelled: 0,
+    timedOut: 0,
+    rejected: 0,
     preemptions: 0,
     runnerRestarts: 0,
   };
@@ -471,6 +526,10 @@ export class GenerationScheduler {
   ) {
     this.prefillChunk = options.prefillChunk ?? 512;
     this.maxBatch = options.maxBatch ?? 64;
+    this.maxWaiting = options.maxWaiting ?? DEFAULT_MAX_WAITING;
+    if (!Number.isSafeInteger(this.maxWaiting) || this.maxWaiting < 1) throw new RangeError(`maxWaiting must be a positive integer, got ${this.maxWaiting}`);
+    const timeout = options.requestTimeoutMs ?? null;
+    if (timeout !== null && !(Number.isFinite(timeout) && timeout > 0)) throw new RangeError(`requestTimeoutMs must be a positive number, got ${timeout}`);
     if (!Number.isSafeInteger(this.prefillChunk) || this.prefillChunk < 1) throw new RangeError(`prefillChunk must be a positive integer, got ${this.prefillChunk}`);
     if (!Number.isSafeInteger(this.maxBatch) || this.maxBatch < 1) throw new RangeError(`maxBatch must be a positive integer, got ${this.maxBatch}`);
     this.pool = this.newPool(runner.info);
@@ -670,6 +729,7 @@ export class GenerationScheduler {
       ...this.counters,
       running: this.running.length,
       waiting: this.waiting.length,
+      maxWaiting: this.maxWaiting,
       kvBlocksUsed: this.pool.used,
       kvBlocksTotal: this.pool.totalBlocks,
       blockSize: this.pool.blockSize,
@@ -717,12 +777,54 @@ export class GenerationScheduler {
     if (request.promptLogprobs != null && request.segments !== undefined) throw new PromptTooLongError("prompt logprobs (echo with logprobs) need a plain prompt, not segments", "prompt");
     const budget = request.kvBudget ?? null;
     if (budget !== null && !(budget > 0 && budget <= 1)) throw new PromptTooLongError(`kv_budget must be in (0, 1], got ${budget}`, "prompt");
+    if (request.deadlineMs !== undefined && !(Number.isFinite(request.deadlineMs) && request.deadlineMs > 0)) throw new RangeError(`deadlineMs must be a positive number, got ${request.deadlineMs}`);
+    if (this.waiting.length >= this.maxWaiting) {
+      this.counters.rejected++;
+      throw new QueueFullError(this.maxWaiting, Math.min(60, Math.max(1, Math.ceil(this.recentQueueMs / 1000))));
+    }
     const sequence = new Sequence(request, this.decoder, this.runner.info.block_size, maxTokens);
     if (budget !== null && budget < 1) sequence.sparse = new SparseDecode(this.runner.info, budget, this.options.sparseTrigger);
     const handle = new GenerationHandle(sequence, () => this.onCancel(sequence));
+    this.startDeadline(sequence);
     this.waiting.push(sequence);
     this.kick();
     return handle;
+  }
+
+  /** Arms the sequence's deadline: the shorter of its own and the server's request timeout. */
+  private startDeadline(sequence: Sequence): void {
+    const own = sequence.request.deadlineMs;
+    const server = this.options.requestTimeoutMs ?? null;
+    if (own === undefined && server === null) return;
+    const [deadlineMs, field] = own !== undefined && (server === null || own <= server) ? [own, "ctxr.deadline_ms"] : [server!, ""];
+    sequence.deadlineTimer = setTimeout(() => this.expire(sequence, deadlineMs, field), deadlineMs);
+  }
+
+  private stopDeadline(sequence: Sequence): void {
+    if (sequence.deadlineTimer !== null) clearTimeout(sequence.deadlineTimer);
+    sequence.deadlineTimer = null;
+  }
+
+  /**
+   * The deadline passed: the request fails with DeadlineExceededError at once; a waiting one
+   * leaves the queue, a running one is cancelled and its blocks are freed at the next step.
+   */
+  private expire(sequence: Sequence, deadlineMs: number, field: string): void {
+    sequence.deadlineTimer = null;
+    if (sequence.done || sequence.cancelled) return;
+    const waitedMs = Math.round((sequence.firstAdmittedAt ?? performance.now()) - sequence.submittedAt);
+    const progress = sequence.firstAdmittedAt === null ? `it was still waiting in the queue` : `it waited ${waitedMs} ms in the queue and generated ${sequence.generated} tokens`;
+    const error = new DeadlineExceededError(deadlineMs, field, progress);
+    sequence.expired = true;
+    sequence.cancelled = true;
+    sequence.events.end(error);
+    const at = this.waiting.indexOf(sequence);
+    if (at >= 0) {
+      this.waiting.splice(at, 1);
+      sequence.done = true;
+      sequence.constraint?.dispose();
+      this.counters.timedOut++;
+    }
   }
 
   /** Fails every request and stops the loop (the runner is the owner's to shut down). */
@@ -735,6 +837,7 @@ export class GenerationScheduler {
 
   /** A waiting request that is cancelled leaves the queue at once; a running one at the next step. */
   private onCancel(sequence: Sequence): void {
+    this.stopDeadline(sequence);
     const at = this.waiting.indexOf(sequence);
     if (at >= 0) {
       this.waiting.splice(at, 1);
@@ -834,6 +937,7 @@ export class GenerationScheduler {
 
   private fail(sequence: Sequence, error: Error): void {
     if (sequence.done) return;
+    this.stopDeadline(sequence);
     sequence.done = true;
     sequence.constraint?.dispose();
     this.counters.failed++;
@@ -841,6 +945,7 @@ export class GenerationScheduler {
   }
 
   private finish(sequence: Sequence, reason: FinishReason, finalText: string, tokens: GeneratedToken[]): void {
+    this.stopDeadline(sequence);
     sequence.done = true;
     this.options.latency?.finished((performance.now() - sequence.submittedAt) / 1000);
     sequence.constraint?.dispose();
@@ -871,7 +976,8 @@ export class GenerationScheduler {
         if (sequence.cancelled && !sequence.done) {
           sequence.done = true;
           sequence.constraint?.dispose();
-          this.counters.cancelled++;
+          if (sequence.expired) this.counters.timedOut++;
+          else this.counters.cancelled++;
         }
         this.running.splice(i, 1);
         released.push(sequence.table);
@@ -891,7 +997,9 @@ export class GenerationScheduler {
       candidate.admitted = ++this.admissions;
       if (candidate.firstAdmittedAt === null) {
         candidate.firstAdmittedAt = performance.now();
-        this.options.latency?.queued((candidate.firstAdmittedAt - candidate.submittedAt) / 1000);
+        const queuedMs = candidate.firstAdmittedAt - candidate.submittedAt;
+        this.recentQueueMs += 0.2 * (queuedMs - this.recentQueueMs);
+        this.options.latency?.queued(queuedMs / 1000);
       }
       this.tableOwner.set(candidate.table, candidate);
       this.attachCachedPrefix(candidate);

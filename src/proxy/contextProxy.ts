@@ -16,6 +16,7 @@ import { depthProblem } from "../server/jsonDepth.ts";
 import { DEFAULT_LIMITS } from "../server/limits.ts";
 import { requestIdHeader, setEngineRequestId, type Engine } from "./engineRequestId.ts";
 import { relayBody, relayedResponseHeaders, sendToUpstream, upstreamRequestHeaders } from "./forwarder.ts";
+import { DEFAULT_SSE_KEEP_ALIVE_MS } from "../server/sseKeepAlive.ts";
 import type { HistoryStore } from "./historyStore.ts";
 import { PromptRewriter, type RewriteResult } from "./promptRewriter.ts";
 import { requestShapeProblem } from "./requestShape.ts";
@@ -59,6 +60,8 @@ export interface ProxyOptions {
   maxUpstreamRequests?: number;
   /** A client that reads nothing of an answer for this long is cut off (default 30 000 ms; null: never). */
   clientStallMs?: number | null;
+  /** A relayed event stream whose upstream sent nothing for this long gets a keep-alive comment (default DEFAULT_SSE_KEEP_ALIVE_MS; null: never). */
+  sseKeepAliveMs?: number | null;
   /** Tokenizes forwarded prompts as the engines do (--tokenizer DIR), for routing on their KV events. */
   promptTokenizer?: EnginePromptTokenizer | null;
   /** The engines' KV block size until their events tell it (--block-size; default 16). */
@@ -141,6 +144,7 @@ export class ContextProxy {
   private readonly decoder = new TextDecoder();
   private readonly maxUpstreamRequests: number;
   private readonly clientStallMs: number | null;
+  private readonly sseKeepAliveMs: number | null;
   private refusedBusy = 0;
   /** Tokenizes forwarded prompts as the engines do (--tokenizer), for their cache mirrors. */
   private readonly promptTokenizer: EnginePromptTokenizer | null;
@@ -161,6 +165,7 @@ export class ContextProxy {
     this.engine = options.engine ?? "openai";
     this.maxUpstreamRequests = options.maxUpstreamRequests ?? DEFAULT_MAX_UPSTREAM_REQUESTS;
     this.clientStallMs = options.clientStallMs === undefined ? DEFAULT_CLIENT_STALL_MS : options.clientStallMs;
+    this.sseKeepAliveMs = options.sseKeepAliveMs === undefined ? DEFAULT_SSE_KEEP_ALIVE_MS : options.sseKeepAliveMs;
     this.timeoutMs = options.timeoutMs ?? DEFAULT_UPSTREAM_TIMEOUT_MS;
     const stats = service.stats();
     this.pool = new UpstreamPool(targets, {
@@ -429,6 +434,7 @@ export class ContextProxy {
         scan: accepted && rewrite !== null && decoded ? (eventStream ? "sse" : "json") : null,
         secrets: this.secrets,
         stallMs: this.clientStallMs,
+        sse: eventStream ? { keepAliveMs: this.sseKeepAliveMs } : null,
         onDone: ({ usage, error }) => {
           settle();
           if (usage !== null && usage.cachedTokens !== null) {

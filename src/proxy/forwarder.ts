@@ -12,6 +12,7 @@
  * for `identity` and fetch decodes whatever coding it answers in anyway.
  */
 import { redactText, StreamRedactor } from "./redact.ts";
+import { IdleTicker, SseBoundary } from "../server/sseKeepAlive.ts";
 
 /** Hop-by-hop headers (RFC 9110 §7.6.1) and others a proxy must not pass on (the body is complete: no Expect). */
 const HOP_BY_HOP = new Set(["connection", "keep-alive", "proxy-connection", "proxy-authenticate", "proxy-authorization", "te", "trailer", "transfer-encoding", "upgrade", "host", "content-length", "expect"]);
@@ -199,6 +200,22 @@ export interface RelayOptions {
    * answer cancelled): an answer nobody reads holds its connection and buffers (default: never).
    */
   stallMs?: number | null;
+  /**
+   * The answer is a server-sent event stream: while the upstream sends nothing (queued, prefilling,
+   * paused) a keep-alive comment goes to the client every `keepAliveMs` (null: never), and an
+   * upstream body that breaks off ends the client's stream with an error event and [DONE] instead
+   * of a cut connection.
+   */
+  sse?: { keepAliveMs: number | null } | null;
+}
+
+const encoder = new TextEncoder();
+
+/** The end of a relayed event stream whose upstream broke off: the open event closed, an error event, [DONE]. */
+function brokenStreamEnding(boundary: SseBoundary, error: unknown): Uint8Array {
+  const message = `the upstream's answer broke off: ${error instanceof Error ? error.message : String(error)}`;
+  const event = JSON.stringify({ error: { message, type: "upstream_error", code: 502 } });
+  return encoder.encode(`${boundary.closer()}data: ${event}\n\ndata: [DONE]\n\n`);
 }
 
 /**
@@ -225,7 +242,26 @@ export function relayBody(body: ReadableStream<Uint8Array> | null, options: Rela
     if (stall !== null) clearTimeout(stall);
     stall = null;
   };
+  const sse = options.sse ?? null;
+  const boundary = sse === null ? null : new SseBoundary();
+  let keepAlive: IdleTicker | null = null;
+  const stopKeepAlive = () => keepAlive?.stop();
+  const handOn = (controller: ReadableStreamDefaultController<Uint8Array>, bytes: Uint8Array) => {
+    controller.enqueue(bytes);
+    boundary?.observe(bytes);
+    keepAlive?.wrote();
+  };
   return new ReadableStream<Uint8Array>({
+    start(controller) {
+      if (sse === null || sse.keepAliveMs === null) return;
+      keepAlive = new IdleTicker(sse.keepAliveMs, () => {
+        // Only when the client took everything so far (a client that reads nothing is not kept), and at a line start.
+        const comment = boundary!.keepAlive();
+        if (comment === null || (controller.desiredSize ?? 0) <= 0) return;
+        controller.enqueue(comment);
+        boundary!.observe(comment);
+      });
+    },
     async pull(controller) {
       stopWatching();
       // Loop until something was handed on: a pull that enqueues nothing is not called again.
@@ -234,11 +270,20 @@ export function relayBody(body: ReadableStream<Uint8Array> | null, options: Rela
         try {
           read = await reader.read();
         } catch (error) {
+          stopKeepAlive();
           finish(scanner?.finish() ?? null, error);
-          controller.error(error);
+          if (boundary === null) {
+            controller.error(error);
+            return;
+          }
+          const tail = redactor?.flush();
+          if (tail !== undefined && tail.length > 0) handOn(controller, tail);
+          controller.enqueue(brokenStreamEnding(boundary, error));
+          controller.close();
           return;
         }
         if (read.done) {
+          stopKeepAlive();
           const tail = redactor?.flush();
           if (tail !== undefined && tail.length > 0) controller.enqueue(tail);
           finish(scanner?.finish() ?? null, null);
@@ -248,9 +293,10 @@ export function relayBody(body: ReadableStream<Uint8Array> | null, options: Rela
         scanner?.push(read.value);
         const out = redactor === null ? read.value : redactor.push(read.value);
         if (out.length > 0) {
-          controller.enqueue(out);
+          handOn(controller, out);
           if (stallMs !== null) {
             stall = setTimeout(() => {
+              stopKeepAlive();
               const error = new Error(`the client read nothing for ${stallMs / 1000} s; answer cut off`);
               finish(null, error);
               controller.error(error);
@@ -263,6 +309,7 @@ export function relayBody(body: ReadableStream<Uint8Array> | null, options: Rela
     },
     cancel(reason) {
       stopWatching();
+      stopKeepAlive();
       finish(null, null);
       return reader.cancel(reason);
     },

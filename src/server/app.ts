@@ -41,6 +41,8 @@ export interface AppOptions {
   onProxy?: (proxy: ContextProxy) => void;
   /** With --model: the engine's latency histograms (latencyMetrics.ts), which /metrics adds. */
   latency?: { metrics(): string } | null;
+  /** A streamed answer that wrote nothing for this long writes a keep-alive comment (default DEFAULT_SSE_KEEP_ALIVE_MS). */
+  sseKeepAliveMs?: number;
 }
 
 /** Bodies of 1 MiB or more between two full garbage collections (see garbageCollection.ts). */
@@ -69,7 +71,7 @@ export function createApp(service: ContextService, options: AppOptions = {}): Op
   const schemas = createSchemas(limits);
   const routes = createRoutes(schemas, { mutating, secured: apiKey !== null });
   const table = routeTable(routes);
-  const proxy = options.proxy ? new ContextProxy(service, options.proxy, apiKey !== null, log) : null;
+  const proxy = options.proxy ? new ContextProxy(service, { sseKeepAliveMs: options.sseKeepAliveMs, ...options.proxy }, apiKey !== null, log) : null;
   if (proxy !== null) options.onProxy?.(proxy);
   const engine = options.engine ?? null;
   if (proxy !== null && engine !== null) throw new Error("a server either proxies upstreams or serves a model, not both");
@@ -184,7 +186,7 @@ export function createApp(service: ContextService, options: AppOptions = {}): Op
   }
 
   if (engine !== null) {
-    mountGenerationRoutes(app, engine, { middleware: mutating, secured: apiKey !== null, errorSchema: schemas.ErrorResponse });
+    mountGenerationRoutes(app, engine, { middleware: mutating, secured: apiKey !== null, errorSchema: schemas.ErrorResponse, log, sseKeepAliveMs: options.sseKeepAliveMs });
     mountTokenizeRoutes(app, engine, { middleware: mutating, secured: apiKey !== null, errorSchema: schemas.ErrorResponse, maxJsonDepth: limits.maxJsonDepth });
   } else if (proxy === null) {
     mountNoModelRoutes(app);

@@ -16,13 +16,14 @@ import { createRoute, z, type OpenAPIHono } from "@hono/zod-openapi";
 import type { Context, MiddlewareHandler } from "hono";
 import { requestChatMessages } from "../engine/chatMessages.ts";
 import type { GenerationEngine } from "../engine/generationEngine.ts";
-import { GenerationFailedError, PromptTooLongError, SchedulerClosedError, type CtxrUsage, type GeneratedToken, type GenerationEvent, type GenerationHandle } from "../engine/generationScheduler.ts";
+import { DeadlineExceededError, GenerationFailedError, PromptTooLongError, QueueFullError, SchedulerClosedError, type CtxrUsage, type GeneratedToken, type GenerationEvent, type GenerationHandle } from "../engine/generationScheduler.ts";
 import type { RecomputePolicy } from "../kv/recomputeSelection.ts";
 import { SegmentedPromptError, type SegmentedPrompt } from "../kv/segmentedPrompt.ts";
 import { ChatTemplateError, ModelTokenizerError } from "../model/modelTokenizer.ts";
 import { SamplingError, type SamplingParams } from "../engine/sampler.ts";
 import { LogitsAdjustmentError, type LogitsAdjustments } from "../engine/logitsAdjuster.ts";
 import { errorResponse } from "./errors.ts";
+import { DEFAULT_SSE_KEEP_ALIVE_MS, IdleTicker, KEEP_ALIVE_EVENT } from "./sseKeepAlive.ts";
 import { bestCandidates } from "./bestOf.ts";
 import { refusedField, type Endpoint } from "./requestFields.ts";
 import type { GrammarConstraint } from "../engine/grammarConstraint.ts";
@@ -53,6 +54,10 @@ export interface GenerationRouteOptions {
   errorSchema: z.ZodType;
   /** Levels of JSON nesting a body may have, ignored fields included (default DEFAULT_LIMITS.maxJsonDepth). */
   maxJsonDepth?: number;
+  /** Where failed streams are logged (default: stderr). */
+  log?: (text: string) => void;
+  /** A stream that wrote nothing for this long writes a keep-alive comment (default DEFAULT_SSE_KEEP_ALIVE_MS). */
+  sseKeepAliveMs?: number;
 }
 
 /** A request the engine cannot serve as asked: 400 (or `status`) naming the field. */
@@ -135,6 +140,7 @@ function generationOptions(body: ChatCompletionBody | CompletionBody) {
     includeStopInOutput: body.include_stop_str_in_output ?? false,
     ...(body.min_tokens != null ? { minTokens: body.min_tokens } : {}),
     ...(body.cache_salt != null ? { cacheSalt: body.cache_salt } : {}),
+    ...(body.ctxr?.deadline_ms != null ? { deadlineMs: body.ctxr.deadline_ms } : {}),
     adjustments: logitsAdjustments(body),
     ignoreEos: body.ignore_eos ?? false,
     skipSpecialTokens: body.skip_special_tokens ?? true,
@@ -154,14 +160,15 @@ function kvOptions(body: ChatCompletionBody | CompletionBody): { kvPolicy?: Reco
 /**
  * usage over the choices: completion tokens of every choice; each prompt counted once, with the
  * prompt usage (usage.ctxr, cached_tokens) of its first choice — with `n` > 1 the first sibling
- * computes the prompt and the others start from its cached blocks; ttft_ms: the largest.
+ * computes the prompt and the others start from its cached blocks; ttft_ms and queue_ms: the largest.
  */
 function usageOf(results: readonly { promptTokens: number; completionTokens: number; ctxr?: CtxrUsage }[], choicesPerPrompt = 1) {
   const completion = results.reduce((n, r) => n + r.completionTokens, 0);
   const ttft = results.reduce((most, r) => Math.max(most, r.ctxr?.ttft_ms ?? 0), 0);
+  const queued = results.reduce((most, r) => Math.max(most, r.ctxr?.queue_ms ?? 0), 0);
   results = results.filter((_, index) => index % choicesPerPrompt === 0);
   const prompt = results.reduce((n, r) => n + r.promptTokens, 0);
-  const ctxr: CtxrUsage = { prompt_tokens_prefix_reused: 0, prompt_tokens_chunk_reused: 0, prompt_tokens_recomputed: 0, prompt_tokens_computed: 0, ttft_ms: 0 };
+  const ctxr: CtxrUsage = { prompt_tokens_prefix_reused: 0, prompt_tokens_chunk_reused: 0, prompt_tokens_recomputed: 0, prompt_tokens_computed: 0, ttft_ms: 0, queue_ms: 0 };
   for (const r of results) {
     const u = r.ctxr;
     if (u === undefined) continue;
@@ -179,6 +186,7 @@ function usageOf(results: readonly { promptTokens: number; completionTokens: num
     if (u.sparse_reconstructions !== undefined) ctxr.sparse_reconstructions = (ctxr.sparse_reconstructions ?? 0) + u.sparse_reconstructions;
   }
   ctxr.ttft_ms = ttft;
+  ctxr.queue_ms = queued;
   // cached_tokens (what OpenAI, vLLM and SGLang clients read): prompt tokens whose KV came from the cache as an exact prefix.
   return { prompt_tokens: prompt, completion_tokens: completion, total_tokens: prompt + completion, prompt_tokens_details: { cached_tokens: ctxr.prompt_tokens_prefix_reused }, ctxr };
 }
@@ -300,35 +308,85 @@ async function pumpAll(handles: readonly GenerationHandle[], onEvent: (index: nu
 
 const encoder = new TextEncoder();
 
-/** A text/event-stream response fed by `run`; cancelling it (client gone) calls onCancel. */
-function eventStream(run: (send: (data: unknown) => void) => Promise<void>, onCancel: () => void, signal: AbortSignal): Response {
+interface EventStreamOptions {
+  /** Told a failure that ended the stream early (it then ends with an error event and [DONE]). */
+  log: (text: string) => void;
+  /** Keep-alive comment after this long without a write (sseKeepAlive.ts). */
+  keepAliveMs: number;
+}
+
+/**
+ * A text/event-stream response fed by `run`; cancelling it (client gone) calls onCancel. While
+ * nothing is written (queued, prefilling) a keep-alive comment goes out every keepAliveMs, so
+ * neither Bun's idle timeout nor a proxy in between closes the connection. `fail(error)` logs a
+ * failure and sends its error event (`run` then sends [DONE]); if `run` itself throws, the
+ * failure is logged and the stream ends with an error event and [DONE].
+ */
+function eventStream(
+  run: (send: (data: unknown) => void, fail: (error: unknown) => void) => Promise<void>,
+  onCancel: () => void,
+  signal: AbortSignal,
+  options: EventStreamOptions,
+): Response {
   let closed = false;
+  let keepAlive: IdleTicker | null = null;
+  const stop = () => {
+    closed = true;
+    keepAlive?.stop();
+  };
   const stream = new ReadableStream<Uint8Array>({
     start(controller) {
-      const send = (data: unknown) => {
+      const write = (bytes: Uint8Array) => {
         if (closed) return;
-        controller.enqueue(encoder.encode(`data: ${typeof data === "string" ? data : JSON.stringify(data)}\n\n`));
-      };
-      void run(send).finally(() => {
-        if (closed) return;
-        closed = true;
         try {
-          controller.close();
+          controller.enqueue(bytes);
         } catch {
-          // cancelled meanwhile
+          stop(); // cancelled meanwhile
         }
-      });
+      };
+      keepAlive = new IdleTicker(options.keepAliveMs, () => write(KEEP_ALIVE_EVENT));
+      const send = (data: unknown) => {
+        write(encoder.encode(`data: ${typeof data === "string" ? data : JSON.stringify(data)}\n\n`));
+        keepAlive!.wrote();
+      };
+      const fail = (error: unknown) => {
+        // A client that went away cancelled the request: nothing failed.
+        if (closed) return;
+        options.log(`ctxr serve: a streamed answer failed: ${failureMessage(error)}\n`);
+        send(streamErrorEvent(error));
+      };
+      void run(send, fail)
+        .catch((error) => {
+          fail(error);
+          send("[DONE]");
+        })
+        .finally(() => {
+          if (closed) return;
+          stop();
+          try {
+            controller.close();
+          } catch {
+            // cancelled meanwhile
+          }
+        });
     },
     cancel() {
-      closed = true;
+      stop();
       onCancel();
     },
   });
   signal.addEventListener("abort", () => {
-    closed = true;
+    stop();
     onCancel();
   });
   return new Response(stream, { status: 200, headers: { "Content-Type": "text/event-stream; charset=utf-8", "Cache-Control": "no-cache", "X-Accel-Buffering": "no" } });
+}
+
+/** The error event that ends a stream that failed (OpenAI's error shape; code: the HTTP status a whole answer would have had). */
+function streamErrorEvent(error: unknown): { error: { message: string; type: string; code: number } } {
+  if (error instanceof DeadlineExceededError) return { error: { message: error.message, type: "timeout_error", code: 504 } };
+  if (error instanceof SchedulerClosedError) return { error: { message: error.message, type: "server_error", code: 503 } };
+  return { error: { message: failureMessage(error), type: "server_error", code: 500 } };
 }
 
 /** What a failed generation answers: the message of the failure. */
@@ -341,6 +399,7 @@ export function mountGenerationRoutes(app: OpenAPIHono, engine: GenerationEngine
   const schemas = createOpenAiSchemas();
   const { tokenizer } = engine;
   const maxJsonDepth = options.maxJsonDepth ?? DEFAULT_LIMITS.maxJsonDepth;
+  const streamOptions: EventStreamOptions = { log: options.log ?? ((text) => void process.stderr.write(text)), keepAliveMs: options.sseKeepAliveMs ?? DEFAULT_SSE_KEEP_ALIVE_MS };
   const security: Record<string, string[]>[] | undefined = options.secured ? [{ bearerAuth: [] }, { apiKeyHeader: [] }] : undefined;
   const error = (description: string) => ({ description, content: { "application/json": { schema: options.errorSchema } } });
   const errors = {
@@ -348,7 +407,10 @@ export function mountGenerationRoutes(app: OpenAPIHono, engine: GenerationEngine
     ...(options.secured ? { 401: error("Missing or wrong API key.") } : {}),
     404: error("The request names another model than the one served."),
     413: error("The request body is larger than the server's --max-body-bytes."),
+    429: error("--max-waiting-requests requests are already waiting for the engine; retry after the Retry-After seconds."),
     500: error("The model runner failed (it is restarted; the request was not completed)."),
+    503: error("The server is shutting down."),
+    504: error('The request\'s deadline ("ctxr": {"deadline_ms"}, or the server\'s --request-timeout) passed before it finished; it was cancelled.'),
   };
   const streamed = (schema: z.ZodType, what: string) => ({
     description: `${what}, or with "stream": true server-sent events: data: {chunk} lines (choices[].delta / choices[].text), then data: [DONE].`,
@@ -391,6 +453,10 @@ export function mountGenerationRoutes(app: OpenAPIHono, engine: GenerationEngine
 
   const answerError = (c: Context, error: unknown): Response => {
     if (error instanceof InvalidRequest) return errorResponse(c, error.status, error.message, error.field);
+    if (error instanceof QueueFullError) {
+      return errorResponse(c, 429, `busy: ${error.message} (--max-waiting-requests ${error.limit}); retry after ${error.retryAfterSeconds} s`, "", { "Retry-After": String(error.retryAfterSeconds) });
+    }
+    if (error instanceof DeadlineExceededError) return errorResponse(c, 504, error.message, error.field);
     if (error instanceof GenerationFailedError || error instanceof SchedulerClosedError) return errorResponse(c, error instanceof SchedulerClosedError ? 503 : 500, error.message);
     throw error;
   };
@@ -502,7 +568,7 @@ export function mountGenerationRoutes(app: OpenAPIHono, engine: GenerationEngine
         ...extra,
       });
       return eventStream(
-        async (send) => {
+        async (send, fail) => {
           // By choice index: usage takes the prompt's first choice.
           const finished: GenerationFinish[] = new Array(handles.length);
           const parsers = handles.map(() => (tools !== null && tools.choice !== null ? toolCallStream(tools.format) : null));
@@ -530,12 +596,13 @@ export function mountGenerationRoutes(app: OpenAPIHono, engine: GenerationEngine
             });
             if (includeUsage) send({ ...chunk([]), usage: usageOf(finished, choicesPerPrompt(body)) });
           } catch (error) {
-            send({ error: { message: failureMessage(error), type: "server_error", code: 500 } });
+            fail(error);
           }
           send("[DONE]");
         },
         cancelAll,
         c.req.raw.signal,
+        streamOptions,
       );
     }
 
@@ -639,7 +706,7 @@ export function mountGenerationRoutes(app: OpenAPIHono, engine: GenerationEngine
       const includeUsage = body.stream_options?.include_usage === true;
       const chunk = (choices: unknown[]) => ({ id, object: "text_completion", created, model, choices, ...(includeUsage ? { usage: null } : {}) });
       return eventStream(
-        async (send) => {
+        async (send, fail) => {
           const offsets = handles.map(() => 0);
           // By choice index: usage takes each prompt's first choice.
           const finished: GenerationFinish[] = new Array(handles.length);
@@ -689,12 +756,13 @@ export function mountGenerationRoutes(app: OpenAPIHono, engine: GenerationEngine
             });
             if (includeUsage) send({ ...chunk([]), usage: usageOf(finished, n) });
           } catch (error) {
-            send({ error: { message: failureMessage(error), type: "server_error", code: 500 } });
+            fail(error);
           }
           send("[DONE]");
         },
         cancelAll,
         c.req.raw.signal,
+        streamOptions,
       );
     }
 

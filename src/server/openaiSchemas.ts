@@ -17,6 +17,8 @@ export const MAX_TOP_LOGPROBS = 20;
 export const MAX_PROMPTS = 64;
 /** Most documents (chunks) in one request. */
 export const MAX_DOCUMENTS = 256;
+/** Longest per-request deadline ("ctxr": {"deadline_ms"}): a day. */
+export const MAX_DEADLINE_MS = 86_400_000;
 
 /**
  * The fields of an endpoint the engine refuses (requestFields.ts) that the schema declares only so
@@ -90,9 +92,15 @@ export function createOpenAiSchemas() {
           policy: z.enum(["prophet", "cachecraft", "none", "prefix", "full"]).optional().openapi({ description: "How cached chunk KV is reused: prophet (ProphetKV, default), cachecraft (Cache-Craft), none (reuse as is), prefix (exact prefix only), full (no cache)." }),
           recompute_ratio: z.number().min(0).max(1).optional().openapi({ description: "Share of the reused chunks' tokens to recompute (default 0.2)." }),
           kv_budget: z.number().gt(0).max(1).optional().openapi({ description: "Sparse decode (CHESS): the share of the KV cache each decode step reads; 1 or absent: all." }),
+          deadline_ms: z
+            .int()
+            .min(1)
+            .max(MAX_DEADLINE_MS)
+            .optional()
+            .openapi({ description: "Cancel the request if it has not finished this many milliseconds after it arrived (its KV blocks are freed): a 504, or when streamed an error event then [DONE]. The server's --request-timeout, when set, caps it." }),
         })
         .strict(),
-    ).openapi({ description: "Extension: KV-cache management options of this request." }),
+    ).openapi({ description: "Extension: KV-cache management and scheduling options of this request." }),
   };
 
   const Document = z.strictObject({
@@ -174,6 +182,7 @@ export function createOpenAiSchemas() {
       tier_hits: z.object({ device: z.int(), host: z.int(), disk: z.int(), remote: z.int().optional().openapi({ description: "With --kv-remote: segments fetched from the shared remote tier." }) }).optional().openapi({ description: "Cached segments by the tier they came from." }),
       policy: z.string().optional(),
       ttft_ms: z.number().openapi({ description: "Time from arrival to the first token." }),
+      queue_ms: z.number().openapi({ description: "Time the request waited in the engine's queue before it was first scheduled." }),
       sparse_decode_steps: z.int().optional(),
       sparse_reconstructions: z.int().optional(),
     })

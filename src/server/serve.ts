@@ -41,6 +41,8 @@ export interface ServerOptions {
   kvEvents?: KvEventPublisher | null;
   /** The engine's latency histograms (given to GenerationEngine.open as `latency`), which /metrics adds. */
   latency?: LatencyHistograms | null;
+  /** A streamed answer (the engine's or a relayed one) that wrote nothing for this long writes an SSE keep-alive comment (default DEFAULT_SSE_KEEP_ALIVE_MS). */
+  sseKeepAliveMs?: number;
 }
 
 export interface RunningServer {
@@ -83,7 +85,7 @@ export function startServer(service: ContextService, options: ServerOptions = {}
   const log = options.log ?? ((text: string) => void process.stderr.write(text));
   const limits = withDefaultLimits(options.limits);
   const metrics = new ServerMetrics();
-  const app = createApp(service, { limits, apiKey: options.apiKey, metrics, log, proxy: options.proxy, engine: options.engine, kvEvents: options.kvEvents, latency: options.latency, onProxy: options.onProxy });
+  const app = createApp(service, { limits, apiKey: options.apiKey, metrics, log, proxy: options.proxy, engine: options.engine, kvEvents: options.kvEvents, latency: options.latency, onProxy: options.onProxy, sseKeepAliveMs: options.sseKeepAliveMs });
   const host = options.host ?? DEFAULT_HOST;
 
   let inFlight = 0;

@@ -8,6 +8,8 @@ import { parseKvEventsSubscribe, type KvEventsSubscribeOptions } from "../../pro
 import { parseUpstreamUrl } from "../../proxy/upstreamTarget.ts";
 import { parseKvEventsPublish, type KvEventsPublishOptions } from "../../server/kvEventPublisher.ts";
 import { DEFAULT_LIMITS } from "../../server/limits.ts";
+import { MAX_DEADLINE_MS } from "../../server/openaiSchemas.ts";
+import { DEFAULT_MAX_WAITING } from "../../engine/generationScheduler.ts";
 import { DEFAULT_HOST, DEFAULT_PORT, runServer, type SharedStateConfig } from "../../server/serve.ts";
 import { DEFAULT_PROPHET_SPAN_DECAY, PROPHET_QUERY_ROWS, RECOMPUTE_POLICIES, type ProphetQueryRows, type RecomputePolicy } from "../../kv/recomputeSelection.ts";
 import { CONTEXT_SCORES, type ContextScores } from "../../kv/reuseScores.ts";
@@ -135,6 +137,13 @@ GET /v1/models; continuous batching on the native model runner):
                            the CUDA runner keeps f32)
   --served-model-name ID   the model's id in the API (default: the folder's name,
                            or the GGUF file's name without .gguf)
+  --max-waiting-requests N requests that may wait for the engine at once (each
+                           choice of "n" counts); beyond, 429 with Retry-After
+                           (default ${DEFAULT_MAX_WAITING})
+  --request-timeout S      cancel a generation request not finished S seconds
+                           after it arrived, freeing its KV blocks: 504, or an
+                           error event when streamed (default: none; a request's
+                           "ctxr": {"deadline_ms"} may set a shorter one)
 
 KV-cache managed generation (requests with "documents" or "segments"; every
 document's KV is cached and reused at any position):
@@ -244,6 +253,8 @@ const FLAGS = {
   threads: { type: "string" },
   "kv-dtype": { type: "string" },
   "served-model-name": { type: "string" },
+  "max-waiting-requests": { type: "string" },
+  "request-timeout": { type: "string" },
   "kv-policy": { type: "string" },
   "recompute-ratio": { type: "string" },
   "kv-device-blocks": { type: "string" },
@@ -359,7 +370,7 @@ export async function serveCommand(args: string[], io: CommandIo & { err?(text: 
 
   const model = typeof flags.values.model === "string" ? flags.values.model : null;
   if (model === "") throw new UsageError("--model must not be empty", COMMAND);
-  const modelOnly = ["device", "kv-blocks", "threads", "kv-dtype", "served-model-name", "kv-policy", "recompute-ratio", "kv-device-blocks", "kv-host-bytes", "kv-dir", "kv-disk-bytes", "kv-remote", "kv-remote-bytes", "focus-window", "context-scores", "prophet-span-decay", "prophet-query-rows", "no-prefix-cache", "tool-call-parser", "kv-events-publish", "sparse-entropy-threshold", "sparse-varentropy-threshold", "sparse-trigger-window"].find((name) => flags.values[name] !== undefined);
+  const modelOnly = ["device", "kv-blocks", "threads", "kv-dtype", "served-model-name", "max-waiting-requests", "request-timeout", "kv-policy", "recompute-ratio", "kv-device-blocks", "kv-host-bytes", "kv-dir", "kv-disk-bytes", "kv-remote", "kv-remote-bytes", "focus-window", "context-scores", "prophet-span-decay", "prophet-query-rows", "no-prefix-cache", "tool-call-parser", "kv-events-publish", "sparse-entropy-threshold", "sparse-varentropy-threshold", "sparse-trigger-window"].find((name) => flags.values[name] !== undefined);
   if (model === null && modelOnly !== undefined) throw new UsageError(`--${modelOnly} needs --model`, COMMAND);
   if (model !== null && upstreams.length > 0) throw new UsageError("give --model (serve a model) or --upstream (proxy engines), not both", COMMAND);
   const device = typeof flags.values.device === "string" ? flags.values.device : "cpu";
@@ -369,6 +380,10 @@ export async function serveCommand(args: string[], io: CommandIo & { err?(text: 
   if (model !== null && blockSize !== undefined && blockSize !== 16 && blockSize !== 32) throw new UsageError(`--block-size must be 16 or 32, got '${flags.values["block-size"]}'`, COMMAND);
   const kvDtype = choiceFlag<KvDtypeChoice>(flags, "kv-dtype", COMMAND, KV_DTYPES, "auto");
   if (kvDtype === "f16" && device !== "cpu") throw new UsageError(`--kv-dtype f16 needs --device cpu: the CUDA runner keeps its KV cache in f32`, COMMAND);
+  const requestTimeoutSeconds = flags.values["request-timeout"] === undefined ? null : numberFlag(flags, "request-timeout", COMMAND, 0, { min: 0 });
+  if (requestTimeoutSeconds !== null && !(requestTimeoutSeconds > 0 && requestTimeoutSeconds <= MAX_DEADLINE_MS / 1000)) {
+    throw new UsageError(`--request-timeout must be a positive number of seconds, at most ${MAX_DEADLINE_MS / 1000}, got '${flags.values["request-timeout"]}'`, COMMAND);
+  }
   const servedName = flags.values["served-model-name"];
   if (servedName === "") throw new UsageError("--served-model-name must not be empty", COMMAND);
   const kvPolicy = choiceFlag<RecomputePolicy>(flags, "kv-policy", COMMAND, RECOMPUTE_POLICIES, "prophet");
@@ -445,6 +460,8 @@ export async function serveCommand(args: string[], io: CommandIo & { err?(text: 
               threads: integerFlag(flags, "threads", COMMAND, 1),
               kvDtype,
               servedModelName: typeof servedName === "string" ? servedName : undefined,
+              maxWaitingRequests: integerFlag(flags, "max-waiting-requests", COMMAND, 1),
+              requestTimeoutMs: requestTimeoutSeconds === null ? null : requestTimeoutSeconds * 1000,
               kvPolicy,
               recomputeRatio,
               kvDeviceBlocks: integerFlag(flags, "kv-device-blocks", COMMAND, 0),

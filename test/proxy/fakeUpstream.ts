@@ -18,7 +18,9 @@
  * prompt's word count.
  *
  * It can be told to fail (status + body), to hang (never answer until told
- * otherwise or stopped), or to answer with a custom Response.
+ * otherwise or stopped), or to answer with a custom Response (or a promise of
+ * one: headers that come late). Like vLLM, it never closes a connection for
+ * being idle (an answer may pause for as long as it likes).
  */
 import type { Server } from "bun";
 import { openaiAnswer } from "../helpers/openaiAnswer.ts";
@@ -61,8 +63,8 @@ export interface FakeUpstream {
   fail(status: number, body: string, headers?: Record<string, string>): void;
   /** Never answers (requests hang) until `recover()` or `stop()`. */
   hang(): void;
-  /** Answers with `respond(request)` when it returns a Response (until `recover()`). */
-  custom(respond: (request: RecordedRequest) => Response | undefined): void;
+  /** Answers with `respond(request)` when it returns a Response or a promise of one (until `recover()`). */
+  custom(respond: (request: RecordedRequest) => Response | Promise<Response> | undefined): void;
   recover(): void;
   stop(): Promise<void>;
 }
@@ -92,7 +94,7 @@ export async function startFakeUpstream(options: FakeUpstreamOptions = {}): Prom
   const requests: RecordedRequest[] = [];
   const blockWords = options.blockWords ?? 1;
   const cachedBlocks = new Set<bigint>();
-  let mode: { kind: "ok" } | { kind: "fail"; status: number; body: string; headers: Record<string, string> } | { kind: "hang" } | { kind: "custom"; respond: (r: RecordedRequest) => Response | undefined } = { kind: "ok" };
+  let mode: { kind: "ok" } | { kind: "fail"; status: number; body: string; headers: Record<string, string> } | { kind: "hang" } | { kind: "custom"; respond: (r: RecordedRequest) => Response | Promise<Response> | undefined } = { kind: "ok" };
   const hanging = new Set<() => void>();
   let counter = 0;
 
@@ -139,6 +141,7 @@ export async function startFakeUpstream(options: FakeUpstreamOptions = {}): Prom
     hostname: "127.0.0.1",
     port: options.port ?? 0,
     development: false,
+    idleTimeout: 0,
     async fetch(request) {
       const url = new URL(request.url);
       const bytes = new Uint8Array(await request.arrayBuffer());
@@ -163,7 +166,7 @@ export async function startFakeUpstream(options: FakeUpstreamOptions = {}): Prom
         return new Response(mode.body, { status: mode.status, headers: mode.headers });
       }
       if (mode.kind === "custom") {
-        const answer = mode.respond(record);
+        const answer = await mode.respond(record);
         if (answer !== undefined) return answer;
       }
       if (request.method === "POST" && url.pathname === "/v1/chat/completions") return generate(record, true);

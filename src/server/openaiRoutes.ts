@@ -391,7 +391,7 @@ function streamErrorEvent(error: unknown): { error: { message: string; type: str
 
 /** What a failed generation answers: the message of the failure. */
 function failureMessage(error: unknown): string {
-  if (error instanceof GenerationFailedError || error instanceof SchedulerClosedError) return error.message;
+  if (error instanceof GenerationFailedError || error instanceof SchedulerClosedError || error instanceof DeadlineExceededError) return error.message;
   return `generation failed: ${(error as Error).message ?? String(error)}`;
 }
 

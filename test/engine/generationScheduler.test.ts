@@ -7,7 +7,7 @@
  * refused, a runner crash fails the running requests and the next one succeeds.
  */
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
-import { GenerationFailedError, GenerationScheduler, PromptTooLongError, type GenerationRequest } from "../../src/engine/generationScheduler.ts";
+import { DeadlineExceededError, GenerationFailedError, GenerationScheduler, PromptTooLongError, QueueFullError, type GenerationRequest } from "../../src/engine/generationScheduler.ts";
 import { KvBlockPool, KvBlockTable, KvCacheFullError, blocksFor } from "../../src/kv/kvBlockTable.ts";
 import { loadModelTokenizer, type ModelTokenizer } from "../../src/model/modelTokenizer.ts";
 import { RunnerProcess } from "../../src/runner/runnerProcess.ts";
@@ -240,6 +240,85 @@ describe("GenerationScheduler", () => {
     const result = await idle.submit(request(prompt, 3)).result();
     expect(result.tokens.map((t) => t.id)).toEqual(expected.slice(0, 3));
     expect(idle.stats.runnerRestarts).toBe(1);
+  });
+});
+
+describe("admission control", () => {
+  /** A request that keeps the only running slot busy until cancelled. */
+  const long = () => request(prompt, 900, { stopTokenIds: [] });
+
+  test("past maxWaiting waiting requests submit throws QueueFullError; the queue and the runner are untouched", async () => {
+    const runner = await startRunner(64);
+    const limited = new GenerationScheduler(runner, tokenizer, { maxBatch: 1, maxWaiting: 2 });
+    const running = limited.submit(long());
+    const waiting = [limited.submit(request(prompt, 2)), limited.submit(request(prompt, 2))];
+    expect(limited.stats.waiting).toBe(2);
+    let refusal: unknown = null;
+    try {
+      limited.submit(request(prompt, 2));
+    } catch (error) {
+      refusal = error;
+    }
+    expect(refusal).toBeInstanceOf(QueueFullError);
+    expect((refusal as QueueFullError).limit).toBe(2);
+    expect((refusal as QueueFullError).retryAfterSeconds).toBeGreaterThanOrEqual(1);
+    expect(limited.stats.rejected).toBe(1);
+    expect(limited.stats.waiting).toBe(2);
+    running.cancel();
+    for (const handle of waiting) expect((await handle.result()).completionTokens).toBe(2);
+    expect(() => new GenerationScheduler(runner, tokenizer, { maxWaiting: 0 })).toThrow(RangeError);
+  });
+
+  test("a request's deadline cancels it while it waits and while it runs; the queue time is in its usage", async () => {
+    const runner = await startRunner(64);
+    const limited = new GenerationScheduler(runner, tokenizer, { maxBatch: 1 });
+    const running = limited.submit(long());
+    const waiter = limited.submit(request(prompt, 2, { deadlineMs: 60 }));
+    await expect(waiter.result()).rejects.toThrow(DeadlineExceededError);
+    expect(limited.stats.waiting).toBe(0);
+    expect(limited.stats.timedOut).toBe(1);
+    running.cancel();
+    await Bun.sleep(50);
+
+    const queued = limited.submit(long());
+    const behind = limited.submit(request(prompt, 2));
+    await Bun.sleep(100);
+    queued.cancel();
+    const result = await behind.result();
+    expect(result.ctxr.queue_ms).toBeGreaterThanOrEqual(100);
+
+    const runs = limited.submit(request(prompt, 900, { stopTokenIds: [], deadlineMs: 80 }));
+    let tokens = 0;
+    let failure: unknown = null;
+    try {
+      for await (const event of runs) if (event.type === "delta") tokens++;
+    } catch (error) {
+      failure = error;
+    }
+    expect(failure).toBeInstanceOf(DeadlineExceededError);
+    expect((failure as DeadlineExceededError).field).toBe("ctxr.deadline_ms");
+    expect(tokens).toBeGreaterThan(0);
+    await Bun.sleep(50);
+    expect(limited.stats.timedOut).toBe(2);
+    expect(limited.stats.running).toBe(0);
+    expect(limited.stats.kvBlocksUsed).toBe(limited.stats.kvBlocksPrefixCached);
+    expect((await runner.queryInfo()).free_blocks).toBe(64 - limited.stats.kvBlocksPrefixCached);
+  });
+
+  test("the scheduler's request timeout applies to every request; a request's own deadline may only be shorter", async () => {
+    const runner = await startRunner(64);
+    const timed = new GenerationScheduler(runner, tokenizer, { requestTimeoutMs: 80 });
+    const capped = timed.submit(request(prompt, 900, { stopTokenIds: [], deadlineMs: 60_000 }));
+    const error = await capped.result().catch((e) => e);
+    expect(error).toBeInstanceOf(DeadlineExceededError);
+    expect(error.field).toBe("");
+    expect(error.deadlineMs).toBe(80);
+    expect(error.message).toContain("the server's request timeout");
+    const shorter = await timed.submit(request(prompt, 900, { stopTokenIds: [], deadlineMs: 30 })).result().catch((e) => e);
+    expect(shorter.field).toBe("ctxr.deadline_ms");
+    // A request that finishes in time is not touched by its deadline.
+    expect((await timed.submit(request(prompt, 3)).result()).completionTokens).toBe(3);
+    expect(() => new GenerationScheduler(runner, tokenizer, { requestTimeoutMs: 0 })).toThrow(RangeError);
   });
 });
 

@@ -4,6 +4,7 @@ import { appendFileSync, existsSync, readdirSync } from "node:fs";
 import { createServer } from "node:net";
 import { join } from "node:path";
 import { runCli, tempFolder } from "../helpers/cli.ts";
+import { buildRunner, tinyModelFolder } from "../helpers/engineKit.ts";
 import { spawnServer } from "./serverKit.ts";
 
 setDefaultTimeout(60_000);
@@ -66,6 +67,42 @@ describe("ctxr serve", () => {
       const run = runCli(["serve", "--in-memory", "--port", "0", flag!, value!]);
       expect(run.code).toBe(2);
       expect(run.stderr).toContain(`ctxr serve: ${flag} needs --model`);
+    }
+  });
+
+  test("--max-waiting-requests and --request-timeout: listed in --help, validated, model-only; a served model keeps them", async () => {
+    const help = runCli(["serve", "--help"]).stdout;
+    for (const flag of ["--max-waiting-requests N", "--request-timeout S", "deadline_ms"]) expect(help).toContain(flag);
+    const missing = ["--model", join(folder.path, "no-model-here")];
+    const cases: [string[], string][] = [
+      [["--max-waiting-requests", "0"], "--max-waiting-requests must be a positive integer, got '0'"],
+      [["--max-waiting-requests", "many"], "--max-waiting-requests must be a positive integer, got 'many'"],
+      [["--request-timeout", "0"], "--request-timeout must be a positive number of seconds, at most 86400, got '0'"],
+      [["--request-timeout=-1"], "--request-timeout must be a non-negative number"],
+      [["--request-timeout", "86401"], "--request-timeout must be a positive number of seconds, at most 86400, got '86401'"],
+    ];
+    for (const [args, message] of cases) {
+      const run = runCli(["serve", "--in-memory", "--port", "0", ...missing, ...args]);
+      expect({ args, code: run.code }).toEqual({ args, code: 2 });
+      expect(run.stderr).toContain(`ctxr serve: ${message}`);
+    }
+    for (const [flag, value] of [["--max-waiting-requests", "4"], ["--request-timeout", "30"]]) {
+      const run = runCli(["serve", "--in-memory", "--port", "0", flag!, value!]);
+      expect(run.code).toBe(2);
+      expect(run.stderr).toContain(`ctxr serve: ${flag} needs --model`);
+    }
+    const model = tinyModelFolder({}, "tiny");
+    const server = await spawnServer(["--in-memory", "--model", model.path, "--threads", "1", "--kv-blocks", "512", "--max-waiting-requests", "7", "--request-timeout", "0.3"], { CTXR_RUNNER: buildRunner() });
+    try {
+      expect((await server.get("/metrics")).text).toContain("ctxr_generation_max_waiting 7\n");
+      const timedOut = await server.post("/v1/completions", { prompt: "a long one", max_tokens: 7000, ignore_eos: true });
+      expect(timedOut.status).toBe(504);
+      expect(timedOut.body.error.message).toContain("the server's request timeout");
+      expect((await server.post("/v1/completions", { prompt: "a short one", max_tokens: 2 })).status).toBe(200);
+    } finally {
+      server.process.kill("SIGTERM");
+      await server.exited;
+      model.cleanup();
     }
   });
 

@@ -43,6 +43,7 @@ import {
 export const GENERATION_PATHS: ReadonlyMap<string, string[]> = new Map([
   ["/v1/chat/completions", ["POST"]],
   ["/v1/completions", ["POST"]],
+  ["/v1/responses", ["POST"]],
   ["/v1/models", ["GET", "HEAD"]],
 ]);
 
@@ -486,5 +487,6 @@ export function mountNoModelRoutes(app: OpenAPIHono): void {
     errorResponse(c, 404, `${c.req.path}: no model is loaded; start ctxr serve with --model DIR to generate (or --upstream URL to proxy an OpenAI-compatible engine)`, "");
   app.post("/v1/chat/completions", answer);
   app.post("/v1/completions", answer);
+  app.post("/v1/responses", answer);
   app.get("/v1/models", answer);
 }

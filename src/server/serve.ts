@@ -41,6 +41,8 @@ export interface ServerOptions {
   kvEvents?: KvEventPublisher | null;
   /** The engine's latency histograms (given to GenerationEngine.open as `latency`), which /metrics adds. */
   latency?: LatencyHistograms | null;
+  /** With engine: estimated heap bytes of stored /v1/responses responses (--max-response-bytes; null: unlimited). */
+  maxResponseBytes?: number | null;
 }
 
 export interface RunningServer {
@@ -83,7 +85,7 @@ export function startServer(service: ContextService, options: ServerOptions = {}
   const log = options.log ?? ((text: string) => void process.stderr.write(text));
   const limits = withDefaultLimits(options.limits);
   const metrics = new ServerMetrics();
-  const app = createApp(service, { limits, apiKey: options.apiKey, metrics, log, proxy: options.proxy, engine: options.engine, kvEvents: options.kvEvents, latency: options.latency, onProxy: options.onProxy });
+  const app = createApp(service, { limits, apiKey: options.apiKey, metrics, log, proxy: options.proxy, engine: options.engine, kvEvents: options.kvEvents, latency: options.latency, onProxy: options.onProxy, maxResponseBytes: options.maxResponseBytes });
   const host = options.host ?? DEFAULT_HOST;
 
   let inFlight = 0;

@@ -271,7 +271,7 @@ export async function runServer(options: RunOptions, io: RunIo): Promise<void> {
     const info = engine.info;
     io.out(
       `ctxr serve: serving model ${engine.modelId} from ${engine.modelDir} on ${info.device} (${info.num_blocks} KV blocks of ${info.block_size} tokens, ` +
-        `at most ${engine.maxModelLen} tokens a sequence): POST /v1/chat/completions, /v1/completions, /tokenize, /detokenize; GET /v1/models\n`,
+        `at most ${engine.maxModelLen} tokens a sequence): POST /v1/chat/completions, /v1/completions, /v1/responses, /tokenize, /detokenize; GET /v1/models\n`,
     );
     io.out(`ctxr serve: ${engine.kvSettings}\n`);
   }

@@ -177,7 +177,7 @@ describe("previous_response_id", () => {
     );
     expect(raised).toBeInstanceOf(OpenAI.NotFoundError);
     const unstored = await openai.responses.create({ input: "Hi", store: false, max_output_tokens: 1 });
-    expect(unstored.store).toBe(false);
+    expect((unstored as unknown as { store: boolean }).store).toBe(false);
     expect((await api.post("/v1/responses", { input: "Again", previous_response_id: unstored.id })).status).toBe(404);
     const badReference = await api.post("/v1/responses", { input: [{ type: "item_reference", id: "msg_nope" }] });
     expect(badReference.status).toBe(400);

@@ -34,7 +34,7 @@ beforeAll(async () => {
   const configPath = join(model.path, "tokenizer_config.json");
   writeFileSync(configPath, JSON.stringify({ ...JSON.parse(readFileSync(configPath, "utf8")), chat_template: TOOLS_TEMPLATE }));
   api = await startEngineServer(model.path, { threads: 1 });
-  const recordingFetch = (async (input: RequestInfo | URL, init?: RequestInit) => {
+  const recordingFetch = (async (input: string | URL | Request, init?: RequestInit) => {
     if (String(input).endsWith("/responses") && typeof init?.body === "string") sent.push(JSON.parse(init.body));
     return fetch(input, init);
   }) as typeof fetch;

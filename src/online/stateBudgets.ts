@@ -16,6 +16,8 @@ export interface StateBudgets {
   routingBytes: number;
   /** Rendered annotations of one request (--max-annotation-bytes). */
   annotationBytes: number;
+  /** Stored /v1/responses responses, for previous_response_id (--max-response-bytes). */
+  responseBytes: number;
 }
 
 export const DEFAULT_BUDGETS: StateBudgets = {
@@ -24,4 +26,5 @@ export const DEFAULT_BUDGETS: StateBudgets = {
   historyBytes: 128 * MiB,
   routingBytes: 32 * MiB,
   annotationBytes: 16 * MiB,
+  responseBytes: 64 * MiB,
 };

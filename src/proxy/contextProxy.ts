@@ -1,6 +1,6 @@
 /**
- * The proxy in front of OpenAI-compatible engines: chat and completion
- * requests are rewritten (PromptRewriter: documents reordered, deduplicated and
+ * The proxy in front of OpenAI-compatible engines: chat, completion and
+ * Responses API requests are rewritten (PromptRewriter: documents reordered, deduplicated and
  * annotated), tagged with the request id the engine will report, routed to the
  * upstream most likely to hold their prefix, and relayed back as they stream;
  * every other request to the engine (/v1/*, /tokenize, /health, ...) passes
@@ -20,6 +20,7 @@ import { DEFAULT_SSE_KEEP_ALIVE_MS } from "../server/sseKeepAlive.ts";
 import type { HistoryStore } from "./historyStore.ts";
 import { PromptRewriter, type RewriteResult } from "./promptRewriter.ts";
 import { requestShapeProblem } from "./requestShape.ts";
+import { responsesChatView } from "./responsesView.ts";
 import { renderProxyStateMetrics, renderUpstreamMetrics, upstreamStats, type ProxyState, type UpstreamStats } from "./proxyStats.ts";
 import { undecodedEncoding } from "./answerDecoding.ts";
 import { redactText, usableSecrets } from "./redact.ts";
@@ -80,7 +81,7 @@ export const DEFAULT_CLIENT_STALL_MS = 30_000;
 
 export const DEFAULT_UPSTREAM_TIMEOUT_MS = 600_000;
 
-type Kind = "chat" | "completion";
+type Kind = "chat" | "completion" | "responses";
 
 interface Dispatch {
   method: string;
@@ -216,7 +217,7 @@ export class ContextProxy {
     if (this.promptTokenizer === null) return undefined;
     const synced = this.pool.upstreams.filter((u) => u.sync !== null);
     if (synced.length === 0) return undefined;
-    const ids = this.promptTokenizer.promptIds(kind === "chat" ? "chat" : "completions", forwarded);
+    const ids = this.promptTokenizer.promptIds(kind === "completion" ? "completions" : "chat", forwarded);
     if (ids === null) return undefined;
     const blockSize = synced.find((u) => u.sync!.blockSize !== null)?.sync!.blockSize ?? this.blockSize;
     return mirrorBlockKeys(ids, blockSize);
@@ -227,7 +228,7 @@ export class ContextProxy {
     return this.pool.upstreams.map((u) => u.url);
   }
 
-  /** POST /v1/chat/completions and /v1/completions: rewrite, tag, route, relay. */
+  /** POST /v1/chat/completions, /v1/completions and /v1/responses: rewrite, tag, route, relay. */
   async generate(c: Context, kind: Kind, maxBodyBytes: number, maxJsonDepth = DEFAULT_LIMITS.maxJsonDepth): Promise<Response> {
     const bytes = await readBody(c, maxBodyBytes);
     if (bytes === null) return tooLarge(c, maxBodyBytes);
@@ -243,12 +244,16 @@ export class ContextProxy {
     if (problem !== null) return errorResponse(c, 400, problem.message, problem.field);
     const received = body as Record<string, unknown>;
     await this.service.catchUp();
-    const result = kind === "chat" ? await this.rewriter.rewriteChat(received) : await this.rewriter.rewriteCompletion(received);
+    // A Responses request is rewritten as the chat request it amounts to, then put back in its own shape.
+    const view = kind === "responses" ? responsesChatView(received) : null;
+    const result = view !== null ? await this.rewriter.rewriteChat(view.chat) : kind === "chat" ? await this.rewriter.rewriteChat(received) : await this.rewriter.rewriteCompletion(received);
+    const asChat = result.body;
+    if (view !== null) result.body = view.restore(asChat);
     // Nothing to change: the client's bytes go out as they came.
     const unchanged = result.documents === 0 && result.requestId === null && !("ctxr" in received) && !("documents" in received);
     setEngineRequestId(result.body, this.engine, result.requestId);
-    const estimate = !this.pool.routes ? EMPTY_PLAN : kind === "chat" ? chatRoutingPlan(result.body, result) : completionRoutingPlan(result);
-    const blockKeys = this.promptBlockKeys(kind, result.body);
+    const estimate = !this.pool.routes ? EMPTY_PLAN : kind === "completion" ? completionRoutingPlan(result) : chatRoutingPlan(asChat, result);
+    const blockKeys = this.promptBlockKeys(kind, asChat);
     const plan = blockKeys === undefined ? estimate : { ...estimate, blockKeys };
     return this.dispatch(c, { method: "POST", path: rawPath(c), body: unchanged ? bytes : JSON.stringify(result.body), rewrite: result, plan });
   }

@@ -1,6 +1,6 @@
 /**
- * Mounts the proxy on the app: POST /v1/chat/completions and /v1/completions
- * (rewritten), and every other request that is not one of ctxr's own routes
+ * Mounts the proxy on the app: POST /v1/chat/completions, /v1/completions and
+ * /v1/responses (rewritten), and every other request that is not one of ctxr's own routes
  * (passed through: /v1/*, and the engine's paths outside /v1 such as
  * /tokenize, /detokenize, /version). Where ctxr answers a path itself
  * (/health, /healthz, /metrics, /openapi.json, /v1/stats, ...), the engine's
@@ -13,7 +13,7 @@ import type { Context, MiddlewareHandler } from "hono";
 import { every } from "hono/combine";
 import { rawPath, type ContextProxy } from "./contextProxy.ts";
 
-export const PROXY_ROUTES = ["/v1/chat/completions", "/v1/completions"] as const;
+export const PROXY_ROUTES = ["/v1/chat/completions", "/v1/completions", "/v1/responses"] as const;
 export const PASSTHROUGH_LABEL = "/v1/* (passthrough)";
 /** /engine/PATH goes to the engine's PATH, also where ctxr answers PATH itself. */
 export const ENGINE_PREFIX = "/engine";
@@ -46,6 +46,7 @@ export function mountProxyRoutes(app: OpenAPIHono, proxy: ContextProxy, options:
   const limit = options.maxBodyBytes;
   app.post("/v1/chat/completions", guard, (c) => proxy.generate(c, "chat", limit));
   app.post("/v1/completions", guard, (c) => proxy.generate(c, "completion", limit));
+  app.post("/v1/responses", guard, (c) => proxy.generate(c, "responses", limit));
   const ownPath: MiddlewareHandler = async (c, next) => {
     if (options.ownPaths.has(c.req.path)) return options.notAllowed(c);
     await next();
@@ -120,6 +121,30 @@ function documentProxyRoutes(app: OpenAPIHono, proxy: ContextProxy, options: Pro
     description: `Documents found in a string prompt (XML-tagged or numbered) are reordered through the live index.${engineField}`,
     security,
     request: { body: { required: true, content: { "application/json": { schema: CompletionRequest } } } },
+    responses: { 200: upstreamAnswer, ...proxyErrors },
+  });
+  const ResponsesRequest = z
+    .object({
+      model: z.string().optional(),
+      input: z.unknown().openapi({ description: "A string or Responses input items; message contents and tool outputs are rewritten as chat's messages are." }),
+      instructions: z.string().optional(),
+      stream: z.boolean().optional(),
+      documents: z.array(Document).optional(),
+      ctxr: CtxrOptions.optional(),
+    })
+    .passthrough()
+    .openapi("ProxyResponsesRequest", { description: "An OpenAI Responses API request; any other field (previous_response_id included) is forwarded as sent." });
+  app.openAPIRegistry.registerPath({
+    method: "post",
+    path: "/v1/responses",
+    tags: ["proxy"],
+    summary: "Responses API through ctxr: documents reordered, deduplicated and annotated as in chat, then forwarded to the upstream's /v1/responses",
+    description:
+      'The "documents" field is rendered into the last new user input (a string input, or a message item), as chat renders it; the upstream keeps previous_response_id state. ' +
+      "Give ctxr.conversation_id to dedup documents across responses chained with previous_response_id (each request shows only its new input)." +
+      engineField,
+    security,
+    request: { body: { required: true, content: { "application/json": { schema: ResponsesRequest } } } },
     responses: { 200: upstreamAnswer, ...proxyErrors },
   });
   const passthroughAnswer = { description: "The upstream's answer (status, headers and body as sent).", content: { "*/*": { schema: z.unknown() } } };

@@ -21,6 +21,9 @@ import { CollectAfterBytes } from "./garbageCollection.ts";
 import { PROMETHEUS_CONTENT_TYPE, ServerMetrics } from "./metrics.ts";
 import { GENERATION_PATHS, mountGenerationRoutes, mountNoModelRoutes } from "./openaiRoutes.ts";
 import { createRoutes, routeTable } from "./routes.ts";
+import { mountResponsesRoute } from "./responses/responsesRoute.ts";
+import { ResponseStore } from "./responses/responseStore.ts";
+import { DEFAULT_BUDGETS } from "../online/stateBudgets.ts";
 import { createSchemas } from "./schemas.ts";
 import { mountNoModelTokenizeRoutes, mountTokenizeRoutes, TOKENIZE_PATHS } from "./tokenizeRoutes.ts";
 
@@ -43,6 +46,8 @@ export interface AppOptions {
   latency?: { metrics(): string } | null;
   /** A streamed answer that wrote nothing for this long writes a keep-alive comment (default DEFAULT_SSE_KEEP_ALIVE_MS). */
   sseKeepAliveMs?: number;
+  /** With --model: estimated heap bytes of the stored /v1/responses responses (default DEFAULT_BUDGETS.responseBytes; null: unlimited). */
+  maxResponseBytes?: number | null;
 }
 
 /** Bodies of 1 MiB or more between two full garbage collections (see garbageCollection.ts). */
@@ -187,6 +192,8 @@ export function createApp(service: ContextService, options: AppOptions = {}): Op
 
   if (engine !== null) {
     mountGenerationRoutes(app, engine, { middleware: mutating, secured: apiKey !== null, errorSchema: schemas.ErrorResponse, log, sseKeepAliveMs: options.sseKeepAliveMs });
+    const responses = new ResponseStore({ maxBytes: options.maxResponseBytes === undefined ? DEFAULT_BUDGETS.responseBytes : options.maxResponseBytes });
+    mountResponsesRoute(app, engine, { middleware: mutating, secured: apiKey !== null, errorSchema: schemas.ErrorResponse, store: responses, maxJsonDepth: limits.maxJsonDepth, log, sseKeepAliveMs: options.sseKeepAliveMs });
     mountTokenizeRoutes(app, engine, { middleware: mutating, secured: apiKey !== null, errorSchema: schemas.ErrorResponse, maxJsonDepth: limits.maxJsonDepth });
   } else if (proxy === null) {
     mountNoModelRoutes(app);

@@ -1,9 +1,10 @@
 /**
- * The text/event-stream answer of the generation routes (openaiRoutes.ts): `data: {chunk}` events
- * then `data: [DONE]`, keep-alive comments while nothing is written (sseKeepAlive.ts), and a failure
- * logged and ended with an error event in OpenAI's shape.
+ * The text/event-stream answers of the generation routes: keep-alive comments while nothing is
+ * written (sseKeepAlive.ts), the client going away cancels the request. `eventStream` writes the
+ * chat and completions shape (`data: {chunk}` events then `data: [DONE]`, a failure logged and
+ * ended with an error event in OpenAI's shape); responses/responseEventStream.ts the Responses one.
  */
-import { DeadlineExceededError, GenerationFailedError, SchedulerClosedError } from "../engine/generationScheduler.ts";
+import { failureMessage, streamFailure } from "./generationFailure.ts";
 import { IdleTicker, KEEP_ALIVE_EVENT } from "./sseKeepAlive.ts";
 
 const encoder = new TextEncoder();
@@ -16,18 +17,13 @@ export interface EventStreamOptions {
 }
 
 /**
- * A text/event-stream response fed by `run`; cancelling it (client gone) calls onCancel. While
- * nothing is written (queued, prefilling) a keep-alive comment goes out every keepAliveMs, so
- * neither Bun's idle timeout nor a proxy in between closes the connection. `fail(error)` logs a
- * failure and sends its error event (`run` then sends [DONE]); if `run` itself throws, the
- * failure is logged and the stream ends with an error event and [DONE].
+ * A text/event-stream response whose events `run` writes whole (each ending with a blank line);
+ * cancelling it (client gone) calls onCancel. While nothing is written (queued, prefilling) a
+ * keep-alive comment goes out every keepAliveMs, so neither Bun's idle timeout nor a proxy in
+ * between closes the connection. The stream closes when `run` settles (it must not throw);
+ * `isOpen()` turns false once the client went away.
  */
-export function eventStream(
-  run: (send: (data: unknown) => void, fail: (error: unknown) => void) => Promise<void>,
-  onCancel: () => void,
-  signal: AbortSignal,
-  options: EventStreamOptions,
-): Response {
+export function sseResponse(run: (write: (event: string) => void, isOpen: () => boolean) => Promise<void>, onCancel: () => void, signal: AbortSignal, keepAliveMs: number): Response {
   let closed = false;
   let keepAlive: IdleTicker | null = null;
   const stop = () => {
@@ -36,7 +32,7 @@ export function eventStream(
   };
   const stream = new ReadableStream<Uint8Array>({
     start(controller) {
-      const write = (bytes: Uint8Array) => {
+      const enqueue = (bytes: Uint8Array) => {
         if (closed) return;
         try {
           controller.enqueue(bytes);
@@ -44,31 +40,20 @@ export function eventStream(
           stop(); // cancelled meanwhile
         }
       };
-      keepAlive = new IdleTicker(options.keepAliveMs, () => write(KEEP_ALIVE_EVENT));
-      const send = (data: unknown) => {
-        write(encoder.encode(`data: ${typeof data === "string" ? data : JSON.stringify(data)}\n\n`));
+      keepAlive = new IdleTicker(keepAliveMs, () => enqueue(KEEP_ALIVE_EVENT));
+      const write = (event: string) => {
+        enqueue(encoder.encode(event));
         keepAlive!.wrote();
       };
-      const fail = (error: unknown) => {
-        // A client that went away cancelled the request: nothing failed.
+      void run(write, () => !closed).finally(() => {
         if (closed) return;
-        options.log(`ctxr serve: a streamed answer failed: ${failureMessage(error)}\n`);
-        send(streamErrorEvent(error));
-      };
-      void run(send, fail)
-        .catch((error) => {
-          fail(error);
-          send("[DONE]");
-        })
-        .finally(() => {
-          if (closed) return;
-          stop();
-          try {
-            controller.close();
-          } catch {
-            // cancelled meanwhile
-          }
-        });
+        stop();
+        try {
+          controller.close();
+        } catch {
+          // cancelled meanwhile
+        }
+      });
     },
     cancel() {
       stop();
@@ -82,15 +67,34 @@ export function eventStream(
   return new Response(stream, { status: 200, headers: { "Content-Type": "text/event-stream; charset=utf-8", "Cache-Control": "no-cache", "X-Accel-Buffering": "no" } });
 }
 
-/** The error event that ends a stream that failed (OpenAI's error shape; code: the HTTP status a whole answer would have had). */
-function streamErrorEvent(error: unknown): { error: { message: string; type: string; code: number } } {
-  if (error instanceof DeadlineExceededError) return { error: { message: error.message, type: "timeout_error", code: 504 } };
-  if (error instanceof SchedulerClosedError) return { error: { message: error.message, type: "server_error", code: 503 } };
-  return { error: { message: failureMessage(error), type: "server_error", code: 500 } };
-}
-
-/** What a failed generation answers: the message of the failure. */
-function failureMessage(error: unknown): string {
-  if (error instanceof GenerationFailedError || error instanceof SchedulerClosedError || error instanceof DeadlineExceededError) return error.message;
-  return `generation failed: ${(error as Error).message ?? String(error)}`;
+/**
+ * The chat and completions stream fed by `run`. `fail(error)` logs a failure and sends its error
+ * event (`run` then sends [DONE]); if `run` itself throws, the failure is logged and the stream
+ * ends with an error event and [DONE]. A client that went away is not a failure.
+ */
+export function eventStream(
+  run: (send: (data: unknown) => void, fail: (error: unknown) => void) => Promise<void>,
+  onCancel: () => void,
+  signal: AbortSignal,
+  options: EventStreamOptions,
+): Response {
+  return sseResponse(
+    async (write, isOpen) => {
+      const send = (data: unknown) => write(`data: ${typeof data === "string" ? data : JSON.stringify(data)}\n\n`);
+      const fail = (error: unknown) => {
+        if (!isOpen()) return;
+        options.log(`ctxr serve: a streamed answer failed: ${failureMessage(error)}\n`);
+        send({ error: streamFailure(error) });
+      };
+      try {
+        await run(send, fail);
+      } catch (error) {
+        fail(error);
+        send("[DONE]");
+      }
+    },
+    onCancel,
+    signal,
+    options.keepAliveMs,
+  );
 }

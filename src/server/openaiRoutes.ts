@@ -14,31 +14,39 @@
  */
 import { createRoute, z, type OpenAPIHono } from "@hono/zod-openapi";
 import type { Context, MiddlewareHandler } from "hono";
-import { requestChatMessages } from "../engine/chatMessages.ts";
 import type { GenerationEngine } from "../engine/generationEngine.ts";
-import { DeadlineExceededError, GenerationFailedError, PromptTooLongError, QueueFullError, SchedulerClosedError, type CtxrUsage, type GeneratedToken, type GenerationEvent, type GenerationHandle } from "../engine/generationScheduler.ts";
-import type { RecomputePolicy } from "../kv/recomputeSelection.ts";
+import type { GeneratedToken, GenerationEvent, GenerationHandle } from "../engine/generationScheduler.ts";
 import { SegmentedPromptError, type SegmentedPrompt } from "../kv/segmentedPrompt.ts";
-import { ChatTemplateError, ModelTokenizerError } from "../model/modelTokenizer.ts";
-import { SamplingError, type SamplingParams } from "../engine/sampler.ts";
-import { LogitsAdjustmentError, type LogitsAdjustments } from "../engine/logitsAdjuster.ts";
 import { errorResponse } from "./errors.ts";
+import { engineFailureResponse } from "./generationFailure.ts";
 import { DEFAULT_SSE_KEEP_ALIVE_MS } from "./sseKeepAlive.ts";
 import { eventStream, type EventStreamOptions } from "./generationEventStream.ts";
 import { bestCandidates } from "./bestOf.ts";
-import { refusedField, type Endpoint } from "./requestFields.ts";
-import type { GrammarConstraint } from "../engine/grammarConstraint.ts";
-import { GrammarSpecError, grammarSpecOf, type GrammarFields, type RequestedGrammar } from "../engine/grammarSpec.ts";
-import { toolCallStream, type ToolCallFormat } from "../engine/toolCalls/toolCallFormat.ts";
+import { toolCallStream } from "../engine/toolCalls/toolCallFormat.ts";
 import type { ToolCallPiece } from "../engine/toolCalls/parsedToolCall.ts";
-import { ToolRequestError, toolRequestOf, type ToolRequest } from "../engine/toolCalls/toolRequest.ts";
+import type { ToolRequest } from "../engine/toolCalls/toolRequest.ts";
 import { depthProblem } from "./jsonDepth.ts";
 import { DEFAULT_LIMITS } from "./limits.ts";
 import { createOpenAiSchemas, type ChatCompletionBody, type CompletionBody } from "./openaiSchemas.ts";
+import { prepareChatGeneration } from "./chatPreparation.ts";
+import {
+  answerId,
+  checkServedModel,
+  choicesPerPrompt,
+  constraintsFor,
+  generationOptions,
+  InvalidRequest,
+  MAX_CHOICES_PER_PROMPT,
+  refuseUnsupported,
+  submitAll,
+  truncatePrompt,
+  usageOf,
+} from "./generationRequest.ts";
 
 export const GENERATION_PATHS: ReadonlyMap<string, string[]> = new Map([
   ["/v1/chat/completions", ["POST"]],
   ["/v1/completions", ["POST"]],
+  ["/v1/responses", ["POST"]],
   ["/v1/models", ["GET", "HEAD"]],
 ]);
 
@@ -61,232 +69,14 @@ export interface GenerationRouteOptions {
   sseKeepAliveMs?: number;
 }
 
-/** A request the engine cannot serve as asked: 400 (or `status`) naming the field. */
-class InvalidRequest extends Error {
-  constructor(
-    readonly field: string,
-    message: string,
-    readonly status: 400 | 404 = 400,
-  ) {
-    super(`${field}: ${message}`);
-  }
-}
-
-function requestId(prefix: string): string {
-  return `${prefix}-${crypto.randomUUID().replace(/-/g, "")}`;
-}
-
 function clampLogprob(value: number): number {
   return Math.max(value, LOGPROB_FLOOR);
 }
 
 type GenerationFinish = Extract<GenerationEvent, { type: "finish" }>;
 
-/** Most choices (`n`) one prompt may ask for. */
-const MAX_CHOICES_PER_PROMPT = 64;
-
-function choicesPerPrompt(body: ChatCompletionBody | CompletionBody): number {
-  return body.n ?? 1;
-}
-
-/** Fields OpenAI defines that this engine cannot honour. */
-function refuseUnsupported(body: ChatCompletionBody | CompletionBody, endpoint: Endpoint): void {
-  const refusal = refusedField(body as Record<string, unknown>, endpoint);
-  if (refusal !== null) throw new InvalidRequest(refusal.field, refusal.why);
-  if (choicesPerPrompt(body) > MAX_CHOICES_PER_PROMPT) throw new InvalidRequest("n", `at most ${MAX_CHOICES_PER_PROMPT} choices per prompt, got ${body.n}`);
-  const maxTokens = ("max_completion_tokens" in body ? body.max_completion_tokens : null) ?? body.max_tokens;
-  if (body.min_tokens != null && maxTokens != null && body.min_tokens > maxTokens) throw new InvalidRequest("min_tokens", `must not exceed max_tokens (${maxTokens}), got ${body.min_tokens}`);
-}
-
-/** The prompt's last truncate_prompt_tokens tokens (vLLM's truncation), or all of it. */
-function truncatePrompt(body: ChatCompletionBody | CompletionBody, ids: number[]): number[] {
-  const keep = body.truncate_prompt_tokens;
-  return keep == null || ids.length <= keep ? ids : ids.slice(ids.length - keep);
-}
-
-/** The answer's id: from the request's request_id when it gives one (vLLM), else random. */
-function answerId(prefix: string, body: ChatCompletionBody | CompletionBody): string {
-  return body.request_id != null ? `${prefix}-${body.request_id}` : requestId(prefix);
-}
-
-function samplingParams(body: ChatCompletionBody | CompletionBody): SamplingParams {
-  const topK = body.top_k ?? 0;
-  return {
-    temperature: body.temperature ?? 1,
-    topP: body.top_p ?? 1,
-    topK: topK < 0 ? 0 : topK,
-    ...(body.seed !== undefined && body.seed !== null ? { seed: body.seed } : {}),
-    ...(body.min_p !== undefined && body.min_p !== null ? { minP: body.min_p } : {}),
-  };
-}
-
-/** Penalties and logit bias (applied to the logits before sampling). */
-function logitsAdjustments(body: ChatCompletionBody | CompletionBody): LogitsAdjustments {
-  return {
-    ...(body.repetition_penalty != null ? { repetitionPenalty: body.repetition_penalty } : {}),
-    ...(body.frequency_penalty != null ? { frequencyPenalty: body.frequency_penalty } : {}),
-    ...(body.presence_penalty != null ? { presencePenalty: body.presence_penalty } : {}),
-    ...(body.logit_bias != null ? { logitBias: new Map(Object.entries(body.logit_bias).map(([id, bias]) => [Number(id), bias])) } : {}),
-    ...(body.allowed_token_ids != null ? { allowedTokenIds: body.allowed_token_ids } : {}),
-  };
-}
-
-/** What every generation request of the body shares: sampling, stops, penalties, KV options. */
-function generationOptions(body: ChatCompletionBody | CompletionBody) {
-  return {
-    ...kvOptions(body),
-    sampling: samplingParams(body),
-    stop: stopStrings(body),
-    stopTokenIds: body.stop_token_ids ?? [],
-    includeStopInOutput: body.include_stop_str_in_output ?? false,
-    ...(body.min_tokens != null ? { minTokens: body.min_tokens } : {}),
-    ...(body.cache_salt != null ? { cacheSalt: body.cache_salt } : {}),
-    ...(body.ctxr?.deadline_ms != null ? { deadlineMs: body.ctxr.deadline_ms } : {}),
-    adjustments: logitsAdjustments(body),
-    ignoreEos: body.ignore_eos ?? false,
-    skipSpecialTokens: body.skip_special_tokens ?? true,
-  };
-}
-
-/** The request's KV-management options (the `ctxr` extension). */
-function kvOptions(body: ChatCompletionBody | CompletionBody): { kvPolicy?: RecomputePolicy; recomputeRatio?: number; kvBudget?: number } {
-  const options = body.ctxr ?? {};
-  return {
-    ...(options.policy !== undefined ? { kvPolicy: options.policy } : {}),
-    ...(options.recompute_ratio !== undefined ? { recomputeRatio: options.recompute_ratio } : {}),
-    ...(options.kv_budget !== undefined ? { kvBudget: options.kv_budget } : {}),
-  };
-}
-
-/**
- * usage over the choices: completion tokens of every choice; each prompt counted once, with the
- * prompt usage (usage.ctxr, cached_tokens) of its first choice — with `n` > 1 the first sibling
- * computes the prompt and the others start from its cached blocks; ttft_ms and queue_ms: the largest.
- */
-function usageOf(results: readonly { promptTokens: number; completionTokens: number; ctxr?: CtxrUsage }[], choicesPerPrompt = 1) {
-  const completion = results.reduce((n, r) => n + r.completionTokens, 0);
-  const ttft = results.reduce((most, r) => Math.max(most, r.ctxr?.ttft_ms ?? 0), 0);
-  const queued = results.reduce((most, r) => Math.max(most, r.ctxr?.queue_ms ?? 0), 0);
-  results = results.filter((_, index) => index % choicesPerPrompt === 0);
-  const prompt = results.reduce((n, r) => n + r.promptTokens, 0);
-  const ctxr: CtxrUsage = { prompt_tokens_prefix_reused: 0, prompt_tokens_chunk_reused: 0, prompt_tokens_recomputed: 0, prompt_tokens_computed: 0, ttft_ms: 0, queue_ms: 0 };
-  for (const r of results) {
-    const u = r.ctxr;
-    if (u === undefined) continue;
-    ctxr.prompt_tokens_prefix_reused += u.prompt_tokens_prefix_reused;
-    ctxr.prompt_tokens_chunk_reused += u.prompt_tokens_chunk_reused;
-    ctxr.prompt_tokens_recomputed += u.prompt_tokens_recomputed;
-    ctxr.prompt_tokens_computed += u.prompt_tokens_computed;
-    if (u.tier_hits !== undefined) {
-      const hits = (ctxr.tier_hits ??= { device: 0, host: 0, disk: 0 });
-      for (const tier of ["device", "host", "disk"] as const) hits[tier] += u.tier_hits[tier];
-      if (u.tier_hits.remote !== undefined) hits.remote = (hits.remote ?? 0) + u.tier_hits.remote;
-    }
-    if (u.policy !== undefined) ctxr.policy = u.policy;
-    if (u.sparse_decode_steps !== undefined) ctxr.sparse_decode_steps = (ctxr.sparse_decode_steps ?? 0) + u.sparse_decode_steps;
-    if (u.sparse_reconstructions !== undefined) ctxr.sparse_reconstructions = (ctxr.sparse_reconstructions ?? 0) + u.sparse_reconstructions;
-  }
-  ctxr.ttft_ms = ttft;
-  ctxr.queue_ms = queued;
-  // cached_tokens (what OpenAI, vLLM and SGLang clients read): prompt tokens whose KV came from the cache as an exact prefix.
-  return { prompt_tokens: prompt, completion_tokens: completion, total_tokens: prompt + completion, prompt_tokens_details: { cached_tokens: ctxr.prompt_tokens_prefix_reused }, ctxr };
-}
-
-function stopStrings(body: ChatCompletionBody | CompletionBody): string[] {
-  const stop = body.stop;
-  if (stop === undefined || stop === null) return [];
-  return typeof stop === "string" ? [stop] : stop;
-}
-
-
-/**
- * Submits every prompt, `n` times each (choice index = prompt index · n + k; sibling k > 0 of a
- * seeded request samples with seed + k, so the choices differ); if one is refused, the ones
- * already queued are cancelled. Siblings are queued together, so the first computes the prompt
- * and the others start from its blocks (generationScheduler.ts: shared prefixes computed once).
- */
-function submitAll(
-  engine: GenerationEngine,
-  prompts: number[][],
-  n: number,
-  constraints: readonly GrammarConstraint[],
-  build: (promptIds: number[]) => Parameters<GenerationEngine["generate"]>[0],
-): GenerationHandle[] {
-  const handles: GenerationHandle[] = [];
-  try {
-    prompts.forEach((promptIds, index) => {
-      try {
-        const request = build(promptIds);
-        for (let k = 0; k < n; k++) {
-          const seed = request.sampling.seed;
-          const constraint = constraints[handles.length];
-          // Prompt logprobs come from the first sibling (the others start from its cached blocks).
-          const sibling = k === 0 ? request : { ...request, promptLogprobs: null, sampling: seed === undefined ? request.sampling : { ...request.sampling, seed: seed + k } };
-          handles.push(engine.generate(constraint === undefined ? sibling : { ...sibling, constraint }));
-        }
-      } catch (error) {
-        if (error instanceof PromptTooLongError) {
-          const field = error.field === "prompt" && prompts.length > 1 ? `prompt[${index}]` : error.field;
-          throw new InvalidRequest(field, error.message);
-        }
-        if (error instanceof SamplingError) throw new InvalidRequest("body", error.message);
-        if (error instanceof LogitsAdjustmentError) throw new InvalidRequest(error.field, error.message);
-        throw error;
-      }
-    });
-  } catch (error) {
-    for (const handle of handles) handle.cancel();
-    for (const constraint of constraints.slice(handles.length)) constraint.dispose();
-    throw error;
-  }
-  return handles;
-}
-
-/** Formats whose markers are special tokens: the text must keep them for the parser to see them. */
-const SPECIAL_MARKERS = new Set<ToolCallFormat>(["mistral", "llama3_json"]);
-
 function toolCallId(): string {
   return `call_${crypto.randomUUID().replace(/-/g, "").slice(0, 24)}`;
-}
-
-/** A GrammarSpecError as the 400 naming its field; anything else as it is. */
-function asInvalidRequest(error: unknown): unknown {
-  return error instanceof GrammarSpecError ? new InvalidRequest(error.field, error.message) : error;
-}
-
-/** The body's output constraint (null: free text), a malformed one as a 400. */
-function requestedOutput(body: GrammarFields): RequestedGrammar | null {
-  try {
-    return grammarSpecOf(body);
-  } catch (error) {
-    throw asInvalidRequest(error);
-  }
-}
-
-/** `count` constraints from `make`; on failure (a 400 for a grammar that does not compile) none is left undisposed. */
-async function makeConstraints(count: number, make: () => Promise<GrammarConstraint>): Promise<GrammarConstraint[]> {
-  const made: GrammarConstraint[] = [];
-  try {
-    for (let i = 0; i < count; i++) made.push(await make());
-    return made;
-  } catch (error) {
-    for (const constraint of made) constraint.dispose();
-    throw asInvalidRequest(error);
-  }
-}
-
-/** One tool-call constraint per choice; a response format next to tools that may be called is refused. */
-async function toolConstraintsFor(engine: GenerationEngine, body: GrammarFields, tools: ToolRequest, count: number): Promise<GrammarConstraint[]> {
-  const output = requestedOutput(body);
-  if (output !== null) throw new InvalidRequest(output.field, 'an output format cannot be combined with tools the model may call; use tool_choice "none", or leave one out');
-  const request = { format: tools.format, tools: tools.tools.map((tool) => tool.function), choice: tools.choice!, parallel: tools.parallel };
-  return makeConstraints(count, () => engine.grammar.toolCallConstraint(request, "tool_choice"));
-}
-
-/** One grammar constraint per choice when the body asks for structured output (none otherwise). */
-async function constraintsFor(engine: GenerationEngine, body: GrammarFields, count: number): Promise<GrammarConstraint[]> {
-  const requested = requestedOutput(body);
-  return requested === null ? [] : makeConstraints(count, () => engine.grammar.constraint(requested));
 }
 
 /** Runs every handle's events through `onEvent(index, event)`; rejects with the first failure (the others are cancelled). */
@@ -357,19 +147,12 @@ export function mountGenerationRoutes(app: OpenAPIHono, engine: GenerationEngine
     responses: { 200: { description: "One model.", content: { "application/json": { schema: schemas.ModelList } } } },
   });
 
-  const checkModel = (model: string | undefined) => {
-    if (model !== undefined && model !== "" && model !== engine.modelId) {
-      throw new InvalidRequest("model", `model ${JSON.stringify(model)} does not exist; this server serves ${JSON.stringify(engine.modelId)}`, 404);
-    }
-  };
+  const checkModel = (model: string | undefined) => checkServedModel(engine, model);
 
   const answerError = (c: Context, error: unknown): Response => {
     if (error instanceof InvalidRequest) return errorResponse(c, error.status, error.message, error.field);
-    if (error instanceof QueueFullError) {
-      return errorResponse(c, 429, `busy: ${error.message} (--max-waiting-requests ${error.limit}); retry after ${error.retryAfterSeconds} s`, "", { "Retry-After": String(error.retryAfterSeconds) });
-    }
-    if (error instanceof DeadlineExceededError) return errorResponse(c, 504, error.message, error.field);
-    if (error instanceof GenerationFailedError || error instanceof SchedulerClosedError) return errorResponse(c, error instanceof SchedulerClosedError ? 503 : 500, error.message);
+    const failed = engineFailureResponse(c, error);
+    if (failed !== null) return failed;
     throw error;
   };
 
@@ -415,47 +198,7 @@ export function mountGenerationRoutes(app: OpenAPIHono, engine: GenerationEngine
     let topLogprobs: number | null;
     let tools: ToolRequest | null = null;
     try {
-      checkModel(body.model);
-      refuseUnsupported(body, "chat");
-      try {
-        tools = toolRequestOf(body, tokenizer.chatTemplateSource, engine.toolCallFormat);
-      } catch (error) {
-        if (error instanceof ToolRequestError) throw new InvalidRequest(error.field, error.message);
-        throw error;
-      }
-      if (body.top_logprobs !== undefined && body.top_logprobs !== null && body.logprobs !== true) throw new InvalidRequest("top_logprobs", 'needs "logprobs": true');
-      topLogprobs = body.logprobs === true ? (body.top_logprobs ?? 0) : null;
-      const messages = requestChatMessages(body.messages, (field, message) => new InvalidRequest(field, message));
-      let promptIds: number[];
-      let segments: SegmentedPrompt | undefined;
-      try {
-        const templateOptions = {
-          ...(body.chat_template_kwargs ? { templateKwargs: body.chat_template_kwargs } : {}),
-          ...(body.add_generation_prompt != null ? { addGenerationPrompt: body.add_generation_prompt } : {}),
-          ...(tools !== null ? { tools: tools.tools } : {}),
-        };
-        if (body.documents && body.documents.length > 0) {
-          segments = engine.chatSegments(messages, body.documents, templateOptions);
-          promptIds = engine.segmentIds(segments);
-        } else {
-          promptIds = engine.chatPromptIds(messages, templateOptions);
-        }
-      } catch (error) {
-        if (error instanceof ChatTemplateError || error instanceof ModelTokenizerError) throw new InvalidRequest("messages", error.message);
-        if (error instanceof SegmentedPromptError) throw new InvalidRequest(error.field, error.message);
-        throw error;
-      }
-      const maxTokens = body.max_completion_tokens ?? body.max_tokens ?? null;
-      const constraints = tools !== null && tools.choice !== null ? await toolConstraintsFor(engine, body, tools, choicesPerPrompt(body)) : await constraintsFor(engine, body, choicesPerPrompt(body));
-      const toolOptions = tools !== null && tools.choice !== null && SPECIAL_MARKERS.has(tools.format) ? { skipSpecialTokens: false } : {};
-      handles = submitAll(engine, [promptIds], choicesPerPrompt(body), constraints, (ids) => ({
-        ...generationOptions(body),
-        ...toolOptions,
-        ...(segments !== undefined ? { segments } : {}),
-        promptIds: segments === undefined ? truncatePrompt(body, ids) : ids,
-        maxTokens,
-        logprobs: topLogprobs,
-      }));
+      ({ handles, topLogprobs, tools } = await prepareChatGeneration(engine, body));
     } catch (error) {
       // max_completion_tokens (when given) is the field that was too large.
       if (error instanceof InvalidRequest && error.field === "max_tokens" && body.max_completion_tokens != null) {
@@ -719,5 +462,6 @@ export function mountNoModelRoutes(app: OpenAPIHono): void {
     errorResponse(c, 404, `${c.req.path}: no model is loaded; start ctxr serve with --model DIR to generate (or --upstream URL to proxy an OpenAI-compatible engine)`, "");
   app.post("/v1/chat/completions", answer);
   app.post("/v1/completions", answer);
+  app.post("/v1/responses", answer);
   app.get("/v1/models", answer);
 }

@@ -43,6 +43,8 @@ export interface ServerOptions {
   latency?: LatencyHistograms | null;
   /** A streamed answer (the engine's or a relayed one) that wrote nothing for this long writes an SSE keep-alive comment (default DEFAULT_SSE_KEEP_ALIVE_MS). */
   sseKeepAliveMs?: number;
+  /** With engine: estimated heap bytes of stored /v1/responses responses (--max-response-bytes; null: unlimited). */
+  maxResponseBytes?: number | null;
 }
 
 export interface RunningServer {
@@ -85,7 +87,7 @@ export function startServer(service: ContextService, options: ServerOptions = {}
   const log = options.log ?? ((text: string) => void process.stderr.write(text));
   const limits = withDefaultLimits(options.limits);
   const metrics = new ServerMetrics();
-  const app = createApp(service, { limits, apiKey: options.apiKey, metrics, log, proxy: options.proxy, engine: options.engine, kvEvents: options.kvEvents, latency: options.latency, onProxy: options.onProxy, sseKeepAliveMs: options.sseKeepAliveMs });
+  const app = createApp(service, { limits, apiKey: options.apiKey, metrics, log, proxy: options.proxy, engine: options.engine, kvEvents: options.kvEvents, latency: options.latency, onProxy: options.onProxy, sseKeepAliveMs: options.sseKeepAliveMs, maxResponseBytes: options.maxResponseBytes });
   const host = options.host ?? DEFAULT_HOST;
 
   let inFlight = 0;
@@ -271,7 +273,7 @@ export async function runServer(options: RunOptions, io: RunIo): Promise<void> {
     const info = engine.info;
     io.out(
       `ctxr serve: serving model ${engine.modelId} from ${engine.modelDir} on ${info.device} (${info.num_blocks} KV blocks of ${info.block_size} tokens, ` +
-        `at most ${engine.maxModelLen} tokens a sequence): POST /v1/chat/completions, /v1/completions, /tokenize, /detokenize; GET /v1/models\n`,
+        `at most ${engine.maxModelLen} tokens a sequence): POST /v1/chat/completions, /v1/completions, /v1/responses, /tokenize, /detokenize; GET /v1/models\n`,
     );
     io.out(`ctxr serve: ${engine.kvSettings}\n`);
   }

@@ -220,7 +220,7 @@ describe("ctxr serve --model (CLI)", () => {
   test("wires the histograms, /health and /tokenize", async () => {
     const spawned = await spawnServer(["--in-memory", "--model", model.path, "--kv-blocks", "32", "--threads", "1"], { CTXR_RUNNER: buildRunner() }, 60_000);
     try {
-      expect(spawned.startLines.some((line) => line.includes("POST /v1/chat/completions, /v1/completions, /tokenize, /detokenize; GET /v1/models"))).toBe(true);
+      expect(spawned.startLines.some((line) => line.includes("POST /v1/chat/completions, /v1/completions, /v1/responses, /tokenize, /detokenize; GET /v1/models"))).toBe(true);
       expect((await spawned.post("/v1/completions", { prompt: "x", max_tokens: 3, ignore_eos: true })).status).toBe(200);
       const metrics = (await spawned.get("/metrics")).text;
       expect(histogram(metrics, "ctxr_time_to_first_token_seconds").count).toBe(1);

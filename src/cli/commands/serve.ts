@@ -75,6 +75,7 @@ beyond them, and 0 means unlimited; see README "Limits and hardening"):
   --max-dedup-bytes B      dedup conversation records (default ${mib(DEFAULT_BUDGETS.dedupBytes)})
   --max-history-bytes B    the proxy's remembered histories (default ${mib(DEFAULT_BUDGETS.historyBytes)})
   --max-routing-bytes B    the proxy's routing indexes (default ${mib(DEFAULT_BUDGETS.routingBytes)})
+  --max-response-bytes B   stored /v1/responses responses, with --model (default ${mib(DEFAULT_BUDGETS.responseBytes)})
   --max-annotation-bytes B annotation text one request may render (default ${mib(DEFAULT_BUDGETS.annotationBytes)})
   --max-template-placeholders N
                            times a template may repeat its placeholder (default ${DEFAULT_LIMITS.maxTemplatePlaceholders})
@@ -230,6 +231,7 @@ const FLAGS = {
   "max-index-bytes": { type: "string" },
   "max-dedup-bytes": { type: "string" },
   "max-history-bytes": { type: "string" },
+  "max-response-bytes": { type: "string" },
   "max-routing-bytes": { type: "string" },
   "max-annotation-bytes": { type: "string" },
   "max-template-placeholders": { type: "string" },
@@ -370,7 +372,7 @@ export async function serveCommand(args: string[], io: CommandIo & { err?(text: 
 
   const model = typeof flags.values.model === "string" ? flags.values.model : null;
   if (model === "") throw new UsageError("--model must not be empty", COMMAND);
-  const modelOnly = ["device", "kv-blocks", "threads", "kv-dtype", "served-model-name", "max-waiting-requests", "request-timeout", "kv-policy", "recompute-ratio", "kv-device-blocks", "kv-host-bytes", "kv-dir", "kv-disk-bytes", "kv-remote", "kv-remote-bytes", "focus-window", "context-scores", "prophet-span-decay", "prophet-query-rows", "no-prefix-cache", "tool-call-parser", "kv-events-publish", "sparse-entropy-threshold", "sparse-varentropy-threshold", "sparse-trigger-window"].find((name) => flags.values[name] !== undefined);
+  const modelOnly = ["max-response-bytes", "device", "kv-blocks", "threads", "kv-dtype", "served-model-name", "max-waiting-requests", "request-timeout", "kv-policy", "recompute-ratio", "kv-device-blocks", "kv-host-bytes", "kv-dir", "kv-disk-bytes", "kv-remote", "kv-remote-bytes", "focus-window", "context-scores", "prophet-span-decay", "prophet-query-rows", "no-prefix-cache", "tool-call-parser", "kv-events-publish", "sparse-entropy-threshold", "sparse-varentropy-threshold", "sparse-trigger-window"].find((name) => flags.values[name] !== undefined);
   if (model === null && modelOnly !== undefined) throw new UsageError(`--${modelOnly} needs --model`, COMMAND);
   if (model !== null && upstreams.length > 0) throw new UsageError("give --model (serve a model) or --upstream (proxy engines), not both", COMMAND);
   const device = typeof flags.values.device === "string" ? flags.values.device : "cpu";
@@ -424,6 +426,7 @@ export async function serveCommand(args: string[], io: CommandIo & { err?(text: 
       blockTokens,
       maxIndexBytes: budgetFlag(flags, "max-index-bytes"),
       maxDedupBytes: budgetFlag(flags, "max-dedup-bytes"),
+      maxResponseBytes: budgetFlag(flags, "max-response-bytes"),
       maxAnnotationBytes: byteSizeFlag(flags, "max-annotation-bytes", COMMAND, 1),
       limits: {
         maxBodyBytes: integerFlag(flags, "max-body-bytes", COMMAND, 1),

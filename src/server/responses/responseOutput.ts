@@ -1,0 +1,121 @@
+/**
+ * The output items of a response as the generated text arrives: message items (one output_text
+ * part) and function_call items, with the stream events that build them (output_item.added,
+ * content_part.added, output_text.delta/.done, content_part.done, output_item.done,
+ * function_call_arguments.delta/.done). A non-streamed response feeds the whole text and keeps
+ * only the items, so both answers are built the same way. Pure: events go to `emit`, without
+ * sequence numbers (responseEvents.ts numbers them).
+ */
+import type { ToolCallPiece } from "../../engine/toolCalls/parsedToolCall.ts";
+
+export interface OutputTextPart {
+  type: "output_text";
+  text: string;
+  annotations: never[];
+  logprobs: never[];
+}
+
+export interface MessageItem {
+  type: "message";
+  id: string;
+  status: "in_progress" | "completed" | "incomplete";
+  role: "assistant";
+  content: OutputTextPart[];
+}
+
+export interface FunctionCallItem {
+  type: "function_call";
+  id: string;
+  call_id: string;
+  name: string;
+  arguments: string;
+  status: "in_progress" | "completed" | "incomplete";
+}
+
+export type OutputItem = MessageItem | FunctionCallItem;
+
+export type OutputEvent = { type: string } & Record<string, unknown>;
+
+const hex = (length: number) => crypto.randomUUID().replace(/-/g, "").slice(0, length);
+export const itemId = (prefix: "msg" | "fc") => `${prefix}_${hex(32)}`;
+export const callId = () => `call_${hex(24)}`;
+
+const textPart = (text: string): OutputTextPart => ({ type: "output_text", text, annotations: [], logprobs: [] });
+
+export class ResponseOutputBuilder {
+  readonly items: OutputItem[] = [];
+  private open: MessageItem | null = null;
+  /** Content held back while it is only whitespace (it may precede a tool call). */
+  private pending = "";
+
+  /**
+   * `callsExpected`: the text may hold tool calls; then a message item opens only with the first
+   * content that is not whitespace (a call alone makes no empty message).
+   */
+  constructor(
+    private readonly emit: (event: OutputEvent) => void,
+    private readonly callsExpected: boolean,
+  ) {}
+
+  push(piece: ToolCallPiece): void {
+    if (piece.content !== "") this.addText(piece.content);
+    for (const call of piece.calls) this.addCall(call.name, call.arguments);
+  }
+
+  /** Closes what is open; `status` "incomplete" when the text was cut at max_output_tokens. A response without items gets an empty message. */
+  finish(status: "completed" | "incomplete"): void {
+    if (this.open === null && this.items.length === 0) this.openMessage();
+    this.closeMessage(status);
+  }
+
+  private addText(text: string): void {
+    if (this.open === null) {
+      if (this.callsExpected && (this.pending + text).trim() === "") {
+        this.pending += text;
+        return;
+      }
+      this.openMessage();
+      text = this.pending + text;
+      this.pending = "";
+    }
+    const message = this.open!;
+    message.content[0]!.text += text;
+    this.emit({ type: "response.output_text.delta", item_id: message.id, output_index: this.items.length - 1, content_index: 0, delta: text, logprobs: [] });
+  }
+
+  private addCall(name: string, args: string): void {
+    this.closeMessage("completed");
+    this.pending = "";
+    const item: FunctionCallItem = { type: "function_call", id: itemId("fc"), call_id: callId(), name, arguments: "", status: "in_progress" };
+    this.items.push(item);
+    const outputIndex = this.items.length - 1;
+    this.emit({ type: "response.output_item.added", output_index: outputIndex, item: { ...item } });
+    item.arguments = args;
+    this.emit({ type: "response.function_call_arguments.delta", item_id: item.id, output_index: outputIndex, delta: args });
+    this.emit({ type: "response.function_call_arguments.done", item_id: item.id, output_index: outputIndex, name, arguments: args });
+    item.status = "completed";
+    this.emit({ type: "response.output_item.done", output_index: outputIndex, item: { ...item } });
+  }
+
+  private openMessage(): void {
+    const message: MessageItem = { type: "message", id: itemId("msg"), status: "in_progress", role: "assistant", content: [] };
+    this.items.push(message);
+    const outputIndex = this.items.length - 1;
+    this.emit({ type: "response.output_item.added", output_index: outputIndex, item: { ...message, content: [] } });
+    message.content.push(textPart(""));
+    this.emit({ type: "response.content_part.added", item_id: message.id, output_index: outputIndex, content_index: 0, part: textPart("") });
+    this.open = message;
+  }
+
+  private closeMessage(status: "completed" | "incomplete"): void {
+    const message = this.open;
+    if (message === null) return;
+    this.open = null;
+    const outputIndex = this.items.indexOf(message);
+    const text = message.content[0]!.text;
+    this.emit({ type: "response.output_text.done", item_id: message.id, output_index: outputIndex, content_index: 0, text, logprobs: [] });
+    this.emit({ type: "response.content_part.done", item_id: message.id, output_index: outputIndex, content_index: 0, part: textPart(text) });
+    message.status = status;
+    this.emit({ type: "response.output_item.done", output_index: outputIndex, item: { ...message, content: [textPart(text)] } });
+  }
+}

@@ -20,11 +20,11 @@ describe("field names", () => {
     const schemas = createSchemas(DEFAULT_LIMITS);
     const describe = (body: unknown) => describeIssue(schemas.ReorderRequest.safeParse(body).error!.issues as never);
     expect(describe({ contexts: [[1, { id: 2, tokens: 1.5 }]] }).field).toBe("contexts[0][1].tokens");
-    expect(describe({ contexts: [[null]] })).toEqual({ field: "contexts[0][0]", message: expect.stringContaining("contexts[0][0]: expected a block") });
+    expect(describe({ contexts: [[null]] })).toEqual({ field: "contexts[0][0]", message: expect.stringContaining("contexts[0][0]: expected a block"), code: "invalid_value" });
     expect(describe({ contexts: [[{ id: [] }]] }).message).toContain("contexts[0][0].id: expected a block id");
-    expect(describe({ contexts: [[1]], extra: true })).toEqual({ field: "extra", message: "extra: unknown field" });
-    expect(describe({})).toEqual({ field: "contexts", message: "contexts: required" });
-    expect(describe("text")).toEqual({ field: "body", message: "body: expected a JSON object" });
+    expect(describe({ contexts: [[1]], extra: true })).toEqual({ field: "extra", message: "extra: unknown field", code: "unknown_parameter" });
+    expect(describe({})).toEqual({ field: "contexts", message: "contexts: required", code: "missing_required_parameter" });
+    expect(describe("text")).toEqual({ field: "body", message: "body: expected a JSON object", code: "invalid_type" });
   });
 
   test("valid bodies pass the schemas unchanged", () => {

@@ -221,7 +221,7 @@ function submitAll(
       } catch (error) {
         if (error instanceof PromptTooLongError) {
           const field = error.field === "prompt" && prompts.length > 1 ? `prompt[${index}]` : error.field;
-          throw new InvalidRequest(field, error.message, 400, "context_length_exceeded");
+          throw new InvalidRequest(field, error.message, 400, error.overLength ? "context_length_exceeded" : undefined);
         }
         if (error instanceof SamplingError) throw new InvalidRequest("body", error.message);
         if (error instanceof LogitsAdjustmentError) throw new InvalidRequest(error.field, error.message);

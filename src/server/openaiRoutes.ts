@@ -513,7 +513,7 @@ export function mountGenerationRoutes(app: OpenAPIHono, engine: GenerationEngine
     } catch (error) {
       // max_completion_tokens (when given) is the field that was too large.
       if (error instanceof InvalidRequest && error.field === "max_tokens" && body.max_completion_tokens != null) {
-        return answerError(c, new InvalidRequest("max_completion_tokens", error.message.replace(/^max_tokens: /, "")));
+        return answerError(c, new InvalidRequest("max_completion_tokens", error.message.replace(/^max_tokens: /, ""), error.status, error.code));
       }
       return answerError(c, error);
     }

@@ -7,7 +7,9 @@
  * input_audio, file...) is a ChatMessagesError naming the message and part. An
  * assistant message may have null or no content (one that only calls tools): it
  * becomes "". The "developer" role (OpenAI's newer name for system) becomes
- * "system", which chat templates know. An assistant's `tool_calls` are kept with
+ * "system", which chat templates know; any role other than OpenAI's (system,
+ * developer, user, assistant, tool) is an error naming it, as OpenAI answers, not
+ * left to a chat template that might skip it. An assistant's `tool_calls` are kept with
  * their arguments parsed from JSON (chat templates render them as objects, as vLLM
  * passes them), and a tool message's `tool_call_id`, and `name`; an assistant's
  * `refusal` is its text when it has no content. Any other field (audio,
@@ -69,6 +71,9 @@ export function chatMessagesErrorField(error: ChatMessagesError): { field: strin
   return { field, message: error.message.replace(/^[^\s:]+:?\s*/, "") };
 }
 
+/** OpenAI's chat roles ("function", deprecated, is not served). */
+export const CHAT_ROLES: ReadonlySet<string> = new Set(["system", "developer", "user", "assistant", "tool"]);
+
 /** The message fields read here; any other is refused, not ignored. */
 const MESSAGE_FIELDS = new Set(["role", "content", "name", "tool_calls", "tool_call_id", "refusal"]);
 
@@ -98,6 +103,7 @@ export function normalizeChatMessages(messages: unknown): ChatTemplateMessage[] 
     if (!isObject(message)) throw new ChatMessagesError(`${where} must be an object, got ${describe(message)}`);
     const role = message.role;
     if (typeof role !== "string" || role.length === 0) throw new ChatMessagesError(`${where}.role must be a non-empty string, got ${describe(role)}`);
+    if (!CHAT_ROLES.has(role)) throw new ChatMessagesError(`${where}.role: unknown role ${JSON.stringify(role)}; use one of ${[...CHAT_ROLES].join(", ")}`);
     for (const key of Object.keys(message)) {
       if (!MESSAGE_FIELDS.has(key)) throw new ChatMessagesError(`${where}.${key}: ${UNSUPPORTED_MESSAGE_FIELDS[key] ?? "is not a chat message field this server knows"}`);
     }

@@ -144,6 +144,8 @@ export class PromptTooLongError extends Error {
   constructor(
     message: string,
     readonly field: "prompt" | "max_tokens",
+    /** The prompt and max_tokens exceed the context length (else another bound of the request). */
+    readonly overLength = false,
   ) {
     super(message);
     this.name = "PromptTooLongError";
@@ -755,14 +757,15 @@ export class GenerationScheduler {
     }
     const maxLen = this.maxModelLen;
     if (promptLength >= maxLen) {
-      throw new PromptTooLongError(`the prompt has ${promptLength} tokens; this model and KV cache hold at most ${maxLen} tokens in all, so a prompt may have at most ${maxLen - 1}`, "prompt");
+      throw new PromptTooLongError(`the prompt has ${promptLength} tokens; the maximum context length of this model and KV cache is ${maxLen} tokens in all, so a prompt may have at most ${maxLen - 1}`, "prompt", true);
     }
     const maxTokens = request.maxTokens ?? maxLen - promptLength;
     if (!Number.isSafeInteger(maxTokens) || maxTokens < 1) throw new PromptTooLongError(`max_tokens must be a positive integer, got ${maxTokens}`, "max_tokens");
     if (promptLength + maxTokens > maxLen) {
       throw new PromptTooLongError(
-        `this model and KV cache hold at most ${maxLen} tokens, but ${promptLength + maxTokens} were requested (${promptLength} in the prompt, ${maxTokens} in max_tokens); lower max_tokens or shorten the prompt`,
+        `the maximum context length of this model and KV cache is ${maxLen} tokens, but ${promptLength + maxTokens} were requested (${promptLength} in the prompt, ${maxTokens} in max_tokens); lower max_tokens or shorten the prompt`,
         "max_tokens",
+        true,
       );
     }
     if (request.segments !== undefined) {

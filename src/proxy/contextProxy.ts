@@ -236,7 +236,7 @@ export class ContextProxy {
     try {
       body = JSON.parse(this.decoder.decode(bytes));
     } catch {
-      return errorResponse(c, 400, "body: invalid JSON", "body");
+      return errorResponse(c, 400, "body: invalid JSON", "body", undefined, "invalid_json");
     }
     if (body === null || typeof body !== "object" || Array.isArray(body)) return errorResponse(c, 400, "body: expected a JSON object", "body");
     // Before anything recursive (hashing, JSON.stringify) sees it, and before the rewriter reads the messages.

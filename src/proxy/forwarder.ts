@@ -11,6 +11,7 @@
  * Both read the body decoded: where either is needed, the upstream is asked
  * for `identity` and fetch decodes whatever coding it answers in anyway.
  */
+import { errorBody } from "../server/errors.ts";
 import { redactText, StreamRedactor } from "./redact.ts";
 import { IdleTicker, SseBoundary } from "../server/sseKeepAlive.ts";
 
@@ -214,7 +215,7 @@ const encoder = new TextEncoder();
 /** The end of a relayed event stream whose upstream broke off: the open event closed, an error event, [DONE]. */
 function brokenStreamEnding(boundary: SseBoundary, error: unknown): Uint8Array {
   const message = `the upstream's answer broke off: ${error instanceof Error ? error.message : String(error)}`;
-  const event = JSON.stringify({ error: { message, type: "upstream_error", code: 502 } });
+  const event = JSON.stringify(errorBody(message, "", 502));
   return encoder.encode(`${boundary.closer()}data: ${event}\n\ndata: [DONE]\n\n`);
 }
 

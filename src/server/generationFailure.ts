@@ -5,14 +5,17 @@
  */
 import type { Context } from "hono";
 import { DeadlineExceededError, GenerationFailedError, QueueFullError, SchedulerClosedError } from "../engine/generationScheduler.ts";
-import { errorResponse } from "./errors.ts";
+import { errorBody, errorResponse, type ApiError } from "./errors.ts";
+
+/** The error code of a request cancelled at its deadline. */
+export const DEADLINE_CODE = "deadline_exceeded";
 
 /** The answer to an engine failure, or null when `error` is not one (the caller rethrows it). */
 export function engineFailureResponse(c: Context, error: unknown): Response | null {
   if (error instanceof QueueFullError) {
     return errorResponse(c, 429, `busy: ${error.message} (--max-waiting-requests ${error.limit}); retry after ${error.retryAfterSeconds} s`, "", { "Retry-After": String(error.retryAfterSeconds) });
   }
-  if (error instanceof DeadlineExceededError) return errorResponse(c, 504, error.message, error.field);
+  if (error instanceof DeadlineExceededError) return errorResponse(c, 504, error.message, error.field, undefined, DEADLINE_CODE);
   if (error instanceof SchedulerClosedError) return errorResponse(c, 503, error.message);
   if (error instanceof GenerationFailedError) return errorResponse(c, 500, error.message);
   return null;
@@ -24,9 +27,8 @@ export function failureMessage(error: unknown): string {
   return `generation failed: ${(error as Error).message ?? String(error)}`;
 }
 
-/** The error that ends a stream that failed (OpenAI's error shape; code: the HTTP status a whole answer would have had). */
-export function streamFailure(error: unknown): { message: string; type: string; code: number } {
-  if (error instanceof DeadlineExceededError) return { message: error.message, type: "timeout_error", code: 504 };
-  if (error instanceof SchedulerClosedError) return { message: error.message, type: "server_error", code: 503 };
-  return { message: failureMessage(error), type: "server_error", code: 500 };
+/** The error that ends a stream that failed: the error a whole answer would have had (OpenAI's shape). */
+export function streamFailure(error: unknown): ApiError {
+  if (error instanceof DeadlineExceededError) return errorBody(error.message, error.field, 504, DEADLINE_CODE).error;
+  return errorBody(failureMessage(error), "", error instanceof SchedulerClosedError ? 503 : 500).error;
 }

@@ -17,12 +17,13 @@ import type { ToolCallFormat } from "../engine/toolCalls/toolCallFormat.ts";
 import type { ToolRequest } from "../engine/toolCalls/toolRequest.ts";
 import type { ChatCompletionBody, CompletionBody } from "./openaiSchemas.ts";
 
-/** A request the engine cannot serve as asked: 400 (or `status`) naming the field. */
+/** A request the engine cannot serve as asked: 400 (or `status`) naming the field; `code`: the error body's (errors.ts picks one by default). */
 export class InvalidRequest extends Error {
   constructor(
     readonly field: string,
     message: string,
     readonly status: 400 | 404 = 400,
+    readonly code?: string,
   ) {
     super(`${field}: ${message}`);
   }
@@ -177,7 +178,7 @@ export function submitAll(
       } catch (error) {
         if (error instanceof PromptTooLongError) {
           const field = error.field === "prompt" && prompts.length > 1 ? `prompt[${index}]` : error.field;
-          throw new InvalidRequest(field, error.message);
+          throw new InvalidRequest(field, error.message, 400, error.overLength ? "context_length_exceeded" : undefined);
         }
         if (error instanceof SamplingError) throw new InvalidRequest("body", error.message);
         if (error instanceof LogitsAdjustmentError) throw new InvalidRequest(error.field, error.message);

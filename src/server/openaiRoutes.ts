@@ -4,7 +4,7 @@
  *
  * - POST /v1/chat/completions: messages through the model's chat template;
  * - POST /v1/completions: a prompt string or token ids (or several: one choice each);
- * - GET /v1/models: the served model.
+ * - GET /v1/models: the served model; GET /v1/models/{id}: its card (404 for any other id).
  *
  * Both generation routes answer as one JSON object, or with "stream": true as
  * server-sent events (`data: {chunk}` lines, then `data: [DONE]`). A client that
@@ -22,10 +22,11 @@ import { engineFailureResponse } from "./generationFailure.ts";
 import { DEFAULT_SSE_KEEP_ALIVE_MS } from "./sseKeepAlive.ts";
 import { eventStream, type EventStreamOptions } from "./generationEventStream.ts";
 import { bestCandidates } from "./bestOf.ts";
-import { toolCallStream } from "../engine/toolCalls/toolCallFormat.ts";
+import { ToolCallAnswerStream, wholeToolCallAnswer } from "../engine/toolCalls/toolCallAnswer.ts";
 import type { ToolCallPiece } from "../engine/toolCalls/parsedToolCall.ts";
 import type { ToolRequest } from "../engine/toolCalls/toolRequest.ts";
 import { depthProblem } from "./jsonDepth.ts";
+import { TokenTextOffsets } from "../engine/tokenTextOffsets.ts";
 import { DEFAULT_LIMITS } from "./limits.ts";
 import { createOpenAiSchemas, type ChatCompletionBody, type CompletionBody } from "./openaiSchemas.ts";
 import { prepareChatGeneration } from "./chatPreparation.ts";
@@ -97,6 +98,29 @@ async function pumpAll(handles: readonly GenerationHandle[], onEvent: (index: nu
   if (failure !== null) throw failure;
 }
 
+/** Characters as text_offset counts them: code points (a character outside the BMP is one). */
+function characters(text: string): number {
+  let count = 0;
+  for (const _ of text) count++;
+  return count;
+}
+
+interface CompletionLogprobs {
+  tokens: string[];
+  token_logprobs: (number | null)[];
+  top_logprobs: (Record<string, number> | null)[];
+  text_offset: number[];
+}
+
+function joinLogprobs(first: CompletionLogprobs, second: CompletionLogprobs): CompletionLogprobs {
+  return {
+    tokens: [...first.tokens, ...second.tokens],
+    token_logprobs: [...first.token_logprobs, ...second.token_logprobs],
+    top_logprobs: [...first.top_logprobs, ...second.top_logprobs],
+    text_offset: [...first.text_offset, ...second.text_offset],
+  };
+}
+
 export function mountGenerationRoutes(app: OpenAPIHono, engine: GenerationEngine, options: GenerationRouteOptions): void {
   const schemas = createOpenAiSchemas();
   const { tokenizer } = engine;
@@ -150,7 +174,7 @@ export function mountGenerationRoutes(app: OpenAPIHono, engine: GenerationEngine
   const checkModel = (model: string | undefined) => checkServedModel(engine, model);
 
   const answerError = (c: Context, error: unknown): Response => {
-    if (error instanceof InvalidRequest) return errorResponse(c, error.status, error.message, error.field);
+    if (error instanceof InvalidRequest) return errorResponse(c, error.status, error.message, error.field, undefined, error.code);
     const failed = engineFailureResponse(c, error);
     if (failed !== null) return failed;
     throw error;
@@ -166,16 +190,12 @@ export function mountGenerationRoutes(app: OpenAPIHono, engine: GenerationEngine
   });
 
   /**
-   * Completion logprobs; offsets continue from `offset` (characters of the choice's text so far).
+   * Completion logprobs; text_offset from `offsets` (where each token begins in the choice's text).
    * A token without a logprob (an echoed prompt's first) gets null, as OpenAI answers.
    */
-  const completionLogprobs = (tokens: readonly GeneratedToken[], offset: number) => {
+  const completionLogprobs = (tokens: readonly GeneratedToken[], offsets: TokenTextOffsets): CompletionLogprobs => {
     const texts = tokens.map((token) => tokenizer.tokenText(token.id));
-    const textOffset: number[] = [];
-    for (const text of texts) {
-      textOffset.push(offset);
-      offset += text.length;
-    }
+    const textOffset = offsets.next(tokens.map((token) => token.id));
     return {
       tokens: texts,
       token_logprobs: tokens.map((token) => (token.logprob === undefined ? null : clampLogprob(token.logprob))),
@@ -202,7 +222,7 @@ export function mountGenerationRoutes(app: OpenAPIHono, engine: GenerationEngine
     } catch (error) {
       // max_completion_tokens (when given) is the field that was too large.
       if (error instanceof InvalidRequest && error.field === "max_tokens" && body.max_completion_tokens != null) {
-        return answerError(c, new InvalidRequest("max_completion_tokens", error.message.replace(/^max_tokens: /, "")));
+        return answerError(c, new InvalidRequest("max_completion_tokens", error.message.replace(/^max_tokens: /, ""), error.status, error.code));
       }
       return answerError(c, error);
     }
@@ -226,7 +246,8 @@ export function mountGenerationRoutes(app: OpenAPIHono, engine: GenerationEngine
         async (send, fail) => {
           // By choice index: usage takes the prompt's first choice.
           const finished: GenerationFinish[] = new Array(handles.length);
-          const parsers = handles.map(() => (tools !== null && tools.choice !== null ? toolCallStream(tools.format) : null));
+          // Whitespace between calls is held back, so that the deltas assemble to the non-streamed message.
+          const parsers = handles.map(() => (tools !== null && tools.choice !== null ? new ToolCallAnswerStream(tools.format) : null));
           const callCounts = handles.map(() => 0);
           /** Content, then each completed call as one tool_calls delta (the SDK assembles them). */
           const sendPiece = (index: number, piece: ToolCallPiece, logprobs: unknown) => {
@@ -273,15 +294,11 @@ export function mountGenerationRoutes(app: OpenAPIHono, engine: GenerationEngine
           choices: results.map((result, index) => {
             const logprobs = topLogprobs === null ? null : chatLogprobs(result.tokens);
             if (tools === null || tools.choice === null) return { index, message: { role: "assistant", content: result.text }, logprobs, finish_reason: result.finishReason };
-            const parser = toolCallStream(tools.format);
-            const first = parser.push(result.text);
-            const last = parser.end();
-            const calls = [...first.calls, ...last.calls];
-            const content = first.content + last.content;
+            const { content, calls } = wholeToolCallAnswer(tools.format, result.text);
             if (calls.length === 0) return { index, message: { role: "assistant", content }, logprobs, finish_reason: result.finishReason };
             return {
               index,
-              message: { role: "assistant", content: content.trim() === "" ? null : content, tool_calls: calls.map((call) => ({ id: toolCallId(), type: "function", function: call })) },
+              message: { role: "assistant", content, tool_calls: calls.map((call) => ({ id: toolCallId(), type: "function", function: call })) },
               logprobs,
               finish_reason: "tool_calls",
             };
@@ -307,6 +324,8 @@ export function mountGenerationRoutes(app: OpenAPIHono, engine: GenerationEngine
     const echo = body.echo === true;
     let prompts: number[][];
     let promptTexts: string[] = [];
+    /** By prompt: whether its echo is the text the client gave (else its ids decoded, special tokens included). */
+    let echoedAsGiven: boolean[] = [];
     try {
       checkModel(body.model);
       refuseUnsupported(body, "completions");
@@ -334,7 +353,8 @@ export function mountGenerationRoutes(app: OpenAPIHono, engine: GenerationEngine
         if (ids.length === 0) throw new InvalidRequest(prompts.length > 1 ? `prompt[${index}]` : "prompt", "the prompt is empty");
       });
       // Echoed as given: a text prompt's own text, token ids decoded.
-      if (echo) promptTexts = typeof prompt === "string" ? [prompt] : prompts.map((ids, index) => (Array.isArray(prompt) && typeof prompt[index] === "string" ? (prompt[index] as string) : tokenizer.decode(ids)));
+      echoedAsGiven = prompts.map((_, index) => typeof prompt === "string" || (Array.isArray(prompt) && typeof prompt[index] === "string"));
+      if (echo) promptTexts = prompts.map((ids, index) => (typeof prompt === "string" ? prompt : echoedAsGiven[index] ? ((prompt as string[])[index] as string) : tokenizer.decode(ids)));
       const maxTokens = body.max_tokens ?? COMPLETIONS_DEFAULT_MAX_TOKENS;
       const constraints = await constraintsFor(engine, body, prompts.length * bestOf);
       handles = submitAll(engine, prompts, bestOf, constraints, (ids) => ({
@@ -356,13 +376,21 @@ export function mountGenerationRoutes(app: OpenAPIHono, engine: GenerationEngine
     /** An echoed prompt's tokens: the first without a logprob, the rest with theirs (from the prompt's first sibling). */
     const echoTokens = (promptIds: readonly number[], promptLogprobs: readonly GeneratedToken[] | undefined): GeneratedToken[] => [{ id: promptIds[0]! }, ...(promptLogprobs ?? [])];
     const siblingPromptLogprobs: (GeneratedToken[] | undefined)[] = prompts.map(() => undefined);
+    /**
+     * text_offset counts characters (code points) of the choice's text: the echoed prompt's tokens
+     * within the echo (a prompt given as text has no special tokens in it), then the generated
+     * tokens decoded as the engine decodes them (skip_special_tokens, the prompt's last ids as context).
+     */
+    const echoOffsets = (prompt: number) => new TokenTextOffsets(tokenizer, { skipSpecialTokens: echoedAsGiven[prompt]!, limit: characters(promptTexts[prompt]!) });
+    const generatedOffsets = (prompt: number) =>
+      new TokenTextOffsets(tokenizer, { skipSpecialTokens: body.skip_special_tokens ?? true, contextIds: truncatePrompt(body, prompts[prompt]!), start: echo ? characters(promptTexts[prompt]!) : 0 });
 
     if (body.stream) {
       const includeUsage = body.stream_options?.include_usage === true;
       const chunk = (choices: unknown[]) => ({ id, object: "text_completion", created, model, choices, ...(includeUsage ? { usage: null } : {}) });
       return eventStream(
         async (send, fail) => {
-          const offsets = handles.map(() => 0);
+          const offsets = handles.map((_, index) => generatedOffsets(Math.floor(index / n)));
           // By choice index: usage takes each prompt's first choice.
           const finished: GenerationFinish[] = new Array(handles.length);
           const echoed = handles.map(() => !echo);
@@ -370,8 +398,7 @@ export function mountGenerationRoutes(app: OpenAPIHono, engine: GenerationEngine
           const sendEcho = (index: number, promptLogprobs: readonly GeneratedToken[] | undefined) => {
             echoed[index] = true;
             const prompt = Math.floor(index / n);
-            const logprobs = topLogprobs === null ? null : completionLogprobs(echoTokens(prompts[prompt]!, promptLogprobs), 0);
-            if (logprobs !== null) offsets[index] = logprobs.tokens.reduce((total, text) => total + text.length, 0);
+            const logprobs = topLogprobs === null ? null : completionLogprobs(echoTokens(prompts[prompt]!, promptLogprobs), echoOffsets(prompt));
             send(chunk([{ index, text: promptTexts[prompt], logprobs, finish_reason: null }]));
           };
           if (echo && topLogprobs === null) handles.forEach((_, index) => sendEcho(index, []));
@@ -380,7 +407,6 @@ export function mountGenerationRoutes(app: OpenAPIHono, engine: GenerationEngine
               if (event.type === "delta") {
                 if (event.text === "" && topLogprobs === null) return;
                 const logprobs = topLogprobs === null ? null : completionLogprobs(event.tokens, offsets[index]!);
-                offsets[index]! += logprobs === null ? 0 : logprobs.tokens.reduce((total, text) => total + text.length, 0);
                 send(chunk([{ index, text: event.text, logprobs, finish_reason: null }]));
               } else {
                 finished[index] = event;
@@ -429,11 +455,12 @@ export function mountGenerationRoutes(app: OpenAPIHono, engine: GenerationEngine
         const chosen = bestOf > n ? bestCandidates(candidates, n) : [...candidates.keys()];
         return chosen.map((candidate, k) => {
           const result = candidates[candidate]!;
-          const prefix = echo ? echoTokens(promptIds, candidates[0]!.promptLogprobs) : [];
+          const echoed = echo && topLogprobs !== null ? completionLogprobs(echoTokens(promptIds, candidates[0]!.promptLogprobs), echoOffsets(prompt)) : null;
+          const generated = topLogprobs === null ? null : completionLogprobs(result.tokens, generatedOffsets(prompt));
           return {
             index: prompt * n + k,
             text: (echo ? promptTexts[prompt]! : "") + result.text,
-            logprobs: topLogprobs === null ? null : completionLogprobs([...prefix, ...result.tokens], 0),
+            logprobs: generated === null ? null : echoed === null ? generated : joinLogprobs(echoed, generated),
             finish_reason: result.finishReason,
           };
         });
@@ -445,16 +472,27 @@ export function mountGenerationRoutes(app: OpenAPIHono, engine: GenerationEngine
     }
   }) as never);
 
-  app.openapi(modelsRoute, (c) =>
-    c.json(
-      {
-        object: "list" as const,
-        data: [{ id: engine.modelId, object: "model" as const, created: engine.created, owned_by: "ctxr", max_model_len: engine.maxModelLen }],
-      },
-      200,
-    ),
-  );
+  const modelCard = () => ({ id: engine.modelId, object: "model" as const, created: engine.created, owned_by: "ctxr", max_model_len: engine.maxModelLen });
+  app.openapi(modelsRoute, (c) => c.json({ object: "list" as const, data: [modelCard()] }, 200));
+
+  // Served model names may hold "/" (--served-model-name org/name): the id is the rest of the path, sent with "/" or "%2F".
+  app.get(`${MODEL_PATH_PREFIX}:model{.+}`, (c) => {
+    const id = c.req.param("model");
+    if (id === engine.modelId) return c.json(modelCard(), 200);
+    return errorResponse(c, 404, `model: model ${JSON.stringify(id)} does not exist; this server serves ${JSON.stringify(engine.modelId)}`, "model", undefined, "model_not_found");
+  });
+  app.openAPIRegistry.registerPath({
+    method: "get",
+    path: "/v1/models/{model}",
+    tags: ["generation"],
+    summary: "The served model's card, by id (OpenAI's models.retrieve)",
+    request: { params: z.object({ model: z.string().openapi({ description: 'The model id; one holding "/" may be sent as it is or with "%2F".' }) }) },
+    responses: { 200: { description: "The model.", content: { "application/json": { schema: schemas.Model } } }, 404: error("No model of that id is served.") },
+  });
 }
+
+/** GET /v1/models/{id}: the served model's card by id. */
+export const MODEL_PATH_PREFIX = "/v1/models/";
 
 /** Without --model (and without --upstream): the generation paths say how to get a model. */
 export function mountNoModelRoutes(app: OpenAPIHono): void {
@@ -464,4 +502,5 @@ export function mountNoModelRoutes(app: OpenAPIHono): void {
   app.post("/v1/completions", answer);
   app.post("/v1/responses", answer);
   app.get("/v1/models", answer);
+  app.get(`${MODEL_PATH_PREFIX}*`, answer);
 }

@@ -253,7 +253,7 @@ export function createOpenAiSchemas() {
     .openapi("Model");
   const ModelList = z.object({ object: z.literal("list"), data: z.array(Model) }).openapi("ModelList");
 
-  return { ChatCompletionRequest, CompletionRequest, ChatCompletionResponse, CompletionResponse, ModelList };
+  return { ChatCompletionRequest, CompletionRequest, ChatCompletionResponse, CompletionResponse, Model, ModelList };
 }
 
 export type OpenAiSchemas = ReturnType<typeof createOpenAiSchemas>;

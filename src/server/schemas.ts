@@ -280,10 +280,21 @@ export function createSchemas(limits: ServerLimits) {
     .object({
       error: z.object({
         message: z.string(),
-        field: z.string().openapi({ description: 'The offending field, e.g. "contexts[2][5]"; "body" for the body as a whole, "" when no field is at fault.' }),
+        type: z.string().openapi({
+          description:
+            "The kind of error, by status: invalid_request_error (400, 405, 413, 415, 422), authentication_error (401), permission_error (403), not_found_error (404), rate_limit_error (429), server_error (500, 502, 504), service_unavailable (503).",
+        }),
+        param: z.string().nullable().openapi({ description: 'The offending field, e.g. "messages[1].role"; null when no single field is at fault (the body as a whole included).' }),
+        code: z
+          .string()
+          .nullable()
+          .openapi({ description: 'A short machine-readable reason: "invalid_value", "invalid_type", "unknown_parameter", "missing_required_parameter", "invalid_json", "model_not_found", "context_length_exceeded", "invalid_api_key", "rate_limit_exceeded", ...' }),
+        field: z.string().openapi({ description: 'ctxr\'s name for param, kept for its REST API clients: the offending field; "body" for the body as a whole, "" when no field is at fault.' }),
       }),
     })
-    .openapi("Error", { example: { error: { message: "contexts[2][5]: expected a block", field: "contexts[2][5]" } } });
+    .openapi("Error", {
+      example: { error: { message: "contexts[2][5]: expected a block", type: "invalid_request_error", param: "contexts[2][5]", code: "invalid_value", field: "contexts[2][5]" } },
+    });
 
   return {
     Block,

@@ -114,9 +114,9 @@ export function startServer(service: ContextService, options: ServerOptions = {}
     },
     error(error) {
       const unread = bodyReadFailure(error, false);
-      if (unread !== null) return Response.json(errorBody(unread.message, BODY_FIELD), { status: unread.status });
+      if (unread !== null) return Response.json(errorBody(unread.message, BODY_FIELD, unread.status), { status: unread.status });
       log(`ctxr serve: internal error: ${error.stack ?? error.message}\n`);
-      return Response.json(errorBody("internal server error"), { status: 500 });
+      return Response.json(errorBody("internal server error", "", 500), { status: 500 });
     },
   });
 

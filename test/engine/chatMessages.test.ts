@@ -92,6 +92,9 @@ describe("normalizeChatMessages", () => {
     fails(["hi"], 'messages[0] must be an object, got string "hi"');
     fails([{ content: "x" }], "messages[0].role must be a non-empty string, got undefined");
     fails([{ role: "", content: "x" }], "messages[0].role must be a non-empty string");
+    fails([{ role: "user", content: "a" }, { role: "narrator", content: "x" }], 'messages[1].role: unknown role "narrator"; use one of system, developer, user, assistant, tool');
+    fails([{ role: "function", content: "x", name: "f" }], 'messages[0].role: unknown role "function"');
+    fails([{ role: "User", content: "x" }], 'messages[0].role: unknown role "User"');
     fails([{ role: "user", content: "a" }, { role: "user" }], "messages[1].content is missing; a user message needs text");
     fails([{ role: "user", content: null }], "messages[0].content is missing");
     fails([{ role: "user", content: 5 }], "messages[0].content must be a string or an array of content parts, got number 5");

@@ -102,7 +102,8 @@ test("an upstream stream that breaks off mid-event ends with an error event and 
   expect(events.at(-1)).toBe("[DONE]");
   const error = JSON.parse(events.at(-2)!);
   expect(error.error.message).toContain("broke off");
-  expect(error.error.code).toBe(502);
+  expect(error.error.type).toBe("server_error");
+  expect(error.error.code).toBe("upstream_unavailable");
   // The complete chunk before the break came through untouched.
   expect(JSON.parse(events[0]!).choices[0].delta.content).toBe("one ");
   expect(ctxr.logs.join("")).toContain("answer broke off");

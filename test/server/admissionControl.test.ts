@@ -160,8 +160,9 @@ describe("deadlines", () => {
     const events = sseData(answer.text);
     expect(events.at(-1)).toBe("[DONE]");
     const error = JSON.parse(events.at(-2)!).error;
-    expect(error.code).toBe(504);
-    expect(error.type).toBe("timeout_error");
+    expect(error.code).toBe("deadline_exceeded");
+    expect(error.type).toBe("server_error");
+    expect(error.param).toBe("ctxr.deadline_ms");
     expect(error.message).toContain("deadline of 300 ms");
     expect(events.length).toBeGreaterThan(3); // tokens came before the deadline
     expect(logs.join("")).toContain("a streamed answer failed: the request did not finish within its deadline of 300 ms");
@@ -212,7 +213,8 @@ describe("failures", () => {
     const events = sseData(text);
     expect(events.at(-1)).toBe("[DONE]");
     const error = JSON.parse(events.at(-2)!).error;
-    expect(error.code).toBe(500);
+    expect(error.type).toBe("server_error");
+    expect(error.code).toBe("internal_error");
     expect(error.message).toContain("crashed");
     expect(logs.join("")).toContain("a streamed answer failed: the model runner crashed");
     // The engine carries on after restarting its runner.

@@ -393,12 +393,13 @@ describe("invalid requests", () => {
     ["messages missing", "/v1/chat/completions", {}, 400, "messages", /required/],
     ["an image part", "/v1/chat/completions", { messages: [{ role: "user", content: [{ type: "image_url", image_url: { url: "x" } }] }] }, 400, "messages[0].content[0]", /not supported/],
     ["a role the template refuses", "/v1/chat/completions", { messages: [{ role: "tool", content: "x" }] }, 400, "messages", /roles/],
+    ["a role OpenAI does not know", "/v1/chat/completions", { messages: [...messages, { role: "narrator", content: "x" }] }, 400, "messages[1].role", /unknown role "narrator"/],
     ["prompt missing", "/v1/completions", { max_tokens: 3 }, 400, "prompt", /required/],
     ["prompt an object", "/v1/completions", { prompt: { text: "x" } }, 400, "prompt"],
     ["no token ids", "/v1/completions", { prompt: [] }, 400, "prompt", /at least one/],
     ["token id beyond the vocabulary", "/v1/completions", { prompt: [256, 100000] }, 400, "prompt", /vocabulary/],
     ["prompt longer than the cache", "/v1/completions", { prompt: new Array(3000).fill(65), max_tokens: 1 }, 400, "prompt", /at most 2047/],
-    ["max_tokens beyond the model's length", "/v1/completions", { prompt: [256], max_tokens: 5000 }, 400, "max_tokens", /at most 2048 tokens/],
+    ["max_tokens beyond the model's length", "/v1/completions", { prompt: [256], max_tokens: 5000 }, 400, "max_tokens", /maximum context length of this model and KV cache is 2048 tokens/],
     ["max_completion_tokens beyond the model's length", "/v1/chat/completions", { messages, max_completion_tokens: 5000 }, 400, "max_completion_tokens"],
     ["presence_penalty beyond 2", "/v1/chat/completions", { messages, presence_penalty: 2.5 }, 400, "presence_penalty"],
     ["repetition_penalty 0", "/v1/chat/completions", { messages, repetition_penalty: 0 }, 400, "repetition_penalty"],
@@ -416,6 +417,10 @@ describe("invalid requests", () => {
       expect(answer.body.error.field).toBe(field);
       expect(answer.body.error.message).toStartWith(`${field}: `);
       if (message) expect(answer.body.error.message).toMatch(message);
+      // OpenAI's shape: the type by status, param the field, and the context length named as such.
+      const overLength = /length|longer/.test(name);
+      expect(answer.body.error).toMatchObject({ type: status === 404 ? "not_found_error" : "invalid_request_error", param: field });
+      expect(answer.body.error.code === "context_length_exceeded").toBe(overLength);
     });
   }
 
@@ -513,6 +518,8 @@ describe("cancellation and crashes", () => {
     const failed = await plain;
     expect(failed.status).toBe(500);
     expect(failed.body.error.message).toMatch(/model runner crashed.*SIGKILL/s);
+    // The stream's error event and the 500 have OpenAI's error shape.
+    for (const body of [error, failed.body]) expect(body.error).toMatchObject({ type: "server_error", param: null, code: "internal_error", field: "" });
 
     const next = await api.post("/v1/completions", { prompt: TINY_REFERENCE.prompt_ids, ...greedy });
     expect(next.status).toBe(200);

@@ -2,7 +2,7 @@
 import { describe, expect, test } from "bun:test";
 import { z } from "@hono/zod-openapi";
 import { keyChecker, presentedKey } from "../../src/server/auth.ts";
-import { describeIssue, fieldName } from "../../src/server/errors.ts";
+import { describeIssue, errorBody, errorType, fieldName } from "../../src/server/errors.ts";
 import { DEFAULT_LIMITS } from "../../src/server/limits.ts";
 import { LabeledCounter, LabeledHistogram, ServerMetrics } from "../../src/server/metrics.ts";
 import { createSchemas } from "../../src/server/schemas.ts";
@@ -20,11 +20,11 @@ describe("field names", () => {
     const schemas = createSchemas(DEFAULT_LIMITS);
     const describe = (body: unknown) => describeIssue(schemas.ReorderRequest.safeParse(body).error!.issues as never);
     expect(describe({ contexts: [[1, { id: 2, tokens: 1.5 }]] }).field).toBe("contexts[0][1].tokens");
-    expect(describe({ contexts: [[null]] })).toEqual({ field: "contexts[0][0]", message: expect.stringContaining("contexts[0][0]: expected a block") });
+    expect(describe({ contexts: [[null]] })).toEqual({ field: "contexts[0][0]", message: expect.stringContaining("contexts[0][0]: expected a block"), code: "invalid_value" });
     expect(describe({ contexts: [[{ id: [] }]] }).message).toContain("contexts[0][0].id: expected a block id");
-    expect(describe({ contexts: [[1]], extra: true })).toEqual({ field: "extra", message: "extra: unknown field" });
-    expect(describe({})).toEqual({ field: "contexts", message: "contexts: required" });
-    expect(describe("text")).toEqual({ field: "body", message: "body: expected a JSON object" });
+    expect(describe({ contexts: [[1]], extra: true })).toEqual({ field: "extra", message: "extra: unknown field", code: "unknown_parameter" });
+    expect(describe({})).toEqual({ field: "contexts", message: "contexts: required", code: "missing_required_parameter" });
+    expect(describe("text")).toEqual({ field: "body", message: "body: expected a JSON object", code: "invalid_type" });
   });
 
   test("valid bodies pass the schemas unchanged", () => {
@@ -33,6 +33,37 @@ describe("field names", () => {
     expect(schemas.ReorderRequest.parse(body)).toEqual(body);
     expect(schemas.EvictRequest.parse({ request_ids: [] })).toEqual({ request_ids: [] });
     expect(z.safeParse(schemas.Block, -7).success).toBe(true);
+  });
+});
+
+describe("error bodies", () => {
+  test("OpenAI's type by status", () => {
+    const types = [400, 401, 403, 404, 405, 413, 415, 422, 429, 500, 502, 503, 504].map((status) => [status, errorType(status)]);
+    expect(Object.fromEntries(types)).toEqual({
+      400: "invalid_request_error",
+      401: "authentication_error",
+      403: "permission_error",
+      404: "not_found_error",
+      405: "invalid_request_error",
+      413: "invalid_request_error",
+      415: "invalid_request_error",
+      422: "invalid_request_error",
+      429: "rate_limit_error",
+      500: "server_error",
+      502: "server_error",
+      503: "service_unavailable",
+      504: "server_error",
+    });
+  });
+
+  test("param is the field (null for none or the body as a whole); field stays; the code follows the status unless given", () => {
+    expect(errorBody("top_p: too large", "top_p")).toEqual({ error: { message: "top_p: too large", type: "invalid_request_error", param: "top_p", code: "invalid_value", field: "top_p" } });
+    expect(errorBody("body: invalid JSON", "body", 400, "invalid_json").error).toMatchObject({ param: null, code: "invalid_json", field: "body" });
+    expect(errorBody("model: nope", "model", 404).error).toMatchObject({ type: "not_found_error", param: "model", code: "model_not_found" });
+    expect(errorBody("no route GET /x", "", 404).error).toMatchObject({ param: null, code: "not_found", field: "" });
+    expect(errorBody("busy", "", 429).error).toMatchObject({ type: "rate_limit_error", code: "rate_limit_exceeded" });
+    expect(errorBody("key", "", 401).error).toMatchObject({ type: "authentication_error", code: "invalid_api_key" });
+    expect(errorBody("odd", "", 418, null).error).toMatchObject({ type: "invalid_request_error", param: null, code: null });
   });
 });
 

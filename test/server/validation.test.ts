@@ -19,6 +19,10 @@ function expectError(answer: Answer, status: number, field: string, message?: Re
   if (field !== "") expect(answer.body.error.message.startsWith(`${field}: `)).toBe(true);
   if (message) expect(answer.body.error.message).toMatch(message);
   expect(Object.keys(answer.body)).toEqual(["error"]);
+  // OpenAI's shape beside ctxr's field: type by status, param (null for the body as a whole or no field), a code.
+  const type = status === 401 ? "authentication_error" : status === 404 ? "not_found_error" : status === 429 ? "rate_limit_error" : status === 503 ? "service_unavailable" : status >= 500 ? "server_error" : "invalid_request_error";
+  expect(answer.body.error).toMatchObject({ type, param: field === "" || field === "body" ? null : field });
+  expect(answer.body.error.code).toMatch(/^[a-z_]+$/);
 }
 
 describe("400 names the offending field", () => {
@@ -118,7 +122,7 @@ describe("routes and methods", () => {
       const c = client(`http://127.0.0.1:${bun.port}`);
       const answer = await c.get("/v1/stats");
       expect(answer.status).toBe(500);
-      expect(answer.body).toEqual({ error: { message: "internal server error", field: "" } });
+      expect(answer.body).toEqual({ error: { message: "internal server error", type: "server_error", param: null, code: "internal_error", field: "" } });
       expect(logged.join("")).toContain("disk on fire");
       expect((await c.get("/healthz")).status).toBe(200);
     } finally {

@@ -9,8 +9,7 @@ import { createRoute, type OpenAPIHono, type z } from "@hono/zod-openapi";
 import type { Context, MiddlewareHandler } from "hono";
 import type { GenerationEngine } from "../../engine/generationEngine.ts";
 import type { GenerationHandle } from "../../engine/generationScheduler.ts";
-import { toolCallStream } from "../../engine/toolCalls/toolCallFormat.ts";
-import type { ToolCallStream } from "../../engine/toolCalls/parsedToolCall.ts";
+import { ToolCallAnswerStream, wholeToolCallAnswer } from "../../engine/toolCalls/toolCallAnswer.ts";
 import type { ToolRequest } from "../../engine/toolCalls/toolRequest.ts";
 import { prepareChatGeneration } from "../chatPreparation.ts";
 import { describeIssue, errorResponse } from "../errors.ts";
@@ -126,7 +125,8 @@ export function mountResponsesRoute(app: OpenAPIHono, engine: GenerationEngine, 
     const createdAt = Math.floor(Date.now() / 1000);
     const model = engine.modelId;
     const callsExpected = tools !== null && tools.choice !== null;
-    const parser: ToolCallStream | null = callsExpected ? toolCallStream(tools!.format) : null;
+    // Whitespace between calls is no output text, streamed or not (toolCallAnswer.ts).
+    const parser = callsExpected ? new ToolCallAnswerStream(tools!.format) : null;
     const conversation = translated!;
     const snapshot = (status: ResponseStatus, output: readonly OutputItem[], usage: ResponseUsage | null, failure?: { code: string; message: string }) =>
       responseObject({ id, createdAt, model, status, output, usage, ...(failure ? { error: failure } : {}) }, body);
@@ -153,8 +153,8 @@ export function mountResponsesRoute(app: OpenAPIHono, engine: GenerationEngine, 
           } catch (failure) {
             if (!isOpen()) return;
             log(`ctxr serve: a streamed response failed: ${failureMessage(failure)}\n`);
-            const { message, type } = streamFailure(failure);
-            send({ type: "response.failed", response: snapshot("failed", builder.items, null, { code: type, message }) });
+            const { message, code } = streamFailure(failure);
+            send({ type: "response.failed", response: snapshot("failed", builder.items, null, { code: code ?? "server_error", message }) });
           }
         },
         () => handle.cancel(),
@@ -167,10 +167,10 @@ export function mountResponsesRoute(app: OpenAPIHono, engine: GenerationEngine, 
     try {
       const result = await handle.result();
       const builder = new ResponseOutputBuilder(() => {}, callsExpected);
-      if (parser === null) builder.push({ content: result.text, calls: [] });
+      if (!callsExpected) builder.push({ content: result.text, calls: [] });
       else {
-        builder.push(parser.push(result.text));
-        builder.push(parser.end());
+        const answer = wholeToolCallAnswer(tools!.format, result.text);
+        builder.push({ content: answer.content ?? "", calls: answer.calls });
       }
       const status = result.finishReason === "length" ? "incomplete" : "completed";
       builder.finish(status);

@@ -3,14 +3,14 @@
  * `--seconds` against real `ctxr serve` child processes.
  *
  *   npx bun scripts/bench-soak.ts [--clients 32] [--seconds 600] [--target engine|proxy|both]
- *     [--threads 2] [--model-size tiny|small|100m|125m] [--seed 1] [--json OUT]
+ *     [--threads 2] [--model-size tiny|small|125m] [--seed 1] [--json OUT]
  *     [--doc-chars 400] [--docs-per-request 4] [--doc-pool 24] [--max-tokens 32] [--kv-blocks N]
  *     [--mix kind=weight,...] [--drain-seconds 60]
  *
  * Targets: `engine` is `ctxr serve --model DIR`; `proxy` is `ctxr serve --upstream URL` in front of
  * a second `ctxr serve --model DIR` (its engine, started for it). The model is a random-weight Llama
  * written by `ctxr model tiny` (into .bench/soak-models/SIZE when missing; byte-level tokenizer, so
- * a character is a token); 125m is the reviewer's size (12 layers, hidden 768).
+ * a character is a token); 125m is the reviewer's size (121M parameters, 14 layers, hidden 768).
  *
  * Each client loops until the time is up, drawing a kind by weighted random from its own seeded
  * generator (soakMix.ts: streamed documents chats from a shared pool, non-streamed chats, plain
@@ -32,7 +32,7 @@ import { readFileSync, readdirSync, existsSync, writeFileSync } from "node:fs";
 import { cpus, loadavg } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
-import { TINY_MODEL_DEFAULTS, tinyModelArgs, type TinyModelOptions } from "../src/model/tinyModel.ts";
+import { TINY_MODEL_DEFAULTS, tinyModelArgs, tinyModelParameterCount, type TinyModelOptions } from "../src/model/tinyModel.ts";
 import { CLI_ENTRY } from "../test/helpers/cli.ts";
 import { procStatusBytes } from "../test/security/hostileKit.ts";
 import { spawnServer, type SpawnedServer } from "../test/server/serverKit.ts";
@@ -42,14 +42,18 @@ import { documentPool, parseWeights, pickWeighted, soakRequest, type MixShape, t
 import { SseParser, jsonOutcome, readPayload, streamOutcome, type StreamSeen } from "./soakOutcome.ts";
 import { kvCheck, parseMetrics, summaryTable, tally, type KvCheck, type RequestRecord, type TargetSummary } from "./soakReport.ts";
 
+/**
+ * Model shapes by --model-size. Every vocab is the byte tokenizer's 259: with random weights, a
+ * larger vocab's padding rows would be most of what the model samples, and they decode to nothing
+ * (no content, no TTFT).
+ */
 const MODEL_SIZES: Record<string, TinyModelOptions> = {
-  /** 2 layers, hidden 64: ~0.1M parameters (fast: load on the HTTP path, little on the model). */
+  /** 2 layers, hidden 64: ~0.1M parameters (the load is on the HTTP path, hardly on the model). */
   tiny: { ...TINY_MODEL_DEFAULTS },
-  /** 4 layers, hidden 256, vocab 4096: ~5M parameters. */
-  small: { ...TINY_MODEL_DEFAULTS, layers: 4, hidden: 256, heads: 4, kvHeads: 2, intermediate: 768, vocab: 4096 },
-  "100m": { ...TINY_MODEL_DEFAULTS, layers: 12, hidden: 768, heads: 12, kvHeads: 4, intermediate: 2048, vocab: 16384 },
-  /** The reviewer's ~125M: 12 layers, hidden 768, intermediate 3072. */
-  "125m": { ...TINY_MODEL_DEFAULTS, layers: 12, hidden: 768, heads: 12, kvHeads: 4, intermediate: 3072, vocab: 16384 },
+  /** 4 layers, hidden 256: ~3M parameters. */
+  small: { ...TINY_MODEL_DEFAULTS, layers: 4, hidden: 256, heads: 4, kvHeads: 2, intermediate: 768 },
+  /** The reviewer's ~125M (121M): 14 layers, hidden 768, intermediate 3072. */
+  "125m": { ...TINY_MODEL_DEFAULTS, layers: 14, hidden: 768, heads: 12, kvHeads: 4, intermediate: 3072 },
 };
 
 const { values } = parseArgs({
@@ -91,13 +95,16 @@ const MODEL_ID = "soak-model";
 // ---------------------------------------------------------------------------------------------
 // Processes
 
-/** The model folder, written by `ctxr model tiny` when missing. */
+/** The model folder, written by `ctxr model tiny` when missing or written with other options. */
 function modelFolder(size: string): string {
   const dir = join(REPO, ".bench", "soak-models", size);
-  if (existsSync(join(dir, "model.safetensors"))) return dir;
-  progress(`writing the ${size} model to ${dir} (ctxr model tiny) ...`);
-  const made = Bun.spawnSync([process.execPath, CLI_ENTRY, ...tinyModelArgs(MODEL_SIZES[size]!), "--out", dir, "--force"], { stdout: "ignore", stderr: "pipe" });
+  const args = tinyModelArgs(MODEL_SIZES[size]!);
+  const stamp = join(dir, "soak-model-args.txt");
+  if (existsSync(join(dir, "model.safetensors")) && existsSync(stamp) && readFileSync(stamp, "utf8") === args.join(" ")) return dir;
+  progress(`writing the ${size} model to ${dir} (ctxr ${args.join(" ")}) ...`);
+  const made = Bun.spawnSync([process.execPath, CLI_ENTRY, ...args, "--out", dir, "--force"], { stdout: "ignore", stderr: "pipe" });
   if (made.exitCode !== 0) throw new Error(`ctxr model tiny failed: ${made.stderr.toString().slice(-1000)}`);
+  writeFileSync(stamp, args.join(" "));
   return dir;
 }
 
@@ -341,6 +348,7 @@ const settings = {
   seconds: SECONDS,
   threads: THREADS,
   model_size: SIZE,
+  model_parameters: tinyModelParameterCount(MODEL_SIZES[SIZE]!),
   seed: SEED,
   doc_chars: Number(values["doc-chars"]),
   docs_per_request: Number(values["docs-per-request"]),
@@ -362,3 +370,5 @@ for (const r of results) {
 const json = JSON.stringify({ bench: "soak", settings, results });
 process.stdout.write(`${json}\n`);
 if (values.json !== undefined) writeFileSync(values.json, json + "\n");
+// The server kit's start-up timer (180 s) would keep the process alive for a while.
+process.exit(0);

@@ -18,7 +18,7 @@
  * malformed bodies that must get 400). Every request is classified (soakOutcome.ts): completed
  * ([DONE], or a 200 JSON), cut (ended without [DONE] or an error event, or a reset we did not
  * cause), hang-up (ours), error event, or its HTTP status. Requests still running `--drain-seconds`
- * after the time is up are aborted and counted as cut (drain_aborted says how many).
+ * after the time is up are aborted and counted as unfinished.
  *
  * Reported per target: the counts (all, and by kind), TTFT (first content token of a stream, not
  * the role chunk) and queue time (usage.ctxr.queue_ms of completed answers; n/a when the server
@@ -171,7 +171,7 @@ async function stopServer(server: SpawnedServer): Promise<void> {
 // Clients
 
 /** Sends one request and classifies what came back. `drain` aborts whatever still runs after the drain time. */
-async function send(url: string, request: SoakRequest, drain: AbortSignal): Promise<RequestRecord & { drainAborted: boolean }> {
+async function send(url: string, request: SoakRequest, drain: AbortSignal): Promise<RequestRecord> {
   const controller = new AbortController();
   let ours = false;
   const hangUp = () => {
@@ -181,7 +181,7 @@ async function send(url: string, request: SoakRequest, drain: AbortSignal): Prom
   const onDrain = () => controller.abort();
   drain.addEventListener("abort", onDrain);
   const timer = request.hangUp?.after === "delay" ? setTimeout(hangUp, request.hangUp.ms) : null;
-  const record: RequestRecord & { drainAborted: boolean } = { kind: request.kind, outcome: "cut", status: null, expectStatus: request.expectStatus, ttftMs: null, queueMs: null, drainAborted: false };
+  const record: RequestRecord = { kind: request.kind, outcome: "cut", status: null, expectStatus: request.expectStatus, ttftMs: null, queueMs: null };
   const started = performance.now();
   try {
     let response: Response;
@@ -234,12 +234,12 @@ async function send(url: string, request: SoakRequest, drain: AbortSignal): Prom
   } finally {
     if (timer !== null) clearTimeout(timer);
     drain.removeEventListener("abort", onDrain);
-    if (drain.aborted && !ours && record.outcome === "cut") record.drainAborted = true;
+    if (drain.aborted && !ours && record.outcome === "cut") record.outcome = "unfinished";
   }
 }
 
 interface RunResult {
-  records: (RequestRecord & { drainAborted: boolean })[];
+  records: RequestRecord[];
   wallMs: number;
 }
 
@@ -292,7 +292,6 @@ async function modelLength(engineUrl: string): Promise<number> {
 
 interface TargetResult extends TargetSummary {
   wall_ms: number;
-  drain_aborted: number;
   servers_alive_after: boolean;
   stderr_tail: string;
 }
@@ -323,12 +322,11 @@ async function soak(target: "engine" | "proxy", model: string): Promise<TargetRe
       peakRss: watch.stop(),
       kv,
       wall_ms: Math.round(run.wallMs),
-      drain_aborted: run.records.filter((r) => r.drainAborted).length,
       servers_alive_after: alive,
       stderr_tail: [engine.stderr(), proxy?.stderr() ?? ""].join("\n").trim().slice(-1500),
     };
     const a = result.tally.all;
-    progress(`${target}: ${a.requests} requests: ${a.completed} completed, ${a.cut} cut, ${a.hangup} hang-ups, ${a.error_event} error events, ${a.four_xx} 4xx, ${a.five_xx} 5xx; KV ${JSON.stringify(kv)}`);
+    progress(`${target}: ${a.requests} requests: ${a.completed} completed, ${a.cut} cut, ${a.hangup} hang-ups, ${a.error_event} error events, ${a.unfinished} unfinished at drain, ${a.four_xx} 4xx, ${a.five_xx} 5xx; KV ${JSON.stringify(kv)}`);
     return result;
   } finally {
     watch.stop();
@@ -365,7 +363,7 @@ for (const r of results) {
   const kinds = Object.entries(r.tally.byKind)
     .map(([kind, c]) => `${kind} ${c!.requests} (${c!.completed} completed, ${c!.cut} cut, ${c!.hangup} hang-ups, statuses ${JSON.stringify(c!.statuses)})`)
     .join("; ");
-  process.stdout.write(`${r.target} by kind: ${kinds}\n${r.target}: queue_ms missing on ${r.tally.queueMissing} completed answers; ${r.drain_aborted} aborted at drain; servers alive after: ${r.servers_alive_after}\n`);
+  process.stdout.write(`${r.target} by kind: ${kinds}\n${r.target}: queue_ms missing on ${r.tally.queueMissing} completed answers; servers alive after: ${r.servers_alive_after}\n`);
 }
 const json = JSON.stringify({ bench: "soak", settings, results });
 process.stdout.write(`${json}\n`);

@@ -16,7 +16,9 @@ export type Outcome =
   /** A stream that carried an error event (`data: {"error": ...}`). */
   | "error_event"
   /** An HTTP status other than 200 (the tally keeps the status). */
-  | "status";
+  | "status"
+  /** Still running when the benchmark's drain time ran out: aborted by the benchmark, not counted as cut. */
+  | "unfinished";
 
 /** Splits a text/event-stream body, fed chunk by chunk, into the payloads of its `data:` fields. */
 export class SseParser {
@@ -90,7 +92,7 @@ export interface StreamSeen {
  * An error event wins (the server said it failed); then [DONE]; then our own hang-up; anything else
  * ended early without saying why: cut.
  */
-export function streamOutcome(seen: StreamSeen): Exclude<Outcome, "status"> {
+export function streamOutcome(seen: StreamSeen): Exclude<Outcome, "status" | "unfinished"> {
   if (seen.errorEvents > 0) return "error_event";
   if (seen.sawDone) return "completed";
   if (seen.end === "aborted") return "hangup";
@@ -101,7 +103,7 @@ export function streamOutcome(seen: StreamSeen): Exclude<Outcome, "status"> {
  * A non-streamed answer: a status other than 200 is a status; a 200 whose JSON body was read whole is
  * completed (an error object in it is an error event); a body that broke off is cut.
  */
-export function jsonOutcome(status: number, body: string | null): Exclude<Outcome, "hangup"> {
+export function jsonOutcome(status: number, body: string | null): Exclude<Outcome, "hangup" | "unfinished"> {
   if (status !== 200) return "status";
   if (body === null) return "cut";
   const reading = readPayload(body);

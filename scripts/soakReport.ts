@@ -35,6 +35,8 @@ export interface OutcomeCounts {
   cut: number;
   hangup: number;
   error_event: number;
+  /** Aborted by the benchmark at the end of its drain time. */
+  unfinished: number;
   /** Answers with a 4xx status, and each status apart. */
   four_xx: number;
   five_xx: number;
@@ -44,7 +46,7 @@ export interface OutcomeCounts {
 }
 
 export function emptyCounts(): OutcomeCounts {
-  return { requests: 0, completed: 0, cut: 0, hangup: 0, error_event: 0, four_xx: 0, five_xx: 0, statuses: {}, unexpected_status: 0 };
+  return { requests: 0, completed: 0, cut: 0, hangup: 0, error_event: 0, unfinished: 0, four_xx: 0, five_xx: 0, statuses: {}, unexpected_status: 0 };
 }
 
 export function countRecord(counts: OutcomeCounts, record: RequestRecord): void {
@@ -146,7 +148,7 @@ export interface TargetSummary {
 /** A markdown table, one row per target. */
 export function summaryTable(targets: readonly TargetSummary[]): string {
   const mib = (bytes: number | null) => (bytes === null ? "n/a" : `${Math.round(bytes / 2 ** 20)}`);
-  const header = "| target | requests | completed | cut | hang-ups | error events | 4xx (by status) | 5xx | unexpected status | TTFT p50 / p99 | queue p50 / p99 | peak RSS MiB | KV held after |";
+  const header = "| target | requests | completed | cut | hang-ups | error events | unfinished at drain | 4xx (by status) | 5xx | unexpected status | TTFT p50 / p99 | queue p50 / p99 | peak RSS MiB | KV held after |";
   const rows = targets.map(({ target, tally: t, peakRss, kv }) => {
     const four = Object.entries(t.all.statuses)
       .filter(([status]) => status.startsWith("4"))
@@ -156,7 +158,7 @@ export function summaryTable(targets: readonly TargetSummary[]): string {
       .map(([name, bytes]) => `${name} ${mib(bytes)}`)
       .join(", ");
     const kvText = kv === null ? "n/a" : kv.held_by_requests === null ? `used ${kv.blocks_used} (split n/a)` : `${kv.held_by_requests} of ${kv.blocks_total} (${kv.ok ? "ok" : "LEAK"})`;
-    return `| ${target} | ${t.all.requests} | ${t.all.completed} | ${t.all.cut} | ${t.all.hangup} | ${t.all.error_event} | ${t.all.four_xx}${four ? ` (${four})` : ""} | ${t.all.five_xx} | ${t.all.unexpected_status} | ${ms(t.ttft, "p50")} / ${ms(t.ttft, "p99")} | ${ms(t.queue, "p50")} / ${ms(t.queue, "p99")} | ${rss} | ${kvText} |`;
+    return `| ${target} | ${t.all.requests} | ${t.all.completed} | ${t.all.cut} | ${t.all.hangup} | ${t.all.error_event} | ${t.all.unfinished} | ${t.all.four_xx}${four ? ` (${four})` : ""} | ${t.all.five_xx} | ${t.all.unexpected_status} | ${ms(t.ttft, "p50")} / ${ms(t.ttft, "p99")} | ${ms(t.queue, "p50")} / ${ms(t.queue, "p99")} | ${rss} | ${kvText} |`;
   });
-  return [header, `|${" --- |".repeat(13)}`, ...rows].join("\n");
+  return [header, `|${" --- |".repeat(14)}`, ...rows].join("\n");
 }

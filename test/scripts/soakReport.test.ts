@@ -20,6 +20,7 @@ describe("tally", () => {
       record({ ttftMs: 30 }),
       record({ kind: "hangup_delay", outcome: "hangup", ttftMs: 20 }),
       record({ outcome: "cut", status: null }),
+      record({ outcome: "unfinished", status: 200 }),
       record({ outcome: "error_event" }),
       record({ kind: "malformed", outcome: "status", status: 400, expectStatus: 400 }),
       record({ kind: "overlong", outcome: "status", status: 413, expectStatus: 400 }),
@@ -27,8 +28,8 @@ describe("tally", () => {
       record({ outcome: "status", status: 503 }),
       record({ kind: "malformed", outcome: "completed", expectStatus: 400 }),
     ]);
-    expect(t.all).toMatchObject({ requests: 10, completed: 3, cut: 1, hangup: 1, error_event: 1, four_xx: 3, five_xx: 1 });
-    expect(t.all.statuses).toEqual({ "200": 5, "400": 1, "413": 1, "429": 1, "503": 1 });
+    expect(t.all).toMatchObject({ requests: 11, completed: 3, cut: 1, hangup: 1, error_event: 1, unfinished: 1, four_xx: 3, five_xx: 1 });
+    expect(t.all.statuses).toEqual({ "200": 6, "400": 1, "413": 1, "429": 1, "503": 1 });
     // 413 for an over-long prompt, 429 and 503 for good requests, 200 for a malformed body.
     expect(t.all.unexpected_status).toBe(4);
     expect(t.byKind.malformed).toMatchObject({ requests: 2, completed: 1, four_xx: 1, unexpected_status: 1 });

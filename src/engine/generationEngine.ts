@@ -305,6 +305,7 @@ export class GenerationEngine {
     const cache = this.chunkCache.stats;
     metric("ctxr_kv_chunk_variants", "gauge", "Chunk-cache variants held (all tiers).", cache.variants);
     metric("ctxr_kv_device_variants", "gauge", "Chunk-cache variants in the runner's KV blocks.", cache.deviceVariants);
+    metric("ctxr_kv_device_blocks", "gauge", "KV blocks the chunk cache holds in the runner (part of kv_blocks_used).", cache.deviceBlocks);
     metric("ctxr_kv_host_variants", "gauge", "Chunk-cache variants in host memory.", cache.hostVariants);
     metric("ctxr_kv_disk_variants", "gauge", "Chunk-cache variants on disk (--kv-dir).", cache.diskVariants);
     for (const tier of ["device", "host", "disk"] as const) metric(`ctxr_kv_${tier}_hits_total`, "counter", `Chunk-cache hits served from the ${tier} tier.`, cache.hits[tier]);

@@ -150,6 +150,11 @@ describe("KV-managed generation over HTTP", () => {
     const cached = small.engine.scheduler.stats;
     expect(cached.kvBlocksUsed).toBeGreaterThan(8);
     expect(cached.kvBlocksUsed).toBe(cached.kvBlocksPrefixCached + small.engine.chunkCache.stats.deviceBlocks);
+    // /metrics shows the same split, so a client can check that no request still holds blocks.
+    const metrics = (await small.api.get("/metrics")).text;
+    const gauge = (name: string) => Number(new RegExp(`^${name} (\\d+)$`, "m").exec(metrics)?.[1]);
+    expect(gauge("ctxr_kv_device_blocks")).toBe(small.engine.chunkCache.stats.deviceBlocks);
+    expect(gauge("ctxr_generation_kv_blocks_used")).toBe(gauge("ctxr_prefix_cache_blocks") + gauge("ctxr_kv_device_blocks"));
     // Prompt + 1,000 tokens need 63 of the 64 blocks: only with the cache's blocks given back.
     const long = await small.api.post("/v1/completions", { prompt: "x", max_tokens: 1000, ignore_eos: true, temperature: 0 });
     expect(long.body.error?.message).toBeUndefined();

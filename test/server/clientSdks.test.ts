@@ -12,7 +12,8 @@
  *    tokens left out, streamed and n > 1 as well);
  * 4. streamed tool calls assemble to exactly the non-streamed message (content null, the same
  *    calls) with 1, 2 and 3 calls;
- * 5. an unknown message role is a 400 naming messages[i].role.
+ * 5. an unknown message role is a 400 naming messages[i].role;
+ * 6. a Responses API round trip (text, stream, tool call, structured output) through each client.
  */
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
 import { readFileSync, writeFileSync } from "node:fs";
@@ -300,5 +301,79 @@ describe("5. an unknown role is a 400 naming messages[i].role", () => {
     const chat = new ChatOpenAI({ model: MODEL, apiKey: "unused", configuration: { baseURL: `${engine.url}/v1` }, maxRetries: 0, maxTokens: 2 });
     const error = await thrown(() => chat.invoke([new ChatMessage("Once upon a time", "narrator")]));
     expect({ status: error.status, param: error.param }).toEqual({ status: 400, param: "messages[0].role" });
+  });
+});
+
+/**
+ * 6. A Responses API round trip (POST /v1/responses) through each client: text, a stream, a
+ * required tool call and a structured output. The tiny model's text is random bytes, so text is
+ * checked against itself (streamed = whole, usage counts it); calls and objects against the schema.
+ */
+describe("6. the Responses API through the three clients", () => {
+  const LETTER = { type: "object", properties: { letter: { enum: ["a", "b"] } }, required: ["letter"], additionalProperties: false } as const;
+  const pickTool = { type: "function" as const, name: "pick", description: "Pick a letter", parameters: PICK_PARAMETERS as unknown as Record<string, unknown>, strict: true };
+
+  test("openai SDK: responses.create (text, tool call, json_schema) and responses.stream", async () => {
+    const text = await openai.responses.create({ model: MODEL, input: "Hello", max_output_tokens: 8, temperature: 0 });
+    expect(text.object).toBe("response");
+    expect(text.usage!.output_tokens).toBeGreaterThan(0);
+    expect(text.usage!.input_tokens_details.cached_tokens).toBeGreaterThanOrEqual(0);
+    const stream = openai.responses.stream({ model: MODEL, input: "Hello", max_output_tokens: 8, temperature: 0 });
+    let deltas = "";
+    for await (const event of stream) if (event.type === "response.output_text.delta") deltas += event.delta;
+    const final = await stream.finalResponse();
+    expect(deltas).toBe(final.output_text);
+    expect(final.output_text).toBe(text.output_text);
+
+    const called = await openai.responses.create({ model: MODEL, input: "Pick.", tools: [pickTool], tool_choice: "required", parallel_tool_calls: false, max_output_tokens: 200 });
+    const call = called.output.find((item) => item.type === "function_call");
+    expect(call?.type === "function_call" && call.name).toBe("pick");
+    expect(["a", "b"]).toContain(JSON.parse(call!.type === "function_call" ? call.arguments : "{}").x);
+
+    const structured = await openai.responses.create({ model: MODEL, input: "A letter.", text: { format: { type: "json_schema", name: "letter", schema: LETTER as never, strict: true } }, max_output_tokens: 200 });
+    expect(["a", "b"]).toContain(JSON.parse(structured.output_text).letter);
+  });
+
+  test("Vercel AI SDK, openai(model) (the Responses API): generateText, streamText, a tool call, Output.object", async () => {
+    const { Output } = await import("ai");
+    const provider = createOpenAI({ baseURL: `${engine.url}/v1`, apiKey: "unused" });
+    const model = provider(MODEL);
+    const whole = await generateText({ model, prompt: "Hello", maxOutputTokens: 8, temperature: 0, maxRetries: 0 });
+    const streamed = streamText({ model, prompt: "Hello", maxOutputTokens: 8, temperature: 0, maxRetries: 0 });
+    expect(await streamed.text).toBe(whole.text);
+    expect(whole.usage.outputTokens).toBeGreaterThan(0);
+
+    const called = await generateText({
+      model,
+      prompt: "Pick.",
+      tools: { pick: tool({ description: "Pick a letter", inputSchema: jsonSchema<{ x: "a" | "b" }>(PICK_PARAMETERS as never) }) },
+      toolChoice: "required",
+      providerOptions: { openai: { parallelToolCalls: false } },
+      maxOutputTokens: 200,
+      maxRetries: 0,
+    });
+    expect(called.toolCalls[0]!.toolName).toBe("pick");
+    expect(["a", "b"]).toContain((called.toolCalls[0]!.input as { x: string }).x);
+
+    const structured = await generateText({ model, prompt: "A letter.", output: Output.object({ schema: jsonSchema<{ letter: "a" | "b" }>(LETTER as never) }), maxOutputTokens: 200, maxRetries: 0 });
+    expect(["a", "b"]).toContain(structured.output.letter);
+  });
+
+  test("LangChain ChatOpenAI with useResponsesApi: invoke, stream, bindTools, withStructuredOutput", async () => {
+    const chat = new ChatOpenAI({ model: MODEL, apiKey: "unused", configuration: { baseURL: `${engine.url}/v1` }, maxRetries: 0, temperature: 0, maxTokens: 8, useResponsesApi: true });
+    const whole = await chat.invoke([new HumanMessage("Hello")]);
+    let assembled: AIMessageChunk | undefined;
+    for await (const chunk of await chat.stream([new HumanMessage("Hello")])) assembled = assembled === undefined ? chunk : assembled.concat(chunk);
+    expect(assembled!.text).toBe(whole.text);
+    expect(whole.usage_metadata!.output_tokens).toBeGreaterThan(0);
+
+    const tools = new ChatOpenAI({ model: MODEL, apiKey: "unused", configuration: { baseURL: `${engine.url}/v1` }, maxRetries: 0, maxTokens: 200, useResponsesApi: true });
+    // A named tool_choice: @langchain/openai 1.5 drops the string choices ("required", "auto") on its Responses path.
+    const called = await tools.bindTools([{ type: "function", function: { name: "pick", description: "Pick a letter", parameters: PICK_PARAMETERS as never } }], { tool_choice: "pick", parallel_tool_calls: false }).invoke([new HumanMessage("Pick.")]);
+    expect(called.tool_calls![0]!.name).toBe("pick");
+    expect(["a", "b"]).toContain(called.tool_calls![0]!.args.x);
+
+    const structured = await tools.withStructuredOutput(LETTER as never, { name: "letter", method: "jsonSchema", strict: true }).invoke([new HumanMessage("A letter.")]);
+    expect(["a", "b"]).toContain((structured as { letter: string }).letter);
   });
 });

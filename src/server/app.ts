@@ -19,7 +19,7 @@ import { BODY_FIELD, createErrorHandler, errorResponse, validationErrorResponse 
 import { withDefaultLimits, type ServerLimits } from "./limits.ts";
 import { CollectAfterBytes } from "./garbageCollection.ts";
 import { PROMETHEUS_CONTENT_TYPE, ServerMetrics } from "./metrics.ts";
-import { GENERATION_PATHS, mountGenerationRoutes, mountNoModelRoutes } from "./openaiRoutes.ts";
+import { GENERATION_PATHS, MODEL_PATH_PREFIX, mountGenerationRoutes, mountNoModelRoutes } from "./openaiRoutes.ts";
 import { createRoutes, routeTable } from "./routes.ts";
 import { mountResponsesRoute } from "./responses/responsesRoute.ts";
 import { ResponseStore } from "./responses/responseStore.ts";
@@ -56,6 +56,11 @@ const GARBAGE_COLLECTION_MIN_BODY_BYTES = 1024 * 1024;
 
 const KNOWN_METHODS = new Set(["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]);
 
+/** The metrics label of a path no fixed route has: /v1/models/{model} for a model card, else "unmatched". */
+function generationRouteLabel(path: string): string {
+  return path.startsWith(MODEL_PATH_PREFIX) && path.length > MODEL_PATH_PREFIX.length ? `${MODEL_PATH_PREFIX}{model}` : "unmatched";
+}
+
 export function createApp(service: ContextService, options: AppOptions = {}): OpenAPIHono {
   const limits = withDefaultLimits(options.limits);
   const metrics = options.metrics ?? new ServerMetrics();
@@ -87,7 +92,7 @@ export function createApp(service: ContextService, options: AppOptions = {}): Op
     const started = performance.now();
     await next();
     collector.handled(Number(c.req.header("content-length")) || 0);
-    const route = table.has(c.req.path) ? c.req.path : ((proxy === null ? null : proxyRouteLabel(c.req.path)) ?? "unmatched");
+    const route = table.has(c.req.path) ? c.req.path : proxy === null ? generationRouteLabel(c.req.path) : (proxyRouteLabel(c.req.path) ?? "unmatched");
     const method = KNOWN_METHODS.has(c.req.method) ? c.req.method : "OTHER";
     metrics.observeRequest(route, method, c.res.status, (performance.now() - started) / 1000);
   });

@@ -102,6 +102,9 @@ describe("1. GET /v1/models/{id}", () => {
     const raw = await fetch(`${engine.url}/v1/models/org/other`);
     expect(raw.status).toBe(404);
     expect(((await raw.json()) as any).error.message).toContain('"org/other"');
+    // /metrics counts the model cards under one route label, not as unmatched paths.
+    const metrics = await (await fetch(`${engine.url}/metrics`)).text();
+    expect(metrics).toMatch(/ctxr_http_requests_total\{route="\/v1\/models\/\{model\}",method="GET",status="404"\} [1-9]/);
   });
 });
 
@@ -327,8 +330,9 @@ describe("6. the Responses API through the three clients", () => {
 
     const called = await openai.responses.create({ model: MODEL, input: "Pick.", tools: [pickTool], tool_choice: "required", parallel_tool_calls: false, max_output_tokens: 200 });
     const call = called.output.find((item) => item.type === "function_call");
-    expect(call?.type === "function_call" && call.name).toBe("pick");
-    expect(["a", "b"]).toContain(JSON.parse(call!.type === "function_call" ? call.arguments : "{}").x);
+    if (call?.type !== "function_call") throw new Error(`expected a function call, got ${JSON.stringify(called.output)}`);
+    expect(call.name).toBe("pick");
+    expect(["a", "b"]).toContain(JSON.parse(call.arguments).x);
 
     const structured = await openai.responses.create({ model: MODEL, input: "A letter.", text: { format: { type: "json_schema", name: "letter", schema: LETTER as never, strict: true } }, max_output_tokens: 200 });
     expect(["a", "b"]).toContain(JSON.parse(structured.output_text).letter);

@@ -136,9 +136,23 @@ export function requestField(name: string, endpoint: Endpoint): RequestField | u
  * reported by the schema, which is strict.
  */
 export function refusedField(body: Record<string, unknown>, endpoint: Endpoint): { field: string; why: string } | null {
+  return firstRefusedField(body, (name) => requestField(name, endpoint));
+}
+
+/** What decides whether a field is served: its status, and for some, its value. */
+export interface FieldRule {
+  status: FieldStatus;
+  /** For a field refused only for some values: why this value is refused (null: it is served). */
+  refuse?: (value: unknown) => string | null;
+  /** Why a field is refused outright. */
+  why?: string;
+}
+
+/** The first field of a body whose rule (`rule(name)`, undefined: none) refuses it, with why. */
+export function firstRefusedField(body: Record<string, unknown>, rule: (name: string) => FieldRule | undefined): { field: string; why: string } | null {
   for (const [name, value] of Object.entries(body)) {
     if (value === undefined) continue;
-    const field = requestField(name, endpoint);
+    const field = rule(name);
     if (field === undefined) continue;
     if (field.refuse !== undefined) {
       const why = field.refuse(value);

@@ -4,6 +4,7 @@
  * vLLM's /v1/responses is the reference for which fields an engine serves; the README's table is
  * this one. A field refused only for some values has `refuse` saying why for that value.
  */
+import { firstRefusedField } from "../requestFields.ts";
 
 export type ResponsesFieldStatus = "honoured" | "informational" | "refused";
 
@@ -82,16 +83,5 @@ const BY_NAME = new Map(RESPONSES_FIELDS.map((field) => [field.name, field]));
 
 /** The first field of a body that is refused, with why (null: none). Unknown fields are the schema's (strict). */
 export function refusedResponsesField(body: Record<string, unknown>): { field: string; why: string } | null {
-  for (const [name, value] of Object.entries(body)) {
-    if (value === undefined) continue;
-    const field = BY_NAME.get(name);
-    if (field === undefined) continue;
-    if (field.refuse !== undefined) {
-      const why = field.refuse(value);
-      if (why !== null) return { field: name, why };
-    } else if (field.status === "refused" && value !== null) {
-      return { field: name, why: field.why ?? "not supported" };
-    }
-  }
-  return null;
+  return firstRefusedField(body, (name) => BY_NAME.get(name));
 }

@@ -271,14 +271,16 @@ export class RunnerProcess {
     const incarnation = this.current;
     if (incarnation === null) return;
     incarnation.expectedExit = true;
+    // The grace covers the SHUTDOWN call too: a runner busy with queued work (or one that stopped
+    // answering) is killed after graceMs instead of holding the caller forever.
+    const timer = setTimeout(() => incarnation.process.kill("SIGKILL"), graceMs);
     if (incarnation.failure === null) {
       try {
-        await this.call(Op.SHUTDOWN);
+        await Promise.race([this.call(Op.SHUTDOWN), incarnation.done]);
       } catch {
         // already gone
       }
     }
-    const timer = setTimeout(() => incarnation.process.kill("SIGKILL"), graceMs);
     await incarnation.done;
     clearTimeout(timer);
   }

@@ -34,7 +34,7 @@ export const DEFAULT_GRAMMAR_LIMITS: GrammarLimits = {
   maxSchemaBytes: 64 * 1024,
   maxTools: 128,
   compileMs: 5000,
-  stepMs: 250,
+  stepMs: 1000,
 };
 
 const isObject = (value: unknown): value is Record<string, unknown> => typeof value === "object" && value !== null && !Array.isArray(value);

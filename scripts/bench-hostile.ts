@@ -22,6 +22,9 @@
  *  never-reading   --connections clients open streaming chat requests whose
  *                  answers are --stream-mb each and never read them, for
  *                  --attack-seconds; small proxied chat requests are timed meanwhile.
+ *  grammar         issue 27's structured-output and tool probes on a tiny-model server
+ *                  (--threads 1): status, /healthz stall, peak RSS, and a json_object
+ *                  request after each (test/security/grammarProbes.ts).
  *  slow-clients    --connections slow-loris clients (half trickle their headers,
  *                  half a declared body, a byte every 100 ms per connection) for
  *                  --attack-seconds; small /v1/reorder requests are timed meanwhile.
@@ -55,6 +58,8 @@ import {
   type Ctxr,
   type TinyUpstream,
 } from "../test/security/hostileKit.ts";
+import { tinyModelFolder } from "../test/helpers/engineKit.ts";
+import { AMBIGUOUS_COMPLETION, VALID_JSON_OBJECT, grammarProbes, healthzDuring, letterRun, post as postJson, useToolsTemplate } from "../test/security/grammarProbes.ts";
 
 const args = process.argv.slice(2);
 const option = (name: string, fallback: string) => {
@@ -68,7 +73,7 @@ const GB_HISTORY = Number(option("--gb-history", "2")) * scale;
 const CONNECTIONS = Number(option("--connections", String(QUICK ? 50 : 500)));
 const ATTACK_MS = Number(option("--attack-seconds", QUICK ? "5" : "15")) * 1000;
 const STREAM_MB = Number(option("--stream-mb", "16"));
-const ALL_PROBES = ["amplification", "index", "dedup", "history", "history-plain", "never-reading", "slow-clients"];
+const ALL_PROBES = ["amplification", "index", "dedup", "history", "history-plain", "never-reading", "slow-clients", "grammar"];
 const PROBES = option("--probes", ALL_PROBES.join(",")).split(",");
 for (const p of PROBES) if (!ALL_PROBES.includes(p)) throw new Error(`unknown probe ${p} (${ALL_PROBES.join(", ")})`);
 
@@ -305,9 +310,87 @@ async function slowClients(): Promise<ProbeResult> {
   });
 }
 
+// --- structured outputs and tools (issue 27) --------------------------------------------------
+
+interface GrammarProbeResult {
+  probe: string;
+  status: number;
+  message: string;
+  stall_ms: number;
+  wall_ms: number;
+  peak_rss_bytes: number;
+  /** Status of a valid json_object request right after the probe. */
+  after: number;
+}
+
+/**
+ * Issue 27's structured-output probes (test/security/grammarProbes.ts) on one tiny-model server
+ * at --threads 1 with default flags: each request's status, the longest /healthz answer while it
+ * ran, the server's peak RSS after it, and a valid json_object request's status right after; then
+ * the ambiguous grammar beside plain completions, and /tokenize of 7 MB and 4 x 1 MB.
+ */
+async function grammarSurfaces(): Promise<GrammarProbeResult[]> {
+  const model = tinyModelFolder({}, "tiny");
+  useToolsTemplate(model.path);
+  const ctxr = await startCtxr(["--model", model.path, "--threads", "1", "--kv-blocks", "256"]);
+  const out: GrammarProbeResult[] = [];
+  const record = async (probe: string, work: () => Promise<{ status: number; text: string }>) => {
+    const timed = await healthzDuring(ctxr.url, work);
+    let message = "";
+    try {
+      message = JSON.parse(timed.result.text).error?.message ?? "";
+    } catch {}
+    const after = (await postJson(ctxr.url, "/v1/chat/completions", VALID_JSON_OBJECT)).status;
+    out.push({ probe, status: timed.result.status, message: message.slice(0, 120), stall_ms: timed.stallMs, wall_ms: timed.wallMs, peak_rss_bytes: ctxr.peakRss(), after });
+    progress(`  grammar ${probe}: ${timed.result.status}, stall ${timed.stallMs.toFixed(1)} ms, wall ${timed.wallMs.toFixed(0)} ms, peak ${mib(ctxr.peakRss())}, json_object after: ${after}`);
+  };
+  try {
+    await record("valid json_object (baseline)", () => postJson(ctxr.url, "/v1/chat/completions", VALID_JSON_OBJECT));
+    for (const probe of grammarProbes()) await record(probe.name, () => postJson(ctxr.url, probe.path, probe.body));
+    const plain = { prompt: "hello", max_tokens: 8, temperature: 0 };
+    let alone = 0;
+    await record("plain 8-token completion alone", async () => {
+      const started = performance.now();
+      const answer = await postJson(ctxr.url, "/v1/completions", plain);
+      alone = performance.now() - started;
+      return answer;
+    });
+    const ambiguous = postJson(ctxr.url, "/v1/completions", AMBIGUOUS_COMPLETION);
+    await Bun.sleep(300);
+    let beside = 0;
+    await record("plain 8-token completion beside the ambiguous grammar", async () => {
+      const started = performance.now();
+      const answer = await postJson(ctxr.url, "/v1/completions", plain);
+      beside = performance.now() - started;
+      return answer;
+    });
+    await record("ambiguous grammar, min_tokens 800", () => ambiguous);
+    progress(`  plain completion: alone ${alone.toFixed(0)} ms, beside the ambiguous grammar ${beside.toFixed(0)} ms`);
+    await record("/tokenize 7 MB with return_token_strs", () => postJson(ctxr.url, "/tokenize", { prompt: letterRun(7 * 1024 * 1024), return_token_strs: true }));
+    const mb = letterRun(1000 * 1024);
+    await record("/tokenize 4 x 1 MB with return_token_strs at once", async () => {
+      const answers = await Promise.all(Array.from({ length: 4 }, () => postJson(ctxr.url, "/tokenize", { prompt: mb, return_token_strs: true })));
+      return answers.find((answer) => answer.status !== 200) ?? { status: 200, text: "" };
+    });
+  } finally {
+    await ctxr.stop();
+    model.cleanup();
+  }
+  return out;
+}
+
+function grammarTable(rows: GrammarProbeResult[]): string {
+  return [
+    "| probe (tiny model, --threads 1) | status | /healthz stall (ms) | wall (ms) | peak RSS | json_object after | message |",
+    "| --- | ---: | ---: | ---: | ---: | ---: | --- |",
+    ...rows.map((r) => `| ${r.probe} | ${r.status} | ${r.stall_ms.toFixed(1)} | ${r.wall_ms.toFixed(0)} | ${mib(r.peak_rss_bytes)} | ${r.after} | ${r.message.replaceAll("|", "\\|")} |`),
+  ].join("\n");
+}
+
 // ---------------------------------------------------------------------------------------------
 
 const results: ProbeResult[] = [];
+const grammarResults: GrammarProbeResult[] = [];
 progress(`bench-hostile${QUICK ? " --quick" : ""}: ids ${GB_IDS} GiB, history ${GB_HISTORY} GiB, ${CONNECTIONS} connections, ${ATTACK_MS / 1000} s attacks, ${STREAM_MB} MB streams; probes ${PROBES.join(", ")}`);
 for (const name of PROBES) {
   if (name === "amplification") results.push(await amplification());
@@ -317,6 +400,7 @@ for (const name of PROBES) {
   if (name === "history-plain") results.push(await history(0));
   if (name === "never-reading") results.push(await neverReading());
   if (name === "slow-clients") results.push(await slowClients());
+  if (name === "grammar") grammarResults.push(...(await grammarSurfaces()));
 }
 
 const ms = (x: number | null) => (x === null ? "" : x.toFixed(2));
@@ -331,6 +415,7 @@ const lines = [
   ),
 ];
 console.log(lines.join("\n"));
-console.log(JSON.stringify({ bench: "hostile", quick: QUICK, gb_ids: GB_IDS, gb_history: GB_HISTORY, connections: CONNECTIONS, attack_ms: ATTACK_MS, stream_mb: STREAM_MB, results }));
+if (grammarResults.length > 0) console.log(grammarTable(grammarResults));
+console.log(JSON.stringify({ bench: "hostile", grammar: grammarResults, quick: QUICK, gb_ids: GB_IDS, gb_history: GB_HISTORY, connections: CONNECTIONS, attack_ms: ATTACK_MS, stream_mb: STREAM_MB, results }));
 // The server kit's start-up timer would keep the process alive for a while.
 process.exit(0);

@@ -245,7 +245,7 @@ async function maskFigures(engine: GenerationEngine, answers: number[][]): Promi
       apply.push((performance.now() - ready) * 1000);
       bitmask.push((ready - started) * 1000);
       constraint.accept(ids[at++]!);
-      const forced = constraint.jumpForward(ids.length - at);
+      const forced = await constraint.jumpForward(ids.length - at);
       for (const id of forced) if (ids[at++] !== id) throw new Error("the replay's jump-forward differs from the engine's");
       forcedTokens += forced.length;
     }

@@ -7,6 +7,7 @@
 import { DEFAULT_KV_POLICY, DEFAULT_RECOMPUTE_RATIO, GenerationScheduler, type GenerationHandle, type GenerationRequest, type LatencyObserver, type SchedulerStats } from "./generationScheduler.ts";
 import { describeKvSettings } from "./kvSettings.ts";
 import { GrammarCompiler } from "./grammarCompiler.ts";
+import { DEFAULT_GRAMMAR_LIMITS, type GrammarLimits } from "./grammar/grammarBudget.ts";
 import { completionIds, completionsAddBos } from "../model/completionPrompt.ts";
 import type { ToolCallFormat } from "./toolCalls/toolCallFormat.ts";
 import { loadModelTokenizer, type ChatTemplateMessage, type ChatTemplateOptions, type ModelTokenizer } from "../model/modelTokenizer.ts";
@@ -55,6 +56,8 @@ export interface EngineOptions {
   maxWaitingRequests?: number;
   /** Every request's deadline in ms (--request-timeout; default none): past it the request is cancelled. */
   requestTimeoutMs?: number | null;
+  /** Structured outputs' budget (grammarBudget.ts; defaults DEFAULT_GRAMMAR_LIMITS): --max-grammar-step-ms and the like. */
+  grammarLimits?: Partial<GrammarLimits>;
   /** Runner stderr and engine events (default: dropped). */
   log?: (line: string) => void;
   /** KV-managed generation: default recompute policy and ratio (prophet, 0.2). */
@@ -129,6 +132,9 @@ export class GenerationEngine {
   readonly created = Math.floor(Date.now() / 1000);
   /** KV-cache managed generation's settings, one line (kvSettings.ts). */
   kvSettings = "";
+  /** Structured outputs' budget. */
+  grammarLimits: GrammarLimits = DEFAULT_GRAMMAR_LIMITS;
+  private log: (line: string) => void = () => {};
 
   private constructor(
     readonly modelId: string,
@@ -201,6 +207,8 @@ export class GenerationEngine {
       scheduler.runnerCrashed();
     });
     const engine = new GenerationEngine(options.servedModelName ?? source.name, dir, tokenizer, runner, scheduler, model.addBos, device, chunkCache);
+    engine.grammarLimits = { ...DEFAULT_GRAMMAR_LIMITS, ...options.grammarLimits };
+    engine.log = log;
     engine.toolCallFormat = options.toolCallParser ?? null;
     const capacities = chunkCache.capacities;
     engine.kvSettings = describeKvSettings({
@@ -225,7 +233,7 @@ export class GenerationEngine {
 
   /** Structured outputs' grammar compiler for this model (xgrammar loads on first use). */
   get grammar(): GrammarCompiler {
-    this.grammarCompiler ??= new GrammarCompiler(this.tokenizer, this.runner.info.vocab, this.tokenizer.eosTokenIds);
+    this.grammarCompiler ??= new GrammarCompiler(this.tokenizer, this.runner.info.vocab, this.tokenizer.eosTokenIds, this.grammarLimits, (line) => this.log(line));
     return this.grammarCompiler;
   }
 
@@ -331,6 +339,7 @@ export class GenerationEngine {
   /** Fails queued requests and shuts the runner down. */
   async close(): Promise<void> {
     await this.scheduler.close();
+    this.grammarCompiler?.close();
     await this.chunkCache.closeRemote();
     await this.runner.shutdown();
   }

@@ -30,6 +30,7 @@ import { KvBlockPool, KvBlockTable, blocksFor, type BlockRunner } from "../kv/kv
 import { Sampler, tokenLogprobs, type SamplingParams } from "./sampler.ts";
 import { StopMatcher } from "./stopMatcher.ts";
 import type { GrammarConstraint } from "./grammarConstraint.ts";
+import { GrammarRuntimeError } from "./grammar/grammarErrors.ts";
 import { LogitsAdjuster, adjustsLogits, checkLogitsAdjustments, type LogitsAdjustments } from "./logitsAdjuster.ts";
 import { TokenTextStream, type StreamDecoder } from "./textStream.ts";
 import { promptTokens, type SegmentedPrompt } from "../kv/segmentedPrompt.ts";
@@ -140,6 +141,19 @@ export interface GenerationResult {
 }
 
 /** A prompt (with max_tokens) that the model or cache cannot hold; `field` names the request field. */
+/** How long the masks of a step wait for each other when sequences without one share the batch. */
+const MASK_GRACE_MS = 5;
+/** A step with nothing to run but held logits checks their masks this often. */
+const MASK_POLL_MS = 5;
+
+/** Waits until every promise settles, or `limitMs` passes (null: no limit); never throws. */
+async function settleWithin(promises: Promise<unknown>[], limitMs: number | null): Promise<void> {
+  if (promises.length === 0) return;
+  const all = Promise.allSettled(promises);
+  if (limitMs === null) await all;
+  else await Promise.race([all, Bun.sleep(limitMs)]);
+}
+
 export class PromptTooLongError extends Error {
   constructor(
     message: string,
@@ -374,6 +388,11 @@ class Sequence {
   managedPending: boolean;
   /** With promptLogprobs: the prompt's tokens 1.. with their logprobs, as the prefill reaches them. */
   readonly promptTokenLogprobs: GeneratedToken[] = [];
+  /**
+   * Structured outputs: the logits of the next token, held while its grammar mask is still being
+   * computed (so the other sequences of the batch go on without waiting for it).
+   */
+  awaitingMask: Float32Array | null = null;
 
   constructor(
     readonly request: GenerationRequest,
@@ -744,6 +763,27 @@ export class GenerationScheduler {
   }
 
   /**
+   * The completion budget of a prompt of `promptLength` tokens: `maxTokens`, or what room the
+   * context leaves; PromptTooLongError when prompt + max_tokens cannot fit.
+   */
+  checkLength(promptLength: number, maxTokens: number | null | undefined): number {
+    const maxLen = this.maxModelLen;
+    if (promptLength >= maxLen) {
+      throw new PromptTooLongError(`the prompt has ${promptLength} tokens; the maximum context length of this model and KV cache is ${maxLen} tokens in all, so a prompt may have at most ${maxLen - 1}`, "prompt", true);
+    }
+    const budget = maxTokens ?? maxLen - promptLength;
+    if (!Number.isSafeInteger(budget) || budget < 1) throw new PromptTooLongError(`max_tokens must be a positive integer, got ${budget}`, "max_tokens");
+    if (promptLength + budget > maxLen) {
+      throw new PromptTooLongError(
+        `the maximum context length of this model and KV cache is ${maxLen} tokens, but ${promptLength + budget} were requested (${promptLength} in the prompt, ${budget} in max_tokens); lower max_tokens or shorten the prompt`,
+        "max_tokens",
+        true,
+      );
+    }
+    return budget;
+  }
+
+  /**
    * Queues a request. Throws PromptTooLongError when prompt + max_tokens cannot
    * fit, and the Sampler's SamplingError for bad sampling parameters.
    */
@@ -755,19 +795,7 @@ export class GenerationScheduler {
     for (const id of request.promptIds) {
       if (!Number.isSafeInteger(id) || id < 0 || id >= vocab) throw new PromptTooLongError(`prompt token ${id} is not in the model's vocabulary (0 to ${vocab - 1})`, "prompt");
     }
-    const maxLen = this.maxModelLen;
-    if (promptLength >= maxLen) {
-      throw new PromptTooLongError(`the prompt has ${promptLength} tokens; the maximum context length of this model and KV cache is ${maxLen} tokens in all, so a prompt may have at most ${maxLen - 1}`, "prompt", true);
-    }
-    const maxTokens = request.maxTokens ?? maxLen - promptLength;
-    if (!Number.isSafeInteger(maxTokens) || maxTokens < 1) throw new PromptTooLongError(`max_tokens must be a positive integer, got ${maxTokens}`, "max_tokens");
-    if (promptLength + maxTokens > maxLen) {
-      throw new PromptTooLongError(
-        `the maximum context length of this model and KV cache is ${maxLen} tokens, but ${promptLength + maxTokens} were requested (${promptLength} in the prompt, ${maxTokens} in max_tokens); lower max_tokens or shorten the prompt`,
-        "max_tokens",
-        true,
-      );
-    }
+    const maxTokens = this.checkLength(promptLength, request.maxTokens);
     if (request.segments !== undefined) {
       const flat = promptTokens(request.segments);
       if (flat.length !== promptLength || flat.some((id, i) => id !== request.promptIds[i])) throw new Error("submit: promptIds must be the segments' tokens");
@@ -1023,6 +1051,8 @@ export class GenerationScheduler {
       if (await this.runManagedPrefill(managed)) return;
     }
 
+    await this.sampleHeldLogits();
+
     // The batch: every decoding sequence, and prompt chunks within the budget.
     let plan = this.plan();
     const shortfall = () => this.pool.shortfall(plan.map((p) => ({ table: p.sequence.table, entries: p.sequence.table.length + p.count })));
@@ -1039,11 +1069,16 @@ export class GenerationScheduler {
       const victim = this.running.reduce((latest, sequence) => (sequence.admitted > latest.admitted ? sequence : latest));
       this.running.splice(this.running.indexOf(victim), 1);
       released.push(victim.table);
+      // Its held logits are computed again with its tokens.
+      victim.awaitingMask = null;
       this.waiting.unshift(victim);
       this.counters.preemptions++;
       plan = this.plan();
     }
-    if (plan.length === 0) return;
+    if (plan.length === 0) {
+      await this.awaitAnyMask(MASK_POLL_MS);
+      return;
+    }
     await this.pool.grow(plan.map((p) => ({ table: p.sequence.table, entries: p.sequence.table.length + p.count })));
 
     const sequences: ForwardSequence[] = plan.map(({ sequence, count, decode }) => {
@@ -1074,19 +1109,31 @@ export class GenerationScheduler {
     const constrained = plan.flatMap((p, i) => (p.sequence.constraint !== null && sequences[i]!.logitRows.length > 0 ? [p.sequence.constraint] : []));
     for (const constraint of constrained) constraint.prepare();
     const result = await forwarding;
-    await Promise.all(constrained.map((constraint) => constraint.ready()));
+    // A sequence whose mask is late does not hold up the others: when the batch has sequences
+    // without one, masks get a short grace, and the late ones keep their logits for a later step.
+    const alone = plan.every((p) => p.sequence.constraint !== null);
+    await settleWithin(
+      constrained.map((constraint) => constraint.ready()),
+      alone ? null : MASK_GRACE_MS,
+    );
 
     const finished: KvBlockTable[] = [];
     for (const { sequence, count } of plan) sequence.table.length += count;
     await this.cacheStepBlocks(plan.map((p) => p.sequence));
+    const sampled: Sequence[] = [];
     plan.forEach(({ sequence, count }, i) => {
       let logits = result.logits[i]!;
       if (sequences[i]!.logitRows.length > 1) logits = this.recordPromptLogprobs(sequence, starts[i]!, count, logits);
       if (sequence.cancelled || sequence.done || logits.length === 0) return;
       sequence.sparse?.observe(logits);
-      this.accept(sequence, logits);
-      if (sequence.done) finished.push(sequence.table);
+      if (sequence.constraint !== null && !sequence.constraint.hasMask && sequence.constraint.failure === null) {
+        sequence.awaitingMask = Float32Array.from(logits);
+        return;
+      }
+      if (this.acceptOrFail(sequence, logits)) sampled.push(sequence);
     });
+    await Promise.all(sampled.map((sequence) => this.jumpAhead(sequence)));
+    for (const { sequence } of plan) if (sequence.done && !finished.includes(sequence.table)) finished.push(sequence.table);
     // Sparse decode summarises pages as they fill.
     for (const { sequence } of plan) {
       if (sequence.sparse !== null && !sequence.done && !sequence.cancelled && sequence.uncached <= 1) await sequence.sparse.sync(this.runner, sequence.table);
@@ -1158,9 +1205,9 @@ export class GenerationScheduler {
     const first = sequence.generated === 0;
     if (first) sequence.usage = result.usage;
     if (first && !sequence.cancelled && !sequence.done) {
-      await sequence.constraint?.ready();
+      await sequence.constraint?.ready().catch(() => {});
       sequence.sparse?.observe(result.logits);
-      this.accept(sequence, result.logits);
+      if (this.acceptOrFail(sequence, result.logits)) await this.jumpAhead(sequence);
     }
     await result.storeBack();
     await this.cacheStepBlocks([sequence]);
@@ -1218,7 +1265,7 @@ export class GenerationScheduler {
     const plan: { sequence: Sequence; count: number; decode: boolean }[] = [];
     let budget = this.prefillChunk;
     for (const sequence of this.running) {
-      if (sequence.cancelled || sequence.done || sequence.needsManagedPrefill) continue;
+      if (sequence.cancelled || sequence.done || sequence.needsManagedPrefill || sequence.awaitingMask !== null) continue;
       const uncached = sequence.uncached;
       if (uncached <= 1 && sequence.table.length > 0) {
         plan.push({ sequence, count: 1, decode: true });
@@ -1256,15 +1303,80 @@ export class GenerationScheduler {
     }
     sequence.lastTokenAt = now;
     this.emit(sequence, token);
-    // Jump-forward: where the grammar allows a single continuation, its tokens follow without
-    // sampling (they are computed with the next step). Not with logprobs: they have no logits.
-    if (constraint === null || sequence.done || (topN !== undefined && topN !== null)) return;
-    const room = Math.min(sequence.maxTokens - sequence.generated, this.maxModelLen - sequence.tokens.length);
-    for (const forced of constraint.jumpForward(room)) {
-      sequence.adjuster?.observe(forced);
-      this.emit(sequence, { id: forced });
-      if (sequence.done) return;
+  }
+
+  /**
+   * Samples the next token (accept), unless the sequence's grammar failed (its mask could not be
+   * had, or allows nothing): then the sequence alone ends with that error. Whether it sampled.
+   */
+  private acceptOrFail(sequence: Sequence, logits: Float32Array): boolean {
+    const failure = sequence.constraint?.failure ?? null;
+    if (failure !== null) {
+      this.fail(sequence, failure);
+      return false;
     }
+    try {
+      this.accept(sequence, logits);
+      return true;
+    } catch (error) {
+      if (!(error instanceof GrammarRuntimeError)) throw error;
+      this.fail(sequence, error);
+      return false;
+    }
+  }
+
+  /**
+   * Jump-forward: where the grammar allows a single continuation, its tokens follow without
+   * sampling (they are computed with the next step). Not with logprobs: they have no logits. Then
+   * the next mask is asked for at once, so that it is computed while the step runs.
+   */
+  private async jumpAhead(sequence: Sequence): Promise<void> {
+    const constraint = sequence.constraint;
+    if (constraint === null || sequence.done) return;
+    const topN = sequence.request.logprobs;
+    if (topN === undefined || topN === null) {
+      const room = Math.min(sequence.maxTokens - sequence.generated, this.maxModelLen - sequence.tokens.length);
+      let forced: number[];
+      try {
+        forced = await constraint.jumpForward(room);
+      } catch (error) {
+        if (!(error instanceof GrammarRuntimeError)) throw error;
+        this.fail(sequence, error);
+        return;
+      }
+      for (const id of forced) {
+        if (sequence.done || sequence.cancelled) return;
+        sequence.adjuster?.observe(id);
+        this.emit(sequence, { id });
+      }
+    }
+    if (!sequence.done && !sequence.cancelled) constraint.prepare();
+  }
+
+  /** Sequences whose held logits' masks have come are sampled now (or end, if their grammar failed). */
+  private async sampleHeldLogits(): Promise<void> {
+    const held = this.running.filter((sequence) => sequence.awaitingMask !== null && !sequence.done && !sequence.cancelled);
+    if (held.length === 0) return;
+    // With nothing else to run, wait for the first mask (each is bounded by --max-grammar-step-ms).
+    const others = this.running.some((sequence) => sequence.awaitingMask === null && !sequence.done && !sequence.cancelled) || this.waiting.length > 0;
+    if (!others) await this.awaitAnyMask(null);
+    const sampled: Sequence[] = [];
+    for (const sequence of held) {
+      const constraint = sequence.constraint!;
+      if (!constraint.hasMask && constraint.failure === null) continue;
+      const logits = sequence.awaitingMask!;
+      sequence.awaitingMask = null;
+      if (sequence.done || sequence.cancelled) continue;
+      if (this.acceptOrFail(sequence, logits)) sampled.push(sequence);
+    }
+    await Promise.all(sampled.map((sequence) => this.jumpAhead(sequence)));
+  }
+
+  /** Waits until a held sequence's mask comes or fails (at most `limitMs`, when given). */
+  private async awaitAnyMask(limitMs: number | null): Promise<void> {
+    const waits = this.running.filter((sequence) => sequence.awaitingMask !== null && !sequence.done).map((sequence) => sequence.constraint!.ready().catch(() => {}));
+    if (waits.length === 0) return;
+    await Promise.race(limitMs === null ? waits : [...waits, Bun.sleep(limitMs)]);
   }
 
   /** A new token joins the sequence: its text goes out, or it ends the sequence (stop token or string, grammar complete, a length limit). */

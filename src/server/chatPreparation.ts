@@ -12,7 +12,10 @@ import type { GenerationHandle } from "../engine/generationScheduler.ts";
 import { ToolRequestError, toolRequestOf, type ToolRequest } from "../engine/toolCalls/toolRequest.ts";
 import { SegmentedPromptError, type SegmentedPrompt } from "../kv/segmentedPrompt.ts";
 import { ChatTemplateError, ModelTokenizerError } from "../model/modelTokenizer.ts";
+import { checkToolBudget } from "../engine/grammar/grammarBudget.ts";
 import {
+  asInvalidRequest,
+  checkPromptFits,
   checkServedModel,
   choicesPerPrompt,
   constraintsFor,
@@ -46,6 +49,14 @@ export async function prepareChatGeneration(engine: GenerationEngine, body: Chat
     if (error instanceof ToolRequestError) throw new InvalidRequest(error.field, error.message);
     throw error;
   }
+  // The tool budget (count, schema sizes) before the tools are rendered into the prompt.
+  if (tools !== null && tools.choice !== null) {
+    try {
+      checkToolBudget(tools.tools.map((tool) => tool.function), engine.grammarLimits);
+    } catch (error) {
+      throw asInvalidRequest(error);
+    }
+  }
   if (body.top_logprobs !== undefined && body.top_logprobs !== null && body.logprobs !== true) throw new InvalidRequest("top_logprobs", 'needs "logprobs": true');
   const topLogprobs = body.logprobs === true ? (body.top_logprobs ?? 0) : null;
   const messages = requestChatMessages(body.messages, (field, message) => new InvalidRequest(field, message));
@@ -69,6 +80,8 @@ export async function prepareChatGeneration(engine: GenerationEngine, body: Chat
     throw error;
   }
   const maxTokens = body.max_completion_tokens ?? body.max_tokens ?? null;
+  // A long tool list both lengthens the prompt and costs the most to compile: the prompt is checked first.
+  checkPromptFits(engine, segments === undefined ? truncatePrompt(body, promptIds).length : promptIds.length, maxTokens);
   const constraints = tools !== null && tools.choice !== null ? await toolConstraintsFor(engine, body, tools, choicesPerPrompt(body)) : await constraintsFor(engine, body, choicesPerPrompt(body));
   const toolOptions = tools !== null && tools.choice !== null && SPECIAL_MARKERS.has(tools.format) ? { skipSpecialTokens: false } : {};
   const handles = submitAll(engine, [promptIds], choicesPerPrompt(body), constraints, (ids) => ({

@@ -5,6 +5,7 @@
  */
 import type { Context } from "hono";
 import { DeadlineExceededError, GenerationFailedError, QueueFullError, SchedulerClosedError } from "../engine/generationScheduler.ts";
+import { GrammarRuntimeError } from "../engine/grammar/grammarErrors.ts";
 import { errorBody, errorResponse, type ApiError } from "./errors.ts";
 
 /** The error code of a request cancelled at its deadline. */
@@ -17,18 +18,21 @@ export function engineFailureResponse(c: Context, error: unknown): Response | nu
   }
   if (error instanceof DeadlineExceededError) return errorResponse(c, 504, error.message, error.field, undefined, DEADLINE_CODE);
   if (error instanceof SchedulerClosedError) return errorResponse(c, 503, error.message);
+  // The request's own grammar (too ambiguous, or no text that ends): the client's to fix.
+  if (error instanceof GrammarRuntimeError) return errorResponse(c, 400, error.message, "", undefined, error.code);
   if (error instanceof GenerationFailedError) return errorResponse(c, 500, error.message);
   return null;
 }
 
 /** What a failed generation answers: the message of the failure. */
 export function failureMessage(error: unknown): string {
-  if (error instanceof GenerationFailedError || error instanceof SchedulerClosedError || error instanceof DeadlineExceededError) return error.message;
+  if (error instanceof GenerationFailedError || error instanceof SchedulerClosedError || error instanceof DeadlineExceededError || error instanceof GrammarRuntimeError) return error.message;
   return `generation failed: ${(error as Error).message ?? String(error)}`;
 }
 
 /** The error that ends a stream that failed: the error a whole answer would have had (OpenAI's shape). */
 export function streamFailure(error: unknown): ApiError {
   if (error instanceof DeadlineExceededError) return errorBody(error.message, error.field, 504, DEADLINE_CODE).error;
+  if (error instanceof GrammarRuntimeError) return errorBody(error.message, "", 400, error.code).error;
   return errorBody(failureMessage(error), "", error instanceof SchedulerClosedError ? 503 : 500).error;
 }

@@ -193,6 +193,19 @@ export function submitAll(
   return handles;
 }
 
+/**
+ * Checks the prompt's length (and max_tokens) against the context before anything costly is built
+ * for the request (a tool list's grammar): the same 400 the engine would give when it is queued.
+ */
+export function checkPromptFits(engine: GenerationEngine, promptLength: number, maxTokens: number | null | undefined): void {
+  try {
+    engine.scheduler.checkLength(promptLength, maxTokens);
+  } catch (error) {
+    if (error instanceof PromptTooLongError) throw new InvalidRequest(error.field, error.message, 400, error.overLength ? "context_length_exceeded" : undefined);
+    throw error;
+  }
+}
+
 /** Formats whose markers are special tokens: the text must keep them for the parser to see them. */
 export const SPECIAL_MARKERS = new Set<ToolCallFormat>(["mistral", "llama3_json"]);
 

@@ -18,6 +18,36 @@ import { ChatTemplateError, ModelTokenizerError, type ChatTemplateOptions } from
 import { RequestError } from "../online/contextService.ts";
 import { errorResponse } from "./errors.ts";
 import { depthProblem } from "./jsonDepth.ts";
+import { tokenizeAnswerStream } from "./tokenizeAnswer.ts";
+
+/** A prompt past this many characters is tokenized with no other such prompt at once. */
+const BIG_PROMPT_CHARS = 256 * 1024;
+
+/**
+ * The most characters /tokenize takes (a prompt, or the messages' JSON): the tokenizer's working
+ * memory is ~150 times the text (a 7 MB prompt peaked at 1.2 GB), so past this a 400 (issue 27).
+ */
+export const MAX_TOKENIZE_CHARS = 1024 * 1024;
+
+/** A gate that lets `limit` holders through at once (the others queue, first come first served). */
+class Gate {
+  private held = 0;
+  private readonly queue: (() => void)[] = [];
+  constructor(private readonly limit: number) {}
+
+  async acquire(): Promise<() => void> {
+    if (this.held >= this.limit) await new Promise<void>((resolve) => this.queue.push(resolve));
+    else this.held++;
+    let released = false;
+    return () => {
+      if (released) return;
+      released = true;
+      const next = this.queue.shift();
+      if (next !== undefined) next();
+      else this.held--;
+    };
+  }
+}
 
 export const TOKENIZE_PATHS: ReadonlyMap<string, string[]> = new Map([
   ["/tokenize", ["POST"]],
@@ -118,19 +148,34 @@ export function mountTokenizeRoutes(app: OpenAPIHono, engine: GenerationEngine, 
 
   // The vocabulary's strings, built on the first return_token_strs.
   let vocabulary: string[] | null = null;
+  const bigTokenizations = new Gate(1);
   const otherModel = (c: Context, model: string | undefined): Response | null =>
     model === undefined || model === "" || model === engine.modelId ? null : errorResponse(c, 404, `model: model ${JSON.stringify(model)} does not exist; this server serves ${JSON.stringify(engine.modelId)}`, "model");
 
-  app.openapi(tokenizeRoute, ((c: Context) => {
+  app.openapi(tokenizeRoute, (async (c: Context) => {
     const body = (c.req as unknown as { valid(target: "json"): TokenizeBody }).valid("json");
     const deep = depthProblem(body, options.maxJsonDepth);
     if (deep !== null) return errorResponse(c, 400, deep.message, deep.field);
     const refused = otherModel(c, body.model);
     if (refused !== null) return refused;
-    const tokens = tokenizeIds(engine, body);
+    const chars = (body.prompt?.length ?? 0) + (body.messages !== undefined ? JSON.stringify(body.messages).length : 0);
+    if (chars > MAX_TOKENIZE_CHARS) {
+      const field = body.prompt !== undefined ? "prompt" : "messages";
+      return errorResponse(c, 400, `${field}: /tokenize takes at most ${MAX_TOKENIZE_CHARS} characters of text, got ${chars}`, field);
+    }
+    // Big prompts are tokenized one at a time (the tokenizer's working memory is many times the prompt's).
+    const big = chars > BIG_PROMPT_CHARS;
+    const release = big ? await bigTokenizations.acquire() : () => {};
+    let tokens: number[];
+    try {
+      tokens = tokenizeIds(engine, body);
+    } finally {
+      release();
+    }
     if (body.return_token_strs) vocabulary ??= engine.tokenizer.encodedVocab();
-    const strings = body.return_token_strs ? tokens.map((id) => vocabulary![id] ?? "") : null;
-    return c.json({ count: tokens.length, max_model_len: engine.maxModelLen, tokens, token_strs: strings }, 200);
+    const vocab = vocabulary;
+    const stream = tokenizeAnswerStream({ count: tokens.length, maxModelLen: engine.maxModelLen, tokens, tokenString: body.return_token_strs ? (id) => vocab![id] ?? "" : null });
+    return new Response(stream, { status: 200, headers: { "content-type": "application/json" } });
   }) as never);
 
   app.openapi(detokenizeRoute, ((c: Context) => {

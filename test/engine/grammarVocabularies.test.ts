@@ -53,7 +53,7 @@ describe("structured outputs on every vocabulary type", () => {
             const choices = await allowedTokens(c, vocab);
             const id = choices[Math.floor(random() * choices.length)]!;
             c.accept(id);
-            ids.push(id, ...c.jumpForward(60));
+            ids.push(id, ...(await c.jumpForward(60)));
           }
           expect(c.terminated).toBe(true);
           c.dispose();

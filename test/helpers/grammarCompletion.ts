@@ -33,7 +33,7 @@ export async function completeAnswer(constraint: GrammarConstraint, tokens: read
   for (const id of tokens) constraint.accept(id);
   const completion: number[] = [];
   while (!constraint.terminated && completion.length < limit) {
-    const forced = constraint.jumpForward(limit - completion.length);
+    const forced = await constraint.jumpForward(limit - completion.length);
     completion.push(...forced);
     if (constraint.terminated) break;
     await constraint.ready();

@@ -42,7 +42,7 @@ export async function walkSchemas(compiler: GrammarCompiler, tokenizer: ModelTok
         const choices = await allowedTokens(c, vocab);
         const id = choices[Math.floor(random() * choices.length)]!;
         c.accept(id);
-        ids.push(id, ...c.jumpForward(budget));
+        ids.push(id, ...(await c.jumpForward(budget)));
       }
       const done = c.terminated;
       c.dispose();

@@ -10,6 +10,7 @@ import { parseKvEventsPublish, type KvEventsPublishOptions } from "../../server/
 import { DEFAULT_LIMITS } from "../../server/limits.ts";
 import { MAX_DEADLINE_MS } from "../../server/openaiSchemas.ts";
 import { DEFAULT_MAX_WAITING } from "../../engine/generationScheduler.ts";
+import { DEFAULT_GRAMMAR_LIMITS } from "../../engine/grammar/grammarBudget.ts";
 import { DEFAULT_HOST, DEFAULT_PORT, runServer, type SharedStateConfig } from "../../server/serve.ts";
 import { DEFAULT_PROPHET_SPAN_DECAY, PROPHET_QUERY_ROWS, RECOMPUTE_POLICIES, type ProphetQueryRows, type RecomputePolicy } from "../../kv/recomputeSelection.ts";
 import { CONTEXT_SCORES, type ContextScores } from "../../kv/reuseScores.ts";
@@ -145,6 +146,15 @@ GET /v1/models; continuous batching on the native model runner):
                            after it arrived, freeing its KV blocks: 504, or an
                            error event when streamed (default: none; a request's
                            "ctxr": {"deadline_ms"} may set a shorter one)
+  --max-grammar-step-ms MS structured outputs: the longest one token's grammar
+                           mask may take; past it the request ends with a 400
+                           (an error event when streamed), the others go on
+                           (default ${DEFAULT_GRAMMAR_LIMITS.stepMs})
+  --max-grammar-compile-ms MS  the longest a grammar (a schema, regex, grammar,
+                           tool list) may take to compile; past it, 400
+                           (default ${DEFAULT_GRAMMAR_LIMITS.compileMs})
+  --max-grammar-tools N    most tools a tool call may be constrained to; more,
+                           400 (default ${DEFAULT_GRAMMAR_LIMITS.maxTools})
 
 KV-cache managed generation (requests with "documents" or "segments"; every
 document's KV is cached and reused at any position):
@@ -257,6 +267,9 @@ const FLAGS = {
   "served-model-name": { type: "string" },
   "max-waiting-requests": { type: "string" },
   "request-timeout": { type: "string" },
+  "max-grammar-step-ms": { type: "string" },
+  "max-grammar-compile-ms": { type: "string" },
+  "max-grammar-tools": { type: "string" },
   "kv-policy": { type: "string" },
   "recompute-ratio": { type: "string" },
   "kv-device-blocks": { type: "string" },
@@ -372,7 +385,7 @@ export async function serveCommand(args: string[], io: CommandIo & { err?(text: 
 
   const model = typeof flags.values.model === "string" ? flags.values.model : null;
   if (model === "") throw new UsageError("--model must not be empty", COMMAND);
-  const modelOnly = ["max-response-bytes", "device", "kv-blocks", "threads", "kv-dtype", "served-model-name", "max-waiting-requests", "request-timeout", "kv-policy", "recompute-ratio", "kv-device-blocks", "kv-host-bytes", "kv-dir", "kv-disk-bytes", "kv-remote", "kv-remote-bytes", "focus-window", "context-scores", "prophet-span-decay", "prophet-query-rows", "no-prefix-cache", "tool-call-parser", "kv-events-publish", "sparse-entropy-threshold", "sparse-varentropy-threshold", "sparse-trigger-window"].find((name) => flags.values[name] !== undefined);
+  const modelOnly = ["max-response-bytes", "device", "kv-blocks", "threads", "kv-dtype", "served-model-name", "max-waiting-requests", "request-timeout", "max-grammar-step-ms", "max-grammar-compile-ms", "max-grammar-tools", "kv-policy", "recompute-ratio", "kv-device-blocks", "kv-host-bytes", "kv-dir", "kv-disk-bytes", "kv-remote", "kv-remote-bytes", "focus-window", "context-scores", "prophet-span-decay", "prophet-query-rows", "no-prefix-cache", "tool-call-parser", "kv-events-publish", "sparse-entropy-threshold", "sparse-varentropy-threshold", "sparse-trigger-window"].find((name) => flags.values[name] !== undefined);
   if (model === null && modelOnly !== undefined) throw new UsageError(`--${modelOnly} needs --model`, COMMAND);
   if (model !== null && upstreams.length > 0) throw new UsageError("give --model (serve a model) or --upstream (proxy engines), not both", COMMAND);
   const device = typeof flags.values.device === "string" ? flags.values.device : "cpu";
@@ -465,6 +478,11 @@ export async function serveCommand(args: string[], io: CommandIo & { err?(text: 
               servedModelName: typeof servedName === "string" ? servedName : undefined,
               maxWaitingRequests: integerFlag(flags, "max-waiting-requests", COMMAND, 1),
               requestTimeoutMs: requestTimeoutSeconds === null ? null : requestTimeoutSeconds * 1000,
+              grammarLimits: definedOnly({
+                stepMs: integerFlag(flags, "max-grammar-step-ms", COMMAND, 1),
+                compileMs: integerFlag(flags, "max-grammar-compile-ms", COMMAND, 1),
+                maxTools: integerFlag(flags, "max-grammar-tools", COMMAND, 1),
+              }),
               kvPolicy,
               recomputeRatio,
               kvDeviceBlocks: integerFlag(flags, "kv-device-blocks", COMMAND, 0),
@@ -557,4 +575,9 @@ function decodeURIComponentSafe(component: string): string {
   } catch {
     return component;
   }
+}
+
+/** The entries that are set. */
+function definedOnly<T extends Record<string, number | undefined>>(values: T): Partial<{ [K in keyof T]: number }> {
+  return Object.fromEntries(Object.entries(values).filter(([, value]) => value !== undefined)) as Partial<{ [K in keyof T]: number }>;
 }

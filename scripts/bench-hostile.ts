@@ -22,6 +22,8 @@
  *  never-reading   --connections clients open streaming chat requests whose
  *                  answers are --stream-mb each and never read them, for
  *                  --attack-seconds; small proxied chat requests are timed meanwhile.
+ *  state-*         the state shared through Redis (issue 27): a garbage entry, XDEL, a
+ *                  garbage snapshot, an outage flood (scripts/benchHostileSharedState.ts).
  *  slow-clients    --connections slow-loris clients (half trickle their headers,
  *                  half a declared body, a byte every 100 ms per connection) for
  *                  --attack-seconds; small /v1/reorder requests are timed meanwhile.
@@ -55,6 +57,7 @@ import {
   type Ctxr,
   type TinyUpstream,
 } from "../test/security/hostileKit.ts";
+import { SHARED_STATE_PROBES, stateGarbageEntry, stateGarbageSnapshot, stateOutageFlood, stateXdel } from "./benchHostileSharedState.ts";
 
 const args = process.argv.slice(2);
 const option = (name: string, fallback: string) => {
@@ -68,7 +71,7 @@ const GB_HISTORY = Number(option("--gb-history", "2")) * scale;
 const CONNECTIONS = Number(option("--connections", String(QUICK ? 50 : 500)));
 const ATTACK_MS = Number(option("--attack-seconds", QUICK ? "5" : "15")) * 1000;
 const STREAM_MB = Number(option("--stream-mb", "16"));
-const ALL_PROBES = ["amplification", "index", "dedup", "history", "history-plain", "never-reading", "slow-clients"];
+const ALL_PROBES = ["amplification", "index", "dedup", "history", "history-plain", "never-reading", "slow-clients", ...SHARED_STATE_PROBES];
 const PROBES = option("--probes", ALL_PROBES.join(",")).split(",");
 for (const p of PROBES) if (!ALL_PROBES.includes(p)) throw new Error(`unknown probe ${p} (${ALL_PROBES.join(", ")})`);
 
@@ -317,6 +320,10 @@ for (const name of PROBES) {
   if (name === "history-plain") results.push(await history(0));
   if (name === "never-reading") results.push(await neverReading());
   if (name === "slow-clients") results.push(await slowClients());
+  if (name === "state-garbage-entry") results.push(await stateGarbageEntry(QUICK));
+  if (name === "state-xdel") results.push(await stateXdel());
+  if (name === "state-garbage-snapshot") results.push(await stateGarbageSnapshot());
+  if (name === "state-outage-flood") results.push(await stateOutageFlood(QUICK));
 }
 
 const ms = (x: number | null) => (x === null ? "" : x.toFixed(2));

@@ -106,6 +106,13 @@ export class RedisStateLog {
     }
   }
 
+  /** Whether the snapshot key still starts as a snapshot covering `id` (a cheap check: its first bytes). */
+  async snapshotLooksWhole(id: string): Promise<boolean> {
+    const head = `{"id":${JSON.stringify(id)},"state":`;
+    const text = await this.command<string | null>(this.writer, COMMAND_TIMEOUT_MS, "GETRANGE", [this.keys.snapshot, "0", String(head.length - 1)]);
+    return text === head;
+  }
+
   /** Redis's largest bulk string (proto-max-bulk-len), or its default when CONFIG is not allowed. */
   async maxBulkBytes(): Promise<number> {
     try {

@@ -83,6 +83,8 @@ const RETRY_MS = 250;
 /** How long the tail's XREAD blocks; how often, at most, a stalled reader notices trimming. */
 const TAIL_BLOCK_MS = 1_000;
 const GAP_CHECK_MS = 5_000;
+/** How long a replica loaded without a usable snapshot leaves snapshot writing to the others. */
+const SNAPSHOT_REPAIR_GRACE_MS = 6 * GAP_CHECK_MS;
 const PAGE = 2_000;
 /** How long shutdown waits for queued changes to reach Redis. */
 const CLOSE_WAIT_MS = 5_000;
@@ -135,6 +137,9 @@ export class SharedState implements ChangeSink {
   /** The highest removed log entry already judged (logGap.ts): a deletion is judged once. */
   private removalsHandledThrough = "0-0";
   private snapshotProblem: string | null = null;
+  /** With a snapshot problem: the snapshot id recorded when this replica loaded (a newer one means a repaired snapshot to reload from). */
+  private snapshotIdAtLoad: string | null = null;
+  private snapshotProblemSince = 0;
   private readonly recentDeadLetters: DeadLetter[] = [];
   private readonly counters = {
     appended_entries: 0,
@@ -383,6 +388,9 @@ export class SharedState implements ChangeSink {
     if (Date.now() - this.lastGapCheck < GAP_CHECK_MS) return false;
     this.lastGapCheck = Date.now();
     const shape = await this.redis.streamShape();
+    // This replica loaded without the (garbage) snapshot: once another instance has written a good one, reload from it.
+    if (this.snapshotProblem !== null && shape.snapshotId !== null && shape.snapshotId !== this.snapshotIdAtLoad) return true;
+    if (this.snapshotProblem === null && shape.snapshotId !== null && this.loaded && !(await this.redis.snapshotLooksWhole(shape.snapshotId))) this.repairSnapshot();
     const verdict = judgeGap(shape, this.lastId, this.removalsHandledThrough);
     if (verdict === "deleted") {
       this.counters.deleted_gaps++;
@@ -414,6 +422,7 @@ export class SharedState implements ChangeSink {
       }
       // A newer snapshot written meanwhile may have let the log be trimmed past the one read: read again.
       const current = await this.redis.snapshotId();
+      this.snapshotIdAtLoad = current;
       if (snapshot === null || current === null || current === snapshot.id) break;
       if (attempt === 4) {
         this.log(`ctxr serve: shared state: snapshots kept being replaced while this instance loaded; going on with the one read\n`);
@@ -446,10 +455,22 @@ export class SharedState implements ChangeSink {
     if (compareStreamIds(removedThrough, this.removalsHandledThrough) > 0) this.removalsHandledThrough = removedThrough;
   }
 
+  /**
+   * The snapshot in Redis was overwritten with something else: this replica (loaded from a good
+   * snapshot and the log) writes a new one at the next chance, so new instances load everything.
+   */
+  private repairSnapshot(): void {
+    if (this.sinceSnapshot >= this.snapshotEvery) return;
+    this.log(`ctxr serve: shared state: the snapshot in Redis (${this.redis.keys.snapshot}) is not the one recorded; writing a new one\n`);
+    this.sinceSnapshot = this.snapshotEvery;
+    this.maybeSnapshot();
+  }
+
   /** Records what the snapshot read found wrong (null: nothing), logging each new problem once. */
   private noteSnapshot(problem: string | null): void {
     if (problem !== null && problem !== this.snapshotProblem) {
       this.counters.garbage_snapshots++;
+      this.snapshotProblemSince = Date.now();
       this.log(`ctxr serve: shared state: the snapshot in Redis (${this.redis.keys.snapshot}) is unusable: ${problem}; loading from the log alone (what was trimmed from the log behind the snapshot is lost) until a new snapshot is written\n`);
     }
     this.snapshotProblem = problem;
@@ -529,6 +550,9 @@ export class SharedState implements ChangeSink {
   private maybeSnapshot(): void {
     if (this.sinceSnapshot < this.snapshotEvery || this.pending.size > 0 || this.gathering.length > 0) return;
     if (this.degradedReason !== null) return;
+    // Loaded without the (garbage) snapshot, this replica may lack what was trimmed: an instance
+    // that has it gets time to write the new snapshot first (it checks every GAP_CHECK_MS).
+    if (this.snapshotProblem !== null && Date.now() - this.snapshotProblemSince < SNAPSHOT_REPAIR_GRACE_MS) return;
     this.sinceSnapshot = 0;
     // Nothing of this instance's own is unplaced: the replica is exactly the log up to lastId.
     const snapshot = { id: this.lastId, state: { version: 1 as const, service: this.service!.exportState(), histories: this.histories.export() } };

@@ -25,6 +25,8 @@
  *  grammar         issue 27's structured-output and tool probes on a tiny-model server
  *                  (--threads 1): status, /healthz stall, peak RSS, and a json_object
  *                  request after each (test/security/grammarProbes.ts).
+ *  state-*         the state shared through Redis (issue 27): a garbage entry, XDEL, a
+ *                  garbage snapshot, an outage flood (scripts/benchHostileSharedState.ts).
  *  slow-clients    --connections slow-loris clients (half trickle their headers,
  *                  half a declared body, a byte every 100 ms per connection) for
  *                  --attack-seconds; small /v1/reorder requests are timed meanwhile.
@@ -60,6 +62,7 @@ import {
 } from "../test/security/hostileKit.ts";
 import { tinyModelFolder } from "../test/helpers/engineKit.ts";
 import { AMBIGUOUS_COMPLETION, VALID_JSON_OBJECT, grammarProbes, healthzDuring, letterRun, post as postJson, useToolsTemplate } from "../test/security/grammarProbes.ts";
+import { SHARED_STATE_PROBES, stateGarbageEntry, stateGarbageSnapshot, stateOutageFlood, stateXdel } from "./benchHostileSharedState.ts";
 
 const args = process.argv.slice(2);
 const option = (name: string, fallback: string) => {
@@ -73,7 +76,7 @@ const GB_HISTORY = Number(option("--gb-history", "2")) * scale;
 const CONNECTIONS = Number(option("--connections", String(QUICK ? 50 : 500)));
 const ATTACK_MS = Number(option("--attack-seconds", QUICK ? "5" : "15")) * 1000;
 const STREAM_MB = Number(option("--stream-mb", "16"));
-const ALL_PROBES = ["amplification", "index", "dedup", "history", "history-plain", "never-reading", "slow-clients", "grammar"];
+const ALL_PROBES = ["amplification", "index", "dedup", "history", "history-plain", "never-reading", "slow-clients", "grammar", ...SHARED_STATE_PROBES];
 const PROBES = option("--probes", ALL_PROBES.join(",")).split(",");
 for (const p of PROBES) if (!ALL_PROBES.includes(p)) throw new Error(`unknown probe ${p} (${ALL_PROBES.join(", ")})`);
 
@@ -401,6 +404,10 @@ for (const name of PROBES) {
   if (name === "never-reading") results.push(await neverReading());
   if (name === "slow-clients") results.push(await slowClients());
   if (name === "grammar") grammarResults.push(...(await grammarSurfaces()));
+  if (name === "state-garbage-entry") results.push(await stateGarbageEntry(QUICK));
+  if (name === "state-xdel") results.push(await stateXdel());
+  if (name === "state-garbage-snapshot") results.push(await stateGarbageSnapshot());
+  if (name === "state-outage-flood") results.push(await stateOutageFlood(QUICK));
 }
 
 const ms = (x: number | null) => (x === null ? "" : x.toFixed(2));

@@ -4,6 +4,7 @@
  * wired together. Restarts the runner after a crash (the scheduler fails the
  * requests it was running). Prometheus metrics of the scheduler.
  */
+import type { RedisTlsSettings } from "../state/redisDiagnosis.ts";
 import { DEFAULT_KV_POLICY, DEFAULT_RECOMPUTE_RATIO, GenerationScheduler, type GenerationHandle, type GenerationRequest, type LatencyObserver, type SchedulerStats } from "./generationScheduler.ts";
 import { describeKvSettings } from "./kvSettings.ts";
 import { GrammarCompiler } from "./grammarCompiler.ts";
@@ -71,6 +72,10 @@ export interface EngineOptions {
   /** The remote tier shared by instances (--kv-remote, parsed by parseRedisUrl), or none; its byte limit (default 4 GiB). */
   kvRemote?: RedisUrl | null;
   kvRemoteBytes?: number;
+  /** --kv-remote-secret: authenticate remote entries with HMAC-SHA256 under it. */
+  kvRemoteSecret?: Uint8Array | null;
+  /** --redis-ca: TLS settings for a rediss:// --kv-remote. */
+  redisTls?: RedisTlsSettings;
   /** Cache-Craft focused-chunk early stop window in layers (0: off). */
   focusWindow?: number;
   /** What Cache-Craft's scores and the variant choice use (default "shift"). */
@@ -172,7 +177,10 @@ export class GenerationEngine {
           url: options.kvRemote,
           capacityBytes: options.kvRemoteBytes ?? DEFAULT_REMOTE_KV_BYTES,
           modelIdentity: identity,
-          namespace: remoteNamespace(identity, remoteKvSettings(runner.info)),
+          // Authenticated entries live apart: instances with and without a secret never discard each other's.
+          namespace: remoteNamespace(identity, remoteKvSettings(runner.info) + (options.kvRemoteSecret ? "|mac=hmac-sha256" : "")),
+          secret: options.kvRemoteSecret ?? null,
+          tls: options.redisTls,
           layers: runner.info.layers,
           kvWidth: runner.info.kv_heads * runner.info.head_dim,
           pageSize: runner.info.block_size,
@@ -326,6 +334,7 @@ export class GenerationEngine {
       metric("ctxr_kv_remote_writes_total", "counter", "Variants written through to the remote tier.", remote.writes);
       metric("ctxr_kv_remote_evicted_total", "counter", "Remote variants evicted by this instance's writes to keep --kv-remote-bytes.", remote.evicted);
       metric("ctxr_kv_remote_discarded_total", "counter", "Damaged or foreign remote entries deleted.", remote.discarded);
+      metric("ctxr_kv_remote_unauthenticated_total", "counter", "Remote entries deleted because their MAC was missing or wrong (--kv-remote-secret).", remote.unauthenticated);
       metric("ctxr_kv_remote_failures_total", "counter", "Remote-tier operations that failed (unreachable, timed out, error reply).", remote.failures);
       metric("ctxr_kv_remote_skipped_total", "counter", "Remote-tier operations skipped while its Redis was unreachable.", remote.skipped);
       metric("ctxr_kv_remote_bytes", "gauge", "Bytes the remote tier holds for this model, as the last write saw them.", remote.bytes);

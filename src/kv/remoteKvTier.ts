@@ -24,6 +24,11 @@
  * one accounting. A use (a remote hit) adds 1 and renews the time. An entry that fails any
  * check (checksum, identity, geometry, key, metadata) is deleted and counted, never used.
  *
+ * The checksum catches damage, not forgery: anyone who can write to this Redis can write an entry
+ * that passes it and steer answers. With `secret` (--kv-remote-secret) every value carries an
+ * HMAC-SHA256 over its key and bytes (remoteEntryMac.ts); one that fails it is deleted and
+ * counted (`unauthenticated`), never used.
+ *
  * Failure: every operation has a short time limit; an unreachable or slow Redis is skipped
  * (lookups find nothing, writes are dropped), counted, and tried again after `retryMs`. Nothing
  * here throws to its caller.
@@ -33,6 +38,8 @@ import type { KvData } from "../runner/runnerProtocol.ts";
 import { DEFAULT_KV_PAGE_SIZE, KvCacheFileError, decodeKvCacheFile, encodeKvCacheFile } from "./kvCacheFile.ts";
 import type { RedisUrl } from "../state/redisUrl.ts";
 import { withinMs } from "../state/timeLimit.ts";
+import { redisTlsOption, type RedisTlsSettings } from "../state/redisDiagnosis.ts";
+import { openRemoteEntry, sealRemoteEntry } from "./remoteEntryMac.ts";
 
 /** --kv-remote-bytes by default. */
 export const DEFAULT_REMOTE_KV_BYTES = 4 * 2 ** 30;
@@ -182,6 +189,10 @@ export interface RemoteKvTierOptions {
   /** Variants of one chunk a lookup reads at most (the highest ranked; default 4). */
   maxVariantsPerChunk?: number;
   log?: (line: string) => void;
+  /** Authenticates entries with HMAC-SHA256 under this secret (--kv-remote-secret). */
+  secret?: Uint8Array | null;
+  /** TLS settings for rediss:// (--redis-ca). */
+  tls?: RedisTlsSettings;
   /** For tests: the client to use instead of Bun.RedisClient. */
   client?: RemoteKvClient;
 }
@@ -207,8 +218,12 @@ export interface RemoteKvStats {
   writesSkipped: number;
   /** Variants the put scripts evicted to keep the limit. */
   evicted: number;
-  /** Damaged or foreign entries deleted. */
+  /** Damaged or foreign entries deleted (the unauthenticated ones included). */
   discarded: number;
+  /** Entries deleted because their MAC was missing or wrong (with a secret). */
+  unauthenticated: number;
+  /** Whether entries are authenticated (a secret is configured). */
+  authenticated: boolean;
   /** Operations that failed (unreachable, timed out, error replies). */
   failures: number;
   /** Operations not tried while Redis was down. */
@@ -231,7 +246,7 @@ export class RemoteKvTier {
   private readonly maxVariants: number;
   private readonly pageSize: number;
   private readonly log: (line: string) => void;
-  private readonly counters = { lookups: 0, found: 0, writes: 0, writesSkipped: 0, evicted: 0, discarded: 0, failures: 0, skipped: 0, bytes: 0 };
+  private readonly counters = { lookups: 0, found: 0, writes: 0, writesSkipped: 0, evicted: 0, discarded: 0, unauthenticated: 0, failures: 0, skipped: 0, bytes: 0 };
   private up = true;
   /** Until when Redis is left alone after a failure (ms since the epoch). */
   private downUntil = 0;
@@ -239,8 +254,10 @@ export class RemoteKvTier {
   private reconnectTimer: ReturnType<typeof setTimeout> | null = null;
   private readonly pending = new Set<Promise<unknown>>();
   private closed = false;
+  private readonly secret: Uint8Array | null;
 
   constructor(private readonly options: RemoteKvTierOptions) {
+    this.secret = options.secret ?? null;
     if (!(options.capacityBytes >= 0)) throw new RangeError(`remote KV tier: bad capacity ${options.capacityBytes}`);
     this.keys = new RemoteKvKeys(options.namespace);
     this.capacityBytes = options.capacityBytes;
@@ -257,7 +274,7 @@ export class RemoteKvTier {
         enableOfflineQueue: false,
         autoReconnect: false,
         connectionTimeout: Math.max(this.timeoutMs, 500),
-        ...(options.url.tls ? { tls: true } : {}),
+        ...redisTlsOption(options.url, options.tls),
       }) as unknown as RemoteKvClient);
     // A dropped connection is noticed at once and reconnected in the background.
     this.client.onclose = () => {
@@ -266,7 +283,7 @@ export class RemoteKvTier {
   }
 
   get stats(): RemoteKvStats {
-    return { up: this.up, ...this.counters, capacityBytes: this.capacityBytes };
+    return { up: this.up, ...this.counters, authenticated: this.secret !== null, capacityBytes: this.capacityBytes };
   }
 
   /** Connects at start (a failure is counted and retried later, like any other). */
@@ -317,8 +334,17 @@ export class RemoteKvTier {
   }
 
   /** Decodes and checks an entry; deletes it (counted) when it fails. */
-  private check(key: string, chunkHash: string, bytes: Uint8Array): RemoteKvEntry | null {
+  private check(key: string, chunkHash: string, value: Uint8Array): RemoteKvEntry | null {
     try {
+      let bytes = value;
+      if (this.secret !== null) {
+        const opened = openRemoteEntry(this.secret, key, value);
+        if (opened instanceof Error) {
+          this.counters.unauthenticated++;
+          throw opened;
+        }
+        bytes = opened;
+      }
       const decoded = decodeKvCacheFile(bytes, { modelIdentity: this.options.modelIdentity, layers: this.options.layers, kvWidth: this.options.kvWidth, key });
       const meta = decoded.meta;
       const prefix = meta.prefix;
@@ -342,7 +368,8 @@ export class RemoteKvTier {
   write(chunkHash: string, prefix: readonly string[], exact: boolean, data: KvData, meta: object): Promise<boolean> {
     const key = this.keys.variant(chunkHash, prefix, exact);
     return this.background(this.writeTimeoutMs, async () => {
-      const bytes = encodeKvCacheFile(data, { modelIdentity: this.options.modelIdentity, layers: this.options.layers, kvWidth: this.options.kvWidth, meta, key, pageSize: this.pageSize });
+      const file = encodeKvCacheFile(data, { modelIdentity: this.options.modelIdentity, layers: this.options.layers, kvWidth: this.options.kvWidth, meta, key, pageSize: this.pageSize });
+      const bytes = this.secret === null ? file : sealRemoteEntry(this.secret, key, file);
       if (bytes.length > this.capacityBytes) {
         this.counters.writesSkipped++;
         return false;

@@ -38,6 +38,8 @@ export interface ChangeSink {
   readonly shared?: boolean;
   /** Null while the sink works fully; else why the server is degraded (still serving). */
   readonly degradedReason?: string | null;
+  /** Non-null while the sink takes no more changes for now (shared state: its queue for Redis is full); requests that change state are refused. */
+  readonly writeRefusal?: { message: string; retryAfterSeconds: number } | null;
   /** The sink's own figures (/v1/stats shared_state). */
   stats?(): SharedStateFigures;
   /** `finalState` is called when the sink keeps a final snapshot (a journal; shared state does not). */
@@ -52,7 +54,11 @@ export interface SharedStateFigures {
   degraded_reason: string | null;
   last_entry: string;
   unsent_batches: number;
+  unsent_bytes: number;
+  queue_bytes_limit: number;
   unconfirmed_batches: number;
+  snapshot_problem: string | null;
+  recent_dead_letters: { id: string; reason: string }[];
   appended_entries: number;
   appended_changes: number;
   applied_entries: number;
@@ -63,6 +69,11 @@ export interface SharedStateFigures {
   resyncs: number;
   snapshots_written: number;
   acknowledged_degraded: number;
+  skipped_entries: number;
+  deleted_gaps: number;
+  garbage_snapshots: number;
+  refused_writes: number;
+  rejected_batches: number;
 }
 
 export interface ServiceOptions {
@@ -176,6 +187,11 @@ export class ContextService {
   /** Null unless the service runs degraded (shared state unreachable): it still serves. */
   get degradedReason(): string | null {
     return this.journal?.degradedReason ?? null;
+  }
+
+  /** Non-null while requests that change the state must be refused for now (503 with Retry-After). */
+  get writeRefusal(): { message: string; retryAfterSeconds: number } | null {
+    return this.journal?.writeRefusal ?? null;
   }
 
   /** What recovery found when the service opened (null without a data dir). */

@@ -21,6 +21,7 @@ import { CollectAfterBytes } from "./garbageCollection.ts";
 import { PROMETHEUS_CONTENT_TYPE, ServerMetrics } from "./metrics.ts";
 import { GENERATION_PATHS, MODEL_PATH_PREFIX, mountGenerationRoutes, mountNoModelRoutes } from "./openaiRoutes.ts";
 import { createRoutes, routeTable } from "./routes.ts";
+import { refuseWhileStateQueueFull, stateWritingPaths } from "./stateWriteGuard.ts";
 import { mountResponsesRoute } from "./responses/responsesRoute.ts";
 import { ResponseStore } from "./responses/responseStore.ts";
 import { DEFAULT_BUDGETS } from "../online/stateBudgets.ts";
@@ -97,6 +98,7 @@ export function createApp(service: ContextService, options: AppOptions = {}): Op
     metrics.observeRequest(route, method, c.res.status, (performance.now() - started) / 1000);
   });
   app.onError(createErrorHandler(log));
+  if (service.sharedWithOtherInstances) for (const path of stateWritingPaths(proxy !== null)) app.use(path, refuseWhileStateQueueFull(service));
   const notAllowed = (c: Context) => {
     const allowed = table.get(c.req.path);
     if (allowed === undefined) return errorResponse(c, 404, `no route ${c.req.method} ${c.req.path}`);
@@ -223,6 +225,8 @@ function remoteKvStatsBody(remote: RemoteKvStats, cache: ChunkCacheStats, url: s
     writes_skipped: remote.writesSkipped,
     evicted: remote.evicted,
     discarded: remote.discarded,
+    authenticated: remote.authenticated,
+    unauthenticated: remote.unauthenticated,
     failures: remote.failures,
     skipped: remote.skipped,
   };

@@ -135,6 +135,11 @@ function sharedStateMetrics(figures: SharedStateFigures | undefined, gauge: (nam
   return (
     gauge("ctxr_shared_state_healthy", "1 while the state shared through Redis (--state) is reachable, 0 while degraded.", figures.healthy ? 1 : 0) +
     gauge("ctxr_shared_state_unsent_batches", "Change batches waiting for Redis.", figures.unsent_batches) +
+    gauge("ctxr_shared_state_unsent_bytes", "Bytes of changes waiting for Redis (bounded by --state-queue-bytes).", figures.unsent_bytes) +
+    counter("ctxr_shared_state_refused_writes_total", "Requests refused (503) because the queue for Redis was full.", figures.refused_writes) +
+    counter("ctxr_shared_state_skipped_entries_total", "Shared-log entries skipped because they are not ctxr change batches (dead letters).", figures.skipped_entries) +
+    counter("ctxr_shared_state_deleted_gaps_total", "Entries found deleted from the shared log (XDEL) after this instance's position.", figures.deleted_gaps) +
+    counter("ctxr_shared_state_garbage_snapshots_total", "Unusable snapshots found in Redis (the log was loaded alone).", figures.garbage_snapshots) +
     counter("ctxr_shared_state_appended_changes_total", "Changes this instance appended to the shared log.", figures.appended_changes) +
     counter("ctxr_shared_state_applied_changes_total", "Other instances' changes applied from the shared log.", figures.applied_changes) +
     counter("ctxr_shared_state_write_errors_total", "Failed appends to the shared log.", figures.write_errors) +

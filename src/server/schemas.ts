@@ -222,7 +222,11 @@ export function createSchemas(limits: ServerLimits) {
           degraded_reason: z.string().nullable(),
           last_entry: z.string().openapi({ description: "Id of the last shared-log entry applied." }),
           unsent_batches: z.int().openapi({ description: "Change batches waiting for Redis (while it is unreachable)." }),
+          unsent_bytes: z.int().openapi({ description: "Bytes of those changes." }),
+          queue_bytes_limit: z.int().openapi({ description: "--state-queue-bytes: past it, requests that change the state get 503 with Retry-After." }),
           unconfirmed_batches: z.int().openapi({ description: "Own change batches not yet read back from the log." }),
+          snapshot_problem: z.string().nullable().openapi({ description: "Why the snapshot in Redis was unusable at the last load (the log was loaded alone), or null." }),
+          recent_dead_letters: z.array(z.object({ id: z.string(), reason: z.string() })).openapi({ description: "The latest shared-log entries skipped as undecodable, with why." }),
           appended_entries: z.int(),
           appended_changes: z.int(),
           applied_entries: z.int().openapi({ description: "Other instances' log entries applied." }),
@@ -233,6 +237,11 @@ export function createSchemas(limits: ServerLimits) {
           resyncs: z.int().openapi({ description: "Reloads from the snapshot after the log was trimmed past this replica." }),
           snapshots_written: z.int(),
           acknowledged_degraded: z.int().openapi({ description: "Changes acknowledged while Redis was unreachable (kept locally, appended when it returned)." }),
+          skipped_entries: z.int().openapi({ description: "Shared-log entries skipped whole because they are not ctxr change batches (dead letters)." }),
+          deleted_gaps: z.int().openapi({ description: "Times entries were found deleted from the log (XDEL) after this replica's position: read on, not reloaded." }),
+          garbage_snapshots: z.int().openapi({ description: "Unusable snapshots found in Redis." }),
+          refused_writes: z.int().openapi({ description: "Requests refused with 503 because the queue for Redis was full." }),
+          rejected_batches: z.int().openapi({ description: "Change batches larger than Redis takes in one entry, dropped (logged)." }),
         })
         .optional()
         .openapi({ description: "With --state: the state shared with other instances through Redis." }),
@@ -268,6 +277,8 @@ export function createSchemas(limits: ServerLimits) {
           writes_skipped: z.int().openapi({ description: "Writes not made: already there, or larger than the limit." }),
           evicted: z.int().openapi({ description: "Variants this instance's writes evicted (least reused first) to keep the limit." }),
           discarded: z.int().openapi({ description: "Damaged or foreign entries deleted, never used." }),
+          authenticated: z.boolean().openapi({ description: "Whether entries carry an HMAC-SHA256 (--kv-remote-secret)." }),
+          unauthenticated: z.int().openapi({ description: "Entries deleted because their MAC was missing or wrong." }),
           failures: z.int().openapi({ description: "Operations that failed: Redis unreachable, too slow, or an error reply." }),
           skipped: z.int().openapi({ description: "Operations not tried while Redis was unreachable." }),
         })

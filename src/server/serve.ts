@@ -3,6 +3,7 @@
  * down gracefully (stop accepting, let requests in flight finish, close the
  * service, which writes its final snapshot) on SIGINT or SIGTERM.
  */
+import type { RedisTlsSettings } from "../state/redisDiagnosis.ts";
 import type { Server } from "bun";
 import { resolve } from "node:path";
 import { GenerationEngine, type EngineOptions } from "../engine/generationEngine.ts";
@@ -173,6 +174,10 @@ export interface SharedStateConfig {
   prefix?: string;
   snapshotEvery?: number;
   reads?: SharedReads;
+  /** --state-queue-bytes. */
+  queueBytes?: number;
+  /** --redis-ca. */
+  tls?: RedisTlsSettings;
 }
 
 export interface RunOptions extends ServerOptions {
@@ -207,7 +212,7 @@ export interface RunIo {
 export async function runServer(options: RunOptions, io: RunIo): Promise<void> {
   const dataDir = options.dataDir === null ? null : resolve(options.dataDir);
   const shared = options.state
-    ? new SharedState({ url: options.state.url, prefix: options.state.prefix, snapshotEvery: options.state.snapshotEvery, reads: options.state.reads, histories: { maxBytes: options.proxy?.maxHistoryBytes === undefined ? DEFAULT_BUDGETS.historyBytes : options.proxy.maxHistoryBytes }, log: io.err })
+    ? new SharedState({ url: options.state.url, prefix: options.state.prefix, snapshotEvery: options.state.snapshotEvery, reads: options.state.reads, queueBytes: options.state.queueBytes, tls: options.state.tls, histories: { maxBytes: options.proxy?.maxHistoryBytes === undefined ? DEFAULT_BUDGETS.historyBytes : options.proxy.maxHistoryBytes }, log: io.err })
     : null;
   const service = await ContextService.open({
     dataDir,

@@ -5,33 +5,27 @@
  * snapshot. Two connections: one for writes and reads, one that blocks on XREAD for the tail.
  * Both refuse commands while disconnected (no offline queue): the caller decides what waits.
  */
+import { diagnoseRedisConnection, isConnectionFailure, redisTlsOption, type RedisTlsSettings } from "./redisDiagnosis.ts";
 import type { RedisUrl } from "./redisUrl.ts";
-import type { SharedChange } from "./sharedChange.ts";
+import { decodeLogEntry, decodeSnapshot, type DecodedEntry, type SharedSnapshotState, type StoredSnapshot } from "./sharedLogSchema.ts";
 import { withinMs } from "./timeLimit.ts";
-
-/** One append: an instance's batches `first..n` (consecutive numbers), their changes in order. */
-export interface LogEntry {
-  id: string;
-  origin: string;
-  first: number;
-  n: number;
-  changes: SharedChange[];
-}
-
-export interface StoredSnapshot<S> {
-  /** The last log entry the state covers ("0-0": none). */
-  id: string;
-  state: S;
-}
 
 export interface StateLogKeys {
   log: string;
   snapshot: string;
+  /** The id the snapshot covers through, beside it (cheap to read: tells a loader whether a newer snapshot came). */
+  snapshotId: string;
   snapshotLock: string;
 }
 
+/** What the snapshot key holds. */
+export type SnapshotRead = { kind: "none" } | { kind: "ok"; snapshot: StoredSnapshot<SharedSnapshotState> } | { kind: "garbage"; reason: string };
+
+/** Redis's own default proto-max-bulk-len (512 MB), assumed when CONFIG GET is not allowed. */
+export const DEFAULT_PROTO_MAX_BULK_LEN = 512 * 2 ** 20;
+
 export function stateLogKeys(prefix: string): StateLogKeys {
-  return { log: `${prefix}:log`, snapshot: `${prefix}:snapshot`, snapshotLock: `${prefix}:snapshot-lock` };
+  return { log: `${prefix}:log`, snapshot: `${prefix}:snapshot`, snapshotId: `${prefix}:snapshot-id`, snapshotLock: `${prefix}:snapshot-lock` };
 }
 
 /** Milliseconds to connect, and for a command to answer, before Redis counts as unreachable. */
@@ -39,60 +33,97 @@ const CONNECT_TIMEOUT_MS = 2_000;
 const COMMAND_TIMEOUT_MS = 2_000;
 /** Snapshots can be large: their reads and writes get longer. */
 const SNAPSHOT_TIMEOUT_MS = 30_000;
+/** How often, at most, a failed connection is probed for its reason. */
+const DIAGNOSIS_EVERY_MS = 5_000;
 
 export class RedisStateLog {
   private readonly writer: Bun.RedisClient;
   private readonly tail: Bun.RedisClient;
   readonly keys: StateLogKeys;
 
+  private diagnosis: { at: number; reason: Promise<string | null> } | null = null;
+
   constructor(
     readonly url: RedisUrl,
     prefix: string,
+    private readonly tls?: RedisTlsSettings,
   ) {
     // Reconnecting is ours (ensureConnected before each command), so a command never waits in a queue.
-    const options = { enableOfflineQueue: false, autoReconnect: false, connectionTimeout: CONNECT_TIMEOUT_MS };
+    const options = { enableOfflineQueue: false, autoReconnect: false, connectionTimeout: CONNECT_TIMEOUT_MS, ...redisTlsOption(url, tls) };
     this.writer = new Bun.RedisClient(url.url, options);
     this.tail = new Bun.RedisClient(url.url, options);
     this.keys = stateLogKeys(prefix);
   }
 
-  /** Appends batches first..n as one entry; resolves with its id once Redis has it. */
-  async append(origin: string, first: number, n: number, changes: SharedChange[]): Promise<string> {
-    const fields = ["o", origin, "f", String(first), "n", String(n), "d", JSON.stringify(changes)];
+  /** Appends batches first..n as one entry (`changes`: their changes as one JSON array); resolves with its id once Redis has it. */
+  async append(origin: string, first: number, n: number, changes: string): Promise<string> {
+    const fields = ["o", origin, "f", String(first), "n", String(n), "d", changes];
     return this.command<string>(this.writer, COMMAND_TIMEOUT_MS, "XADD", [this.keys.log, "*", ...fields]);
   }
 
   /** Entries after `afterId`, oldest first, at most `count`. */
-  async readAfter(afterId: string, count: number): Promise<LogEntry[]> {
+  async readAfter(afterId: string, count: number): Promise<DecodedEntry[]> {
     const reply = await this.command<RawEntry[]>(this.writer, COMMAND_TIMEOUT_MS, "XRANGE", [this.keys.log, `(${afterId}`, "+", "COUNT", String(count)]);
-    return reply.map(parseEntry);
+    return reply.map(decodeRaw);
   }
 
   /** Entries after `afterId`, waiting up to `blockMs` for one (on the tail connection). */
-  async waitAfter(afterId: string, blockMs: number, count: number): Promise<LogEntry[]> {
+  async waitAfter(afterId: string, blockMs: number, count: number): Promise<DecodedEntry[]> {
     const args = ["COUNT", String(count), "BLOCK", String(blockMs), "STREAMS", this.keys.log, afterId];
     const reply = await this.command<Record<string, RawEntry[]> | null>(this.tail, blockMs + COMMAND_TIMEOUT_MS, "XREAD", args);
     if (reply === null) return [];
-    return (reply[this.keys.log] ?? []).map(parseEntry);
+    return (reply[this.keys.log] ?? []).map(decodeRaw);
   }
 
-  /** The highest entry id trimmed away so far ("0-0": none), to tell whether a reader missed entries. */
-  async maxDeletedId(): Promise<string> {
+  /** What tells a reader whether entries after it were removed (logGap.ts): the highest removed id, the first entry, the snapshot's id. */
+  async streamShape(): Promise<{ maxDeletedId: string; firstId: string | null; snapshotId: string | null }> {
+    const snapshotId = await this.snapshotId();
     try {
       const info = await this.command<Record<string, unknown>>(this.writer, COMMAND_TIMEOUT_MS, "XINFO", ["STREAM", this.keys.log]);
-      return String(info["max-deleted-entry-id"] ?? "0-0");
+      const first = info["first-entry"];
+      const firstId = Array.isArray(first) && typeof first[0] === "string" ? first[0] : null;
+      return { maxDeletedId: String(info["max-deleted-entry-id"] ?? "0-0"), firstId, snapshotId };
     } catch (error) {
-      if (/no such key/i.test(String(error))) return "0-0";
+      if (/no such key/i.test(String(error))) return { maxDeletedId: "0-0", firstId: null, snapshotId };
       throw error;
     }
   }
 
-  async readSnapshot<S>(): Promise<StoredSnapshot<S> | null> {
+  /** The id the current snapshot covers through, null when none is recorded (or it is not an id). */
+  async snapshotId(): Promise<string | null> {
+    const id = await this.command<string | null>(this.writer, COMMAND_TIMEOUT_MS, "GET", [this.keys.snapshotId]);
+    return typeof id === "string" && /^\d+-\d+$/.test(id) ? id : null;
+  }
+
+  /** The snapshot, checked whole: none, one, or garbage (with what is wrong). Connection failures throw. */
+  async readSnapshot(): Promise<SnapshotRead> {
     const text = await this.command<string | null>(this.writer, SNAPSHOT_TIMEOUT_MS, "GET", [this.keys.snapshot]);
-    if (text === null) return null;
-    const parsed = JSON.parse(text) as StoredSnapshot<S>;
-    if (typeof parsed?.id !== "string" || parsed.state === undefined) throw new Error(`${this.keys.snapshot} in Redis is not a ctxr state snapshot`);
-    return parsed;
+    if (text === null) return { kind: "none" };
+    try {
+      return { kind: "ok", snapshot: decodeSnapshot(String(text)) };
+    } catch (error) {
+      return { kind: "garbage", reason: (error as Error).message };
+    }
+  }
+
+  /** Whether the snapshot key still starts as a snapshot covering `id` (a cheap check: its first bytes). */
+  async snapshotLooksWhole(id: string): Promise<boolean> {
+    const head = `{"id":${JSON.stringify(id)},"state":`;
+    const text = await this.command<string | null>(this.writer, COMMAND_TIMEOUT_MS, "GETRANGE", [this.keys.snapshot, "0", String(head.length - 1)]);
+    return text === head;
+  }
+
+  /** Redis's largest bulk string (proto-max-bulk-len), or its default when CONFIG is not allowed. */
+  async maxBulkBytes(): Promise<number> {
+    try {
+      const reply = await this.command<unknown>(this.writer, COMMAND_TIMEOUT_MS, "CONFIG", ["GET", "proto-max-bulk-len"]);
+      const value = Array.isArray(reply) ? reply[1] : (reply as Record<string, unknown> | null)?.["proto-max-bulk-len"];
+      const bytes = Number(value);
+      return Number.isSafeInteger(bytes) && bytes > 0 ? bytes : DEFAULT_PROTO_MAX_BULK_LEN;
+    } catch (error) {
+      if (isConnectionFailure(error) || /did not answer/.test(String(error))) throw error;
+      return DEFAULT_PROTO_MAX_BULK_LEN;
+    }
   }
 
   /**
@@ -100,14 +131,15 @@ export class RedisStateLog {
    * trims the log behind the previous snapshot (kept, with its tail, for instances still
    * loading it). Returns false when another instance holds the lock.
    */
-  async writeSnapshot<S>(origin: string, snapshot: StoredSnapshot<S>): Promise<boolean> {
+  async writeSnapshot(origin: string, snapshot: StoredSnapshot<SharedSnapshotState>): Promise<boolean> {
     const locked = await this.command<string | null>(this.writer, COMMAND_TIMEOUT_MS, "SET", [this.keys.snapshotLock, origin, "NX", "PX", String(SNAPSHOT_TIMEOUT_MS * 2)]);
     if (locked !== "OK") return false;
     try {
-      const previous = await this.command<string | null>(this.writer, SNAPSHOT_TIMEOUT_MS, "GET", [this.keys.snapshot]);
-      const previousId = previous === null ? null : ((JSON.parse(previous) as { id?: unknown }).id as string | undefined);
+      // The log is trimmed behind the previous snapshot only when its id is known (an unreadable one trims nothing).
+      const previousId = await this.snapshotId();
       await this.command(this.writer, SNAPSHOT_TIMEOUT_MS, "SET", [this.keys.snapshot, JSON.stringify(snapshot)]);
-      if (typeof previousId === "string" && previousId !== "0-0") await this.command(this.writer, SNAPSHOT_TIMEOUT_MS, "XTRIM", [this.keys.log, "MINID", previousId]);
+      await this.command(this.writer, COMMAND_TIMEOUT_MS, "SET", [this.keys.snapshotId, snapshot.id]);
+      if (previousId !== null && previousId !== "0-0") await this.command(this.writer, SNAPSHOT_TIMEOUT_MS, "XTRIM", [this.keys.log, "MINID", previousId]);
       return true;
     } finally {
       await this.command(this.writer, COMMAND_TIMEOUT_MS, "DEL", [this.keys.snapshotLock]).catch(() => {});
@@ -119,8 +151,23 @@ export class RedisStateLog {
     this.tail.close();
   }
 
+  /** Connects `client` if it is not; a failure is rethrown saying why in words (redisDiagnosis.ts). */
   private async ensureConnected(client: Bun.RedisClient): Promise<void> {
-    if (!client.connected) await client.connect();
+    if (client.connected) return;
+    try {
+      await client.connect();
+    } catch (error) {
+      throw new Error(await this.whyUnreachable(error));
+    }
+  }
+
+  /** The diagnosis of a failed connection (one probe per few seconds, shared by both connections). */
+  private async whyUnreachable(error: unknown): Promise<string> {
+    const fallback = `connecting to ${this.url.host}:${this.url.port} failed (${(error as Error)?.message ?? String(error)})`;
+    if (this.diagnosis === null || Date.now() - this.diagnosis.at > DIAGNOSIS_EVERY_MS) {
+      this.diagnosis = { at: Date.now(), reason: diagnoseRedisConnection(this.url, this.tls, CONNECT_TIMEOUT_MS).catch(() => null) };
+    }
+    return (await this.diagnosis.reason) ?? fallback;
   }
 
   /** A command on `client` that must answer within `ms` (a hung server counts as unreachable: the connection is dropped). */
@@ -133,15 +180,9 @@ export class RedisStateLog {
   }
 }
 
-type RawEntry = [id: string, fields: string[]];
+type RawEntry = [id: string, fields: unknown[]];
 
-function parseEntry([id, fields]: RawEntry): LogEntry {
-  const values = new Map<string, string>();
-  for (let i = 0; i + 1 < fields.length; i += 2) values.set(fields[i]!, fields[i + 1]!);
-  const origin = values.get("o");
-  const first = Number(values.get("f"));
-  const n = Number(values.get("n"));
-  const data = values.get("d");
-  if (origin === undefined || !Number.isSafeInteger(first) || !Number.isSafeInteger(n) || data === undefined) throw new Error(`shared log entry ${id} is not a ctxr change batch`);
-  return { id, origin, first, n, changes: JSON.parse(data) as SharedChange[] };
+function decodeRaw(raw: RawEntry): DecodedEntry {
+  const id = Array.isArray(raw) ? String(raw[0]) : "?";
+  return decodeLogEntry(id, Array.isArray(raw) ? raw[1] ?? [] : []);
 }

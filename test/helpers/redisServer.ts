@@ -11,6 +11,8 @@ import { freeTcpPort } from "./freeTcpPort.ts";
 
 export interface RedisServer {
   readonly port: number;
+  /** The redis-server process's id (undefined while killed). */
+  readonly pid: number | undefined;
   /** redis://127.0.0.1:PORT (database 0; append `/N` for another). */
   readonly url: string;
   /** Stops the server (SIGKILL: nothing is saved on the way out); `start` brings it back on the same port. */
@@ -32,17 +34,22 @@ export interface RedisServerOptions {
   appendOnly?: boolean;
   /** With appendOnly: when the AOF is fsync'd (default always). */
   appendFsync?: "always" | "everysec";
+  /** More redis-server arguments (e.g. ["--proto-max-bulk-len", "1mb"], ["--requirepass", "..."]). */
+  extraArgs?: string[];
+  /** With --requirepass in extraArgs: the password redis-cli gives. */
+  password?: string;
 }
 
 export async function startRedisServer(options: RedisServerOptions = {}): Promise<RedisServer> {
   const executable = redisServerPath();
   const dir = mkdtempSync(join(tmpdir(), "ctxr-redis-"));
   const port = await freeTcpPort();
-  const args = ["--port", String(port), "--bind", "127.0.0.1", "--dir", dir, "--save", "", "--appendonly", options.appendOnly ? "yes" : "no", "--appendfsync", options.appendFsync ?? "always"];
+  const args = ["--port", String(port), "--bind", "127.0.0.1", "--dir", dir, "--save", "", "--appendonly", options.appendOnly ? "yes" : "no", "--appendfsync", options.appendFsync ?? "always", ...(options.extraArgs ?? [])];
+  const auth = options.password === undefined ? [] : ["-a", options.password, "--no-auth-warning"];
   let child: ChildProcess | null = null;
 
   const cli = (...command: string[]): string => {
-    const result = spawnSync("redis-cli", ["-p", String(port), ...command], { encoding: "utf8" });
+    const result = spawnSync("redis-cli", ["-p", String(port), ...auth, ...command], { encoding: "utf8" });
     if (result.status !== 0) throw new Error(`redis-cli ${command.join(" ")}: ${result.stderr}`);
     return result.stdout;
   };
@@ -54,7 +61,7 @@ export async function startRedisServer(options: RedisServerOptions = {}): Promis
     const deadline = Date.now() + 10_000;
     for (;;) {
       if (child.exitCode !== null) throw new Error(`redis-server exited at start (code ${child.exitCode}):\n${output}`);
-      const ping = spawnSync("redis-cli", ["-p", String(port), "PING"], { encoding: "utf8" });
+      const ping = spawnSync("redis-cli", ["-p", String(port), ...auth, "PING"], { encoding: "utf8" });
       if (ping.stdout.trim() === "PONG") return;
       if (Date.now() > deadline) throw new Error(`redis-server did not answer PING on port ${port} within 10 s:\n${output}`);
       await Bun.sleep(20);
@@ -71,6 +78,9 @@ export async function startRedisServer(options: RedisServerOptions = {}): Promis
   await start();
   return {
     port,
+    get pid() {
+      return child?.pid;
+    },
     url: `redis://127.0.0.1:${port}`,
     kill,
     start,

@@ -175,6 +175,54 @@ describe("against redis-server", () => {
     expect(Number(redis.cli("-n", String(db), "GET", tier.keys.bytes).trim())).toBe(Number(redis.cli("-n", String(db), "STRLEN", tier.keys.variant(CHUNK, ["good"], true)).trim()));
   });
 
+  /** An attacker with write access to Redis: a well-formed file with a valid checksum, other K/V, under an existing variant's key. */
+  async function forge(tier: RemoteKvTier, db: number, prefix: string[], seed: number): Promise<void> {
+    const key = tier.keys.variant(CHUNK, prefix, true);
+    const file = encodeKvCacheFile(randomKv(LAYERS, WIDTH, 8, seed), { modelIdentity: MODEL, layers: LAYERS, kvWidth: WIDTH, meta: meta(prefix, true, 8), key });
+    const writer = new Bun.RedisClient(`${redis.url}/${db}`);
+    await writer.send("SET", [key, file as unknown as string]);
+    writer.close();
+  }
+
+  test("without a secret, a forged entry with a matching checksum is used (what write access to Redis means)", async () => {
+    const tier = await open();
+    const db = nextDb - 1;
+    expect(await put(tier, ["p"], 1)).toBe(true);
+    await forge(tier, db, ["p"], 99);
+    const [found] = await tier.lookup(CHUNK);
+    expectSameKv(found!.data, randomKv(LAYERS, WIDTH, 8, 99));
+    expect(tier.stats.authenticated).toBe(false);
+  });
+
+  test("with --kv-remote-secret, entries carry an HMAC: good ones are used, forged and other-secret ones discarded and counted", async () => {
+    const secret = new TextEncoder().encode("a shared secret of 32 characters");
+    const tier = await open({ secret });
+    const db = nextDb - 1;
+    const sibling = await open({ secret, db });
+    expect(await put(tier, ["good"], 1)).toBe(true);
+    expect(await put(tier, ["forged"], 2)).toBe(true);
+    const [good] = await sibling.lookup(CHUNK).then((entries) => entries.filter((entry) => (entry.meta.prefix as string[])[0] === "good"));
+    expectSameKv(good!.data, randomKv(LAYERS, WIDTH, 8, 1));
+    expect(tier.stats.authenticated).toBe(true);
+
+    await forge(tier, db, ["forged"], 99);
+    const otherSecret = await open({ secret: new TextEncoder().encode("another secret, also long enough"), db });
+    expect(await put(otherSecret, ["other"], 3)).toBe(true);
+
+    const found = await sibling.lookup(CHUNK);
+    expect(found.map((entry) => entry.meta.prefix)).toEqual([["good"]]);
+    expect(sibling.stats.unauthenticated).toBe(2);
+    expect(sibling.stats.discarded).toBe(2);
+    await sibling.idle();
+    expect(redis.cli("-n", String(db), "EXISTS", tier.keys.variant(CHUNK, ["forged"], true)).trim()).toBe("0");
+    // A value moved under another key fails too: the MAC covers the key.
+    const moved = tier.keys.variant(CHUNK, ["moved"], true);
+    redis.cli("-n", String(db), "COPY", tier.keys.variant(CHUNK, ["good"], true), moved);
+    redis.cli("-n", String(db), "SADD", tier.keys.chunk(CHUNK), moved);
+    expect((await sibling.lookup(CHUNK)).map((entry) => entry.meta.prefix)).toEqual([["good"]]);
+    expect(sibling.stats.unauthenticated).toBe(3);
+  });
+
   test("Redis gone: lookups and writes are skipped at once and counted; Redis back: used again", async () => {
     const tier = await open({ db: 0 });
     expect(await put(tier, ["before"], 1)).toBe(true);

@@ -2,6 +2,7 @@
  * `ctxr serve`: the online context-reuse service over HTTP (src/server/),
  * with its state journaled in a data directory unless --in-memory.
  */
+import { readFileSync } from "node:fs";
 import { DEFAULT_CLIENT_STALL_MS, DEFAULT_MAX_UPSTREAM_REQUESTS, DEFAULT_UPSTREAM_TIMEOUT_MS } from "../../proxy/contextProxy.ts";
 import { ENGINES, type Engine } from "../../proxy/engineRequestId.ts";
 import { parseKvEventsSubscribe, type KvEventsSubscribeOptions } from "../../proxy/kvEventSubscriber.ts";
@@ -16,6 +17,8 @@ import { DEFAULT_PROPHET_SPAN_DECAY, PROPHET_QUERY_ROWS, RECOMPUTE_POLICIES, typ
 import { CONTEXT_SCORES, type ContextScores } from "../../kv/reuseScores.ts";
 import { SHARED_READS } from "../../state/sharedState.ts";
 import { parseRedisUrl, type RedisUrl } from "../../state/redisUrl.ts";
+import type { RedisTlsSettings } from "../../state/redisDiagnosis.ts";
+import { remoteSecretBytes } from "../../kv/remoteEntryMac.ts";
 import { DEFAULT_BUDGETS } from "../../online/stateBudgets.ts";
 import { EXIT_OK, UsageError, byteSizeFlag, choiceFlag, integerFlag, numberFlag, parseFlags } from "../args.ts";
 import type { FlagSpec, ParsedFlags } from "../args.ts";
@@ -58,6 +61,11 @@ Options:
   --state-reads log|local  log (default): a request first applies what other instances
                            have acknowledged (one Redis round trip); local: answer from
                            this instance's replica as it is
+  --state-queue-bytes B    changes kept in memory while Redis is unreachable (default
+                           64MiB); past it, requests that change the state get 503
+                           with Retry-After
+  --redis-ca FILE          PEM CA certificate(s) that signed the TLS certificate of a
+                           rediss:// --state or --kv-remote (default: the system's)
   --api-key KEY            require 'Authorization: Bearer KEY' or 'x-api-key: KEY' on
                            POST routes (default: env CTXR_API_KEY; none: open)
   --capacity-tokens C      evict least-recently-used contexts beyond C cached tokens
@@ -172,6 +180,11 @@ document's KV is cached and reused at any position):
                            unreachable
   --kv-remote-bytes B      what --kv-remote may hold for this model, kept by Redis
                            for all instances (default 4GiB; least reused evicted)
+  --kv-remote-secret S     authenticate --kv-remote entries with HMAC-SHA256 under S
+                           (at least 16 bytes; the same on every instance); without
+                           it, anyone who can write to that Redis can steer answers
+  --kv-remote-secret-file FILE
+                           the same, the secret read from FILE
   --focus-window L         Cache-Craft focused-chunk early stop after L stable
                            layers (default 0: off)
   --prophet-span-decay D   prophet: share of a token's score that carries on to
@@ -230,6 +243,8 @@ const FLAGS = {
   "state-prefix": { type: "string" },
   "state-snapshot-every": { type: "string" },
   "state-reads": { type: "string" },
+  "state-queue-bytes": { type: "string" },
+  "redis-ca": { type: "string" },
   "in-memory": { type: "boolean" },
   "api-key": { type: "string" },
   "capacity-tokens": { type: "string" },
@@ -278,6 +293,8 @@ const FLAGS = {
   "kv-disk-bytes": { type: "string" },
   "kv-remote": { type: "string" },
   "kv-remote-bytes": { type: "string" },
+  "kv-remote-secret": { type: "string" },
+  "kv-remote-secret-file": { type: "string" },
   "focus-window": { type: "string" },
   "context-scores": { type: "string" },
   "prophet-span-decay": { type: "string" },
@@ -316,21 +333,24 @@ function sparseTriggerFromFlags(flags: ParsedFlags): UncertaintyTriggerOptions {
   };
 }
 
-function sharedStateFlags(flags: ParsedFlags): SharedStateConfig | null {
+function sharedStateFlags(flags: ParsedFlags, tls: RedisTlsSettings | undefined): SharedStateConfig | null {
   const url = flags.values.state;
   const prefix = flags.values["state-prefix"];
   if (url === undefined) {
-    for (const name of ["state-prefix", "state-snapshot-every", "state-reads"]) if (flags.values[name] !== undefined) throw new UsageError(`--${name} needs --state`, COMMAND);
+    for (const name of ["state-prefix", "state-snapshot-every", "state-reads", "state-queue-bytes"]) if (flags.values[name] !== undefined) throw new UsageError(`--${name} needs --state`, COMMAND);
     return null;
   }
   if (prefix === "") throw new UsageError("--state-prefix must not be empty", COMMAND);
   const snapshotEvery = integerFlag(flags, "state-snapshot-every", COMMAND, 1);
   const reads = choiceFlag(flags, "state-reads", COMMAND, SHARED_READS, "log");
+  const queueBytes = byteSizeFlag(flags, "state-queue-bytes", COMMAND, 1);
   try {
     return {
       url: parseRedisUrl(String(url), "--state"),
       ...(typeof prefix === "string" ? { prefix } : {}),
       ...(snapshotEvery === undefined ? {} : { snapshotEvery }),
+      ...(queueBytes === undefined ? {} : { queueBytes }),
+      ...(tls === undefined ? {} : { tls }),
       reads,
     };
   } catch (error) {
@@ -349,7 +369,8 @@ export async function serveCommand(args: string[], io: CommandIo & { err?(text: 
   const port = integerFlag(flags, "port", COMMAND, 0) ?? DEFAULT_PORT;
   if (port > 65535) throw new UsageError(`--port must be from 0 to 65535, got '${flags.values.port}'`, COMMAND);
   if (flags.values["in-memory"] && flags.values["data-dir"] !== undefined) throw new UsageError("give --data-dir or --in-memory, not both", COMMAND);
-  const state = sharedStateFlags(flags);
+  const redisTls = redisCaFlag(flags);
+  const state = sharedStateFlags(flags, redisTls);
   if (state !== null && (flags.values["in-memory"] || flags.values["data-dir"] !== undefined)) {
     throw new UsageError("--state keeps the state in Redis: give it without --data-dir or --in-memory", COMMAND);
   }
@@ -385,7 +406,7 @@ export async function serveCommand(args: string[], io: CommandIo & { err?(text: 
 
   const model = typeof flags.values.model === "string" ? flags.values.model : null;
   if (model === "") throw new UsageError("--model must not be empty", COMMAND);
-  const modelOnly = ["max-response-bytes", "device", "kv-blocks", "threads", "kv-dtype", "served-model-name", "max-waiting-requests", "request-timeout", "max-grammar-step-ms", "max-grammar-compile-ms", "max-grammar-tools", "kv-policy", "recompute-ratio", "kv-device-blocks", "kv-host-bytes", "kv-dir", "kv-disk-bytes", "kv-remote", "kv-remote-bytes", "focus-window", "context-scores", "prophet-span-decay", "prophet-query-rows", "no-prefix-cache", "tool-call-parser", "kv-events-publish", "sparse-entropy-threshold", "sparse-varentropy-threshold", "sparse-trigger-window"].find((name) => flags.values[name] !== undefined);
+  const modelOnly = ["max-response-bytes", "device", "kv-blocks", "threads", "kv-dtype", "served-model-name", "max-waiting-requests", "request-timeout", "max-grammar-step-ms", "max-grammar-compile-ms", "max-grammar-tools", "kv-policy", "recompute-ratio", "kv-device-blocks", "kv-host-bytes", "kv-dir", "kv-disk-bytes", "kv-remote", "kv-remote-bytes", "kv-remote-secret", "kv-remote-secret-file", "focus-window", "context-scores", "prophet-span-decay", "prophet-query-rows", "no-prefix-cache", "tool-call-parser", "kv-events-publish", "sparse-entropy-threshold", "sparse-varentropy-threshold", "sparse-trigger-window"].find((name) => flags.values[name] !== undefined);
   if (model === null && modelOnly !== undefined) throw new UsageError(`--${modelOnly} needs --model`, COMMAND);
   if (model !== null && upstreams.length > 0) throw new UsageError("give --model (serve a model) or --upstream (proxy engines), not both", COMMAND);
   const device = typeof flags.values.device === "string" ? flags.values.device : "cpu";
@@ -411,6 +432,8 @@ export async function serveCommand(args: string[], io: CommandIo & { err?(text: 
   if (flags.values["kv-disk-bytes"] !== undefined && kvDir === undefined) throw new UsageError("--kv-disk-bytes needs --kv-dir", COMMAND);
   const kvRemote = kvRemoteFlag(flags);
   if (flags.values["kv-remote-bytes"] !== undefined && kvRemote === null) throw new UsageError("--kv-remote-bytes needs --kv-remote", COMMAND);
+  const kvRemoteSecret = kvRemoteSecretFlag(flags, kvRemote !== null);
+  if (redisTls !== undefined && state === null && kvRemote === null) throw new UsageError("--redis-ca needs --state or --kv-remote (a rediss:// URL)", COMMAND);
   const sparseTrigger = sparseTriggerFromFlags(flags);
   const kvEventsPublish = kvEventsPublishFlag(flags);
   const kvEventsSubscribe = kvEventsFlags(flags, upstreams.length);
@@ -491,6 +514,8 @@ export async function serveCommand(args: string[], io: CommandIo & { err?(text: 
               kvDiskBytes: integerFlag(flags, "kv-disk-bytes", COMMAND, 1),
               kvRemote,
               kvRemoteBytes: byteSizeFlag(flags, "kv-remote-bytes", COMMAND, 1),
+              kvRemoteSecret,
+              ...(redisTls === undefined ? {} : { redisTls }),
               focusWindow: integerFlag(flags, "focus-window", COMMAND, 0),
               contextScores: choiceFlag<ContextScores>(flags, "context-scores", COMMAND, CONTEXT_SCORES, "shift"),
               prophetSpanDecay: spanDecay,
@@ -505,6 +530,42 @@ export async function serveCommand(args: string[], io: CommandIo & { err?(text: 
     { out: io.out, err: io.err ?? ((text) => void process.stderr.write(text)) },
   );
   return EXIT_OK;
+}
+
+/** --redis-ca FILE: the PEM CA(s) for rediss:// connections. */
+function redisCaFlag(flags: ParsedFlags): RedisTlsSettings | undefined {
+  const file = flags.values["redis-ca"];
+  if (file === undefined) return undefined;
+  if (typeof file !== "string" || file === "") throw new UsageError("--redis-ca needs a file", COMMAND);
+  let ca: string;
+  try {
+    ca = readFileSync(file, "utf8");
+  } catch (error) {
+    throw new UsageError(`--redis-ca ${file}: cannot read it (${(error as NodeJS.ErrnoException).code ?? (error as Error).message})`, COMMAND);
+  }
+  if (!ca.includes("-----BEGIN CERTIFICATE-----")) throw new UsageError(`--redis-ca ${file}: not a PEM certificate (no "-----BEGIN CERTIFICATE-----" line)`, COMMAND);
+  return { ca, caFile: file };
+}
+
+/** --kv-remote-secret S or --kv-remote-secret-file FILE: the key of the remote tier's MACs. */
+function kvRemoteSecretFlag(flags: ParsedFlags, remote: boolean): Uint8Array | null {
+  const inline = flags.values["kv-remote-secret"];
+  const file = flags.values["kv-remote-secret-file"];
+  if (inline === undefined && file === undefined) return null;
+  if (inline !== undefined && file !== undefined) throw new UsageError("give --kv-remote-secret or --kv-remote-secret-file, not both", COMMAND);
+  if (!remote) throw new UsageError(`--${inline !== undefined ? "kv-remote-secret" : "kv-remote-secret-file"} needs --kv-remote`, COMMAND);
+  try {
+    if (inline !== undefined) return remoteSecretBytes(String(inline), "--kv-remote-secret");
+    let text: string;
+    try {
+      text = readFileSync(String(file), "utf8");
+    } catch (error) {
+      throw new Error(`--kv-remote-secret-file ${String(file)}: cannot read it (${(error as NodeJS.ErrnoException).code ?? (error as Error).message})`);
+    }
+    return remoteSecretBytes(text, `--kv-remote-secret-file ${String(file)}`);
+  } catch (error) {
+    throw new UsageError((error as Error).message, COMMAND);
+  }
 }
 
 function kvRemoteFlag(flags: ParsedFlags): RedisUrl | null {

@@ -12,6 +12,7 @@
 import type { Context } from "hono";
 import { RequestError, type ContextService } from "../online/contextService.ts";
 import { errorResponse } from "../server/errors.ts";
+import { holdIdleTimeout } from "../server/idleTimeout.ts";
 import { depthProblem } from "../server/jsonDepth.ts";
 import { DEFAULT_LIMITS } from "../server/limits.ts";
 import { requestIdHeader, setEngineRequestId, type Engine } from "./engineRequestId.ts";
@@ -362,6 +363,9 @@ export class ContextProxy {
       // redact (an encoded answer would carry an echoed key past the redactor). Without either, the
       // client's Accept-Encoding goes upstream and the bytes come back as encoded.
       const decode = request.rewrite !== null || this.secrets.length > 0;
+      // Until the upstream's headers come (bounded by timeoutMs), nothing is written to the client:
+      // a request without a body would otherwise be cut by the server's idle timeout.
+      const releaseIdleTimeout = holdIdleTimeout(c.req.raw);
       const outcome = await sendToUpstream(upstreamRequestUrl(upstream.target, request.path, query), {
         method: request.method,
         headers: upstreamRequestHeaders(c.req.raw.headers, {
@@ -376,6 +380,7 @@ export class ContextProxy {
         timeoutMs: this.timeoutMs,
         clientSignal: c.req.raw.signal,
       });
+      releaseIdleTimeout();
 
       if (!outcome.ok) {
         settle();

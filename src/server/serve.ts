@@ -20,6 +20,7 @@ import { BODY_FIELD, bodyReadFailure, errorBody } from "./errors.ts";
 import { withDefaultLimits, type ServerLimits } from "./limits.ts";
 import { KvEventPublisher, type KvEventsPublishOptions } from "./kvEventPublisher.ts";
 import { LatencyHistograms } from "./latencyMetrics.ts";
+import { registerIdleTimeout, SERVER_IDLE_TIMEOUT_S } from "./idleTimeout.ts";
 import { ServerMetrics } from "./metrics.ts";
 
 export interface ServerOptions {
@@ -104,7 +105,9 @@ export function startServer(service: ContextService, options: ServerOptions = {}
     development: false,
     // Never share the port with another process (Bun may otherwise set SO_REUSEPORT).
     reusePort: false,
-    async fetch(request) {
+    idleTimeout: SERVER_IDLE_TIMEOUT_S,
+    async fetch(request, bunServer) {
+      registerIdleTimeout(request, (seconds) => bunServer.timeout(request, seconds));
       inFlight++;
       try {
         return await app.fetch(request);

@@ -14,6 +14,7 @@ import { sseData, startProxy, streamPost, type ProxyServer } from "./proxyKit.ts
 
 const STALL_MS = 30_000;
 const BUN_IDLE_TIMEOUT_MS = 10_000;
+const SLOW_GET_MS = 14_000;
 
 let upstream: FakeUpstream;
 let ctxr: ProxyServer;
@@ -40,6 +41,8 @@ function scripted(steps: (string | number)[], breakOff = false): Response {
 }
 
 function respond(record: RecordedRequest): Response | Promise<Response> | undefined {
+  // A request without a body (nothing for Bun to read) whose answer takes longer than the idle timeout.
+  if (record.method === "GET" && record.path === "/v1/models") return Bun.sleep(SLOW_GET_MS).then(() => Response.json({ object: "list", data: [{ id: "fake-model", object: "model" }] }));
   const mode = String(record.json?.messages?.at(-1)?.content ?? "");
   if (mode.includes("stall-first")) return scripted([ROLE, STALL_MS, chunk("one "), chunk("two", "stop"), "data: [DONE]\n\n"]);
   if (mode.includes("stall-between")) return scripted([ROLE, chunk("one "), STALL_MS, chunk("two", "stop"), "data: [DONE]\n\n"]);
@@ -108,3 +111,27 @@ test("an upstream stream that breaks off mid-event ends with an error event and 
   expect(JSON.parse(events[0]!).choices[0].delta.content).toBe("one ");
   expect(ctxr.logs.join("")).toContain("answer broke off");
 });
+
+test("a relayed request without a body whose upstream answers after the idle timeout gets its answer; the connection still idles out after it", async () => {
+  const started = performance.now();
+  const answer = await fetch(`${ctxr.url}/v1/models`);
+  expect(answer.status).toBe(200);
+  expect(((await answer.json()) as { data: { id: string }[] }).data[0]!.id).toBe("fake-model");
+  expect(performance.now() - started).toBeGreaterThan(SLOW_GET_MS);
+
+  // Held off only while the upstream was awaited: an idle keep-alive connection is closed again.
+  const { connect } = await import("node:net");
+  const port = Number(new URL(ctxr.url).port);
+  const closedAfter = await new Promise<number>((resolve, reject) => {
+    const socket = connect(port, "127.0.0.1");
+    let answeredAt = 0;
+    socket.on("data", (data) => {
+      if (answeredAt === 0 && data.toString().includes("fake-model")) answeredAt = performance.now();
+    });
+    socket.on("close", () => (answeredAt === 0 ? reject(new Error("closed before the answer")) : resolve(performance.now() - answeredAt)));
+    socket.write(`GET /v1/models HTTP/1.1\r\nHost: ${new URL(ctxr.url).host}\r\n\r\n`);
+    setTimeout(() => socket.destroy(), 40_000);
+  });
+  expect(closedAfter).toBeGreaterThan(BUN_IDLE_TIMEOUT_MS - 2_000);
+  expect(closedAfter).toBeLessThan(BUN_IDLE_TIMEOUT_MS + 8_000);
+}, 120_000);

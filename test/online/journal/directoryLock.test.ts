@@ -127,7 +127,8 @@ describe.skipIf(!HAS_PROC)("a lock held by a zombie", () => {
       parent.kill("SIGKILL");
       await parent.exited;
     }
-  });
+    // Its own waits (the zombie's pid line, its Z state) allow 5 s each on a loaded machine.
+  }, 20_000);
 });
 
 describe.skipIf(!HAS_PROC)("ctxr serve killed with -9 under a parent that does not reap it", () => {

@@ -58,6 +58,7 @@ import {
   startCtxr,
   startTinyUpstream,
   type Ctxr,
+  type HostileProbeResult,
   type TinyUpstream,
 } from "../test/security/hostileKit.ts";
 import { tinyModelFolder } from "../test/helpers/engineKit.ts";
@@ -82,20 +83,7 @@ for (const p of PROBES) if (!ALL_PROBES.includes(p)) throw new Error(`unknown pr
 
 const progress = (line: string) => process.stderr.write(`${line}\n`);
 
-interface ProbeResult {
-  probe: string;
-  traffic: string;
-  start_rss_bytes: number;
-  peak_rss_bytes: number;
-  rss_after_reset_bytes: number | null;
-  wall_ms: number;
-  requests: number;
-  statuses: Record<string, number>;
-  five_xx: number;
-  p50_ms_before: number | null;
-  p50_ms_during: number | null;
-  notes: string;
-}
+type ProbeResult = HostileProbeResult;
 
 function median(xs: number[]): number | null {
   if (xs.length === 0) return null;

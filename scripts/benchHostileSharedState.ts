@@ -16,23 +16,11 @@
  */
 import { startRedisServer, type RedisServer } from "../test/helpers/redisServer.ts";
 import { spawnServer, type SpawnedServer } from "../test/server/serverKit.ts";
-import { StatusTally, procStatusBytes } from "../test/security/hostileKit.ts";
+import { StatusTally, procStatusBytes, type HostileProbeResult } from "../test/security/hostileKit.ts";
 
 export const SHARED_STATE_PROBES = ["state-garbage-entry", "state-xdel", "state-garbage-snapshot", "state-outage-flood"] as const;
 
-export interface SharedStateProbeResult {
-  probe: string;
-  traffic: string;
-  start_rss_bytes: number;
-  peak_rss_bytes: number;
-  rss_after_reset_bytes: number | null;
-  wall_ms: number;
-  requests: number;
-  statuses: Record<string, number>;
-  five_xx: number;
-  p50_ms_before: number | null;
-  p50_ms_during: number | null;
-  notes: string;
+export interface SharedStateProbeResult extends HostileProbeResult {
   stall_ms: number;
   converged: boolean;
 }

@@ -30,6 +30,22 @@ export function procStatusBytes(pid: number, field: "VmHWM" | "VmRSS"): number |
 
 export const mib = (bytes: number | null) => (bytes === null ? "n/a" : `${(bytes / MiB).toFixed(0)} MiB`);
 
+/** One probe's figures in scripts/bench-hostile.ts's table (and its JSON line). */
+export interface HostileProbeResult {
+  probe: string;
+  traffic: string;
+  start_rss_bytes: number;
+  peak_rss_bytes: number;
+  rss_after_reset_bytes: number | null;
+  wall_ms: number;
+  requests: number;
+  statuses: Record<string, number>;
+  five_xx: number;
+  p50_ms_before: number | null;
+  p50_ms_during: number | null;
+  notes: string;
+}
+
 export interface Ctxr extends SpawnedServer {
   readonly pid: number;
   /** Peak resident set so far (VmHWM), bytes. */

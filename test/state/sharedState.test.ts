@@ -8,6 +8,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, setDefaultTimeout, te
 import { startRedisServer, type RedisServer } from "../helpers/redisServer.ts";
 import { startFakeUpstream } from "../proxy/fakeUpstream.ts";
 import { spawnServer, type SpawnedServer } from "../server/serverKit.ts";
+import { stats, until } from "./sharedStateKit.ts";
 
 setDefaultTimeout(90_000);
 
@@ -35,22 +36,6 @@ async function instance(...extra: string[]): Promise<SpawnedServer> {
 }
 
 const block = (id: string) => ({ id, text: `document ${id} `.repeat(20) });
-
-async function until<T>(what: string, probe: () => Promise<T | null | undefined | false>, timeoutMs = 20_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await probe();
-    if (value !== null && value !== undefined && value !== false) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await Bun.sleep(25);
-  }
-}
-
-async function stats(server: SpawnedServer) {
-  const answer = await server.get("/v1/stats");
-  expect(answer.status).toBe(200);
-  return answer.body;
-}
 
 describe("ctxr serve --state redis://", () => {
   test("a context and a conversation written on one instance are used on another", async () => {

@@ -13,6 +13,7 @@ import { join } from "node:path";
 import { freeTcpPort } from "../helpers/freeTcpPort.ts";
 import { redisServerPath, startRedisServer, type RedisServer } from "../helpers/redisServer.ts";
 import { spawnServer, type SpawnedServer } from "../server/serverKit.ts";
+import { stats, until } from "./sharedStateKit.ts";
 
 setDefaultTimeout(90_000);
 
@@ -42,22 +43,6 @@ async function instance(...extra: string[]): Promise<SpawnedServer> {
 }
 
 const block = (id: string, repeat = 20) => ({ id, text: `document ${id} `.repeat(repeat) });
-
-async function until<T>(what: string, probe: () => Promise<T | null | undefined | false>, timeoutMs = 20_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await probe();
-    if (value !== null && value !== undefined && value !== false) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await Bun.sleep(25);
-  }
-}
-
-async function stats(server: SpawnedServer) {
-  const answer = await server.get("/v1/stats");
-  expect(answer.status).toBe(200);
-  return answer.body;
-}
 
 async function reorder(server: SpawnedServer, id: string, repeat = 20) {
   const answer = await server.post("/v1/reorder", { contexts: [[block(id, repeat)]] });

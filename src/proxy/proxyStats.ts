@@ -58,7 +58,7 @@ export interface SubscriberStats {
   duplicates: number;
   malformed: Record<string, number>;
   unknown_events: number;
-  last_seq: number | null;
+  last_seq: number | string | null;
   layout: string | null;
 }
 

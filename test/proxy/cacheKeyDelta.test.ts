@@ -54,7 +54,7 @@ function randomBatch(random: () => number, all: Prompt[], seq: number): KvEventB
       events.push({ type: "AllBlocksCleared" });
     }
   }
-  return { ts: 1000 + seq, events, dataParallelRank: null, layout: "map", unknownTypes: [], seq, replayed: seq % 3 === 0 };
+  return { ts: 1000 + seq, events, dataParallelRank: null, layout: "map", unknownTypes: [], seq: BigInt(seq), replayed: seq % 3 === 0 };
 }
 
 describe("CacheKeyDeltaSink and applyCacheKeyMessage", () => {

@@ -12,7 +12,7 @@ import { applyCacheKeyMessage } from "./cacheKeyDelta.ts";
 import type { CacheKeySink } from "./engineCacheFeed.ts";
 import { KvEventSubscriber, type KvEventsSubscribeOptions, type KvEventSubscriberStats } from "./kvEventSubscriber.ts";
 import { insideSingleBinary, KV_EVENTS_WORKER_ENTRY } from "../workerEntries.ts";
-import type { KvEventsThreadIn, KvEventsThreadOut, KvEventsThreadSettings } from "./kvEventsThreadMessages.ts";
+import type { KvEventsFollowLimits, KvEventsThreadIn, KvEventsThreadOut, KvEventsThreadSettings } from "./kvEventsThreadMessages.ts";
 
 const RESTART_AFTER_MS = 1000;
 const CLOSE_WAIT_MS = 2000;
@@ -27,6 +27,7 @@ export class KvEventsSubscription {
   /** The subscriber's counters, as the thread last sent them. */
   stats: KvEventSubscriberStats;
   sink: CacheKeySink | null = null;
+  limits: KvEventsFollowLimits = { maxMirrorBytes: null };
 
   constructor(
     private readonly thread: KvEventsThread,
@@ -37,9 +38,10 @@ export class KvEventsSubscription {
     this.stats = new KvEventSubscriber(options).stats;
   }
 
-  start(sink: CacheKeySink): void {
+  start(sink: CacheKeySink, limits: Partial<KvEventsFollowLimits> = {}): void {
     if (this.sink !== null) throw new Error("KvEventsSubscription.start: already started");
     this.sink = sink;
+    this.limits = { ...this.limits, ...limits };
     this.thread.follow(this);
   }
 }
@@ -67,7 +69,7 @@ export class KvEventsThread {
   follow(subscription: KvEventsSubscription): void {
     if (this.closed || this.restartTimer !== null) return;
     if (this.worker === null) this.open();
-    else this.send({ kind: "follow", id: subscription.id, options: subscription.options, settings: this.settings });
+    else this.send({ kind: "follow", id: subscription.id, options: subscription.options, settings: this.settings, limits: subscription.limits });
   }
 
   async close(): Promise<void> {
@@ -91,7 +93,7 @@ export class KvEventsThread {
     worker.addEventListener("close", () => this.failed(worker, "the thread exited"));
     worker.unref();
     for (const subscription of this.subscriptions) {
-      if (subscription.sink !== null) this.send({ kind: "follow", id: subscription.id, options: subscription.options, settings: this.settings });
+      if (subscription.sink !== null) this.send({ kind: "follow", id: subscription.id, options: subscription.options, settings: this.settings, limits: subscription.limits });
     }
   }
 

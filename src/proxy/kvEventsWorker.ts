@@ -26,7 +26,7 @@ self.onmessage = async (event: MessageEvent<KvEventsThreadIn>) => {
     const subscriber = new KvEventSubscriber(command.options, { ...command.settings, log: (text) => send({ kind: "log", text }) });
     subscribers.set(command.id, subscriber);
     const sink = new CacheKeyDeltaSink((message) => send({ kind: "cache", id: command.id, message, stats: subscriber.stats }));
-    subscriber.start(new EngineCacheFeed(sink));
+    subscriber.start(new EngineCacheFeed(sink, command.limits.maxMirrorBytes));
     return;
   }
   await Promise.all([...subscribers.values()].map((subscriber) => subscriber.close()));

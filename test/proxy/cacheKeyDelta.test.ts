@@ -103,7 +103,7 @@ describe("CacheKeyDeltaSink and applyCacheKeyMessage", () => {
   test("keys dropped during a batch are all named (their contexts leave); keys held after it only when the receiver lacks them", () => {
     const sent: CacheKeyMessage[] = [];
     const sink = new CacheKeyDeltaSink((message) => sent.push(message));
-    const batch = { ts: 1, replayed: false, blockSize: 2, mirror: { blocks: 0, orphans: 0, malformed: 0, unknownRemovals: 0 }, offloadEvents: 0, otherGroupEvents: 0 };
+    const batch = { ts: 1, replayed: false, blockSize: 2, mirror: { blocks: 0, orphans: 0, malformed: 0, unknownRemovals: 0, bytes: 0, evictedForBytes: 0 }, offloadEvents: 0, otherGroupEvents: 0 };
     sink.keyHeld(1n);
     sink.keyHeld(2n);
     sink.batchApplied(batch);
@@ -125,7 +125,7 @@ describe("CacheKeyDeltaSink and applyCacheKeyMessage", () => {
     sink.keyHeld(1n);
     sink.cleared();
     sink.keyHeld(2n);
-    sink.batchApplied({ ts: 1, replayed: false, blockSize: 2, mirror: { blocks: 1, orphans: 0, malformed: 0, unknownRemovals: 0 }, offloadEvents: 0, otherGroupEvents: 0 });
+    sink.batchApplied({ ts: 1, replayed: false, blockSize: 2, mirror: { blocks: 1, orphans: 0, malformed: 0, unknownRemovals: 0, bytes: 224, evictedForBytes: 0 }, offloadEvents: 0, otherGroupEvents: 0 });
     expect(sent.map((m) => (m.kind === "batch" ? [[...m.held], [...m.dropped]] : m.kind))).toEqual(["cleared", [[2n], []]]);
   });
 });

@@ -83,7 +83,7 @@ describe("KvEventPublisher", () => {
     expect(messages.map((m) => Array.from(m[1]!))).toEqual([0, 1, 2].map((seq) => [0, 0, 0, 0, 0, 0, 0, seq]));
     expect(messages.map((m) => eventsOf(m[2]!).map((e) => e.type))).toEqual([["BlockStored", "BlockStored", "BlockRemoved"], ["AllBlocksCleared"], ["BlockStored"]]);
     expect(messages.map((m) => (decode(m[2]!) as { ts: number }).ts)).toEqual([1000.5, 1001.5, 1002.5]);
-    expect(publisher.stats).toEqual({ batches: 3, events: 5, subscribers: 1, replayRequests: 0, dropped: 0 });
+    expect(publisher.stats).toMatchObject({ batches: 3, events: 5, subscribers: 1, replayRequests: 0, dropped: 0, refusedConnections: 0, handshakeTimeouts: 0, replayBufferBatches: 3 });
     expect(publisher.metrics()).toContain("ctxr_kv_events_batches_total 3\n");
     expect(publisher.metrics()).toContain("ctxr_kv_events_total 5\n");
   });

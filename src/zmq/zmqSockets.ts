@@ -127,6 +127,18 @@ abstract class BoundSocket {
     return (this.server.address() as AddressInfo).port;
   }
 
+  /** Connections held now (through the handshake or not). */
+  get peerCount(): number {
+    return this.peers.size;
+  }
+
+  /** Bytes written to peers and not yet taken by the system. */
+  get queuedBytes(): number {
+    let bytes = 0;
+    for (const peer of this.peers) bytes += peer.socket.writableLength;
+    return bytes;
+  }
+
   /** Peers through the handshake. */
   get connected(): number {
     let count = 0;

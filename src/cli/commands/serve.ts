@@ -417,6 +417,10 @@ export async function serveCommand(args: string[], io: CommandIo & { err?(text: 
   const sparseTrigger = sparseTriggerFromFlags(flags);
   const kvEventsPublish = kvEventsPublishFlag(flags);
   const kvEventsSubscribe = kvEventsFlags(flags, upstreams.length);
+  for (const name of ["kv-events-max-connections", "kv-events-handshake-timeout"]) {
+    if (flags.values[name] !== undefined && kvEventsPublish === null) throw new UsageError(`--${name} needs --kv-events-publish`, COMMAND);
+  }
+  if (flags.values["kv-events-max-bytes"] !== undefined && kvEventsSubscribe.every((events) => events === null)) throw new UsageError("--kv-events-max-bytes needs --kv-events", COMMAND);
   if (model === null && upstreams.length === 0 && blockSize !== undefined) throw new UsageError("--block-size needs --model or --upstream", COMMAND);
   const tokenizerDir = flags.values.tokenizer;
   if (tokenizerDir !== undefined && kvEventsSubscribe.every((events) => events === null)) throw new UsageError("--tokenizer counts the prompt blocks engines report in their KV events: it needs --kv-events", COMMAND);

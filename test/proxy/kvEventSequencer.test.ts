@@ -180,4 +180,18 @@ describe("KvEventSequencer", () => {
     live(3);
     expect(take()).toEqual(["duplicate 3"]);
   });
+
+  test("sequence numbers are unsigned 64-bit: they follow on up to 2^64-1, and duplicates are told by digest", () => {
+    const top = (1n << 64n) - 1n;
+    const { sequencer, take } = recorded({ replay: false });
+    sequencer.connected();
+    for (const seq of [top - 2n, top - 1n, top]) sequencer.live(seq, payload(Number(seq & 0xffn)));
+    expect(take()).toEqual([`apply ${top - 2n}`, `apply ${top - 1n}`, `apply ${top}`]);
+    expect(sequencer.next).toBe(1n << 64n);
+    sequencer.live(top - 1n, payload(Number((top - 1n) & 0xffn)));
+    expect(take()).toEqual([`duplicate ${top - 1n}`]);
+    // Same number, other bytes: a restart, not a copy.
+    sequencer.live(top - 1n, payload(Number((top - 1n) & 0xffn), 9));
+    expect(take()).toEqual(["resync restart", `apply ${top - 1n}/9`]);
+  });
 });

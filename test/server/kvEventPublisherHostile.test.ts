@@ -17,7 +17,7 @@ import { DEFAULT_HANDSHAKE_TIMEOUT_MS, DEFAULT_MAX_PEERS } from "../../src/zmq/z
 
 setDefaultTimeout(180_000);
 
-const STALL_LIMIT_MS = 750;
+const STALL_LIMIT_MS = 500;
 const FLOOD = 3000;
 
 let model: ReturnType<typeof tinyModelFolder>;

@@ -90,6 +90,12 @@ export class EngineCacheMirror {
   blockSize: number | null = null;
   private readonly counters = { orphans: 0, malformed: 0, unknownRemovals: 0, evictedForBytes: 0 };
   private bytes = 0;
+  /**
+   * Walks the engine hashes oldest first for the budget. It is kept between evictions: a Map
+   * iterator goes on past entries deleted since, so each eviction costs O(1) amortised, where a
+   * fresh iterator would step over every deleted entry at the front again.
+   */
+  private oldest: MapIterator<[string, ContentKey]> | null = null;
 
   /** `maxBytes`: the byte budget of the mirror (null: unlimited). */
   constructor(
@@ -142,6 +148,7 @@ export class EngineCacheMirror {
     this.byEngineHash.clear();
     this.holders.clear();
     this.bytes = 0;
+    this.oldest = null;
   }
 
   /**
@@ -167,9 +174,15 @@ export class EngineCacheMirror {
   private keepWithinBudget(): void {
     if (this.maxBytes === null) return;
     while (this.bytes > this.maxBytes) {
-      const oldest = this.byEngineHash.entries().next();
-      if (oldest.done) break;
-      this.forgetHash(oldest.value[0], oldest.value[1]);
+      this.oldest ??= this.byEngineHash.entries();
+      let next = this.oldest.next();
+      if (next.done) {
+        // A finished iterator sees nothing added later: start again from the front.
+        this.oldest = this.byEngineHash.entries();
+        next = this.oldest.next();
+        if (next.done) break;
+      }
+      this.forgetHash(next.value[0], next.value[1]);
       this.counters.evictedForBytes++;
     }
   }

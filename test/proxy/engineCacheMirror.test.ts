@@ -145,5 +145,14 @@ describe("EngineCacheMirror", () => {
     expect(mirror.stats.bytes).toBe(99 * mirrorBlockBytes(hash(0)));
     mirror.cleared();
     expect(mirror.stats.bytes).toBe(0);
+    // After a clear, and with hashes stored again (they count as new), the oldest still go first.
+    for (let i = 0; i < 150; i++) mirror.stored({ hashes: [hash(i % 120)], parent: null, tokenIds: [i, 0, 0, 0], blockSize: 4 });
+    expect(mirror.stats.blocks).toBe(100);
+    // 20 to make room for hashes 100..119, then 30 as hashes 0..29 come back (all forgotten by then).
+    expect(mirror.stats.evictedForBytes).toBe(900 + 50);
+    expect(mirror.cachedBlocks(mirrorBlockKeys([149, 0, 0, 0], 4))).toBe(1);
+    expect(mirror.cachedBlocks(mirrorBlockKeys([29, 0, 0, 0], 4))).toBe(0);
+    expect(mirror.cachedBlocks(mirrorBlockKeys([49, 0, 0, 0], 4))).toBe(0);
+    expect(mirror.cachedBlocks(mirrorBlockKeys([50, 0, 0, 0], 4))).toBe(1);
   });
 });

@@ -20,11 +20,21 @@ const DROPPED = 4;
  * The KV-events thread's sink: posts one message per batch and per signal. A batch's message names
  * every key dropped during it (its contexts leave, as they would event by event), then the keys
  * to hold after it that the receiver lacks.
+ *
+ * With `coalesceMs`, the batches of that long go as one message (the last batch's figures, the net
+ * change of keys over all of them): however fast a publisher sends, the request thread gets at most
+ * one message per `coalesceMs`, and keys stored and dropped within it cost it nothing. A signal
+ * first sends the batches gathered so far, so the order is kept.
  */
 export class CacheKeyDeltaSink implements CacheKeySink {
   private readonly touched = new Map<ContentKey, number>();
+  private gathered: AppliedBatch | null = null;
+  private timer: ReturnType<typeof setTimeout> | null = null;
 
-  constructor(private readonly post: (message: CacheKeyMessage) => void) {}
+  constructor(
+    private readonly post: (message: CacheKeyMessage) => void,
+    private readonly coalesceMs = 0,
+  ) {}
 
   keyHeld(key: ContentKey): void {
     this.touched.set(key, (this.touched.get(key) ?? 0) | HELD_NOW);
@@ -36,11 +46,29 @@ export class CacheKeyDeltaSink implements CacheKeySink {
 
   /** Everything told before is void: the receiver clears, and what follows starts from nothing held. */
   cleared(): void {
+    this.flush();
     this.touched.clear();
     this.post({ kind: "cleared" });
   }
 
   batchApplied(batch: AppliedBatch): void {
+    if (this.coalesceMs <= 0) return this.postBatch(batch);
+    // The lag is measured on live batches: a replayed one after a live one keeps the live one's clock.
+    const live = batch.replayed && this.gathered !== null && !this.gathered.replayed ? this.gathered : batch;
+    this.gathered = { ...batch, ts: live.ts, replayed: live.replayed };
+    this.timer ??= setTimeout(() => this.flush(), this.coalesceMs);
+  }
+
+  /** Sends the batches gathered so far, if any. */
+  flush(): void {
+    if (this.timer !== null) clearTimeout(this.timer);
+    this.timer = null;
+    const batch = this.gathered;
+    this.gathered = null;
+    if (batch !== null) this.postBatch(batch);
+  }
+
+  private postBatch(batch: AppliedBatch): void {
     const toHold = (state: number) => (state & HELD_NOW) !== 0 && (state & (HELD_BEFORE | DROPPED)) !== HELD_BEFORE;
     let heldCount = 0;
     let droppedCount = 0;
@@ -60,14 +88,17 @@ export class CacheKeyDeltaSink implements CacheKeySink {
   }
 
   connected(): void {
+    this.flush();
     this.post({ kind: "connected" });
   }
 
   disconnected(): void {
+    this.flush();
     this.post({ kind: "disconnected" });
   }
 
   caughtUp(): void {
+    this.flush();
     this.post({ kind: "caughtUp" });
   }
 }

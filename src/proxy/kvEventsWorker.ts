@@ -12,6 +12,8 @@ declare const self: Worker;
 
 /** How often each subscriber's counters go to the request thread when nothing else does. */
 const STATS_EVERY_MS = 500;
+/** Batches of this long go to the request thread as one message (a flood of batches costs it at most one message per period). */
+const COALESCE_MS = 10;
 
 const subscribers = new Map<number, KvEventSubscriber>();
 
@@ -25,7 +27,7 @@ self.onmessage = async (event: MessageEvent<KvEventsThreadIn>) => {
   if (command.kind === "follow") {
     const subscriber = new KvEventSubscriber(command.options, { ...command.settings, log: (text) => send({ kind: "log", text }) });
     subscribers.set(command.id, subscriber);
-    const sink = new CacheKeyDeltaSink((message) => send({ kind: "cache", id: command.id, message, stats: subscriber.stats }));
+    const sink = new CacheKeyDeltaSink((message) => send({ kind: "cache", id: command.id, message, stats: subscriber.stats }), COALESCE_MS);
     subscriber.start(new EngineCacheFeed(sink, command.limits.maxMirrorBytes));
     return;
   }

@@ -58,8 +58,8 @@ function randomBatch(random: () => number, all: Prompt[], seq: number): KvEventB
 }
 
 describe("CacheKeyDeltaSink and applyCacheKeyMessage", () => {
-  for (const seed of [1, 2, 3, 4, 5]) {
-    test(`random batches (seed ${seed}): through the messages the sync ends as if fed in process, after every batch`, () => {
+  for (const [seed, coalesce] of [1, 2, 3, 4, 5].flatMap((seed) => [[seed, false], [seed, true]] as const)) {
+    test(`random batches (seed ${seed}${coalesce ? ", coalesced" : ""}): through the messages the sync ends as if fed in process, after every ${coalesce ? "flush" : "batch"}`, () => {
       const random = seededRandom(seed);
       const all = prompts(random, 12);
       const evicted = { direct: [] as string[], messages: [] as string[] };
@@ -67,11 +67,15 @@ describe("CacheKeyDeltaSink and applyCacheKeyMessage", () => {
       const direct = new UpstreamCacheSync((ids) => evicted.direct.push(...ids), now);
       const viaMessages = new UpstreamCacheSync((ids) => evicted.messages.push(...ids), now);
       const sent: CacheKeyMessage[] = [];
-      const feed = new EngineCacheFeed(new CacheKeyDeltaSink((message) => sent.push(message)));
+      // Coalesced: batches go out only when flushed (at random here; every 10 ms in the KV-events thread).
+      const sink = new CacheKeyDeltaSink((message) => sent.push(message), coalesce ? 1e9 : 0);
+      const feed = new EngineCacheFeed(sink);
       for (const sync of [direct, viaMessages]) sync.connected();
       feed.connected();
+      let synced = true;
       for (let seq = 0; seq < 400; seq++) {
-        if (seq % 7 === 0) {
+        // Contexts are tracked while both sides agree (else a drop still on its way would evict one on one side only).
+        if (seq % 7 === 0 && synced) {
           const prompt = all[Math.floor(random() * all.length)]!;
           const id = `ctx${seq}`;
           direct.track(id, prompt.keys);
@@ -85,7 +89,10 @@ describe("CacheKeyDeltaSink and applyCacheKeyMessage", () => {
           direct.batch(batch);
           feed.batch(batch);
         }
+        synced = !coalesce || random() < 0.3 || seq === 399;
+        if (coalesce && synced) sink.flush();
         for (const message of sent.splice(0)) applyCacheKeyMessage(viaMessages, message);
+        if (!synced) continue;
         for (const prompt of all) {
           for (const key of prompt.keys) expect(viaMessages.holds(key)).toBe(direct.holds(key));
           expect(viaMessages.cachedBlocks(prompt.keys)).toBe(direct.cachedBlocks(prompt.keys));

@@ -25,15 +25,22 @@ const DROPPED = 4;
  * change of keys over all of them): however fast a publisher sends, the request thread gets at most
  * one message per `coalesceMs`, and keys stored and dropped within it cost it nothing. A signal
  * first sends the batches gathered so far, so the order is kept.
+ *
+ * With `awaitApplied`, one batch message is in flight at a time: the next goes once the receiver
+ * says it applied the last (`applied`), and batches meanwhile are gathered into it. The queue
+ * between the threads is then bounded however slow the request thread is, and a backlog turns
+ * into one larger message rather than many that the request thread would run back to back.
  */
 export class CacheKeyDeltaSink implements CacheKeySink {
   private readonly touched = new Map<ContentKey, number>();
   private gathered: AppliedBatch | null = null;
   private timer: ReturnType<typeof setTimeout> | null = null;
+  private inFlight = false;
 
   constructor(
     private readonly post: (message: CacheKeyMessage) => void,
     private readonly coalesceMs = 0,
+    private readonly awaitApplied = false,
   ) {}
 
   keyHeld(key: ContentKey): void {
@@ -56,7 +63,16 @@ export class CacheKeyDeltaSink implements CacheKeySink {
     // The lag is measured on live batches: a replayed one after a live one keeps the live one's clock.
     const live = batch.replayed && this.gathered !== null && !this.gathered.replayed ? this.gathered : batch;
     this.gathered = { ...batch, ts: live.ts, replayed: live.replayed };
-    this.timer ??= setTimeout(() => this.flush(), this.coalesceMs);
+    this.timer ??= setTimeout(() => {
+      this.timer = null;
+      if (!this.inFlight) this.flush();
+    }, this.coalesceMs);
+  }
+
+  /** The receiver applied the batch message in flight (`awaitApplied`): what was gathered meanwhile goes now. */
+  applied(): void {
+    this.inFlight = false;
+    if (this.timer === null) this.flush();
   }
 
   /** Sends the batches gathered so far, if any. */
@@ -69,6 +85,7 @@ export class CacheKeyDeltaSink implements CacheKeySink {
   }
 
   private postBatch(batch: AppliedBatch): void {
+    if (this.awaitApplied) this.inFlight = true;
     const toHold = (state: number) => (state & HELD_NOW) !== 0 && (state & (HELD_BEFORE | DROPPED)) !== HELD_BEFORE;
     let heldCount = 0;
     let droppedCount = 0;

@@ -103,6 +103,7 @@ export class KvEventsThread {
         const subscription = this.subscriptions[message.id]!;
         subscription.stats = message.stats;
         applyCacheKeyMessage(subscription.sink!, message.message);
+        if (message.message.kind === "batch") this.send({ kind: "applied", id: message.id });
         return;
       }
       case "stats":

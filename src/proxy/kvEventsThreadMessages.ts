@@ -11,7 +11,11 @@ export interface KvEventsFollowLimits {
   maxMirrorBytes: number | null;
 }
 
-export type KvEventsThreadIn = { kind: "follow"; id: number; options: KvEventsSubscribeOptions; settings: KvEventsThreadSettings; limits: KvEventsFollowLimits } | { kind: "close" };
+/** `applied`: the request thread applied a subscription's batch message (the next may come: one is in flight at a time). */
+export type KvEventsThreadIn =
+  | { kind: "follow"; id: number; options: KvEventsSubscribeOptions; settings: KvEventsThreadSettings; limits: KvEventsFollowLimits }
+  | { kind: "applied"; id: number }
+  | { kind: "close" };
 
 export type KvEventsThreadOut =
   | { kind: "cache"; id: number; message: CacheKeyMessage; stats: KvEventSubscriberStats }

@@ -16,6 +16,7 @@ const STATS_EVERY_MS = 500;
 const COALESCE_MS = 10;
 
 const subscribers = new Map<number, KvEventSubscriber>();
+const sinks = new Map<number, CacheKeyDeltaSink>();
 
 function send(message: KvEventsThreadOut): void {
   const transfer = message.kind === "cache" && message.message.kind === "batch" ? [message.message.held.buffer as ArrayBuffer, message.message.dropped.buffer as ArrayBuffer] : [];
@@ -27,10 +28,12 @@ self.onmessage = async (event: MessageEvent<KvEventsThreadIn>) => {
   if (command.kind === "follow") {
     const subscriber = new KvEventSubscriber(command.options, { ...command.settings, log: (text) => send({ kind: "log", text }) });
     subscribers.set(command.id, subscriber);
-    const sink = new CacheKeyDeltaSink((message) => send({ kind: "cache", id: command.id, message, stats: subscriber.stats }), COALESCE_MS);
+    const sink = new CacheKeyDeltaSink((message) => send({ kind: "cache", id: command.id, message, stats: subscriber.stats }), COALESCE_MS, true);
+    sinks.set(command.id, sink);
     subscriber.start(new EngineCacheFeed(sink, command.limits.maxMirrorBytes));
     return;
   }
+  if (command.kind === "applied") return sinks.get(command.id)?.applied();
   await Promise.all([...subscribers.values()].map((subscriber) => subscriber.close()));
   subscribers.clear();
   clearInterval(statsTimer);

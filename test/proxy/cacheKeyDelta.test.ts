@@ -135,4 +135,33 @@ describe("CacheKeyDeltaSink and applyCacheKeyMessage", () => {
     sink.batchApplied({ ts: 1, replayed: false, blockSize: 2, mirror: { blocks: 1, orphans: 0, malformed: 0, unknownRemovals: 0, bytes: 224, evictedForBytes: 0 }, offloadEvents: 0, otherGroupEvents: 0 });
     expect(sent.map((m) => (m.kind === "batch" ? [[...m.held], [...m.dropped]] : m.kind))).toEqual(["cleared", [[2n], []]]);
   });
+
+  test("awaitApplied: one batch message in flight; batches meanwhile are gathered into the next, sent once the last is applied", async () => {
+    const sent: CacheKeyMessage[] = [];
+    const sink = new CacheKeyDeltaSink((message) => sent.push(message), 1, true);
+    const batch = (ts: number) => ({ ts, replayed: false, blockSize: 2, mirror: { blocks: 0, orphans: 0, malformed: 0, unknownRemovals: 0, bytes: 0, evictedForBytes: 0 }, offloadEvents: 0, otherGroupEvents: 0 });
+    const shown = () => sent.splice(0).map((m) => (m.kind === "batch" ? [m.batch.ts, [...m.held], [...m.dropped]] : m.kind));
+    sink.keyHeld(1n);
+    sink.batchApplied(batch(1));
+    await Bun.sleep(20);
+    expect(shown()).toEqual([[1, [1n], []]]);
+    // Not applied yet: nothing more goes, whatever the timer says.
+    for (let i = 2; i <= 50; i++) {
+      sink.keyHeld(BigInt(i));
+      if (i % 2 === 0) sink.keyDropped(BigInt(i));
+      sink.batchApplied(batch(i));
+    }
+    await Bun.sleep(20);
+    expect(shown()).toEqual([]);
+    sink.applied();
+    const [merged] = shown() as [number, bigint[], bigint[]][];
+    expect(merged![0]).toBe(50);
+    expect(merged![1]).toEqual(Array.from({ length: 24 }, (_, i) => BigInt(2 * i + 3)));
+    expect(merged![2]).toEqual(Array.from({ length: 25 }, (_, i) => BigInt(2 * i + 2)));
+    // A signal goes at once, after what was gathered.
+    sink.keyHeld(99n);
+    sink.batchApplied(batch(51));
+    sink.disconnected();
+    expect(shown()).toEqual([[51, [99n], []], "disconnected"]);
+  });
 });

@@ -138,3 +138,63 @@ export function applyCacheKeyMessage(sink: CacheKeySink, message: CacheKeyMessag
       return sink.caughtUp();
   }
 }
+
+/**
+ * Applies messages to `sink` in order, a slice of at most `sliceKeys` keys at a time: a large
+ * batch message (a publisher flooding BlockStored: hundreds of thousands of keys) yields to other
+ * work on the request thread between slices instead of holding it for as long as it takes.
+ * `applied` is told when a batch message is through (the sender may send the next).
+ */
+export class SlicedCacheKeyApplier {
+  private readonly queue: CacheKeyMessage[] = [];
+  /** Keys of the head batch message applied so far. */
+  private at = 0;
+  private scheduled = false;
+
+  constructor(
+    private readonly sink: CacheKeySink,
+    private readonly applied: () => void,
+    private readonly sliceKeys = 4096,
+    private readonly schedule: (run: () => void) => void = (run) => void setImmediate(run),
+  ) {}
+
+  push(message: CacheKeyMessage): void {
+    this.queue.push(message);
+    if (!this.scheduled && this.queue.length === 1) this.run();
+  }
+
+  /** Drops what is queued (the sender is gone). */
+  reset(): void {
+    this.queue.length = 0;
+    this.at = 0;
+  }
+
+  private run(): void {
+    this.scheduled = false;
+    let budget = this.sliceKeys;
+    while (this.queue.length > 0) {
+      const message = this.queue[0]!;
+      if (message.kind !== "batch") {
+        applyCacheKeyMessage(this.sink, message);
+        this.queue.shift();
+        continue;
+      }
+      const { dropped, held } = message;
+      const total = dropped.length + held.length;
+      while (this.at < total) {
+        if (budget-- <= 0) {
+          this.scheduled = true;
+          this.schedule(() => this.run());
+          return;
+        }
+        const i = this.at++;
+        if (i < dropped.length) this.sink.keyDropped(dropped[i]!);
+        else this.sink.keyHeld(held[i - dropped.length]!);
+      }
+      this.at = 0;
+      this.queue.shift();
+      this.sink.batchApplied(message.batch);
+      this.applied();
+    }
+  }
+}

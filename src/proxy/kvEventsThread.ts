@@ -8,7 +8,7 @@
  * If the thread dies, each mirror is dropped (routing falls back to the estimate), the failure is
  * logged, and a new thread subscribes again a second later.
  */
-import { applyCacheKeyMessage } from "./cacheKeyDelta.ts";
+import { SlicedCacheKeyApplier } from "./cacheKeyDelta.ts";
 import type { CacheKeySink } from "./engineCacheFeed.ts";
 import { KvEventSubscriber, type KvEventsSubscribeOptions, type KvEventSubscriberStats } from "./kvEventSubscriber.ts";
 import { insideSingleBinary, KV_EVENTS_WORKER_ENTRY } from "../workerEntries.ts";
@@ -27,6 +27,8 @@ export class KvEventsSubscription {
   /** The subscriber's counters, as the thread last sent them. */
   stats: KvEventSubscriberStats;
   sink: CacheKeySink | null = null;
+  /** Applies the thread's messages to `sink`, a slice at a time. */
+  applier: SlicedCacheKeyApplier | null = null;
   limits: KvEventsFollowLimits = { maxMirrorBytes: null };
 
   constructor(
@@ -41,6 +43,7 @@ export class KvEventsSubscription {
   start(sink: CacheKeySink, limits: Partial<KvEventsFollowLimits> = {}): void {
     if (this.sink !== null) throw new Error("KvEventsSubscription.start: already started");
     this.sink = sink;
+    this.applier = new SlicedCacheKeyApplier(sink, () => this.thread.applied(this));
     this.limits = { ...this.limits, ...limits };
     this.thread.follow(this);
   }
@@ -63,6 +66,11 @@ export class KvEventsThread {
     const subscription = new KvEventsSubscription(this, this.subscriptions.length, options);
     this.subscriptions.push(subscription);
     return subscription;
+  }
+
+  /** @internal (KvEventsSubscription's applier): a batch message is applied, the thread may send the next. */
+  applied(subscription: KvEventsSubscription): void {
+    if (this.worker !== null && !this.closed) this.send({ kind: "applied", id: subscription.id });
   }
 
   /** @internal (KvEventsSubscription.start) */
@@ -102,8 +110,7 @@ export class KvEventsThread {
       case "cache": {
         const subscription = this.subscriptions[message.id]!;
         subscription.stats = message.stats;
-        applyCacheKeyMessage(subscription.sink!, message.message);
-        if (message.message.kind === "batch") this.send({ kind: "applied", id: message.id });
+        subscription.applier!.push(message.message);
         return;
       }
       case "stats":
@@ -123,6 +130,7 @@ export class KvEventsThread {
     this.log(`ctxr serve: the KV events thread failed (${why}); the engines' cache mirrors are dropped and it restarts in ${RESTART_AFTER_MS / 1000} s\n`);
     for (const subscription of this.subscriptions) {
       subscription.stats = { ...subscription.stats, connected: false };
+      subscription.applier?.reset();
       subscription.sink?.disconnected();
       subscription.sink?.cleared();
     }

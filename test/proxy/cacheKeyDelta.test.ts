@@ -6,9 +6,9 @@
  */
 import { describe, expect, test } from "bun:test";
 import type { KvEvent } from "../../src/kv/kvEventDecoding.ts";
-import { applyCacheKeyMessage, CacheKeyDeltaSink, type CacheKeyMessage } from "../../src/proxy/cacheKeyDelta.ts";
+import { applyCacheKeyMessage, CacheKeyDeltaSink, SlicedCacheKeyApplier, type CacheKeyMessage } from "../../src/proxy/cacheKeyDelta.ts";
 import type { ContentKey } from "../../src/proxy/contentKey.ts";
-import { EngineCacheFeed } from "../../src/proxy/engineCacheFeed.ts";
+import { EngineCacheFeed, type CacheKeySink } from "../../src/proxy/engineCacheFeed.ts";
 import { mirrorBlockKeys } from "../../src/proxy/engineCacheMirror.ts";
 import type { KvEventBatchIn } from "../../src/proxy/kvEventSubscriber.ts";
 import { UpstreamCacheSync } from "../../src/proxy/upstreamCacheSync.ts";
@@ -163,5 +163,40 @@ describe("CacheKeyDeltaSink and applyCacheKeyMessage", () => {
     sink.batchApplied(batch(51));
     sink.disconnected();
     expect(shown()).toEqual([[51, [99n], []], "disconnected"]);
+  });
+
+  test("SlicedCacheKeyApplier: a large message is applied a slice at a time, in order, signals after it; acknowledged once through", () => {
+    const told: string[] = [];
+    const sink: CacheKeySink = {
+      keyHeld: (key) => told.push(`held ${key}`),
+      keyDropped: (key) => told.push(`dropped ${key}`),
+      cleared: () => told.push("cleared"),
+      batchApplied: (batch) => told.push(`batch ${batch.ts}`),
+      connected: () => told.push("connected"),
+      disconnected: () => told.push("disconnected"),
+      caughtUp: () => told.push("caughtUp"),
+    };
+    const pending: (() => void)[] = [];
+    let acks = 0;
+    const applier = new SlicedCacheKeyApplier(sink, () => acks++, 3, (run) => pending.push(run));
+    const batch = { ts: 7, replayed: false, blockSize: 2, mirror: { blocks: 0, orphans: 0, malformed: 0, unknownRemovals: 0, bytes: 0, evictedForBytes: 0 }, offloadEvents: 0, otherGroupEvents: 0 };
+    applier.push({ kind: "batch", held: BigUint64Array.of(10n, 11n, 12n, 13n), dropped: BigUint64Array.of(1n, 2n, 3n), batch });
+    applier.push({ kind: "caughtUp" });
+    expect(told.splice(0)).toEqual(["dropped 1", "dropped 2", "dropped 3"]);
+    expect(acks).toBe(0);
+    pending.shift()!();
+    expect(told.splice(0)).toEqual(["held 10", "held 11", "held 12"]);
+    pending.shift()!();
+    expect(told.splice(0)).toEqual(["held 13", "batch 7", "caughtUp"]);
+    expect(acks).toBe(1);
+    expect(pending).toEqual([]);
+    // A reset drops what is queued, a slice in progress included.
+    applier.push({ kind: "batch", held: BigUint64Array.of(20n, 21n, 22n, 23n), dropped: new BigUint64Array(0), batch });
+    applier.reset();
+    pending.shift()!();
+    expect(told.splice(0)).toEqual(["held 20", "held 21", "held 22"]);
+    applier.push({ kind: "cleared" });
+    expect(told.splice(0)).toEqual(["cleared"]);
+    expect(acks).toBe(1);
   });
 });

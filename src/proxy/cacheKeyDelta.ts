@@ -11,6 +11,12 @@ export type CacheKeyMessage =
   | { kind: "batch"; held: BigUint64Array; dropped: BigUint64Array; batch: AppliedBatch }
   | { kind: "cleared" | "connected" | "disconnected" | "caughtUp" };
 
+/**
+ * Keys gathered while a message is in flight beyond which the next goes anyway: the gathered map
+ * stays bounded (about 30 MB) even if the request thread stops acknowledging for a while.
+ */
+const MAX_GATHERED_KEYS = 262_144;
+
 /** A key's state in the batch: held before it (bit 0), held now (bit 1), dropped at some point (bit 2). */
 const HELD_BEFORE = 1;
 const HELD_NOW = 2;
@@ -63,6 +69,7 @@ export class CacheKeyDeltaSink implements CacheKeySink {
     // The lag is measured on live batches: a replayed one after a live one keeps the live one's clock.
     const live = batch.replayed && this.gathered !== null && !this.gathered.replayed ? this.gathered : batch;
     this.gathered = { ...batch, ts: live.ts, replayed: live.replayed };
+    if (this.touched.size > MAX_GATHERED_KEYS) return this.flush();
     this.timer ??= setTimeout(() => {
       this.timer = null;
       if (!this.inFlight) this.flush();

@@ -163,6 +163,16 @@ describe("CacheKeyDeltaSink and applyCacheKeyMessage", () => {
     sink.batchApplied(batch(51));
     sink.disconnected();
     expect(shown()).toEqual([[51, [99n], []], "disconnected"]);
+    // Past 262,144 keys gathered, the next goes without waiting: the gathered map stays bounded.
+    sink.keyHeld(100n);
+    sink.batchApplied(batch(52));
+    await Bun.sleep(20);
+    expect(shown()).toEqual([[52, [100n], []]]);
+    for (let i = 0; i < 262_145; i++) sink.keyHeld(BigInt(1000 + i));
+    sink.batchApplied(batch(53));
+    const [big] = shown() as [number, bigint[], bigint[]][];
+    expect(big![0]).toBe(53);
+    expect(big![1].length).toBe(262_145);
   });
 
   test("SlicedCacheKeyApplier: a large message is applied a slice at a time, in order, signals after it; acknowledged once through", () => {

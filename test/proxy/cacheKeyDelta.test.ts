@@ -164,6 +164,7 @@ describe("CacheKeyDeltaSink and applyCacheKeyMessage", () => {
     sink.disconnected();
     expect(shown()).toEqual([[51, [99n], []], "disconnected"]);
     // Past 262,144 keys gathered, the next goes without waiting: the gathered map stays bounded.
+    sink.applied();
     sink.keyHeld(100n);
     sink.batchApplied(batch(52));
     await Bun.sleep(20);

@@ -31,6 +31,16 @@
  *                  half a declared body, a byte every 100 ms per connection) for
  *                  --attack-seconds; small /v1/reorder requests are timed meanwhile.
  *
+ * KV events (issue 27; each notes the stall: the longest /healthz answer during it):
+ *  kv-undecodable  a hostile engine publisher (--kv-events) sends --kv-payloads
+ *                  15 MiB payloads that are not msgpack, consecutive sequence numbers.
+ *  kv-empty-maps   one batch of 15M empty maps (15 MiB).
+ *  kv-blocks       --kv-blocks-m million BlockStored blocks with random hashes, in
+ *                  batches of 10,000 (default --max-routing-bytes).
+ *  kv-connections  --kv-connections idle TCP connections to `serve --model
+ *                  --kv-events-publish`'s PUB socket (never greeting), with a
+ *                  completion asked for meanwhile; waits for the handshake deadline.
+ *
  * Usage: npx bun scripts/bench-hostile.ts [--quick] [--gb-ids 1] [--gb-history 2]
  *          [--connections N] [--attack-seconds S] [--stream-mb 16] [--probes a,b,...]
  * --quick sends a tenth of the bytes (and of the connections, a third of the time).
@@ -64,6 +74,7 @@ import {
 import { tinyModelFolder } from "../test/helpers/engineKit.ts";
 import { AMBIGUOUS_COMPLETION, VALID_JSON_OBJECT, grammarProbes, healthzDuring, letterRun, post as postJson, useToolsTemplate } from "../test/security/grammarProbes.ts";
 import { SHARED_STATE_PROBES, stateGarbageEntry, stateGarbageSnapshot, stateOutageFlood, stateXdel } from "./benchHostileSharedState.ts";
+import { emptyBatchPayload, emptyMapsPayload, floodConnections, HostilePublisher, randomBlockStoredPayload, subscriberStats, undecodablePayload, watchHealthz } from "../test/security/kvEventsHostileKit.ts";
 
 const args = process.argv.slice(2);
 const option = (name: string, fallback: string) => {
@@ -77,7 +88,10 @@ const GB_HISTORY = Number(option("--gb-history", "2")) * scale;
 const CONNECTIONS = Number(option("--connections", String(QUICK ? 50 : 500)));
 const ATTACK_MS = Number(option("--attack-seconds", QUICK ? "5" : "15")) * 1000;
 const STREAM_MB = Number(option("--stream-mb", "16"));
-const ALL_PROBES = ["amplification", "index", "dedup", "history", "history-plain", "never-reading", "slow-clients", "grammar", ...SHARED_STATE_PROBES];
+const KV_PAYLOADS = Number(option("--kv-payloads", QUICK ? "30" : "300"));
+const KV_BLOCKS_M = Number(option("--kv-blocks-m", QUICK ? "0.5" : "5"));
+const KV_CONNECTIONS = Number(option("--kv-connections", QUICK ? "2000" : "10000"));
+const ALL_PROBES = ["amplification", "index", "dedup", "history", "history-plain", "never-reading", "slow-clients", "grammar", ...SHARED_STATE_PROBES, "kv-undecodable", "kv-empty-maps", "kv-blocks", "kv-connections"];
 const PROBES = option("--probes", ALL_PROBES.join(",")).split(",");
 for (const p of PROBES) if (!ALL_PROBES.includes(p)) throw new Error(`unknown probe ${p} (${ALL_PROBES.join(", ")})`);
 
@@ -378,6 +392,86 @@ function grammarTable(rows: GrammarProbeResult[]): string {
   ].join("\n");
 }
 
+// KV events (issue 27): a hostile engine publisher against --kv-events, a connection flood against
+// --kv-events-publish. Each starts its own server (its arguments differ from probe()'s).
+
+async function kvEventsProbe(name: string): Promise<ProbeResult> {
+  const result: ProbeResult = { probe: name, traffic: "", start_rss_bytes: 0, peak_rss_bytes: 0, rss_after_reset_bytes: null, wall_ms: 0, requests: 0, statuses: {}, five_xx: 0, p50_ms_before: null, p50_ms_during: null, notes: "" };
+  const upstream = name === "kv-connections" ? null : startTinyUpstream();
+  const publisher = name === "kv-connections" ? null : await HostilePublisher.open();
+  const model = name === "kv-connections" ? tinyModelFolder({ layers: 1, seed: 27 }, "bench-kv-connections") : null;
+  const args = model !== null ? ["--model", model.path, "--kv-blocks", "64", "--threads", "1", "--kv-events-publish", "tcp://127.0.0.1:0"] : ["--upstream", upstream!.url, "--kv-events", publisher!.endpoint];
+  const ctxr = await startCtxr(args);
+  const tally = new StatusTally();
+  result.start_rss_bytes = ctxr.peakRss();
+  const started = performance.now();
+  let healthz: ReturnType<typeof watchHealthz> | null = null;
+  try {
+    if (publisher !== null) await publisher.subscribed();
+    if (name === "kv-undecodable") {
+      const payload = undecodablePayload(15 * MiB);
+      healthz = watchHealthz(ctxr.url);
+      for (let seq = 0; seq < KV_PAYLOADS; seq++) await publisher!.publish(BigInt(seq), payload);
+      await waitForSubscriber(ctxr, (s) => (s.subscriber.malformed.msgpack ?? 0) >= KV_PAYLOADS);
+      result.traffic = `${KV_PAYLOADS} undecodable 15 MiB payloads, consecutive sequence numbers`;
+    } else if (name === "kv-empty-maps") {
+      const payload = emptyMapsPayload(15_000_000);
+      healthz = watchHealthz(ctxr.url);
+      await publisher!.publish(0n, payload);
+      await publisher!.publish(1n, emptyBatchPayload());
+      await waitForSubscriber(ctxr, (s) => s.subscriber.batches >= 1);
+      result.traffic = "one batch of 15M empty maps (15 MiB)";
+    } else if (name === "kv-blocks") {
+      const batches = Math.round((KV_BLOCKS_M * 1e6) / 10_000);
+      healthz = watchHealthz(ctxr.url);
+      // Each batch built as it is sent (~1 ms of this process's time): 10,000 fresh random hashes.
+      for (let i = 0; i < batches; i++) await publisher!.publish(BigInt(i), randomBlockStoredPayload(10_000));
+      await waitForSubscriber(ctxr, (s) => s.subscriber.batches >= batches);
+      result.traffic = `${KV_BLOCKS_M}M BlockStored blocks, random hashes, ${batches} batches of 10,000`;
+    } else {
+      const port = Number(/publishing KV events on tcp:\/\/127\.0\.0\.1:(\d+)/.exec(ctxr.startLines.join("\n"))![1]);
+      healthz = watchHealthz(ctxr.url);
+      const flood = await floodConnections(port, KV_CONNECTIONS);
+      const completion = await post(ctxr.url, "/v1/completions", { prompt: "The mill by the river", max_tokens: 2, temperature: 0 }, tally);
+      const deadline = Date.now() + 30_000;
+      while (flood.closed() < KV_CONNECTIONS && Date.now() < deadline) await Bun.sleep(50);
+      const metrics = await (await fetch(`${ctxr.url}/metrics`)).text();
+      const counter = (metric: string) => /^\S+ (\d+)$/m.exec(metrics.split("\n").find((l) => l.startsWith(metric + " ")) ?? "")?.[1] ?? "?";
+      for (const socket of flood.sockets) socket.destroy();
+      result.traffic = `${KV_CONNECTIONS} idle connections to the PUB socket, a completion meanwhile`;
+      result.notes = ` completion ${completion.status}; ${flood.closed()} of ${KV_CONNECTIONS} closed by ctxr; refused ${counter("ctxr_kv_events_refused_connections_total")}, handshake timeouts ${counter("ctxr_kv_events_handshake_timeouts_total")}`;
+    }
+    if (publisher !== null) {
+      const s = await subscriberStats(ctxr.url);
+      result.notes = ` malformed ${JSON.stringify(s.subscriber.malformed)}, batches ${s.subscriber.batches}, mirror ${s.blocks} blocks ${mib(s.bytes)} (${s.evictedForBytes} forgotten), routing_bytes ${mib(s.proxy.routing_bytes)} of ${mib(s.proxy.routing_bytes_limit)}`;
+    }
+  } catch (error) {
+    result.notes += ` probe failed: ${error instanceof Error ? error.message : String(error)}`;
+  } finally {
+    const stall = healthz === null ? null : await healthz.stop();
+    if (stall !== null) result.notes = ` stall ${stall.maxMs.toFixed(0)} ms (${stall.samples} /healthz, ${stall.failures} failed);` + result.notes;
+    result.wall_ms = Math.round(performance.now() - started);
+    result.peak_rss_bytes = procStatusBytes(ctxr.pid, "VmHWM") ?? -1;
+    await ctxr.stop();
+    await publisher?.close();
+    await upstream?.stop();
+    model?.cleanup();
+  }
+  result.requests = tally.requests;
+  result.statuses = tally.counts;
+  result.five_xx = tally.fiveHundreds;
+  progress(`${name}: peak ${mib(result.peak_rss_bytes)} (start ${mib(result.start_rss_bytes)}), ${result.wall_ms} ms;${result.notes}`);
+  return result;
+}
+
+async function waitForSubscriber(ctxr: Ctxr, done: (stats: any) => boolean, timeoutMs = 600_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!done(await subscriberStats(ctxr.url))) {
+    if (Date.now() > deadline) throw new Error("the subscriber did not get through the payloads in time");
+    await Bun.sleep(100);
+  }
+}
+
 // ---------------------------------------------------------------------------------------------
 
 const results: ProbeResult[] = [];
@@ -396,6 +490,7 @@ for (const name of PROBES) {
   if (name === "state-xdel") results.push(await stateXdel());
   if (name === "state-garbage-snapshot") results.push(await stateGarbageSnapshot());
   if (name === "state-outage-flood") results.push(await stateOutageFlood(QUICK));
+  if (name.startsWith("kv-")) results.push(await kvEventsProbe(name));
 }
 
 const ms = (x: number | null) => (x === null ? "" : x.toFixed(2));

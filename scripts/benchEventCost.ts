@@ -45,7 +45,7 @@ export function requestCost(tokenizer: EnginePromptTokenizer, bodies: readonly R
     const ids = (options.firstSightFill ?? tokenizer).promptIds("chat", body)!;
     const blocks = Math.floor(ids.length / blockSize);
     const hashes = Array.from({ length: blocks }, () => `h${engineHash++}`);
-    syncs[i % upstreams]!.batch({ ts: 0, seq: i, replayed: true, dataParallelRank: null, layout: "map", unknownTypes: [], events: [{ type: "BlockStored", hashes, parent: null, tokenIds: ids.slice(0, blocks * blockSize), blockSize, medium: "GPU", loraId: null, loraName: null, groupIdx: null }] });
+    syncs[i % upstreams]!.batch({ ts: 0, seq: BigInt(i), replayed: true, dataParallelRank: null, layout: "map", unknownTypes: [], events: [{ type: "BlockStored", hashes, parent: null, tokenIds: ids.slice(0, blocks * blockSize), blockSize, medium: "GPU", loraId: null, loraName: null, groupIdx: null }] });
   }
   const times = { tokenize: [] as number[], hash: [] as number[], lookup: [] as number[], total: [] as number[] };
   let promptTokens = 0;
@@ -113,7 +113,7 @@ export function eventThroughput(prompts: readonly number[][], blockSize: number,
       const t = performance.now();
       const batch = decodeKvEventBatch(payload);
       decode += performance.now() - t;
-      sync.batch(Object.assign(batch, { seq, replayed: false }));
+      sync.batch(Object.assign(batch, { seq: BigInt(seq), replayed: false }));
     }
     runs.push({ total: (performance.now() - started) / 1000, decode: decode / 1000 });
   }

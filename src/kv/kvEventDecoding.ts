@@ -11,6 +11,7 @@
  */
 import { Decoder } from "@msgpack/msgpack";
 import type { KvEventLayout } from "./kvEventBatch.ts";
+import { msgpackShapeProblem, type MsgpackShapeLimits } from "./msgpackShape.ts";
 
 export type BlockHashKey = string;
 
@@ -59,7 +60,7 @@ export interface DecodedKvEventBatch {
 /** Why a payload could not be used: the kind counts it, the detail says what was wrong. */
 export class KvEventDecodeError extends Error {
   constructor(
-    readonly kind: "msgpack" | "batch" | "event",
+    readonly kind: "msgpack" | "batch" | "event" | "limits",
     detail: string,
   ) {
     super(detail);
@@ -77,8 +78,31 @@ export function blockHashKey(value: unknown): BlockHashKey | null {
   return null;
 }
 
-/** Decodes one payload; a KvEventDecodeError when it is not a batch or one of its known events is malformed. */
-export function decodeKvEventBatch(payload: Uint8Array): DecodedKvEventBatch {
+/** What one payload may hold, checked before it is decoded (the decoded events: after). */
+export interface KvEventDecodeLimits extends MsgpackShapeLimits {
+  /** Events in one batch. */
+  maxEvents: number;
+}
+
+/**
+ * The defaults: far above what an engine step publishes (a step stores at most its batch's tokens,
+ * ~100K), and at most ~100 MB of JavaScript values however a 16 MiB payload is made. Batches nest
+ * five levels (batch, events, event, hash list, hash); unknown fields may nest a little more.
+ */
+export const DEFAULT_KV_EVENT_DECODE_LIMITS: KvEventDecodeLimits = {
+  maxEvents: 100_000,
+  maxValues: 4 * 1024 * 1024,
+  maxObjects: 1024 * 1024,
+  maxDepth: 16,
+};
+
+/** Decodes one payload; a KvEventDecodeError when it is not a batch, is over a limit, or one of its known events is malformed. */
+export function decodeKvEventBatch(payload: Uint8Array, limits: KvEventDecodeLimits = DEFAULT_KV_EVENT_DECODE_LIMITS): DecodedKvEventBatch {
+  const problem = msgpackShapeProblem(payload, limits);
+  if (problem !== null) {
+    const overLimit = problem.startsWith("more than") || problem.startsWith("nested");
+    throw new KvEventDecodeError(overLimit ? "limits" : "msgpack", overLimit ? `not decoded: ${problem}` : `not msgpack: ${problem}`);
+  }
   let value: unknown;
   try {
     value = decoder.decode(payload);
@@ -99,6 +123,7 @@ export function decodeKvEventBatch(payload: Uint8Array): DecodedKvEventBatch {
   const time = typeof ts === "bigint" ? Number(ts) : ts;
   if (typeof time !== "number" || !Number.isFinite(time)) throw new KvEventDecodeError("batch", `ts must be a number, got ${describe(ts)}`);
   if (!Array.isArray(events)) throw new KvEventDecodeError("batch", `events must be an array, got ${describe(events)}`);
+  if (events.length > limits.maxEvents) throw new KvEventDecodeError("limits", `${events.length} events in one batch, over the limit of ${limits.maxEvents}`);
   const decoded: DecodedKvEventBatch = {
     ts: time,
     events: [],

@@ -56,8 +56,10 @@ export interface ProxyOptions {
   maxHistoryBytes?: number | null;
   /** The remembered histories when they are shared with other instances (--state); else the proxy keeps its own. */
   histories?: HistoryStore;
-  /** Estimated heap bytes of the routing indexes (default DEFAULT_BUDGETS.routingBytes; null: unlimited). */
+  /** Estimated heap bytes of the routing indexes and the engines' cache mirrors (default DEFAULT_BUDGETS.routingBytes; null: unlimited). */
   maxRoutingBytes?: number | null;
+  /** How many upstreams' KV events are followed (--kv-events): their cache mirrors share half of maxRoutingBytes. */
+  mirroredUpstreams?: number;
   /** Answers relayed at once, all upstreams together (default 128: each unread answer can hold ~5 MB in the runtime's fetch buffers); beyond, 429 with Retry-After. */
   maxUpstreamRequests?: number;
   /** A client that reads nothing of an answer for this long is cut off (default 30 000 ms; null: never). */
@@ -177,6 +179,7 @@ export class ContextProxy {
       capacityTokens: options.routingCapacityTokens === undefined ? (stats.capacity_tokens ?? undefined) : options.routingCapacityTokens,
       ttlMs: stats.ttl_ms,
       maxBytes: options.maxRoutingBytes,
+      mirrors: options.mirroredUpstreams ?? 0,
       ...(options.routing !== undefined ? { routing: options.routing } : {}),
       ...(options.overlapWeight !== undefined ? { overlapWeight: options.overlapWeight } : {}),
     });
@@ -192,15 +195,18 @@ export class ContextProxy {
   cacheSync(position: number): UpstreamCacheSync {
     const upstream = this.pool.upstreams[position];
     if (upstream === undefined) throw new RangeError(`ContextProxy.cacheSync: no upstream ${position}`);
-    upstream.sync ??= new UpstreamCacheSync((ids) => void this.evictDropped(ids));
+    if (upstream.sync === null) {
+      upstream.sync = new UpstreamCacheSync((ids) => void this.evictDropped(ids));
+      upstream.sync.maxMirrorBytes = this.pool.mirrorBytesEach;
+    }
     return upstream.sync;
   }
 
   /** Feeds `subscriber`'s KV events to the cache mirror of the upstream at `position` (its counters join the upstream's stats). */
-  followKvEvents(position: number, subscriber: { start(sync: UpstreamCacheSync): void; readonly stats: KvEventSubscriberStats }): void {
+  followKvEvents(position: number, subscriber: { start(sync: UpstreamCacheSync, limits?: { maxMirrorBytes: number | null }): void; readonly stats: KvEventSubscriberStats }): void {
     const sync = this.cacheSync(position);
     this.pool.upstreams[position]!.subscriber = subscriber;
-    subscriber.start(sync);
+    subscriber.start(sync, { maxMirrorBytes: this.pool.mirrorBytesEach });
   }
 
   /** Contexts whose blocks an engine dropped leave the live index (and routing). */
@@ -288,6 +294,7 @@ export class ContextProxy {
       routing_bytes: this.pool.bytes,
       routing_bytes_limit: this.pool.byteLimit,
       routing_budget_evicted_contexts: evictions.contexts,
+      routing_budget_evicted_mirror_blocks: this.pool.upstreams.reduce((total, u) => total + (u.sync?.stats.evictedForBytes ?? 0), 0),
       routing_key_table_restarts: evictions.restarts,
       routing_decisions: { ...this.pool.decisions },
       relaying: this.pool.upstreams.reduce((total, u) => total + u.inFlight, 0),

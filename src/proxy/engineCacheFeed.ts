@@ -53,8 +53,12 @@ export class EngineCacheFeed implements KvEventConsumer {
   private otherGroupEvents = 0;
   private followedGroup: { index: number; fullAttention: boolean } | null = null;
 
-  constructor(private readonly sink: CacheKeySink) {
-    this.mirror = new EngineCacheMirror({ held: (key) => sink.keyHeld(key), dropped: (key) => sink.keyDropped(key) });
+  /** `maxMirrorBytes`: the byte budget of the engine-hash map (null: unlimited). */
+  constructor(
+    private readonly sink: CacheKeySink,
+    maxMirrorBytes: number | null = null,
+  ) {
+    this.mirror = new EngineCacheMirror({ held: (key) => sink.keyHeld(key), dropped: (key) => sink.keyDropped(key) }, maxMirrorBytes);
   }
 
   batch(batch: KvEventBatchIn): void {

@@ -8,9 +8,26 @@
  * ids after its parent's key — and keeps a map from the engine's hash to that key, so that
  * BlockRemoved, which carries only engine hashes, can be applied. A prompt, tokenized as the
  * engine tokenizes it, is then looked up by the same chained keys. Pure: no I/O.
+ *
+ * The engine-hash map grows with whatever a publisher says it stores, so it has a byte budget (a
+ * share of --max-routing-bytes): past it, the engine hashes stored longest ago are forgotten, as if
+ * removed (routing then under-counts what that engine holds, never over-counts).
  */
 import { chainedContentKey, rootContentKey, type ContentKey } from "./contentKey.ts";
 import { heldPrefixLength } from "../kv/prefixBlockCache.ts";
+import { estimatedStringBytes } from "../online/memoryEstimates.ts";
+
+/**
+ * Heap bytes of one mirrored block besides its engine hash's characters: its engine-hash Map entry,
+ * its content key (a BigInt) in the holders Map, and in the request thread's set of held keys.
+ * Measured on Bun 1.4 (500K blocks: 155 bytes, rounded up).
+ */
+export const MIRROR_BLOCK_BYTES = 160;
+
+/** Estimated heap bytes of a mirrored block named by `engineHash`. */
+export function mirrorBlockBytes(engineHash: string): number {
+  return MIRROR_BLOCK_BYTES + estimatedStringBytes(engineHash);
+}
 
 /** The chain's root: content keys name token contents only (a LoRA adapter's blocks get their own root). */
 const MIRROR_SEED = "ctxr-mirror";
@@ -36,6 +53,10 @@ export interface MirrorStats {
   malformed: number;
   /** BlockRemoved hashes the mirror did not hold. */
   unknownRemovals: number;
+  /** Estimated heap bytes of the mirror (both threads' share of it). */
+  bytes: number;
+  /** Blocks forgotten to stay within the byte budget. */
+  evictedForBytes: number;
 }
 
 /** The key a chain of blocks starts from: content only, a LoRA adapter's blocks in their own namespace. */
@@ -67,9 +88,20 @@ export class EngineCacheMirror {
   private readonly holders = new Map<ContentKey, number>();
   /** The engine's block size, from its events (null until the first BlockStored). */
   blockSize: number | null = null;
-  private readonly counters = { orphans: 0, malformed: 0, unknownRemovals: 0 };
+  private readonly counters = { orphans: 0, malformed: 0, unknownRemovals: 0, evictedForBytes: 0 };
+  private bytes = 0;
+  /**
+   * Walks the engine hashes oldest first for the budget. It is kept between evictions: a Map
+   * iterator goes on past entries deleted since, so each eviction costs O(1) amortised, where a
+   * fresh iterator would step over every deleted entry at the front again.
+   */
+  private oldest: MapIterator<[string, ContentKey]> | null = null;
 
-  constructor(private readonly listener: MirrorKeyListener = {}) {}
+  /** `maxBytes`: the byte budget of the mirror (null: unlimited). */
+  constructor(
+    private readonly listener: MirrorKeyListener = {},
+    private readonly maxBytes: number | null = null,
+  ) {}
 
   stored(event: StoredBlocks): void {
     const size = event.blockSize;
@@ -82,13 +114,14 @@ export class EngineCacheMirror {
     for (let i = 0; i < event.hashes.length; i++) {
       if (parentKey === undefined) {
         this.counters.orphans += event.hashes.length - i;
-        return;
+        break;
       }
       const hash = event.hashes[i]!;
       const key = chainedContentKey(parentKey, event.tokenIds, i * size, (i + 1) * size);
       const previous = this.byEngineHash.get(hash);
       if (previous !== key) {
         if (previous !== undefined) this.release(previous);
+        else this.bytes += mirrorBlockBytes(hash);
         this.byEngineHash.set(hash, key);
         const count = this.holders.get(key) ?? 0;
         this.holders.set(key, count + 1);
@@ -96,6 +129,7 @@ export class EngineCacheMirror {
       }
       parentKey = key;
     }
+    this.keepWithinBudget();
   }
 
   removed(hashes: readonly string[]): void {
@@ -105,8 +139,7 @@ export class EngineCacheMirror {
         this.counters.unknownRemovals++;
         continue;
       }
-      this.byEngineHash.delete(hash);
-      this.release(key);
+      this.forgetHash(hash, key);
     }
   }
 
@@ -114,6 +147,8 @@ export class EngineCacheMirror {
   cleared(): void {
     this.byEngineHash.clear();
     this.holders.clear();
+    this.bytes = 0;
+    this.oldest = null;
   }
 
   /**
@@ -132,7 +167,30 @@ export class EngineCacheMirror {
   }
 
   get stats(): MirrorStats {
-    return { blocks: this.byEngineHash.size, ...this.counters };
+    return { blocks: this.byEngineHash.size, ...this.counters, bytes: this.bytes };
+  }
+
+  /** Forgets the blocks stored longest ago (a Map iterates in insertion order) while over the budget. */
+  private keepWithinBudget(): void {
+    if (this.maxBytes === null) return;
+    while (this.bytes > this.maxBytes) {
+      this.oldest ??= this.byEngineHash.entries();
+      let next = this.oldest.next();
+      if (next.done) {
+        // A finished iterator sees nothing added later: start again from the front.
+        this.oldest = this.byEngineHash.entries();
+        next = this.oldest.next();
+        if (next.done) break;
+      }
+      this.forgetHash(next.value[0], next.value[1]);
+      this.counters.evictedForBytes++;
+    }
+  }
+
+  private forgetHash(hash: string, key: ContentKey): void {
+    this.byEngineHash.delete(hash);
+    this.bytes -= mirrorBlockBytes(hash);
+    this.release(key);
   }
 
   private release(key: ContentKey): void {

@@ -19,24 +19,29 @@
  * while disconnected are unknown, and the engine may have restarted) the whole replay buffer is
  * asked for, so a subscriber that starts after the engine still learns what the engine stored
  * in its last batches (everything, when it has not published more than it keeps).
+ *
+ * Sequence numbers are unsigned 64-bit (bigint: engines may start anywhere up to 2^64−1). Nothing
+ * here keeps a payload once applied: a late duplicate is told apart by a digest of the payload
+ * (its length and a 64-bit hash), so memory does not grow with payload sizes. Batches held while
+ * a gap is open are bounded by count and by bytes.
  */
 
 export type KvEventResyncReason = "gap" | "reconnect" | "restart" | "replay-failed" | "malformed" | "overflow";
 
 export interface SequencerActions {
-  apply(seq: number, payload: Uint8Array, replayed: boolean): void;
+  apply(seq: bigint, payload: Uint8Array, replayed: boolean): void;
   /** Drop the view: batches applied so far no longer describe the engine's cache. */
   resync(reason: KvEventResyncReason): void;
   /** Batches `from`… are missing and not here yet: wait a little (then call gapTimeout). */
-  gapSeen(from: number): void;
+  gapSeen(from: bigint): void;
   /** Ask the replay socket for every batch from `from` (then call replayed…, replayEnded or replayFailed). */
-  requestReplay(from: number): void;
+  requestReplay(from: bigint): void;
   /** Stop an outstanding replay (its answers must not arrive any more). */
   cancelReplay(): void;
   /** Missed batches from..to came back through replay. */
-  gapRecovered(from: number, to: number): void;
+  gapRecovered(from: bigint, to: bigint): void;
   /** A late copy of an applied batch was ignored. */
-  duplicate(seq: number): void;
+  duplicate(seq: bigint): void;
 }
 
 export interface SequencerOptions {
@@ -44,29 +49,44 @@ export interface SequencerOptions {
   replay: boolean;
   /** Batches held while a gap is open; beyond, the gap is given up (default 10,000, a vLLM replay buffer). */
   maxPending?: number;
-  /** Their payload bytes at most (default 256 MiB). */
+  /** Their payload bytes at most (default DEFAULT_MAX_PENDING_BYTES). */
   maxPendingBytes?: number;
-  /** Applied payloads kept to tell a late duplicate from a restart (default 256). */
+  /** Digests of applied payloads kept to tell a late duplicate from a restart (default 256). */
   recentKept?: number;
 }
 
 type Phase = "live" | "waiting" | "replaying";
 
+/** Payload bytes held while a gap is open, by default: a few seconds of a busy engine's events. */
+export const DEFAULT_MAX_PENDING_BYTES = 64 * 1024 * 1024;
+
+/** Identifies a payload without keeping it: its length and a 64-bit hash of it. */
+function payloadDigest(payload: Uint8Array): string {
+  return `${payload.length}:${Bun.hash(payload).toString(16)}`;
+}
+
+/** The smallest key of a non-empty map. */
+function smallest(keys: Iterable<bigint>): bigint {
+  let min: bigint | null = null;
+  for (const key of keys) if (min === null || key < min) min = key;
+  return min!;
+}
+
 export class KvEventSequencer {
   /** The next sequence number to apply; null: any (no replay to ask, nothing applied since the last (re)start). */
-  private expected: number | null = null;
+  private expected: bigint | null = null;
   private phase: Phase = "live";
-  private readonly pending = new Map<number, Uint8Array>();
+  private readonly pending = new Map<bigint, Uint8Array>();
   private pendingBytes = 0;
-  private readonly recent = new Map<number, Uint8Array>();
+  private readonly recent = new Map<bigint, string>();
   /** Something usable was applied since the last resync (a resync then has a view to drop). */
   private dirty = false;
   /** The batch being applied was declared unusable. */
   private applyingUnusable = false;
   private connections = 0;
   /** The replay in flight: the first batch it was asked for, whether a gap made it (not a connection), whether it filled that gap. */
-  private replayFrom = 0;
-  private replayGapEnd = 0;
+  private replayFrom = 0n;
+  private replayGapEnd = 0n;
   private replayForGap = false;
   private replayFilled = false;
   private readonly maxPending: number;
@@ -78,12 +98,12 @@ export class KvEventSequencer {
     private readonly options: SequencerOptions,
   ) {
     this.maxPending = options.maxPending ?? 10_000;
-    this.maxPendingBytes = options.maxPendingBytes ?? 256 * 1024 * 1024;
+    this.maxPendingBytes = options.maxPendingBytes ?? DEFAULT_MAX_PENDING_BYTES;
     this.recentKept = options.recentKept ?? 256;
   }
 
   /** The next sequence number it will apply (null when any will do). */
-  get next(): number | null {
+  get next(): bigint | null {
     return this.expected;
   }
 
@@ -96,12 +116,12 @@ export class KvEventSequencer {
     if (this.connections++ > 0) this.resync("reconnect");
     this.reset();
     if (!this.options.replay) return;
-    this.expected = 0;
-    this.startReplay(0, false);
+    this.expected = 0n;
+    this.startReplay(0n, false);
   }
 
   /** A batch from the SUB socket. */
-  live(seq: number, payload: Uint8Array): void {
+  live(seq: bigint, payload: Uint8Array): void {
     if (this.expected === null) this.expected = seq;
     if (seq < this.expected) {
       if (this.isDuplicate(seq, payload)) this.actions.duplicate(seq);
@@ -128,7 +148,7 @@ export class KvEventSequencer {
   }
 
   /** One batch of the replay's answer (they come in order). */
-  replayed(seq: number, payload: Uint8Array): void {
+  replayed(seq: bigint, payload: Uint8Array): void {
     if (this.phase !== "replaying" || seq < this.expected!) return;
     if (seq > this.expected!) {
       // The engine no longer keeps the missing batches.
@@ -162,18 +182,19 @@ export class KvEventSequencer {
     this.resync("malformed");
   }
 
-  private startReplay(from: number, forGap: boolean): void {
+  private startReplay(from: bigint, forGap: boolean): void {
     this.phase = "replaying";
     this.replayFrom = from;
-    this.replayGapEnd = this.pending.size === 0 ? from : Math.min(...this.pending.keys()) - 1;
+    this.replayGapEnd = this.pending.size === 0 ? from : smallest(this.pending.keys()) - 1n;
     this.replayForGap = forGap;
     this.replayFilled = false;
     this.actions.requestReplay(from);
   }
 
-  private apply(seq: number, payload: Uint8Array, replayed: boolean): void {
-    this.expected = seq + 1;
-    this.recent.set(seq, payload);
+  private apply(seq: bigint, payload: Uint8Array, replayed: boolean): void {
+    this.expected = seq + 1n;
+    this.recent.delete(seq);
+    this.recent.set(seq, payloadDigest(payload));
     if (this.recent.size > this.recentKept) this.recent.delete(this.recent.keys().next().value!);
     this.applyingUnusable = false;
     this.actions.apply(seq, payload, replayed);
@@ -195,7 +216,7 @@ export class KvEventSequencer {
   }
 
   /** Holds a batch; false when that was one too many and the gap was given up (everything held is applied). */
-  private hold(seq: number, payload: Uint8Array): boolean {
+  private hold(seq: bigint, payload: Uint8Array): boolean {
     this.release(seq);
     this.pending.set(seq, payload);
     this.pendingBytes += payload.length;
@@ -214,16 +235,16 @@ export class KvEventSequencer {
       this.expected = null;
       return;
     }
-    this.expected = Math.min(...this.pending.keys());
+    this.expected = smallest(this.pending.keys());
     this.phase = "live";
     this.drain();
   }
 
   /** The sequence went backwards: a new one starts, followed from its beginning when the replay still has it. */
-  private restart(seq: number, payload: Uint8Array): void {
+  private restart(seq: bigint, payload: Uint8Array): void {
     this.resync("restart");
     this.reset();
-    if (this.options.replay) this.expected = 0;
+    if (this.options.replay) this.expected = 0n;
     this.live(seq, payload);
   }
 
@@ -236,7 +257,7 @@ export class KvEventSequencer {
     this.expected = null;
   }
 
-  private release(seq: number): void {
+  private release(seq: bigint): void {
     const held = this.pending.get(seq);
     if (held === undefined) return;
     this.pending.delete(seq);
@@ -250,8 +271,8 @@ export class KvEventSequencer {
     this.actions.resync(reason);
   }
 
-  private isDuplicate(seq: number, payload: Uint8Array): boolean {
+  private isDuplicate(seq: bigint, payload: Uint8Array): boolean {
     const applied = this.recent.get(seq);
-    return applied !== undefined && Buffer.compare(applied, payload) === 0;
+    return applied !== undefined && applied === payloadDigest(payload);
   }
 }

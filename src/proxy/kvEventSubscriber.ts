@@ -15,7 +15,7 @@
  * per kind, a replay that does not answer is given up after `replayTimeoutMs` of silence, and a
  * consumer that throws is logged (once) and kept.
  */
-import { decodeKvEventBatch, KvEventDecodeError, type DecodedKvEventBatch } from "../kv/kvEventDecoding.ts";
+import { decodeKvEventBatch, DEFAULT_KV_EVENT_DECODE_LIMITS, KvEventDecodeError, type DecodedKvEventBatch, type KvEventDecodeLimits } from "../kv/kvEventDecoding.ts";
 import { formatTcpEndpoint, parseConnectEndpoint, splitEndpointSettings, type TcpEndpoint } from "../zmq/tcpEndpoint.ts";
 import { DealerSocket, SubSocket, type ConnectingSocketOptions } from "../zmq/zmqConnectingSockets.ts";
 import { KvEventSequencer, type KvEventResyncReason } from "./kvEventSequencer.ts";
@@ -41,7 +41,8 @@ export function parseKvEventsSubscribe(value: string): KvEventsSubscribeOptions 
 
 /** A batch as the consumer gets it. */
 export interface KvEventBatchIn extends DecodedKvEventBatch {
-  seq: number;
+  /** Unsigned 64-bit. */
+  seq: bigint;
   /** It came through the replay socket (old news: its ts says when it happened). */
   replayed: boolean;
 }
@@ -59,7 +60,7 @@ export interface KvEventConsumer {
   /** The SUB socket lost its connection (it reconnects; a resync follows once it has). */
   disconnected?(): void;
   /** Batches from..to had been missed and came back through replay: the view is exact again. */
-  gapRecovered?(from: number, to: number): void;
+  gapRecovered?(from: bigint, to: bigint): void;
   /**
    * After a connection, the view has caught up with the engine's: the replay of its buffer ended
    * (or failed, or there is no replay socket): what the engine holds now is all the view lacks.
@@ -67,15 +68,23 @@ export interface KvEventConsumer {
   caughtUp?(): void;
 }
 
-export type MalformedKind = "frames" | "sequence" | "oversized" | "msgpack" | "batch" | "event" | "replay";
+/** `oversized`: over the payload size limit (skipped unread); `limits`: over a decode limit (events, values, depth: checked before decoding). */
+export type MalformedKind = "frames" | "sequence" | "oversized" | "limits" | "msgpack" | "batch" | "event" | "replay";
+
+/** A payload's size limit by default (--kv-events-max-bytes). */
+export const DEFAULT_KV_EVENT_MAX_BYTES = 16 * 1024 * 1024;
 
 export interface KvEventSubscriberSettings {
   /** How long a gap waits for its batches to come late before asking the replay socket (default 50 ms). */
   gapWaitMs?: number;
   /** A replay with no answer for this long is given up (default 3000 ms). */
   replayTimeoutMs?: number;
-  /** Messages with a larger frame are skipped as malformed (default 16 MiB). */
+  /** Messages with a larger frame are skipped unread, counted as oversized (default DEFAULT_KV_EVENT_MAX_BYTES). */
   maxMessageBytes?: number;
+  /** What a payload may hold once decoded (default DEFAULT_KV_EVENT_DECODE_LIMITS); over it, it is counted (limits) and dropped undecoded. */
+  decodeLimits?: Partial<KvEventDecodeLimits>;
+  /** Payload bytes held while a gap waits for its batches (default the sequencer's, 64 MiB). */
+  maxPendingBytes?: number;
   /** Where the first malformed message of each kind (and the first consumer error) is reported. */
   log?: (text: string) => void;
   /** Clock in ms (event lag), replaceable in tests. */
@@ -105,7 +114,8 @@ export interface KvEventSubscriberStats {
   malformed: Partial<Record<MalformedKind, number>>;
   /** Events of types it does not know, skipped. */
   unknownEvents: number;
-  lastSeq: number | null;
+  /** A number, or a decimal string past 2^53 (sequence numbers are unsigned 64-bit). */
+  lastSeq: number | string | null;
   /** Now minus the last live batch's ts, when it was applied (ms; null before the first). */
   lastEventLagMs: number | null;
   /** The payload layout last seen. */
@@ -113,20 +123,27 @@ export interface KvEventSubscriberStats {
 }
 
 const EMPTY = new Uint8Array(0);
+const MAX_SEQ = (1n << 64n) - 1n;
 /** Stands for a payload that was over the size limit (skipped unread). */
 const OVERSIZED_PAYLOAD = new Uint8Array(0);
-const END_OF_REPLAY = -1n;
+/** The replay's end marker: −1 as a signed 8-byte number (vLLM's), all ones. */
+const END_OF_REPLAY = MAX_SEQ;
 
-/** Reads an 8-byte big-endian sequence number (signed: the replay's end marker is −1); null when it is not one. */
+/** Reads an 8-byte big-endian unsigned sequence number; null when the frame is not one. */
 function sequenceNumber(frame: Uint8Array): bigint | null {
   if (frame.length !== 8) return null;
-  return new DataView(frame.buffer, frame.byteOffset, 8).getBigInt64(0, false);
+  return new DataView(frame.buffer, frame.byteOffset, 8).getBigUint64(0, false);
 }
 
-function sequenceBytes(seq: number): Uint8Array {
+function sequenceBytes(seq: bigint): Uint8Array {
   const out = new Uint8Array(8);
-  new DataView(out.buffer).setBigUint64(0, BigInt(seq), false);
+  new DataView(out.buffer).setBigUint64(0, seq, false);
   return out;
+}
+
+/** A sequence number as JSON can carry it exactly. */
+function seqForJson(seq: bigint): number | string {
+  return seq <= BigInt(Number.MAX_SAFE_INTEGER) ? Number(seq) : seq.toString();
 }
 
 export class KvEventSubscriber {
@@ -137,11 +154,11 @@ export class KvEventSubscriber {
   private gapTimer: ReturnType<typeof setTimeout> | null = null;
   private replayTimer: ReturnType<typeof setTimeout> | null = null;
   /** The replay request waiting for the DEALER to connect. */
-  private unsentReplay: number | null = null;
+  private unsentReplay: bigint | null = null;
   private replayInFlight = false;
   private readonly logged = new Set<string>();
   private closed = false;
-  private readonly settings: Required<Omit<KvEventSubscriberSettings, "sockets">> & { sockets: ConnectingSocketOptions };
+  private readonly settings: Required<Omit<KvEventSubscriberSettings, "sockets" | "decodeLimits" | "maxPendingBytes">> & { sockets: ConnectingSocketOptions; decodeLimits: KvEventDecodeLimits };
   private readonly counters = {
     batches: 0,
     events: 0,
@@ -155,7 +172,7 @@ export class KvEventSubscriber {
   };
   private readonly resyncReasons: Partial<Record<KvEventResyncReason, number>> = {};
   private readonly malformed: Partial<Record<MalformedKind, number>> = {};
-  private lastSeq: number | null = null;
+  private lastSeq: bigint | null = null;
   private lastEventLagMs: number | null = null;
   private layout: DecodedKvEventBatch["layout"] | null = null;
 
@@ -166,7 +183,8 @@ export class KvEventSubscriber {
     this.settings = {
       gapWaitMs: settings.gapWaitMs ?? 50,
       replayTimeoutMs: settings.replayTimeoutMs ?? 3000,
-      maxMessageBytes: settings.maxMessageBytes ?? 16 * 1024 * 1024,
+      maxMessageBytes: settings.maxMessageBytes ?? DEFAULT_KV_EVENT_MAX_BYTES,
+      decodeLimits: { ...DEFAULT_KV_EVENT_DECODE_LIMITS, ...settings.decodeLimits },
       log: settings.log ?? ((text) => void process.stderr.write(text)),
       now: settings.now ?? Date.now,
       sockets: settings.sockets ?? {},
@@ -188,7 +206,7 @@ export class KvEventSubscriber {
         },
         duplicate: () => this.counters.duplicates++,
       },
-      { replay: options.replay !== null },
+      { replay: options.replay !== null, ...(settings.maxPendingBytes === undefined ? {} : { maxPendingBytes: settings.maxPendingBytes }) },
     );
   }
 
@@ -230,7 +248,7 @@ export class KvEventSubscriber {
       ...this.counters,
       resyncReasons: { ...this.resyncReasons },
       malformed: { ...this.malformed },
-      lastSeq: this.lastSeq,
+      lastSeq: this.lastSeq === null ? null : seqForJson(this.lastSeq),
       lastEventLagMs: this.lastEventLagMs,
       layout: this.layout,
     };
@@ -248,16 +266,16 @@ export class KvEventSubscriber {
     if (this.closed) return;
     if (frames.length !== 3) return this.reject("frames", `a message of ${frames.length} frames (expected topic, sequence number, payload)`);
     const seq = sequenceNumber(frames[1]!);
-    if (seq === null || seq < 0n || seq > BigInt(Number.MAX_SAFE_INTEGER)) return this.reject("sequence", `the sequence number frame is not 8 bytes of an unsigned number`);
-    this.sequencer.live(Number(seq), oversized ? OVERSIZED_PAYLOAD : frames[2]!);
+    if (seq === null) return this.reject("sequence", `the sequence number frame is not 8 bytes of an unsigned number`);
+    this.sequencer.live(seq, oversized ? OVERSIZED_PAYLOAD : frames[2]!);
   }
 
-  private apply(seq: number, payload: Uint8Array, replayed: boolean): void {
+  private apply(seq: bigint, payload: Uint8Array, replayed: boolean): void {
     this.lastSeq = seq;
     if (payload === OVERSIZED_PAYLOAD) return this.unusable(seq, "oversized", `over the ${this.settings.maxMessageBytes}-byte limit`);
     let batch: DecodedKvEventBatch;
     try {
-      batch = decodeKvEventBatch(payload);
+      batch = decodeKvEventBatch(payload, this.settings.decodeLimits);
     } catch (error) {
       return this.unusable(seq, error instanceof KvEventDecodeError ? error.kind : "batch", (error as Error).message);
     }
@@ -275,7 +293,7 @@ export class KvEventSubscriber {
   }
 
   /** A batch in the sequence that cannot be used: the view missed its events. */
-  private unusable(seq: number, kind: MalformedKind, detail: string): void {
+  private unusable(seq: bigint, kind: MalformedKind, detail: string): void {
     this.reject(kind, `batch ${seq}: ${detail}`);
     this.sequencer.unusable();
   }
@@ -289,7 +307,7 @@ export class KvEventSubscriber {
     }, this.settings.gapWaitMs);
   }
 
-  private requestReplay(from: number): void {
+  private requestReplay(from: bigint): void {
     if (this.closed || this.options.replay === null) return;
     this.counters.replays++;
     this.replayInFlight = true;
@@ -327,7 +345,7 @@ export class KvEventSubscriber {
     // [empty delimiter, seq, payload] as vLLM's ROUTER answers, or [seq, payload].
     const parts = frames.length === 3 && frames[0]!.length === 0 ? frames.slice(1) : frames;
     const seq = parts.length === 2 ? sequenceNumber(parts[0]!) : null;
-    if (seq === null || seq < END_OF_REPLAY || seq > BigInt(Number.MAX_SAFE_INTEGER)) {
+    if (seq === null) {
       this.reject("replay", `a replay answer of ${frames.length} frames that is not [seq, payload]`);
       return this.failReplay();
     }
@@ -338,7 +356,7 @@ export class KvEventSubscriber {
       this.tell((c) => c.caughtUp?.());
       return;
     }
-    this.sequencer.replayed(Number(seq), oversized ? OVERSIZED_PAYLOAD : parts[1]!);
+    this.sequencer.replayed(seq, oversized ? OVERSIZED_PAYLOAD : parts[1]!);
   }
 
   private armReplayTimer(): void {

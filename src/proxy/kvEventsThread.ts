@@ -8,11 +8,11 @@
  * If the thread dies, each mirror is dropped (routing falls back to the estimate), the failure is
  * logged, and a new thread subscribes again a second later.
  */
-import { applyCacheKeyMessage } from "./cacheKeyDelta.ts";
+import { SlicedCacheKeyApplier } from "./cacheKeyDelta.ts";
 import type { CacheKeySink } from "./engineCacheFeed.ts";
 import { KvEventSubscriber, type KvEventsSubscribeOptions, type KvEventSubscriberStats } from "./kvEventSubscriber.ts";
 import { insideSingleBinary, KV_EVENTS_WORKER_ENTRY } from "../workerEntries.ts";
-import type { KvEventsThreadIn, KvEventsThreadOut, KvEventsThreadSettings } from "./kvEventsThreadMessages.ts";
+import type { KvEventsFollowLimits, KvEventsThreadIn, KvEventsThreadOut, KvEventsThreadSettings } from "./kvEventsThreadMessages.ts";
 
 const RESTART_AFTER_MS = 1000;
 const CLOSE_WAIT_MS = 2000;
@@ -27,6 +27,9 @@ export class KvEventsSubscription {
   /** The subscriber's counters, as the thread last sent them. */
   stats: KvEventSubscriberStats;
   sink: CacheKeySink | null = null;
+  /** Applies the thread's messages to `sink`, a slice at a time. */
+  applier: SlicedCacheKeyApplier | null = null;
+  limits: KvEventsFollowLimits = { maxMirrorBytes: null };
 
   constructor(
     private readonly thread: KvEventsThread,
@@ -37,9 +40,11 @@ export class KvEventsSubscription {
     this.stats = new KvEventSubscriber(options).stats;
   }
 
-  start(sink: CacheKeySink): void {
+  start(sink: CacheKeySink, limits: Partial<KvEventsFollowLimits> = {}): void {
     if (this.sink !== null) throw new Error("KvEventsSubscription.start: already started");
     this.sink = sink;
+    this.applier = new SlicedCacheKeyApplier(sink, () => this.thread.applied(this));
+    this.limits = { ...this.limits, ...limits };
     this.thread.follow(this);
   }
 }
@@ -63,11 +68,16 @@ export class KvEventsThread {
     return subscription;
   }
 
+  /** @internal (KvEventsSubscription's applier): a batch message is applied, the thread may send the next. */
+  applied(subscription: KvEventsSubscription): void {
+    if (this.worker !== null && !this.closed) this.send({ kind: "applied", id: subscription.id });
+  }
+
   /** @internal (KvEventsSubscription.start) */
   follow(subscription: KvEventsSubscription): void {
     if (this.closed || this.restartTimer !== null) return;
     if (this.worker === null) this.open();
-    else this.send({ kind: "follow", id: subscription.id, options: subscription.options, settings: this.settings });
+    else this.send({ kind: "follow", id: subscription.id, options: subscription.options, settings: this.settings, limits: subscription.limits });
   }
 
   async close(): Promise<void> {
@@ -91,7 +101,7 @@ export class KvEventsThread {
     worker.addEventListener("close", () => this.failed(worker, "the thread exited"));
     worker.unref();
     for (const subscription of this.subscriptions) {
-      if (subscription.sink !== null) this.send({ kind: "follow", id: subscription.id, options: subscription.options, settings: this.settings });
+      if (subscription.sink !== null) this.send({ kind: "follow", id: subscription.id, options: subscription.options, settings: this.settings, limits: subscription.limits });
     }
   }
 
@@ -100,7 +110,7 @@ export class KvEventsThread {
       case "cache": {
         const subscription = this.subscriptions[message.id]!;
         subscription.stats = message.stats;
-        applyCacheKeyMessage(subscription.sink!, message.message);
+        subscription.applier!.push(message.message);
         return;
       }
       case "stats":
@@ -120,6 +130,7 @@ export class KvEventsThread {
     this.log(`ctxr serve: the KV events thread failed (${why}); the engines' cache mirrors are dropped and it restarts in ${RESTART_AFTER_MS / 1000} s\n`);
     for (const subscription of this.subscriptions) {
       subscription.stats = { ...subscription.stats, connected: false };
+      subscription.applier?.reset();
       subscription.sink?.disconnected();
       subscription.sink?.cleared();
     }

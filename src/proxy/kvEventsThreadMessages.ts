@@ -5,7 +5,17 @@ import type { KvEventsSubscribeOptions, KvEventSubscriberSettings, KvEventSubscr
 /** Settings that can cross threads (no functions: the thread logs through the request thread). */
 export type KvEventsThreadSettings = Omit<KvEventSubscriberSettings, "log" | "now">;
 
-export type KvEventsThreadIn = { kind: "follow"; id: number; options: KvEventsSubscribeOptions; settings: KvEventsThreadSettings } | { kind: "close" };
+/** One subscription's own limits. */
+export interface KvEventsFollowLimits {
+  /** The byte budget of its engine-hash map (its share of --max-routing-bytes; null: unlimited). */
+  maxMirrorBytes: number | null;
+}
+
+/** `applied`: the request thread applied a subscription's batch message (the next may come: one is in flight at a time). */
+export type KvEventsThreadIn =
+  | { kind: "follow"; id: number; options: KvEventsSubscribeOptions; settings: KvEventsThreadSettings; limits: KvEventsFollowLimits }
+  | { kind: "applied"; id: number }
+  | { kind: "close" };
 
 export type KvEventsThreadOut =
   | { kind: "cache"; id: number; message: CacheKeyMessage; stats: KvEventSubscriberStats }

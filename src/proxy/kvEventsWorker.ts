@@ -12,8 +12,11 @@ declare const self: Worker;
 
 /** How often each subscriber's counters go to the request thread when nothing else does. */
 const STATS_EVERY_MS = 500;
+/** Batches of this long go to the request thread as one message (a flood of batches costs it at most one message per period). */
+const COALESCE_MS = 10;
 
 const subscribers = new Map<number, KvEventSubscriber>();
+const sinks = new Map<number, CacheKeyDeltaSink>();
 
 function send(message: KvEventsThreadOut): void {
   const transfer = message.kind === "cache" && message.message.kind === "batch" ? [message.message.held.buffer as ArrayBuffer, message.message.dropped.buffer as ArrayBuffer] : [];
@@ -25,10 +28,12 @@ self.onmessage = async (event: MessageEvent<KvEventsThreadIn>) => {
   if (command.kind === "follow") {
     const subscriber = new KvEventSubscriber(command.options, { ...command.settings, log: (text) => send({ kind: "log", text }) });
     subscribers.set(command.id, subscriber);
-    const sink = new CacheKeyDeltaSink((message) => send({ kind: "cache", id: command.id, message, stats: subscriber.stats }));
-    subscriber.start(new EngineCacheFeed(sink));
+    const sink = new CacheKeyDeltaSink((message) => send({ kind: "cache", id: command.id, message, stats: subscriber.stats }), COALESCE_MS, true);
+    sinks.set(command.id, sink);
+    subscriber.start(new EngineCacheFeed(sink, command.limits.maxMirrorBytes));
     return;
   }
+  if (command.kind === "applied") return sinks.get(command.id)?.applied();
   await Promise.all([...subscribers.values()].map((subscriber) => subscriber.close()));
   subscribers.clear();
   clearInterval(statsTimer);

@@ -58,7 +58,7 @@ export interface SubscriberStats {
   duplicates: number;
   malformed: Record<string, number>;
   unknown_events: number;
-  last_seq: number | null;
+  last_seq: number | string | null;
   layout: string | null;
 }
 
@@ -190,6 +190,8 @@ export interface ProxyState {
   routing_bytes: number;
   routing_bytes_limit: number | null;
   routing_budget_evicted_contexts: number;
+  /** Engine blocks the KV-event cache mirrors forgot to stay within their share of the budget. */
+  routing_budget_evicted_mirror_blocks: number;
   routing_key_table_restarts: number;
   /** Choices among several upstreams, by how they were made (UpstreamPool.decisions). */
   routing_decisions: { events: number; estimate: number; round_robin: number; events_unavailable: number };
@@ -205,9 +207,10 @@ export function renderProxyStateMetrics(state: ProxyState): string {
     ["ctxr_proxy_history_bytes", "gauge", "Estimated heap bytes of the remembered histories.", state.history_bytes],
     ["ctxr_proxy_history_bytes_limit", "gauge", "Byte budget of the remembered histories (--max-history-bytes).", state.history_bytes_limit],
     ["ctxr_proxy_history_budget_evictions_total", "counter", "Conversation histories forgotten to stay within --max-history-bytes.", state.history_budget_evicted_conversations],
-    ["ctxr_proxy_routing_bytes", "gauge", "Estimated heap bytes of the routing indexes and their key table.", state.routing_bytes],
+    ["ctxr_proxy_routing_bytes", "gauge", "Estimated heap bytes of the routing indexes, their key table and the engines' KV-event cache mirrors.", state.routing_bytes],
     ["ctxr_proxy_routing_bytes_limit", "gauge", "Byte budget of the routing state (--max-routing-bytes).", state.routing_bytes_limit],
     ["ctxr_proxy_routing_budget_evictions_total", "counter", "Routing contexts forgotten to stay within --max-routing-bytes.", state.routing_budget_evicted_contexts],
+    ["ctxr_proxy_routing_budget_evicted_mirror_blocks_total", "counter", "Engine blocks the KV-event cache mirrors forgot to stay within their share of --max-routing-bytes.", state.routing_budget_evicted_mirror_blocks],
     ["ctxr_proxy_routing_key_table_restarts_total", "counter", "Times the routing key table was full and routing started afresh.", state.routing_key_table_restarts],
     ["ctxr_proxy_relaying", "gauge", "Answers being relayed now, all upstreams together.", state.relaying],
     ["ctxr_proxy_relaying_limit", "gauge", "Answers relayed at once at most (--max-upstream-requests).", state.relaying_limit],

@@ -35,6 +35,9 @@ export interface CacheSyncStats {
   lagMs: number | null;
   /** Contexts evicted because the engine dropped one of their blocks. */
   contextsEvicted: number;
+  /** Estimated heap bytes of the mirror (counted in the routing bytes, --max-routing-bytes), and blocks it forgot to stay within its share. */
+  bytes: number;
+  evictedForBytes: number;
   connected: boolean;
 }
 
@@ -52,7 +55,9 @@ export class UpstreamCacheSync implements KvEventConsumer, CacheKeySink {
   blockSize: number | null = null;
   /** Content keys of the blocks the engine holds. */
   private readonly held = new Set<ContentKey>();
-  private mirror: MirrorStats = { blocks: 0, orphans: 0, malformed: 0, unknownRemovals: 0 };
+  private mirror: MirrorStats = { blocks: 0, orphans: 0, malformed: 0, unknownRemovals: 0, bytes: 0, evictedForBytes: 0 };
+  /** The mirror's byte budget when this sync feeds itself in process (the KV-events thread is given its own). */
+  maxMirrorBytes: number | null = null;
   /** The feed of batches given in process (null when the KV-events thread feeds this). */
   private feed: EngineCacheFeed | null = null;
   private awaitingBatch = false;
@@ -86,7 +91,7 @@ export class UpstreamCacheSync implements KvEventConsumer, CacheKeySink {
   }
 
   batch(batch: KvEventBatchIn): void {
-    (this.feed ??= new EngineCacheFeed(this)).batch(batch);
+    (this.feed ??= new EngineCacheFeed(this, this.maxMirrorBytes)).batch(batch);
   }
 
   resync(_reason: KvEventResyncReason): void {
@@ -110,7 +115,7 @@ export class UpstreamCacheSync implements KvEventConsumer, CacheKeySink {
   /** The engine holds nothing we know of: every tracked context leaves. */
   cleared(): void {
     this.held.clear();
-    this.mirror = { ...this.mirror, blocks: 0 };
+    this.mirror = { ...this.mirror, blocks: 0, bytes: 0 };
     const ids = [...this.keyOfContext.keys()];
     this.keyOfContext.clear();
     this.contextsOfKey.clear();
@@ -165,6 +170,8 @@ export class UpstreamCacheSync implements KvEventConsumer, CacheKeySink {
       otherGroupEvents: this.otherGroupEvents,
       lagMs: this.lagMs,
       contextsEvicted: this.contextsEvicted,
+      bytes: this.mirror.bytes,
+      evictedForBytes: this.mirror.evictedForBytes,
       connected: this.live,
     };
   }

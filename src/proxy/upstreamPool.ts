@@ -18,7 +18,9 @@
  * upstream (and the service's TTL). Memory is bounded by `maxBytes`: half of it
  * shared by the upstreams' indexes (each evicts its least recently used
  * contexts beyond its share), half for the routing-key table, which starts
- * afresh (with every index) when it is full.
+ * afresh (with every index) when it is full. With KV events followed for `mirrors` upstreams,
+ * their cache mirrors (engine hash → content key, and the keys held) take half of `maxBytes`,
+ * shared evenly, and the indexes and key table the other half.
  *
  * With KV events (issue 13): when every candidate's cache mirror is live and the plan carries the
  * prompt's block keys, a request goes to the upstream of least cost, NVIDIA Dynamo's:
@@ -55,8 +57,10 @@ export interface PoolOptions {
   capacityTokens?: number | null;
   /** Contexts unused this long are forgotten (default: never). */
   ttlMs?: number | null;
-  /** Estimated heap bytes of the routing indexes and key table together (default DEFAULT_BUDGETS.routingBytes; null: unlimited). */
+  /** Estimated heap bytes of the routing indexes, key table and cache mirrors together (default DEFAULT_BUDGETS.routingBytes; null: unlimited). */
   maxBytes?: number | null;
+  /** Upstreams whose KV events are followed, each with a cache mirror (default 0). */
+  mirrors?: number;
   /** Clock (ms), replaceable in tests. */
   now?: () => number;
   /**
@@ -150,7 +154,9 @@ export class UpstreamPool {
   private readonly maxKeyBytes: number | null;
   /** The byte budget of the indexes and the key table together (null: unlimited). */
   readonly byteLimit: number | null;
-  private readonly options: Required<Omit<PoolOptions, "capacityTokens" | "ttlMs" | "maxBytes" | "routing">>;
+  private readonly options: Required<Omit<PoolOptions, "capacityTokens" | "ttlMs" | "maxBytes" | "routing" | "mirrors">>;
+  /** The byte budget of each upstream's cache mirror (null: unlimited). */
+  readonly mirrorBytesEach: number | null;
   private internalIds = 0;
   private restarts = 0;
   private readonly routing: RoutingMode;
@@ -168,11 +174,14 @@ export class UpstreamPool {
     };
     const maxBytes = options.maxBytes === undefined ? DEFAULT_BUDGETS.routingBytes : options.maxBytes;
     this.byteLimit = maxBytes;
-    this.maxKeyBytes = maxBytes === null ? null : maxBytes / 2;
+    const mirrors = options.mirrors ?? 0;
+    const routingShare = maxBytes === null ? null : mirrors > 0 ? maxBytes / 2 : maxBytes;
+    this.mirrorBytesEach = maxBytes === null || mirrors === 0 ? null : Math.floor(maxBytes / 2 / mirrors);
+    this.maxKeyBytes = routingShare === null ? null : routingShare / 2;
     const indexOptions = {
       capacityTokens: options.capacityTokens === undefined ? DEFAULT_ROUTING_CAPACITY_TOKENS : options.capacityTokens,
       ttlMs: options.ttlMs ?? null,
-      maxBytes: maxBytes === null ? null : Math.floor(maxBytes / 2 / targets.length),
+      maxBytes: routingShare === null ? null : Math.floor(routingShare / 2 / targets.length),
     };
     this.upstreams = targets.map((target, i) => new Upstream(target, i, indexOptions));
     this.routing = options.routing ?? "auto";
@@ -182,9 +191,9 @@ export class UpstreamPool {
     return this.options.now();
   }
 
-  /** Estimated heap bytes of the routing indexes and key table. */
+  /** Estimated heap bytes of the routing indexes, key table and cache mirrors. */
   get bytes(): number {
-    return this.keyBytes + this.upstreams.reduce((total, u) => total + u.index.bytes, 0);
+    return this.keyBytes + this.upstreams.reduce((total, u) => total + u.index.bytes + (u.sync?.stats.bytes ?? 0), 0);
   }
 
   /** Routing contexts forgotten for the byte budget (index evictions), and fresh starts of the key table. */

@@ -6,17 +6,19 @@
  * - a ZeroMQ PUB socket sends one message per batch: [topic, sequence number (8 bytes,
  *   big-endian, from 0), msgpack payload (kvEventBatch.ts)];
  * - the events of one event-loop turn (an engine step) make one batch;
- * - the last REPLAY_BUFFER_STEPS batches are kept; a ROUTER socket at the replay endpoint answers
+ * - the last REPLAY_BUFFER_STEPS batches (REPLAY_BUFFER_BYTES of payloads at most) are kept; a ROUTER socket at the replay endpoint answers
  *   a request holding a starting sequence number (8 bytes, big-endian) with every kept batch from
  *   it on, one message [seq, payload] each, then [-1 (8 bytes of 0xff), empty].
  */
 import { allBlocksClearedEvent, blockRemovedEvent, blockStoredEvents, encodeKvEventBatch, BLOCK_HASH_ENCODINGS, KV_EVENT_LAYOUTS, type BlockHashEncoding, type KvCacheEvent, type KvEventLayout } from "../kv/kvEventBatch.ts";
 import type { PrefixCacheEvents, StoredPrefixBlock } from "../kv/prefixBlockCache.ts";
 import { parseTcpEndpoint, splitEndpointSettings, type TcpEndpoint } from "../zmq/tcpEndpoint.ts";
-import { PubSocket, RouterSocket } from "../zmq/zmqSockets.ts";
+import { DEFAULT_HANDSHAKE_TIMEOUT_MS, DEFAULT_MAX_PEERS, PubSocket, RouterSocket } from "../zmq/zmqSockets.ts";
 
 /** Batches kept for replay (vLLM's default buffer_steps). */
 export const REPLAY_BUFFER_STEPS = 10_000;
+/** Their payload bytes at most: the oldest go first beyond it. */
+export const REPLAY_BUFFER_BYTES = 64 * 1024 * 1024;
 
 /** The replay answer's last message carries this sequence number (−1 as 8 big-endian bytes). */
 export const END_OF_REPLAY_SEQ = new Uint8Array(8).fill(0xff);
@@ -29,6 +31,10 @@ export interface KvEventsPublishOptions {
   hashes: BlockHashEncoding;
   /** How batches are laid out (default map, vLLM main's). */
   layout: KvEventLayout;
+  /** Connections each socket holds at once (--kv-events-max-connections; default DEFAULT_MAX_PEERS). */
+  maxConnections?: number;
+  /** A connection not through the ZMTP handshake this long is closed (--kv-events-handshake-timeout; default 5000 ms). */
+  handshakeTimeoutMs?: number;
 }
 
 /**
@@ -65,6 +71,13 @@ export interface KvEventPublisherStats {
   replayRequests: number;
   /** Messages not sent to a subscriber or replay client that did not keep up. */
   dropped: number;
+  /** Connections closed as they came because the socket held its maximum, both sockets together. */
+  refusedConnections: number;
+  /** Connections closed because they did not complete the handshake in time. */
+  handshakeTimeouts: number;
+  /** Batches and payload bytes kept for replay. */
+  replayBufferBatches: number;
+  replayBufferBytes: number;
 }
 
 export interface KvEventPublisherHooks {
@@ -87,9 +100,10 @@ export class KvEventPublisher implements PrefixCacheEvents {
   private eventCount = 0;
   private replayCount = 0;
   private replayDropped = 0;
-  /** Kept batches, oldest first, in a ring of REPLAY_BUFFER_STEPS. */
-  private readonly buffer: { seq: number; payload: Uint8Array }[] = [];
+  /** Kept batches, oldest first from `bufferStart` (the array is compacted as the front is dropped). */
+  private buffer: { seq: number; payload: Uint8Array }[] = [];
   private bufferStart = 0;
+  private bufferBytes = 0;
   private readonly topic: Uint8Array;
   private closed = false;
   /** The bound endpoints (the actual port when 0 was asked for). */
@@ -110,11 +124,12 @@ export class KvEventPublisher implements PrefixCacheEvents {
 
   /** Binds the sockets; rejects with the system's error when an endpoint cannot be bound. */
   static async open(options: KvEventsPublishOptions, hooks: KvEventPublisherHooks = {}): Promise<KvEventPublisher> {
-    const pub = await PubSocket.bind(options.endpoint);
+    const limits = { maxPeers: options.maxConnections ?? DEFAULT_MAX_PEERS, handshakeTimeoutMs: options.handshakeTimeoutMs ?? DEFAULT_HANDSHAKE_TIMEOUT_MS };
+    const pub = await PubSocket.bind(options.endpoint, limits);
     let publisher: KvEventPublisher | null = null;
     let router: RouterSocket | null = null;
     try {
-      if (options.replay !== null) router = await RouterSocket.bind(options.replay, (identity, frames) => publisher?.replay(identity, frames));
+      if (options.replay !== null) router = await RouterSocket.bind(options.replay, (identity, frames) => publisher?.replay(identity, frames), limits);
     } catch (error) {
       await pub.close();
       throw error;
@@ -142,6 +157,10 @@ export class KvEventPublisher implements PrefixCacheEvents {
       subscribers: this.pub.subscribers,
       replayRequests: this.replayCount,
       dropped: this.pub.dropped + this.replayDropped,
+      refusedConnections: this.pub.refusedPeers + (this.router?.refusedPeers ?? 0),
+      handshakeTimeouts: this.pub.handshakeTimeouts + (this.router?.handshakeTimeouts ?? 0),
+      replayBufferBatches: this.buffer.length - this.bufferStart,
+      replayBufferBytes: this.bufferBytes,
     };
   }
 
@@ -157,6 +176,9 @@ export class KvEventPublisher implements PrefixCacheEvents {
     metric("ctxr_kv_events_subscribers", "gauge", "Subscribers connected to the KV events socket.", stats.subscribers);
     metric("ctxr_kv_events_replay_requests_total", "counter", "Replay requests answered.", stats.replayRequests);
     metric("ctxr_kv_events_dropped_messages_total", "counter", "KV event messages dropped for a subscriber or replay client that did not keep up.", stats.dropped);
+    metric("ctxr_kv_events_refused_connections_total", "counter", "Connections to the KV event sockets closed as they came, at --kv-events-max-connections.", stats.refusedConnections);
+    metric("ctxr_kv_events_handshake_timeouts_total", "counter", "Connections to the KV event sockets closed for not completing the ZMTP handshake in time.", stats.handshakeTimeouts);
+    metric("ctxr_kv_events_replay_buffer_bytes", "gauge", "Payload bytes of the batches kept for replay.", stats.replayBufferBytes);
     return lines.join("\n") + "\n";
   }
 
@@ -176,12 +198,22 @@ export class KvEventPublisher implements PrefixCacheEvents {
     const frames = [this.topic, sequenceBytes(seq), payload];
     if (this.transmit === undefined) this.pub.send(frames);
     else this.transmit(frames, (out) => this.pub.send(out));
-    if (this.buffer.length < REPLAY_BUFFER_STEPS) this.buffer.push({ seq, payload });
-    else {
-      this.buffer[this.bufferStart] = { seq, payload };
-      this.bufferStart = (this.bufferStart + 1) % REPLAY_BUFFER_STEPS;
-    }
+    this.keep(seq, payload);
     return seq;
+  }
+
+  /** Keeps a batch for replay, dropping the oldest beyond REPLAY_BUFFER_STEPS batches or REPLAY_BUFFER_BYTES. */
+  private keep(seq: number, payload: Uint8Array): void {
+    this.buffer.push({ seq, payload });
+    this.bufferBytes += payload.length;
+    while (this.buffer.length - this.bufferStart > REPLAY_BUFFER_STEPS || (this.bufferBytes > REPLAY_BUFFER_BYTES && this.buffer.length - this.bufferStart > 1)) {
+      this.bufferBytes -= this.buffer[this.bufferStart]!.payload.length;
+      this.buffer[this.bufferStart++] = undefined as never;
+    }
+    if (this.bufferStart > 1024 && this.bufferStart * 2 > this.buffer.length) {
+      this.buffer = this.buffer.slice(this.bufferStart);
+      this.bufferStart = 0;
+    }
   }
 
   /** Sends frames to the subscribers as they are, outside the sequence (tools and tests: malformed messages). */
@@ -193,8 +225,9 @@ export class KvEventPublisher implements PrefixCacheEvents {
   restartSequence(): void {
     this.pending = [];
     this.nextSeq = 0;
-    this.buffer.length = 0;
+    this.buffer = [];
     this.bufferStart = 0;
+    this.bufferBytes = 0;
   }
 
   /** Publishes what is pending, then closes both sockets. */
@@ -224,8 +257,8 @@ export class KvEventPublisher implements PrefixCacheEvents {
     this.replayCount++;
     const from = new DataView(start.buffer, start.byteOffset, 8).getBigUint64(0, false);
     const head = delimited ? [new Uint8Array(0)] : [];
-    for (let i = 0; i < this.buffer.length; i++) {
-      const { seq, payload } = this.buffer[(this.bufferStart + i) % this.buffer.length]!;
+    for (let i = this.bufferStart; i < this.buffer.length; i++) {
+      const { seq, payload } = this.buffer[i]!;
       if (BigInt(seq) >= from && !this.router!.send(identity, [...head, sequenceBytes(seq), payload])) this.replayDropped++;
     }
     if (!this.router!.send(identity, [...head, END_OF_REPLAY_SEQ, new Uint8Array(0)])) this.replayDropped++;

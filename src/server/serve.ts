@@ -14,6 +14,7 @@ import { SharedState, type SharedReads } from "../state/sharedState.ts";
 import type { ContextProxy, ProxyOptions } from "../proxy/contextProxy.ts";
 import type { KvEventsSubscribeOptions } from "../proxy/kvEventSubscriber.ts";
 import { KvEventsThread } from "../proxy/kvEventsThread.ts";
+import type { KvEventsThreadSettings } from "../proxy/kvEventsThreadMessages.ts";
 import { parseUpstreamUrl } from "../proxy/upstreamTarget.ts";
 import { createApp } from "./app.ts";
 import { BODY_FIELD, bodyReadFailure, errorBody } from "./errors.ts";
@@ -200,6 +201,8 @@ export interface RunOptions extends ServerOptions {
   kvEventsPublish?: KvEventsPublishOptions | null;
   /** --kv-events (with upstreams): follow each upstream's KV events, in their order (null: that one publishes none). */
   kvEventsSubscribe?: readonly (KvEventsSubscribeOptions | null)[];
+  /** The subscribers' limits (--kv-events-max-bytes). */
+  kvEventsSettings?: KvEventsThreadSettings;
 }
 
 export interface RunIo {
@@ -228,11 +231,12 @@ export async function runServer(options: RunOptions, io: RunIo): Promise<void> {
     maxAnnotationBytes: options.maxAnnotationBytes,
   });
   await shared?.start(service);
-  const proxyOptions = options.proxy && shared ? { ...options.proxy, histories: shared.histories } : options.proxy;
+  const mirroredUpstreams = (options.kvEventsSubscribe ?? []).filter((subscribe) => subscribe !== null).length;
+  const proxyOptions = options.proxy ? { ...options.proxy, mirroredUpstreams, ...(shared ? { histories: shared.histories } : {}) } : options.proxy;
   let engine: GenerationEngine | null = null;
   let kvEvents: KvEventPublisher | null = null;
   // Every upstream's KV events are followed on one thread of their own, off the request path.
-  const kvEventsThread = (options.kvEventsSubscribe ?? []).some((subscribe) => subscribe !== null) ? new KvEventsThread(io.err) : null;
+  const kvEventsThread = (options.kvEventsSubscribe ?? []).some((subscribe) => subscribe !== null) ? new KvEventsThread(io.err, options.kvEventsSettings) : null;
   const subscribers = (options.kvEventsSubscribe ?? []).map((subscribe) => (subscribe === null ? null : kvEventsThread!.subscribe(subscribe)));
   const onProxy = (proxy: ContextProxy) => {
     options.onProxy?.(proxy);

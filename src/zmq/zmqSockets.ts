@@ -8,6 +8,10 @@
  *   with 1/0). A peer that does not keep up loses messages, as with libzmq's high-water mark.
  * - ROUTER: each peer has an identity (the one it announced, else a generated one); messages
  *   arrive with it and answers go to it.
+ *
+ * Both hold at most `maxPeers` connections (one over is closed as it is accepted, and counted), and
+ * a peer that has not completed the greeting and READY handshake `handshakeTimeoutMs` after it
+ * connected is closed: idle or half-open connections cannot use up the process's descriptors.
  */
 import { createServer, type AddressInfo, type Server } from "node:net";
 import { formatTcpEndpoint, type TcpEndpoint } from "./tcpEndpoint.ts";
@@ -18,6 +22,17 @@ import { ZmtpConnection } from "./zmtpConnection.ts";
 const MAX_INCOMING_FRAME_BYTES = 64 * 1024;
 /** How long a closing socket lets its peers read what is queued for them. */
 const CLOSE_GRACE_MS = 1000;
+
+export interface BoundSocketLimits {
+  /** Connections held at once (default DEFAULT_MAX_PEERS). */
+  maxPeers?: number;
+  /** A peer not through the handshake this long after connecting is closed (default DEFAULT_HANDSHAKE_TIMEOUT_MS). */
+  handshakeTimeoutMs?: number;
+}
+
+/** Far above the routers an engine serves (Dynamo, llm-d and ctxr's proxy hold one connection each). */
+export const DEFAULT_MAX_PEERS = 256;
+export const DEFAULT_HANDSHAKE_TIMEOUT_MS = 5000;
 
 function bindFailure(error: NodeJS.ErrnoException): string {
   switch (error.code) {
@@ -40,20 +55,47 @@ abstract class BoundSocket {
   protected readonly peers = new Set<ZmtpConnection>();
   private readonly server: Server;
   private closed = false;
+  private readonly maxPeers: number;
+  private readonly handshakeTimeoutMs: number;
+  /** Connections closed at once because `maxPeers` were held. */
+  refusedPeers = 0;
+  /** Connections closed because their handshake did not complete in time. */
+  handshakeTimeouts = 0;
 
   protected constructor(
     private readonly ownType: string,
     private readonly peerTypes: readonly string[],
+    limits: BoundSocketLimits,
   ) {
+    this.maxPeers = limits.maxPeers ?? DEFAULT_MAX_PEERS;
+    this.handshakeTimeoutMs = limits.handshakeTimeoutMs ?? DEFAULT_HANDSHAKE_TIMEOUT_MS;
     this.server = createServer((socket) => {
       if (this.closed) return void socket.destroy();
+      if (this.peers.size >= this.maxPeers) {
+        this.refusedPeers++;
+        return void socket.destroy();
+      }
       const peer = new ZmtpConnection(
         socket,
         { ownType: this.ownType, peerTypes: this.peerTypes, maxFrameBytes: MAX_INCOMING_FRAME_BYTES },
-        { ready: (p) => this.ready(p), message: (p, frames) => this.message(p, frames), command: (p, name, data) => this.command(p, name, data) },
+        {
+          ready: (p) => {
+            clearTimeout(deadline);
+            this.ready(p);
+          },
+          message: (p, frames) => this.message(p, frames),
+          command: (p, name, data) => this.command(p, name, data),
+        },
       );
+      const deadline = setTimeout(() => {
+        if (peer.ready || socket.destroyed) return;
+        this.handshakeTimeouts++;
+        socket.destroy();
+      }, this.handshakeTimeoutMs);
+      deadline.unref?.();
       this.peers.add(peer);
       socket.on("close", () => {
+        clearTimeout(deadline);
         this.peers.delete(peer);
         this.gone(peer);
       });
@@ -83,6 +125,18 @@ abstract class BoundSocket {
 
   get port(): number {
     return (this.server.address() as AddressInfo).port;
+  }
+
+  /** Connections held now (through the handshake or not). */
+  get peerCount(): number {
+    return this.peers.size;
+  }
+
+  /** Bytes written to peers and not yet taken by the system. */
+  get queuedBytes(): number {
+    let bytes = 0;
+    for (const peer of this.peers) bytes += peer.socket.writableLength;
+    return bytes;
   }
 
   /** Peers through the handshake. */
@@ -116,12 +170,12 @@ export class PubSocket extends BoundSocket {
   private readonly subscriptions = new Map<ZmtpConnection, Map<string, number>>();
   private droppedCount = 0;
 
-  private constructor() {
-    super("PUB", ["SUB", "XSUB"]);
+  private constructor(limits: BoundSocketLimits) {
+    super("PUB", ["SUB", "XSUB"], limits);
   }
 
-  static async bind(endpoint: TcpEndpoint): Promise<PubSocket> {
-    const socket = new PubSocket();
+  static async bind(endpoint: TcpEndpoint, limits: BoundSocketLimits = {}): Promise<PubSocket> {
+    const socket = new PubSocket(limits);
     await socket.listen(endpoint);
     return socket;
   }
@@ -185,13 +239,16 @@ export class RouterSocket extends BoundSocket {
   private readonly byIdentity = new Map<string, ZmtpConnection>();
   private readonly identities = new Map<ZmtpConnection, Uint8Array>();
 
-  private constructor(private readonly onMessage: (identity: Uint8Array, frames: Uint8Array[]) => void) {
-    super("ROUTER", ["DEALER", "REQ", "ROUTER"]);
+  private constructor(
+    private readonly onMessage: (identity: Uint8Array, frames: Uint8Array[]) => void,
+    limits: BoundSocketLimits,
+  ) {
+    super("ROUTER", ["DEALER", "REQ", "ROUTER"], limits);
   }
 
   /** `onMessage` gets each peer message with the peer's identity (what `send` takes back). */
-  static async bind(endpoint: TcpEndpoint, onMessage: (identity: Uint8Array, frames: Uint8Array[]) => void): Promise<RouterSocket> {
-    const socket = new RouterSocket(onMessage);
+  static async bind(endpoint: TcpEndpoint, onMessage: (identity: Uint8Array, frames: Uint8Array[]) => void, limits: BoundSocketLimits = {}): Promise<RouterSocket> {
+    const socket = new RouterSocket(onMessage, limits);
     await socket.listen(endpoint);
     return socket;
   }

@@ -163,6 +163,11 @@ describe("decodeKvEventBatch", () => {
       [pack([1, [["BlockStored", [1], null, [-1], 1]]]), "event", "token_ids[0] must be a non-negative integer"],
       [pack([1, [["BlockStored", [1], null, [1], 1, null, 5]]]), "event", "medium must be a string"],
       [pack({ ts: 1, events: [{ type: "BlockRemoved" }] }), "event", "events[0] (BlockRemoved).block_hashes must be an array, got nothing"],
+      // Over the default limits: checked before decoding (values, objects, depth), or on the events array.
+      [pack([1, Array.from({ length: 100_001 }, () => ["AllBlocksCleared"])]), "limits", "100001 events in one batch, over the limit of 100000"],
+      [pack([1, [], null, Array.from({ length: 1_048_577 }, () => [])]), "limits", "more than 1048576 maps, arrays"],
+      [pack([1, [], null, new Array(4_200_000).fill(0)]), "limits", "more than 4194304 values"],
+      [pack([1, [], null, [[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]]]), "limits", "nested deeper than 16 levels"],
     ];
     for (const [payload, kind, message] of cases) {
       const error = decodeError(payload);

@@ -15,7 +15,7 @@ const keys = mirrorBlockKeys(tokens, BLOCK);
 const hashes = ["h0", "h1", "h2", "h3"];
 let seq = 0;
 
-const batch = (...events: KvEvent[]): KvEventBatchIn => ({ ts: Date.now() / 1000, events, dataParallelRank: 0, layout: "map", unknownTypes: [], seq: seq++, replayed: false });
+const batch = (...events: KvEvent[]): KvEventBatchIn => ({ ts: Date.now() / 1000, events, dataParallelRank: 0, layout: "map", unknownTypes: [], seq: BigInt(seq++), replayed: false });
 const stored = (groupIdx: number | null, specKind?: string, medium = "GPU"): BlockStored => ({ type: "BlockStored", hashes, parent: null, tokenIds: tokens, blockSize: BLOCK, medium, loraId: null, loraName: null, groupIdx, ...(specKind === undefined ? {} : { specKind }) });
 const removed = (groupIdx: number | null, ...removedHashes: string[]): KvEvent => ({ type: "BlockRemoved", hashes: removedHashes, medium: "GPU", groupIdx });
 

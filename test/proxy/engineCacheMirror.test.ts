@@ -6,7 +6,7 @@
  */
 import { describe, expect, test } from "bun:test";
 import { createHash } from "node:crypto";
-import { EngineCacheMirror, mirrorBlockKeys } from "../../src/proxy/engineCacheMirror.ts";
+import { EngineCacheMirror, mirrorBlockBytes, mirrorBlockKeys } from "../../src/proxy/engineCacheMirror.ts";
 import { seededRandom } from "../helpers/randomContexts.ts";
 
 const BLOCK = 4;
@@ -108,7 +108,7 @@ describe("EngineCacheMirror", () => {
   test("missed events: an orphan chain is left out and counted; malformed events are counted; a resync drops everything", () => {
     const mirror = new EngineCacheMirror();
     mirror.stored({ hashes: ["b2"], parent: "unknown", tokenIds: [1, 2, 3, 4], blockSize: 4 });
-    expect(mirror.stats).toEqual({ blocks: 0, orphans: 1, malformed: 0, unknownRemovals: 0 });
+    expect(mirror.stats).toEqual({ blocks: 0, orphans: 1, malformed: 0, unknownRemovals: 0, bytes: 0, evictedForBytes: 0 });
     mirror.stored({ hashes: ["a", "b"], parent: null, tokenIds: [1, 2, 3], blockSize: 4 });
     expect(mirror.stats.malformed).toBe(1);
     mirror.stored({ hashes: ["a", "b"], parent: null, tokenIds: [1, 2, 3, 4, 5, 6, 7, 8], blockSize: 4 });
@@ -122,5 +122,37 @@ describe("EngineCacheMirror", () => {
     mirror.cleared();
     expect(mirror.stats.blocks).toBe(0);
     expect(mirror.cachedBlocks(mirrorBlockKeys([1, 2, 3, 4], 4))).toBe(0);
+  });
+
+  test("a byte budget: past it, the blocks stored longest ago are forgotten (told as dropped), counted, and the bytes stay within it", () => {
+    const dropped: bigint[] = [];
+    const held: bigint[] = [];
+    const hash = (i: number) => `${10_000_000_000_000 + i}`;
+    const budget = 100 * mirrorBlockBytes(hash(0));
+    const mirror = new EngineCacheMirror({ held: (key) => held.push(key), dropped: (key) => dropped.push(key) }, budget);
+    for (let i = 0; i < 1000; i++) mirror.stored({ hashes: [hash(i)], parent: null, tokenIds: [i, i + 1, i + 2, i + 3], blockSize: 4 });
+    const stats = mirror.stats;
+    expect(stats.blocks).toBe(100);
+    expect(stats.bytes).toBeLessThanOrEqual(budget);
+    expect(stats.bytes).toBe(100 * mirrorBlockBytes(hash(0)));
+    expect(stats.evictedForBytes).toBe(900);
+    // The oldest went first: the last 100 prompts are held, the first are not.
+    expect(dropped).toEqual(held.slice(0, 900));
+    expect(mirror.cachedBlocks(mirrorBlockKeys([999, 1000, 1001, 1002], 4))).toBe(1);
+    expect(mirror.cachedBlocks(mirrorBlockKeys([0, 1, 2, 3], 4))).toBe(0);
+    // Removing and clearing give the bytes back.
+    mirror.removed([hash(999)]);
+    expect(mirror.stats.bytes).toBe(99 * mirrorBlockBytes(hash(0)));
+    mirror.cleared();
+    expect(mirror.stats.bytes).toBe(0);
+    // After a clear, and with hashes stored again (they count as new), the oldest still go first.
+    for (let i = 0; i < 150; i++) mirror.stored({ hashes: [hash(i % 120)], parent: null, tokenIds: [i, 0, 0, 0], blockSize: 4 });
+    expect(mirror.stats.blocks).toBe(100);
+    // 20 to make room for hashes 100..119, then 30 as hashes 0..29 come back (all forgotten by then).
+    expect(mirror.stats.evictedForBytes).toBe(900 + 50);
+    expect(mirror.cachedBlocks(mirrorBlockKeys([149, 0, 0, 0], 4))).toBe(1);
+    expect(mirror.cachedBlocks(mirrorBlockKeys([29, 0, 0, 0], 4))).toBe(0);
+    expect(mirror.cachedBlocks(mirrorBlockKeys([49, 0, 0, 0], 4))).toBe(0);
+    expect(mirror.cachedBlocks(mirrorBlockKeys([50, 0, 0, 0], 4))).toBe(1);
   });
 });

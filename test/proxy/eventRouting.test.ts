@@ -38,7 +38,7 @@ afterAll(async () => {
 });
 
 let seq = 0;
-const batch = (events: KvEventBatchIn["events"]): KvEventBatchIn => ({ ts: Date.now() / 1000, events, dataParallelRank: 0, layout: "map", unknownTypes: [], seq: seq++, replayed: false });
+const batch = (events: KvEventBatchIn["events"]): KvEventBatchIn => ({ ts: Date.now() / 1000, events, dataParallelRank: 0, layout: "map", unknownTypes: [], seq: BigInt(seq++), replayed: false });
 
 /** BlockStored events (one chain) for the full blocks of `ids`, named by `name`. */
 function stored(ids: number[], name: string): KvEventBatchIn {

@@ -22,7 +22,7 @@ function pool(overlapWeight?: number): UpstreamPool {
   }
   const holder = built.upstreams[1]!;
   const stored: KvEvent = { type: "BlockStored", hashes: ["h0", "h1", "h2", "h3", "h4", "h5"], parent: null, tokenIds: tokens.slice(0, 6 * BLOCK), blockSize: BLOCK, medium: "GPU", loraId: null, loraName: null, groupIdx: null };
-  holder.sync!.batch({ ts: Date.now() / 1000, seq: 0, replayed: false, dataParallelRank: null, layout: "map", unknownTypes: [], events: [stored] });
+  holder.sync!.batch({ ts: Date.now() / 1000, seq: 0n, replayed: false, dataParallelRank: null, layout: "map", unknownTypes: [], events: [stored] });
   holder.activeBlocks = 8;
   holder.inFlight = 1;
   return built;

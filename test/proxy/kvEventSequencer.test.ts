@@ -7,6 +7,7 @@ import { describe, expect, test } from "bun:test";
 import { KvEventSequencer, type SequencerOptions } from "../../src/proxy/kvEventSequencer.ts";
 
 const payload = (seq: number, generation = 0) => Uint8Array.of(seq & 0xff, generation);
+const big = (seq: number | bigint) => BigInt(seq);
 
 /** A sequencer whose actions are written down as short strings; batches in `unusable` are declared so when applied. */
 function recorded(options: SequencerOptions, unusable = new Set<number>()) {
@@ -15,7 +16,7 @@ function recorded(options: SequencerOptions, unusable = new Set<number>()) {
     {
       apply: (seq, bytes, replayed) => {
         log.push(`${replayed ? "replayed" : "apply"} ${seq}${bytes[1] ? `/${bytes[1]}` : ""}`);
-        if (unusable.has(seq)) sequencer.unusable();
+        if (unusable.has(Number(seq))) sequencer.unusable();
       },
       resync: (reason) => log.push(`resync ${reason}`),
       gapSeen: (from) => log.push(`gap ${from}`),
@@ -26,8 +27,8 @@ function recorded(options: SequencerOptions, unusable = new Set<number>()) {
     },
     options,
   );
-  const live = (...seqs: number[]) => seqs.forEach((seq) => sequencer.live(seq, payload(seq)));
-  const replayed = (...seqs: number[]) => seqs.forEach((seq) => sequencer.replayed(seq, payload(seq)));
+  const live = (...seqs: number[]) => seqs.forEach((seq) => sequencer.live(big(seq), payload(seq)));
+  const replayed = (...seqs: number[]) => seqs.forEach((seq) => sequencer.replayed(big(seq), payload(seq)));
   const take = () => log.splice(0);
   return { sequencer, live, replayed, take };
 }
@@ -53,7 +54,7 @@ describe("KvEventSequencer", () => {
     expect(take()).toEqual(["replayed 0", "replayed 1", "replayed 2", "apply 3"]);
     live(4);
     expect(take()).toEqual(["apply 4"]);
-    expect(sequencer.next).toBe(5);
+    expect(sequencer.next).toBe(5n);
   });
 
   test("a subscriber that starts after the engine without replay follows from the first batch it gets", () => {
@@ -110,7 +111,7 @@ describe("KvEventSequencer", () => {
     sequencer.replayFailed();
     expect(take()).toEqual(["gap 1", "replay 1", "resync replay-failed", "apply 3", "apply 4"]);
     sequencer.replayEnded();
-    sequencer.replayed(5, payload(5));
+    sequencer.replayed(5n, payload(5));
     expect(take()).toEqual([]);
   });
 
@@ -124,12 +125,12 @@ describe("KvEventSequencer", () => {
 
   test("a sequence that goes backwards with other payloads is a restart: resync, and the new sequence from its start", () => {
     const { sequencer, take } = caughtUp(5);
-    sequencer.live(0, payload(0, 1));
-    sequencer.live(1, payload(1, 1));
+    sequencer.live(0n, payload(0, 1));
+    sequencer.live(1n, payload(1, 1));
     expect(take()).toEqual(["resync restart", "apply 0/1", "apply 1/1"]);
     // Joined mid-way: the new sequence's first batches are asked for.
-    sequencer.live(0, payload(0, 2));
-    sequencer.live(3, payload(3, 2));
+    sequencer.live(0n, payload(0, 2));
+    sequencer.live(3n, payload(3, 2));
     expect(take()).toEqual(["resync restart", "apply 0/2", "gap 1"]);
   });
 
@@ -137,7 +138,7 @@ describe("KvEventSequencer", () => {
     const { sequencer, live, take } = recorded({ replay: false });
     sequencer.connected();
     live(10, 11);
-    sequencer.live(2, payload(2, 1));
+    sequencer.live(2n, payload(2, 1));
     expect(take()).toEqual(["apply 10", "apply 11", "resync restart", "apply 2/1"]);
   });
 
@@ -146,7 +147,7 @@ describe("KvEventSequencer", () => {
     sequencer.connected();
     sequencer.connected();
     expect(take()).toEqual(["replay 0", "cancel", "replay 0"]);
-    sequencer.replayed(0, payload(0));
+    sequencer.replayed(0n, payload(0));
     sequencer.replayEnded();
     live(1);
     sequencer.connected();
@@ -178,5 +179,19 @@ describe("KvEventSequencer", () => {
     expect(take()).toEqual(["apply 0", "apply 1", "apply 2", "resync malformed", "apply 3", "apply 4", "apply 5"]);
     live(3);
     expect(take()).toEqual(["duplicate 3"]);
+  });
+
+  test("sequence numbers are unsigned 64-bit: they follow on up to 2^64-1, and duplicates are told by digest", () => {
+    const top = (1n << 64n) - 1n;
+    const { sequencer, take } = recorded({ replay: false });
+    sequencer.connected();
+    for (const seq of [top - 2n, top - 1n, top]) sequencer.live(seq, payload(Number(seq & 0xffn)));
+    expect(take()).toEqual([`apply ${top - 2n}`, `apply ${top - 1n}`, `apply ${top}`]);
+    expect(sequencer.next).toBe(1n << 64n);
+    sequencer.live(top - 1n, payload(Number((top - 1n) & 0xffn)));
+    expect(take()).toEqual([`duplicate ${top - 1n}`]);
+    // Same number, other bytes: a restart, not a copy.
+    sequencer.live(top - 1n, payload(Number((top - 1n) & 0xffn), 9));
+    expect(take()).toEqual(["resync restart", `apply ${top - 1n}/9`]);
   });
 });

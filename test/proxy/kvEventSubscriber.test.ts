@@ -28,7 +28,7 @@ class BlockView implements KvEventConsumer {
   caughtUps = 0;
 
   batch(batch: KvEventBatchIn): void {
-    this.seqs.push(batch.seq);
+    this.seqs.push(Number(batch.seq));
     for (const event of batch.events) {
       if (event.type === "BlockStored") for (const key of event.hashes) this.keys.add(key);
       else if (event.type === "BlockRemoved") for (const key of event.hashes) this.keys.delete(key);
@@ -49,7 +49,7 @@ class BlockView implements KvEventConsumer {
     this.signals.push("disconnected");
   }
 
-  gapRecovered(from: number, to: number): void {
+  gapRecovered(from: bigint, to: bigint): void {
     this.signals.push(`recovered ${from}-${to}`);
   }
 

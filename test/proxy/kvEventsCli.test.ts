@@ -25,6 +25,8 @@ describe("ctxr serve --kv-events", () => {
       [["--kv-events", "tcp://h:1"], "--kv-events needs --upstream"],
       [["--kv-overlap-weight", "2"], "--kv-overlap-weight needs --upstream"],
       [["--upstream", "http://a", "--kv-overlap-weight", "-1"], "--kv-overlap-weight"],
+      [["--upstream", "http://a", "--kv-events-max-bytes", "1MiB"], "--kv-events-max-bytes needs --kv-events"],
+      [["--upstream", "http://a", "--kv-events", "tcp://h:1", "--kv-events-max-bytes", "0"], "--kv-events-max-bytes"],
     ];
     for (const [args, message] of cases) {
       const run = runCli(["serve", "--in-memory", ...args]);

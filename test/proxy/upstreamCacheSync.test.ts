@@ -11,7 +11,7 @@ const BLOCK = 4;
 const tokens = Array.from({ length: 5 * BLOCK }, (_, i) => 7 + i);
 const keys = mirrorBlockKeys(tokens, BLOCK);
 let seq = 0;
-const batch = (events: KvEventBatchIn["events"]): KvEventBatchIn => ({ ts: Date.now() / 1000, events, dataParallelRank: 0, layout: "map", unknownTypes: [], seq: seq++, replayed: false });
+const batch = (events: KvEventBatchIn["events"]): KvEventBatchIn => ({ ts: Date.now() / 1000, events, dataParallelRank: 0, layout: "map", unknownTypes: [], seq: BigInt(seq++), replayed: false });
 const removed = (...hashes: string[]) => batch([{ type: "BlockRemoved", hashes, medium: "GPU", groupIdx: null }]);
 
 function synced(): { sync: UpstreamCacheSync; evicted: string[] } {

@@ -125,6 +125,7 @@ describe("ctxr serve", () => {
 
   test("--kv-events-publish: listed in --help, validated, model-only, refused with --no-prefix-cache; a port in use fails naming it", async () => {
     expect(runCli(["serve", "--help"]).stdout).toContain("--kv-events-publish E");
+    expect(runCli(["serve", "--help"]).stdout).toContain("--kv-events-max-connections N");
     const model = ["--model", join(folder.path, "no-model-here")];
     const cases: [string[], string][] = [
       [["--kv-events-publish", "nope"], "--kv-events-publish: 'nope' is not a tcp://HOST:PORT endpoint"],
@@ -132,6 +133,10 @@ describe("ctxr serve", () => {
       [["--kv-events-publish", "tcp://*:5557,hashes=hex"], "--kv-events-publish: hashes= must be bytes or int, got 'hex'"],
       [["--kv-events-publish", "tcp://*:5557,replay"], "--kv-events-publish: '' is not a tcp://HOST:PORT endpoint"],
       [["--kv-events-publish", "tcp://*:5557", "--no-prefix-cache"], "--kv-events-publish publishes the prefix cache's changes: it cannot go with --no-prefix-cache"],
+      [["--kv-events-publish", "tcp://*:5557", "--kv-events-max-connections", "0"], "--kv-events-max-connections must be a positive integer, got '0'"],
+      [["--kv-events-publish", "tcp://*:5557", "--kv-events-handshake-timeout", "0"], "--kv-events-handshake-timeout must be a positive number, got '0'"],
+      [["--kv-events-max-connections", "8"], "--kv-events-max-connections needs --kv-events-publish"],
+      [["--kv-events-handshake-timeout", "2"], "--kv-events-handshake-timeout needs --kv-events-publish"],
     ];
     for (const [args, message] of cases) {
       const run = runCli(["serve", "--in-memory", "--port", "0", ...model, ...args]);

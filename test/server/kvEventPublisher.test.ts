@@ -5,7 +5,7 @@
  */
 import { decode } from "@msgpack/msgpack";
 import { afterEach, describe, expect, setDefaultTimeout, test } from "bun:test";
-import { END_OF_REPLAY_SEQ, KvEventPublisher, REPLAY_BUFFER_STEPS, parseKvEventsPublish } from "../../src/server/kvEventPublisher.ts";
+import { END_OF_REPLAY_SEQ, KvEventPublisher, REPLAY_BUFFER_BYTES, REPLAY_BUFFER_STEPS, parseKvEventsPublish } from "../../src/server/kvEventPublisher.ts";
 import { ZmqPeer } from "../helpers/zmqPeer.ts";
 
 setDefaultTimeout(60_000);
@@ -83,7 +83,7 @@ describe("KvEventPublisher", () => {
     expect(messages.map((m) => Array.from(m[1]!))).toEqual([0, 1, 2].map((seq) => [0, 0, 0, 0, 0, 0, 0, seq]));
     expect(messages.map((m) => eventsOf(m[2]!).map((e) => e.type))).toEqual([["BlockStored", "BlockStored", "BlockRemoved"], ["AllBlocksCleared"], ["BlockStored"]]);
     expect(messages.map((m) => (decode(m[2]!) as { ts: number }).ts)).toEqual([1000.5, 1001.5, 1002.5]);
-    expect(publisher.stats).toEqual({ batches: 3, events: 5, subscribers: 1, replayRequests: 0, dropped: 0 });
+    expect(publisher.stats).toMatchObject({ batches: 3, events: 5, subscribers: 1, replayRequests: 0, dropped: 0, refusedConnections: 0, handshakeTimeouts: 0, replayBufferBatches: 3 });
     expect(publisher.metrics()).toContain("ctxr_kv_events_batches_total 3\n");
     expect(publisher.metrics()).toContain("ctxr_kv_events_total 5\n");
   });
@@ -126,6 +126,19 @@ describe("KvEventPublisher", () => {
     const req = await peer.take("replay", 1);
     expect(req.map((m) => [seqOf(m[0]!), m[1]])).toEqual([[1n, live[1]![2]!]]);
     expect(publisher.stats.replayRequests).toBe(3);
+  });
+
+  test(`the replay buffer keeps at most ${REPLAY_BUFFER_BYTES / 1024 / 1024} MiB of payloads: the oldest go first`, async () => {
+    const publisher = await open("tcp://127.0.0.1:0,replay=tcp://127.0.0.1:0");
+    const big = new Uint8Array(20 * 1024 * 1024);
+    for (let i = 0; i < 10; i++) publisher.publishPayload(big);
+    expect(publisher.stats.replayBufferBytes).toBeLessThanOrEqual(REPLAY_BUFFER_BYTES);
+    expect(publisher.stats.replayBufferBatches).toBe(Math.floor(REPLAY_BUFFER_BYTES / big.length));
+    const peer = await ZmqPeer.subscribe(publisher.endpoint);
+    cleanups.push(() => peer.close());
+    peer.requestReplay(publisher.replayEndpoint!, 0);
+    const replayed = await peer.take("replay", 4, 60_000);
+    expect(replayed.map((m) => seqOf(m[0]!))).toEqual([7n, 8n, 9n, -1n]);
   });
 
   test(`the replay buffer keeps the last ${REPLAY_BUFFER_STEPS} batches`, async () => {

@@ -163,4 +163,34 @@ describe("endpoints", () => {
     const port = (taken.address() as { port: number }).port;
     await expect(PubSocket.bind({ host: "127.0.0.1", port })).rejects.toThrow(`cannot bind tcp://127.0.0.1:${port}: the port is in use`);
   });
+
+  test("a bound socket holds at most maxPeers connections and closes those not through the handshake in time; a libzmq SUB then connects", async () => {
+    const pub = await PubSocket.bind(LOCAL, { maxPeers: 3, handshakeTimeoutMs: 300 });
+    cleanup(() => pub.close());
+    let closedByServer = 0;
+    const idle: Socket[] = [];
+    for (let i = 0; i < 10; i++) {
+      const socket = connect({ host: "127.0.0.1", port: pub.port });
+      socket.on("error", () => {});
+      socket.on("close", () => closedByServer++);
+      socket.on("data", () => {});
+      idle.push(socket);
+      cleanup(() => void socket.destroy());
+    }
+    await until(() => pub.refusedPeers === 7, "7 connections refused over the cap");
+    expect(pub.peerCount).toBe(3);
+    // A peer through the handshake is not cut by the deadline; the idle ones are.
+    await until(() => pub.handshakeTimeouts === 3 && closedByServer === 10, "the idle connections closed after 300 ms", 5000);
+    expect(pub.peerCount).toBe(0);
+    const ready = await RawClient.open(pub.port, "SUB");
+    await Bun.sleep(500);
+    expect(ready.closed).toBe(false);
+    expect(pub.handshakeTimeouts).toBe(3);
+    const peer = await ZmqPeer.subscribe(`tcp://127.0.0.1:${pub.port}`, "kv");
+    cleanup(() => peer.close());
+    await until(() => pub.subscribers === 1, "the libzmq subscription");
+    pub.send([text("kv"), text("after the flood")]);
+    const [message] = await peer.take("message", 1);
+    expect(new TextDecoder().decode(message![1]!)).toBe("after the flood");
+  });
 });

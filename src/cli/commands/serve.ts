@@ -5,7 +5,8 @@
 import { readFileSync } from "node:fs";
 import { DEFAULT_CLIENT_STALL_MS, DEFAULT_MAX_UPSTREAM_REQUESTS, DEFAULT_UPSTREAM_TIMEOUT_MS } from "../../proxy/contextProxy.ts";
 import { ENGINES, type Engine } from "../../proxy/engineRequestId.ts";
-import { parseKvEventsSubscribe, type KvEventsSubscribeOptions } from "../../proxy/kvEventSubscriber.ts";
+import { DEFAULT_KV_EVENT_MAX_BYTES, parseKvEventsSubscribe, type KvEventsSubscribeOptions } from "../../proxy/kvEventSubscriber.ts";
+import { DEFAULT_HANDSHAKE_TIMEOUT_MS, DEFAULT_MAX_PEERS } from "../../zmq/zmqSockets.ts";
 import { parseUpstreamUrl } from "../../proxy/upstreamTarget.ts";
 import { parseKvEventsPublish, type KvEventsPublishOptions } from "../../server/kvEventPublisher.ts";
 import { DEFAULT_LIMITS } from "../../server/limits.ts";
@@ -83,7 +84,8 @@ beyond them, and 0 means unlimited; see README "Limits and hardening"):
   --max-index-bytes B      live index: contexts, ids, block keys (default ${mib(DEFAULT_BUDGETS.indexBytes)})
   --max-dedup-bytes B      dedup conversation records (default ${mib(DEFAULT_BUDGETS.dedupBytes)})
   --max-history-bytes B    the proxy's remembered histories (default ${mib(DEFAULT_BUDGETS.historyBytes)})
-  --max-routing-bytes B    the proxy's routing indexes (default ${mib(DEFAULT_BUDGETS.routingBytes)})
+  --max-routing-bytes B    the proxy's routing indexes and KV-event cache mirrors
+                           (default ${mib(DEFAULT_BUDGETS.routingBytes)})
   --max-response-bytes B   stored /v1/responses responses, with --model (default ${mib(DEFAULT_BUDGETS.responseBytes)})
   --max-annotation-bytes B annotation text one request may render (default ${mib(DEFAULT_BUDGETS.annotationBytes)})
   --max-template-placeholders N
@@ -115,6 +117,10 @@ Proxy for OpenAI-compatible engines (vLLM, SGLang, llama.cpp, hosted APIs):
                            optionally followed by ,replay=tcp://HOST:PORT (its
                            replay socket) and ,topic=T; 'none' for an upstream
                            that publishes none
+  --kv-events-max-bytes B  --kv-events: a larger payload is skipped unread and
+                           counted as malformed (oversized) (default ${mib(DEFAULT_KV_EVENT_MAX_BYTES)});
+                           each engine's cache mirror takes its share of half
+                           of --max-routing-bytes (~230 bytes a block)
   --routing M              auto (default: by the engines' KV events where every
                            candidate's are live, else by the estimate),
                            estimate, or round-robin (a baseline)
@@ -203,6 +209,13 @@ document's KV is cached and reused at any position):
                            ,hashes=bytes (default: 16 raw bytes) or int (the low 64
                            bits) and ,layout=map (default: vLLM main's), array
                            (SGLang's) or mixed (released vLLM's)
+  --kv-events-max-connections N
+                           connections each KV event socket holds at once; one
+                           more is closed as it comes (default ${DEFAULT_MAX_PEERS})
+  --kv-events-handshake-timeout S
+                           a connection that has not completed the ZeroMQ
+                           handshake S seconds after connecting is closed
+                           (default ${DEFAULT_HANDSHAKE_TIMEOUT_MS / 1000})
   --prophet-query-rows R   prophet: whose attention scores the tokens, all of the
                            question's tokens (default, the paper) or its last one
   --context-scores S       what cachecraft's token ranking, chunk budget split and
@@ -270,6 +283,7 @@ const FLAGS = {
   "document-template": { type: "string" },
   // Repeatable, like --upstream: one per upstream, in order.
   "kv-events": { type: "string", multiple: true },
+  "kv-events-max-bytes": { type: "string" },
   tokenizer: { type: "string" },
   routing: { type: "string" },
   "kv-overlap-weight": { type: "string" },
@@ -302,6 +316,8 @@ const FLAGS = {
   "no-prefix-cache": { type: "boolean" },
   "tool-call-parser": { type: "string" },
   "kv-events-publish": { type: "string" },
+  "kv-events-max-connections": { type: "string" },
+  "kv-events-handshake-timeout": { type: "string" },
   "sparse-entropy-threshold": { type: "string" },
   "sparse-varentropy-threshold": { type: "string" },
   "sparse-trigger-window": { type: "string" },
@@ -393,7 +409,7 @@ export async function serveCommand(args: string[], io: CommandIo & { err?(text: 
       throw new UsageError(`--upstream: ${(error as Error).message}`, COMMAND);
     }
   }
-  const proxyOnly = ["upstream-key", "engine", "upstream-timeout", "document-template", "kv-events", "tokenizer", "routing", "kv-overlap-weight", "max-history-bytes", "max-routing-bytes", "max-upstream-requests", "client-stall-seconds"].find((name) => flags.values[name] !== undefined);
+  const proxyOnly = ["upstream-key", "engine", "upstream-timeout", "document-template", "kv-events", "kv-events-max-bytes", "tokenizer", "routing", "kv-overlap-weight", "max-history-bytes", "max-routing-bytes", "max-upstream-requests", "client-stall-seconds"].find((name) => flags.values[name] !== undefined);
   if (upstreams.length === 0 && proxyOnly !== undefined) throw new UsageError(`--${proxyOnly} needs --upstream`, COMMAND);
   if (flags.values["upstream-key"] === "") throw new UsageError("--upstream-key must not be empty", COMMAND);
   const upstreamKey = typeof flags.values["upstream-key"] === "string" ? flags.values["upstream-key"] : process.env.CTXR_UPSTREAM_KEY || null;
@@ -406,7 +422,7 @@ export async function serveCommand(args: string[], io: CommandIo & { err?(text: 
 
   const model = typeof flags.values.model === "string" ? flags.values.model : null;
   if (model === "") throw new UsageError("--model must not be empty", COMMAND);
-  const modelOnly = ["max-response-bytes", "device", "kv-blocks", "threads", "kv-dtype", "served-model-name", "max-waiting-requests", "request-timeout", "max-grammar-step-ms", "max-grammar-compile-ms", "max-grammar-tools", "kv-policy", "recompute-ratio", "kv-device-blocks", "kv-host-bytes", "kv-dir", "kv-disk-bytes", "kv-remote", "kv-remote-bytes", "kv-remote-secret", "kv-remote-secret-file", "focus-window", "context-scores", "prophet-span-decay", "prophet-query-rows", "no-prefix-cache", "tool-call-parser", "kv-events-publish", "sparse-entropy-threshold", "sparse-varentropy-threshold", "sparse-trigger-window"].find((name) => flags.values[name] !== undefined);
+  const modelOnly = ["max-response-bytes", "device", "kv-blocks", "threads", "kv-dtype", "served-model-name", "max-waiting-requests", "request-timeout", "max-grammar-step-ms", "max-grammar-compile-ms", "max-grammar-tools", "kv-policy", "recompute-ratio", "kv-device-blocks", "kv-host-bytes", "kv-dir", "kv-disk-bytes", "kv-remote", "kv-remote-bytes", "kv-remote-secret", "kv-remote-secret-file", "focus-window", "context-scores", "prophet-span-decay", "prophet-query-rows", "no-prefix-cache", "tool-call-parser", "kv-events-publish", "sparse-entropy-threshold", "sparse-varentropy-threshold", "sparse-trigger-window", "kv-events-max-connections", "kv-events-handshake-timeout"].find((name) => flags.values[name] !== undefined);
   if (model === null && modelOnly !== undefined) throw new UsageError(`--${modelOnly} needs --model`, COMMAND);
   if (model !== null && upstreams.length > 0) throw new UsageError("give --model (serve a model) or --upstream (proxy engines), not both", COMMAND);
   const device = typeof flags.values.device === "string" ? flags.values.device : "cpu";
@@ -437,6 +453,10 @@ export async function serveCommand(args: string[], io: CommandIo & { err?(text: 
   const sparseTrigger = sparseTriggerFromFlags(flags);
   const kvEventsPublish = kvEventsPublishFlag(flags);
   const kvEventsSubscribe = kvEventsFlags(flags, upstreams.length);
+  for (const name of ["kv-events-max-connections", "kv-events-handshake-timeout"]) {
+    if (flags.values[name] !== undefined && kvEventsPublish === null) throw new UsageError(`--${name} needs --kv-events-publish`, COMMAND);
+  }
+  if (flags.values["kv-events-max-bytes"] !== undefined && kvEventsSubscribe.every((events) => events === null)) throw new UsageError("--kv-events-max-bytes needs --kv-events", COMMAND);
   if (model === null && upstreams.length === 0 && blockSize !== undefined) throw new UsageError("--block-size needs --model or --upstream", COMMAND);
   const tokenizerDir = flags.values.tokenizer;
   if (tokenizerDir !== undefined && kvEventsSubscribe.every((events) => events === null)) throw new UsageError("--tokenizer counts the prompt blocks engines report in their KV events: it needs --kv-events", COMMAND);
@@ -526,6 +546,7 @@ export async function serveCommand(args: string[], io: CommandIo & { err?(text: 
             },
       kvEventsPublish,
       kvEventsSubscribe,
+      ...(flags.values["kv-events-max-bytes"] === undefined ? {} : { kvEventsSettings: { maxMessageBytes: byteSizeFlag(flags, "kv-events-max-bytes", COMMAND, 1)! } }),
     },
     { out: io.out, err: io.err ?? ((text) => void process.stderr.write(text)) },
   );
@@ -583,8 +604,13 @@ function kvEventsPublishFlag(flags: ParsedFlags): KvEventsPublishOptions | null 
   if (typeof value !== "string") return null;
   if (flags.values["no-prefix-cache"] === true) throw new UsageError("--kv-events-publish publishes the prefix cache's changes: it cannot go with --no-prefix-cache", COMMAND);
   try {
-    return parseKvEventsPublish(value);
+    const options = parseKvEventsPublish(value);
+    const maxConnections = integerFlag(flags, "kv-events-max-connections", COMMAND, 1);
+    const handshakeSeconds = flags.values["kv-events-handshake-timeout"] === undefined ? undefined : numberFlag(flags, "kv-events-handshake-timeout", COMMAND, DEFAULT_HANDSHAKE_TIMEOUT_MS / 1000, { min: 0 });
+    if (handshakeSeconds !== undefined && handshakeSeconds <= 0) throw new UsageError(`--kv-events-handshake-timeout must be a positive number, got '${flags.values["kv-events-handshake-timeout"]}'`, COMMAND);
+    return { ...options, ...(maxConnections === undefined ? {} : { maxConnections }), ...(handshakeSeconds === undefined ? {} : { handshakeTimeoutMs: Math.round(handshakeSeconds * 1000) }) };
   } catch (error) {
+    if (error instanceof UsageError) throw error;
     throw new UsageError(`--kv-events-publish: ${(error as Error).message}`, COMMAND);
   }
 }

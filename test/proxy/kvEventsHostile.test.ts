@@ -98,6 +98,11 @@ describe("a hostile KV-event publisher against ctxr serve --kv-events", () => {
     const healthz = watchHealthz(ctxr.url);
     for (const [i, payload] of payloads.entries()) await publisher.publish(BigInt(i), payload);
     await until(async () => (await subscriberStats(ctxr.url)).subscriber.batches === 30, "30 batches", 60_000, 50);
+    // Received is not yet applied: the mirror takes the batches' keys after the subscriber counts them.
+    await until(async () => {
+      const applied = await subscriberStats(ctxr.url);
+      return applied.blocks + applied.evictedForBytes === 300_000;
+    }, "every stored block applied to the mirror", 60_000, 50);
     const stall = await healthz.stop();
     const stats = await subscriberStats(ctxr.url);
     // Half the budget for the mirror: ~9,000 blocks of ~224 bytes.

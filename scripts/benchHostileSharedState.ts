@@ -13,6 +13,10 @@
  *  state-garbage-snapshot a garbage snapshot key after snapshots were written (--state-snapshot-every 50).
  *  state-outage-flood    Redis killed, A flooded with reorders of ~110 KB of changes each
  *                        (1,500; --quick 150) under the default --state-queue-bytes; Redis back.
+ *                        The stall is also reported per phase (the flood while Redis is down,
+ *                        the 503s, the drain, the final check), with B's stall while it applies
+ *                        A's drained entries, and the same flood against an instance without
+ *                        --state (what the reorders cost by themselves).
  */
 import { startRedisServer, type RedisServer } from "../test/helpers/redisServer.ts";
 import { spawnServer, type SpawnedServer } from "../test/server/serverKit.ts";
@@ -34,25 +38,38 @@ interface Fixture {
   write(server: SpawnedServer, body: unknown, path?: string): Promise<number>;
   /** Counts 503s answered for a full outage queue. */
   refused(n: number): void;
+  /** Starts the next phase of the probe: the stall is also reported per phase. */
+  phase(name: string): void;
+  /** Ends the probe's measurement on A (what follows does not count toward its stall). */
+  stopWatching(): Promise<void>;
 }
 
 async function stats(server: SpawnedServer) {
   return (await server.get("/v1/stats")).body;
 }
 
-/** The longest /healthz answer on `server` until stopped. */
-function watchHealth(server: SpawnedServer): { stop(): Promise<number> } {
+/** The longest /healthz answer on `server` until stopped, overall and per phase (`phase(name)` starts the next). */
+function watchHealth(server: SpawnedServer): { phase(name: string): void; phases(): Record<string, number>; stop(): Promise<number> } {
   let worst = 0;
   let running = true;
+  let current = "start";
+  const byPhase: Record<string, number> = {};
   const loop = (async () => {
     while (running) {
       const started = performance.now();
+      const phase = current;
       await server.get("/healthz").catch(() => {});
-      worst = Math.max(worst, performance.now() - started);
+      const took = performance.now() - started;
+      worst = Math.max(worst, took);
+      byPhase[phase] = Math.max(byPhase[phase] ?? 0, Math.round(took));
       await Bun.sleep(20);
     }
   })();
   return {
+    phase(name) {
+      current = name;
+    },
+    phases: () => ({ ...byPhase }),
     async stop() {
       running = false;
       await loop;
@@ -93,20 +110,29 @@ async function run(name: string, body: (fixture: Fixture) => Promise<void>): Pro
       return answer.status;
     },
     refused: () => {},
+    phase: () => {},
+    stopWatching: async () => {},
   };
   const started = performance.now();
-  let watch: { stop(): Promise<number> } | null = null;
+  let watch: ReturnType<typeof watchHealth> | null = null;
   try {
     const a = await fixture.start();
     fixture.refused = (n: number) => void (refusedForQueue += n);
     result.start_rss_bytes = procStatusBytes(a.process.pid, "VmHWM") ?? -1;
     watch = watchHealth(a);
+    fixture.phase = (phase) => watch!.phase(phase);
+    fixture.stopWatching = async () => {
+      if (watch === null) return;
+      result.stall_ms = Math.round(await watch.stop());
+      result.notes += ` stall by phase (ms): ${JSON.stringify(watch.phases())};`;
+      watch = null;
+    };
     await body(fixture);
   } catch (error) {
     result.notes += ` probe failed: ${error instanceof Error ? error.message : String(error)}`;
   } finally {
     result.wall_ms = Math.round(performance.now() - started);
-    if (watch !== null) result.stall_ms = Math.round(await watch.stop());
+    await fixture.stopWatching();
     if (instances[0] !== undefined) result.peak_rss_bytes = procStatusBytes(instances[0].process.pid, "VmHWM") ?? -1;
     for (const server of instances) {
       server.kill(9);
@@ -187,6 +213,31 @@ export async function stateGarbageSnapshot(): Promise<SharedStateProbeResult> {
   });
 }
 
+/** ~110 KB of changes a request: 1,000 blocks with long ids (the index records their keys). */
+const floodBody = (i: number) => ({ contexts: [Array.from({ length: 1000 }, (_, j) => ({ id: `flood-${i}-${j}-${"x".repeat(90)}`, tokens: 1 }))] });
+
+/**
+ * The same flood against an instance without --state (--in-memory, as an instance with --state
+ * journals nothing locally): what `count` reorders of ~110 KB cost by themselves, as the longest
+ * /healthz answer over the first `split` requests and the rest.
+ */
+async function floodWithoutState(count: number, split: number): Promise<Record<string, number>> {
+  const server = await spawnServer(["--in-memory"]);
+  try {
+    const watch = watchHealth(server);
+    watch.phase("first");
+    for (let i = 0; i < count; i++) {
+      if (i === split) watch.phase("rest");
+      await server.post("/v1/reorder", floodBody(i));
+    }
+    await watch.stop();
+    return watch.phases();
+  } finally {
+    server.kill(9);
+    await server.exited;
+  }
+}
+
 export async function stateOutageFlood(quick: boolean): Promise<SharedStateProbeResult> {
   return run("state-outage-flood", async (fixture) => {
     const [a] = fixture.instances;
@@ -194,14 +245,14 @@ export async function stateOutageFlood(quick: boolean): Promise<SharedStateProbe
     await fixture.write(a!, context("before"));
     await fixture.redis.kill();
     const count = quick ? 150 : 1500;
-    // ~110 KB of changes a request: 1,000 blocks with long ids (the index records their keys).
-    const flood = (i: number) => ({ contexts: [Array.from({ length: 1000 }, (_, j) => ({ id: `flood-${i}-${j}-${"x".repeat(90)}`, tokens: 1 }))] });
     let refused = 0;
     let retryAfter = "";
+    fixture.phase("flood (Redis down)");
     for (let i = 0; i < count; i++) {
-      const answer = await a!.post("/v1/reorder", flood(i));
+      const answer = await a!.post("/v1/reorder", floodBody(i));
       fixture.tally.add(answer.status, answer.text);
       if (answer.status === 503) {
+        if (refused === 0) fixture.phase("503s");
         refused++;
         retryAfter = answer.headers.get("retry-after") ?? "";
       }
@@ -209,6 +260,10 @@ export async function stateOutageFlood(quick: boolean): Promise<SharedStateProbe
     fixture.refused(refused);
     const queued = (await stats(a!)).shared_state.unsent_bytes;
     const downPeak = procStatusBytes(a!.process.pid, "VmHWM") ?? -1;
+    fixture.phase("drain (Redis back)");
+    // B applies the entries A drains: its own stall is measured too.
+    const watchB = watchHealth(b);
+    watchB.phase("drain");
     const back = performance.now();
     await fixture.redis.start();
     const deadline = Date.now() + 60_000;
@@ -216,8 +271,14 @@ export async function stateOutageFlood(quick: boolean): Promise<SharedStateProbe
     const drained = Math.round(performance.now() - back);
     const entries = (await stats(a!)).shared_state.appended_entries;
     fixture.result.notes += ` queue at the bound: ${(queued / 2 ** 20).toFixed(1)} MiB; ${refused} refused (Retry-After ${retryAfter}); peak while down ${(downPeak / 2 ** 20).toFixed(0)} MiB; drained in ${drained} ms as ${entries} entries;`;
+    fixture.phase("final check");
+    watchB.phase("final check");
     await finalCheck(fixture);
-    void b;
+    await watchB.stop();
+    await fixture.stopWatching();
+    fixture.result.notes += ` stall on B, applying A's entries (ms): ${JSON.stringify(watchB.phases())};`;
+    const baseline = await floodWithoutState(count, count - refused);
+    fixture.result.notes += ` the same ${count} reorders on an instance without --state: stall ${JSON.stringify(baseline)} ms (first ${count - refused}, rest);`;
     fixture.result.traffic = `Redis killed; ${count} reorders of ~110 KB of changes on A (default --state-queue-bytes 64 MiB); Redis back`;
   });
 }

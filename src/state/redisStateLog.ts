@@ -18,6 +18,16 @@ export interface StateLogKeys {
   snapshotLock: string;
 }
 
+/**
+ * A log entry as Redis returned it, not decoded yet: the reader decodes entry by entry (see
+ * decodeStoredEntry), so that a page of large entries is never parsed in one go.
+ */
+export interface StoredEntry {
+  id: string;
+  /** Field names and values, alternating (anything, as written by whoever wrote it). */
+  fields: unknown;
+}
+
 /** What the snapshot key holds. */
 export type SnapshotRead = { kind: "none" } | { kind: "ok"; snapshot: StoredSnapshot<SharedSnapshotState> } | { kind: "garbage"; reason: string };
 
@@ -62,17 +72,17 @@ export class RedisStateLog {
   }
 
   /** Entries after `afterId`, oldest first, at most `count`. */
-  async readAfter(afterId: string, count: number): Promise<DecodedEntry[]> {
+  async readAfter(afterId: string, count: number): Promise<StoredEntry[]> {
     const reply = await this.command<RawEntry[]>(this.writer, COMMAND_TIMEOUT_MS, "XRANGE", [this.keys.log, `(${afterId}`, "+", "COUNT", String(count)]);
-    return reply.map(decodeRaw);
+    return reply.map(storedEntry);
   }
 
   /** Entries after `afterId`, waiting up to `blockMs` for one (on the tail connection). */
-  async waitAfter(afterId: string, blockMs: number, count: number): Promise<DecodedEntry[]> {
+  async waitAfter(afterId: string, blockMs: number, count: number): Promise<StoredEntry[]> {
     const args = ["COUNT", String(count), "BLOCK", String(blockMs), "STREAMS", this.keys.log, afterId];
     const reply = await this.command<Record<string, RawEntry[]> | null>(this.tail, blockMs + COMMAND_TIMEOUT_MS, "XREAD", args);
     if (reply === null) return [];
-    return (reply[this.keys.log] ?? []).map(decodeRaw);
+    return (reply[this.keys.log] ?? []).map(storedEntry);
   }
 
   /** What tells a reader whether entries after it were removed (logGap.ts): the highest removed id, the first entry, the snapshot's id. */
@@ -182,7 +192,11 @@ export class RedisStateLog {
 
 type RawEntry = [id: string, fields: unknown[]];
 
-function decodeRaw(raw: RawEntry): DecodedEntry {
-  const id = Array.isArray(raw) ? String(raw[0]) : "?";
-  return decodeLogEntry(id, Array.isArray(raw) ? raw[1] ?? [] : []);
+function storedEntry(raw: RawEntry): StoredEntry {
+  return Array.isArray(raw) ? { id: String(raw[0]), fields: raw[1] ?? [] } : { id: "?", fields: [] };
+}
+
+/** Decodes a stored entry whole (sharedLogSchema.ts); `headerOnlyFor`: the reader's own instance, whose changes it already holds. */
+export function decodeStoredEntry(stored: StoredEntry, headerOnlyFor?: string): DecodedEntry {
+  return decodeLogEntry(stored.id, stored.fields as readonly unknown[], headerOnlyFor);
 }

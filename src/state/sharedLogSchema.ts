@@ -51,8 +51,13 @@ export type DecodedEntry = { ok: true; entry: LogEntry } | { ok: false; dead: De
 
 const batchNumber = /^[1-9]\d{0,15}$/;
 
-/** Decodes an entry's fields (o, f, n, d) whole: every change must pass before the entry is used. */
-export function decodeLogEntry(id: string, fields: readonly unknown[]): DecodedEntry {
+/**
+ * Decodes an entry's fields (o, f, n, d) whole: every change must pass before the entry is used.
+ * An entry written by `headerOnlyFor` (the reading instance itself, which holds those changes
+ * already) gets its fields checked but its changes left unparsed (`changes` is empty): parsing
+ * and checking megabytes of JSON only to drop them would hold the request thread for nothing.
+ */
+export function decodeLogEntry(id: string, fields: readonly unknown[], headerOnlyFor?: string): DecodedEntry {
   const dead = (reason: string): DecodedEntry => ({ ok: false, dead: { id, reason } });
   if (!Array.isArray(fields)) return dead("its fields are not a list");
   const values = new Map<string, string>();
@@ -68,6 +73,7 @@ export function decodeLogEntry(id: string, fields: readonly unknown[]): DecodedE
     return dead(`it lacks the fields of a ctxr change batch (o, f, n, d); it has ${describeFieldNames(fields)}`);
   }
   if (!batchNumber.test(first) || !batchNumber.test(n) || Number(first) > Number(n)) return dead(`its batch numbers f=${clip(first)} n=${clip(n)} are not 1 <= f <= n`);
+  if (origin === headerOnlyFor) return { ok: true, entry: { id, origin, first: Number(first), n: Number(n), changes: [] } };
   let parsed: unknown;
   try {
     parsed = JSON.parse(data);

@@ -33,7 +33,7 @@ import { HistoryStore, type HistoryStoreOptions } from "../proxy/historyStore.ts
 import { judgeGap } from "./logGap.ts";
 import { PendingChanges } from "./pendingChanges.ts";
 import type { RedisTlsSettings } from "./redisDiagnosis.ts";
-import { RedisStateLog } from "./redisStateLog.ts";
+import { decodeStoredEntry, RedisStateLog, type StoredEntry } from "./redisStateLog.ts";
 import type { RedisUrl } from "./redisUrl.ts";
 import { historyCell, labelCell, type SharedChange } from "./sharedChange.ts";
 import type { DeadLetter, DecodedEntry, LogEntry, SharedSnapshotState, StoredSnapshot } from "./sharedLogSchema.ts";
@@ -63,8 +63,12 @@ export interface SharedStateOptions {
 
 /** --state-queue-bytes by default: what may wait in memory while Redis is unreachable. */
 export const DEFAULT_STATE_QUEUE_BYTES = 64 * 2 ** 20;
-/** An append carries at most this many bytes of changes (more batches wait for the next append). */
-export const DEFAULT_MAX_ENTRY_BYTES = 4 * 2 ** 20;
+/**
+ * An append carries at most this many bytes of changes (more batches wait for the next append).
+ * Every other instance decodes and applies an entry in one synchronous step, so this also bounds
+ * how long an entry holds a reader's request thread (about 10 ms for 1 MiB of index inserts).
+ */
+export const DEFAULT_MAX_ENTRY_BYTES = 2 ** 20;
 /** What a refused write tells the client to wait, in seconds. */
 export const QUEUE_FULL_RETRY_AFTER_S = 5;
 
@@ -211,7 +215,7 @@ export class SharedState implements ChangeSink {
   async catchUp(): Promise<void> {
     if (this.reads === "local" || !this.loaded || this.degradedReason !== null) return;
     try {
-      this.applyEntries(await this.redis.readAfter(this.lastId, PAGE));
+      await this.applyEntries(await this.redis.readAfter(this.lastId, PAGE));
     } catch {
       // The tail notices and reports an unreachable Redis; this request goes on from the replica.
     }
@@ -371,7 +375,7 @@ export class SharedState implements ChangeSink {
         const entries = await this.redis.waitAfter(this.lastId, TAIL_BLOCK_MS, PAGE);
         if (this.readError !== null) this.log(`ctxr serve: shared state: reading from Redis works again\n`);
         this.readError = null;
-        this.applyEntries(entries);
+        await this.applyEntries(entries);
       } catch (error) {
         if (this.closed) return;
         this.counters.read_errors++;
@@ -416,9 +420,9 @@ export class SharedState implements ChangeSink {
       let after = snapshot?.id ?? "0-0";
       for (;;) {
         const page = await this.redis.readAfter(after, PAGE);
-        entries.push(...page);
+        for (const stored of page) entries.push(decodeStoredEntry(stored));
         if (page.length < PAGE) break;
-        after = idOf(page.at(-1)!);
+        after = page.at(-1)!.id;
       }
       // A newer snapshot written meanwhile may have let the log be trimmed past the one read: read again.
       const current = await this.redis.snapshotId();
@@ -486,29 +490,44 @@ export class SharedState implements ChangeSink {
     else if (count % DEAD_LETTER_LOG_EVERY === 0) this.log(`ctxr serve: shared state: ${count} log entries skipped so far; the latest, ${dead.id}: ${dead.reason}\n`);
   }
 
-  private applyEntries(entries: DecodedEntry[]): void {
-    if (entries.length === 0) return;
-    for (const decoded of entries) {
-      const id = idOf(decoded);
-      // The tail and catchUp() read concurrently: whichever comes second skips what the first applied.
-      if (compareStreamIds(id, this.lastId) <= 0) continue;
-      this.lastId = id;
-      this.sinceSnapshot++;
-      if (!decoded.ok) {
-        this.deadLetter(decoded.dead);
-        continue;
-      }
-      const entry = decoded.entry;
-      if (entry.origin === this.instance) {
-        this.pending.confirm(entry.n);
-        continue;
-      }
-      if (this.isDuplicate(entry)) continue;
-      this.counters.applied_entries++;
-      for (const change of entry.changes) this.applyOther(change);
+  /**
+   * Applies entries read from the log in order, one at a time, giving requests the thread between
+   * them: a page can hold many entries of up to an entry's cap each, and decoding and applying
+   * them in one go would hold every request for as long. This instance's own entries are only
+   * recognised (their changes are already here), never parsed. The tail and catchUp() may run
+   * this concurrently: each entry is applied at most once, in the log's order (lastId).
+   */
+  private async applyEntries(entries: readonly StoredEntry[]): Promise<void> {
+    for (let i = 0; i < entries.length; i++) {
+      if (i > 0) await yieldToRequests();
+      if (this.closed) return;
+      this.applyEntry(entries[i]!);
     }
-    this.service!.enforceBudgets();
+  }
+
+  private applyEntry(stored: StoredEntry): void {
+    // Whichever of the tail and catchUp() comes second skips what the first applied.
+    if (compareStreamIds(stored.id, this.lastId) <= 0) return;
+    this.lastId = stored.id;
+    this.sinceSnapshot++;
+    this.applyDecoded(decodeStoredEntry(stored, this.instance));
     this.maybeSnapshot();
+  }
+
+  private applyDecoded(decoded: DecodedEntry): void {
+    if (!decoded.ok) {
+      this.deadLetter(decoded.dead);
+      return;
+    }
+    const entry = decoded.entry;
+    if (entry.origin === this.instance) {
+      this.pending.confirm(entry.n);
+      return;
+    }
+    if (this.isDuplicate(entry)) return;
+    this.counters.applied_entries++;
+    for (const change of entry.changes) this.applyOther(change);
+    this.service!.enforceBudgets();
   }
 
   private isDuplicate(entry: LogEntry): boolean {
@@ -561,6 +580,11 @@ export class SharedState implements ChangeSink {
       (error) => this.log(`ctxr serve: writing the shared state's snapshot failed: ${messageOf(error)}\n`),
     );
   }
+}
+
+/** Lets the event loop run what waits (requests, timers) before going on. */
+function yieldToRequests(): Promise<void> {
+  return new Promise((resolve) => setImmediate(resolve));
 }
 
 function idOf(decoded: DecodedEntry): string {

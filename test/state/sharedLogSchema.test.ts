@@ -31,6 +31,16 @@ describe("decodeLogEntry", () => {
     }
   });
 
+  test("the reader's own entries are recognised by their fields without parsing their changes; others' still are checked whole", () => {
+    const own = decodeLogEntry("9-0", fields("{not json", { o: "me", f: "3", n: "4" }), "me");
+    expect(own).toEqual({ ok: true, entry: { id: "9-0", origin: "me", first: 3, n: 4, changes: [] } });
+    expect(decodeLogEntry("9-1", fields("{not json", { o: "someone-else" }), "me").ok).toBe(false);
+    expect(decodeLogEntry("9-2", fields("{not json", { o: "me" })).ok).toBe(false);
+    // The fields themselves are still checked for the reader's own entries.
+    const badNumbers = decodeLogEntry("9-3", fields([insert], { o: "me", f: "2", n: "1" }), "me");
+    expect(badNumbers.ok).toBe(false);
+  });
+
   test("a type-confused change anywhere fails the whole entry (nothing of it is used)", () => {
     const confused = [
       [insert, { c: "service", r: { op: "insert", id: "r2", keys: "ab", tokens: [1], at: 1 } }],

@@ -25,6 +25,8 @@ import { readGgufFile } from "../model/gguf/ggufReader.ts";
 import { ggufModelConfig } from "../model/gguf/ggufModelConfig.ts";
 import { ggufModelTokenizer } from "../model/gguf/ggufTokenizer.ts";
 import { resolveModelSource, type ModelSource } from "../model/modelSource.ts";
+import { OffThreadTokenizer } from "../model/tokenizerThread/offThreadTokenizer.ts";
+import { TokenizerThread } from "../model/tokenizerThread/tokenizerThread.ts";
 import type { RecomputePolicy } from "../kv/recomputeSelection.ts";
 import { promptTokens, segmentChat, segmentTexts, type SegmentedPrompt } from "../kv/segmentedPrompt.ts";
 import type { UncertaintyTriggerOptions } from "../kv/uncertaintyTrigger.ts";
@@ -217,6 +219,8 @@ export class GenerationEngine {
     const engine = new GenerationEngine(options.servedModelName ?? source.name, dir, tokenizer, runner, scheduler, model.addBos, device, chunkCache);
     engine.grammarLimits = { ...DEFAULT_GRAMMAR_LIMITS, ...options.grammarLimits };
     engine.log = log;
+    engine.tokenizerThread = new TokenizerThread(source, log);
+    engine.prompts = new OffThreadTokenizer(tokenizer, engine.tokenizerThread);
     engine.toolCallFormat = options.toolCallParser ?? null;
     const capacities = chunkCache.capacities;
     engine.kvSettings = describeKvSettings({
@@ -236,6 +240,9 @@ export class GenerationEngine {
   }
 
   private grammarCompiler: GrammarCompiler | null = null;
+  private tokenizerThread: TokenizerThread | null = null;
+  /** Prompt ids as promises, long prompts tokenized on the tokenizer thread (the request routes use these). */
+  private prompts!: OffThreadTokenizer;
   /** The server's --tool-call-parser (null: detect from the chat template). */
   toolCallFormat: ToolCallFormat | null = null;
 
@@ -262,6 +269,21 @@ export class GenerationEngine {
   /** A chat's prompt ids through the chat template (which writes its own BOS). */
   chatPromptIds(messages: readonly ChatTemplateMessage[], options?: ChatTemplateOptions): number[] {
     return this.tokenizer.encode(this.tokenizer.applyChatTemplate(messages, options));
+  }
+
+  /** completionPromptIds without holding up the request thread: a long prompt is tokenized on the tokenizer thread. */
+  tokenizeCompletionPrompt(text: string): Promise<number[]> {
+    return this.prompts.encode(text, this.addBos ? this.tokenizer.bosTokenId : null);
+  }
+
+  /** tokenizer.encode (no BOS added) without holding up the request thread. */
+  tokenizeText(text: string): Promise<number[]> {
+    return this.prompts.encode(text);
+  }
+
+  /** chatPromptIds without holding up the request thread; `addBos` adds BOS as completions do (/tokenize's add_special_tokens). */
+  tokenizeChatPrompt(messages: readonly ChatTemplateMessage[], options: ChatTemplateOptions = {}, addBos = false): Promise<number[]> {
+    return this.prompts.encodeChat(messages, options, addBos && this.addBos ? this.tokenizer.bosTokenId : null);
   }
 
   /** A chat with documents as a segmented prompt (each document a reusable chunk). */
@@ -349,6 +371,7 @@ export class GenerationEngine {
   async close(): Promise<void> {
     await this.scheduler.close();
     this.grammarCompiler?.close();
+    this.tokenizerThread?.close();
     await this.chunkCache.closeRemote();
     await this.runner.shutdown();
   }

@@ -72,7 +72,7 @@ export async function prepareChatGeneration(engine: GenerationEngine, body: Chat
       segments = engine.chatSegments(messages, body.documents, templateOptions);
       promptIds = engine.segmentIds(segments);
     } else {
-      promptIds = engine.chatPromptIds(messages, templateOptions);
+      promptIds = await engine.tokenizeChatPrompt(messages, templateOptions);
     }
   } catch (error) {
     if (error instanceof ChatTemplateError || error instanceof ModelTokenizerError) throw new InvalidRequest("messages", error.message);

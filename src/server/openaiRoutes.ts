@@ -345,9 +345,9 @@ export function mountGenerationRoutes(app: OpenAPIHono, engine: GenerationEngine
         }
         prompts = [engine.segmentIds(segments)];
       } else if (prompt === undefined) throw new InvalidRequest("prompt", "required (or give segments)");
-      else if (typeof prompt === "string") prompts = [engine.completionPromptIds(prompt)];
+      else if (typeof prompt === "string") prompts = [await engine.tokenizeCompletionPrompt(prompt)];
       else if (prompt.length > 0 && typeof prompt[0] === "number") prompts = [prompt as number[]];
-      else if (prompt.length > 0 && typeof prompt[0] === "string") prompts = (prompt as string[]).map((text) => engine.completionPromptIds(text));
+      else if (prompt.length > 0 && typeof prompt[0] === "string") prompts = await Promise.all((prompt as string[]).map((text) => engine.tokenizeCompletionPrompt(text)));
       else prompts = prompt as number[][];
       prompts.forEach((ids, index) => {
         if (ids.length === 0) throw new InvalidRequest(prompts.length > 1 ? `prompt[${index}]` : "prompt", "the prompt is empty");

@@ -68,7 +68,14 @@ export class TokenizerThread {
 
   private request(message: (id: number) => TokenizerThreadIn): Promise<Int32Array> {
     if (this.givenUp !== null) return Promise.reject(new TokenizerThreadError(this.givenUp));
-    if (this.worker === null) this.start();
+    if (this.worker === null) {
+      try {
+        this.start();
+      } catch (error) {
+        this.giveUp(`the tokenizer thread cannot start: ${(error as Error).message}`);
+        return Promise.reject(new TokenizerThreadError(this.givenUp!));
+      }
+    }
     const id = this.nextId++;
     return new Promise<Int32Array>((resolve, reject) => {
       this.pending.set(id, { resolve, reject });

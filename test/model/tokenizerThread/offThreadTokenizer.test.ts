@@ -12,6 +12,12 @@ import { INLINE_TOKENIZE_CHARS, OffThreadTokenizer } from "../../../src/model/to
 import { TokenizerThread, TokenizerThreadError } from "../../../src/model/tokenizerThread/tokenizerThread.ts";
 import { tempFolder } from "../../helpers/cli.ts";
 import { byteLevelBpeFolder } from "../../helpers/tokenizerFolders.ts";
+import { tinyModelFolder } from "../../helpers/engineKit.ts";
+import { ggufFromModelFolder } from "../../helpers/ggufTinyModel.ts";
+import { tokenizerFolderAsGguf } from "../../helpers/ggufTokenizerMetadata.ts";
+import { parseGguf } from "../../../src/model/gguf/ggufReader.ts";
+import { encodeGguf } from "../../../src/model/gguf/ggufWriter.ts";
+import { loadSourceTokenizer } from "../../../src/model/sourceTokenizer.ts";
 
 const TEMPLATE =
   "{% for m in messages %}{% if m.role == 'bad' %}{{ raise_exception('no bad roles here') }}{% endif %}<s>{{ m.role }}: {{ m.content }}</s>\n{% endfor %}" +
@@ -82,10 +88,36 @@ describe("TokenizerThread", () => {
     try {
       const first = await failure(broken.encode(LONG, null));
       expect(first).toBeInstanceOf(TokenizerThreadError);
-      expect(first.message).toContain("tokenizer.json not found");
+      expect(first.message).toMatch(/cannot load the tokenizer: tokenizer(_config)?\.json not found/);
       expect(await failure(broken.encode(LONG, null))).toBeInstanceOf(TokenizerThreadError);
     } finally {
       broken.close();
+    }
+  });
+});
+
+describe("TokenizerThread of a GGUF file", () => {
+  test("loads the tokenizer from the file's metadata: the same ids as the request thread's", async () => {
+    const model = tinyModelFolder({ layers: 1 }, "tiny-gguf");
+    const file = join(model.path, "..", "tiny.gguf");
+    // The tiny model with its tokenizer in the metadata (as test/engine/ggufEngine.test.ts builds it).
+    const bytes = ggufFromModelFolder(model.path, "f32");
+    const header = parseGguf(bytes);
+    const metadata = new Map([...header.metadata].filter(([key]) => !key.startsWith("tokenizer.")));
+    for (const [key, value] of tokenizerFolderAsGguf(model.path, { model: "gpt2", pre: "gpt-2" })) if (key.startsWith("tokenizer.")) metadata.set(key, value);
+    const tensors = header.tensors.map((tensor) => ({ name: tensor.name, type: tensor.type, dims: tensor.dims, data: () => bytes.subarray(tensor.fileOffset, tensor.fileOffset + tensor.bytes) }));
+    writeFileSync(file, encodeGguf(metadata, tensors));
+    const source = resolveModelSource(file);
+    expect(source.kind).toBe("gguf");
+    const gguf = new TokenizerThread(source);
+    try {
+      const { tokenizer: inline } = await loadSourceTokenizer(source);
+      expect(Array.from(await gguf.encode(LONG, null))).toEqual(inline.encode(LONG));
+      const messages = [{ role: "user", content: LONG }];
+      expect(Array.from(await gguf.encodeChat(messages, {}, null))).toEqual(inline.encode(inline.applyChatTemplate(messages)));
+    } finally {
+      gguf.close();
+      model.cleanup();
     }
   });
 });

@@ -28,7 +28,7 @@ import { resolveModelSource, type ModelSource } from "../model/modelSource.ts";
 import { OffThreadTokenizer } from "../model/tokenizerThread/offThreadTokenizer.ts";
 import { TokenizerThread } from "../model/tokenizerThread/tokenizerThread.ts";
 import type { RecomputePolicy } from "../kv/recomputeSelection.ts";
-import { promptTokens, segmentChat, segmentTexts, type SegmentedPrompt } from "../kv/segmentedPrompt.ts";
+import { chatSegmentTexts, checkSegmentTexts, promptTokens, segmentTokens, type SegmentedPrompt } from "../kv/segmentedPrompt.ts";
 import type { UncertaintyTriggerOptions } from "../kv/uncertaintyTrigger.ts";
 import type { ContextScores } from "../kv/reuseScores.ts";
 import { DEFAULT_PROPHET_SPAN_DECAY, type ProphetQueryRows } from "../kv/recomputeSelection.ts";
@@ -286,14 +286,19 @@ export class GenerationEngine {
     return this.prompts.encodeChat(messages, options, addBos && this.addBos ? this.tokenizer.bosTokenId : null);
   }
 
-  /** A chat with documents as a segmented prompt (each document a reusable chunk). */
-  chatSegments(messages: readonly ChatTemplateMessage[], documents: readonly FieldDocument[], options?: ChatTemplateOptions): SegmentedPrompt {
-    return segmentChat(this.tokenizer, messages, documents, options);
+  /** A chat with documents as a segmented prompt (each document a reusable chunk); long pieces (a document, the head, the question) are tokenized on the tokenizer thread. */
+  async tokenizeChatSegments(messages: readonly ChatTemplateMessage[], documents: readonly FieldDocument[], options?: ChatTemplateOptions): Promise<SegmentedPrompt> {
+    const texts = chatSegmentTexts(this.tokenizer, messages, documents, options);
+    const [head, question, ...chunks] = await Promise.all([texts.head, texts.question, ...texts.chunks].map((text) => this.prompts.encode(text)));
+    return segmentTokens(head!, chunks, question!);
   }
 
-  /** /v1/completions `segments`: chunks, then the question; BOS as the head when the model adds one. */
-  completionSegments(texts: readonly string[]): SegmentedPrompt {
-    return segmentTexts(this.tokenizer, texts, this.addBos ? this.tokenizer.bosTokenId : null);
+  /** /v1/completions `segments`: chunks, then the question; BOS as the head when the model adds one. Long pieces are tokenized on the tokenizer thread. */
+  async tokenizeCompletionSegments(texts: readonly string[]): Promise<SegmentedPrompt> {
+    checkSegmentTexts(texts);
+    const ids = await Promise.all(texts.map((text) => this.prompts.encode(text)));
+    const bos = this.addBos ? this.tokenizer.bosTokenId : null;
+    return segmentTokens(bos === null ? [] : [bos], ids.slice(0, -1), ids.at(-1)!);
   }
 
   segmentIds(prompt: SegmentedPrompt): number[] {

@@ -69,7 +69,7 @@ export async function prepareChatGeneration(engine: GenerationEngine, body: Chat
       ...(tools !== null ? { tools: tools.tools } : {}),
     };
     if (body.documents && body.documents.length > 0) {
-      segments = engine.chatSegments(messages, body.documents, templateOptions);
+      segments = await engine.tokenizeChatSegments(messages, body.documents, templateOptions);
       promptIds = engine.segmentIds(segments);
     } else {
       promptIds = await engine.tokenizeChatPrompt(messages, templateOptions);

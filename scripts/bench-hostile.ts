@@ -72,7 +72,7 @@ import {
   type TinyUpstream,
 } from "../test/security/hostileKit.ts";
 import { tinyModelFolder } from "../test/helpers/engineKit.ts";
-import { AMBIGUOUS_COMPLETION, VALID_JSON_OBJECT, grammarProbes, healthzDuring, letterRun, post as postJson, useToolsTemplate } from "../test/security/grammarProbes.ts";
+import { AMBIGUOUS_COMPLETION, VALID_JSON_OBJECT, grammarProbes, letterRun, post as postJson, useToolsTemplate } from "../test/security/grammarProbes.ts";
 import { SHARED_STATE_PROBES, stateGarbageEntry, stateGarbageSnapshot, stateOutageFlood, stateXdel } from "./benchHostileSharedState.ts";
 import { emptyBatchPayload, emptyMapsPayload, floodConnections, HostilePublisher, randomBlockStoredPayload, subscriberStats, undecodablePayload, watchHealthz } from "../test/security/kvEventsHostileKit.ts";
 
@@ -332,7 +332,8 @@ interface GrammarProbeResult {
  * Issue 27's structured-output probes (test/security/grammarProbes.ts) on one tiny-model server
  * at --threads 1 with default flags: each request's status, the longest /healthz answer while it
  * ran, the server's peak RSS after it, and a valid json_object request's status right after; then
- * the ambiguous grammar beside plain completions, and /tokenize of 7 MB and 4 x 1 MB.
+ * the ambiguous grammar beside plain completions, /tokenize of 7 MB and 4 x 1 MB, and 1 MB chat
+ * and completion prompts (tokenized, then refused as too long).
  */
 async function grammarSurfaces(): Promise<GrammarProbeResult[]> {
   const model = tinyModelFolder({}, "tiny");
@@ -340,7 +341,12 @@ async function grammarSurfaces(): Promise<GrammarProbeResult[]> {
   const ctxr = await startCtxr(["--model", model.path, "--threads", "1", "--kv-blocks", "256"]);
   const out: GrammarProbeResult[] = [];
   const record = async (probe: string, work: () => Promise<{ status: number; text: string }>) => {
-    const timed = await healthzDuring(ctxr.url, work);
+    // /healthz polled from a process of its own: this one's JSON work (a million-token answer) is not the server's stall.
+    const healthz = watchHealthz(ctxr.url, 10);
+    await Bun.sleep(50);
+    const started = performance.now();
+    const result = await work();
+    const timed = { result, wallMs: performance.now() - started, stallMs: (await healthz.stop()).maxMs };
     let message = "";
     try {
       message = JSON.parse(timed.result.text).error?.message ?? "";
@@ -377,6 +383,8 @@ async function grammarSurfaces(): Promise<GrammarProbeResult[]> {
       const answers = await Promise.all(Array.from({ length: 4 }, () => postJson(ctxr.url, "/tokenize", { prompt: mb, return_token_strs: true })));
       return answers.find((answer) => answer.status !== 200) ?? { status: 200, text: "" };
     });
+    await record("chat completion, 1 MB prompt (too long)", () => postJson(ctxr.url, "/v1/chat/completions", { messages: [{ role: "user", content: mb }], max_tokens: 1 }));
+    await record("completion, 1 MB prompt (too long)", () => postJson(ctxr.url, "/v1/completions", { prompt: mb, max_tokens: 1 }));
   } finally {
     await ctxr.stop();
     model.cleanup();

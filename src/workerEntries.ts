@@ -9,7 +9,9 @@ export const QUANTIZE_WORKER_ENTRY = "./src/model/gguf/quantizeWorker.ts";
 
 export const GRAMMAR_WORKER_ENTRY = "./src/engine/grammar/grammarWorker.ts";
 
-export const WORKER_ENTRIES = [KV_EVENTS_WORKER_ENTRY, QUANTIZE_WORKER_ENTRY, GRAMMAR_WORKER_ENTRY];
+export const TOKENIZER_WORKER_ENTRY = "./src/model/tokenizerThread/tokenizerWorker.ts";
+
+export const WORKER_ENTRIES = [KV_EVENTS_WORKER_ENTRY, QUANTIZE_WORKER_ENTRY, GRAMMAR_WORKER_ENTRY, TOKENIZER_WORKER_ENTRY];
 
 /** Whether this code runs inside the single binary (its files live under Bun's /$bunfs/). */
 export function insideSingleBinary(): boolean {

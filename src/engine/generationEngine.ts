@@ -25,8 +25,10 @@ import { readGgufFile } from "../model/gguf/ggufReader.ts";
 import { ggufModelConfig } from "../model/gguf/ggufModelConfig.ts";
 import { ggufModelTokenizer } from "../model/gguf/ggufTokenizer.ts";
 import { resolveModelSource, type ModelSource } from "../model/modelSource.ts";
+import { OffThreadTokenizer } from "../model/tokenizerThread/offThreadTokenizer.ts";
+import { TokenizerThread } from "../model/tokenizerThread/tokenizerThread.ts";
 import type { RecomputePolicy } from "../kv/recomputeSelection.ts";
-import { promptTokens, segmentChat, segmentTexts, type SegmentedPrompt } from "../kv/segmentedPrompt.ts";
+import { chatSegmentTexts, checkSegmentTexts, promptTokens, segmentTokens, type SegmentedPrompt } from "../kv/segmentedPrompt.ts";
 import type { UncertaintyTriggerOptions } from "../kv/uncertaintyTrigger.ts";
 import type { ContextScores } from "../kv/reuseScores.ts";
 import { DEFAULT_PROPHET_SPAN_DECAY, type ProphetQueryRows } from "../kv/recomputeSelection.ts";
@@ -217,6 +219,8 @@ export class GenerationEngine {
     const engine = new GenerationEngine(options.servedModelName ?? source.name, dir, tokenizer, runner, scheduler, model.addBos, device, chunkCache);
     engine.grammarLimits = { ...DEFAULT_GRAMMAR_LIMITS, ...options.grammarLimits };
     engine.log = log;
+    engine.tokenizerThread = new TokenizerThread(source, log);
+    engine.prompts = new OffThreadTokenizer(tokenizer, engine.tokenizerThread);
     engine.toolCallFormat = options.toolCallParser ?? null;
     const capacities = chunkCache.capacities;
     engine.kvSettings = describeKvSettings({
@@ -236,6 +240,9 @@ export class GenerationEngine {
   }
 
   private grammarCompiler: GrammarCompiler | null = null;
+  private tokenizerThread: TokenizerThread | null = null;
+  /** Prompt ids as promises, long prompts tokenized on the tokenizer thread (the request routes use these). */
+  private prompts!: OffThreadTokenizer;
   /** The server's --tool-call-parser (null: detect from the chat template). */
   toolCallFormat: ToolCallFormat | null = null;
 
@@ -264,14 +271,34 @@ export class GenerationEngine {
     return this.tokenizer.encode(this.tokenizer.applyChatTemplate(messages, options));
   }
 
-  /** A chat with documents as a segmented prompt (each document a reusable chunk). */
-  chatSegments(messages: readonly ChatTemplateMessage[], documents: readonly FieldDocument[], options?: ChatTemplateOptions): SegmentedPrompt {
-    return segmentChat(this.tokenizer, messages, documents, options);
+  /** completionPromptIds without holding up the request thread: a long prompt is tokenized on the tokenizer thread. */
+  tokenizeCompletionPrompt(text: string): Promise<number[]> {
+    return this.prompts.encode(text, this.addBos ? this.tokenizer.bosTokenId : null);
   }
 
-  /** /v1/completions `segments`: chunks, then the question; BOS as the head when the model adds one. */
-  completionSegments(texts: readonly string[]): SegmentedPrompt {
-    return segmentTexts(this.tokenizer, texts, this.addBos ? this.tokenizer.bosTokenId : null);
+  /** tokenizer.encode (no BOS added) without holding up the request thread. */
+  tokenizeText(text: string): Promise<number[]> {
+    return this.prompts.encode(text);
+  }
+
+  /** chatPromptIds without holding up the request thread; `addBos` adds BOS as completions do (/tokenize's add_special_tokens). */
+  tokenizeChatPrompt(messages: readonly ChatTemplateMessage[], options: ChatTemplateOptions = {}, addBos = false): Promise<number[]> {
+    return this.prompts.encodeChat(messages, options, addBos && this.addBos ? this.tokenizer.bosTokenId : null);
+  }
+
+  /** A chat with documents as a segmented prompt (each document a reusable chunk); long pieces (a document, the head, the question) are tokenized on the tokenizer thread. */
+  async tokenizeChatSegments(messages: readonly ChatTemplateMessage[], documents: readonly FieldDocument[], options?: ChatTemplateOptions): Promise<SegmentedPrompt> {
+    const texts = chatSegmentTexts(this.tokenizer, messages, documents, options);
+    const [head, question, ...chunks] = await Promise.all([texts.head, texts.question, ...texts.chunks].map((text) => this.prompts.encode(text)));
+    return segmentTokens(head!, chunks, question!);
+  }
+
+  /** /v1/completions `segments`: chunks, then the question; BOS as the head when the model adds one. Long pieces are tokenized on the tokenizer thread. */
+  async tokenizeCompletionSegments(texts: readonly string[]): Promise<SegmentedPrompt> {
+    checkSegmentTexts(texts);
+    const ids = await Promise.all(texts.map((text) => this.prompts.encode(text)));
+    const bos = this.addBos ? this.tokenizer.bosTokenId : null;
+    return segmentTokens(bos === null ? [] : [bos], ids.slice(0, -1), ids.at(-1)!);
   }
 
   segmentIds(prompt: SegmentedPrompt): number[] {
@@ -349,6 +376,7 @@ export class GenerationEngine {
   async close(): Promise<void> {
     await this.scheduler.close();
     this.grammarCompiler?.close();
+    this.tokenizerThread?.close();
     await this.chunkCache.closeRemote();
     await this.runner.shutdown();
   }

@@ -72,6 +72,24 @@ export function segmentChat(
   documents: readonly FieldDocument[],
   options?: ChatTemplateOptions,
 ): SegmentedPrompt {
+  const texts = chatSegmentTexts(tokenizer, messages, documents, options);
+  return assemble(tokenizer.encode(texts.head), texts.chunks.map((p) => tokenizer.encode(p)), tokenizer.encode(texts.question));
+}
+
+/** The texts segmentChat tokenizes, each on its own: the head, each document's chunk, the question. */
+export interface ChatSegmentTexts {
+  head: string;
+  chunks: string[];
+  question: string;
+}
+
+/** segmentChat's split, before tokenizing (the caller may tokenize the pieces where it likes, then segmentTokens). */
+export function chatSegmentTexts(
+  tokenizer: Pick<ModelTokenizer, "applyChatTemplate">,
+  messages: readonly ChatTemplateMessage[],
+  documents: readonly FieldDocument[],
+  options?: ChatTemplateOptions,
+): ChatSegmentTexts {
   let at = messages.findLastIndex((m) => m.role === "user");
   if (at < 0) throw new SegmentedPromptError("documents need a user message to go with", "messages");
   const marked = messages.map((m, i) => (i === at ? { ...m, content: `${MARK}${m.content}` } : m));
@@ -92,9 +110,7 @@ export function segmentChat(
   });
   // The pieces must concatenate to exactly what the proxy renders.
   if (open + parts.join("") + "</documents>" !== rendered) throw new Error("segmentChat: document rendering drifted from renderDocumentsField");
-  const head = tokenizer.encode(text.slice(0, split) + open);
-  const question = tokenizer.encode(close + text.slice(split + MARK.length));
-  return assemble(head, parts.map((p) => tokenizer.encode(p)), question);
+  return { head: text.slice(0, split) + open, chunks: parts, question: close + text.slice(split + MARK.length) };
 }
 
 /**
@@ -102,12 +118,17 @@ export function segmentChat(
  * chunk, the last is the question; `bos` (when the model adds one) is the head.
  */
 export function segmentTexts(tokenizer: Pick<ModelTokenizer, "encode">, texts: readonly string[], bos: number | null): SegmentedPrompt {
+  checkSegmentTexts(texts);
+  const chunks = texts.slice(0, -1).map((t) => tokenizer.encode(t));
+  return assemble(bos === null ? [] : [bos], chunks, tokenizer.encode(texts.at(-1)!));
+}
+
+/** SegmentedPromptError when explicit segments cannot make a prompt (none, or one empty). */
+export function checkSegmentTexts(texts: readonly string[]): void {
   if (texts.length === 0) throw new SegmentedPromptError("segments must hold at least the question", "segments");
   texts.forEach((t, i) => {
     if (t.length === 0) throw new SegmentedPromptError(`segments[${i}] is empty`, `segments[${i}]`);
   });
-  const chunks = texts.slice(0, -1).map((t) => tokenizer.encode(t));
-  return assemble(bos === null ? [] : [bos], chunks, tokenizer.encode(texts.at(-1)!));
 }
 
 /** A prompt from token ids already split (tests, benchmarks). */

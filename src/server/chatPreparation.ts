@@ -69,10 +69,10 @@ export async function prepareChatGeneration(engine: GenerationEngine, body: Chat
       ...(tools !== null ? { tools: tools.tools } : {}),
     };
     if (body.documents && body.documents.length > 0) {
-      segments = engine.chatSegments(messages, body.documents, templateOptions);
+      segments = await engine.tokenizeChatSegments(messages, body.documents, templateOptions);
       promptIds = engine.segmentIds(segments);
     } else {
-      promptIds = engine.chatPromptIds(messages, templateOptions);
+      promptIds = await engine.tokenizeChatPrompt(messages, templateOptions);
     }
   } catch (error) {
     if (error instanceof ChatTemplateError || error instanceof ModelTokenizerError) throw new InvalidRequest("messages", error.message);

@@ -338,16 +338,16 @@ export function mountGenerationRoutes(app: OpenAPIHono, engine: GenerationEngine
       if (body.segments && prompt !== undefined) throw new InvalidRequest("segments", "give either prompt or segments, not both");
       if (body.segments) {
         try {
-          segments = engine.completionSegments(body.segments);
+          segments = await engine.tokenizeCompletionSegments(body.segments);
         } catch (error) {
           if (error instanceof SegmentedPromptError) throw new InvalidRequest(error.field, error.message);
           throw error;
         }
         prompts = [engine.segmentIds(segments)];
       } else if (prompt === undefined) throw new InvalidRequest("prompt", "required (or give segments)");
-      else if (typeof prompt === "string") prompts = [engine.completionPromptIds(prompt)];
+      else if (typeof prompt === "string") prompts = [await engine.tokenizeCompletionPrompt(prompt)];
       else if (prompt.length > 0 && typeof prompt[0] === "number") prompts = [prompt as number[]];
-      else if (prompt.length > 0 && typeof prompt[0] === "string") prompts = (prompt as string[]).map((text) => engine.completionPromptIds(text));
+      else if (prompt.length > 0 && typeof prompt[0] === "string") prompts = await Promise.all((prompt as string[]).map((text) => engine.tokenizeCompletionPrompt(text)));
       else prompts = prompt as number[][];
       prompts.forEach((ids, index) => {
         if (ids.length === 0) throw new InvalidRequest(prompts.length > 1 ? `prompt[${index}]` : "prompt", "the prompt is empty");

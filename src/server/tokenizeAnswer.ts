@@ -37,7 +37,9 @@ export function tokenizeAnswerStream(answer: TokenizeAnswer): ReadableStream<Uin
   const parts = answerText(answer);
   const encoder = new TextEncoder();
   return new ReadableStream<Uint8Array>({
-    pull(controller) {
+    async pull(controller) {
+      // One slice per turn of the event loop: a million-token answer is written between other requests, not in one block.
+      await new Promise<void>((resolve) => setImmediate(resolve));
       const next = parts.next();
       if (next.done) controller.close();
       else controller.enqueue(encoder.encode(next.value));

@@ -101,12 +101,12 @@ const DetokenizeResponse = z.object({ prompt: z.string() }).openapi("DetokenizeR
 
 type TokenizeBody = z.infer<typeof TokenizeRequest>;
 
-/** The ids /tokenize answers for a request (RequestError naming the field when it cannot). */
-export function tokenizeIds(engine: GenerationEngine, body: TokenizeBody): number[] {
+/** The ids /tokenize answers for a request (RequestError naming the field when it cannot); long texts are tokenized off the request thread. */
+export async function tokenizeIds(engine: GenerationEngine, body: TokenizeBody): Promise<number[]> {
   if (body.prompt !== undefined && body.messages !== undefined) throw new RequestError("messages", "give either prompt or messages, not both");
   if (body.messages === undefined) {
     if (body.prompt === undefined) throw new RequestError("prompt", "required (or messages)");
-    return body.add_special_tokens === false ? engine.tokenizer.encode(body.prompt) : engine.completionPromptIds(body.prompt);
+    return body.add_special_tokens === false ? await engine.tokenizeText(body.prompt) : await engine.tokenizeCompletionPrompt(body.prompt);
   }
   if (body.continue_final_message) throw new RequestError("continue_final_message", "not supported (neither is it by /v1/chat/completions)");
   const messages = requestChatMessages(body.messages, (field, message) => new RequestError(field, message));
@@ -116,7 +116,7 @@ export function tokenizeIds(engine: GenerationEngine, body: TokenizeBody): numbe
     ...(body.tools ? { tools: body.tools } : {}),
   };
   try {
-    return body.add_special_tokens ? engine.completionPromptIds(engine.tokenizer.applyChatTemplate(messages, options)) : engine.chatPromptIds(messages, options);
+    return await engine.tokenizeChatPrompt(messages, options, body.add_special_tokens === true);
   } catch (error) {
     if (error instanceof ChatTemplateError || error instanceof ModelTokenizerError) throw new RequestError("messages", error.message);
     throw error;
@@ -168,7 +168,7 @@ export function mountTokenizeRoutes(app: OpenAPIHono, engine: GenerationEngine, 
     const release = big ? await bigTokenizations.acquire() : () => {};
     let tokens: number[];
     try {
-      tokens = tokenizeIds(engine, body);
+      tokens = await tokenizeIds(engine, body);
     } finally {
       release();
     }

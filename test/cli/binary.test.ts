@@ -122,6 +122,40 @@ describe("compiled binary", () => {
     }
   }, 60_000);
 
+  test("serve --model: long prompts are tokenized on the tokenizer thread inside the binary (its worker entry is embedded)", async () => {
+    expect(binary).not.toBe("");
+    const model = tinyModelFolder({ layers: 1 }, "tiny-binary-tokenizer");
+    const server = Bun.spawn([binary, "serve", "--in-memory", "--port", "0", "--model", model.path, "--kv-blocks", "32", "--threads", "1"], {
+      cwd: runFolder.path,
+      env: { ...process.env, CTXR_RUNNER: buildRunner() },
+      stdout: "pipe",
+      stderr: "pipe",
+    });
+    try {
+      let out = "";
+      for await (const chunk of server.stdout) {
+        out += new TextDecoder().decode(chunk);
+        if (out.includes("listening on")) break;
+      }
+      const url = /listening on (http:\/\/\S+)/.exec(out)?.[1];
+      // Past the 4 KB kept inline; the tiny model's tokenizer is one token a byte, after BOS.
+      const prompt = "tokens ".repeat(3000);
+      const answer = await fetch(`${url}/tokenize`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ prompt }) });
+      expect(answer.status).toBe(200);
+      expect(((await answer.json()) as { count: number }).count).toBe(prompt.length + 1);
+      // Tokenized there too, then refused as longer than the context.
+      const chat = await fetch(`${url}/v1/chat/completions`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ messages: [{ role: "user", content: prompt }], max_tokens: 1 }) });
+      expect(chat.status).toBe(400);
+      expect(((await chat.json()) as { error: { message: string } }).error.message).toMatch(/the prompt has 210\d\d tokens/);
+    } finally {
+      server.kill("SIGTERM");
+      expect(await server.exited).toBe(0);
+      model.cleanup();
+    }
+    // A thread that cannot start falls back to tokenizing inline, saying so (a worker entry missing from the build): it must not have.
+    expect(await new Response(server.stderr).text()).not.toContain("tokenizer thread");
+  }, 60_000);
+
   test("serve --upstream --kv-events: the subscriber's ZeroMQ sockets (no native addon) follow an engine's events inside the binary", async () => {
     expect(binary).not.toBe("");
     const engine = await FakeEngine.start({ blockSize: 4, kvEvents: { layout: "array", hashes: "int" } });

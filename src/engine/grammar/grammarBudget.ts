@@ -64,26 +64,26 @@ export function parenthesisDepth(text: string, quoted: boolean): number {
   return deepest;
 }
 
-/** Tallies one constraint's literals against the limits. */
+/** Tallies one constraint's literals against the limits: a literal's own limits name its field, the total names `totalField` (a tool list's total is over every tool). */
 class LiteralTally {
   bytes = 0;
   constructor(
     private readonly limits: GrammarLimits,
-    private readonly field: string,
+    private readonly totalField: string,
   ) {}
 
-  add(text: string, what: string): void {
+  add(text: string, what: string, field: string): void {
     if (text.length > this.limits.maxStringLength) {
-      throw new GrammarSpecError(`is over the grammar budget: ${what} has ${text.length} characters, more than the limit of ${this.limits.maxStringLength}`, this.field);
+      throw new GrammarSpecError(`is over the grammar budget: ${what} has ${text.length} characters, more than the limit of ${this.limits.maxStringLength}`, field);
     }
     this.bytes += utf8Bytes(text);
     if (this.bytes > this.limits.maxLiteralBytes) {
-      throw new GrammarSpecError(`is over the grammar budget: its literals (consts, enum entries, choices, property names) exceed ${this.limits.maxLiteralBytes} bytes in all`, this.field);
+      throw new GrammarSpecError(`is over the grammar budget: its literals (consts, enum entries, choices, property names) exceed ${this.limits.maxLiteralBytes} bytes in all`, this.totalField);
     }
   }
 
-  alternatives(count: number, what: string): void {
-    if (count > this.limits.maxAlternatives) throw new GrammarSpecError(`is over the grammar budget: ${what} has ${count} entries, more than the limit of ${this.limits.maxAlternatives}`, this.field);
+  alternatives(count: number, what: string, field: string): void {
+    if (count > this.limits.maxAlternatives) throw new GrammarSpecError(`is over the grammar budget: ${what} has ${count} entries, more than the limit of ${this.limits.maxAlternatives}`, field);
   }
 }
 
@@ -108,17 +108,17 @@ function checkSchema(schema: unknown, limits: GrammarLimits, field: string, tall
       continue;
     }
     if (!isObject(value)) continue;
-    if (typeof value.const === "string") tally.add(value.const, "a const");
+    if (typeof value.const === "string") tally.add(value.const, "a const", field);
     if (Array.isArray(value.enum)) {
-      tally.alternatives(value.enum.length, "an enum");
-      for (const entry of value.enum) tally.add(typeof entry === "string" ? entry : JSON.stringify(entry) ?? "", "an enum entry");
+      tally.alternatives(value.enum.length, "an enum", field);
+      for (const entry of value.enum) tally.add(typeof entry === "string" ? entry : JSON.stringify(entry) ?? "", "an enum entry", field);
     }
     if (typeof value.pattern === "string") checkNesting(value.pattern, false, "a pattern", limits, field);
     for (const keyword of ["properties", "patternProperties"]) {
       const names = value[keyword];
       if (!isObject(names)) continue;
       for (const name of Object.keys(names)) {
-        tally.add(name, "a property name");
+        tally.add(name, "a property name", field);
         if (keyword === "patternProperties") checkNesting(name, false, "a pattern property", limits, field);
       }
     }
@@ -140,8 +140,8 @@ function checkSpec(spec: GrammarSpec, limits: GrammarLimits, field: string, tall
       checkSize(utf8Bytes(spec.grammar), "the grammar", limits, field);
       return checkNesting(spec.grammar, true, "the grammar", limits, field);
     case "choice":
-      tally.alternatives(spec.choices.length, "the choice");
-      for (const choice of spec.choices) tally.add(choice, "a choice");
+      tally.alternatives(spec.choices.length, "the choice", field);
+      for (const choice of spec.choices) tally.add(choice, "a choice", field);
       return;
     case "structural_tag":
       checkSize(utf8Bytes(JSON.stringify(spec.tag)), "the structural tag", limits, field);

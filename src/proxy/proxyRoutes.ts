@@ -25,6 +25,8 @@ export interface ProxyMountOptions {
   middleware: MiddlewareHandler[];
   /** Largest request body (413 beyond). */
   maxBodyBytes: number;
+  /** Levels of JSON nesting a rewritten route's body may have. */
+  maxJsonDepth: number;
   /** ctxr's own paths: a request to one of them with another method is answered by `notAllowed`, not forwarded. */
   ownPaths: ReadonlyMap<string, string[]>;
   notAllowed(c: Context): Response;
@@ -43,10 +45,10 @@ export function proxyRouteLabel(path: string): string {
 
 export function mountProxyRoutes(app: OpenAPIHono, proxy: ContextProxy, options: ProxyMountOptions): void {
   const guard: MiddlewareHandler = options.middleware.length === 0 ? (_c, next) => next() : every(...options.middleware);
-  const limit = options.maxBodyBytes;
-  app.post("/v1/chat/completions", guard, (c) => proxy.generate(c, "chat", limit));
-  app.post("/v1/completions", guard, (c) => proxy.generate(c, "completion", limit));
-  app.post("/v1/responses", guard, (c) => proxy.generate(c, "responses", limit));
+  const { maxBodyBytes: limit, maxJsonDepth: depth } = options;
+  app.post("/v1/chat/completions", guard, (c) => proxy.generate(c, "chat", limit, depth));
+  app.post("/v1/completions", guard, (c) => proxy.generate(c, "completion", limit, depth));
+  app.post("/v1/responses", guard, (c) => proxy.generate(c, "responses", limit, depth));
   const ownPath: MiddlewareHandler = async (c, next) => {
     if (options.ownPaths.has(c.req.path)) return options.notAllowed(c);
     await next();

@@ -190,6 +190,7 @@ export function createApp(service: ContextService, options: AppOptions = {}): Op
     mountProxyRoutes(app, proxy, {
       middleware: apiKey === null ? [] : [requireApiKey(apiKey)],
       maxBodyBytes: limits.maxBodyBytes,
+      maxJsonDepth: limits.maxJsonDepth,
       ownPaths: table,
       notAllowed,
       secured: apiKey !== null,
@@ -198,7 +199,7 @@ export function createApp(service: ContextService, options: AppOptions = {}): Op
   }
 
   if (engine !== null) {
-    mountGenerationRoutes(app, engine, { middleware: mutating, secured: apiKey !== null, errorSchema: schemas.ErrorResponse, log, sseKeepAliveMs: options.sseKeepAliveMs });
+    mountGenerationRoutes(app, engine, { middleware: mutating, secured: apiKey !== null, errorSchema: schemas.ErrorResponse, maxJsonDepth: limits.maxJsonDepth, log, sseKeepAliveMs: options.sseKeepAliveMs });
     const responses = new ResponseStore({ maxBytes: options.maxResponseBytes === undefined ? DEFAULT_BUDGETS.responseBytes : options.maxResponseBytes });
     mountResponsesRoute(app, engine, { middleware: mutating, secured: apiKey !== null, errorSchema: schemas.ErrorResponse, store: responses, maxJsonDepth: limits.maxJsonDepth, log, sseKeepAliveMs: options.sseKeepAliveMs });
     mountTokenizeRoutes(app, engine, { middleware: mutating, secured: apiKey !== null, errorSchema: schemas.ErrorResponse, maxJsonDepth: limits.maxJsonDepth });

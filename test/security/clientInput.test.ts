@@ -159,6 +159,18 @@ describe("JSON nested 100,000 deep", () => {
     }
   });
 
+  test("the proxy takes the server's limits.maxJsonDepth (not only the default)", async () => {
+    const shallow = await startProxy({ upstreams: [upstream.url] }, { limits: { maxJsonDepth: 8 } });
+    try {
+      // body (1) > messages (2) > message (3) > content, an array 6 deep (4 to 9): 9 levels.
+      const error = expectClientError(await shallow.post("/v1/chat/completions", `{"messages":[{"role":"user","content":${deepArray(6)}}]}`), 400);
+      expect(error.message).toBe("messages[0].content: nested deeper than 8 levels");
+      expect((await shallow.post("/v1/chat/completions", `{"messages":[{"role":"user","content":${deepArray(5)}}]}`)).status).toBe(200);
+    } finally {
+      await shallow.close();
+    }
+  });
+
   test(`proxy: ${MAX_DEPTH} levels pass, ${MAX_DEPTH + 1} do not`, async () => {
     // body (1) > messages (2) > message (3) > content (4) > ...
     const inner = (levels: number) => deepArray(levels);

@@ -562,6 +562,34 @@ describe("servers without a model", () => {
   });
 });
 
+describe("the server's JSON depth limit", () => {
+  test("limits.maxJsonDepth reaches the generation routes (not only the default)", async () => {
+    const shallow = await ContextService.open({ dataDir: null });
+    const limited = startServer(shallow, { host: "127.0.0.1", port: 0, engine, limits: { maxJsonDepth: 8 }, log: () => {} });
+    try {
+      const c = client(limited.url);
+      // Nine levels in a field each schema takes as free JSON: body (1) > field (2) > ... > {} (9).
+      const nine = { a: { b: { c: { d: { e: { f: { g: {} } } } } } } };
+      const bodies: [string, unknown][] = [
+        ["/v1/chat/completions", { messages: [{ role: "user", content: "hi" }], max_tokens: 1, chat_template_kwargs: nine }],
+        ["/v1/completions", { prompt: [256], max_tokens: 1, guided_json: nine }],
+        ["/v1/responses", { input: "hi", max_output_tokens: 1, metadata: {}, text: { format: { type: "json_schema", name: "x", schema: nine.a } } }],
+      ];
+      for (const [path, body] of bodies) {
+        const answer = await c.post(path, body);
+        expect(answer.status).toBe(400);
+        expect(answer.body.error.message).toContain("nested deeper than 8 levels");
+      }
+      // One level less passes the depth check.
+      const eight = await c.post("/v1/chat/completions", { messages: [{ role: "user", content: "hi" }], max_tokens: 1, chat_template_kwargs: nine.a });
+      expect(eight.status).toBe(200);
+    } finally {
+      await limited.stop(1000);
+      await shallow.close();
+    }
+  });
+});
+
 describe("ctxr serve --model (CLI)", () => {
   test("loads the model, serves it, stops on SIGTERM", async () => {
     const spawned = await spawnServer(["--in-memory", "--model", model.path, "--kv-blocks", "32", "--threads", "1", "--served-model-name", "tiny"], { CTXR_RUNNER: runnerPath }, 60_000);

@@ -272,8 +272,14 @@ describe("admission control", () => {
   test("a request's deadline cancels it while it waits and while it runs; the queue time is in its usage", async () => {
     const runner = await startRunner(64);
     const limited = new GenerationScheduler(runner, tokenizer, { maxBatch: 1 });
+    // The tiny model decodes fast, and how fast depends on the machine: waits and deadlines are a
+    // fraction of how long a long request takes here, so that it is still running when they pass.
+    const calibrationStarted = performance.now();
+    await limited.submit(long()).result();
+    const short = Math.max(5, Math.floor((performance.now() - calibrationStarted) / 8));
+
     const running = limited.submit(long());
-    const waiter = limited.submit(request(prompt, 2, { deadlineMs: 60 }));
+    const waiter = limited.submit(request(prompt, 2, { deadlineMs: short }));
     await expect(waiter.result()).rejects.toThrow(DeadlineExceededError);
     expect(limited.stats.waiting).toBe(0);
     expect(limited.stats.timedOut).toBe(1);
@@ -281,13 +287,26 @@ describe("admission control", () => {
     await Bun.sleep(50);
 
     const queued = limited.submit(long());
+    const submittedAt = performance.now();
     const behind = limited.submit(request(prompt, 2));
-    await Bun.sleep(100);
+    // When the running request let go of the only slot: at the cancel, or earlier if it ended by itself.
+    const released = (async () => {
+      try {
+        for await (const _ of queued);
+      } catch {
+        // cancelled
+      }
+      return performance.now();
+    })();
+    await Bun.sleep(short);
     queued.cancel();
+    const held = (await released) - submittedAt;
     const result = await behind.result();
-    expect(result.ctxr.queue_ms).toBeGreaterThanOrEqual(100);
+    // It waited while the slot was held (a few ms of slack: the end is seen just after the scheduler's step).
+    expect(result.ctxr.queue_ms).toBeGreaterThanOrEqual(Math.min(short, held) - 5);
+    expect(result.ctxr.queue_ms).toBeLessThanOrEqual(performance.now() - submittedAt);
 
-    const runs = limited.submit(request(prompt, 900, { stopTokenIds: [], deadlineMs: 80 }));
+    const runs = limited.submit(request(prompt, 900, { stopTokenIds: [], deadlineMs: short }));
     let tokens = 0;
     let failure: unknown = null;
     try {
@@ -307,14 +326,18 @@ describe("admission control", () => {
 
   test("the scheduler's request timeout applies to every request; a request's own deadline may only be shorter", async () => {
     const runner = await startRunner(64);
-    const timed = new GenerationScheduler(runner, tokenizer, { requestTimeoutMs: 80 });
+    // Timeouts a fraction of how long a long request takes on this machine (see above).
+    const calibrationStarted = performance.now();
+    await new GenerationScheduler(await startRunner(64), tokenizer).submit(long()).result();
+    const timeout = Math.max(10, Math.floor((performance.now() - calibrationStarted) / 8));
+    const timed = new GenerationScheduler(runner, tokenizer, { requestTimeoutMs: timeout });
     const capped = timed.submit(request(prompt, 900, { stopTokenIds: [], deadlineMs: 60_000 }));
     const error = await capped.result().catch((e) => e);
     expect(error).toBeInstanceOf(DeadlineExceededError);
     expect(error.field).toBe("");
-    expect(error.deadlineMs).toBe(80);
+    expect(error.deadlineMs).toBe(timeout);
     expect(error.message).toContain("the server's request timeout");
-    const shorter = await timed.submit(request(prompt, 900, { stopTokenIds: [], deadlineMs: 30 })).result().catch((e) => e);
+    const shorter = await timed.submit(request(prompt, 900, { stopTokenIds: [], deadlineMs: Math.max(5, Math.floor(timeout / 2)) })).result().catch((e) => e);
     expect(shorter.field).toBe("ctxr.deadline_ms");
     // A request that finishes in time is not touched by its deadline.
     expect((await timed.submit(request(prompt, 3)).result()).completionTokens).toBe(3);

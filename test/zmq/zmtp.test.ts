@@ -85,6 +85,18 @@ describe("frames", () => {
     expect(frames.length).toBe(1);
     expect(Buffer.compare(frames[0]!.body, body)).toBe(0);
   });
+
+  test("each body owns a buffer of exactly its size: no chunk it came in is kept alive by it", () => {
+    const big = Uint8Array.from({ length: 70_000 }, (_, i) => i % 7);
+    const stream = encodeMessage([Uint8Array.of(1, 2, 3), big, new Uint8Array(0)]);
+    for (const cut of [stream.length, 50_000, 4096, 3]) {
+      const reader = new FrameReader(1 << 20);
+      const frames = [];
+      for (let at = 0; at < stream.length; at += cut) frames.push(...reader.push(stream.slice(at, at + cut)));
+      expect(frames.map((f) => f.body.buffer.byteLength)).toEqual([3, 70_000, 0]);
+      expect(Buffer.compare(frames[1]!.body, big)).toBe(0);
+    }
+  });
 });
 
 describe("commands", () => {

@@ -7,7 +7,6 @@
  * Loads in @huggingface/tokenizers and in the Rust tokenizers library alike.
  */
 
-export const BYTE_TOKENS = 256;
 export const BOS_TOKEN = "<s>";
 export const EOS_TOKEN = "</s>";
 export const PAD_TOKEN = "<pad>";

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "cpu/avx2_reduce.h"
 #include "cpu/gemm.h"
 #include "halfs.h"
 
@@ -31,13 +32,6 @@ inline __m256 load8(const uint16_t* p) {
 template <bool BF16>
 inline float widen1(uint16_t h) {
   return BF16 ? bf16_to_f32(h) : f16_to_f32(h);
-}
-
-inline float hsum(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
 }
 
 // R weight rows × M activation rows: R·M accumulators of 8 lanes; each weight vector is widened
@@ -69,7 +63,7 @@ void block_avx2(const uint16_t* w, int cols, const float* x, float* y, size_t ld
   for (; c + 8 <= cols; c += 8) step(c);
   for (int i = 0; i < M; i++)
     for (int r = 0; r < R; r++) {
-      float s = hsum(acc[i][r]);
+      float s = hsum8(acc[i][r]);
       for (int t = c; t < cols; t++) s += widen1<BF16>(w[static_cast<size_t>(r) * cols + t]) * x[static_cast<size_t>(i) * cols + t];
       y[static_cast<size_t>(i) * ldy + r] = s + (bias ? bias[r] : 0.f);
     }

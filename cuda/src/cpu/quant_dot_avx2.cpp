@@ -4,18 +4,12 @@
 // Offsets (Q4_0's 8, Q6_K's 32, Q4_K's mins) are applied through the activation sums.
 #include <immintrin.h>
 
+#include "cpu/avx2_reduce.h"
 #include "cpu/quant_dot.h"
 
 namespace ctxr {
 
 namespace {
-
-inline float hsum(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
 
 inline __m256i load(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
 inline __m256 products(__m256i u, __m256i s) { return _mm256_cvtepi32_ps(_mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1))); }
@@ -29,7 +23,7 @@ float dot_q8_0(const void* wv, const ActBlock* a, int nb) {
     const __m256 p = products(_mm256_sign_epi8(wq, wq), _mm256_sign_epi8(aq, wq));
     acc = _mm256_fmadd_ps(p, _mm256_set1_ps(_cvtsh_ss(w[b].d) * a[b].d), acc);
   }
-  return hsum(acc);
+  return hsum8(acc);
 }
 
 float dot_q4_0(const void* wv, const ActBlock* a, int nb) {
@@ -44,7 +38,7 @@ float dot_q4_0(const void* wv, const ActBlock* a, int nb) {
     acc = _mm256_fmadd_ps(products(q, load(a[b].q)), _mm256_set1_ps(s), acc);
     offset -= 8.f * s * static_cast<float>(a[b].sum[0] + a[b].sum[1]);
   }
-  return hsum(acc) + offset;
+  return hsum8(acc) + offset;
 }
 
 float dot_q4_k(const void* wv, const ActBlock* a, int nb) {
@@ -67,7 +61,7 @@ float dot_q4_k(const void* wv, const ActBlock* a, int nb) {
       mins += dmin * (m0 * a0.d * static_cast<float>(a0.sum[0] + a0.sum[1]) + m1 * a1.d * static_cast<float>(a1.sum[0] + a1.sum[1]));
     }
   }
-  return hsum(acc) - mins;
+  return hsum8(acc) - mins;
 }
 
 float dot_q6_k(const void* wv, const ActBlock* a, int nb) {
@@ -98,7 +92,7 @@ float dot_q6_k(const void* wv, const ActBlock* a, int nb) {
       }
     }
   }
-  return hsum(acc) + offset;
+  return hsum8(acc) + offset;
 }
 
 }  // namespace

@@ -59,10 +59,8 @@ export class GgufError extends Error {
 
 export const ggufString = (value: string): GgufValue => ({ type: "string", value });
 export const ggufUint32 = (value: number): GgufValue => ({ type: "uint32", value });
-export const ggufInt32 = (value: number): GgufValue => ({ type: "int32", value });
 export const ggufFloat32 = (value: number): GgufValue => ({ type: "float32", value });
 export const ggufBool = (value: boolean): GgufValue => ({ type: "bool", value });
-export const ggufUint64 = (value: bigint | number): GgufValue => ({ type: "uint64", value: BigInt(value) });
 export const ggufArray = (itemType: GgufValueType, items: readonly GgufArrayItem[]): GgufValue => ({ type: "array", value: { itemType, items } });
 
 /** Byte ranges and bit ranges of the numeric types, for the writer's checks. */
@@ -137,9 +135,4 @@ export function metadataArray(metadata: GgufMetadata, key: string): GgufArray {
   const value = required(metadata, key);
   if (value.type !== "array") throw new GgufError(`metadata key ${key} is a ${value.type}, an array expected`);
   return value.value;
-}
-
-/** An optional key: undefined when absent, else `get`'s checked value. */
-export function optionalMetadata<T>(metadata: GgufMetadata, key: string, get: (metadata: GgufMetadata, key: string) => T): T | undefined {
-  return metadata.has(key) ? get(metadata, key) : undefined;
 }

@@ -85,8 +85,3 @@ export function ggmlTensorBytes(type: number, dims: readonly number[]): number {
   }
   return (count / info.blockSize) * info.blockBytes;
 }
-
-/** Bytes of one row of `columns` elements. */
-export function ggmlRowBytes(type: number, columns: number): number {
-  return ggmlTensorBytes(type, [columns]);
-}

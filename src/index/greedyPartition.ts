@@ -12,7 +12,7 @@
  * Ties: more contexts first, then the smaller position sum (blocks the retriever
  * ranked earlier), then the lower block number — so results are deterministic.
  */
-import { MaxHeap } from "./maxHeap.ts";
+import { BinaryHeap } from "../collections/binaryHeap.ts";
 
 export interface BlockGroup {
   readonly block: number;
@@ -33,7 +33,8 @@ export class GreedyPartitioner {
   private readonly touched: Int32Array;
   private readonly assigned: Int32Array;
   private stamp = 0;
-  private readonly heap = new MaxHeap();
+  /** Blocks by (count desc, position sum asc, block asc) as they were when pushed (see popFresh). */
+  private readonly heap = new BinaryHeap<BlockRank>(ranksBefore);
   private evaluator: GreedyPartitioner | undefined;
 
   constructor(
@@ -74,7 +75,7 @@ export class GreedyPartitioner {
       }
     }
 
-    heap.size = 0;
+    heap.clear();
     let postingTotal = 0;
     for (let t = 0; t < touchedCount; t++) {
       const b = touched[t]!;
@@ -82,7 +83,7 @@ export class GreedyPartitioner {
       postingFill[b] = postingTotal;
       if (count[b]! >= 2) {
         postingTotal += count[b]!;
-        heap.push(b, count[b]!, positionSum[b]!);
+        heap.push({ block: b, count: count[b]!, positionSum: positionSum[b]! });
       }
     }
     const postings = new Int32Array(postingTotal);
@@ -105,12 +106,11 @@ export class GreedyPartitioner {
       // A block every remaining context holds goes first: nothing can beat sharing it.
       const want = this.lookahead > 0 && !this.heldByAll(remaining) ? this.lookahead : 1;
       while (candidates.length < want && this.popFresh()) {
-        candidates.push(heap.top());
-        heap.pop();
+        candidates.push(heap.pop()!.block);
       }
       if (candidates.length === 0) break;
       const block = candidates.length === 1 ? candidates[0]! : this.bestByLookahead(candidates, postings, stamp);
-      for (const other of candidates) if (other !== block) heap.push(other, count[other]!, positionSum[other]!);
+      for (const other of candidates) if (other !== block) heap.push({ block: other, count: count[other]!, positionSum: positionSum[other]! });
 
       const members = new Int32Array(count[block]!);
       let m = 0;
@@ -145,17 +145,17 @@ export class GreedyPartitioner {
   }
 
   private heldByAll(remaining: number): boolean {
-    return this.popFresh() && this.heap.topCount() === remaining;
+    return this.popFresh() && this.heap.peek()!.count === remaining;
   }
 
   /** Drops stale heap entries (re-pushing them with live keys); false when no block is shared any more. */
   private popFresh(): boolean {
     const { heap, count, positionSum } = this;
-    while (heap.size > 0) {
-      const b = heap.top();
-      if (count[b] === heap.topCount() && positionSum[b] === heap.topPositionSum()) return true;
+    for (let top = heap.peek(); top !== undefined; top = heap.peek()) {
+      const b = top.block;
+      if (count[b] === top.count && positionSum[b] === top.positionSum) return true;
       heap.pop();
-      if (count[b]! >= 2) heap.push(b, count[b]!, positionSum[b]!);
+      if (count[b]! >= 2) heap.push({ block: b, count: count[b]!, positionSum: positionSum[b]! });
     }
     return false;
   }
@@ -181,4 +181,17 @@ export class GreedyPartitioner {
     }
     return best;
   }
+}
+
+/** A block with its count and position sum when it was pushed (they only ever decrease). */
+interface BlockRank {
+  block: number;
+  count: number;
+  positionSum: number;
+}
+
+function ranksBefore(a: BlockRank, b: BlockRank): boolean {
+  if (a.count !== b.count) return a.count > b.count;
+  if (a.positionSum !== b.positionSum) return a.positionSum < b.positionSum;
+  return a.block < b.block;
 }

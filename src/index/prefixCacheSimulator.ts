@@ -16,13 +16,14 @@
  *
  * hit ratio = hit tokens / total tokens, hit tokens = hit blocks * block_tokens.
  *
- * Everything lives in typed arrays: nodes are numbers (0 is the root); an evicted
+ * Nodes and the child table live in typed arrays: nodes are numbers (0 is the root); an evicted
  * node's number is reused, and its generation counter is bumped, so a heap entry
  * made for an evicted node is recognised as stale (sim.py's `alive` flag) by its
  * generation. Children are found through one open-addressing hash table keyed by
  * (parent, block). Memory stays proportional to the cached blocks, not to all
  * blocks ever inserted.
  */
+import { BinaryHeap } from "../collections/binaryHeap.ts";
 import type { ContextSet } from "./contextSet.ts";
 
 export interface PrefixCacheOptions {
@@ -51,6 +52,14 @@ const LAST = 2;
 const CHILDREN = 3;
 const GENERATION = 4;
 
+/** A heap entry: stale when the node's generation moved on (it was evicted) or it got children. */
+interface LeafEntry {
+  last: number;
+  tiebreak: number;
+  node: number;
+  generation: number;
+}
+
 export class PrefixCacheSimulator {
   readonly blockTokens: number;
   readonly capacityTokens: number | null;
@@ -71,10 +80,10 @@ export class PrefixCacheSimulator {
   private tableMask: number;
   private tableUsed = 0;
 
-  // Min-heap of (last, tiebreak, node, generation), ordered by (last, tiebreak).
-  private heapKeys: Float64Array;
-  private heapRefs: Int32Array;
-  private heapSize = 0;
+  /** Leaves by (last, tiebreak): sim.py's heap of (last, tiebreak, node). */
+  private readonly leaves = new BinaryHeap<LeafEntry>(
+    (a, b) => a.last < b.last || (a.last === b.last && a.tiebreak < b.tiebreak),
+  );
   private tiebreak = 0;
 
   private clock = 0;
@@ -110,8 +119,6 @@ export class PrefixCacheSimulator {
     this.table = new Int32Array(slots).fill(EMPTY);
     this.tableMask = slots - 1;
 
-    this.heapKeys = new Float64Array(2 * 1024);
-    this.heapRefs = new Int32Array(2 * 1024);
   }
 
   /** Serves one request (dense block numbers, int32); returns its hit blocks. */
@@ -143,7 +150,7 @@ export class PrefixCacheSimulator {
       i++;
     }
     const at = node * NODE_STRIDE;
-    if (node !== ROOT && this.nodes[at + CHILDREN] === 0) this.heapPush(this.nodes[at + LAST]!, node);
+    if (node !== ROOT && this.nodes[at + CHILDREN] === 0) this.pushLeaf(node);
 
     if (this.cachedBlocks > this.capacityBlocks) this.evict();
     return hitBlocks;
@@ -167,16 +174,13 @@ export class PrefixCacheSimulator {
 
   private evict(): void {
     const nodes = this.nodes; // evict() adds no nodes, so the array is not replaced
-    while (this.cachedBlocks > this.capacityBlocks && this.heapSize > 0) {
-      const last = this.heapKeys[0]!;
-      const victim = this.heapRefs[0]!;
-      const generation = this.heapRefs[1]!;
-      this.heapPop();
+    while (this.cachedBlocks > this.capacityBlocks && this.leaves.size > 0) {
+      const { last, node: victim, generation } = this.leaves.pop()!;
       const at = victim * NODE_STRIDE;
       // Stale: evicted since (sim.py: not alive), or not a leaf any more.
       if (nodes[at + GENERATION] !== generation || nodes[at + CHILDREN] !== 0) continue;
       if (nodes[at + LAST] !== last) {
-        this.heapPush(nodes[at + LAST]!, victim);
+        this.pushLeaf(victim);
         continue;
       }
       const parent = nodes[at + PARENT]!;
@@ -186,8 +190,14 @@ export class PrefixCacheSimulator {
       this.cachedBlocks--;
       this.evictedBlocks++;
       const parentAt = parent * NODE_STRIDE;
-      if (--nodes[parentAt + CHILDREN]! === 0 && parent !== ROOT) this.heapPush(nodes[parentAt + LAST]!, parent);
+      if (--nodes[parentAt + CHILDREN]! === 0 && parent !== ROOT) this.pushLeaf(parent);
     }
+  }
+
+  /** Puts a leaf on the heap with its last access and generation as they are now. */
+  private pushLeaf(node: number): void {
+    const at = node * NODE_STRIDE;
+    this.leaves.push({ last: this.nodes[at + LAST]!, tiebreak: ++this.tiebreak, node, generation: this.nodes[at + GENERATION]! });
   }
 
   // ---- nodes ----
@@ -288,71 +298,6 @@ export class PrefixCacheSimulator {
       const node = old[s]!;
       if (node !== EMPTY) this.insertSlot(nodes[node * NODE_STRIDE + PARENT]!, nodes[node * NODE_STRIDE + BLOCK]!, node);
     }
-  }
-
-  // ---- heap: entry e has key (heapKeys[2e], heapKeys[2e+1]) = (last, tiebreak)
-  //      and refers to node heapRefs[2e] of generation heapRefs[2e+1] ----
-
-  private heapPush(last: number, node: number): void {
-    if (2 * (this.heapSize + 1) > this.heapRefs.length) {
-      this.heapKeys = grow(this.heapKeys, new Float64Array(this.heapKeys.length * 2));
-      this.heapRefs = grow(this.heapRefs, new Int32Array(this.heapRefs.length * 2));
-    }
-    const tie = ++this.tiebreak;
-    const generation = this.nodes[node * NODE_STRIDE + GENERATION]!;
-    const keys = this.heapKeys;
-    const refs = this.heapRefs;
-    let i = this.heapSize++;
-    while (i > 0) {
-      const up = (i - 1) >> 1;
-      const upLast = keys[2 * up]!;
-      if (upLast < last || (upLast === last && keys[2 * up + 1]! < tie)) break;
-      keys[2 * i] = upLast;
-      keys[2 * i + 1] = keys[2 * up + 1]!;
-      refs[2 * i] = refs[2 * up]!;
-      refs[2 * i + 1] = refs[2 * up + 1]!;
-      i = up;
-    }
-    keys[2 * i] = last;
-    keys[2 * i + 1] = tie;
-    refs[2 * i] = node;
-    refs[2 * i + 1] = generation;
-  }
-
-  /** Removes the smallest entry. */
-  private heapPop(): void {
-    const size = --this.heapSize;
-    if (size === 0) return;
-    const keys = this.heapKeys;
-    const refs = this.heapRefs;
-    const last = keys[2 * size]!;
-    const tie = keys[2 * size + 1]!;
-    const node = refs[2 * size]!;
-    const generation = refs[2 * size + 1]!;
-    let i = 0;
-    for (;;) {
-      let child = 2 * i + 1;
-      if (child >= size) break;
-      let childLast = keys[2 * child]!;
-      const right = child + 1;
-      if (right < size) {
-        const rightLast = keys[2 * right]!;
-        if (rightLast < childLast || (rightLast === childLast && keys[2 * right + 1]! < keys[2 * child + 1]!)) {
-          child = right;
-          childLast = rightLast;
-        }
-      }
-      if (last < childLast || (last === childLast && tie < keys[2 * child + 1]!)) break;
-      keys[2 * i] = childLast;
-      keys[2 * i + 1] = keys[2 * child + 1]!;
-      refs[2 * i] = refs[2 * child]!;
-      refs[2 * i + 1] = refs[2 * child + 1]!;
-      i = child;
-    }
-    keys[2 * i] = last;
-    keys[2 * i + 1] = tie;
-    refs[2 * i] = node;
-    refs[2 * i + 1] = generation;
   }
 }
 

@@ -15,6 +15,7 @@
  * the ids to free, `insert` tells the caller when an equal block was cached already.
  */
 import { createHash } from "node:crypto";
+import { LruLeafHeap } from "../collections/lruLeafHeap.ts";
 import { tokenIdBytes } from "./chunkHash.ts";
 
 /** Hex length of a block hash (128 bits of SHA-256). */
@@ -126,8 +127,10 @@ export interface StoredPrefixBlock {
 export class PrefixBlockCache {
   private readonly byHash = new Map<string, CachedBlock>();
   private readonly byBlock = new Map<number, CachedBlock>();
-  /** Candidates for eviction (lazy: entries are checked when popped), a min-heap on lastUsed. */
-  private heap: [number, string][] = [];
+  /** Candidates for eviction, least recently used first. */
+  private readonly leaves = new LruLeafHeap<CachedBlock>(
+    (entry, lastUsed) => this.byHash.get(entry.hash) === entry && isEvictable(entry) && entry.lastUsed === lastUsed,
+  );
   private tick = 0;
   private readonly counters = { hits: 0, queried: 0, evictions: 0 };
 
@@ -210,10 +213,10 @@ export class PrefixBlockCache {
   evict(count: number): number[] {
     const freed: number[] = [];
     const hashes: string[] = [];
-    while (freed.length < count && this.heap.length > 0) {
-      const [lastUsed, hash] = this.pop();
-      const entry = this.byHash.get(hash);
-      if (entry === undefined || entry.refs > 0 || entry.children > 0 || entry.lastUsed !== lastUsed) continue;
+    while (freed.length < count) {
+      const entry = this.leaves.pop();
+      if (entry === null) break;
+      const hash = entry.hash;
       this.byHash.delete(hash);
       this.byBlock.delete(entry.block);
       freed.push(entry.block);
@@ -243,43 +246,17 @@ export class PrefixBlockCache {
 
   /** Puts an unreferenced leaf on the heap (stale entries are skipped when popped). */
   private offer(entry: CachedBlock): void {
-    if (entry.refs > 0 || entry.children > 0) return;
-    if (this.heap.length > 2 * this.byHash.size + 64) this.rebuildHeap();
-    const heap = this.heap;
-    heap.push([entry.lastUsed, entry.hash]);
-    let i = heap.length - 1;
-    while (i > 0) {
-      const up = (i - 1) >> 1;
-      if (heap[up]![0] <= heap[i]![0]) break;
-      [heap[up], heap[i]] = [heap[i]!, heap[up]!];
-      i = up;
-    }
+    if (!isEvictable(entry)) return;
+    this.leaves.push(entry, entry.lastUsed);
+    if (this.leaves.size > 2 * this.byHash.size + 64) this.leaves.rebuild(this.evictableLeaves());
   }
 
-  /** Drops the stale heap entries: one per current unreferenced leaf. */
-  private rebuildHeap(): void {
-    this.heap = [...this.byHash.values()].filter((e) => e.refs === 0 && e.children === 0).map((e): [number, string] => [e.lastUsed, e.hash]);
-    this.heap.sort((a, b) => a[0] - b[0]);
+  private *evictableLeaves(): Generator<readonly [CachedBlock, number]> {
+    for (const entry of this.byHash.values()) if (isEvictable(entry)) yield [entry, entry.lastUsed];
   }
+}
 
-  private pop(): [number, string] {
-    const heap = this.heap;
-    const top = heap[0]!;
-    const last = heap.pop()!;
-    if (heap.length > 0) {
-      heap[0] = last;
-      let i = 0;
-      for (;;) {
-        const l = 2 * i + 1;
-        const r = l + 1;
-        let m = i;
-        if (l < heap.length && heap[l]![0] < heap[m]![0]) m = l;
-        if (r < heap.length && heap[r]![0] < heap[m]![0]) m = r;
-        if (m === i) break;
-        [heap[m], heap[i]] = [heap[i]!, heap[m]!];
-        i = m;
-      }
-    }
-    return top;
-  }
+/** Not used by a running sequence and without a cached longer prefix. */
+function isEvictable(entry: CachedBlock): boolean {
+  return entry.refs === 0 && entry.children === 0;
 }

@@ -21,6 +21,7 @@
  * - Blocks are reference-counted by the edges holding them: `onBlockFreed`
  *   hears when the last one goes, so a key table can give the number away.
  */
+import { LruLeafHeap } from "../collections/lruLeafHeap.ts";
 import { BLOCK_SLOT_BYTES, EDGE_BLOCK_BYTES, estimatedStringBytes, NODE_BYTES, REQUEST_ID_BYTES } from "./memoryEstimates.ts";
 
 export interface LiveIndexOptions {
@@ -87,7 +88,9 @@ export class LiveContextIndex {
   private nodeTotal = 1;
   private tokenTotal = 0;
   private contextTotal = 0;
-  private readonly lru = new LeafHeap();
+  private readonly lru = new LruLeafHeap<LiveNode>(
+    (node, lastAccess) => node.alive && node.children.size === 0 && node.parent !== null && node.lastAccess === lastAccess,
+  );
   /** Whether leaves are tracked for eviction (only with a capacity or a TTL). */
   private tracksLeaves: boolean;
   /** Only a byte budget: leaves are tracked once bytes pass half of it (the heap costs a push per insert). */
@@ -253,7 +256,7 @@ export class LiveContextIndex {
     const evicted: string[] = [];
     if (capacity !== null) {
       while (this.tokenTotal > capacity) {
-        const leaf = this.lru.popLeaf();
+        const leaf = this.lru.pop();
         if (leaf === null) break;
         this.evictLeaf(leaf, evicted);
       }
@@ -265,10 +268,10 @@ export class LiveContextIndex {
       const used = () => this.bytes + (external === null ? 0 : external());
       if (this.tracksLazily && !this.tracksLeaves && used() > maxBytes / 2) {
         this.tracksLeaves = true;
-        this.lru.rebuild(this.liveLeaves());
+        this.rebuildLru();
       }
       while (used() > maxBytes) {
-        const leaf = this.lru.popLeaf();
+        const leaf = this.lru.pop();
         if (leaf === null) break;
         this.evictLeaf(leaf, evicted);
       }
@@ -283,9 +286,9 @@ export class LiveContextIndex {
     const evicted: string[] = [];
     if (ttl === null) return evicted;
     for (;;) {
-      const leaf = this.lru.peekLeaf();
+      const leaf = this.lru.peek();
       if (leaf === null || leaf.lastAccess > now - ttl) break;
-      this.lru.popLeaf();
+      this.lru.pop();
       this.evictLeaf(leaf, evicted);
     }
     return evicted;
@@ -449,8 +452,13 @@ export class LiveContextIndex {
 
   private trackLeaf(node: LiveNode): void {
     if (!this.tracksLeaves || node === this.root || node.children.size > 0) return;
-    this.lru.push(node);
-    if (this.lru.size > 4 * this.nodeTotal + 1024) this.lru.rebuild(this.liveLeaves());
+    this.lru.push(node, node.lastAccess);
+    if (this.lru.size > 4 * this.nodeTotal + 1024) this.rebuildLru();
+  }
+
+  /** Drops the heap's stale entries: one entry per live leaf. */
+  private rebuildLru(): void {
+    this.lru.rebuild(this.liveLeaves().map((leaf) => [leaf, leaf.lastAccess] as const));
   }
 
   private liveLeaves(): LiveNode[] {
@@ -504,73 +512,6 @@ export class LiveContextIndex {
   }
 }
 
-/** Min-heap of leaves by last access, with lazy invalidation. */
-class LeafHeap {
-  private entries: { node: LiveNode; lastAccess: number; order: number }[] = [];
-  private order = 0;
-
-  push(node: LiveNode): void {
-    const entry = { node, lastAccess: node.lastAccess, order: this.order++ };
-    const heap = this.entries;
-    let i = heap.length;
-    heap.push(entry);
-    while (i > 0) {
-      const up = (i - 1) >> 1;
-      if (!before(entry, heap[up]!)) break;
-      heap[i] = heap[up]!;
-      i = up;
-    }
-    heap[i] = entry;
-  }
-
-  /** The least recently used live leaf, without removing it. */
-  peekLeaf(): LiveNode | null {
-    while (this.entries.length > 0) {
-      const top = this.entries[0]!;
-      if (top.node.alive && top.node.children.size === 0 && top.node.parent !== null && top.node.lastAccess === top.lastAccess) return top.node;
-      this.popTop();
-    }
-    return null;
-  }
-
-  popLeaf(): LiveNode | null {
-    const leaf = this.peekLeaf();
-    if (leaf !== null) this.popTop();
-    return leaf;
-  }
-
-  get size(): number {
-    return this.entries.length;
-  }
-
-  clear(): void {
-    this.entries = [];
-  }
-
-  /** Drops stale entries: one entry per live leaf. */
-  rebuild(leaves: LiveNode[]): void {
-    this.entries = [];
-    for (const leaf of leaves) this.push(leaf);
-  }
-
-  private popTop(): void {
-    const heap = this.entries;
-    const last = heap.pop()!;
-    if (heap.length === 0) return;
-    let i = 0;
-    for (;;) {
-      const left = 2 * i + 1;
-      if (left >= heap.length) break;
-      const right = left + 1;
-      const child = right < heap.length && before(heap[right]!, heap[left]!) ? right : left;
-      if (!before(heap[child]!, last)) break;
-      heap[i] = heap[child]!;
-      i = child;
-    }
-    heap[i] = last;
-  }
-}
-
 function grown(array: Int32Array, size: number): Int32Array<ArrayBuffer> {
   const out = new Int32Array(size);
   out.set(array);
@@ -579,8 +520,4 @@ function grown(array: Int32Array, size: number): Int32Array<ArrayBuffer> {
 
 function requestIdBytes(id: string): number {
   return REQUEST_ID_BYTES + estimatedStringBytes(id);
-}
-
-function before(a: { lastAccess: number; order: number }, b: { lastAccess: number; order: number }): boolean {
-  return a.lastAccess < b.lastAccess || (a.lastAccess === b.lastAccess && a.order < b.order);
 }

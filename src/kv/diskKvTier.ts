@@ -26,6 +26,7 @@ import { createHash } from "node:crypto";
 import { mkdirSync } from "node:fs";
 import { open, readdir, rename, rm, writeFile } from "node:fs/promises";
 import { join, resolve } from "node:path";
+import { ByteBudgetedMap } from "../collections/byteBudgetedMap.ts";
 import type { KvData } from "../runner/runnerProtocol.ts";
 import {
   DEFAULT_KV_PAGE_SIZE,
@@ -123,8 +124,7 @@ export class DiskKvTier {
   private readonly expected: KvCacheExpectation;
   private readonly pageSize: number;
   private readonly log: (line: string) => void;
-  private readonly entries = new Map<string, DiskKvEntry>();
-  private used = 0;
+  private readonly entries: ByteBudgetedMap<DiskKvEntry>;
   /** The last operation queued for each key (operations on a key run in order). */
   private readonly queues = new Map<string, Promise<unknown>>();
   /** Temporary files being written now (scan leaves them alone). */
@@ -132,7 +132,7 @@ export class DiskKvTier {
   private tempCounter = 0;
 
   constructor(options: DiskKvTierOptions) {
-    if (!(options.capacityBytes >= 0)) throw new RangeError(`disk KV tier: bad capacity ${options.capacityBytes}`);
+    this.entries = new ByteBudgetedMap<DiskKvEntry>(options.capacityBytes, "disk KV tier");
     this.dir = resolve(options.dir);
     this.capacityBytes = options.capacityBytes;
     this.expected = { modelIdentity: options.modelIdentity, layers: options.layers, kvWidth: options.kvWidth };
@@ -157,7 +157,7 @@ export class DiskKvTier {
 
   /** The keys, least recently written first. */
   keys(): string[] {
-    return [...this.entries.keys()];
+    return this.entries.keys();
   }
 
   get size(): number {
@@ -166,12 +166,12 @@ export class DiskKvTier {
 
   /** The sum of the files' sizes. */
   get bytesUsed(): number {
-    return this.used;
+    return this.entries.bytesUsed;
   }
 
   /** How many bytes must leave to be within capacity (0 when within). */
   overflowBytes(): number {
-    return Math.max(0, this.used - this.capacityBytes);
+    return this.entries.overflowBytes();
   }
 
   /**
@@ -185,7 +185,7 @@ export class DiskKvTier {
   write(key: string, data: KvData, meta: object): Promise<boolean> {
     return this.serially(key, async () => {
       const bytes = encodeKvCacheFile(data, { ...this.expected, meta, key, pageSize: this.pageSize });
-      if (bytes.length > this.capacityBytes) return false;
+      if (!this.entries.fits(bytes.length)) return false;
       const name = kvFileName(key);
       const temp = join(this.dir, `.${name}.${process.pid}.${this.tempCounter++}.tmp`);
       this.writing.add(temp);
@@ -275,7 +275,6 @@ export class DiskKvTier {
       }
     }
     this.entries.clear();
-    this.used = 0;
     for (const entry of found.values()) this.remember(entry);
     return [...found.values()];
   }
@@ -303,21 +302,11 @@ export class DiskKvTier {
   }
 
   private remember(entry: DiskKvEntry): void {
-    const previous = this.entries.get(entry.key);
-    if (previous !== undefined) {
-      this.used -= previous.bytes;
-      this.entries.delete(entry.key);
-    }
     this.entries.set(entry.key, entry);
-    this.used += entry.bytes;
   }
 
   private async discard(key: string, path: string): Promise<void> {
-    const entry = this.entries.get(key);
-    if (entry !== undefined) {
-      this.entries.delete(key);
-      this.used -= entry.bytes;
-    }
+    this.entries.delete(key);
     // A file that cannot be deleted now is forgotten all the same; the next scan tries again.
     await rm(path, { force: true }).catch(() => {});
   }

@@ -5,6 +5,7 @@
  * overflowBytes() says how much must leave and the caller demotes or drops
  * entries by its own priority (reuse frequency, recency).
  */
+import { ByteBudgetedMap } from "../collections/byteBudgetedMap.ts";
 import type { KvData } from "../runner/runnerProtocol.ts";
 
 export interface HostKvEntry<M extends object = object> {
@@ -22,11 +23,10 @@ export function kvDataBytes(data: KvData): number {
 }
 
 export class HostKvTier<M extends object = object> {
-  private readonly entries = new Map<string, HostKvEntry<M>>();
-  private used = 0;
+  private readonly entries: ByteBudgetedMap<HostKvEntry<M>>;
 
   constructor(readonly capacityBytes: number) {
-    if (!(capacityBytes >= 0)) throw new RangeError(`host KV tier: bad capacity ${capacityBytes}`);
+    this.entries = new ByteBudgetedMap<HostKvEntry<M>>(capacityBytes, "host KV tier");
   }
 
   /**
@@ -37,14 +37,8 @@ export class HostKvTier<M extends object = object> {
    */
   put(key: string, data: KvData, meta: M): boolean {
     const bytes = kvDataBytes(data);
-    if (bytes > this.capacityBytes) return false;
-    const previous = this.entries.get(key);
-    if (previous !== undefined) {
-      this.used -= previous.bytes;
-      this.entries.delete(key);
-    }
+    if (!this.entries.fits(bytes)) return false;
     this.entries.set(key, { data, meta, bytes });
-    this.used += bytes;
     return true;
   }
 
@@ -58,16 +52,12 @@ export class HostKvTier<M extends object = object> {
 
   /** Removes an entry; false when there was none. */
   delete(key: string): boolean {
-    const entry = this.entries.get(key);
-    if (entry === undefined) return false;
-    this.entries.delete(key);
-    this.used -= entry.bytes;
-    return true;
+    return this.entries.delete(key) !== undefined;
   }
 
   /** The keys, least recently put first. */
   keys(): string[] {
-    return [...this.entries.keys()];
+    return this.entries.keys();
   }
 
   get size(): number {
@@ -75,11 +65,11 @@ export class HostKvTier<M extends object = object> {
   }
 
   get bytesUsed(): number {
-    return this.used;
+    return this.entries.bytesUsed;
   }
 
   /** How many bytes must leave to be within capacity (0 when within). */
   overflowBytes(): number {
-    return Math.max(0, this.used - this.capacityBytes);
+    return this.entries.overflowBytes();
   }
 }

@@ -24,9 +24,10 @@
  */
 import { createHash } from "node:crypto";
 import { mkdirSync } from "node:fs";
-import { open, readdir, rename, rm, writeFile } from "node:fs/promises";
+import { open, readdir, rm } from "node:fs/promises";
 import { join, resolve } from "node:path";
 import { ByteBudgetedMap } from "../collections/byteBudgetedMap.ts";
+import { temporaryTarget, writeAllAsync, writeFileAtomicallyAsync } from "../files/atomicFile.ts";
 import type { KvData } from "../runner/runnerProtocol.ts";
 import {
   DEFAULT_KV_PAGE_SIZE,
@@ -44,8 +45,6 @@ import {
 
 /** The extension of chunk-cache files. */
 export const KV_FILE_EXTENSION = ".ctxkv";
-/** Temporary files: "." + final name + "." + pid + "." + counter + ".tmp". */
-const TEMP_PATTERN = /^\..*\.ctxkv\.\d+\.\d+\.tmp$/;
 /** How much of the key's characters the file name shows. */
 const NAME_PREFIX_CHARS = 80;
 /** A header-only scan reads this much first (more when the header is larger). */
@@ -127,9 +126,8 @@ export class DiskKvTier {
   private readonly entries: ByteBudgetedMap<DiskKvEntry>;
   /** The last operation queued for each key (operations on a key run in order). */
   private readonly queues = new Map<string, Promise<unknown>>();
-  /** Temporary files being written now (scan leaves them alone). */
+  /** Names of the files being written now (scan leaves their temporary files alone). */
   private readonly writing = new Set<string>();
-  private tempCounter = 0;
 
   constructor(options: DiskKvTierOptions) {
     this.entries = new ByteBudgetedMap<DiskKvEntry>(options.capacityBytes, "disk KV tier");
@@ -187,16 +185,14 @@ export class DiskKvTier {
       const bytes = encodeKvCacheFile(data, { ...this.expected, meta, key, pageSize: this.pageSize });
       if (!this.entries.fits(bytes.length)) return false;
       const name = kvFileName(key);
-      const temp = join(this.dir, `.${name}.${process.pid}.${this.tempCounter++}.tmp`);
-      this.writing.add(temp);
+      this.writing.add(name);
       try {
-        await writeFile(temp, bytes, { flag: "wx" });
-        await rename(temp, join(this.dir, name));
+        // Not durable: a cache file lost or emptied by a power cut fails its checks and is dropped.
+        await writeFileAtomicallyAsync(join(this.dir, name), (fd) => writeAllAsync(fd, bytes), { durable: false });
       } catch (error) {
-        await rm(temp, { force: true }).catch(() => {});
         throw new DiskKvError(key, "io", `cannot write ${name}: ${(error as Error).message}`);
       } finally {
-        this.writing.delete(temp);
+        this.writing.delete(name);
       }
       this.remember({ key, meta: JSON.parse(JSON.stringify(meta)) as Record<string, unknown>, count: data.positions.length, bytes: bytes.length });
       return true;
@@ -256,8 +252,9 @@ export class DiskKvTier {
     for (const dirent of names) {
       const { name } = dirent;
       const path = join(this.dir, name);
-      if (TEMP_PATTERN.test(name)) {
-        if (this.writing.has(path)) continue;
+      const target = temporaryTarget(name);
+      if (target !== null && target.endsWith(KV_FILE_EXTENSION)) {
+        if (this.writing.has(target)) continue;
         await rm(path, { force: true }).catch(() => {});
         this.log(`ctxr: chunk cache: removed the temporary file ${name} of an interrupted write`);
         continue;

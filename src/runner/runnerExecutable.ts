@@ -169,7 +169,7 @@ export async function unpackRunner(file: EmbeddedFile, cacheRoot: string, log?: 
     throw new RunnerNotFoundError(`cannot create ${folder} to unpack the model runner: ${(error as Error).message} (set XDG_CACHE_HOME to a writable folder, or CTXR_RUNNER)`);
   }
   try {
-    writeFileAtomically(target, (fd) => writeAll(fd, bytes), 0o755);
+    writeFileAtomically(target, (fd) => writeAll(fd, bytes), { mode: 0o755 });
   } catch (error) {
     throw new RunnerNotFoundError(`cannot unpack the model runner to ${target}: ${(error as Error).message}`);
   }

@@ -17,16 +17,7 @@ export function closeFile(fd: number): Promise<void> {
 }
 
 /** Writes bytes[0, length) at the file position (the end, for files opened with "a"), retrying short writes. */
-export async function writeAll(fd: number, bytes: Uint8Array, length = bytes.length): Promise<void> {
-  let offset = 0;
-  while (offset < length) {
-    const written = await new Promise<number>((resolve, reject) =>
-      fs.write(fd, bytes, offset, length - offset, null, settle(resolve, reject)),
-    );
-    if (written <= 0) throw new Error(`write returned ${written}`);
-    offset += written;
-  }
-}
+export { writeAllAsync as writeAll } from "../../files/atomicFile.ts";
 
 /** fdatasync: the data and the metadata needed to read it back (the file size). */
 export function syncData(fd: number): Promise<void> {

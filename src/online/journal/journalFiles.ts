@@ -3,13 +3,15 @@
  *
  *   log-<first seq>.jsonl           a log segment; its first record has seq >= <first seq>
  *   snapshot-<seq>.json             a snapshot covering records 1..<seq>
- *   snapshot-<seq>.json.tmp         a snapshot being written (removed on open)
+ *   .snapshot-<seq>.json.<pid>.<n>.tmp   a snapshot being written (removed on open; see
+ *                                   files/atomicFile.ts; snapshot-<seq>.json.tmp from older versions)
  *   snapshot-<seq>.json.damaged     a snapshot that failed its checks (kept for inspection)
  *   journal.lock                    the lock of the live process
  * Numbers are zero-padded to 16 digits, so name order is seq order.
  */
 import { readdir } from "node:fs/promises";
 import { join } from "node:path";
+import { temporaryTarget } from "../../files/atomicFile.ts";
 
 const DIGITS = 16;
 const SEGMENT = /^log-(\d{16})\.jsonl$/;
@@ -51,10 +53,16 @@ export async function listJournalFiles(dir: string): Promise<JournalFiles> {
     const snapshot = SNAPSHOT.exec(name);
     if (segment) files.segments.push({ seq: Number(segment[1]), path: join(dir, name) });
     else if (snapshot) files.snapshots.push({ seq: Number(snapshot[1]), path: join(dir, name) });
-    else if (name.startsWith("snapshot-") && name.endsWith(TMP_SUFFIX)) files.temporary.push(join(dir, name));
+    else if (isTemporarySnapshot(name)) files.temporary.push(join(dir, name));
     else if (name.startsWith("snapshot-") && name.endsWith(DAMAGED_SUFFIX)) files.damaged.push(join(dir, name));
   }
   files.segments.sort((a, b) => a.seq - b.seq);
   files.snapshots.sort((a, b) => a.seq - b.seq);
   return files;
+}
+
+function isTemporarySnapshot(name: string): boolean {
+  const target = temporaryTarget(name);
+  if (target !== null) return SNAPSHOT.test(target);
+  return name.startsWith("snapshot-") && name.endsWith(TMP_SUFFIX);
 }

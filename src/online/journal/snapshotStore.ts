@@ -3,14 +3,13 @@
  * covers and whose value is `{"state": S}`, or `{"cleared": true}` for the marker that
  * Journal.clear() writes as its commit point.
  *
- * Writing is atomic: a temporary file is written and fsync'd, renamed over the final
- * name, and the directory is fsync'd. A reader sees either no snapshot or a whole one.
+ * Writing is atomic (files/atomicFile.ts): a reader sees either no snapshot or a whole one.
  */
-import { readFile, rename } from "node:fs/promises";
+import { readFile } from "node:fs/promises";
 import { join } from "node:path";
-import { closeFile, openFile, removeFile, syncDirectory, syncFile, writeAll } from "./fileSystem.ts";
+import { writeAllAsync, writeFileAtomicallyAsync } from "../../files/atomicFile.ts";
 import { frameBytes, parseFrames } from "./framing.ts";
-import { snapshotName, TMP_SUFFIX } from "./journalFiles.ts";
+import { snapshotName } from "./journalFiles.ts";
 
 export type SnapshotContent<S> = { kind: "state"; state: S } | { kind: "cleared" };
 
@@ -22,19 +21,7 @@ export function encodeSnapshot<S>(seq: number, content: SnapshotContent<S>): Uin
 /** Writes `bytes` as snapshot-<seq>.json atomically; returns its path. */
 export async function writeSnapshotFile(dir: string, seq: number, bytes: Uint8Array, fsync: boolean): Promise<string> {
   const path = join(dir, snapshotName(seq));
-  const tmpPath = path + TMP_SUFFIX;
-  const fd = await openFile(tmpPath, "w");
-  try {
-    await writeAll(fd, bytes);
-    if (fsync) await syncFile(fd);
-  } catch (error) {
-    await closeFile(fd).catch(() => {});
-    await removeFile(tmpPath).catch(() => {});
-    throw error;
-  }
-  await closeFile(fd);
-  await rename(tmpPath, path);
-  if (fsync) await syncDirectory(dir);
+  await writeFileAtomicallyAsync(path, (fd) => writeAllAsync(fd, bytes), { durable: fsync });
   return path;
 }
 

@@ -239,7 +239,9 @@ describe("damaged snapshots", () => {
 
   test("a leftover temporary snapshot (crash while writing one) is removed and ignored", async () => {
     const dir = await twoSnapshots();
+    // As an older version named it, and as files/atomicFile.ts names it.
     writeFileSync(join(dir, "snapshot-0000000000000025.json.tmp"), frameBytes(25, { state: [1] }).subarray(0, 9));
+    writeFileSync(join(dir, ".snapshot-0000000000000026.json.4242.0.tmp"), frameBytes(26, { state: [1] }).subarray(0, 9));
     const { journal, recovered } = await openJournal(dir);
     expect(recovered.report.snapshotSeq).toBe(20);
     expect(recoveredIds(recovered)).toEqual(range(1, 25));

@@ -33,8 +33,13 @@ export class GreedyPartitioner {
   private readonly touched: Int32Array;
   private readonly assigned: Int32Array;
   private stamp = 0;
-  /** Blocks by (count desc, position sum asc, block asc) as they were when pushed (see popFresh). */
-  private readonly heap = new BinaryHeap<BlockRank>(ranksBefore);
+  /**
+   * Blocks by (count desc, position sum asc, block asc) as they were when pushed (see popFresh).
+   * A block is on the heap at most once, so its keys at push time are kept per block.
+   */
+  private readonly heap = new BinaryHeap<number>((a, b) => this.ranksBefore(a, b));
+  private readonly pushedCount: Int32Array;
+  private readonly pushedPositionSum: Float64Array;
   private evaluator: GreedyPartitioner | undefined;
 
   constructor(
@@ -51,6 +56,8 @@ export class GreedyPartitioner {
     this.postingFill = new Int32Array(blockCount);
     this.touched = new Int32Array(blockCount);
     this.assigned = new Int32Array(offsets.length - 1);
+    this.pushedCount = new Int32Array(blockCount);
+    this.pushedPositionSum = new Float64Array(blockCount);
   }
 
   /**
@@ -83,7 +90,7 @@ export class GreedyPartitioner {
       postingFill[b] = postingTotal;
       if (count[b]! >= 2) {
         postingTotal += count[b]!;
-        heap.push({ block: b, count: count[b]!, positionSum: positionSum[b]! });
+        this.pushBlock(b);
       }
     }
     const postings = new Int32Array(postingTotal);
@@ -106,11 +113,11 @@ export class GreedyPartitioner {
       // A block every remaining context holds goes first: nothing can beat sharing it.
       const want = this.lookahead > 0 && !this.heldByAll(remaining) ? this.lookahead : 1;
       while (candidates.length < want && this.popFresh()) {
-        candidates.push(heap.pop()!.block);
+        candidates.push(heap.pop()!);
       }
       if (candidates.length === 0) break;
       const block = candidates.length === 1 ? candidates[0]! : this.bestByLookahead(candidates, postings, stamp);
-      for (const other of candidates) if (other !== block) heap.push({ block: other, count: count[other]!, positionSum: positionSum[other]! });
+      for (const other of candidates) if (other !== block) this.pushBlock(other);
 
       const members = new Int32Array(count[block]!);
       let m = 0;
@@ -145,19 +152,34 @@ export class GreedyPartitioner {
   }
 
   private heldByAll(remaining: number): boolean {
-    return this.popFresh() && this.heap.peek()!.count === remaining;
+    return this.popFresh() && this.pushedCount[this.heap.peek()!] === remaining;
   }
 
   /** Drops stale heap entries (re-pushing them with live keys); false when no block is shared any more. */
   private popFresh(): boolean {
     const { heap, count, positionSum } = this;
-    for (let top = heap.peek(); top !== undefined; top = heap.peek()) {
-      const b = top.block;
-      if (count[b] === top.count && positionSum[b] === top.positionSum) return true;
+    for (let b = heap.peek(); b !== undefined; b = heap.peek()) {
+      if (count[b] === this.pushedCount[b] && positionSum[b] === this.pushedPositionSum[b]) return true;
       heap.pop();
-      if (count[b]! >= 2) heap.push({ block: b, count: count[b]!, positionSum: positionSum[b]! });
+      if (count[b]! >= 2) this.pushBlock(b);
     }
     return false;
+  }
+
+  private pushBlock(block: number): void {
+    this.pushedCount[block] = this.count[block]!;
+    this.pushedPositionSum[block] = this.positionSum[block]!;
+    this.heap.push(block);
+  }
+
+  private ranksBefore(a: number, b: number): boolean {
+    const countA = this.pushedCount[a]!;
+    const countB = this.pushedCount[b]!;
+    if (countA !== countB) return countA > countB;
+    const sumA = this.pushedPositionSum[a]!;
+    const sumB = this.pushedPositionSum[b]!;
+    if (sumA !== sumB) return sumA < sumB;
+    return a < b;
   }
 
   private bestByLookahead(candidates: number[], postings: Int32Array, stamp: number): number {
@@ -183,15 +205,3 @@ export class GreedyPartitioner {
   }
 }
 
-/** A block with its count and position sum when it was pushed (they only ever decrease). */
-interface BlockRank {
-  block: number;
-  count: number;
-  positionSum: number;
-}
-
-function ranksBefore(a: BlockRank, b: BlockRank): boolean {
-  if (a.count !== b.count) return a.count > b.count;
-  if (a.positionSum !== b.positionSum) return a.positionSum < b.positionSum;
-  return a.block < b.block;
-}

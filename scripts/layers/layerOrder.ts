@@ -11,16 +11,16 @@ export const LAYER_ORDER: readonly string[] = [
   "version",
   "kernels",
   "zmq",
-  // shared HTTP pieces (error bodies, limits, JSON depth, SSE keep-alive, Prometheus text)
+  // shared HTTP pieces: error bodies, limits, JSON depth, idle timeouts, SSE keep-alive, Prometheus text
   "http",
-  // chat messages and the documents field, as both the engine and the proxy read them
-  "chat",
-  // context index, online reordering service, shared state (Redis)
+  // the context index, the online reordering service and its conversation stores, state shared through Redis
   "index",
   "online",
   "state",
-  // the built-in engine: model files and tokenizers, the runner process, KV caches, generation
+  // the built-in engine: model files and tokenizers; chat messages and the documents field as both
+  // the engine and the proxy read them; the runner process, KV caches, generation
   "model",
+  "chat",
   "runner",
   "kv",
   "engine",

@@ -15,7 +15,7 @@ import { loadModelTokenizer, type ChatTemplateMessage, type ChatTemplateOptions,
 import { findRunner } from "../runner/runnerExecutable.ts";
 import { RunnerProcess, type KvDtypeChoice } from "../runner/runnerProcess.ts";
 import type { RunnerInfo } from "../runner/runnerProtocol.ts";
-import type { FieldDocument } from "../proxy/documents/documentsField.ts";
+import type { FieldDocument } from "../chat/documentsField.ts";
 import { ChunkCache } from "../kv/chunkCache.ts";
 import { DiskKvTier } from "../kv/diskKvTier.ts";
 import { DEFAULT_REMOTE_KV_BYTES, RemoteKvTier, remoteNamespace } from "../kv/remoteKvTier.ts";

@@ -5,7 +5,7 @@
  * ended with an error event in OpenAI's shape); responses/responseEventStream.ts the Responses one.
  */
 import { failureMessage, streamFailure } from "./generationFailure.ts";
-import { IdleTicker, KEEP_ALIVE_EVENT } from "./sseKeepAlive.ts";
+import { IdleTicker, KEEP_ALIVE_EVENT } from "../http/sseKeepAlive.ts";
 
 const encoder = new TextEncoder();
 

@@ -128,7 +128,7 @@ export interface ServiceFigures {
   shared_state?: SharedStateFigures;
 }
 
-import type { SharedStateFigures } from "../online/contextService.ts";
+import type { SharedStateFigures } from "../online/serviceChanges.ts";
 
 function sharedStateMetrics(figures: SharedStateFigures | undefined, gauge: (name: string, help: string, value: number) => string, counter: (name: string, help: string, value: number) => string): string {
   if (figures === undefined) return "";

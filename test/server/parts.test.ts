@@ -2,8 +2,8 @@
 import { describe, expect, test } from "bun:test";
 import { z } from "@hono/zod-openapi";
 import { keyChecker, presentedKey } from "../../src/server/auth.ts";
-import { describeIssue, errorBody, errorType, fieldName } from "../../src/server/errors.ts";
-import { DEFAULT_LIMITS } from "../../src/server/limits.ts";
+import { describeIssue, errorBody, errorType, fieldName } from "../../src/http/errors.ts";
+import { DEFAULT_LIMITS } from "../../src/http/limits.ts";
 import { LabeledCounter, LabeledHistogram, ServerMetrics } from "../../src/server/metrics.ts";
 import { createSchemas } from "../../src/server/schemas.ts";
 

@@ -140,3 +140,10 @@ describe("checkLayers", () => {
     expect(new Set(LAYER_ORDER).size).toBe(LAYER_ORDER.length);
   });
 });
+
+test("the README's layout section shows the layer order as it is written in scripts/layers/layerOrder.ts", async () => {
+  const readme = await Bun.file(join(REPO_ROOT, "README.md")).text();
+  const layout = readme.slice(readme.indexOf("## Layout"), readme.indexOf("## Benchmarks"));
+  expect(layout).toContain(`\n${LAYER_ORDER.join(" → ")}\n`);
+  for (const layer of LAYER_ORDER) expect(layout).toContain(`src/${layer}`);
+});

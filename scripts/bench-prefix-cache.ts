@@ -41,7 +41,7 @@ import { resolve } from "node:path";
 import { parseArgs } from "node:util";
 import { loadModelTokenizer } from "../src/model/modelTokenizer.ts";
 import { estimateTokens } from "../src/online/blocks.ts";
-import { renderDocumentsField } from "../src/proxy/documents/documentsField.ts";
+import { renderDocumentsField } from "../src/chat/documentsField.ts";
 import { spawnServer, type SpawnedServer } from "../test/server/serverKit.ts";
 import { BENCH_MODELS, REPO, benchModelFolder, commonPrefixLength, median, percentile, progress } from "./benchKit.ts";
 import { ChatReplay, type HistoryKind, type TurnRecord, type WorkloadTurn } from "./benchPrefixChat.ts";

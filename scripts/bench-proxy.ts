@@ -22,7 +22,7 @@
 import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
-import { renderDocumentsField } from "../src/proxy/documents/documentsField.ts";
+import { renderDocumentsField } from "../src/chat/documentsField.ts";
 import { documentText } from "./benchProxyUpstream.ts";
 import { DOCS_PER_REQUEST, ttfbRun, type TtfbRow } from "./benchTtfb.ts";
 

@@ -51,7 +51,7 @@ import { startEngines, startProxy } from "./benchRoutingFleet.ts";
 import { distinctPromptTokens, multiTurnRequests, ragRequests, replay, type BenchRequest } from "./benchRoutingReplay.ts";
 import { DOCS_PER_REQUEST, ttfbBodies, ttfbRun, type TtfbRow } from "./benchTtfb.ts";
 import { documentText } from "./benchProxyUpstream.ts";
-import { renderDocumentsField } from "../src/proxy/documents/documentsField.ts";
+import { renderDocumentsField } from "../src/chat/documentsField.ts";
 import { DEFAULT_ENGINE_LOAD } from "../test/helpers/fakeEngine/engineLoad.ts";
 
 const { values } = parseArgs({

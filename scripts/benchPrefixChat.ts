@@ -17,7 +17,7 @@
  * prefix cache can report.
  */
 import type { ChatTemplateMessage, ModelTokenizer } from "../src/model/modelTokenizer.ts";
-import { renderDocumentsField } from "../src/proxy/documents/documentsField.ts";
+import { renderDocumentsField } from "../src/chat/documentsField.ts";
 import { commonPrefixLength } from "./benchKit.ts";
 import { documentText } from "./benchProxyUpstream.ts";
 import { type StreamedAnswer, streamAnswer } from "./benchStreamedAnswer.ts";

@@ -13,7 +13,7 @@
 import { readFileSync } from "node:fs";
 import type { ModelTokenizer } from "../src/model/modelTokenizer.ts";
 import { mirrorBlockKeys } from "../src/proxy/engineCacheMirror.ts";
-import { renderDocumentsField } from "../src/proxy/documents/documentsField.ts";
+import { renderDocumentsField } from "../src/chat/documentsField.ts";
 import { FAKE_ANSWER } from "../test/helpers/fakeEngine/fakeEngine.ts";
 import { userTurnText, type WorkloadTurn } from "./benchPrefixChat.ts";
 import { documentText } from "./benchProxyUpstream.ts";

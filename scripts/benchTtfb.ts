@@ -5,7 +5,7 @@
  * request (which goes first alternates too), so drift hits both alike. TTFB = from sending the
  * request to receiving the first body chunk.
  */
-import { renderDocumentsField } from "../src/proxy/documents/documentsField.ts";
+import { renderDocumentsField } from "../src/chat/documentsField.ts";
 import { mulberry32 } from "../src/quality/qualityRandom.ts";
 import { percentile } from "./benchKit.ts";
 import { documentText } from "./benchProxyUpstream.ts";

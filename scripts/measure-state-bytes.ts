@@ -8,7 +8,7 @@
  */
 import { heapSize } from "bun:jsc";
 import { ContextService } from "../src/online/contextService.ts";
-import { HistoryStore } from "../src/proxy/historyStore.ts";
+import { HistoryStore } from "../src/online/historyStore.ts";
 
 function liveHeap(): number {
   Bun.gc(true);

@@ -11,7 +11,7 @@ import { MODEL_QUANTIZE_HELP, modelQuantizeCommand } from "./commands/modelQuant
 import { SERVE_HELP, serveCommand } from "./commands/serve.ts";
 import { SIMULATE_HELP, simulateCommand } from "./commands/simulate.ts";
 import type { Command, CommandIo } from "./commands/types.ts";
-import { VERSION } from "./version.ts";
+import { VERSION } from "../version.ts";
 
 export const MAIN_HELP = `ctxr ${VERSION}: context reuse for long-context LLM inference
 

@@ -4,6 +4,7 @@
  * wired together. Restarts the runner after a crash (the scheduler fails the
  * requests it was running). Prometheus metrics of the scheduler.
  */
+import { singleMetric } from "../http/prometheus.ts";
 import type { RedisTlsSettings } from "../state/redisDiagnosis.ts";
 import { DEFAULT_KV_POLICY, DEFAULT_RECOMPUTE_RATIO, GenerationScheduler, type GenerationHandle, type GenerationRequest, type LatencyObserver, type SchedulerStats } from "./generationScheduler.ts";
 import { describeKvSettings } from "./kvSettings.ts";
@@ -15,7 +16,7 @@ import { loadModelTokenizer, type ChatTemplateMessage, type ChatTemplateOptions,
 import { findRunner } from "../runner/runnerExecutable.ts";
 import { RunnerProcess, type KvDtypeChoice } from "../runner/runnerProcess.ts";
 import type { RunnerInfo } from "../runner/runnerProtocol.ts";
-import type { FieldDocument } from "../proxy/documents/documentsField.ts";
+import type { FieldDocument } from "../chat/documentsField.ts";
 import { ChunkCache } from "../kv/chunkCache.ts";
 import { DiskKvTier } from "../kv/diskKvTier.ts";
 import { DEFAULT_REMOTE_KV_BYTES, RemoteKvTier, remoteNamespace } from "../kv/remoteKvTier.ts";
@@ -318,9 +319,9 @@ export class GenerationEngine {
   /** Prometheus text of the scheduler's counters and gauges. */
   metrics(): string {
     const stats = this.stats;
-    const lines: string[] = [];
+    let out = "";
     const metric = (name: string, type: "counter" | "gauge", help: string, value: number) => {
-      lines.push(`# HELP ${name} ${help}`, `# TYPE ${name} ${type}`, `${name} ${value}`);
+      out += singleMetric(name, type, help, value);
     };
     metric("ctxr_generation_forwards_total", "counter", "FORWARD calls to the model runner.", stats.forwards);
     metric("ctxr_generation_decode_steps_total", "counter", "Steps that decoded at least one sequence.", stats.decodeSteps);
@@ -369,7 +370,7 @@ export class GenerationEngine {
     metric("ctxr_kv_stored_total", "counter", "Chunk-cache variants stored.", cache.stored);
     metric("ctxr_kv_evicted_total", "counter", "Chunk-cache variants dropped.", cache.evicted);
     metric("ctxr_kv_discarded_total", "counter", "Damaged or foreign cache files discarded.", cache.discarded);
-    return lines.join("\n") + "\n";
+    return out;
   }
 
   /** Fails queued requests and shuts the runner down. */

@@ -14,7 +14,7 @@ import { kernels, type LinkageMethod } from "../kernels/index.ts";
 import type { ContextSet } from "./contextSet.ts";
 import { prefixTreeOfSequences } from "./prefixTreeOfSequences.ts";
 import { hoistCommonBlocks } from "./hoistCommonBlocks.ts";
-import type { OrderedContexts } from "./greedyPrefixTrie.ts";
+import type { OrderedContexts } from "./orderedContexts.ts";
 
 export interface ClusterOrderingOptions {
   alpha: number;

@@ -19,23 +19,11 @@
  * or the module cannot be loaded (the same choice as src/kernels `kernels()`).
  */
 import { kernels } from "../kernels/index.ts";
-import { ContextTreeBuilder, type ContextTree } from "./contextTree.ts";
+import { ContextTreeBuilder } from "./contextTree.ts";
 import type { ContextSet } from "./contextSet.ts";
 import { GreedyPartitioner } from "./greedyPartition.ts";
 import { greedyPrefixTrieWasm } from "./greedyPrefixTrieWasm.ts";
-
-export interface OrderedContexts {
-  /** Reordered dense block numbers; same offsets as the input set. */
-  readonly ordered: Int32Array;
-  readonly tree: ContextTree;
-}
-
-export interface GreedyTrieOptions {
-  /** Candidates compared one level ahead at each pick (0 or 1: plain greedy). */
-  lookahead?: number;
-  /** Contexts finished so far (TS: every 1,024; WASM: only at the start and the end). */
-  onProgress?: (done: number, total: number) => void;
-}
+import type { GreedyTrieOptions, OrderedContexts } from "./orderedContexts.ts";
 
 interface PendingGroup {
   /** Tree node the group hangs under (or extends). */

@@ -6,7 +6,7 @@
 import { wasmGreedyPrefixTrie } from "../kernels/index.ts";
 import type { ContextSet } from "./contextSet.ts";
 import { contextTreeFromArrays } from "./contextTree.ts";
-import type { GreedyTrieOptions, OrderedContexts } from "./greedyPrefixTrie.ts";
+import type { GreedyTrieOptions, OrderedContexts } from "./orderedContexts.ts";
 
 /** Largest lookahead the module takes (u32); more candidates than blocks never exist anyway. */
 const MAX_LOOKAHEAD = 0xffffffff;

@@ -4,7 +4,7 @@
  * both give bit-identical values because |S| and the position sum are exact integers and the
  * final formula runs in the same operation order.
  */
-import type { EncodedContexts } from "./indexKernels.ts";
+import type { EncodedContexts } from "./kernelTypes.ts";
 
 /** d for shared-block count `shared`, position-difference sum `posSum` and both lengths. */
 export function contextDistance(shared: number, posSum: number, lengthI: number, lengthJ: number, alpha: number): number {

@@ -8,6 +8,7 @@ import { tsKernels } from "./tsKernels.ts";
 import { wasmKernels } from "./wasmKernels.ts";
 
 export * from "./indexKernels.ts";
+export * from "./kernelTypes.ts";
 export { KernelError } from "./validate.ts";
 export { tsKernels } from "./tsKernels.ts";
 export { kernelModuleBytes, type PrefixTrieArrays, wasmGreedyPrefixTrie, wasmKernelMemoryBytes, wasmKernels } from "./wasmKernels.ts";

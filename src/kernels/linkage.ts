@@ -8,7 +8,7 @@
  * element if it is at the minimal distance, else the lowest-numbered live cluster at that
  * distance; a merge of x < y keeps the new cluster in slot y.
  */
-import type { LinkageMethod } from "./indexKernels.ts";
+import type { LinkageMethod } from "./kernelTypes.ts";
 
 /** Lance-Williams update for the distance from cluster i to the union of x and y. */
 function mergedDistance(method: LinkageMethod, dxi: number, dyi: number, nx: number, ny: number): number {

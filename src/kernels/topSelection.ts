@@ -4,7 +4,7 @@
  * IndexKernels.topP for the exact top-p rule; the WASM twin (wasm/src/select.rs) selects
  * incrementally but yields the same indices.
  */
-import type { TopPRows } from "./indexKernels.ts";
+import type { TopPRows } from "./kernelTypes.ts";
 
 function rowOrder(scores: Float32Array, start: number, length: number, onlyPositive: boolean): number[] {
   const idx: number[] = [];

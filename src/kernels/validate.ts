@@ -1,5 +1,5 @@
 /** Argument checks shared by the WASM and TypeScript kernels, with clear messages. */
-import type { EncodedContexts, LinkageMethod } from "./indexKernels.ts";
+import type { EncodedContexts, LinkageMethod } from "./kernelTypes.ts";
 
 /** An Error whose message names the kernel and the problem. */
 export class KernelError extends Error {

@@ -18,12 +18,10 @@ import {
   condensedRowStart,
   createKernels,
   distanceSteps,
-  type EncodedContexts,
   type IndexKernels,
   type KernelBackend,
-  type LinkageMethod,
-  type TopPRows,
 } from "./indexKernels.ts";
+import type { EncodedContexts, LinkageMethod, TopPRows } from "./kernelTypes.ts";
 import { badScoreError, checkContexts, kendallSegmentError, KernelError } from "./validate.ts";
 
 interface KernelExports {

@@ -5,7 +5,7 @@
  * so a chunk's tokens, and with them its hash and its cached KV, are the same
  * wherever it appears; the question is always computed.
  */
-import { renderDocumentsField, type FieldDocument } from "../proxy/documents/documentsField.ts";
+import { renderDocumentsField, type FieldDocument } from "../chat/documentsField.ts";
 import type { ChatTemplateMessage, ChatTemplateOptions, ModelTokenizer } from "../model/modelTokenizer.ts";
 import { chunkHash } from "./chunkHash.ts";
 

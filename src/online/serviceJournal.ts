@@ -3,16 +3,8 @@
  * (group-committed), `flush` before a response is acknowledged, and a snapshot
  * every `snapshotEvery` records and at shutdown.
  */
-import type { ConversationEntries } from "./conversationStore.ts";
-import type { ChangeRecord } from "./contextService.ts";
+import type { ChangeRecord, ServiceSnapshot } from "./serviceChanges.ts";
 import { Journal, type RecoveryReport } from "./journal/journal.ts";
-
-export interface ServiceSnapshot {
-  version: 1;
-  /** [request id, block keys in order, tokens per block, last access ms], depth-first. */
-  contexts: [string, string[], number[], number][];
-  conversations: [string, ConversationEntries][];
-}
 
 /** Large enough that snapshots (a pause of ~0.1 s per 100,000 contexts) stay rare under load. */
 export const DEFAULT_SNAPSHOT_EVERY = 200_000;

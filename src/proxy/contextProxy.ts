@@ -10,15 +10,16 @@
  * is removed from the live index again: the engine does not cache it.
  */
 import type { Context } from "hono";
-import { RequestError, type ContextService } from "../online/contextService.ts";
-import { errorResponse } from "../server/errors.ts";
-import { holdIdleTimeout } from "../server/idleTimeout.ts";
-import { depthProblem } from "../server/jsonDepth.ts";
-import { DEFAULT_LIMITS } from "../server/limits.ts";
+import type { ContextService } from "../online/contextService.ts";
+import { RequestError } from "../http/requestError.ts";
+import { errorResponse } from "../http/errors.ts";
+import { holdIdleTimeout } from "../http/idleTimeout.ts";
+import { depthProblem } from "../http/jsonDepth.ts";
+import { DEFAULT_LIMITS } from "../http/limits.ts";
 import { requestIdHeader, setEngineRequestId, type Engine } from "./engineRequestId.ts";
 import { relayBody, relayedResponseHeaders, sendToUpstream, upstreamRequestHeaders } from "./forwarder.ts";
-import { DEFAULT_SSE_KEEP_ALIVE_MS } from "../server/sseKeepAlive.ts";
-import type { HistoryStore } from "./historyStore.ts";
+import { DEFAULT_SSE_KEEP_ALIVE_MS } from "../http/sseKeepAlive.ts";
+import type { HistoryStore } from "../online/historyStore.ts";
 import { PromptRewriter, type RewriteResult } from "./promptRewriter.ts";
 import { requestShapeProblem } from "./requestShape.ts";
 import { responsesChatView } from "./responsesView.ts";

@@ -5,7 +5,7 @@
  * text with BOS where the tokenizer adds one. The proxy looks these up in its mirror of each
  * engine's cache (engineCacheMirror.ts).
  */
-import { normalizeChatMessages } from "../engine/chatMessages.ts";
+import { normalizeChatMessages } from "../chat/chatMessages.ts";
 import { completionIds, completionsAddBos } from "../model/completionPrompt.ts";
 import { loadModelTokenizer, type ChatTemplateOptions, type ModelTokenizer } from "../model/modelTokenizer.ts";
 import { PieceMemoEncoder } from "./pieceMemoEncoder.ts";

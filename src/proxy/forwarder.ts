@@ -11,9 +11,9 @@
  * Both read the body decoded: where either is needed, the upstream is asked
  * for `identity` and fetch decodes whatever coding it answers in anyway.
  */
-import { errorBody } from "../server/errors.ts";
+import { errorBody } from "../http/errors.ts";
 import { redactText, StreamRedactor } from "./redact.ts";
-import { IdleTicker, SseBoundary } from "../server/sseKeepAlive.ts";
+import { IdleTicker, SseBoundary } from "../http/sseKeepAlive.ts";
 
 /** Hop-by-hop headers (RFC 9110 §7.6.1) and others a proxy must not pass on (the body is complete: no Expect). */
 const HOP_BY_HOP = new Set(["connection", "keep-alive", "proxy-connection", "proxy-authenticate", "proxy-authorization", "te", "trailer", "transfer-encoding", "upgrade", "host", "content-length", "expect"]);

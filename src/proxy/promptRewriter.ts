@@ -19,11 +19,12 @@
 import { createHash } from "node:crypto";
 import { dedupAnnotation, docLabel, withDefaults } from "../online/annotations.ts";
 import { estimateTokens, normalizeBlock, type BlockInput } from "../online/blocks.ts";
-import { RequestError, type ContextService } from "../online/contextService.ts";
+import type { ContextService } from "../online/contextService.ts";
+import { RequestError } from "../http/requestError.ts";
 import { DEFAULT_BUDGETS } from "../online/stateBudgets.ts";
 import { findTextDocuments, renderTextDocuments } from "./documents/textDocuments.ts";
-import { HistoryStore } from "./historyStore.ts";
-import { renderDocumentsField, type FieldDocument } from "./documents/documentsField.ts";
+import { HistoryStore } from "../online/historyStore.ts";
+import { renderDocumentsField, type FieldDocument } from "../chat/documentsField.ts";
 
 export interface RewriteResult {
   body: Record<string, unknown>;

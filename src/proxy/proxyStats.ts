@@ -5,7 +5,7 @@
  * requests the upstream accepted (status below 400); `cached_tokens` sums
  * what the upstream itself reported in usage.prompt_tokens_details.
  */
-import { formatNumber, metricHeader, labelText } from "../server/metrics.ts";
+import { metricFamily } from "../http/prometheus.ts";
 import type { CacheSyncStats, UpstreamCacheSync } from "./upstreamCacheSync.ts";
 import type { KvEventSubscriberStats } from "./kvEventSubscriber.ts";
 
@@ -163,20 +163,17 @@ const SUBSCRIBER_SERIES: [name: string, type: "counter", help: string, value: (s
 export function renderUpstreamMetrics(states: readonly UpstreamState[]): string {
   let out = "";
   for (const [name, type, help, value] of SERIES) {
-    out += metricHeader(name, help, type);
-    for (const state of states) out += `${name}${labelText({ upstream: state.url })} ${formatNumber(value(state))}\n`;
+    out += metricFamily(name, type, help, states.map((state) => ({ labels: { upstream: state.url }, value: value(state) })));
   }
   const synced = states.filter((state): state is UpstreamState & { sync: UpstreamCacheSync } => state.sync !== null);
   if (synced.length === 0) return out;
   for (const [name, type, help, value] of SYNC_SERIES) {
-    out += metricHeader(name, help, type);
-    for (const state of synced) out += `${name}${labelText({ upstream: state.url })} ${formatNumber(value(state))}\n`;
+    out += metricFamily(name, type, help, synced.map((state) => ({ labels: { upstream: state.url }, value: value(state) })));
   }
   const subscribed = states.filter((state) => state.subscriber);
   for (const [name, type, help, value] of SUBSCRIBER_SERIES) {
     if (subscribed.length === 0) break;
-    out += metricHeader(name, help, type);
-    for (const state of subscribed) out += `${name}${labelText({ upstream: state.url })} ${formatNumber(value(state.subscriber!.stats))}\n`;
+    out += metricFamily(name, type, help, subscribed.map((state) => ({ labels: { upstream: state.url }, value: value(state.subscriber!.stats) })));
   }
   return out;
 }
@@ -219,10 +216,14 @@ export function renderProxyStateMetrics(state: ProxyState): string {
   let out = "";
   for (const [name, type, help, value] of series) {
     if (value === null) continue;
-    out += `${metricHeader(name, help, type)}${name} ${formatNumber(value)}\n`;
+    out += metricFamily(name, type, help, [{ value }]);
   }
   const decisions = "ctxr_proxy_routing_decisions_total";
-  out += metricHeader(decisions, "Choices among several upstreams, by how they were made: events (the engines' KV events), estimate, round_robin, and events_unavailable (estimate choices made while KV events are followed but could not decide).", "counter");
-  for (const [by, count] of Object.entries(state.routing_decisions)) out += `${decisions}${labelText({ by })} ${formatNumber(count)}\n`;
+  out += metricFamily(
+    decisions,
+    "counter",
+    "Choices among several upstreams, by how they were made: events (the engines' KV events), estimate, round_robin, and events_unavailable (estimate choices made while KV events are followed but could not decide).",
+    Object.entries(state.routing_decisions).map(([by, count]) => ({ labels: { by }, value: count })),
+  );
   return out;
 }

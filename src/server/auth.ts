@@ -5,7 +5,7 @@
  */
 import { createHash, timingSafeEqual } from "node:crypto";
 import type { MiddlewareHandler } from "hono";
-import { errorResponse } from "./errors.ts";
+import { errorResponse } from "../http/errors.ts";
 
 function digest(text: string): Buffer {
   return createHash("sha256").update(text).digest();

@@ -6,7 +6,7 @@
  * translates its request to a chat request) both start here; a problem is an InvalidRequest
  * naming the chat field.
  */
-import { requestChatMessages } from "../engine/chatMessages.ts";
+import { requestChatMessages } from "../chat/chatMessages.ts";
 import type { GenerationEngine } from "../engine/generationEngine.ts";
 import type { GenerationHandle } from "../engine/generationScheduler.ts";
 import { ToolRequestError, toolRequestOf, type ToolRequest } from "../engine/toolCalls/toolRequest.ts";

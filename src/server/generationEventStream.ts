@@ -1,18 +1,18 @@
 /**
  * The text/event-stream answers of the generation routes: keep-alive comments while nothing is
- * written (sseKeepAlive.ts), the client going away cancels the request. `eventStream` writes the
+ * written (http/sseKeepAlive.ts), the client going away cancels the request. `eventStream` writes the
  * chat and completions shape (`data: {chunk}` events then `data: [DONE]`, a failure logged and
  * ended with an error event in OpenAI's shape); responses/responseEventStream.ts the Responses one.
  */
 import { failureMessage, streamFailure } from "./generationFailure.ts";
-import { IdleTicker, KEEP_ALIVE_EVENT } from "./sseKeepAlive.ts";
+import { IdleTicker, KEEP_ALIVE_EVENT } from "../http/sseKeepAlive.ts";
 
 const encoder = new TextEncoder();
 
 export interface EventStreamOptions {
   /** Told a failure that ended the stream early (it then ends with an error event and [DONE]). */
   log: (text: string) => void;
-  /** Keep-alive comment after this long without a write (sseKeepAlive.ts). */
+  /** Keep-alive comment after this long without a write (http/sseKeepAlive.ts). */
   keepAliveMs: number;
 }
 

@@ -6,7 +6,7 @@
 import type { Context } from "hono";
 import { DeadlineExceededError, GenerationFailedError, QueueFullError, SchedulerClosedError } from "../engine/generationScheduler.ts";
 import { GrammarRuntimeError } from "../engine/grammar/grammarErrors.ts";
-import { errorBody, errorResponse, type ApiError } from "./errors.ts";
+import { errorBody, errorResponse, type ApiError } from "../http/errors.ts";
 
 /** The error code of a request cancelled at its deadline. */
 export const DEADLINE_CODE = "deadline_exceeded";

@@ -17,7 +17,7 @@ import type { ToolCallFormat } from "../engine/toolCalls/toolCallFormat.ts";
 import type { ToolRequest } from "../engine/toolCalls/toolRequest.ts";
 import type { ChatCompletionBody, CompletionBody } from "./openaiSchemas.ts";
 
-/** A request the engine cannot serve as asked: 400 (or `status`) naming the field; `code`: the error body's (errors.ts picks one by default). */
+/** A request the engine cannot serve as asked: 400 (or `status`) naming the field; `code`: the error body's (http/errors.ts picks one by default). */
 export class InvalidRequest extends Error {
   constructor(
     readonly field: string,

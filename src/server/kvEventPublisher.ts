@@ -10,6 +10,7 @@
  *   a request holding a starting sequence number (8 bytes, big-endian) with every kept batch from
  *   it on, one message [seq, payload] each, then [-1 (8 bytes of 0xff), empty].
  */
+import { singleMetric } from "../http/prometheus.ts";
 import { allBlocksClearedEvent, blockRemovedEvent, blockStoredEvents, encodeKvEventBatch, BLOCK_HASH_ENCODINGS, KV_EVENT_LAYOUTS, type BlockHashEncoding, type KvCacheEvent, type KvEventLayout } from "../kv/kvEventBatch.ts";
 import type { PrefixCacheEvents, StoredPrefixBlock } from "../kv/prefixBlockCache.ts";
 import { parseTcpEndpoint, splitEndpointSettings, type TcpEndpoint } from "../zmq/tcpEndpoint.ts";
@@ -167,9 +168,9 @@ export class KvEventPublisher implements PrefixCacheEvents {
   /** Prometheus text for /metrics. */
   metrics(): string {
     const stats = this.stats;
-    const lines: string[] = [];
+    let out = "";
     const metric = (name: string, type: "counter" | "gauge", help: string, value: number) => {
-      lines.push(`# HELP ${name} ${help}`, `# TYPE ${name} ${type}`, `${name} ${value}`);
+      out += singleMetric(name, type, help, value);
     };
     metric("ctxr_kv_events_batches_total", "counter", "KV event batches published (--kv-events-publish).", stats.batches);
     metric("ctxr_kv_events_total", "counter", "KV events published (BlockStored, BlockRemoved, AllBlocksCleared).", stats.events);
@@ -179,7 +180,7 @@ export class KvEventPublisher implements PrefixCacheEvents {
     metric("ctxr_kv_events_refused_connections_total", "counter", "Connections to the KV event sockets closed as they came, at --kv-events-max-connections.", stats.refusedConnections);
     metric("ctxr_kv_events_handshake_timeouts_total", "counter", "Connections to the KV event sockets closed for not completing the ZMTP handshake in time.", stats.handshakeTimeouts);
     metric("ctxr_kv_events_replay_buffer_bytes", "gauge", "Payload bytes of the batches kept for replay.", stats.replayBufferBytes);
-    return lines.join("\n") + "\n";
+    return out;
   }
 
   /** Publishes the events gathered so far as one batch now. */

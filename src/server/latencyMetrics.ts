@@ -7,7 +7,7 @@
  * over by renaming.
  */
 import type { LatencyObserver } from "../engine/generationScheduler.ts";
-import { LabeledHistogram } from "./metrics.ts";
+import { LabeledHistogram } from "../http/prometheus.ts";
 
 /** vLLM's TIME_TO_FIRST_TOKEN_BUCKETS. */
 export const TIME_TO_FIRST_TOKEN_BUCKETS = [0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10, 20, 40, 80, 160, 640, 2560];

@@ -1,113 +1,13 @@
 /**
- * Prometheus metrics in the text exposition format 0.0.4: request counts by
- * route, method and status, a latency histogram per route, and the service's
- * index size and prefix-hit counters read from its stats at scrape time.
+ * The server's own Prometheus families: request counts by route, method and status, a latency
+ * histogram per route, and the service's index size and prefix-hit counters read from its stats
+ * at scrape time (the text itself is written by http/prometheus.ts).
  */
-
-export const PROMETHEUS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8";
+import { LabeledCounter, LabeledHistogram, singleMetric } from "../http/prometheus.ts";
+import type { SharedStateFigures } from "../online/serviceChanges.ts";
 
 /** Upper bounds (seconds) of the request-duration histogram buckets. */
 export const DURATION_BUCKETS = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
-
-type Labels = Record<string, string>;
-
-function escapeLabelValue(value: string): string {
-  return value.replace(/\\/g, "\\\\").replace(/\n/g, "\\n").replace(/"/g, '\\"');
-}
-
-export function labelText(labels: Labels, extra?: [string, string]): string {
-  const parts = Object.entries(labels).map(([name, value]) => `${name}="${escapeLabelValue(value)}"`);
-  if (extra) parts.push(`${extra[0]}="${escapeLabelValue(extra[1])}"`);
-  return parts.length === 0 ? "" : `{${parts.join(",")}}`;
-}
-
-export function formatNumber(value: number): string {
-  if (Number.isNaN(value)) return "NaN";
-  if (value === Infinity) return "+Inf";
-  if (value === -Infinity) return "-Inf";
-  return String(value);
-}
-
-export function metricHeader(name: string, help: string, type: "counter" | "gauge" | "histogram"): string {
-  return `# HELP ${name} ${help.replace(/\\/g, "\\\\").replace(/\n/g, "\\n")}\n# TYPE ${name} ${type}\n`;
-}
-
-/** A counter family with labels. */
-export class LabeledCounter {
-  private readonly series = new Map<string, { labels: Labels; value: number }>();
-
-  constructor(
-    readonly name: string,
-    readonly help: string,
-  ) {}
-
-  inc(labels: Labels, by = 1): void {
-    const key = labelText(labels);
-    const entry = this.series.get(key);
-    if (entry === undefined) this.series.set(key, { labels, value: by });
-    else entry.value += by;
-  }
-
-  get(labels: Labels): number {
-    return this.series.get(labelText(labels))?.value ?? 0;
-  }
-
-  render(): string {
-    let out = metricHeader(this.name, this.help, "counter");
-    for (const [key, { value }] of this.series) out += `${this.name}${key} ${formatNumber(value)}\n`;
-    return out;
-  }
-}
-
-/** A histogram family with labels and fixed buckets. */
-export class LabeledHistogram {
-  private readonly series = new Map<string, { labels: Labels; counts: Float64Array; sum: number; count: number }>();
-
-  constructor(
-    readonly name: string,
-    readonly help: string,
-    readonly buckets: readonly number[] = DURATION_BUCKETS,
-  ) {}
-
-  /** Exposes a series at zero before its first observation. */
-  start(labels: Labels): void {
-    this.entry(labels);
-  }
-
-  observe(labels: Labels, value: number): void {
-    const entry = this.entry(labels);
-    // Buckets are stored non-cumulative; render accumulates.
-    const bucket = this.buckets.findIndex((bound) => value <= bound);
-    if (bucket >= 0) entry.counts[bucket]!++;
-    entry.sum += value;
-    entry.count++;
-  }
-
-  private entry(labels: Labels) {
-    const key = labelText(labels);
-    let entry = this.series.get(key);
-    if (entry === undefined) {
-      entry = { labels, counts: new Float64Array(this.buckets.length), sum: 0, count: 0 };
-      this.series.set(key, entry);
-    }
-    return entry;
-  }
-
-  render(): string {
-    let out = metricHeader(this.name, this.help, "histogram");
-    for (const { labels, counts, sum, count } of this.series.values()) {
-      let cumulative = 0;
-      this.buckets.forEach((bound, i) => {
-        cumulative += counts[i]!;
-        out += `${this.name}_bucket${labelText(labels, ["le", formatNumber(bound)])} ${cumulative}\n`;
-      });
-      out += `${this.name}_bucket${labelText(labels, ["le", "+Inf"])} ${count}\n`;
-      out += `${this.name}_sum${labelText(labels)} ${formatNumber(sum)}\n`;
-      out += `${this.name}_count${labelText(labels)} ${count}\n`;
-    }
-    return out;
-  }
-}
 
 /** The figures of service.stats() that /metrics exposes. */
 export interface ServiceFigures {
@@ -127,8 +27,6 @@ export interface ServiceFigures {
   evicted_contexts: number;
   shared_state?: SharedStateFigures;
 }
-
-import type { SharedStateFigures } from "../online/contextService.ts";
 
 function sharedStateMetrics(figures: SharedStateFigures | undefined, gauge: (name: string, help: string, value: number) => string, counter: (name: string, help: string, value: number) => string): string {
   if (figures === undefined) return "";
@@ -151,7 +49,7 @@ function sharedStateMetrics(figures: SharedStateFigures | undefined, gauge: (nam
 
 export class ServerMetrics {
   readonly requests = new LabeledCounter("ctxr_http_requests_total", "HTTP requests answered, by route, method and status.");
-  readonly durations = new LabeledHistogram("ctxr_http_request_duration_seconds", "Time to answer an HTTP request, by route.");
+  readonly durations = new LabeledHistogram("ctxr_http_request_duration_seconds", "Time to answer an HTTP request, by route.", DURATION_BUCKETS);
 
   /** Records one answered request (route: the route pattern, or "unmatched"). */
   observeRequest(route: string, method: string, status: number, seconds: number): void {
@@ -160,8 +58,8 @@ export class ServerMetrics {
   }
 
   render(figures: ServiceFigures): string {
-    const gauge = (name: string, help: string, value: number) => `${metricHeader(name, help, "gauge")}${name} ${formatNumber(value)}\n`;
-    const counter = (name: string, help: string, value: number) => `${metricHeader(name, help, "counter")}${name} ${formatNumber(value)}\n`;
+    const gauge = (name: string, help: string, value: number) => singleMetric(name, "gauge", help, value);
+    const counter = (name: string, help: string, value: number) => singleMetric(name, "counter", help, value);
     return (
       this.requests.render() +
       this.durations.render() +

@@ -5,7 +5,7 @@
  */
 import { z } from "@hono/zod-openapi";
 import { placeholderCount } from "../online/annotationSize.ts";
-import type { ServerLimits } from "./limits.ts";
+import type { ServerLimits } from "../http/limits.ts";
 
 const BLOCK_MESSAGE = "expected a block: an integer, a non-empty string, or an object with \"id\" and/or \"text\" (and optional \"tokens\")";
 

@@ -17,11 +17,11 @@ import { KvEventsThread } from "../proxy/kvEventsThread.ts";
 import type { KvEventsThreadSettings } from "../proxy/kvEventsThreadMessages.ts";
 import { parseUpstreamUrl } from "../proxy/upstreamTarget.ts";
 import { createApp } from "./app.ts";
-import { BODY_FIELD, bodyReadFailure, errorBody } from "./errors.ts";
-import { withDefaultLimits, type ServerLimits } from "./limits.ts";
+import { BODY_FIELD, bodyReadFailure, errorBody } from "../http/errors.ts";
+import { withDefaultLimits, type ServerLimits } from "../http/limits.ts";
 import { KvEventPublisher, type KvEventsPublishOptions } from "./kvEventPublisher.ts";
 import { LatencyHistograms } from "./latencyMetrics.ts";
-import { registerIdleTimeout, SERVER_IDLE_TIMEOUT_S } from "./idleTimeout.ts";
+import { registerIdleTimeout, SERVER_IDLE_TIMEOUT_S } from "../http/idleTimeout.ts";
 import { ServerMetrics } from "./metrics.ts";
 
 export interface ServerOptions {

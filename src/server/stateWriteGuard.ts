@@ -6,7 +6,7 @@
  */
 import type { MiddlewareHandler } from "hono";
 import type { ContextService } from "../online/contextService.ts";
-import { errorResponse } from "./errors.ts";
+import { errorResponse } from "../http/errors.ts";
 
 /** The POST routes that change the state (the context-reuse API, and the proxy's, which records what it forwards). */
 export function stateWritingPaths(proxied: boolean): string[] {

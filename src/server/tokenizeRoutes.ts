@@ -12,12 +12,12 @@
  */
 import { createRoute, z, type OpenAPIHono } from "@hono/zod-openapi";
 import type { Context, MiddlewareHandler } from "hono";
-import { requestChatMessages } from "../engine/chatMessages.ts";
+import { requestChatMessages } from "../chat/chatMessages.ts";
 import type { GenerationEngine } from "../engine/generationEngine.ts";
 import { ChatTemplateError, ModelTokenizerError, type ChatTemplateOptions } from "../model/modelTokenizer.ts";
-import { RequestError } from "../online/contextService.ts";
-import { errorResponse } from "./errors.ts";
-import { depthProblem } from "./jsonDepth.ts";
+import { RequestError } from "../http/requestError.ts";
+import { errorResponse } from "../http/errors.ts";
+import { depthProblem } from "../http/jsonDepth.ts";
 import { tokenizeAnswerStream } from "./tokenizeAnswer.ts";
 
 /** A prompt past this many characters is tokenized with no other such prompt at once. */

@@ -2,7 +2,7 @@
  * What instances sharing state through Redis tell each other: the context service's change
  * records (the same records its journal keeps) and the proxy's remembered histories.
  */
-import type { ChangeRecord } from "../online/contextService.ts";
+import type { ChangeRecord } from "../online/serviceChanges.ts";
 
 export type SharedChange =
   | { c: "service"; r: ChangeRecord }

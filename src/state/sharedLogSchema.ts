@@ -4,7 +4,7 @@
  * every change in it) so that one that fails is skipped entirely, never half-applied. Pure: no I/O.
  */
 import { z } from "zod";
-import type { ServiceSnapshot } from "../online/serviceJournal.ts";
+import type { ServiceSnapshot } from "../online/serviceChanges.ts";
 import type { SharedChange } from "./sharedChange.ts";
 
 const text = z.string();

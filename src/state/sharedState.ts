@@ -27,9 +27,9 @@
  * the log (XDEL) is told apart from the log being trimmed past a reader (logGap.ts).
  */
 import { hostname } from "node:os";
-import type { ChangeRecord, ChangeSink, ContextService } from "../online/contextService.ts";
-import type { ServiceSnapshot } from "../online/serviceJournal.ts";
-import { HistoryStore, type HistoryStoreOptions } from "../proxy/historyStore.ts";
+import type { ContextService } from "../online/contextService.ts";
+import type { ChangeRecord, ChangeSink, ServiceSnapshot } from "../online/serviceChanges.ts";
+import { HistoryStore, type HistoryStoreOptions } from "../online/historyStore.ts";
 import { judgeGap } from "./logGap.ts";
 import { PendingChanges } from "./pendingChanges.ts";
 import type { RedisTlsSettings } from "./redisDiagnosis.ts";

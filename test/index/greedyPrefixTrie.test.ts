@@ -1,12 +1,8 @@
 import { describe, expect, test } from "bun:test";
 import { contextSetFromArrays, type BlockId, type ContextSet } from "../../src/index/contextSet.ts";
 import { treeHits } from "../../src/index/contextTree.ts";
-import {
-  greedyPrefixTrie,
-  greedyPrefixTrieTs,
-  greedyPrefixTrieWasm,
-  type OrderedContexts,
-} from "../../src/index/greedyPrefixTrie.ts";
+import { greedyPrefixTrie, greedyPrefixTrieTs, greedyPrefixTrieWasm } from "../../src/index/greedyPrefixTrie.ts";
+import type { OrderedContexts } from "../../src/index/orderedContexts.ts";
 import { randomContexts, seededRandom } from "../helpers/randomContexts.ts";
 
 const twins = [

@@ -2,7 +2,8 @@ import { afterEach, describe, expect, test } from "bun:test";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { ContextService, RequestError } from "../../src/online/contextService.ts";
+import { RequestError } from "../../src/http/requestError.ts";
+import { ContextService } from "../../src/online/contextService.ts";
 
 const open: ContextService[] = [];
 async function memoryService(options: Partial<Parameters<typeof ContextService.open>[0]> = {}): Promise<ContextService> {

@@ -1,5 +1,6 @@
 import { afterEach, describe, expect, test } from "bun:test";
-import { ContextService, RequestError } from "../../src/online/contextService.ts";
+import { RequestError } from "../../src/http/requestError.ts";
+import { ContextService } from "../../src/online/contextService.ts";
 import { PromptRewriter, type RewriteResult } from "../../src/proxy/promptRewriter.ts";
 
 const services: ContextService[] = [];

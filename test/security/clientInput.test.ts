@@ -17,8 +17,8 @@ import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "
 import { GenerationEngine } from "../../src/engine/generationEngine.ts";
 import { ContextService } from "../../src/online/contextService.ts";
 import { requestShapeProblem } from "../../src/proxy/requestShape.ts";
-import { depthField, depthProblem, findTooDeep } from "../../src/server/jsonDepth.ts";
-import { DEFAULT_LIMITS } from "../../src/server/limits.ts";
+import { depthField, depthProblem, findTooDeep } from "../../src/http/jsonDepth.ts";
+import { DEFAULT_LIMITS } from "../../src/http/limits.ts";
 import { startServer, type RunningServer } from "../../src/server/serve.ts";
 import { buildRunner, tinyModelFolder } from "../helpers/engineKit.ts";
 import { startProxy, type ProxyServer } from "../proxy/proxyKit.ts";

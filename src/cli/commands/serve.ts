@@ -9,7 +9,7 @@ import { DEFAULT_KV_EVENT_MAX_BYTES, parseKvEventsSubscribe, type KvEventsSubscr
 import { DEFAULT_HANDSHAKE_TIMEOUT_MS, DEFAULT_MAX_PEERS } from "../../zmq/zmqSockets.ts";
 import { parseUpstreamUrl } from "../../proxy/upstreamTarget.ts";
 import { parseKvEventsPublish, type KvEventsPublishOptions } from "../../server/kvEventPublisher.ts";
-import { DEFAULT_LIMITS } from "../../server/limits.ts";
+import { DEFAULT_LIMITS } from "../../http/limits.ts";
 import { MAX_DEADLINE_MS } from "../../server/openaiSchemas.ts";
 import { DEFAULT_MAX_WAITING } from "../../engine/generationScheduler.ts";
 import { DEFAULT_GRAMMAR_LIMITS } from "../../engine/grammar/grammarBudget.ts";

@@ -1,5 +1,5 @@
 import { describe, expect, test } from "bun:test";
-import { contentBytes, HistoryStore } from "../../src/proxy/historyStore.ts";
+import { contentBytes, HistoryStore } from "../../src/online/historyStore.ts";
 
 describe("HistoryStore", () => {
   test("remembers what messages were forwarded as; a lookup changes nothing", () => {

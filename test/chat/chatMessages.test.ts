@@ -1,5 +1,5 @@
 import { describe, expect, test } from "bun:test";
-import { ChatMessagesError, messageContentText, normalizeChatMessages } from "../../src/engine/chatMessages.ts";
+import { ChatMessagesError, messageContentText, normalizeChatMessages } from "../../src/chat/chatMessages.ts";
 
 describe("normalizeChatMessages", () => {
   test("string content passes through; roles, names and tool call ids are kept", () => {

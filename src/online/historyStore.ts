@@ -6,8 +6,8 @@
  * just remembered too, when it alone is over the budget: its next turn is then
  * rewritten afresh, which costs prefix reuse, not correctness).
  */
-import { BudgetedLru } from "../online/budgetedLru.ts";
-import { estimatedStringBytes } from "../online/memoryEstimates.ts";
+import { BudgetedLru } from "./budgetedLru.ts";
+import { estimatedStringBytes } from "./memoryEstimates.ts";
 
 /** A remembered conversation's Map and bookkeeping, besides its entries. */
 const HISTORY_BYTES = 256;

@@ -1,6 +1,6 @@
 /**
  * The `documents` field of a chat request (the list vLLM's chat API takes for
- * RAG): rendered into prompt text that documents/textDocuments.ts recognises,
+ * RAG): rendered into prompt text that proxy/documents/textDocuments.ts recognises,
  * so it is reordered and deduplicated like documents written in a message.
  */
 export interface FieldDocument {

@@ -1,11 +1,11 @@
 /**
- * SSE keep-alive comments (src/server/sseKeepAlive.ts): where in a byte stream a comment may go,
+ * SSE keep-alive comments (src/http/sseKeepAlive.ts): where in a byte stream a comment may go,
  * what closes an open event, the idle ticker, and that the official openai SDK reads a stream
  * with comments at every allowed place exactly as it reads the same stream without them.
  */
 import { describe, expect, test } from "bun:test";
 import OpenAI from "openai";
-import { IdleTicker, KEEP_ALIVE_EVENT, KEEP_ALIVE_LINE, SseBoundary } from "../../src/server/sseKeepAlive.ts";
+import { IdleTicker, KEEP_ALIVE_EVENT, KEEP_ALIVE_LINE, SseBoundary } from "../../src/http/sseKeepAlive.ts";
 
 const bytes = (text: string) => new TextEncoder().encode(text);
 const boundaryAfter = (...pieces: string[]) => {

@@ -9,7 +9,7 @@
 import type { Context, ErrorHandler } from "hono";
 import { HTTPException } from "hono/http-exception";
 import type { ContentfulStatusCode } from "hono/utils/http-status";
-import { RequestError } from "../online/contextService.ts";
+import { RequestError } from "./requestError.ts";
 
 export interface ApiError {
   message: string;

@@ -9,6 +9,9 @@
  * - the last REPLAY_BUFFER_STEPS batches (REPLAY_BUFFER_BYTES of payloads at most) are kept; a ROUTER socket at the replay endpoint answers
  *   a request holding a starting sequence number (8 bytes, big-endian) with every kept batch from
  *   it on, one message [seq, payload] each, then [-1 (8 bytes of 0xff), empty].
+ *
+ * `ctxr serve` runs one on a thread of its own (kvEventsPublishThread.ts); tests and the fake
+ * engine use it in-thread.
  */
 import { encodeKvEventBatch, BLOCK_HASH_ENCODINGS, KV_EVENT_LAYOUTS, type BlockHashEncoding, type KvEventLayout } from "../kv/kvEventBatch.ts";
 import type { PrefixCacheEvents, StoredPrefixBlock } from "../kv/prefixBlockCache.ts";

@@ -40,6 +40,8 @@
  *  kv-connections  --kv-connections idle TCP connections to `serve --model
  *                  --kv-events-publish`'s PUB socket (never greeting), with a
  *                  completion asked for meanwhile; waits for the handshake deadline.
+ *                  Notes the CPU time the server's request thread and its KV
+ *                  publisher thread (a Worker) used meanwhile.
  *
  * Usage: npx bun scripts/bench-hostile.ts [--quick] [--gb-ids 1] [--gb-history 2]
  *          [--connections N] [--attack-seconds S] [--stream-mb 16] [--probes a,b,...]
@@ -56,6 +58,7 @@
  * 64 MiB; no 5xx, p50 of normal requests unchanged (< 0.5 ms).
  */
 import net from "node:net";
+import { readdirSync, readFileSync } from "node:fs";
 import {
   GiB,
   MiB,
@@ -439,15 +442,17 @@ async function kvEventsProbe(name: string): Promise<ProbeResult> {
     } else {
       const port = Number(/publishing KV events on tcp:\/\/127\.0\.0\.1:(\d+)/.exec(ctxr.startLines.join("\n"))![1]);
       healthz = watchHealthz(ctxr.url);
+      const cpuBefore = threadCpuMs(ctxr.pid);
       const flood = await floodConnections(port, KV_CONNECTIONS);
       const completion = await post(ctxr.url, "/v1/completions", { prompt: "The mill by the river", max_tokens: 2, temperature: 0 }, tally);
       const deadline = Date.now() + 30_000;
       while (flood.closed() < KV_CONNECTIONS && Date.now() < deadline) await Bun.sleep(50);
+      const cpuAfter = threadCpuMs(ctxr.pid);
       const metrics = await (await fetch(`${ctxr.url}/metrics`)).text();
       const counter = (metric: string) => /^\S+ (\d+)$/m.exec(metrics.split("\n").find((l) => l.startsWith(metric + " ")) ?? "")?.[1] ?? "?";
       for (const socket of flood.sockets) socket.destroy();
       result.traffic = `${KV_CONNECTIONS} idle connections to the PUB socket, a completion meanwhile`;
-      result.notes = ` completion ${completion.status}; ${flood.closed()} of ${KV_CONNECTIONS} closed by ctxr; refused ${counter("ctxr_kv_events_refused_connections_total")}, handshake timeouts ${counter("ctxr_kv_events_handshake_timeouts_total")}`;
+      result.notes = ` completion ${completion.status}; ${flood.closed()} of ${KV_CONNECTIONS} closed by ctxr; refused ${counter("ctxr_kv_events_refused_connections_total")}, handshake timeouts ${counter("ctxr_kv_events_handshake_timeouts_total")}; CPU meanwhile: request thread ${cpuAfter.main - cpuBefore.main} ms, worker threads ${cpuAfter.workers - cpuBefore.workers} ms`;
     }
     if (publisher !== null) {
       const s = await subscriberStats(ctxr.url);
@@ -470,6 +475,20 @@ async function kvEventsProbe(name: string): Promise<ProbeResult> {
   result.five_xx = tally.fiveHundreds;
   progress(`${name}: peak ${mib(result.peak_rss_bytes)} (start ${mib(result.start_rss_bytes)}), ${result.wall_ms} ms;${result.notes}`);
   return result;
+}
+
+/** CPU time (ms) of a process's threads: its main (request) thread and those named `Worker`, summed. */
+function threadCpuMs(pid: number): { main: number; workers: number } {
+  const out = { main: 0, workers: 0 };
+  for (const tid of readdirSync(`/proc/${pid}/task`)) {
+    const stat = readFileSync(`/proc/${pid}/task/${tid}/stat`, "utf8");
+    const name = stat.slice(stat.indexOf("(") + 1, stat.lastIndexOf(")"));
+    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+    const ms = (Number(fields[11]) + Number(fields[12])) * 10; // utime + stime, USER_HZ 100
+    if (tid === String(pid)) out.main += ms;
+    else if (name === "Worker") out.workers += ms;
+  }
+  return out;
 }
 
 async function waitForSubscriber(ctxr: Ctxr, done: (stats: any) => boolean, timeoutMs = 600_000): Promise<void> {

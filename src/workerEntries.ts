@@ -5,13 +5,15 @@
  */
 export const KV_EVENTS_WORKER_ENTRY = "./src/proxy/kvEventsWorker.ts";
 
+export const KV_EVENTS_PUBLISH_WORKER_ENTRY = "./src/server/kvEventsPublishWorker.ts";
+
 export const QUANTIZE_WORKER_ENTRY = "./src/model/gguf/quantizeWorker.ts";
 
 export const GRAMMAR_WORKER_ENTRY = "./src/engine/grammar/grammarWorker.ts";
 
 export const TOKENIZER_WORKER_ENTRY = "./src/model/tokenizerThread/tokenizerWorker.ts";
 
-export const WORKER_ENTRIES = [KV_EVENTS_WORKER_ENTRY, QUANTIZE_WORKER_ENTRY, GRAMMAR_WORKER_ENTRY, TOKENIZER_WORKER_ENTRY];
+export const WORKER_ENTRIES = [KV_EVENTS_WORKER_ENTRY, KV_EVENTS_PUBLISH_WORKER_ENTRY, QUANTIZE_WORKER_ENTRY, GRAMMAR_WORKER_ENTRY, TOKENIZER_WORKER_ENTRY];
 
 /** Whether this code runs inside the single binary (its files live under Bun's /$bunfs/). */
 export function insideSingleBinary(): boolean {

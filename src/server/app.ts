@@ -42,7 +42,7 @@ export interface AppOptions {
   /** With --model: the built-in engine behind /v1/chat/completions, /v1/completions and /v1/models. */
   engine?: GenerationEngine | null;
   /** With --kv-events-publish: the publisher, whose counters /metrics adds. */
-  kvEvents?: { metrics(): string } | null;
+  kvEvents?: { metrics(): string | Promise<string> } | null;
   /** Told the proxy once it exists (to feed it KV events; tests reach it through this). */
   onProxy?: (proxy: ContextProxy) => void;
   /** With --model: the engine's latency histograms (latencyMetrics.ts), which /metrics adds. */
@@ -139,7 +139,11 @@ export function createApp(service: ContextService, options: AppOptions = {}): Op
     return c.json(document as Record<string, unknown>, 200);
   });
 
-  app.openapi(routes.metrics, (c) => c.text(metrics.render(service.stats()) + (proxy?.metrics() ?? "") + (engine?.metrics() ?? "") + (options.latency?.metrics() ?? "") + (options.kvEvents?.metrics() ?? ""), 200, { "Content-Type": PROMETHEUS_CONTENT_TYPE }));
+  app.openapi(routes.metrics, async (c) => {
+    // The KV events publisher's counters come from its own thread (kvEventsPublishThread.ts): asked first.
+    const kvEvents = (await options.kvEvents?.metrics()) ?? "";
+    return c.text(metrics.render(service.stats()) + (proxy?.metrics() ?? "") + (engine?.metrics() ?? "") + (options.latency?.metrics() ?? "") + kvEvents, 200, { "Content-Type": PROMETHEUS_CONTENT_TYPE });
+  });
 
   app.openapi(routes.stats, (c) => {
     const remote = engine?.chunkCache.stats.remote ?? null;

@@ -9,10 +9,14 @@
  * - the last REPLAY_BUFFER_STEPS batches (REPLAY_BUFFER_BYTES of payloads at most) are kept; a ROUTER socket at the replay endpoint answers
  *   a request holding a starting sequence number (8 bytes, big-endian) with every kept batch from
  *   it on, one message [seq, payload] each, then [-1 (8 bytes of 0xff), empty].
+ *
+ * `ctxr serve` runs one on a thread of its own (kvEventsPublishThread.ts); tests and the fake
+ * engine use it in-thread.
  */
-import { singleMetric } from "../http/prometheus.ts";
-import { allBlocksClearedEvent, blockRemovedEvent, blockStoredEvents, encodeKvEventBatch, BLOCK_HASH_ENCODINGS, KV_EVENT_LAYOUTS, type BlockHashEncoding, type KvCacheEvent, type KvEventLayout } from "../kv/kvEventBatch.ts";
+import { encodeKvEventBatch, BLOCK_HASH_ENCODINGS, KV_EVENT_LAYOUTS, type BlockHashEncoding, type KvEventLayout } from "../kv/kvEventBatch.ts";
 import type { PrefixCacheEvents, StoredPrefixBlock } from "../kv/prefixBlockCache.ts";
+import { KvEventBatcher } from "./kvEventBatcher.ts";
+import { kvEventPublisherMetrics, type KvEventPublisherStats } from "./kvEventPublisherMetrics.ts";
 import { parseTcpEndpoint, splitEndpointSettings, type TcpEndpoint } from "../zmq/tcpEndpoint.ts";
 import { DEFAULT_HANDSHAKE_TIMEOUT_MS, DEFAULT_MAX_PEERS, PubSocket, RouterSocket } from "../zmq/zmqSockets.ts";
 
@@ -63,29 +67,13 @@ export function parseKvEventsPublish(value: string): KvEventsPublishOptions {
   return options;
 }
 
-export interface KvEventPublisherStats {
-  /** Batches published (the next batch's sequence number). */
-  batches: number;
-  events: number;
-  /** Peers subscribed to the PUB socket. */
-  subscribers: number;
-  replayRequests: number;
-  /** Messages not sent to a subscriber or replay client that did not keep up. */
-  dropped: number;
-  /** Connections closed as they came because the socket held its maximum, both sockets together. */
-  refusedConnections: number;
-  /** Connections closed because they did not complete the handshake in time. */
-  handshakeTimeouts: number;
-  /** Batches and payload bytes kept for replay. */
-  replayBufferBatches: number;
-  replayBufferBytes: number;
-}
-
 export interface KvEventPublisherHooks {
   /** The batches' clock, seconds since the epoch (default: the wall clock). */
   now?: () => number;
   /** Every live message on its way to the PUB socket (default: sent as it is). Fault injection in tests: drop, hold back, reorder. */
   transmit?: (frames: Uint8Array[], send: (frames: readonly Uint8Array[]) => void) => void;
+  /** The first batch's sequence number (default 0; a publisher thread started again goes on from where the last one was). */
+  firstSequence?: number;
 }
 
 function sequenceBytes(seq: number): Uint8Array {
@@ -95,10 +83,8 @@ function sequenceBytes(seq: number): Uint8Array {
 }
 
 export class KvEventPublisher implements PrefixCacheEvents {
-  private pending: KvCacheEvent[] = [];
-  private flushScheduled = false;
-  private nextSeq = 0;
-  private eventCount = 0;
+  private readonly batcher: KvEventBatcher;
+  private nextSeq: number;
   private replayCount = 0;
   private replayDropped = 0;
   /** Kept batches, oldest first from `bufferStart` (the array is compacted as the front is dropped). */
@@ -117,7 +103,10 @@ export class KvEventPublisher implements PrefixCacheEvents {
     private readonly router: RouterSocket | null,
     private readonly now: () => number,
     private readonly transmit: KvEventPublisherHooks["transmit"],
+    firstSequence: number,
   ) {
+    this.nextSeq = firstSequence;
+    this.batcher = new KvEventBatcher(options.hashes, (events) => this.publishPayload(encodeKvEventBatch(this.now(), events, { layout: this.options.layout })));
     this.topic = new TextEncoder().encode(options.topic);
     this.endpoint = pub.endpoint(options.endpoint);
     this.replayEndpoint = router === null || options.replay === null ? null : router.endpoint(options.replay);
@@ -135,26 +124,26 @@ export class KvEventPublisher implements PrefixCacheEvents {
       await pub.close();
       throw error;
     }
-    publisher = new KvEventPublisher(options, pub, router, hooks.now ?? (() => Date.now() / 1000), hooks.transmit);
+    publisher = new KvEventPublisher(options, pub, router, hooks.now ?? (() => Date.now() / 1000), hooks.transmit, hooks.firstSequence ?? 0);
     return publisher;
   }
 
   stored(blocks: readonly StoredPrefixBlock[]): void {
-    this.add(blockStoredEvents(blocks, this.options.hashes));
+    this.batcher.stored(blocks);
   }
 
   removed(hashes: readonly string[]): void {
-    if (hashes.length > 0) this.add([blockRemovedEvent(hashes, this.options.hashes)]);
+    this.batcher.removed(hashes);
   }
 
   cleared(): void {
-    this.add([allBlocksClearedEvent()]);
+    this.batcher.cleared();
   }
 
   get stats(): KvEventPublisherStats {
     return {
       batches: this.nextSeq,
-      events: this.eventCount,
+      events: this.batcher.events,
       subscribers: this.pub.subscribers,
       replayRequests: this.replayCount,
       dropped: this.pub.dropped + this.replayDropped,
@@ -167,30 +156,12 @@ export class KvEventPublisher implements PrefixCacheEvents {
 
   /** Prometheus text for /metrics. */
   metrics(): string {
-    const stats = this.stats;
-    let out = "";
-    const metric = (name: string, type: "counter" | "gauge", help: string, value: number) => {
-      out += singleMetric(name, type, help, value);
-    };
-    metric("ctxr_kv_events_batches_total", "counter", "KV event batches published (--kv-events-publish).", stats.batches);
-    metric("ctxr_kv_events_total", "counter", "KV events published (BlockStored, BlockRemoved, AllBlocksCleared).", stats.events);
-    metric("ctxr_kv_events_subscribers", "gauge", "Subscribers connected to the KV events socket.", stats.subscribers);
-    metric("ctxr_kv_events_replay_requests_total", "counter", "Replay requests answered.", stats.replayRequests);
-    metric("ctxr_kv_events_dropped_messages_total", "counter", "KV event messages dropped for a subscriber or replay client that did not keep up.", stats.dropped);
-    metric("ctxr_kv_events_refused_connections_total", "counter", "Connections to the KV event sockets closed as they came, at --kv-events-max-connections.", stats.refusedConnections);
-    metric("ctxr_kv_events_handshake_timeouts_total", "counter", "Connections to the KV event sockets closed for not completing the ZMTP handshake in time.", stats.handshakeTimeouts);
-    metric("ctxr_kv_events_replay_buffer_bytes", "gauge", "Payload bytes of the batches kept for replay.", stats.replayBufferBytes);
-    return out;
+    return kvEventPublisherMetrics(this.stats);
   }
 
   /** Publishes the events gathered so far as one batch now. */
   flush(): void {
-    this.flushScheduled = false;
-    if (this.pending.length === 0 || this.closed) return;
-    const events = this.pending;
-    this.pending = [];
-    this.eventCount += events.length;
-    this.publishPayload(encodeKvEventBatch(this.now(), events, { layout: this.options.layout }));
+    if (!this.closed) this.batcher.flush();
   }
 
   /** Publishes an encoded batch under the next sequence number (kept for replay); returns that number. */
@@ -224,7 +195,7 @@ export class KvEventPublisher implements PrefixCacheEvents {
 
   /** Starts the sequence again from 0 with nothing kept for replay, as a restarted engine's publisher does (the sockets stay). */
   restartSequence(): void {
-    this.pending = [];
+    this.batcher.discard();
     this.nextSeq = 0;
     this.buffer = [];
     this.bufferStart = 0;
@@ -234,17 +205,9 @@ export class KvEventPublisher implements PrefixCacheEvents {
   /** Publishes what is pending, then closes both sockets. */
   async close(): Promise<void> {
     if (this.closed) return;
-    this.flush();
+    this.batcher.stop();
     this.closed = true;
     await Promise.all([this.pub.close(), this.router?.close()]);
-  }
-
-  private add(events: readonly KvCacheEvent[]): void {
-    if (this.closed || events.length === 0) return;
-    this.pending.push(...events);
-    if (this.flushScheduled) return;
-    this.flushScheduled = true;
-    setImmediate(() => this.flush());
   }
 
   /**

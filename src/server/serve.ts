@@ -19,7 +19,8 @@ import { parseUpstreamUrl } from "../proxy/upstreamTarget.ts";
 import { createApp } from "./app.ts";
 import { BODY_FIELD, bodyReadFailure, errorBody } from "../http/errors.ts";
 import { withDefaultLimits, type ServerLimits } from "../http/limits.ts";
-import { KvEventPublisher, type KvEventsPublishOptions } from "./kvEventPublisher.ts";
+import type { KvEventsPublishOptions } from "./kvEventPublisher.ts";
+import { KvEventsPublishThread } from "./kvEventsPublishThread.ts";
 import { LatencyHistograms } from "./latencyMetrics.ts";
 import { registerIdleTimeout, SERVER_IDLE_TIMEOUT_S } from "../http/idleTimeout.ts";
 import { ServerMetrics } from "./metrics.ts";
@@ -40,8 +41,8 @@ export interface ServerOptions {
   onProxy?: (proxy: ContextProxy) => void;
   /** Serve this model (POST /v1/chat/completions, /v1/completions, GET /v1/models). */
   engine?: GenerationEngine | null;
-  /** The engine's KV events publisher, whose counters /metrics adds. */
-  kvEvents?: KvEventPublisher | null;
+  /** The engine's KV events publisher (a KvEventPublisher or KvEventsPublishThread), whose counters /metrics adds. */
+  kvEvents?: { metrics(): string | Promise<string> } | null;
   /** The engine's latency histograms (given to GenerationEngine.open as `latency`), which /metrics adds. */
   latency?: LatencyHistograms | null;
   /** A streamed answer (the engine's or a relayed one) that wrote nothing for this long writes an SSE keep-alive comment (default DEFAULT_SSE_KEEP_ALIVE_MS). */
@@ -234,7 +235,7 @@ export async function runServer(options: RunOptions, io: RunIo): Promise<void> {
   const mirroredUpstreams = (options.kvEventsSubscribe ?? []).filter((subscribe) => subscribe !== null).length;
   const proxyOptions = options.proxy ? { ...options.proxy, mirroredUpstreams, ...(shared ? { histories: shared.histories } : {}) } : options.proxy;
   let engine: GenerationEngine | null = null;
-  let kvEvents: KvEventPublisher | null = null;
+  let kvEvents: KvEventsPublishThread | null = null;
   // Every upstream's KV events are followed on one thread of their own, off the request path.
   const kvEventsThread = (options.kvEventsSubscribe ?? []).some((subscribe) => subscribe !== null) ? new KvEventsThread(io.err, options.kvEventsSettings) : null;
   const subscribers = (options.kvEventsSubscribe ?? []).map((subscribe) => (subscribe === null ? null : kvEventsThread!.subscribe(subscribe)));
@@ -247,7 +248,7 @@ export async function runServer(options: RunOptions, io: RunIo): Promise<void> {
   let running: RunningServer;
   try {
     if (options.model) {
-      if (options.kvEventsPublish) kvEvents = await openKvEvents(options.kvEventsPublish);
+      if (options.kvEventsPublish) kvEvents = await openKvEvents(options.kvEventsPublish, io.err);
       engine = await GenerationEngine.open({
         ...options.model,
         ...(kvEvents === null ? {} : { prefixEvents: kvEvents }),
@@ -321,10 +322,10 @@ export async function runServer(options: RunOptions, io: RunIo): Promise<void> {
   io.err(`ctxr serve: stopped${dataDir === null ? "" : `; state saved in ${dataDir}`}\n`);
 }
 
-/** The KV events publisher, its bind errors in words naming the flag. */
-async function openKvEvents(options: KvEventsPublishOptions): Promise<KvEventPublisher> {
+/** The KV events publisher on a thread of its own, its bind errors in words naming the flag. */
+async function openKvEvents(options: KvEventsPublishOptions, log: (text: string) => void): Promise<KvEventsPublishThread> {
   try {
-    return await KvEventPublisher.open(options);
+    return await KvEventsPublishThread.open(options, log);
   } catch (error) {
     throw new Error(`--kv-events-publish: ${(error as Error).message}`);
   }

@@ -19,7 +19,8 @@ import { BODY_FIELD, createErrorHandler, errorResponse, validationErrorResponse 
 import { withDefaultLimits, type ServerLimits } from "./limits.ts";
 import { CollectAfterBytes } from "./garbageCollection.ts";
 import { PROMETHEUS_CONTENT_TYPE, ServerMetrics } from "./metrics.ts";
-import { GENERATION_PATHS, MODEL_PATH_PREFIX, mountGenerationRoutes, mountNoModelRoutes } from "./openaiRoutes.ts";
+import { GENERATION_PATHS, mountGenerationRoutes } from "./openai/generationRoutes.ts";
+import { MODEL_PATH_PREFIX, mountNoModelRoutes } from "./openai/modelsRoutes.ts";
 import { createRoutes, routeTable } from "./routes.ts";
 import { refuseWhileStateQueueFull, stateWritingPaths } from "./stateWriteGuard.ts";
 import { mountResponsesRoute } from "./responses/responsesRoute.ts";

@@ -16,7 +16,6 @@ import { loadModelTokenizer, type ChatTemplateMessage, type ChatTemplateOptions,
 import { findRunner } from "../runner/runnerExecutable.ts";
 import { RunnerProcess, type KvDtypeChoice } from "../runner/runnerProcess.ts";
 import type { RunnerInfo } from "../runner/runnerProtocol.ts";
-import type { FieldDocument } from "../chat/documentsField.ts";
 import { ChunkCache } from "../kv/chunkCache.ts";
 import { DiskKvTier } from "../kv/diskKvTier.ts";
 import { DEFAULT_REMOTE_KV_BYTES, RemoteKvTier, remoteNamespace } from "../kv/remoteKvTier.ts";
@@ -29,7 +28,7 @@ import { resolveModelSource, type ModelSource } from "../model/modelSource.ts";
 import { OffThreadTokenizer } from "../model/tokenizerThread/offThreadTokenizer.ts";
 import { TokenizerThread } from "../model/tokenizerThread/tokenizerThread.ts";
 import type { RecomputePolicy } from "../kv/recomputeSelection.ts";
-import { chatSegmentTexts, checkSegmentTexts, promptTokens, segmentTokens, type SegmentedPrompt } from "../kv/segmentedPrompt.ts";
+import { preparePrompt, type PreparedPrompt, type PromptRequest, type PromptTokenizing } from "./promptPreparation.ts";
 import type { UncertaintyTriggerOptions } from "../kv/uncertaintyTrigger.ts";
 import type { ContextScores } from "../kv/reuseScores.ts";
 import { DEFAULT_PROPHET_SPAN_DECAY, type ProphetQueryRows } from "../kv/recomputeSelection.ts";
@@ -287,24 +286,18 @@ export class GenerationEngine {
     return this.prompts.encodeChat(messages, options, addBos && this.addBos ? this.tokenizer.bosTokenId : null);
   }
 
-  /** A chat with documents as a segmented prompt (each document a reusable chunk); long pieces (a document, the head, the question) are tokenized on the tokenizer thread. */
-  async tokenizeChatSegments(messages: readonly ChatTemplateMessage[], documents: readonly FieldDocument[], options?: ChatTemplateOptions): Promise<SegmentedPrompt> {
-    const texts = chatSegmentTexts(this.tokenizer, messages, documents, options);
-    const [head, question, ...chunks] = await Promise.all([texts.head, texts.question, ...texts.chunks].map((text) => this.prompts.encode(text)));
-    return segmentTokens(head!, chunks, question!);
+  /** A request's prompt ids (and segments, with documents or segments) in one trip; long pieces are tokenized on the tokenizer thread. */
+  prepare(request: PromptRequest): Promise<PreparedPrompt> {
+    this.promptTokenizing ??= {
+      tokenizer: this.tokenizer,
+      completionBos: this.addBos ? this.tokenizer.bosTokenId : null,
+      encode: (text, bos) => this.prompts.encode(text, bos ?? null),
+      encodeChat: (messages, options) => this.prompts.encodeChat(messages, options),
+    };
+    return preparePrompt(this.promptTokenizing, request);
   }
 
-  /** /v1/completions `segments`: chunks, then the question; BOS as the head when the model adds one. Long pieces are tokenized on the tokenizer thread. */
-  async tokenizeCompletionSegments(texts: readonly string[]): Promise<SegmentedPrompt> {
-    checkSegmentTexts(texts);
-    const ids = await Promise.all(texts.map((text) => this.prompts.encode(text)));
-    const bos = this.addBos ? this.tokenizer.bosTokenId : null;
-    return segmentTokens(bos === null ? [] : [bos], ids.slice(0, -1), ids.at(-1)!);
-  }
-
-  segmentIds(prompt: SegmentedPrompt): number[] {
-    return promptTokens(prompt);
-  }
+  private promptTokenizing: PromptTokenizing | null = null;
 
   /** Queues a request (see GenerationScheduler.submit); eos ids are added to stopTokenIds unless ignoreEos. */
   generate(request: GenerationRequest & { ignoreEos?: boolean }): GenerationHandle {

@@ -18,7 +18,7 @@ export interface ResponseUsage {
   ctxr: CtxrUsage;
 }
 
-/** Chat usage (generationRequest.ts usageOf) in the Responses names. */
+/** Chat usage (openai/usage.ts usageOf) in the Responses names. */
 export function responseUsage(usage: { prompt_tokens: number; completion_tokens: number; total_tokens: number; prompt_tokens_details: { cached_tokens: number }; ctxr: CtxrUsage }): ResponseUsage {
   return {
     input_tokens: usage.prompt_tokens,

@@ -1,6 +1,6 @@
 /**
  * A Responses API request as the chat request the engine's chat pipeline serves
- * (chatPreparation.ts): `instructions` first as a system message, then the continued response's
+ * (openai/chatPreparation.ts): `instructions` first as a system message, then the continued response's
  * conversation (previous_response_id), then `input` — a string (one user message) or items:
  * messages with input_text / output_text parts, function_call items (an assistant message's
  * tool_calls, consecutive calls joined into one), function_call_output items (tool messages) and

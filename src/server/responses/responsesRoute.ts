@@ -1,7 +1,7 @@
 /**
  * POST /v1/responses (OpenAI's Responses API) over the built-in engine. The request is translated
  * to a chat request (responsesInput.ts), checked by the chat schema and run through the chat
- * pipeline (chatPreparation.ts: template, documents, tools, structured output); the answer is a
+ * pipeline (openai/chatPreparation.ts: one engine.prepare, template, documents, tools, structured output); the answer is a
  * `response` object, or with "stream": true the Responses events. A stored response (store, the
  * default) can be continued with previous_response_id; an unknown or forgotten one is a 404.
  */
@@ -11,10 +11,11 @@ import type { GenerationEngine } from "../../engine/generationEngine.ts";
 import type { GenerationHandle } from "../../engine/generationScheduler.ts";
 import { ToolCallAnswerStream, wholeToolCallAnswer } from "../../engine/toolCalls/toolCallAnswer.ts";
 import type { ToolRequest } from "../../engine/toolCalls/toolRequest.ts";
-import { prepareChatGeneration } from "../chatPreparation.ts";
+import { prepareChatGeneration } from "../openai/chatPreparation.ts";
 import { describeIssue, errorResponse } from "../../http/errors.ts";
 import { engineFailureResponse, failureMessage, streamFailure } from "../generationFailure.ts";
-import { InvalidRequest, usageOf } from "../generationRequest.ts";
+import { InvalidRequest } from "../openai/invalidRequest.ts";
+import { usageOf } from "../openai/usage.ts";
 import { DEFAULT_SSE_KEEP_ALIVE_MS } from "../../http/sseKeepAlive.ts";
 import { depthProblem } from "../../http/jsonDepth.ts";
 import { DEFAULT_LIMITS } from "../../http/limits.ts";

@@ -7,12 +7,12 @@
  * a runner crash mid-generation, and `ctxr serve --model` from the CLI.
  */
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
-import { GenerationEngine } from "../../src/engine/generationEngine.ts";
-import { ContextService } from "../../src/online/contextService.ts";
-import { startServer, type RunningServer } from "../../src/server/serve.ts";
-import { runCli } from "../helpers/cli.ts";
-import { TINY_REFERENCE, buildRunner, tinyModelFolder } from "../helpers/engineKit.ts";
-import { client, spawnServer, type Client } from "./serverKit.ts";
+import { GenerationEngine } from "../../../src/engine/generationEngine.ts";
+import { ContextService } from "../../../src/online/contextService.ts";
+import { startServer, type RunningServer } from "../../../src/server/serve.ts";
+import { runCli } from "../../helpers/cli.ts";
+import { TINY_REFERENCE, buildRunner, tinyModelFolder } from "../../helpers/engineKit.ts";
+import { client, spawnServer, type Client } from "../serverKit.ts";
 
 setDefaultTimeout(120_000);
 

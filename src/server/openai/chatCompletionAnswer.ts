@@ -1,0 +1,32 @@
+/** The chat.completion object of finished choices: the message (or its tool calls), logprobs, usage. */
+import type { GenerationResult } from "../../engine/generationScheduler.ts";
+import { wholeToolCallAnswer } from "../../engine/toolCalls/toolCallAnswer.ts";
+import type { ModelTokenizer } from "../../model/modelTokenizer.ts";
+import type { AnswerHeader } from "./answerHeader.ts";
+import { toolCallId } from "./answerIds.ts";
+import type { PreparedChat } from "./chatPreparation.ts";
+import { chatLogprobs } from "./logprobs.ts";
+import { usageOf } from "./usage.ts";
+
+export function chatCompletionAnswer(header: AnswerHeader, chat: PreparedChat, results: readonly GenerationResult[], tokenizer: ModelTokenizer, choicesPerPrompt: number) {
+  const { tools, topLogprobs } = chat;
+  return {
+    id: header.id,
+    object: "chat.completion",
+    created: header.created,
+    model: header.model,
+    choices: results.map((result, index) => {
+      const logprobs = topLogprobs === null ? null : chatLogprobs(tokenizer, result.tokens);
+      if (tools === null || tools.choice === null) return { index, message: { role: "assistant", content: result.text }, logprobs, finish_reason: result.finishReason };
+      const { content, calls } = wholeToolCallAnswer(tools.format, result.text);
+      if (calls.length === 0) return { index, message: { role: "assistant", content }, logprobs, finish_reason: result.finishReason };
+      return {
+        index,
+        message: { role: "assistant", content, tool_calls: calls.map((call) => ({ id: toolCallId(), type: "function", function: call })) },
+        logprobs,
+        finish_reason: "tool_calls",
+      };
+    }),
+    usage: usageOf(results, choicesPerPrompt),
+  };
+}

@@ -8,7 +8,7 @@
  */
 import { requestChatMessages } from "../engine/chatMessages.ts";
 import type { GenerationEngine } from "../engine/generationEngine.ts";
-import type { GenerationHandle } from "../engine/generationScheduler.ts";
+import type { GenerationHandle } from "../engine/generationHandle.ts";
 import { ToolRequestError, toolRequestOf, type ToolRequest } from "../engine/toolCalls/toolRequest.ts";
 import { SegmentedPromptError, type SegmentedPrompt } from "../kv/segmentedPrompt.ts";
 import { ChatTemplateError, ModelTokenizerError } from "../model/modelTokenizer.ts";

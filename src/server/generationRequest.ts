@@ -6,7 +6,9 @@
  * (openaiRoutes.ts) and /v1/responses (responses/) alike.
  */
 import type { GenerationEngine } from "../engine/generationEngine.ts";
-import { PromptTooLongError, type CtxrUsage, type GenerationHandle } from "../engine/generationScheduler.ts";
+import { PromptTooLongError } from "../engine/generationErrors.ts";
+import type { GenerationHandle } from "../engine/generationHandle.ts";
+import type { CtxrUsage } from "../engine/generationTypes.ts";
 import type { RecomputePolicy } from "../kv/recomputeSelection.ts";
 import { SamplingError, type SamplingParams } from "../engine/sampler.ts";
 import { LogitsAdjustmentError, type LogitsAdjustments } from "../engine/logitsAdjuster.ts";

@@ -15,7 +15,8 @@
 import { createRoute, z, type OpenAPIHono } from "@hono/zod-openapi";
 import type { Context, MiddlewareHandler } from "hono";
 import type { GenerationEngine } from "../engine/generationEngine.ts";
-import type { GeneratedToken, GenerationEvent, GenerationHandle } from "../engine/generationScheduler.ts";
+import type { GenerationHandle } from "../engine/generationHandle.ts";
+import type { GeneratedToken, GenerationEvent } from "../engine/generationTypes.ts";
 import { SegmentedPromptError, type SegmentedPrompt } from "../kv/segmentedPrompt.ts";
 import { errorResponse } from "./errors.ts";
 import { engineFailureResponse } from "./generationFailure.ts";

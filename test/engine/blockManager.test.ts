@@ -3,6 +3,7 @@ import { BlockManager, type BlockManagerOptions } from "../../src/engine/blockMa
 import type { GenerationRequest } from "../../src/engine/generationTypes.ts";
 import { Sequence } from "../../src/engine/sequence.ts";
 import type { BlockRunner } from "../../src/kv/kvBlockTable.ts";
+import type { StoredPrefixBlock } from "../../src/kv/prefixBlockCache.ts";
 
 const BLOCK_SIZE = 4;
 const TOTAL_BLOCKS = 16;
@@ -180,7 +181,7 @@ describe("BlockManager", () => {
   });
 
   test("KV events: stored blocks with their tokens and parents, removed on eviction, cleared on reset", async () => {
-    const stored: { hash: string; parent: string | null; tokens: number[] }[] = [];
+    const stored: StoredPrefixBlock[] = [];
     const removed: string[] = [];
     let cleared = 0;
     const { manager } = setup({ prefixEvents: { stored: (blocks) => stored.push(...blocks), removed: (hashes) => removed.push(...hashes), cleared: () => cleared++ } });

@@ -46,7 +46,7 @@ describe("checkGenerationRequest", () => {
   });
 
   test("each bad field is refused with a message that names it", () => {
-    const cases: [Partial<GenerationRequest>, string, string][] = [
+    const cases: [Partial<GenerationRequest>, PromptTooLongError["field"], string][] = [
       [{ promptIds: [] }, "prompt", "the prompt is empty"],
       [{ promptIds: [1, 100] }, "prompt", "prompt token 100 is not in the model's vocabulary (0 to 99)"],
       [{ promptIds: [1, -1] }, "prompt", "prompt token -1"],

@@ -24,10 +24,11 @@
  * not finished by then is cancelled (DeadlineExceededError; its blocks are freed
  * at the next step).
  *
- * This file is admission, planning, stepping and preemption; the rest lives beside it: the public
- * types (generationTypes.ts, schedulerTypes.ts), errors (generationErrors.ts), a request's state
- * (sequence.ts) and handle (generationHandle.ts), the checks at submission (requestChecks.ts),
- * the KV blocks and prefix cache (blockManager.ts) and the token output (tokenOutput.ts).
+ * This file is admission, planning, stepping, preemption and recovery; the rest lives beside it:
+ * the public types (generationTypes.ts, schedulerTypes.ts), errors (generationErrors.ts), a
+ * request's state (sequence.ts) and handle (generationHandle.ts), the checks at submission
+ * (requestChecks.ts), the KV blocks and prefix cache (blockManager.ts), the token output
+ * (tokenOutput.ts, sequenceOutput.ts) and the KV-managed prefill's step (managedPrefillStep.ts).
  */
 import type { ForwardResult, ForwardSequence } from "../runner/runnerProtocol.ts";
 import { RunnerCrashedError } from "../runner/runnerProcess.ts";

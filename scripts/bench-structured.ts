@@ -34,7 +34,7 @@ import { writeFileSync } from "node:fs";
 import { cpus, loadavg, totalmem } from "node:os";
 import { parseArgs } from "node:util";
 import { GenerationEngine } from "../src/engine/generationEngine.ts";
-import type { GenerationRequest } from "../src/engine/generationScheduler.ts";
+import type { GenerationRequest } from "../src/engine/generationTypes.ts";
 import type { GrammarSpec } from "../src/engine/grammarSpec.ts";
 import { randomSchema } from "../test/helpers/randomSchemas.ts";
 import { bpeModelFolder } from "./benchBpeVocab.ts";

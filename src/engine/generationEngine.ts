@@ -6,7 +6,10 @@
  */
 import { singleMetric } from "../http/prometheus.ts";
 import type { RedisTlsSettings } from "../state/redisDiagnosis.ts";
-import { DEFAULT_KV_POLICY, DEFAULT_RECOMPUTE_RATIO, GenerationScheduler, type GenerationHandle, type GenerationRequest, type LatencyObserver, type SchedulerStats } from "./generationScheduler.ts";
+import type { GenerationHandle } from "./generationHandle.ts";
+import { GenerationScheduler } from "./generationScheduler.ts";
+import type { GenerationRequest } from "./generationTypes.ts";
+import { DEFAULT_KV_POLICY, DEFAULT_RECOMPUTE_RATIO, type LatencyObserver, type SchedulerStats } from "./schedulerTypes.ts";
 import { describeKvSettings } from "./kvSettings.ts";
 import { GrammarCompiler } from "./grammarCompiler.ts";
 import { DEFAULT_GRAMMAR_LIMITS, type GrammarLimits } from "./grammar/grammarBudget.ts";

@@ -4,7 +4,7 @@
  * runner failure a 500; in a stream, the same as an error event in OpenAI's shape.
  */
 import type { Context } from "hono";
-import { DeadlineExceededError, GenerationFailedError, QueueFullError, SchedulerClosedError } from "../engine/generationScheduler.ts";
+import { DeadlineExceededError, GenerationFailedError, QueueFullError, SchedulerClosedError } from "../engine/generationErrors.ts";
 import { GrammarRuntimeError } from "../engine/grammar/grammarErrors.ts";
 import { errorBody, errorResponse, type ApiError } from "../http/errors.ts";
 

@@ -6,7 +6,7 @@
  * `vllm:e2e_request_latency_seconds`) with ctxr's prefix, so dashboards carry
  * over by renaming.
  */
-import type { LatencyObserver } from "../engine/generationScheduler.ts";
+import type { LatencyObserver } from "../engine/schedulerTypes.ts";
 import { LabeledHistogram } from "../http/prometheus.ts";
 
 /** vLLM's TIME_TO_FIRST_TOKEN_BUCKETS. */

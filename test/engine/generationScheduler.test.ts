@@ -7,7 +7,9 @@
  * refused, a runner crash fails the running requests and the next one succeeds.
  */
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
-import { DeadlineExceededError, GenerationFailedError, GenerationScheduler, PromptTooLongError, QueueFullError, type GenerationRequest } from "../../src/engine/generationScheduler.ts";
+import { DeadlineExceededError, GenerationFailedError, PromptTooLongError, QueueFullError } from "../../src/engine/generationErrors.ts";
+import { GenerationScheduler } from "../../src/engine/generationScheduler.ts";
+import type { GenerationRequest } from "../../src/engine/generationTypes.ts";
 import { KvBlockPool, KvBlockTable, KvCacheFullError, blocksFor } from "../../src/kv/kvBlockTable.ts";
 import { loadModelTokenizer, type ModelTokenizer } from "../../src/model/modelTokenizer.ts";
 import { RunnerProcess } from "../../src/runner/runnerProcess.ts";

@@ -7,7 +7,7 @@
  */
 import Ajv from "ajv";
 import type { GenerationEngine } from "../../src/engine/generationEngine.ts";
-import type { GenerationResult } from "../../src/engine/generationScheduler.ts";
+import type { GenerationResult } from "../../src/engine/generationTypes.ts";
 import type { RequestedGrammar } from "../../src/engine/grammarSpec.ts";
 import { completeAnswer, completionPreferences, strictText } from "./grammarCompletion.ts";
 import type { Schema } from "./randomSchemas.ts";

@@ -2,7 +2,7 @@
  * best_of (OpenAI completions): of the candidates generated for one prompt, the `n` returned are
  * those with the highest log probability per token, best first (ties: the earlier candidate).
  */
-import type { GeneratedToken } from "../../engine/generationScheduler.ts";
+import type { GeneratedToken } from "../../engine/generationTypes.ts";
 
 /** Mean logprob of the tokens (−Infinity for none). */
 export function logprobPerToken(tokens: readonly GeneratedToken[]): number {

@@ -1,5 +1,5 @@
 /** The chat.completion object of finished choices: the message (or its tool calls), logprobs, usage. */
-import type { GenerationResult } from "../../engine/generationScheduler.ts";
+import type { GenerationResult } from "../../engine/generationTypes.ts";
 import { wholeToolCallAnswer } from "../../engine/toolCalls/toolCallAnswer.ts";
 import type { ModelTokenizer } from "../../model/modelTokenizer.ts";
 import type { AnswerHeader } from "./answerHeader.ts";

@@ -8,7 +8,7 @@
  */
 import { requestChatMessages } from "../../chat/chatMessages.ts";
 import type { GenerationEngine } from "../../engine/generationEngine.ts";
-import type { GenerationHandle } from "../../engine/generationScheduler.ts";
+import type { GenerationHandle } from "../../engine/generationHandle.ts";
 import { checkToolBudget } from "../../engine/grammar/grammarBudget.ts";
 import type { PromptRequest } from "../../engine/promptPreparation.ts";
 import { ToolRequestError, toolRequestOf, type ToolRequest } from "../../engine/toolCalls/toolRequest.ts";

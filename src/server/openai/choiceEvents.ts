@@ -1,5 +1,6 @@
 /** The events of a request's choices, run side by side. */
-import type { GenerationEvent, GenerationHandle } from "../../engine/generationScheduler.ts";
+import type { GenerationEvent } from "../../engine/generationTypes.ts";
+import type { GenerationHandle } from "../../engine/generationHandle.ts";
 
 export type GenerationFinish = Extract<GenerationEvent, { type: "finish" }>;
 

@@ -1,5 +1,5 @@
 /** The text_completion object of finished candidates: the best n of each prompt, echo, logprobs, usage. */
-import type { GenerationResult } from "../../engine/generationScheduler.ts";
+import type { GenerationResult } from "../../engine/generationTypes.ts";
 import type { ModelTokenizer } from "../../model/modelTokenizer.ts";
 import type { AnswerHeader } from "./answerHeader.ts";
 import { bestCandidates } from "./bestOf.ts";

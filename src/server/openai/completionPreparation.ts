@@ -5,7 +5,7 @@
  * each prompt submitted. A problem is an InvalidRequest naming the field.
  */
 import type { GenerationEngine } from "../../engine/generationEngine.ts";
-import type { GenerationHandle } from "../../engine/generationScheduler.ts";
+import type { GenerationHandle } from "../../engine/generationHandle.ts";
 import type { PromptRequest } from "../../engine/promptPreparation.ts";
 import type { CompletionBody } from "../openaiSchemas.ts";
 import { generationOptions, truncatePrompt } from "./generationOptions.ts";

@@ -3,7 +3,7 @@
  * its logprobs arrive from the prompt's first choice), text deltas (with logprobs), a finish chunk
  * per choice, then (stream_options.include_usage) the usage chunk and [DONE].
  */
-import type { GeneratedToken, GenerationEvent } from "../../engine/generationScheduler.ts";
+import type { GeneratedToken, GenerationEvent } from "../../engine/generationTypes.ts";
 import type { ModelTokenizer } from "../../model/modelTokenizer.ts";
 import type { AnswerHeader } from "./answerHeader.ts";
 import { pumpAll, type GenerationFinish } from "./choiceEvents.ts";

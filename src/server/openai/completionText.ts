@@ -3,7 +3,7 @@
  * has no logprob) then the generated tokens, and the text_offset of each (characters, as code
  * points, of the choice's text).
  */
-import type { GeneratedToken } from "../../engine/generationScheduler.ts";
+import type { GeneratedToken } from "../../engine/generationTypes.ts";
 import { TokenTextOffsets } from "../../engine/tokenTextOffsets.ts";
 import type { ModelTokenizer } from "../../model/modelTokenizer.ts";
 import type { CompletionBody } from "../openaiSchemas.ts";

@@ -2,7 +2,7 @@
  * The `logprobs` of an answer: chat's (content[] with bytes and top_logprobs) and completions'
  * (tokens, token_logprobs, top_logprobs, text_offset), from the generated tokens.
  */
-import type { GeneratedToken } from "../../engine/generationScheduler.ts";
+import type { GeneratedToken } from "../../engine/generationTypes.ts";
 import type { TokenTextOffsets } from "../../engine/tokenTextOffsets.ts";
 import type { ModelTokenizer } from "../../model/modelTokenizer.ts";
 

@@ -3,7 +3,7 @@
  * this engine cannot honour, the number of choices, and whether the prompt fits the context.
  */
 import type { GenerationEngine } from "../../engine/generationEngine.ts";
-import { PromptTooLongError } from "../../engine/generationScheduler.ts";
+import { PromptTooLongError } from "../../engine/generationErrors.ts";
 import type { ChatCompletionBody, CompletionBody } from "../openaiSchemas.ts";
 import { refusedField, type Endpoint } from "../requestFields.ts";
 import { InvalidRequest } from "./invalidRequest.ts";

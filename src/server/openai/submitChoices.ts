@@ -1,6 +1,7 @@
 /** The choices of a request queued on the engine: `n` generations of each prompt. */
 import type { GenerationEngine } from "../../engine/generationEngine.ts";
-import { PromptTooLongError, type GenerationHandle } from "../../engine/generationScheduler.ts";
+import { PromptTooLongError } from "../../engine/generationErrors.ts";
+import type { GenerationHandle } from "../../engine/generationHandle.ts";
 import type { GrammarConstraint } from "../../engine/grammarConstraint.ts";
 import { LogitsAdjustmentError } from "../../engine/logitsAdjuster.ts";
 import { SamplingError } from "../../engine/sampler.ts";

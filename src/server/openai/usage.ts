@@ -1,5 +1,5 @@
 /** The `usage` object of an answer, from its finished generations. */
-import type { CtxrUsage } from "../../engine/generationScheduler.ts";
+import type { CtxrUsage } from "../../engine/generationTypes.ts";
 
 /**
  * usage over the choices: completion tokens of every choice; each prompt counted once, with the

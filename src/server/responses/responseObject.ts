@@ -3,7 +3,7 @@
  * Responses names (input_tokens, output_tokens, their details) with ctxr's usage.ctxr as in chat,
  * and the request's settings echoed as OpenAI echoes them. Pure.
  */
-import type { CtxrUsage } from "../../engine/generationScheduler.ts";
+import type { CtxrUsage } from "../../engine/generationTypes.ts";
 import type { OutputItem } from "./responseOutput.ts";
 import type { ResponsesBody } from "./responsesSchema.ts";
 

@@ -8,7 +8,7 @@
 import { createRoute, type OpenAPIHono, type z } from "@hono/zod-openapi";
 import type { Context, MiddlewareHandler } from "hono";
 import type { GenerationEngine } from "../../engine/generationEngine.ts";
-import type { GenerationHandle } from "../../engine/generationScheduler.ts";
+import type { GenerationHandle } from "../../engine/generationHandle.ts";
 import { ToolCallAnswerStream, wholeToolCallAnswer } from "../../engine/toolCalls/toolCallAnswer.ts";
 import type { ToolRequest } from "../../engine/toolCalls/toolRequest.ts";
 import { prepareChatGeneration } from "../openai/chatPreparation.ts";

@@ -1,0 +1,89 @@
+/**
+ * The scheduler's step for a KV-managed prompt (segments): it runs alone, through
+ * managedPrefill.ts (chunk caches reused at any position, the recompute policy's tokens computed),
+ * then samples the first token and stores the new chunks back.
+ */
+import type { ChunkCache } from "../kv/chunkCache.ts";
+import { managedPrefill } from "../kv/managedPrefill.ts";
+import type { BlockManager } from "./blockManager.ts";
+import { DEFAULT_KV_POLICY, DEFAULT_RECOMPUTE_RATIO, type SchedulerOptions, type SchedulerRunner } from "./schedulerTypes.ts";
+import type { Sequence } from "./sequence.ts";
+import type { SequenceOutput } from "./sequenceOutput.ts";
+
+export class ManagedPrefillStep {
+  constructor(
+    private readonly runner: SchedulerRunner,
+    private readonly blocks: BlockManager,
+    private readonly output: SequenceOutput,
+    private readonly options: SchedulerOptions,
+    /** The scheduler's counts this step adds to. */
+    private readonly counters: { forwards: number; prefillTokens: number },
+  ) {}
+
+  private get chunkCache(): ChunkCache | null {
+    return this.options.chunkCache ?? null;
+  }
+
+  /**
+   * A KV-managed prefill (managedPrefill.ts): blocks for the prompt and the first
+   * token, the prefill, the first token out; then the chunk cache's store-back.
+   * A sequence readmitted after preemption with tokens already generated only
+   * gets its prompt back this way; the rest is recomputed by ordinary steps.
+   * False, before anything ran, when the blocks are not there and `othersRunning` can free them.
+   */
+  async run(sequence: Sequence, othersRunning: boolean): Promise<boolean> {
+    const entries = sequence.promptLength + 1;
+    const need = sequence.table.blocksNeeded(entries);
+    await this.fetchRemoteChunks(sequence);
+    await this.blocks.makeRoom(need);
+    if (need > this.blocks.pool.free && othersRunning) return false;
+    await this.blocks.grow([{ table: sequence.table, entries }]);
+    const request = sequence.request;
+    this.counters.forwards++;
+    const result = await managedPrefill(this.runner, this.chunkCache, request.segments!, sequence.table.blocks, {
+      cachedTokens: sequence.table.length,
+      policy: request.kvPolicy ?? this.options.kvPolicy ?? DEFAULT_KV_POLICY,
+      recomputeRatio: request.recomputeRatio ?? this.options.recomputeRatio ?? DEFAULT_RECOMPUTE_RATIO,
+      focusWindow: this.options.focusWindow ?? 0,
+      contextScores: this.options.contextScores ?? "shift",
+      // The shift is metadata for cachecraft: measured when this request or the server's default uses it.
+      measureShift: (this.options.contextScores ?? "shift") === "shift" && (request.kvPolicy === "cachecraft" || (this.options.kvPolicy ?? DEFAULT_KV_POLICY) === "cachecraft"),
+      ...(this.options.prophetSpanDecay !== undefined ? { prophetSpanDecay: this.options.prophetSpanDecay } : {}),
+      prophetQueryRows: this.options.prophetQueryRows ?? "all",
+    });
+    sequence.table.length = sequence.promptLength;
+    sequence.managedPending = false;
+    sequence.exactTokens = result.exactTokens;
+    this.counters.prefillTokens += result.usage.prompt_tokens_computed + result.usage.prompt_tokens_recomputed;
+    const first = sequence.generated === 0;
+    if (first) sequence.usage = result.usage;
+    if (first && !sequence.cancelled && !sequence.done) {
+      await sequence.constraint?.ready().catch(() => {});
+      sequence.sparse?.observe(result.logits);
+      if (this.output.acceptOrFail(sequence, result.logits)) await this.output.jumpAhead(sequence);
+    }
+    await result.storeBack();
+    await this.blocks.cacheStepBlocks([sequence]);
+    if (sequence.sparse !== null && !sequence.done) await sequence.sparse.sync(this.runner, sequence.table);
+    return true;
+  }
+
+  /**
+   * With a remote chunk-cache tier: the prompt's chunks that have no variant here and are not
+   * already in the table are looked up there first (within its short time limit), so that a
+   * chunk another instance computed is reused rather than computed again.
+   */
+  private async fetchRemoteChunks(sequence: Sequence): Promise<void> {
+    const cache = this.chunkCache;
+    const request = sequence.request;
+    if (cache === null || !cache.hasRemote || request.segments === undefined) return;
+    if ((request.kvPolicy ?? this.options.kvPolicy ?? DEFAULT_KV_POLICY) === "full") return;
+    const hashes: string[] = [];
+    let end = 0;
+    for (const segment of request.segments.segments) {
+      end += segment.tokens.length;
+      if (end > sequence.table.length) hashes.push(segment.hash);
+    }
+    await cache.fetchRemote(hashes);
+  }
+}

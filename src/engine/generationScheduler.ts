@@ -44,6 +44,7 @@ import { PrefixBlockCache, blockHash, chainRoot, type PrefixBlockCacheStats, typ
 import type { ProphetQueryRows } from "../kv/recomputeSelection.ts";
 import { SparseDecode, type SparseDecodeRunner } from "../kv/sparseDecode.ts";
 import type { UncertaintyTriggerOptions } from "../kv/uncertaintyTrigger.ts";
+import { sleep } from "../runtime/sleep.ts";
 
 /** The recompute policy and ratio of requests that name none, when the server sets none. */
 export const DEFAULT_KV_POLICY: RecomputePolicy = "prophet";
@@ -151,7 +152,7 @@ async function settleWithin(promises: Promise<unknown>[], limitMs: number | null
   if (promises.length === 0) return;
   const all = Promise.allSettled(promises);
   if (limitMs === null) await all;
-  else await Promise.race([all, Bun.sleep(limitMs)]);
+  else await Promise.race([all, sleep(limitMs)]);
 }
 
 export class PromptTooLongError extends Error {
@@ -1376,7 +1377,7 @@ export class GenerationScheduler {
   private async awaitAnyMask(limitMs: number | null): Promise<void> {
     const waits = this.running.filter((sequence) => sequence.awaitingMask !== null && !sequence.done).map((sequence) => sequence.constraint!.ready().catch(() => {}));
     if (waits.length === 0) return;
-    await Promise.race(limitMs === null ? waits : [...waits, Bun.sleep(limitMs)]);
+    await Promise.race(limitMs === null ? waits : [...waits, sleep(limitMs)]);
   }
 
   /** A new token joins the sequence: its text goes out, or it ends the sequence (stop token or string, grammar complete, a length limit). */

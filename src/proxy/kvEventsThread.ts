@@ -13,6 +13,7 @@ import type { CacheKeySink } from "./engineCacheFeed.ts";
 import { KvEventSubscriber, type KvEventsSubscribeOptions, type KvEventSubscriberStats } from "./kvEventSubscriber.ts";
 import { insideSingleBinary, KV_EVENTS_WORKER_ENTRY } from "../workerEntries.ts";
 import type { KvEventsFollowLimits, KvEventsThreadIn, KvEventsThreadOut, KvEventsThreadSettings } from "./kvEventsThreadMessages.ts";
+import { sleep } from "../runtime/sleep.ts";
 
 const RESTART_AFTER_MS = 1000;
 const CLOSE_WAIT_MS = 2000;
@@ -88,7 +89,7 @@ export class KvEventsThread {
     if (worker === null) return;
     const closed = new Promise<void>((resolve) => (this.whenClosed = resolve));
     this.send({ kind: "close" });
-    await Promise.race([closed, Bun.sleep(CLOSE_WAIT_MS)]);
+    await Promise.race([closed, sleep(CLOSE_WAIT_MS)]);
     worker.terminate();
     this.worker = null;
   }

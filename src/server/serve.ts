@@ -1,10 +1,10 @@
 /**
- * The Bun adapter: puts the app on Bun.serve, runs the TTL timer, and shuts
+ * Puts the app on the runtime's HTTP server (src/runtime/httpServer.ts), runs the TTL timer, and shuts
  * down gracefully (stop accepting, let requests in flight finish, close the
  * service, which writes its final snapshot) on SIGINT or SIGTERM.
  */
 import type { RedisTlsSettings } from "../state/redisDiagnosis.ts";
-import type { Server } from "bun";
+import { serveHttp, type HttpServeOptions, type HttpServer } from "../runtime/httpServer.ts";
 import { resolve } from "node:path";
 import { GenerationEngine, type EngineOptions } from "../engine/generationEngine.ts";
 import { ContextService } from "../online/contextService.ts";
@@ -73,10 +73,10 @@ export function serverUrl(host: string, port: number): string {
   return `http://${host.includes(":") ? `[${host}]` : host}:${port}`;
 }
 
-/** Bun.serve with its bind errors in words. */
-function listen(config: Parameters<typeof Bun.serve>[0] & { hostname: string; port: number }): Server<undefined> {
+/** serveHttp with its bind errors in words. */
+function listen(config: HttpServeOptions): HttpServer {
   try {
-    return Bun.serve(config) as Server<undefined>;
+    return serveHttp(config);
   } catch (error) {
     const code = (error as NodeJS.ErrnoException).code;
     if (code === "EADDRINUSE") throw new Error(`cannot listen on ${serverUrl(config.hostname, config.port)}: the port is in use`);
@@ -95,20 +95,12 @@ export function startServer(service: ContextService, options: ServerOptions = {}
 
   let inFlight = 0;
   let idle: (() => void) | null = null;
-  const server: Server<undefined> = listen({
+  const server = listen({
     hostname: host,
     port: options.port ?? DEFAULT_PORT,
-    // The app answers oversized bodies itself with a JSON 413: Hono's bodyLimit on the JSON routes, the proxy's
-    // readBody on proxied ones (both refuse a too-large Content-Length unread and stop reading a chunked body at
-    // the limit). Bun's own cap answers a bare 413 with no body and cannot be hooked, so it is set out of reach;
-    // a route that reads a body must bound it itself.
-    maxRequestBodySize: Number.MAX_SAFE_INTEGER,
-    development: false,
-    // Never share the port with another process (Bun may otherwise set SO_REUSEPORT).
-    reusePort: false,
-    idleTimeout: SERVER_IDLE_TIMEOUT_S,
-    async fetch(request, bunServer) {
-      registerIdleTimeout(request, (seconds) => bunServer.timeout(request, seconds));
+    idleTimeoutS: SERVER_IDLE_TIMEOUT_S,
+    async fetch(request, setIdleTimeout) {
+      registerIdleTimeout(request, setIdleTimeout);
       inFlight++;
       try {
         return await app.fetch(request);
@@ -140,7 +132,7 @@ export function startServer(service: ContextService, options: ServerOptions = {}
     }, every);
   }
 
-  const port = server.port!;
+  const port = server.port;
   let stopping: Promise<void> | null = null;
   return {
     url: serverUrl(host, port),

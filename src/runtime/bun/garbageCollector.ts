@@ -1,0 +1,3 @@
+export function bunCollectGarbage(): void {
+  Bun.gc(true);
+}

@@ -1,0 +1,45 @@
+/** Child processes: one spawned with its three standard streams piped, a command run to its end, PATH lookup. */
+import { bunChildProcesses } from "./bun/childProcess.ts";
+import { denoChildProcesses } from "./deno/childProcess.ts";
+import { runtimeName } from "./runtimeName.ts";
+
+/** A running child whose stdin, stdout and stderr are pipes. */
+export interface PipedChild {
+  readonly pid: number;
+  readonly stdin: {
+    /** Queues bytes (in order); a failure shows in flush(). */
+    write(bytes: Uint8Array): unknown;
+    /** Resolves once everything written has gone to the pipe. */
+    flush(): unknown;
+  };
+  readonly stdout: AsyncIterable<Uint8Array>;
+  readonly stderr: AsyncIterable<Uint8Array>;
+  /** Resolves with the exit code once the child has exited. */
+  readonly exited: Promise<number>;
+  /** null while running, or when a signal ended it. */
+  readonly exitCode: number | null;
+  /** The signal that ended it (e.g. "SIGKILL"), else null or undefined. */
+  readonly signalCode: string | number | null | undefined;
+  kill(signal?: NodeJS.Signals | number): void;
+}
+
+export interface CommandResult {
+  exitCode: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+export interface ChildProcesses {
+  /** Starts `argv` with exactly `env` as its environment. Throws when it cannot be started. */
+  spawnPiped(argv: readonly string[], env: Record<string, string>): PipedChild;
+  /** Runs `argv` to its end, capturing its output. */
+  runSync(argv: readonly string[]): CommandResult;
+  /** The path of `command` on PATH, or null. */
+  which(command: string): string | null;
+}
+
+const childProcesses: ChildProcesses = runtimeName === "bun" ? bunChildProcesses : denoChildProcesses;
+
+export const spawnPiped = childProcesses.spawnPiped;
+export const runSync = childProcesses.runSync;
+export const which = childProcesses.which;

@@ -1,0 +1,3 @@
+export function denoCollectGarbage(): void {
+  (globalThis as { gc?: () => void }).gc?.();
+}

@@ -1,0 +1,35 @@
+/**
+ * Files inside the single binary. Only Bun builds one (`bun build --compile`; `deno compile`
+ * downloads its runtime, which cannot work offline), so under Deno the program always runs from
+ * its source tree: nothing is embedded and files are read from the repository.
+ */
+import { fileURLToPath } from "node:url";
+import { runtimeName } from "./runtimeName.ts";
+
+/** A file the single binary carries (a Bun.embeddedFiles entry, or a stand-in in tests). */
+export interface EmbeddedFile {
+  /** The name the bundler gave it, e.g. "ctxr-runner-cpu-p5ak8a34." */
+  name: string;
+  bytes(): Promise<Uint8Array>;
+}
+
+/** Whether this process is the single binary (not a runtime running the sources). */
+export function isStandaloneExecutable(): boolean {
+  return runtimeName === "bun" && Bun.isStandaloneExecutable;
+}
+
+/** The files embedded in the single binary (none when running from source). */
+export function embeddedFiles(): readonly EmbeddedFile[] {
+  return runtimeName === "bun" ? (Bun.embeddedFiles as unknown as EmbeddedFile[]) : [];
+}
+
+/**
+ * The path of wasm/ctxr_kernels.wasm: inside the single binary, a path in Bun's embedded file
+ * system that node:fs reads like any other. Bun needs a `with { type: "file" }` import to embed
+ * it, which Deno refuses to parse, so that import lives in a Bun-only file loaded with require()
+ * (which Deno never follows).
+ */
+export function kernelWasmPath(): string {
+  if (runtimeName === "bun") return (require("./bun/kernelWasmFile.ts") as { default: string }).default;
+  return fileURLToPath(new URL("../../wasm/ctxr_kernels.wasm", import.meta.url));
+}

@@ -286,19 +286,20 @@ export async function runServer(options: RunOptions, io: RunIo): Promise<void> {
   }
   io.out(`ctxr serve: listening on ${running.url} (data: ${shared !== null ? `shared through ${options.state!.url.display}` : (dataDir ?? "memory")})\n`);
 
-  // A second signal while shutting down exits at once.
+  // A second signal while shutting down exits at once. Its handler is added once the first signal's
+  // dispatch is over: Deno calls a listener added during a dispatch in that same dispatch.
   const force = () => process.exit(1);
   const signal = await new Promise<NodeJS.Signals>((resolveSignal) => {
     const onSignal = (name: NodeJS.Signals) => {
       process.off("SIGINT", onSignal);
       process.off("SIGTERM", onSignal);
-      process.on("SIGINT", force);
-      process.on("SIGTERM", force);
       resolveSignal(name);
     };
     process.on("SIGINT", onSignal);
     process.on("SIGTERM", onSignal);
   });
+  process.on("SIGINT", force);
+  process.on("SIGTERM", force);
   io.err(`ctxr serve: ${signal}: shutting down\n`);
   try {
     await running.stop();

@@ -332,7 +332,7 @@ export class RunnerProcess {
     const argv = [options.executable, ...runnerArgs(options)];
     let process: PipedChild;
     try {
-      process = spawnPiped(argv, (options.env ?? globalThis.process.env) as Record<string, string>);
+      process = spawnPiped(argv, { env: options.env ?? globalThis.process.env });
     } catch (error) {
       throw new RunnerCrashedError(`cannot start ctxr-runner (${options.executable}): ${(error as Error).message}`, null, null, []);
     }

@@ -11,9 +11,11 @@ export interface PipedChild {
     write(bytes: Uint8Array): unknown;
     /** Resolves once everything written has gone to the pipe. */
     flush(): unknown;
+    /** Closes the pipe after what was written (the child reads end of file). */
+    end(): unknown;
   };
-  readonly stdout: AsyncIterable<Uint8Array>;
-  readonly stderr: AsyncIterable<Uint8Array>;
+  readonly stdout: ReadableStream<Uint8Array>;
+  readonly stderr: ReadableStream<Uint8Array>;
   /** Resolves with the exit code once the child has exited. */
   readonly exited: Promise<number>;
   /** null while running, or when a signal ended it. */
@@ -29,13 +31,21 @@ export interface CommandResult {
   stderr: string;
 }
 
+export interface SpawnOptions {
+  /** Exactly the child's environment. */
+  env: Record<string, string | undefined>;
+  cwd?: string;
+}
+
 export interface ChildProcesses {
-  /** Starts `argv` with exactly `env` as its environment. Throws when it cannot be started. */
-  spawnPiped(argv: readonly string[], env: Record<string, string>): PipedChild;
+  /** Starts `argv`. Throws when it cannot be started. */
+  spawnPiped(argv: readonly string[], options: SpawnOptions): PipedChild;
   /** Runs `argv` to its end, capturing its output. */
   runSync(argv: readonly string[]): CommandResult;
   /** The path of `command` on PATH, or null. */
   which(command: string): string | null;
+  /** The command line that runs the TypeScript file `entry` on this runtime (with every permission on Deno). */
+  scriptCommand(entry: string): string[];
 }
 
 const childProcesses: ChildProcesses = runtimeName === "bun" ? bunChildProcesses : denoChildProcesses;
@@ -43,3 +53,4 @@ const childProcesses: ChildProcesses = runtimeName === "bun" ? bunChildProcesses
 export const spawnPiped = childProcesses.spawnPiped;
 export const runSync = childProcesses.runSync;
 export const which = childProcesses.which;
+export const scriptCommand = childProcesses.scriptCommand;

@@ -2,6 +2,7 @@ import { describe, expect, test } from "bun:test";
 import { heapSize } from "bun:jsc";
 import { ContextService } from "../../src/online/contextService.ts";
 import { PromptRewriter } from "../../src/proxy/promptRewriter.ts";
+import { collectGarbage } from "../../src/runtime/garbageCollector.ts";
 
 describe("the proxy's rewriting keeps no more than its budgets", () => {
   test("200 conversations of 2 MB messages with documents: the live heap stays within the history budget", async () => {
@@ -9,7 +10,7 @@ describe("the proxy's rewriting keeps no more than its budgets", () => {
     const service = await ContextService.open({ dataDir: null });
     const rewriter = new PromptRewriter(service, { maxHistoryBytes: budget });
     const filler = "lorem ipsum ".repeat(170_000);
-    Bun.gc(true);
+    collectGarbage();
     const before = heapSize();
     for (let i = 0; i < 200; i++) {
       const documents = Array.from({ length: 8 }, (_, d) => `<document id="d${i}-${d}">\ndocument ${i} ${d} ${"z".repeat(500)}\n</document>`).join("\n");
@@ -19,8 +20,8 @@ describe("the proxy's rewriting keeps no more than its budgets", () => {
       expect(result.documents).toBe(8);
       result.commit();
     }
-    Bun.gc(true);
-    Bun.gc(true);
+    collectGarbage();
+    collectGarbage();
     expect(rewriter.histories.bytes).toBeLessThanOrEqual(budget);
     // The histories take at most their (conservative) estimate; anything that pinned messages would hold ~400 MB.
     expect(heapSize() - before).toBeLessThan(budget + 24 * 1024 * 1024);

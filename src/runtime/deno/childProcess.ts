@@ -28,6 +28,10 @@ class DenoPipedChild implements PipedChild {
         this.lastWrite.catch(() => {});
       },
       flush: () => this.lastWrite,
+      end: () => {
+        this.lastWrite = this.lastWrite.then(() => writer.close());
+        this.lastWrite.catch(() => {});
+      },
     };
   }
 
@@ -35,11 +39,11 @@ class DenoPipedChild implements PipedChild {
     return this.child.pid;
   }
 
-  get stdout(): AsyncIterable<Uint8Array> {
+  get stdout(): ReadableStream<Uint8Array> {
     return this.child.stdout;
   }
 
-  get stderr(): AsyncIterable<Uint8Array> {
+  get stderr(): ReadableStream<Uint8Array> {
     return this.child.stderr;
   }
 
@@ -63,9 +67,10 @@ function isExecutableFile(path: string): boolean {
 }
 
 export const denoChildProcesses: ChildProcesses = {
-  spawnPiped(argv, env) {
+  spawnPiped(argv, options) {
     const [command, ...args] = argv;
-    const child = new (deno().Command)(command!, { args, env, clearEnv: true, stdin: "piped", stdout: "piped", stderr: "piped" }).spawn();
+    const env = Object.fromEntries(Object.entries(options.env).filter((entry): entry is [string, string] => entry[1] !== undefined));
+    const child = new (deno().Command)(command!, { args, env, clearEnv: true, cwd: options.cwd, stdin: "piped", stdout: "piped", stderr: "piped" }).spawn();
     return new DenoPipedChild(child);
   },
   runSync(argv) {
@@ -84,6 +89,7 @@ export const denoChildProcesses: ChildProcesses = {
     }
     return null;
   },
+  scriptCommand: (entry) => [process.execPath, "run", "-A", entry],
 };
 
 /** Deno.ChildProcess.kill takes signal names only. */

@@ -21,6 +21,7 @@ export interface DenoCommandOptions {
   args?: string[];
   env?: Record<string, string>;
   clearEnv?: boolean;
+  cwd?: string;
   stdin?: "piped" | "inherit" | "null";
   stdout?: "piped" | "inherit" | "null";
   stderr?: "piped" | "inherit" | "null";

@@ -1,8 +1,7 @@
 import { describe, expect, test } from "bun:test";
 import { createHash } from "node:crypto";
 import { forgetHashes, normalizeBlock, normalizeWhitespace, textHash } from "../../src/online/blocks.ts";
-import { collectGarbage } from "../../src/runtime/garbageCollector.ts";
-import { runtimeName } from "../../src/runtime/runtimeName.ts";
+import { collectGarbage, heapBytes } from "../../src/runtime/garbageCollector.ts";
 
 describe("blocks", () => {
   test("whitespace normalization: trimmed, every run of whitespace one space", () => {
@@ -36,11 +35,9 @@ describe("blocks", () => {
 
 describe("the text-hash memo", () => {
   test("does not keep the strings a block's text was cut from alive", () => {
-    // JavaScriptCore's heap size under Bun, V8's under Deno.
-    const heapSize = runtimeName === "bun" ? (require("bun:jsc") as typeof import("bun:jsc")).heapSize : () => process.memoryUsage().heapUsed;
     forgetHashes();
     collectGarbage();
-    const before = heapSize();
+    const before = heapBytes();
     for (let i = 0; i < 100; i++) {
       // A flat 2 MB string, as JSON.parse makes a proxied message, and a 1 KB document sliced out of it.
       const message = JSON.parse(JSON.stringify({ content: `message ${i} ${"x".repeat(2_000_000)}<document>doc ${i} ${"y".repeat(1000)}</document>` })).content as string;
@@ -50,7 +47,7 @@ describe("the text-hash memo", () => {
     collectGarbage();
     collectGarbage();
     // Held slices would keep ~200 MB; the memo's own keys are ~100 KB.
-    expect(heapSize() - before).toBeLessThan(20_000_000);
+    expect(heapBytes() - before).toBeLessThan(20_000_000);
     forgetHashes();
   });
 });

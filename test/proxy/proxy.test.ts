@@ -8,6 +8,7 @@ import { startFakeUpstream, type FakeUpstream } from "./fakeUpstream.ts";
 import { docs, PRIORITY, rendered, settle, sseData, startProxy, streamPost, waitFor, type ProxyServer } from "./proxyKit.ts";
 import { sleep } from "../../src/runtime/sleep.ts";
 import { gzipSync } from "node:zlib";
+import { runtimeName } from "../../src/runtime/runtimeName.ts";
 
 const KEY = "sk-upstream-0123456789-secret";
 
@@ -256,7 +257,8 @@ describe("passthrough", () => {
     expect((await ctxr.get("/v1/stats")).status).toBe(200);
   });
 
-  test("without secrets to redact, a compressed answer is relayed compressed, as the upstream encoded it", async () => {
+  // Bun's only: under Deno the upstream is asked for identity (src/runtime/httpClient.ts), and Deno's fetch here would decode the answer.
+  test.skipIf(runtimeName !== "bun")("without secrets to redact, a compressed answer is relayed compressed, as the upstream encoded it", async () => {
     const own = await startFakeUpstream();
     const server = await startProxy({ upstreams: [own.url] });
     try {

@@ -12,6 +12,7 @@ import OpenAI from "openai";
 import { startFakeUpstream, type FakeUpstream, type RecordedRequest } from "./fakeUpstream.ts";
 import { sseData, startProxy, streamPost, type ProxyServer } from "./proxyKit.ts";
 import { sleep } from "../../src/runtime/sleep.ts";
+import { runtimeName } from "../../src/runtime/runtimeName.ts";
 
 const STALL_MS = 30_000;
 const BUN_IDLE_TIMEOUT_MS = 10_000;
@@ -113,7 +114,8 @@ test("an upstream stream that breaks off mid-event ends with an error event and 
   expect(ctxr.logs.join("")).toContain("answer broke off");
 });
 
-test("a relayed request without a body whose upstream answers after the idle timeout gets its answer; the connection still idles out after it", async () => {
+// The idle timeout is Bun.serve's (Deno.serve has none).
+test.skipIf(runtimeName !== "bun")("a relayed request without a body whose upstream answers after the idle timeout gets its answer; the connection still idles out after it", async () => {
   const started = performance.now();
   const answer = await fetch(`${ctxr.url}/v1/models`);
   expect(answer.status).toBe(200);

@@ -4,6 +4,7 @@
  * its source tree: nothing is embedded and files are read from the repository.
  */
 import { fileURLToPath } from "node:url";
+import { bunEmbeddedFiles, bunIsStandaloneExecutable, bunKernelWasmPath } from "./bun/embeddedFiles.ts";
 import { runtimeName } from "./runtimeName.ts";
 
 /** A file the single binary carries (a Bun.embeddedFiles entry, or a stand-in in tests). */
@@ -15,12 +16,12 @@ export interface EmbeddedFile {
 
 /** Whether this process is the single binary (not a runtime running the sources). */
 export function isStandaloneExecutable(): boolean {
-  return runtimeName === "bun" && Bun.isStandaloneExecutable;
+  return runtimeName === "bun" && bunIsStandaloneExecutable();
 }
 
 /** The files embedded in the single binary (none when running from source). */
 export function embeddedFiles(): readonly EmbeddedFile[] {
-  return runtimeName === "bun" ? (Bun.embeddedFiles as unknown as EmbeddedFile[]) : [];
+  return runtimeName === "bun" ? bunEmbeddedFiles() : [];
 }
 
 /**
@@ -30,6 +31,6 @@ export function embeddedFiles(): readonly EmbeddedFile[] {
  * (which Deno never follows).
  */
 export function kernelWasmPath(): string {
-  if (runtimeName === "bun") return (require("./bun/kernelWasmFile.ts") as { default: string }).default;
+  if (runtimeName === "bun") return bunKernelWasmPath();
   return fileURLToPath(new URL("../../wasm/ctxr_kernels.wasm", import.meta.url));
 }

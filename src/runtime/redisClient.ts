@@ -1,7 +1,6 @@
 /**
- * A Redis connection: Bun's built-in client (RESP3: map replies come back as objects) on Bun.
- * Deno has no built-in client and none is vendored yet, so on Deno connecting fails with a
- * sentence saying so (the shared state and the remote KV tier need Bun for now).
+ * A Redis connection: Bun's built-in client (RESP3: map replies come back as objects) on Bun;
+ * on Deno, which has none, a small RESP3 client of ours with the same reply shapes.
  */
 import { bunRedisConnection } from "./bun/redisClient.ts";
 import { denoRedisConnection } from "./deno/redisClient.ts";

@@ -312,7 +312,7 @@ const machine = {
   runtime: typeof Bun !== "undefined" ? `bun ${Bun.version}` : `deno ${process.versions.deno}`,
   loadavg: loadavg().map((x) => x.toFixed(2)).join(" "),
 };
-const command = `npx bun scripts/bench-online.ts${process.argv.slice(2).length ? " " + process.argv.slice(2).join(" ") : ""}`;
+const command = `${typeof Bun !== "undefined" ? "npx bun" : "npx deno run -A"} scripts/bench-online.ts${process.argv.slice(2).length ? " " + process.argv.slice(2).join(" ") : ""}`;
 
 const small = readJsonl<number[]>(join(DATA, "zipf_N2000_k15.jsonl"));
 let inProcessRows: InProcessRow[] = [];

@@ -1,7 +1,7 @@
 /**
  * Online benchmark of `ctxr serve` (issue 3, item 7).
  *
- *   npx bun scripts/bench-online.ts [--duration 10] [--samples 20000] [--skip-http] [--skip-inprocess] [--json out.json]
+ *   npx bun scripts/bench-online.ts (or deno run -A scripts/bench-online.ts --skip-http) [--duration 10] [--samples 20000] [--skip-http] [--skip-inprocess] [--json out.json]
  *
  * (a) In process, with 2,000 and with 100,000 contexts already indexed (filled by reordering
  *     the Zipf workloads shared/workloads/data/zipf_N2000_k15.jsonl and .bench/zipf_N100000_k15.jsonl,
@@ -31,7 +31,7 @@ import { seededRandom } from "../src/index/seededRandom.ts";
 import { ContextService } from "../src/online/contextService.ts";
 import { LiveContextIndex } from "../src/online/liveIndex.ts";
 
-const REPO = resolve(import.meta.dir, "..");
+const REPO = resolve(import.meta.dirname, "..");
 const DATA = resolve(REPO, "..", "shared", "workloads", "data");
 const GEN = resolve(REPO, "..", "shared", "workloads", "gen.py");
 const CACHE = join(REPO, ".bench");
@@ -309,10 +309,10 @@ const machine = {
   cores: cpus().length,
   memory_gb: Math.round(totalmem() / 2 ** 30),
   os: `${platform()} ${release()}`,
-  bun: Bun.version,
+  runtime: typeof Bun !== "undefined" ? `bun ${Bun.version}` : `deno ${process.versions.deno}`,
   loadavg: loadavg().map((x) => x.toFixed(2)).join(" "),
 };
-const command = `npx bun scripts/bench-online.ts${process.argv.slice(2).length ? " " + process.argv.slice(2).join(" ") : ""}`;
+const command = `${typeof Bun !== "undefined" ? "npx bun" : "npx deno run -A"} scripts/bench-online.ts${process.argv.slice(2).length ? " " + process.argv.slice(2).join(" ") : ""}`;
 
 const small = readJsonl<number[]>(join(DATA, "zipf_N2000_k15.jsonl"));
 let inProcessRows: InProcessRow[] = [];
@@ -323,7 +323,7 @@ if (!values["skip-inprocess"]) {
 const httpRows = values["skip-http"] ? [] : await http(small);
 
 const out: string[] = [];
-out.push(`Machine: ${machine.cpu}, ${machine.cores} cores, ${machine.memory_gb} GB, ${machine.os}, Bun ${machine.bun}, load ${machine.loadavg}`);
+out.push(`Machine: ${machine.cpu}, ${machine.cores} cores, ${machine.memory_gb} GB, ${machine.os}, ${machine.runtime}, load ${machine.loadavg}`);
 out.push(`Command: ${command}`);
 out.push("");
 if (inProcessRows.length > 0) {

@@ -17,7 +17,10 @@
  *    and cached tokens, and whether every answer is unchanged: the fake
  *    engine answers with the set of documents present in full in its prompt.
  *
- * Usage: npx bun scripts/bench-proxy.ts [--requests N] [--workload FILE] [--data-dir] [--skip-ttfb] [--skip-multiturn]
+ * Usage: npx bun scripts/bench-proxy.ts [--requests N] [--workload FILE] [--data-dir] [--skip-ttfb] [--skip-multiturn] [--ctxr-runtime bun|deno]
+ *
+ * --ctxr-runtime deno runs the ctxr server under Deno (deno run, from the deno npm package); the
+ * fake engine and the load generator stay on Bun, so only the server's runtime changes.
  */
 import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -26,7 +29,7 @@ import { renderDocumentsField } from "../src/chat/documentsField.ts";
 import { documentText } from "./benchProxyUpstream.ts";
 import { DOCS_PER_REQUEST, ttfbRun, type TtfbRow } from "./benchTtfb.ts";
 
-const ROOT = resolve(import.meta.dir, "..");
+const ROOT = resolve(import.meta.dirname, "..");
 const args = process.argv.slice(2);
 const option = (name: string, fallback: string) => {
   const at = args.indexOf(name);
@@ -35,6 +38,10 @@ const option = (name: string, fallback: string) => {
 const REQUESTS = Number(option("--requests", "400"));
 const WORKLOAD = resolve(option("--workload", resolve(ROOT, "../shared/workloads/data/multiturn_C200_T5_k15_o40.jsonl")));
 const JOURNALED = args.includes("--data-dir");
+const CTXR_RUNTIME = option("--ctxr-runtime", "bun");
+if (CTXR_RUNTIME !== "bun" && CTXR_RUNTIME !== "deno") throw new Error(`--ctxr-runtime must be bun or deno, got ${CTXR_RUNTIME}`);
+/** The command line that runs ctxr's CLI on the chosen runtime. */
+const CTXR_COMMAND = CTXR_RUNTIME === "bun" ? [process.execPath, "src/cli/main.ts"] : [join(ROOT, "node_modules/.bin/deno"), "run", "-A", "--unstable-no-legacy-abort", "src/cli/main.ts"];
 
 interface Child {
   url: string;
@@ -72,7 +79,7 @@ const startUpstream = () => spawnChild([process.execPath, "scripts/benchProxyUps
 async function startCtxr(upstream: string): Promise<Child & { dataDir: string | null }> {
   const dataDir = JOURNALED ? mkdtempSync(join(tmpdir(), "ctxr-bench-proxy-")) : null;
   const child = await spawnChild(
-    [process.execPath, "src/cli/main.ts", "serve", "--port", "0", ...(dataDir === null ? ["--in-memory"] : ["--data-dir", dataDir]), "--upstream", upstream, "--max-body-bytes", String(64 * 1024 * 1024)],
+    [...CTXR_COMMAND, "serve", "--port", "0", ...(dataDir === null ? ["--in-memory"] : ["--data-dir", dataDir]), "--upstream", upstream, "--max-body-bytes", String(64 * 1024 * 1024)],
     /listening on (\S+) \(data/,
   );
   return {
@@ -161,7 +168,7 @@ async function multiTurn(turns: Turn[]) {
 // ---------------------------------------------------------------------------------------------
 
 const command = `npx bun scripts/bench-proxy.ts${args.length > 0 ? ` ${args.join(" ")}` : ""}`;
-const lines: string[] = [`Command: \`${command}\` (Bun ${Bun.version}, ${navigator.hardwareConcurrency} CPUs; ctxr ${JOURNALED ? "with --data-dir (journaled)" : "--in-memory"})`, ""];
+const lines: string[] = [`Command: \`${command}\` (Bun ${Bun.version}, ${navigator.hardwareConcurrency} CPUs; ctxr ${JOURNALED ? "with --data-dir (journaled)" : "--in-memory"}, on ${CTXR_RUNTIME})`, ""];
 const summary: Record<string, unknown> = {};
 
 if (!args.includes("--skip-ttfb")) {

@@ -6,6 +6,7 @@
  */
 export const LAYER_ORDER: readonly string[] = [
   // leaves: no imports from other layers
+  "runtime",
   "files",
   "collections",
   "workerEntries",

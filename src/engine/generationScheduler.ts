@@ -49,6 +49,7 @@ import { DEFAULT_MAX_WAITING, type SchedulerOptions, type SchedulerRunner, type 
 import { Sequence } from "./sequence.ts";
 import { SequenceOutput } from "./sequenceOutput.ts";
 import { recordPromptLogprobs, wantsPromptRows } from "./tokenOutput.ts";
+import { sleep } from "../runtime/sleep.ts";
 
 /** How long the masks of a step wait for each other when sequences without one share the batch. */
 const MASK_GRACE_MS = 5;
@@ -60,7 +61,7 @@ async function settleWithin(promises: Promise<unknown>[], limitMs: number | null
   if (promises.length === 0) return;
   const all = Promise.allSettled(promises);
   if (limitMs === null) await all;
-  else await Promise.race([all, Bun.sleep(limitMs)]);
+  else await Promise.race([all, sleep(limitMs)]);
 }
 
 /** One sequence's share of a step: the tokens it runs, and whether it is a decode (one token, logits of row 0). */
@@ -601,7 +602,7 @@ export class GenerationScheduler {
   private async awaitAnyMask(limitMs: number | null): Promise<void> {
     const waits = this.running.filter((sequence) => sequence.awaitingMask !== null && !sequence.done).map((sequence) => sequence.constraint!.ready().catch(() => {}));
     if (waits.length === 0) return;
-    await Promise.race(limitMs === null ? waits : [...waits, Bun.sleep(limitMs)]);
+    await Promise.race(limitMs === null ? waits : [...waits, sleep(limitMs)]);
   }
 
 }

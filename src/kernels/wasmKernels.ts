@@ -13,7 +13,7 @@
  * next call instantiates the cached module again. A trap (e.g. out of memory) also drops it.
  */
 import { readFileSync } from "node:fs";
-import wasmPath from "../../wasm/ctxr_kernels.wasm" with { type: "file" };
+import { kernelWasmPath } from "../runtime/embeddedFiles.ts";
 import {
   condensedRowStart,
   createKernels,
@@ -60,7 +60,7 @@ let live: KernelExports | undefined;
 
 /** The module's bytes, as embedded or on disk. */
 export function kernelModuleBytes(): Uint8Array {
-  return readFileSync(wasmPath);
+  return readFileSync(kernelWasmPath());
 }
 
 function instance(): KernelExports {

@@ -42,6 +42,7 @@ import {
   readKvCacheFileHeader,
   verifyKvCacheFile,
 } from "./kvCacheFile.ts";
+import { readFileBytes } from "../runtime/files.ts";
 
 /** The extension of chunk-cache files. */
 export const KV_FILE_EXTENSION = ".ctxkv";
@@ -212,7 +213,7 @@ export class DiskKvTier {
       const path = join(this.dir, name);
       let bytes: Uint8Array;
       try {
-        bytes = new Uint8Array(await Bun.file(path).arrayBuffer());
+        bytes = await readFileBytes(path);
       } catch (error) {
         const missing = errorCode(error) === "ENOENT";
         await this.discard(key, path);
@@ -261,7 +262,7 @@ export class DiskKvTier {
       }
       if (!name.endsWith(KV_FILE_EXTENSION) || !dirent.isFile()) continue;
       try {
-        const layout = verifyPayload ? verifyKvCacheFile(new Uint8Array(await Bun.file(path).arrayBuffer()), this.expected) : await this.readHeader(path);
+        const layout = verifyPayload ? verifyKvCacheFile(await readFileBytes(path), this.expected) : await this.readHeader(path);
         const key = layout.header.key;
         if (key === undefined) throw new KvCacheFileError("key", "the file has no key");
         if (kvFileName(key) !== name) throw new KvCacheFileError("key", `the file holds key ${JSON.stringify(key)}, whose file is ${kvFileName(key)}`);

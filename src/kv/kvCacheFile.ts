@@ -23,6 +23,7 @@
  * (the runner's 16-token blocks) as they arrive.
  */
 import type { KvData, LayerKv } from "../runner/runnerProtocol.ts";
+import { xxHash64 } from "../runtime/hashing.ts";
 
 export const KV_CACHE_MAGIC = "CTXRKV01";
 export const KV_CACHE_FORMAT_VERSION = 1;
@@ -109,7 +110,7 @@ export interface DecodedKvCacheFile extends KvCacheFileLayout {
 }
 
 function hash(bytes: Uint8Array): bigint {
-  return BigInt.asUintN(64, BigInt(Bun.hash.xxHash64(bytes)));
+  return BigInt.asUintN(64, xxHash64(bytes));
 }
 
 function isPositiveInteger(value: unknown): value is number {

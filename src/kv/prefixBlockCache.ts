@@ -14,9 +14,8 @@
  * Block ids are the runner's; this module never allocates or frees them itself: `evict` returns
  * the ids to free, `insert` tells the caller when an equal block was cached already.
  */
-import { createHash } from "node:crypto";
 import { LruLeafHeap } from "../collections/lruLeafHeap.ts";
-import { tokenIdBytes } from "./chunkHash.ts";
+import { createSha256 } from "../runtime/hashing.ts";
 
 /** Hex length of a block hash (128 bits of SHA-256). */
 export const BLOCK_HASH_HEX_LENGTH = 32;
@@ -27,9 +26,6 @@ export const BLOCK_HASH_HEX_LENGTH = 32;
  * (and clients): a weak one would let a crafted prompt read another's KV.
  */
 export function blockHash(parent: string, tokens: ArrayLike<number>, start = 0, end = tokens.length): string {
-  if (typeof Bun === "undefined") {
-    return createHash("sha256").update(parent).update(tokenIdBytes(Array.prototype.slice.call(tokens, start, end) as number[], "blockHash")).digest("hex").slice(0, BLOCK_HASH_HEX_LENGTH);
-  }
   // Admission hashes every block of a prompt (468 for 7.5K tokens): one reused hasher and buffer
   // make it several times faster than a createHash per block.
   const need = parent.length * 3 + (end - start) * 4;
@@ -44,13 +40,13 @@ export function blockHash(parent: string, tokens: ArrayLike<number>, start = 0, 
     view.setUint32(offset + (i - start) * 4, token, true);
   }
   hasher.update(scratch.subarray(0, offset + (end - start) * 4));
-  return (hasher.digest() as Buffer).toString("hex", 0, BLOCK_HASH_HEX_LENGTH / 2);
+  return hasher.digest().toString("hex", 0, BLOCK_HASH_HEX_LENGTH / 2);
 }
 
 const encoder = new TextEncoder();
 let scratch = new Uint8Array(256);
 let view = new DataView(scratch.buffer);
-const hasher = typeof Bun === "undefined" ? null! : new Bun.CryptoHasher("sha256");
+const hasher = createSha256();
 
 /** What a prompt's first block chains from: the seed (model identity and KV layout). */
 export function chainRoot(seed: string): string {

@@ -40,6 +40,7 @@ import type { RedisUrl } from "../state/redisUrl.ts";
 import { withinMs } from "../state/timeLimit.ts";
 import { redisTlsOption, type RedisTlsSettings } from "../state/redisDiagnosis.ts";
 import { openRemoteEntry, sealRemoteEntry } from "./remoteEntryMac.ts";
+import { redisConnection } from "../runtime/redisClient.ts";
 
 /** --kv-remote-bytes by default. */
 export const DEFAULT_REMOTE_KV_BYTES = 4 * 2 ** 30;
@@ -160,7 +161,7 @@ remove(KEYS[1])
 return 1
 `;
 
-/** The parts of Bun.RedisClient the tier uses (tests may pass their own). */
+/** The parts of a Redis connection the tier uses (tests may pass their own). */
 export interface RemoteKvClient {
   readonly connected: boolean;
   connect(): Promise<void>;
@@ -193,7 +194,7 @@ export interface RemoteKvTierOptions {
   secret?: Uint8Array | null;
   /** TLS settings for rediss:// (--redis-ca). */
   tls?: RedisTlsSettings;
-  /** For tests: the client to use instead of Bun.RedisClient. */
+  /** For tests: the client to use instead of a Redis connection. */
   client?: RemoteKvClient;
 }
 
@@ -270,12 +271,10 @@ export class RemoteKvTier {
     this.log = options.log ?? (() => {});
     this.client =
       options.client ??
-      (new Bun.RedisClient(options.url.url, {
-        enableOfflineQueue: false,
-        autoReconnect: false,
+      redisConnection(options.url.url, {
         connectionTimeout: Math.max(this.timeoutMs, 500),
         ...redisTlsOption(options.url, options.tls),
-      }) as unknown as RemoteKvClient);
+      });
     // A dropped connection is noticed at once and reconnected in the background.
     this.client.onclose = () => {
       if (!this.closed) this.scheduleReconnect();

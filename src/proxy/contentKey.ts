@@ -6,6 +6,7 @@
  * unlikely (about 1 in 10^7 at a million blocks). Tokenizing and keying sit on the proxy's
  * request path, where SHA-256 cost 0.9 ms for a 60K-token prompt.
  */
+import { wyhash } from "../runtime/hashing.ts";
 
 /** A block's content key (bigints are Map keys by value). */
 export type ContentKey = bigint;
@@ -14,12 +15,12 @@ let scratch = new Uint32Array(64);
 
 /** The key a chain starts from. */
 export function rootContentKey(name: string): ContentKey {
-  return BigInt.asUintN(64, BigInt(Bun.hash.wyhash(name)));
+  return BigInt.asUintN(64, BigInt(wyhash(name)));
 }
 
 export function chainedContentKey(parent: ContentKey, tokens: ArrayLike<number>, start: number, end: number): ContentKey {
   const count = end - start;
   if (scratch.length < count) scratch = new Uint32Array(Math.max(count, 2 * scratch.length));
   for (let i = 0; i < count; i++) scratch[i] = tokens[start + i]!;
-  return BigInt(Bun.hash.wyhash(new Uint8Array(scratch.buffer, 0, count * 4), parent));
+  return BigInt(wyhash(new Uint8Array(scratch.buffer, 0, count * 4), parent));
 }

@@ -14,6 +14,7 @@
 import { errorBody } from "../http/errors.ts";
 import { redactText, StreamRedactor } from "./redact.ts";
 import { IdleTicker, SseBoundary } from "../http/sseKeepAlive.ts";
+import { fetchWithDecompress } from "../runtime/httpClient.ts";
 
 /** Hop-by-hop headers (RFC 9110 §7.6.1) and others a proxy must not pass on (the body is complete: no Expect). */
 const HOP_BY_HOP = new Set(["connection", "keep-alive", "proxy-connection", "proxy-authenticate", "proxy-authorization", "te", "trailer", "transfer-encoding", "upgrade", "host", "content-length", "expect"]);
@@ -97,14 +98,7 @@ export async function sendToUpstream(url: string, options: SendOptions): Promise
   const timer = setTimeout(() => timeout.abort(), options.timeoutMs);
   const signal = options.clientSignal === undefined ? timeout.signal : AbortSignal.any([timeout.signal, options.clientSignal]);
   try {
-    const response = await fetch(url, {
-      method: options.method,
-      headers: options.headers,
-      body: options.body,
-      signal,
-      redirect: "manual",
-      decompress: options.decompress,
-    } as RequestInit);
+    const response = await fetchWithDecompress(url, { method: options.method, headers: options.headers, body: options.body, signal, redirect: "manual" }, options.decompress);
     return { ok: true, response };
   } catch (error) {
     if (timeout.signal.aborted) return { ok: false, failure: "timeout", message: `no answer within ${options.timeoutMs} ms` };

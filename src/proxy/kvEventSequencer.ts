@@ -25,6 +25,7 @@
  * (its length and a 64-bit hash), so memory does not grow with payload sizes. Batches held while
  * a gap is open are bounded by count and by bytes.
  */
+import { wyhash } from "../runtime/hashing.ts";
 
 export type KvEventResyncReason = "gap" | "reconnect" | "restart" | "replay-failed" | "malformed" | "overflow";
 
@@ -62,7 +63,7 @@ export const DEFAULT_MAX_PENDING_BYTES = 64 * 1024 * 1024;
 
 /** Identifies a payload without keeping it: its length and a 64-bit hash of it. */
 function payloadDigest(payload: Uint8Array): string {
-  return `${payload.length}:${Bun.hash(payload).toString(16)}`;
+  return `${payload.length}:${wyhash(payload).toString(16)}`;
 }
 
 /** The smallest key of a non-empty map. */

@@ -13,6 +13,8 @@ import type { CacheKeySink } from "./engineCacheFeed.ts";
 import { KvEventSubscriber, type KvEventsSubscribeOptions, type KvEventSubscriberStats } from "./kvEventSubscriber.ts";
 import { insideSingleBinary, KV_EVENTS_WORKER_ENTRY } from "../workerEntries.ts";
 import type { KvEventsFollowLimits, KvEventsThreadIn, KvEventsThreadOut, KvEventsThreadSettings } from "./kvEventsThreadMessages.ts";
+import { sleep } from "../runtime/sleep.ts";
+import { startModuleWorker, unrefWorker } from "../runtime/workers.ts";
 
 const RESTART_AFTER_MS = 1000;
 const CLOSE_WAIT_MS = 2000;
@@ -88,18 +90,18 @@ export class KvEventsThread {
     if (worker === null) return;
     const closed = new Promise<void>((resolve) => (this.whenClosed = resolve));
     this.send({ kind: "close" });
-    await Promise.race([closed, Bun.sleep(CLOSE_WAIT_MS)]);
+    await Promise.race([closed, sleep(CLOSE_WAIT_MS)]);
     worker.terminate();
     this.worker = null;
   }
 
   private open(): void {
-    const worker = new Worker(workerEntry());
+    const worker = startModuleWorker(workerEntry());
     this.worker = worker;
     worker.addEventListener("message", (event: MessageEvent<KvEventsThreadOut>) => this.received(event.data));
     worker.addEventListener("error", (event) => this.failed(worker, (event as ErrorEvent).message ?? String(event)));
     worker.addEventListener("close", () => this.failed(worker, "the thread exited"));
-    worker.unref();
+    unrefWorker(worker);
     for (const subscription of this.subscriptions) {
       if (subscription.sink !== null) this.send({ kind: "follow", id: subscription.id, options: subscription.options, settings: this.settings, limits: subscription.limits });
     }

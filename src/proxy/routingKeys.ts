@@ -9,6 +9,7 @@
  */
 import type { ContentKey } from "./contentKey.ts";
 import { estimateTokens } from "../online/blocks.ts";
+import { wyhash } from "../runtime/hashing.ts";
 
 export interface RouteKey {
   readonly key: string;
@@ -60,6 +61,6 @@ function messageRouteKey(message: unknown, position: number): RouteKey {
   const m = (message ?? {}) as { role?: unknown; content?: unknown };
   const content = typeof m.content === "string" ? m.content : JSON.stringify(m.content ?? null);
   const role = typeof m.role === "string" ? m.role : JSON.stringify(m.role ?? null);
-  const hash = Bun.hash(`${position}\u0000${role}\u0000${content}`);
+  const hash = wyhash(`${position}\u0000${role}\u0000${content}`);
   return { key: `m:${hash.toString(36)}:${content.length}`, tokens: estimateTokens(content) };
 }

@@ -19,6 +19,8 @@ import { accessSync, constants, existsSync, mkdirSync, readFileSync, statSync } 
 import { writeAll, writeFileAtomically } from "../files/atomicFile.ts";
 import { homedir } from "node:os";
 import { join, resolve } from "node:path";
+import { embeddedFiles, isStandaloneExecutable, type EmbeddedFile } from "../runtime/embeddedFiles.ts";
+import { runSync, which } from "../runtime/childProcess.ts";
 
 export type RunnerFlavor = "cpu" | "cuda";
 
@@ -39,12 +41,7 @@ export class RunnerNotFoundError extends Error {
   }
 }
 
-/** A file the single binary carries (a Bun.embeddedFiles entry, or a stand-in in tests). */
-export interface EmbeddedFile {
-  /** The name the bundler gave it, e.g. "ctxr-runner-cpu-p5ak8a34." */
-  name: string;
-  bytes(): Promise<Uint8Array>;
-}
+export type { EmbeddedFile };
 
 export interface FindRunnerOptions {
   /** Default: process.env. */
@@ -61,8 +58,8 @@ export interface FindRunnerOptions {
 
 /** The repository root when running from source (src/engine/ → ../..), else null. */
 export function defaultSourceRoot(): string | null {
-  if (Bun.isStandaloneExecutable) return null;
-  const root = resolve(import.meta.dir, "../..");
+  if (isStandaloneExecutable()) return null;
+  const root = resolve(import.meta.dirname, "../..");
   return existsSync(join(root, "cuda", "Makefile")) ? root : null;
 }
 
@@ -89,7 +86,7 @@ export async function findRunner(device: string, options: FindRunnerOptions = {}
   const sourceRoot = options.sourceRoot === undefined ? defaultSourceRoot() : options.sourceRoot;
   if (sourceRoot !== null) return sourceRunner(sourceRoot, flavor, options);
 
-  const embedded = options.embedded ?? (Bun.embeddedFiles as unknown as EmbeddedFile[]);
+  const embedded = options.embedded ?? embeddedFiles();
   const file = embeddedRunner(embedded, flavor);
   if (file === null) {
     throw new RunnerNotFoundError(
@@ -110,7 +107,7 @@ function sourceRunner(root: string, flavor: RunnerFlavor, options: FindRunnerOpt
   if (flavor === "cpu" && isExecutable(join(build, runnerFileName("cuda")))) return join(build, runnerFileName("cuda"));
   if (options.build === false) throw new RunnerNotFoundError(`${wanted} is missing; build it with \`make -C cuda ${flavor}\``);
   const tools = flavor === "cpu" ? ["make", "g++"] : ["make", "g++", "nvcc"];
-  const missing = tools.filter((tool) => Bun.which(tool) === null);
+  const missing = tools.filter((tool) => which(tool) === null);
   if (missing.length > 0) {
     throw new RunnerNotFoundError(
       `${wanted} is missing and cannot be built here: ${missing.join(" and ")} ${missing.length === 1 ? "is" : "are"} not installed ` +
@@ -118,9 +115,9 @@ function sourceRunner(root: string, flavor: RunnerFlavor, options: FindRunnerOpt
     );
   }
   options.log?.(`ctxr: building the model runner: make -C cuda ${flavor}`);
-  const result = Bun.spawnSync(["make", "-C", join(root, "cuda"), flavor], { stdout: "pipe", stderr: "pipe" });
+  const result = runSync(["make", "-C", join(root, "cuda"), flavor]);
   if (result.exitCode !== 0 || !isExecutable(wanted)) {
-    const output = (result.stderr.toString() + result.stdout.toString()).trim().split("\n").slice(-15).join("\n");
+    const output = (result.stderr + result.stdout).trim().split("\n").slice(-15).join("\n");
     throw new RunnerNotFoundError(`\`make -C cuda ${flavor}\` failed (exit ${result.exitCode}):\n${output}`);
   }
   return wanted;

@@ -10,7 +10,7 @@
  * a RunnerCrashedError naming the exit code or signal and the last stderr lines.
  * restart() starts a fresh process (the KV cache is gone with the old one).
  */
-import type { Subprocess } from "bun";
+import { spawnPiped, type PipedChild } from "../runtime/childProcess.ts";
 import {
   Op,
   OP_NAMES,
@@ -46,6 +46,7 @@ import {
   type RunnerInfo,
   type RunnerProfile,
 } from "./runnerProtocol.ts";
+import { sleep } from "../runtime/sleep.ts";
 
 /** The runner's --kv-dtype (cuda/PROTOCOL.md). */
 export const KV_DTYPES = ["auto", "f32", "f16"] as const;
@@ -148,7 +149,7 @@ class Incarnation {
   expectedExit = false;
 
   constructor(
-    readonly process: Subprocess<"pipe", "pipe", "pipe">,
+    readonly process: PipedChild,
     readonly options: RunnerOptions,
   ) {}
 }
@@ -329,14 +330,9 @@ export class RunnerProcess {
   private async launch(): Promise<RunnerInfo> {
     const options = this.options;
     const argv = [options.executable, ...runnerArgs(options)];
-    let process: Subprocess<"pipe", "pipe", "pipe">;
+    let process: PipedChild;
     try {
-      process = Bun.spawn(argv, {
-        stdin: "pipe",
-        stdout: "pipe",
-        stderr: "pipe",
-        env: (options.env ?? globalThis.process.env) as Record<string, string>,
-      });
+      process = spawnPiped(argv, { env: options.env ?? globalThis.process.env });
     } catch (error) {
       throw new RunnerCrashedError(`cannot start ctxr-runner (${options.executable}): ${(error as Error).message}`, null, null, []);
     }
@@ -373,7 +369,7 @@ export class RunnerProcess {
       const code = await process.exited;
       // Responses written before the exit are still delivered; stderr explains the exit.
       await stdoutDone;
-      await Promise.race([stderrDone, Bun.sleep(500)]);
+      await Promise.race([stderrDone, sleep(500)]);
       const signal = process.signalCode === null || process.signalCode === undefined ? null : String(process.signalCode);
       const how = signal !== null ? `was killed by ${signal}` : `exited with code ${code}`;
       const tail = incarnation.stderrTail.slice();

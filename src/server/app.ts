@@ -30,6 +30,7 @@ import { ResponseStore } from "./responses/responseStore.ts";
 import { DEFAULT_BUDGETS } from "../online/stateBudgets.ts";
 import { createSchemas } from "./schemas.ts";
 import { mountNoModelTokenizeRoutes, mountTokenizeRoutes, TOKENIZE_PATHS } from "./tokenizeRoutes.ts";
+import { collectGarbage } from "../runtime/garbageCollector.ts";
 
 export interface AppOptions {
   limits?: Partial<ServerLimits>;
@@ -188,7 +189,7 @@ export function createApp(service: ContextService, options: AppOptions = {}): Op
     proxy?.pool.clear();
     proxy?.rewriter.reset();
     // What was dropped goes back to the system now, not at the next collection.
-    Bun.gc(true);
+    collectGarbage();
     return c.json({ reset: true as const }, 200);
   });
 

@@ -7,6 +7,8 @@
  * instead of several times it. Small requests never trigger it: a full
  * collection pauses the server for tens of milliseconds with a large live heap.
  */
+import { collectGarbage } from "../runtime/garbageCollector.ts";
+
 export class CollectAfterBytes {
   private sinceLast = 0;
 
@@ -14,7 +16,7 @@ export class CollectAfterBytes {
     private readonly everyBytes: number,
     private readonly minBytes: number,
     // Synchronous: an asynchronous hint was measured to change nothing (scripts/bench-hostile.ts).
-    private readonly collect: () => void = () => Bun.gc(true),
+    private readonly collect: () => void = collectGarbage,
   ) {}
 
   /** Counts a handled body's bytes; collects when enough have gone by. */

@@ -1,10 +1,10 @@
 /**
- * The Bun adapter: puts the app on Bun.serve, runs the TTL timer, and shuts
+ * Puts the app on the runtime's HTTP server (src/runtime/httpServer.ts), runs the TTL timer, and shuts
  * down gracefully (stop accepting, let requests in flight finish, close the
  * service, which writes its final snapshot) on SIGINT or SIGTERM.
  */
 import type { RedisTlsSettings } from "../state/redisDiagnosis.ts";
-import type { Server } from "bun";
+import { serveHttp, type HttpServeOptions, type HttpServer } from "../runtime/httpServer.ts";
 import { resolve } from "node:path";
 import { GenerationEngine, type EngineOptions } from "../engine/generationEngine.ts";
 import { ContextService } from "../online/contextService.ts";
@@ -74,10 +74,10 @@ export function serverUrl(host: string, port: number): string {
   return `http://${host.includes(":") ? `[${host}]` : host}:${port}`;
 }
 
-/** Bun.serve with its bind errors in words. */
-function listen(config: Parameters<typeof Bun.serve>[0] & { hostname: string; port: number }): Server<undefined> {
+/** serveHttp with its bind errors in words. */
+function listen(config: HttpServeOptions): HttpServer {
   try {
-    return Bun.serve(config) as Server<undefined>;
+    return serveHttp(config);
   } catch (error) {
     const code = (error as NodeJS.ErrnoException).code;
     if (code === "EADDRINUSE") throw new Error(`cannot listen on ${serverUrl(config.hostname, config.port)}: the port is in use`);
@@ -96,20 +96,12 @@ export function startServer(service: ContextService, options: ServerOptions = {}
 
   let inFlight = 0;
   let idle: (() => void) | null = null;
-  const server: Server<undefined> = listen({
+  const server = listen({
     hostname: host,
     port: options.port ?? DEFAULT_PORT,
-    // The app answers oversized bodies itself with a JSON 413: Hono's bodyLimit on the JSON routes, the proxy's
-    // readBody on proxied ones (both refuse a too-large Content-Length unread and stop reading a chunked body at
-    // the limit). Bun's own cap answers a bare 413 with no body and cannot be hooked, so it is set out of reach;
-    // a route that reads a body must bound it itself.
-    maxRequestBodySize: Number.MAX_SAFE_INTEGER,
-    development: false,
-    // Never share the port with another process (Bun may otherwise set SO_REUSEPORT).
-    reusePort: false,
-    idleTimeout: SERVER_IDLE_TIMEOUT_S,
-    async fetch(request, bunServer) {
-      registerIdleTimeout(request, (seconds) => bunServer.timeout(request, seconds));
+    idleTimeoutS: SERVER_IDLE_TIMEOUT_S,
+    async fetch(request, setIdleTimeout) {
+      registerIdleTimeout(request, setIdleTimeout);
       inFlight++;
       try {
         return await app.fetch(request);
@@ -141,7 +133,7 @@ export function startServer(service: ContextService, options: ServerOptions = {}
     }, every);
   }
 
-  const port = server.port!;
+  const port = server.port;
   let stopping: Promise<void> | null = null;
   return {
     url: serverUrl(host, port),
@@ -295,19 +287,20 @@ export async function runServer(options: RunOptions, io: RunIo): Promise<void> {
   }
   io.out(`ctxr serve: listening on ${running.url} (data: ${shared !== null ? `shared through ${options.state!.url.display}` : (dataDir ?? "memory")})\n`);
 
-  // A second signal while shutting down exits at once.
+  // A second signal while shutting down exits at once. Its handler is added once the first signal's
+  // dispatch is over: Deno calls a listener added during a dispatch in that same dispatch.
   const force = () => process.exit(1);
   const signal = await new Promise<NodeJS.Signals>((resolveSignal) => {
     const onSignal = (name: NodeJS.Signals) => {
       process.off("SIGINT", onSignal);
       process.off("SIGTERM", onSignal);
-      process.on("SIGINT", force);
-      process.on("SIGTERM", force);
       resolveSignal(name);
     };
     process.on("SIGINT", onSignal);
     process.on("SIGTERM", onSignal);
   });
+  process.on("SIGINT", force);
+  process.on("SIGTERM", force);
   io.err(`ctxr serve: ${signal}: shutting down\n`);
   try {
     await running.stop();

@@ -9,6 +9,7 @@ import { diagnoseRedisConnection, isConnectionFailure, redisTlsOption, type Redi
 import type { RedisUrl } from "./redisUrl.ts";
 import { decodeLogEntry, decodeSnapshot, type DecodedEntry, type SharedSnapshotState, type StoredSnapshot } from "./sharedLogSchema.ts";
 import { withinMs } from "./timeLimit.ts";
+import { redisConnection, type RedisConnection } from "../runtime/redisClient.ts";
 
 export interface StateLogKeys {
   log: string;
@@ -47,8 +48,8 @@ const SNAPSHOT_TIMEOUT_MS = 30_000;
 const DIAGNOSIS_EVERY_MS = 5_000;
 
 export class RedisStateLog {
-  private readonly writer: Bun.RedisClient;
-  private readonly tail: Bun.RedisClient;
+  private readonly writer: RedisConnection;
+  private readonly tail: RedisConnection;
   readonly keys: StateLogKeys;
 
   private diagnosis: { at: number; reason: Promise<string | null> } | null = null;
@@ -59,9 +60,9 @@ export class RedisStateLog {
     private readonly tls?: RedisTlsSettings,
   ) {
     // Reconnecting is ours (ensureConnected before each command), so a command never waits in a queue.
-    const options = { enableOfflineQueue: false, autoReconnect: false, connectionTimeout: CONNECT_TIMEOUT_MS, ...redisTlsOption(url, tls) };
-    this.writer = new Bun.RedisClient(url.url, options);
-    this.tail = new Bun.RedisClient(url.url, options);
+    const options = { connectionTimeout: CONNECT_TIMEOUT_MS, ...redisTlsOption(url, tls) };
+    this.writer = redisConnection(url.url, options);
+    this.tail = redisConnection(url.url, options);
     this.keys = stateLogKeys(prefix);
   }
 
@@ -162,7 +163,7 @@ export class RedisStateLog {
   }
 
   /** Connects `client` if it is not; a failure is rethrown saying why in words (redisDiagnosis.ts). */
-  private async ensureConnected(client: Bun.RedisClient): Promise<void> {
+  private async ensureConnected(client: RedisConnection): Promise<void> {
     if (client.connected) return;
     try {
       await client.connect();
@@ -181,7 +182,7 @@ export class RedisStateLog {
   }
 
   /** A command on `client` that must answer within `ms` (a hung server counts as unreachable: the connection is dropped). */
-  private async command<T>(client: Bun.RedisClient, ms: number, name: string, args: string[]): Promise<T> {
+  private async command<T>(client: RedisConnection, ms: number, name: string, args: string[]): Promise<T> {
     await this.ensureConnected(client);
     return (await withinMs(client.send(name, args), ms, () => {
       client.close();

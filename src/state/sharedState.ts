@@ -39,6 +39,7 @@ import { historyCell, labelCell, type SharedChange } from "./sharedChange.ts";
 import type { DeadLetter, DecodedEntry, LogEntry, SharedSnapshotState, StoredSnapshot } from "./sharedLogSchema.ts";
 import { compareStreamIds } from "./streamIds.ts";
 import { UnsentBatches, type AppendPlan } from "./unsentBatches.ts";
+import { sleep } from "../runtime/sleep.ts";
 
 export type { SharedSnapshotState } from "./sharedLogSchema.ts";
 
@@ -248,7 +249,7 @@ export class SharedState implements ChangeSink {
   async close(): Promise<void> {
     this.seal();
     // flush() settles once everything is appended (or an append failed); not worth waiting for while Redis is away.
-    if (this.writeError === null) await Promise.race([this.flush(), Bun.sleep(CLOSE_WAIT_MS)]);
+    if (this.writeError === null) await Promise.race([this.flush(), sleep(CLOSE_WAIT_MS)]);
     if (this.unsent.length > 0) this.log(`ctxr serve: ${this.unsent.length} change batches were not written to the shared state before shutdown\n`);
     this.closed = true;
     if (this.retryTimer !== null) clearTimeout(this.retryTimer);
@@ -382,7 +383,7 @@ export class SharedState implements ChangeSink {
         if (this.readError === null) this.log(`ctxr serve: shared state degraded: reading from Redis failed (${messageOf(error)})\n`);
         this.readError = messageOf(error);
         this.lastGapCheck = 0;
-        await Bun.sleep(RETRY_MS);
+        await sleep(RETRY_MS);
       }
     }
   }

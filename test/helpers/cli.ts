@@ -1,9 +1,11 @@
-/** Spawns the ctxr CLI from source (bun src/cli/main.ts) for end-to-end tests. */
+/** Spawns the ctxr CLI from source (bun src/cli/main.ts, or deno run -A under Deno) for end-to-end tests. */
+import { spawnSync } from "node:child_process";
 import { existsSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
+import { scriptCommand, which } from "../../src/runtime/childProcess.ts";
 
-export const REPO_ROOT = resolve(import.meta.dir, "../..");
+export const REPO_ROOT = resolve(import.meta.dirname, "../..");
 export const CLI_ENTRY = join(REPO_ROOT, "src/cli/main.ts");
 
 export interface CliRun {
@@ -12,22 +14,23 @@ export interface CliRun {
   stderr: string;
 }
 
-/** Runs `bun src/cli/main.ts ...args` (process.execPath is bun under bun test). */
+/** Runs `bun src/cli/main.ts ...args` on the runtime running the tests (deno run -A under deno test). */
 export function runCli(args: string[], options: { cwd?: string; env?: Record<string, string> } = {}): CliRun {
-  return runProgram([process.execPath, CLI_ENTRY, ...args], options);
+  return runProgram([...scriptCommand(CLI_ENTRY), ...args], options);
 }
 
 export function runProgram(command: string[], options: { cwd?: string; env?: Record<string, string> } = {}): CliRun {
-  const result = Bun.spawnSync(command, {
+  const [program, ...args] = command;
+  const result = spawnSync(program!, args, {
     cwd: options.cwd ?? REPO_ROOT,
     env: { ...process.env, NO_COLOR: "1", ...options.env },
-    stdout: "pipe",
-    stderr: "pipe",
+    encoding: "utf8",
+    maxBuffer: 1 << 30,
   });
   return {
-    code: result.exitCode ?? -1,
-    stdout: result.stdout.toString(),
-    stderr: result.stderr.toString(),
+    code: result.status ?? -1,
+    stdout: result.stdout ?? "",
+    stderr: result.stderr ?? (result.error?.message ?? ""),
   };
 }
 
@@ -46,6 +49,6 @@ export function tempFolder(prefix = "ctxr-test-"): { path: string; cleanup(): vo
 /** Path of the reference simulator when shared/ is checked out beside the repository. */
 export function referenceSimulator(): string | null {
   const sim = resolve(REPO_ROOT, "../shared/workloads/sim.py");
-  if (!Bun.which("python3")) return null;
+  if (!which("python3")) return null;
   return existsSync(sim) ? sim : null;
 }

@@ -8,12 +8,13 @@ import { join } from "node:path";
 import { TINY_MODEL_DEFAULTS, tinyModelFiles, type TinyModelOptions } from "../../src/model/tinyModel.ts";
 import { writeModelFolder } from "../../src/model/writeModelFolder.ts";
 import { REPO_ROOT, tempFolder } from "./cli.ts";
+import { runSync } from "../../src/runtime/childProcess.ts";
 
 export const RUNNER_CPU = join(REPO_ROOT, "cuda", "build", "ctxr-runner-cpu");
 
 /** Builds the CPU runner (make is incremental: a no-op when it is up to date); returns its path. */
 export function buildRunner(): string {
-  const result = Bun.spawnSync(["make", "-C", join(REPO_ROOT, "cuda"), "-j2", "cpu"], { stdout: "pipe", stderr: "pipe" });
+  const result = runSync(["make", "-C", join(REPO_ROOT, "cuda"), "-j2", "cpu"]);
   if (result.exitCode !== 0) throw new Error(`make -C cuda cpu failed (exit ${result.exitCode}):\n${result.stdout.toString()}\n${result.stderr.toString()}`);
   return RUNNER_CPU;
 }

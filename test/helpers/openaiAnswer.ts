@@ -3,6 +3,7 @@
  * role chunk for chat, one chunk per piece of the answer, a finish chunk, a usage chunk when
  * asked for, then [DONE]).
  */
+import { sleep } from "../../src/runtime/sleep.ts";
 
 export interface OpenAiUsage {
   prompt_tokens: number;
@@ -49,7 +50,7 @@ export function openaiAnswer(answer: OpenAiAnswer): Response {
   let next = 0;
   const stream = new ReadableStream<Uint8Array>({
     async pull(controller) {
-      if (next > 0) await Bun.sleep(answer.chunkDelayMs ?? 0);
+      if (next > 0) await sleep(answer.chunkDelayMs ?? 0);
       controller.enqueue(encoder.encode(events[next++]!));
       if (next === events.length) {
         answer.finished?.();

@@ -8,6 +8,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { freeTcpPort } from "./freeTcpPort.ts";
+import { sleep } from "../../src/runtime/sleep.ts";
 
 export interface RedisServer {
   readonly port: number;
@@ -64,7 +65,7 @@ export async function startRedisServer(options: RedisServerOptions = {}): Promis
       const ping = spawnSync("redis-cli", ["-p", String(port), ...auth, "PING"], { encoding: "utf8" });
       if (ping.stdout.trim() === "PONG") return;
       if (Date.now() > deadline) throw new Error(`redis-server did not answer PING on port ${port} within 10 s:\n${output}`);
-      await Bun.sleep(20);
+      await sleep(20);
     }
   };
   const kill = async (): Promise<void> => {

@@ -1,5 +1,6 @@
 /** What tests that open sockets and servers share: cleanups run after each test, and waiting for a condition. */
 import { afterEach } from "bun:test";
+import { sleep } from "../../src/runtime/sleep.ts";
 
 /** Registers the calling file's cleanups: each added one runs after the current test, last added first. */
 export function cleanupAfterEach(): (cleanup: () => Promise<unknown> | unknown) => void {
@@ -15,6 +16,6 @@ export async function until(condition: () => boolean | Promise<boolean>, what: s
   const deadline = Date.now() + timeoutMs;
   while (!(await condition())) {
     if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await Bun.sleep(everyMs);
+    await sleep(everyMs);
   }
 }

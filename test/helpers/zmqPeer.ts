@@ -6,6 +6,8 @@
  */
 import { join } from "node:path";
 import { REPO_ROOT } from "./cli.ts";
+import { sleep } from "../../src/runtime/sleep.ts";
+import { spawnPiped, type PipedChild } from "../../src/runtime/childProcess.ts";
 
 export interface ZmqPeerLine {
   kind: "started" | "message" | "replay" | "subscribed" | "request" | "kept" | "error";
@@ -19,7 +21,7 @@ export interface ZmqPeerLine {
 export class ZmqPeer {
   private readonly lines: ZmqPeerLine[] = [];
   private waiter: (() => void) | null = null;
-  private constructor(private readonly process: ReturnType<typeof Bun.spawn<"pipe", "pipe", "pipe">>) {}
+  private constructor(private readonly process: PipedChild) {}
 
   /** The started line of zmqPublisherPeer.mjs (its endpoints). */
   started: ZmqPeerLine | null = null;
@@ -35,7 +37,7 @@ export class ZmqPeer {
   }
 
   private static async spawn(script: string, args: string[]): Promise<ZmqPeer> {
-    const child = Bun.spawn(["node", join(REPO_ROOT, "test/helpers", script), ...args], { stdin: "pipe", stdout: "pipe", stderr: "pipe" });
+    const child = spawnPiped(["node", join(REPO_ROOT, "test/helpers", script), ...args], { env: process.env });
     const peer = new ZmqPeer(child);
     void peer.read();
     peer.started = await peer.next("started", 20_000);
@@ -121,13 +123,13 @@ export class ZmqPeer {
   }
 
   private write(command: unknown): void {
-    this.process.stdin.write(`${JSON.stringify(command)}\n`);
+    this.process.stdin.write(new TextEncoder().encode(`${JSON.stringify(command)}\n`));
     this.process.stdin.flush();
   }
 
   async close(): Promise<void> {
     this.process.stdin.end();
-    const exited = await Promise.race([this.process.exited, Bun.sleep(5000).then(() => null)]);
+    const exited = await Promise.race([this.process.exited, sleep(5000).then(() => null)]);
     if (exited === null) this.process.kill();
   }
 }

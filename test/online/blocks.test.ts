@@ -1,6 +1,7 @@
 import { describe, expect, test } from "bun:test";
 import { createHash } from "node:crypto";
 import { forgetHashes, normalizeBlock, normalizeWhitespace, textHash } from "../../src/online/blocks.ts";
+import { collectGarbage, heapBytes } from "../../src/runtime/garbageCollector.ts";
 
 describe("blocks", () => {
   test("whitespace normalization: trimmed, every run of whitespace one space", () => {
@@ -34,20 +35,19 @@ describe("blocks", () => {
 
 describe("the text-hash memo", () => {
   test("does not keep the strings a block's text was cut from alive", () => {
-    const { heapSize } = require("bun:jsc") as typeof import("bun:jsc");
     forgetHashes();
-    Bun.gc(true);
-    const before = heapSize();
+    collectGarbage();
+    const before = heapBytes();
     for (let i = 0; i < 100; i++) {
       // A flat 2 MB string, as JSON.parse makes a proxied message, and a 1 KB document sliced out of it.
       const message = JSON.parse(JSON.stringify({ content: `message ${i} ${"x".repeat(2_000_000)}<document>doc ${i} ${"y".repeat(1000)}</document>` })).content as string;
       const at = message.indexOf("<document>");
       textHash(message.slice(at + 10, at + 1010));
     }
-    Bun.gc(true);
-    Bun.gc(true);
+    collectGarbage();
+    collectGarbage();
     // Held slices would keep ~200 MB; the memo's own keys are ~100 KB.
-    expect(heapSize() - before).toBeLessThan(20_000_000);
+    expect(heapBytes() - before).toBeLessThan(20_000_000);
     forgetHashes();
   });
 });

@@ -13,6 +13,7 @@ import { mirrorBlockKeys } from "../../src/proxy/engineCacheMirror.ts";
 import type { KvEventBatchIn } from "../../src/proxy/kvEventSubscriber.ts";
 import { UpstreamCacheSync } from "../../src/proxy/upstreamCacheSync.ts";
 import { seededRandom } from "../helpers/randomContexts.ts";
+import { sleep } from "../../src/runtime/sleep.ts";
 
 const BLOCK = 2;
 
@@ -143,7 +144,7 @@ describe("CacheKeyDeltaSink and applyCacheKeyMessage", () => {
     const shown = () => sent.splice(0).map((m) => (m.kind === "batch" ? [m.batch.ts, [...m.held], [...m.dropped]] : m.kind));
     sink.keyHeld(1n);
     sink.batchApplied(batch(1));
-    await Bun.sleep(20);
+    await sleep(20);
     expect(shown()).toEqual([[1, [1n], []]]);
     // Not applied yet: nothing more goes, whatever the timer says.
     for (let i = 2; i <= 50; i++) {
@@ -151,7 +152,7 @@ describe("CacheKeyDeltaSink and applyCacheKeyMessage", () => {
       if (i % 2 === 0) sink.keyDropped(BigInt(i));
       sink.batchApplied(batch(i));
     }
-    await Bun.sleep(20);
+    await sleep(20);
     expect(shown()).toEqual([]);
     sink.applied();
     const [merged] = shown() as [number, bigint[], bigint[]][];
@@ -167,7 +168,7 @@ describe("CacheKeyDeltaSink and applyCacheKeyMessage", () => {
     sink.applied();
     sink.keyHeld(100n);
     sink.batchApplied(batch(52));
-    await Bun.sleep(20);
+    await sleep(20);
     expect(shown()).toEqual([[52, [100n], []]]);
     for (let i = 0; i < 262_145; i++) sink.keyHeld(BigInt(1000 + i));
     sink.batchApplied(batch(53));

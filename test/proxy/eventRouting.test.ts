@@ -12,6 +12,7 @@ import type { KvEventBatchIn } from "../../src/proxy/kvEventSubscriber.ts";
 import { tinyModelFolder } from "../helpers/engineKit.ts";
 import { startFakeUpstream, type FakeUpstream } from "./fakeUpstream.ts";
 import { docs, startProxy, type ProxyServer } from "./proxyKit.ts";
+import { sleep } from "../../src/runtime/sleep.ts";
 
 const BLOCK = 4;
 let model: { path: string; cleanup(): void };
@@ -112,7 +113,7 @@ describe("routing on KV events", () => {
     proxy.cacheSync(target).batch(stored(ids, `ctx${target}-`));
     const full = Math.floor(ids.length / BLOCK);
     proxy.cacheSync(target).batch(batch([{ type: "BlockRemoved", hashes: [`ctx${target}-${full - 1}`], medium: "GPU", groupIdx: null }]));
-    for (let i = 0; i < 50 && (await ctxr.get("/v1/stats")).body.contexts >= contextsBefore; i++) await Bun.sleep(20);
+    for (let i = 0; i < 50 && (await ctxr.get("/v1/stats")).body.contexts >= contextsBefore; i++) await sleep(20);
     expect((await ctxr.get("/v1/stats")).body.contexts).toBe(contextsBefore - 1);
     expect(proxy.cacheSync(target).stats.contextsEvicted).toBeGreaterThanOrEqual(1);
   });

@@ -11,6 +11,7 @@ import { tinyModelFolder } from "../helpers/engineKit.ts";
 import { ZmqPeer } from "../helpers/zmqPeer.ts";
 import { FakeEngine } from "../helpers/fakeEngine/fakeEngine.ts";
 import { simpleTokenizer } from "../helpers/fakeEngine/fakeTokenizer.ts";
+import { sleep } from "../../src/runtime/sleep.ts";
 
 setDefaultTimeout(30_000);
 
@@ -88,7 +89,7 @@ describe("FakeEngine", () => {
     const fake = await engine({ blockSize: 2, capacityBlocks: 2, kvEvents: { layout: "array", hashes: "int" } });
     const peer = await ZmqPeer.subscribe(fake.kvEventsEndpoint!);
     cleanup(() => peer.close());
-    for (let i = 0; i < 200 && fake.kvEvents.stats.subscribers === 0; i++) await Bun.sleep(10);
+    for (let i = 0; i < 200 && fake.kvEvents.stats.subscribers === 0; i++) await sleep(10);
     fake.process([1, 2, 3, 4]);
     fake.kvEvents.flush();
     fake.process([5, 6]);

@@ -1,5 +1,5 @@
 /**
- * A fake OpenAI-compatible engine for proxy tests: Bun.serve on port 0 that
+ * A fake OpenAI-compatible engine for proxy tests: an HTTP server on port 0 that
  * records the exact bytes and headers it receives and answers
  *
  *  - POST /v1/chat/completions and /v1/completions, non-streaming (one JSON
@@ -22,8 +22,9 @@
  * one: headers that come late). Like vLLM, it never closes a connection for
  * being idle (an answer may pause for as long as it likes).
  */
-import type { Server } from "bun";
 import { openaiAnswer } from "../helpers/openaiAnswer.ts";
+import { serveForTest } from "../helpers/httpServe.ts";
+import { wyhash } from "../../src/runtime/hashing.ts";
 
 export interface RecordedRequest {
   method: string;
@@ -104,7 +105,7 @@ export async function startFakeUpstream(options: FakeUpstreamOptions = {}): Prom
     let cached = 0;
     let hit = true;
     for (let start = 0; start + blockWords <= tokens.length; start += blockWords) {
-      hash = Bun.hash.wyhash(tokens.slice(start, start + blockWords).join(" "), hash);
+      hash = wyhash(tokens.slice(start, start + blockWords).join(" "), hash);
       if (hit && cachedBlocks.has(hash)) cached += blockWords;
       else {
         hit = false;
@@ -137,46 +138,40 @@ export async function startFakeUpstream(options: FakeUpstreamOptions = {}): Prom
     });
   };
 
-  const server: Server<undefined> = Bun.serve({
-    hostname: "127.0.0.1",
-    port: options.port ?? 0,
-    development: false,
-    idleTimeout: 0,
-    async fetch(request) {
-      const url = new URL(request.url);
-      const bytes = new Uint8Array(await request.arrayBuffer());
-      const text = new TextDecoder().decode(bytes);
-      let json: any = undefined;
-      try {
-        json = JSON.parse(text);
-      } catch {
-        json = undefined;
-      }
-      const headers: Record<string, string> = {};
-      request.headers.forEach((value, name) => (headers[name] = value));
-      const record: RecordedRequest = { method: request.method, url: url.pathname + url.search, path: url.pathname, headers, bytes, text, json, receivedAt: performance.now(), finishedAt: null };
-      requests.push(record);
+  const server = serveForTest(async (request) => {
+    const url = new URL(request.url);
+    const bytes = new Uint8Array(await request.arrayBuffer());
+    const text = new TextDecoder().decode(bytes);
+    let json: any = undefined;
+    try {
+      json = JSON.parse(text);
+    } catch {
+      json = undefined;
+    }
+    const headers: Record<string, string> = {};
+    request.headers.forEach((value, name) => (headers[name] = value));
+    const record: RecordedRequest = { method: request.method, url: url.pathname + url.search, path: url.pathname, headers, bytes, text, json, receivedAt: performance.now(), finishedAt: null };
+    requests.push(record);
 
-      if (mode.kind === "hang") {
-        await new Promise<void>((resolve) => hanging.add(resolve));
-        return new Response("released", { status: 503 });
-      }
-      if (mode.kind === "fail") {
-        record.finishedAt = performance.now();
-        return new Response(mode.body, { status: mode.status, headers: mode.headers });
-      }
-      if (mode.kind === "custom") {
-        const answer = await mode.respond(record);
-        if (answer !== undefined) return answer;
-      }
-      if (request.method === "POST" && url.pathname === "/v1/chat/completions") return generate(record, true);
-      if (request.method === "POST" && url.pathname === "/v1/completions") return generate(record, false);
-      if (request.method === "GET" && url.pathname === "/v1/models") {
-        return Response.json({ object: "list", data: [{ id: model, object: "model", created: 1_700_000_000, owned_by: "fake" }] });
-      }
-      return Response.json({ error: { message: `no route ${request.method} ${url.pathname}`, type: "not_found" } }, { status: 404 });
-    },
-  });
+    if (mode.kind === "hang") {
+      await new Promise<void>((resolve) => hanging.add(resolve));
+      return new Response("released", { status: 503 });
+    }
+    if (mode.kind === "fail") {
+      record.finishedAt = performance.now();
+      return new Response(mode.body, { status: mode.status, headers: mode.headers });
+    }
+    if (mode.kind === "custom") {
+      const answer = await mode.respond(record);
+      if (answer !== undefined) return answer;
+    }
+    if (request.method === "POST" && url.pathname === "/v1/chat/completions") return generate(record, true);
+    if (request.method === "POST" && url.pathname === "/v1/completions") return generate(record, false);
+    if (request.method === "GET" && url.pathname === "/v1/models") {
+      return Response.json({ object: "list", data: [{ id: model, object: "model", created: 1_700_000_000, owned_by: "fake" }] });
+    }
+    return Response.json({ error: { message: `no route ${request.method} ${url.pathname}`, type: "not_found" } }, { status: 404 });
+  }, { port: options.port, idleTimeoutS: 0 });
 
   const release = () => {
     for (const resolve of hanging) resolve();
@@ -184,7 +179,7 @@ export async function startFakeUpstream(options: FakeUpstreamOptions = {}): Prom
   };
   return {
     url: `http://127.0.0.1:${server.port}`,
-    port: server.port!,
+    port: server.port,
     requests,
     last: () => {
       const r = requests[requests.length - 1];

@@ -14,6 +14,7 @@ import { promptBlockHashes } from "../../src/kv/prefixBlockCache.ts";
 import { FakeEngine, type FakeKvEventsOptions } from "../helpers/fakeEngine/fakeEngine.ts";
 import { freeTcpPort } from "../helpers/freeTcpPort.ts";
 import { ZmqPeer } from "../helpers/zmqPeer.ts";
+import { sleep } from "../../src/runtime/sleep.ts";
 
 setDefaultTimeout(30_000);
 
@@ -120,7 +121,7 @@ describe("KvEventSubscriber with the fake engine", () => {
     const engine = await fakeEngine();
     const { subscriber, view } = subscribe(engine.kvEventsFlag, { gapWaitMs: 5000 });
     await subscribed(engine, subscriber, view);
-    await Bun.sleep(50);
+    await sleep(50);
     for (let i = 0; i < 6; i += 2) {
       // Batch i goes out after batch i + 1.
       engine.faults.reorder(1);
@@ -257,7 +258,7 @@ describe("KvEventSubscriber with the fake engine", () => {
   test("an engine that starts after the subscriber: it dials until the engine is there", async () => {
     const [port, replayPort] = [await freeTcpPort(), await freeTcpPort()];
     const { subscriber, view } = subscribe(`tcp://127.0.0.1:${port},replay=tcp://127.0.0.1:${replayPort}`);
-    await Bun.sleep(100);
+    await sleep(100);
     expect(subscriber.stats.connected).toBe(false);
     const engine = await fakeEngine({ port, replayPort });
     await subscribed(engine, subscriber, view);

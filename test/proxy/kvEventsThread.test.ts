@@ -10,6 +10,7 @@ import { KvEventsThread, type KvEventsSubscription } from "../../src/proxy/kvEve
 import { UpstreamCacheSync } from "../../src/proxy/upstreamCacheSync.ts";
 import { FakeEngine } from "../helpers/fakeEngine/fakeEngine.ts";
 import { cleanupAfterEach, until } from "../helpers/testLifecycle.ts";
+import { sleep } from "../../src/runtime/sleep.ts";
 
 setDefaultTimeout(30_000);
 
@@ -116,7 +117,7 @@ describe("KvEventsThread", () => {
     const blocks = sync.stats.blocks;
     engine.process(prompt(2));
     engine.kvEvents.flush();
-    await Bun.sleep(200);
+    await sleep(200);
     expect(sync.stats.blocks).toBe(blocks);
     expect(engine.kvEvents.stats.subscribers).toBe(0);
   });

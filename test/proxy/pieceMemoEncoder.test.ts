@@ -73,7 +73,7 @@ async function expectSameIds(dir: string): Promise<void> {
 
 describe("PieceMemoEncoder", () => {
   test("the repository's byte-level model (models/quality): the library's ids", async () => {
-    await expectSameIds(resolve(import.meta.dir, "../../models/quality"));
+    await expectSameIds(resolve(import.meta.dirname, "../../models/quality"));
   });
 
   test("a byte-level BPE with merges: the library's ids", async () => {

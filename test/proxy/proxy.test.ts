@@ -6,6 +6,9 @@
 import { afterAll, afterEach, beforeAll, describe, expect, test } from "bun:test";
 import { startFakeUpstream, type FakeUpstream } from "./fakeUpstream.ts";
 import { docs, PRIORITY, rendered, settle, sseData, startProxy, streamPost, waitFor, type ProxyServer } from "./proxyKit.ts";
+import { sleep } from "../../src/runtime/sleep.ts";
+import { gzipSync } from "node:zlib";
+import { runtimeName } from "../../src/runtime/runtimeName.ts";
 
 const KEY = "sk-upstream-0123456789-secret";
 
@@ -122,10 +125,10 @@ describe("POST /v1/chat/completions", () => {
     const record = upstream.last();
     for (let i = 0; (await upstreamStats()).in_flight !== 0; i++) {
       expect(i).toBeLessThan(500);
-      await Bun.sleep(5);
+      await sleep(5);
     }
     // The upstream's stream was cancelled before its end.
-    await Bun.sleep(100);
+    await sleep(100);
     expect(record.finishedAt).toBeNull();
   });
 
@@ -159,7 +162,7 @@ describe("POST /v1/chat/completions", () => {
     upstream.recover();
     const meanwhile = await ctxr.get("/v1/models");
     if (meanwhile.status === 502) expect(meanwhile.body.error.message).toContain("no upstream available");
-    await Bun.sleep(120);
+    await sleep(120);
     expect((await ctxr.get("/v1/models")).status).toBe(200);
     stats = (await ctxr.get("/v1/stats")).body;
     expect(stats.upstreams[0]).toMatchObject({ healthy: true, consecutive_failures: 0, retry_in_ms: null });
@@ -254,12 +257,13 @@ describe("passthrough", () => {
     expect((await ctxr.get("/v1/stats")).status).toBe(200);
   });
 
-  test("without secrets to redact, a compressed answer is relayed compressed, as the upstream encoded it", async () => {
+  // Bun's only: under Deno the upstream is asked for identity (src/runtime/httpClient.ts), and Deno's fetch here would decode the answer.
+  test.skipIf(runtimeName !== "bun")("without secrets to redact, a compressed answer is relayed compressed, as the upstream encoded it", async () => {
     const own = await startFakeUpstream();
     const server = await startProxy({ upstreams: [own.url] });
     try {
       const payload = JSON.stringify({ object: "list", data: Array.from({ length: 50 }, (_, i) => ({ id: `m${i}` })) });
-      const gzipped = Bun.gzipSync(new TextEncoder().encode(payload));
+      const gzipped = gzipSync(new TextEncoder().encode(payload));
       own.custom(() => new Response(gzipped, { headers: { "content-encoding": "gzip", "content-type": "application/json" } }));
       const response = await fetch(`${server.url}/v1/models`, { headers: { "accept-encoding": "gzip" }, decompress: false } as RequestInit);
       expect(response.status).toBe(200);
@@ -274,7 +278,7 @@ describe("passthrough", () => {
 
   test("with an upstream key, the upstream is asked for identity, and a compressed answer anyway is relayed decoded", async () => {
     const payload = JSON.stringify({ object: "list", data: Array.from({ length: 50 }, (_, i) => ({ id: `m${i}` })) });
-    upstream.custom(() => new Response(Bun.gzipSync(new TextEncoder().encode(payload)), { headers: { "content-encoding": "gzip", "content-type": "application/json" } }));
+    upstream.custom(() => new Response(gzipSync(new TextEncoder().encode(payload)), { headers: { "content-encoding": "gzip", "content-type": "application/json" } }));
     const response = await fetch(`${ctxr.url}/v1/models`, { headers: { "accept-encoding": "gzip" }, decompress: false } as RequestInit);
     expect(response.status).toBe(200);
     expect(response.headers.get("content-encoding")).toBeNull();
@@ -297,7 +301,7 @@ describe("the upstream key never leaks", () => {
       return new Response(
         new ReadableStream({
           async pull(controller) {
-            await Bun.sleep(10);
+            await sleep(10);
             controller.enqueue(new TextEncoder().encode(parts[i++]!));
             if (i === parts.length) controller.close();
           },
@@ -336,7 +340,7 @@ describe("the upstream key never leaks", () => {
       // Once it is up, requests carry the credentials as Basic auth and go to <prefix>/chat/completions.
       const revived = await startFakeUpstream({ port });
       try {
-        await Bun.sleep(60);
+        await sleep(60);
         expect((await server.post("/v1/chat/completions", { messages: [{ role: "user", content: "hi" }] })).status).toBe(200);
         expect(revived.last().path).toBe("/v1/chat/completions");
         expect(revived.last().headers.authorization).toBe(`Basic ${Buffer.from(`user:${secret}`).toString("base64")}`);

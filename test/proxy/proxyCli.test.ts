@@ -4,6 +4,7 @@ import { runCli } from "../helpers/cli.ts";
 import { spawnServer } from "../server/serverKit.ts";
 import { startFakeUpstream, type FakeUpstream } from "./fakeUpstream.ts";
 import { docs, sseData, streamPost } from "./proxyKit.ts";
+import { sleep } from "../../src/runtime/sleep.ts";
 
 setDefaultTimeout(60_000);
 
@@ -88,7 +89,7 @@ describe("ctxr serve --upstream", () => {
   test("short upstream secrets: a warning at startup that names them without showing them", async () => {
     const server = await spawnServer(["--in-memory", "--upstream", `http://svc-user:Pw9@127.0.0.1:${upstream.port}`, "--upstream-key", "k1"]);
     try {
-      await Bun.sleep(50);
+      await sleep(50);
       const stderr = server.stderr();
       expect(stderr).toContain("ctxr serve: warning: the upstream key is 2 characters long");
       expect(stderr).toContain(`ctxr serve: warning: the user name in --upstream http://127.0.0.1:${upstream.port} is 8 characters long`);

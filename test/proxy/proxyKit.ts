@@ -3,6 +3,7 @@ import type { ProxyOptions } from "../../src/proxy/contextProxy.ts";
 import type { ServerOptions } from "../../src/server/serve.ts";
 import { startTestServer, type TestServer } from "../server/serverKit.ts";
 import type { FakeUpstream } from "./fakeUpstream.ts";
+import { sleep } from "../../src/runtime/sleep.ts";
 
 export interface ProxyServer extends TestServer {
   /** Everything ctxr logged. */
@@ -64,6 +65,6 @@ export async function waitFor(condition: () => boolean, timeoutMs = 5000): Promi
   const deadline = Date.now() + timeoutMs;
   while (!condition()) {
     if (Date.now() > deadline) throw new Error("condition not met in time");
-    await Bun.sleep(5);
+    await sleep(5);
   }
 }

@@ -1,27 +1,25 @@
 import { afterEach, describe, expect, test } from "bun:test";
 import { relayBody } from "../../src/proxy/forwarder.ts";
 import { startProxy, waitFor, type ProxyServer } from "./proxyKit.ts";
+import { sleep } from "../../src/runtime/sleep.ts";
+import { serveForTest } from "../helpers/httpServe.ts";
 
 /** An upstream whose streamed answers send one chunk, then wait until `release()`. */
 function holdingUpstream() {
   const waiting: (() => void)[] = [];
-  const server = Bun.serve({
-    hostname: "127.0.0.1",
-    port: 0,
-    fetch() {
-      let close: () => void = () => {};
-      const released = new Promise<void>((resolve) => (close = resolve));
-      waiting.push(close);
-      const body = new ReadableStream<Uint8Array>({
-        async start(controller) {
-          controller.enqueue(new TextEncoder().encode('data: {"choices":[]}\n\n'));
-          await released;
-          controller.enqueue(new TextEncoder().encode("data: [DONE]\n\n"));
-          controller.close();
-        },
-      });
-      return new Response(body, { headers: { "content-type": "text/event-stream" } });
-    },
+  const server = serveForTest(() => {
+    let close: () => void = () => {};
+    const released = new Promise<void>((resolve) => (close = resolve));
+    waiting.push(close);
+    const body = new ReadableStream<Uint8Array>({
+      async start(controller) {
+        controller.enqueue(new TextEncoder().encode('data: {"choices":[]}\n\n'));
+        await released;
+        controller.enqueue(new TextEncoder().encode("data: [DONE]\n\n"));
+        controller.close();
+      },
+    });
+    return new Response(body, { headers: { "content-type": "text/event-stream" } });
   });
   return {
     url: `http://127.0.0.1:${server.port}`,
@@ -89,7 +87,7 @@ describe("a client that stops reading", () => {
     const reader = relayed.getReader();
     expect((await reader.read()).value!.length).toBe(1024);
     // Reads nothing more.
-    await Bun.sleep(300);
+    await sleep(300);
     expect(outcome).not.toBeNull();
     expect(String((outcome as unknown as { error: unknown }).error)).toContain("read nothing for 0.1 s");
     expect(String(cancelled)).toContain("read nothing");
@@ -109,7 +107,7 @@ describe("a client that stops reading", () => {
     const reader = relayBody(source, { scan: null, secrets: [], stallMs: 100, onDone: (done) => (outcome = done) })!.getReader();
     let received = 0;
     for (;;) {
-      await Bun.sleep(60);
+      await sleep(60);
       const { done, value } = await reader.read();
       if (done) break;
       received += value!.length;
@@ -124,10 +122,8 @@ describe("a client that never reads, through a real server", () => {
     let upstreamCancelled = false;
     let chunksSent = 0;
     const chunk = new Uint8Array(16 * 1024).fill(97);
-    const upstream = Bun.serve({
-      hostname: "127.0.0.1",
-      port: 0,
-      fetch: () =>
+    const upstream = serveForTest(
+      () =>
         new Response(
           new ReadableStream<Uint8Array>({
             pull(controller) {
@@ -140,7 +136,7 @@ describe("a client that never reads, through a real server", () => {
           }),
           { headers: { "content-type": "text/event-stream" } },
         ),
-    });
+    );
     cleanup.push(() => upstream.stop(true));
     const proxy = await startProxy({ upstreams: [`http://127.0.0.1:${upstream.port}`], clientStallMs: 300 });
     cleanup.push(() => proxy.close());

@@ -1,7 +1,7 @@
 import { describe, expect, test } from "bun:test";
-import { heapSize } from "bun:jsc";
 import { ContextService } from "../../src/online/contextService.ts";
 import { PromptRewriter } from "../../src/proxy/promptRewriter.ts";
+import { collectGarbage, heapBytes } from "../../src/runtime/garbageCollector.ts";
 
 describe("the proxy's rewriting keeps no more than its budgets", () => {
   test("200 conversations of 2 MB messages with documents: the live heap stays within the history budget", async () => {
@@ -9,8 +9,8 @@ describe("the proxy's rewriting keeps no more than its budgets", () => {
     const service = await ContextService.open({ dataDir: null });
     const rewriter = new PromptRewriter(service, { maxHistoryBytes: budget });
     const filler = "lorem ipsum ".repeat(170_000);
-    Bun.gc(true);
-    const before = heapSize();
+    collectGarbage();
+    const before = heapBytes();
     for (let i = 0; i < 200; i++) {
       const documents = Array.from({ length: 8 }, (_, d) => `<document id="d${i}-${d}">\ndocument ${i} ${d} ${"z".repeat(500)}\n</document>`).join("\n");
       // Parsed from JSON as the server does: flat strings, so a document is a slice of its message.
@@ -19,11 +19,11 @@ describe("the proxy's rewriting keeps no more than its budgets", () => {
       expect(result.documents).toBe(8);
       result.commit();
     }
-    Bun.gc(true);
-    Bun.gc(true);
+    collectGarbage();
+    collectGarbage();
     expect(rewriter.histories.bytes).toBeLessThanOrEqual(budget);
     // The histories take at most their (conservative) estimate; anything that pinned messages would hold ~400 MB.
-    expect(heapSize() - before).toBeLessThan(budget + 24 * 1024 * 1024);
+    expect(heapBytes() - before).toBeLessThan(budget + 24 * 1024 * 1024);
     await service.close();
     // A memory test, not a timed one: 400 MB of messages take seconds on a loaded machine.
   }, 60_000);

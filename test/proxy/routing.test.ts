@@ -2,6 +2,7 @@
 import { afterEach, describe, expect, test } from "bun:test";
 import { startFakeUpstream, type FakeUpstream } from "./fakeUpstream.ts";
 import { docs, startProxy, type ProxyServer } from "./proxyKit.ts";
+import { sleep } from "../../src/runtime/sleep.ts";
 
 const cleanups: (() => Promise<void>)[] = [];
 afterEach(async () => {
@@ -82,7 +83,7 @@ describe("cache-aware routing across 2 upstreams", () => {
 
     const revived = await startFakeUpstream({ port });
     cleanups.push(() => revived.stop());
-    await Bun.sleep(100);
+    await sleep(100);
     for (let i = 0; i < 4; i++) await ask(server, `R${i}`, docs(`r${i}`, `s${i}`));
     expect(revived.requests.length).toBeGreaterThan(0);
     stats = (await server.get("/v1/stats")).body.upstreams;
@@ -97,7 +98,7 @@ describe("cache-aware routing across 2 upstreams", () => {
     const failures = async () => (await server.get("/v1/stats")).body.upstreams[0];
     await server.get("/v1/models");
     expect((await failures()).consecutive_failures).toBe(1);
-    await Bun.sleep(50);
+    await sleep(50);
     // a may win on load; ask until the dead one is tried again.
     for (let i = 0; i < 4 && (await failures()).consecutive_failures < 2; i++) await server.get("/v1/models");
     const second = await failures();

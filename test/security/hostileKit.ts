@@ -8,9 +8,9 @@
  *
  * Everything talks to 127.0.0.1; every loop is bounded by a byte total.
  */
-import type { Server } from "bun";
 import { readFileSync } from "node:fs";
 import { spawnServer, type Client, type SpawnedServer } from "../server/serverKit.ts";
+import { serveForTest } from "../helpers/httpServe.ts";
 
 export const KiB = 1024;
 export const MiB = 1024 * KiB;
@@ -302,42 +302,36 @@ export function startTinyUpstream(options: TinyUpstreamOptions = {}): TinyUpstre
   const chunk = `data: ${JSON.stringify({ id: "chatcmpl-tiny", object: "chat.completion.chunk", created: 1_700_000_000, model: "fake-model", choices: [{ index: 0, delta: { content: piece }, finish_reason: null }] })}\n\n`;
   const encoded = new TextEncoder().encode(chunk);
   const done = new TextEncoder().encode("data: [DONE]\n\n");
-  const server: Server<undefined> = Bun.serve({
-    hostname: "127.0.0.1",
-    port: 0,
-    development: false,
-    idleTimeout: 0,
-    async fetch(request) {
-      requests++;
-      const url = new URL(request.url);
-      if (request.method === "GET" && url.pathname === "/v1/models") return Response.json({ object: "list", data: [{ id: "fake-model", object: "model" }] });
-      const text = await request.text();
-      let stream = false;
-      try {
-        const body = JSON.parse(text);
-        stream = body?.stream === true;
-        lastMessages = Array.isArray(body?.messages) ? body.messages.map((m: any) => (typeof m?.content === "string" ? m.content : null)) : [];
-      } catch {
-        lastMessages = [];
-      }
-      if (!stream) return new Response(completion, { headers: { "content-type": "application/json" } });
-      let sent = 0;
-      return new Response(
-        new ReadableStream<Uint8Array>({
-          pull(controller) {
-            if (sent < chunks) {
-              sent++;
-              controller.enqueue(encoded);
-            } else {
-              controller.enqueue(done);
-              controller.close();
-            }
-          },
-        }),
-        { headers: { "content-type": "text/event-stream", "cache-control": "no-cache" } },
-      );
-    },
-  });
+  const server = serveForTest(async (request) => {
+    requests++;
+    const url = new URL(request.url);
+    if (request.method === "GET" && url.pathname === "/v1/models") return Response.json({ object: "list", data: [{ id: "fake-model", object: "model" }] });
+    const text = await request.text();
+    let stream = false;
+    try {
+      const body = JSON.parse(text);
+      stream = body?.stream === true;
+      lastMessages = Array.isArray(body?.messages) ? body.messages.map((m: any) => (typeof m?.content === "string" ? m.content : null)) : [];
+    } catch {
+      lastMessages = [];
+    }
+    if (!stream) return new Response(completion, { headers: { "content-type": "application/json" } });
+    let sent = 0;
+    return new Response(
+      new ReadableStream<Uint8Array>({
+        pull(controller) {
+          if (sent < chunks) {
+            sent++;
+            controller.enqueue(encoded);
+          } else {
+            controller.enqueue(done);
+            controller.close();
+          }
+        },
+      }),
+      { headers: { "content-type": "text/event-stream", "cache-control": "no-cache" } },
+    );
+  }, { idleTimeoutS: 0 });
   return {
     url: `http://127.0.0.1:${server.port}`,
     get requests() {

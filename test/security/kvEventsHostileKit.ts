@@ -12,16 +12,19 @@
  * The payloads are built before a probe starts, so this process's own work does not show as the
  * server's stall.
  */
+import { randomFillSync } from "node:crypto";
 import net from "node:net";
 import { join } from "node:path";
 import { PubSocket } from "../../src/zmq/zmqSockets.ts";
+import { scriptCommand, spawnPiped } from "../../src/runtime/childProcess.ts";
+import { sleep } from "../../src/runtime/sleep.ts";
 
 /**
  * Polls /healthz every `everyMs` from a process of its own (healthzWatcher.ts: this process's own
  * work must not count as the server's stall) and keeps the longest answer time (ms) until stopped.
  */
 export function watchHealthz(url: string, everyMs = 20): { stop(): Promise<{ maxMs: number; samples: number; failures: number }> } {
-  const child = Bun.spawn([process.execPath, join(import.meta.dir, "healthzWatcher.ts"), url, String(everyMs)], { stdin: "pipe", stdout: "pipe", stderr: "inherit" });
+  const child = spawnPiped([...scriptCommand(join(import.meta.dirname, "healthzWatcher.ts")), url, String(everyMs)], { env: process.env });
   return {
     async stop() {
       child.stdin.end();
@@ -56,13 +59,13 @@ export class HostilePublisher {
     const deadline = Date.now() + timeoutMs;
     while (this.pub.subscribers === 0) {
       if (Date.now() > deadline) throw new Error("no subscriber connected to the hostile publisher");
-      await Bun.sleep(10);
+      await sleep(10);
     }
   }
 
   /** Sends [topic "", seq, payload], after the queue to the subscriber has drained below `maxQueuedBytes`. */
   async publish(seq: bigint, payload: Uint8Array, maxQueuedBytes = 16 * 1024 * 1024): Promise<void> {
-    while (this.pub.queuedBytes > maxQueuedBytes) await Bun.sleep(2);
+    while (this.pub.queuedBytes > maxQueuedBytes) await sleep(2);
     const dropped = this.pub.dropped;
     this.pub.send([new Uint8Array(0), sequenceBytes(seq), payload]);
     if (this.pub.dropped !== dropped) throw new Error(`message ${seq} was dropped by the publisher's queue`);
@@ -70,7 +73,7 @@ export class HostilePublisher {
 
   /** Waits until everything sent has left this process. */
   async drained(): Promise<void> {
-    while (this.pub.queuedBytes > 0) await Bun.sleep(5);
+    while (this.pub.queuedBytes > 0) await sleep(5);
   }
 
   close(): Promise<void> {
@@ -117,7 +120,8 @@ export function randomBlockStoredPayload(blocks: number): Uint8Array {
   at += eventHead.length;
   view.setUint32(at, blocks, false);
   at += 4;
-  const random = crypto.getRandomValues(new Uint32Array(3 * blocks));
+  // node:crypto: the web getRandomValues is limited to 64 KiB a call (Deno enforces it, Bun does not).
+  const random = randomFillSync(new Uint32Array(3 * blocks));
   for (let i = 0; i < blocks; i++) {
     out[at++] = 0xcf;
     view.setUint32(at, random[3 * i]!, false);

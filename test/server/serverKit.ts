@@ -2,13 +2,13 @@
  * Test kit for the HTTP server: an in-process server on Bun.serve (port 0, real
  * fetch), and `ctxr serve` spawned as a child process for CLI and crash tests.
  */
-import type { Subprocess } from "bun";
 import { ContextService, type ServiceOptions } from "../../src/online/contextService.ts";
 import { startServer, type RunningServer, type ServerOptions } from "../../src/server/serve.ts";
 import { CLI_ENTRY, REPO_ROOT } from "../helpers/cli.ts";
 import { GenerationEngine, type EngineOptions } from "../../src/engine/generationEngine.ts";
 import { afterAll, beforeAll } from "bun:test";
 import { buildRunner, tinyModelFolder } from "../helpers/engineKit.ts";
+import { scriptCommand, spawnPiped, type PipedChild } from "../../src/runtime/childProcess.ts";
 
 export interface Answer<T = any> {
   status: number;
@@ -111,7 +111,7 @@ export function engineServerForTests(name: string, engineOptions: Partial<Engine
 }
 
 export interface SpawnedServer extends Client {
-  readonly process: Subprocess<"ignore", "pipe", "pipe">;
+  readonly process: PipedChild;
   /** stdout lines printed before the listening line (and that line). */
   readonly startLines: string[];
   /** Everything on stderr so far (complete once exited). */
@@ -123,13 +123,7 @@ export interface SpawnedServer extends Client {
 
 /** Spawns `bun src/cli/main.ts serve --port 0 ...args` and waits for its listening line. */
 export async function spawnServer(args: string[], env: Record<string, string> = {}, timeoutMs = 20_000, cwd = REPO_ROOT): Promise<SpawnedServer> {
-  const child = Bun.spawn([process.execPath, CLI_ENTRY, "serve", "--port", "0", ...args], {
-    cwd,
-    env: { ...process.env, NO_COLOR: "1", ...env },
-    stdin: "ignore",
-    stdout: "pipe",
-    stderr: "pipe",
-  });
+  const child = spawnPiped([...scriptCommand(CLI_ENTRY), "serve", "--port", "0", ...args], { cwd, env: { ...process.env, NO_COLOR: "1", ...env } });
   let stderr = "";
   const stderrDone = (async () => {
     const decoder = new TextDecoder();

@@ -10,6 +10,7 @@
 import { GRAMMAR_WORKER_ENTRY, insideSingleBinary } from "../../workerEntries.ts";
 import { GrammarThreadError, GrammarThreadRestartedError, GrammarTimeLimitError } from "./grammarErrors.ts";
 import type { GrammarThreadIn, GrammarThreadOut, GrammarVocabulary } from "./grammarThreadMessages.ts";
+import { startModuleWorker, unrefWorker } from "../../runtime/workers.ts";
 
 /** Loading xgrammar and preparing the vocabulary (a large vocabulary takes seconds). */
 const INIT_LIMIT_MS = 120_000;
@@ -68,13 +69,13 @@ export class GrammarThread {
   }
 
   private start(): void {
-    const worker = new Worker(workerEntry());
+    const worker = startModuleWorker(workerEntry());
     this.worker = worker;
     this.generation++;
     worker.addEventListener("message", (event: MessageEvent<GrammarThreadOut>) => this.received(worker, event.data));
     worker.addEventListener("error", (event) => this.crashed(worker, (event as ErrorEvent).message ?? String(event)));
     worker.addEventListener("close", () => this.crashed(worker, "the thread exited"));
-    worker.unref();
+    unrefWorker(worker);
     this.enqueue({ kind: "init", vocabulary: this.vocabulary() }, INIT_LIMIT_MS, "init").catch(() => {});
   }
 

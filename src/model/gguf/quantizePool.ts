@@ -12,6 +12,7 @@ import { QUANTIZE_WORKER_ENTRY, insideSingleBinary } from "../../workerEntries.t
 import { quantizeValues } from "./ggufQuantize.ts";
 import { ggmlTypeInfo } from "./ggufTypes.ts";
 import type { QuantizeJob, QuantizeReply } from "./quantizeWorker.ts";
+import { startModuleWorker } from "../../runtime/workers.ts";
 
 /** Below this many values per thread, a tensor is quantized inline. */
 const MIN_VALUES_PER_THREAD = 1 << 16;
@@ -32,7 +33,7 @@ export class QuantizePool {
   private worker(index: number): Worker {
     let worker = this.workers[index];
     if (!worker) {
-      worker = new Worker(workerEntry());
+      worker = startModuleWorker(workerEntry());
       worker.onmessage = (event: MessageEvent<QuantizeReply>) => {
         const reply = event.data;
         const waiting = this.pending.get(reply.id);

@@ -12,6 +12,7 @@ import { TOKENIZER_WORKER_ENTRY, insideSingleBinary } from "../../workerEntries.
 import type { ModelSource } from "../modelSource.ts";
 import { ChatTemplateError, ModelTokenizerError, type ChatTemplateMessage, type ChatTemplateOptions } from "../modelTokenizer.ts";
 import type { TokenizerThreadIn, TokenizerThreadOut } from "./tokenizerThreadMessages.ts";
+import { startModuleWorker, unrefWorker } from "../../runtime/workers.ts";
 
 /** Crashes after which the thread is given up. */
 const MAX_RESTARTS = 3;
@@ -84,12 +85,12 @@ export class TokenizerThread {
   }
 
   private start(): void {
-    const worker = new Worker(workerEntry());
+    const worker = startModuleWorker(workerEntry());
     this.worker = worker;
     worker.addEventListener("message", (event: MessageEvent<TokenizerThreadOut>) => this.received(worker, event.data));
     worker.addEventListener("error", (event) => this.crashed(worker, (event as ErrorEvent).message ?? String(event)));
     worker.addEventListener("close", () => this.crashed(worker, "the thread exited"));
-    worker.unref();
+    unrefWorker(worker);
     worker.postMessage({ kind: "init", source: this.source } satisfies TokenizerThreadIn);
   }
 

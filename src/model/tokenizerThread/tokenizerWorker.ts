@@ -6,6 +6,7 @@
 import { ChatTemplateError, ModelTokenizerError, type ModelTokenizer } from "../modelTokenizer.ts";
 import { loadSourceTokenizer } from "../sourceTokenizer.ts";
 import type { TokenizerErrorKind, TokenizerThreadIn, TokenizerThreadOut } from "./tokenizerThreadMessages.ts";
+import { collectGarbage } from "../../runtime/garbageCollector.ts";
 
 declare const self: Worker;
 
@@ -46,7 +47,7 @@ async function handle(request: TokenizerThreadIn): Promise<void> {
     const text = request.kind === "encode" ? request.text : tokenizer!.applyChatTemplate(request.messages, request.options);
     send({ kind: "ids", id: request.id, ids: withBos(tokenizer!.encode(text), request.bos) });
     // The tokenizer's working memory is ~150 times a long text's: given back now, not whenever this thread's heap next grows.
-    if (text.length > COLLECT_AFTER_CHARS) Bun.gc(true);
+    if (text.length > COLLECT_AFTER_CHARS) collectGarbage();
   } catch (error) {
     send({ kind: "error", id: request.id, error: errorKind(error), message: String((error as Error)?.message ?? error) });
   }

@@ -19,6 +19,7 @@
  * LoadSchedule is the arithmetic alone (no clock, no I/O: tests drive it); EngineLoad runs it in
  * real time for the fake engine's HTTP answers.
  */
+import { sleep } from "../../../src/runtime/sleep.ts";
 
 export interface EngineLoadCosts {
   /** A forward pass's fixed cost (the weights read once), ms: about one decode step of a small batch. */
@@ -208,7 +209,7 @@ export class EngineLoad {
       for (let step = this.schedule.plan(); step !== null; step = this.schedule.plan()) {
         clock += step.ms;
         const wait = clock - performance.now();
-        if (wait > 0) await Bun.sleep(wait);
+        if (wait > 0) await sleep(wait);
         const result = this.schedule.finish();
         for (const [id, tokens] of result.tokens) this.advance(id, tokens);
         for (const id of result.finished) this.advance(id, Infinity);

@@ -15,7 +15,6 @@
  *   malformed or oversized messages on the wire, and `kvEvents.port` (freeTcpPort.ts) lets a
  *   subscriber dial it before it starts.
  */
-import type { Server } from "bun";
 import { externalBlockHash, type BlockHashEncoding, type KvEventLayout } from "../../../src/kv/kvEventBatch.ts";
 import { blockHashKey, type BlockHashKey } from "../../../src/kv/kvEventDecoding.ts";
 import { KvEventPublisher } from "../../../src/server/kvEventPublisher.ts";
@@ -24,6 +23,9 @@ import { DEFAULT_ENGINE_LOAD, EngineLoad, type EngineLoadCosts } from "./engineL
 import { FakeBlockCache, type Admission, type FakeBlock } from "./fakeBlockCache.ts";
 import { folderTokenizer, simpleTokenizer, type ChatMessage, type FakeTokenizer } from "./fakeTokenizer.ts";
 import { WireFaults } from "./wireFaults.ts";
+import { sleep } from "../../../src/runtime/sleep.ts";
+import { serveForTest } from "../httpServe.ts";
+import type { HttpServer } from "../../../src/runtime/httpServer.ts";
 
 export interface FakeKvEventsOptions {
   layout?: KvEventLayout;
@@ -79,7 +81,7 @@ export class FakeEngine {
   readonly faults = new WireFaults();
   readonly stats: FakeEngineStats = { requests: 0, promptTokens: 0, cachedTokens: 0 };
   private publisher: KvEventPublisher | null = null;
-  private server: Server<undefined> | null = null;
+  private server: HttpServer | null = null;
   private ids = 0;
   private readonly load: EngineLoad | null;
 
@@ -101,7 +103,7 @@ export class FakeEngine {
     const tokenizer = options.tokenizerDir === undefined ? simpleTokenizer : await folderTokenizer(options.tokenizerDir);
     const engine = new FakeEngine(options, tokenizer);
     if (options.kvEvents) engine.publisher = await engine.openPublisher(options.kvEvents.port ?? 0, options.kvEvents.replayPort === undefined ? 0 : options.kvEvents.replayPort);
-    engine.server = Bun.serve({ hostname: "127.0.0.1", port: options.port ?? 0, development: false, fetch: (request) => engine.fetch(request) });
+    engine.server = serveForTest((request) => engine.fetch(request), { port: options.port });
     return engine;
   }
 
@@ -242,7 +244,7 @@ export class FakeEngine {
     const admission = admit();
     try {
       const prefillMs = (this.options.prefillMsPerToken ?? 0) * (promptIds.length - admission.cachedTokens);
-      if (prefillMs > 0) await Bun.sleep(prefillMs);
+      if (prefillMs > 0) await sleep(prefillMs);
     } finally {
       this.cache.release(admission);
     }

@@ -8,8 +8,9 @@ import { expect, test } from "bun:test";
 import { join } from "node:path";
 import { seededRandom } from "../../../src/index/seededRandom.ts";
 import { openJournal, range, recoveredIds, tempDir } from "./journalTestKit.ts";
+import { scriptCommand, spawnPiped } from "../../../src/runtime/childProcess.ts";
 
-const CHILD = join(import.meta.dir, "crashChild.ts");
+const CHILD = join(import.meta.dirname, "crashChild.ts");
 
 interface Round {
   /** Kill this many ms after the child printed "ready" (or, if negative, after spawning). */
@@ -20,7 +21,7 @@ interface Round {
 
 /** Runs one child until SIGKILL; returns the acknowledged ids it printed and what it recovered. */
 async function crashRound(dir: string, round: Round): Promise<{ acknowledged: number[]; recoveredAtStart: number | null }> {
-  const child = Bun.spawn([process.execPath, CHILD, dir, "16", String(round.snapshotEvery)], { stdout: "pipe", stderr: "pipe" });
+  const child = spawnPiped([...scriptCommand(CHILD), dir, "16", String(round.snapshotEvery)], { env: process.env });
   const kill = () => child.kill("SIGKILL");
   let killTimer: ReturnType<typeof setTimeout> | null = round.killAfterMs < 0 ? setTimeout(kill, -round.killAfterMs) : null;
   let text = "";

@@ -11,6 +11,8 @@ import { acquireDirectoryLock, hasExited, parseProcessStat, type ProcessStat } f
 import { CLI_ENTRY, REPO_ROOT } from "../../helpers/cli.ts";
 import { spawnServer } from "../../server/serverKit.ts";
 import { tempDir } from "./journalTestKit.ts";
+import { sleep } from "../../../src/runtime/sleep.ts";
+import { scriptCommand, spawnPiped } from "../../../src/runtime/childProcess.ts";
 
 const HAS_PROC = existsSync("/proc/self/stat");
 
@@ -35,7 +37,7 @@ async function waitForState(pid: number, state: string, timeoutMs = 5000): Promi
   const deadline = Date.now() + timeoutMs;
   let stat = readStat(pid);
   while (stat?.state !== state && Date.now() < deadline) {
-    await Bun.sleep(10);
+    await sleep(10);
     stat = readStat(pid);
   }
   return stat;
@@ -104,7 +106,7 @@ describe("hasExited", () => {
 describe.skipIf(!HAS_PROC)("a lock held by a zombie", () => {
   test("is taken over; a lock held by a live process (same start-time check) is refused", async () => {
     // `sleep 0 &` exits at once; the shell then becomes `sleep 30`, which never reaps it.
-    const parent = Bun.spawn(["sh", "-c", 'sleep 0 & echo "$!"; exec sleep 30'], { stdout: "pipe" });
+    const parent = spawnPiped(["sh", "-c", 'sleep 0 & echo "$!"; exec sleep 30'], { env: process.env });
     try {
       const zombie = Number((await lineReader(parent.stdout).next(5000)).trim());
       const stat = await waitForState(zombie, "Z");
@@ -136,9 +138,9 @@ describe.skipIf(!HAS_PROC)("ctxr serve killed with -9 under a parent that does n
     const dataDir = join(tempDir(), "data");
     // The parent runs `ctxr serve` in the background, prints its pid, then becomes `sleep`,
     // which never waits for it: after kill -9 the server stays a zombie, as under `npm run`.
-    const parent = Bun.spawn(
-      ["sh", "-c", '"$0" "$@" & echo "child $!"; exec sleep 120', process.execPath, CLI_ENTRY, "serve", "--port", "0", "--data-dir", dataDir],
-      { cwd: REPO_ROOT, env: { ...process.env, NO_COLOR: "1" }, stdin: "ignore", stdout: "pipe", stderr: "pipe" },
+    const parent = spawnPiped(
+      ["sh", "-c", '"$0" "$@" & echo "child $!"; exec sleep 120', ...scriptCommand(CLI_ENTRY), "serve", "--port", "0", "--data-dir", dataDir],
+      { cwd: REPO_ROOT, env: { ...process.env, NO_COLOR: "1" } },
     );
     let childPid: number | null = null;
     try {

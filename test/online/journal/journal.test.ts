@@ -13,6 +13,7 @@ import {
   tempDir,
   type TestState,
 } from "./journalTestKit.ts";
+import { spawnPiped } from "../../../src/runtime/childProcess.ts";
 
 describe("journal round trip", () => {
   test("a new directory (with missing parents) opens empty", async () => {
@@ -269,7 +270,7 @@ describe("lock", () => {
 
   test("a lock held by another live process is refused", async () => {
     const dir = tempDir();
-    const other = Bun.spawn(["sleep", "30"]);
+    const other = spawnPiped(["sleep", "30"], { env: process.env });
     try {
       writeFileSync(join(dir, "journal.lock"), JSON.stringify({ pid: other.pid, startTime: null, token: "other" }));
       await expect(openJournal(dir)).rejects.toThrow(`locked by process ${other.pid}`);
@@ -283,7 +284,7 @@ describe("lock", () => {
   });
 
   test("stale locks are taken over: dead pid, recycled pid, unreadable file", async () => {
-    const dead = Bun.spawn(["true"]);
+    const dead = spawnPiped(["true"], { env: process.env });
     await dead.exited;
     const locks = [
       JSON.stringify({ pid: dead.pid, startTime: null, token: "dead" }),

@@ -1,0 +1,3 @@
+export async function bunReadFileBytes(path: string): Promise<Uint8Array> {
+  return new Uint8Array(await Bun.file(path).arrayBuffer());
+}

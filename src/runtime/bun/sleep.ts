@@ -1,0 +1,3 @@
+export function bunSleep(ms: number): Promise<void> {
+  return Bun.sleep(ms);
+}

@@ -1,0 +1,3 @@
+export function bunUnrefWorker(worker: Worker): void {
+  worker.unref();
+}

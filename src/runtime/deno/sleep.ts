@@ -1,0 +1,3 @@
+export function denoSleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}

@@ -14,6 +14,8 @@ import { encodeKvEventBatch } from "../kv/kvEventBatch.ts";
 import type { PrefixCacheEvents, StoredPrefixBlock } from "../kv/prefixBlockCache.ts";
 import { parseTcpEndpoint } from "../zmq/tcpEndpoint.ts";
 import { insideSingleBinary, KV_EVENTS_PUBLISH_WORKER_ENTRY } from "../workerEntries.ts";
+import { sleep } from "../runtime/sleep.ts";
+import { startModuleWorker, unrefWorker } from "../runtime/workers.ts";
 import { KvEventBatcher } from "./kvEventBatcher.ts";
 import type { KvEventsPublishOptions } from "./kvEventPublisher.ts";
 import type { KvEventPublisherStats } from "./kvEventPublisherMetrics.ts";
@@ -133,7 +135,7 @@ export class KvEventsPublishThread implements PrefixCacheEvents {
     if (this.ready) {
       const closed = new Promise<void>((resolve) => (this.whenClosed = resolve));
       this.send({ kind: "close" });
-      await Promise.race([closed, Bun.sleep(CLOSE_WAIT_MS)]);
+      await Promise.race([closed, sleep(CLOSE_WAIT_MS)]);
     }
     worker.terminate();
     this.worker = null;
@@ -152,13 +154,13 @@ export class KvEventsPublishThread implements PrefixCacheEvents {
 
   /** Starts a thread and has it bind the sockets; resolves once they are bound. */
   private start(): Promise<void> {
-    const worker = new Worker(workerEntry());
+    const worker = startModuleWorker(workerEntry());
     this.worker = worker;
     this.ready = false;
     worker.addEventListener("message", (event: MessageEvent<KvEventsPublishThreadOut>) => this.received(worker, event.data));
     worker.addEventListener("error", (event) => this.failed(worker, (event as ErrorEvent).message ?? String(event)));
     worker.addEventListener("close", () => this.failed(worker, "the thread exited"));
-    worker.unref();
+    unrefWorker(worker);
     const ready = new Promise<void>((resolve, reject) => (this.whenReady = { resolve, reject }));
     const limit = setTimeout(() => this.failed(worker, `its sockets were not bound within ${OPEN_LIMIT_MS / 1000} s`), OPEN_LIMIT_MS);
     this.threadFirstSequence = this.nextSequence;

@@ -158,6 +158,17 @@ export function capacityFlag(flags: ParsedFlags, command: string): CapacityFlag 
   return { tokens, fraction };
 }
 
+/** The flags of a prefix-cache simulation (index build's hit ratios, simulate): block size and capacity. */
+export const SIMULATION_FLAGS: FlagSpec = {
+  "block-tokens": { type: "string" },
+  "capacity-tokens": { type: "string" },
+  "capacity-frac": { type: "string" },
+};
+
+export function simulationFlags(flags: ParsedFlags, command: string): { blockTokens: number; capacity: CapacityFlag } {
+  return { blockTokens: integerFlag(flags, "block-tokens", command, 1) ?? 256, capacity: capacityFlag(flags, command) };
+}
+
 export function resolveCapacity(capacity: CapacityFlag, totalTokens: number): number | null {
   if (capacity.tokens !== undefined) return capacity.tokens;
   if (capacity.fraction !== undefined) return Math.trunc(capacity.fraction * totalTokens);

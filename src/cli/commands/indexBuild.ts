@@ -11,13 +11,14 @@ import type { ContextId } from "../../index/contextsJsonl.ts";
 import { simulateContextSet, simulatePrefixCache } from "../../index/prefixCacheSimulator.ts";
 import {
   EXIT_OK,
-  capacityFlag,
   choiceFlag,
   integerFlag,
   numberFlag,
   parseFlags,
   requiredString,
   resolveCapacity,
+  SIMULATION_FLAGS,
+  simulationFlags,
 } from "../args.ts";
 import type { FlagSpec } from "../args.ts";
 import { checkOutputWritable, readInputText, writeFileAtomically } from "../files.ts";
@@ -60,9 +61,7 @@ const FLAGS: FlagSpec = {
   alpha: { type: "string" },
   linkage: { type: "string" },
   method: { type: "string" },
-  "block-tokens": { type: "string" },
-  "capacity-tokens": { type: "string" },
-  "capacity-frac": { type: "string" },
+  ...SIMULATION_FLAGS,
   "search-iterations": { type: "string" },
   "no-progress": { type: "boolean" },
   help: { type: "boolean", short: "h" },
@@ -79,9 +78,8 @@ export async function indexBuildCommand(args: string[], io: CommandIo): Promise<
   const alpha = numberFlag(flags, "alpha", COMMAND, 0.001, { min: 0 });
   const linkage = choiceFlag<LinkageMethod>(flags, "linkage", COMMAND, ["average", "single", "complete"], "average");
   const method = choiceFlag<IndexMethod>(flags, "method", COMMAND, ["auto", "cluster", "trie"], "auto");
-  const blockTokens = integerFlag(flags, "block-tokens", COMMAND, 1) ?? 256;
   const searchIterations = integerFlag(flags, "search-iterations", COMMAND, 0) ?? 0;
-  const capacity = capacityFlag(flags, COMMAND);
+  const { blockTokens, capacity } = simulationFlags(flags, COMMAND);
 
   const text = readInputText(input);
   const parseStart = performance.now();

@@ -5,7 +5,7 @@
  */
 import { parseContextsJsonl } from "../../index/contextsJsonl.ts";
 import { simulateContextSet } from "../../index/prefixCacheSimulator.ts";
-import { EXIT_OK, capacityFlag, integerFlag, parseFlags, requiredString, resolveCapacity } from "../args.ts";
+import { EXIT_OK, SIMULATION_FLAGS, parseFlags, requiredString, resolveCapacity, simulationFlags } from "../args.ts";
 import type { FlagSpec } from "../args.ts";
 import { readInputText } from "../files.ts";
 import type { CommandIo } from "./types.ts";
@@ -33,9 +33,7 @@ const COMMAND = "simulate";
 
 const FLAGS: FlagSpec = {
   input: { type: "string" },
-  "block-tokens": { type: "string" },
-  "capacity-tokens": { type: "string" },
-  "capacity-frac": { type: "string" },
+  ...SIMULATION_FLAGS,
   help: { type: "boolean", short: "h" },
 };
 
@@ -46,8 +44,7 @@ export async function simulateCommand(args: string[], io: CommandIo): Promise<nu
     return EXIT_OK;
   }
   const input = requiredString(flags, "input", COMMAND);
-  const blockTokens = integerFlag(flags, "block-tokens", COMMAND, 1) ?? 256;
-  const capacity = capacityFlag(flags, COMMAND);
+  const { blockTokens, capacity } = simulationFlags(flags, COMMAND);
 
   const text = readInputText(input);
   // Like sim.py: empty requests and repeated blocks are valid requests here.

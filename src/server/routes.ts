@@ -31,6 +31,15 @@ export function createRoutes(schemas: ApiSchemas, options: RouteOptions) {
   const security: Record<string, string[]>[] | undefined = options.secured ? [{ bearerAuth: [] }, { apiKeyHeader: [] }] : undefined;
 
   const post = <P extends string>(path: P) => ({ method: "post" as const, path, middleware: options.mutating, security, tags: ["context reuse"] });
+  /** A POST that changes the index: a JSON body in, a JSON answer out, the mutating routes' errors. */
+  const mutation = <P extends string, Req extends z.ZodType, Res extends z.ZodType>(path: P, text: { summary: string; description?: string; answer: string }, request: Req, response: Res) =>
+    createRoute({
+      ...post(path),
+      summary: text.summary,
+      ...(text.description === undefined ? {} : { description: text.description }),
+      request: jsonBody(request),
+      responses: { 200: json(response, text.answer), ...errorResponses(...mutatingErrors) },
+    });
 
   return {
     health: createRoute({
@@ -79,36 +88,48 @@ export function createRoutes(schemas: ApiSchemas, options: RouteOptions) {
       summary: "Index, conversation and hit statistics, and the start-up recovery report",
       responses: { 200: json(schemas.StatsResponse, "Current statistics."), ...errorResponses(500) },
     }),
-    reorder: createRoute({
-      ...post("/v1/reorder"),
-      summary: "Reorder contexts for prefix reuse and insert them into the live index",
-      description:
-        "Each context's blocks are reordered so that the longest prefix already in the index comes first; the context is then inserted and gets a request id. " +
-        "With conversation_id, the blocks are also recorded for /v1/dedup. The schedule lists the contexts in the order to run them.",
-      request: jsonBody(schemas.ReorderRequest),
-      responses: { 200: json(schemas.ReorderResponse, "Reordered contexts, in request order, and their schedule."), ...errorResponses(...mutatingErrors) },
-    }),
-    schedule: createRoute({
-      ...post("/v1/schedule"),
-      summary: "Offline index build of one batch (stateless; the same result as `ctxr index build`)",
-      request: jsonBody(schemas.ScheduleRequest),
-      responses: { 200: json(schemas.ScheduleResponse, "The schedule, and each context's reordered blocks and search path."), ...errorResponses(...mutatingErrors) },
-    }),
-    dedup: createRoute({
-      ...post("/v1/dedup"),
-      summary: "Replace blocks sent earlier in a conversation by a reference annotation",
-      request: jsonBody(schemas.DedupRequest),
-      responses: { 200: json(schemas.DedupResponse, "The blocks to send and the ids of the replaced ones."), ...errorResponses(...mutatingErrors) },
-    }),
-    evict: createRoute({
-      ...post("/v1/evict"),
-      summary: "Remove contexts the engine evicted: by request id, or from engine KV-event batches",
-      description:
-        'Either {"request_ids": [...]}, or KV-cache events as vLLM and SGLang publish them: {"ts"?, "events": [{"type": "BlockRemoved", "request_ids": [...]}, {"type": "AllBlocksCleared"}, ...], "upstream"?}, or a list of such batches. ' +
-        "Events apply in order; AllBlocksCleared removes every context routed to the batch's upstream (every context when it names none; conversations are kept); other event types are ignored.",
-      request: jsonBody(schemas.EvictRequest),
-      responses: { 200: json(schemas.EvictResponse, "How many contexts were removed (unknown ids are ignored)."), ...errorResponses(...mutatingErrors) },
-    }),
+    reorder: mutation(
+      "/v1/reorder",
+      {
+        summary: "Reorder contexts for prefix reuse and insert them into the live index",
+        description:
+          "Each context's blocks are reordered so that the longest prefix already in the index comes first; the context is then inserted and gets a request id. " +
+          "With conversation_id, the blocks are also recorded for /v1/dedup. The schedule lists the contexts in the order to run them.",
+        answer: "Reordered contexts, in request order, and their schedule.",
+      },
+      schemas.ReorderRequest,
+      schemas.ReorderResponse,
+    ),
+    schedule: mutation(
+      "/v1/schedule",
+      {
+        summary: "Offline index build of one batch (stateless; the same result as `ctxr index build`)",
+        answer: "The schedule, and each context's reordered blocks and search path.",
+      },
+      schemas.ScheduleRequest,
+      schemas.ScheduleResponse,
+    ),
+    dedup: mutation(
+      "/v1/dedup",
+      {
+        summary: "Replace blocks sent earlier in a conversation by a reference annotation",
+        answer: "The blocks to send and the ids of the replaced ones.",
+      },
+      schemas.DedupRequest,
+      schemas.DedupResponse,
+    ),
+    evict: mutation(
+      "/v1/evict",
+      {
+        summary: "Remove contexts the engine evicted: by request id, or from engine KV-event batches",
+        description:
+          'Either {"request_ids": [...]}, or KV-cache events as vLLM and SGLang publish them: {"ts"?, "events": [{"type": "BlockRemoved", "request_ids": [...]}, {"type": "AllBlocksCleared"}, ...], "upstream"?}, or a list of such batches. ' +
+          "Events apply in order; AllBlocksCleared removes every context routed to the batch's upstream (every context when it names none; conversations are kept); other event types are ignored.",
+        answer: "How many contexts were removed (unknown ids are ignored).",
+      },
+      schemas.EvictRequest,
+      schemas.EvictResponse,
+    ),
     reset: createRoute({
       ...post("/v1/reset"),
       summary: "Forget every context and conversation",

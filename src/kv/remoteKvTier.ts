@@ -41,6 +41,7 @@ import { withinMs } from "../state/timeLimit.ts";
 import { redisTlsOption, type RedisTlsSettings } from "../state/redisDiagnosis.ts";
 import { openRemoteEntry, sealRemoteEntry } from "./remoteEntryMac.ts";
 import { redisConnection } from "../runtime/redisClient.ts";
+import type { RedisConnection } from "../runtime/redisClientTypes.ts";
 
 /** --kv-remote-bytes by default. */
 export const DEFAULT_REMOTE_KV_BYTES = 4 * 2 ** 30;
@@ -161,15 +162,8 @@ remove(KEYS[1])
 return 1
 `;
 
-/** The parts of a Redis connection the tier uses (tests may pass their own). */
-export interface RemoteKvClient {
-  readonly connected: boolean;
-  connect(): Promise<void>;
-  close(): void;
-  onclose?: ((error: Error) => void) | null;
-  send(command: string, args: (string | Uint8Array)[]): Promise<unknown>;
-  getBuffer(key: string): Promise<Uint8Array | null>;
-}
+/** The Redis connection the tier uses (tests may pass their own). */
+export type RemoteKvClient = RedisConnection;
 
 export interface RemoteKvTierOptions {
   url: RedisUrl;

@@ -15,12 +15,13 @@
  * needs it.
  */
 import { createHash } from "node:crypto";
-import { accessSync, constants, existsSync, mkdirSync, readFileSync, statSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync, statSync } from "node:fs";
 import { writeAll, writeFileAtomically } from "../files/atomicFile.ts";
 import { homedir } from "node:os";
 import { join, resolve } from "node:path";
 import { embeddedFiles, isStandaloneExecutable, type EmbeddedFile } from "../runtime/embeddedFiles.ts";
 import { runSync, which } from "../runtime/childProcess.ts";
+import { isExecutableFile } from "../runtime/executableFile.ts";
 
 export type RunnerFlavor = "cpu" | "cuda";
 
@@ -63,23 +64,13 @@ export function defaultSourceRoot(): string | null {
   return existsSync(join(root, "cuda", "Makefile")) ? root : null;
 }
 
-function isExecutable(path: string): boolean {
-  try {
-    if (!statSync(path).isFile()) return false;
-    accessSync(path, constants.X_OK);
-    return true;
-  } catch {
-    return false;
-  }
-}
-
 /** Finds (building or unpacking when needed) the runner for `device`; returns its path. */
 export async function findRunner(device: string, options: FindRunnerOptions = {}): Promise<string> {
   const env = options.env ?? process.env;
   const flavor = runnerFlavor(device);
   const fromEnv = env.CTXR_RUNNER;
   if (fromEnv !== undefined && fromEnv !== "") {
-    if (!isExecutable(fromEnv)) throw new RunnerNotFoundError(`CTXR_RUNNER=${fromEnv} is not an executable file`);
+    if (!isExecutableFile(fromEnv)) throw new RunnerNotFoundError(`CTXR_RUNNER=${fromEnv} is not an executable file`);
     return resolve(fromEnv);
   }
 
@@ -102,9 +93,9 @@ export async function findRunner(device: string, options: FindRunnerOptions = {}
 function sourceRunner(root: string, flavor: RunnerFlavor, options: FindRunnerOptions): string {
   const build = join(root, "cuda", "build");
   const wanted = join(build, runnerFileName(flavor));
-  if (isExecutable(wanted)) return wanted;
+  if (isExecutableFile(wanted)) return wanted;
   // The CUDA build has the CPU backend too.
-  if (flavor === "cpu" && isExecutable(join(build, runnerFileName("cuda")))) return join(build, runnerFileName("cuda"));
+  if (flavor === "cpu" && isExecutableFile(join(build, runnerFileName("cuda")))) return join(build, runnerFileName("cuda"));
   if (options.build === false) throw new RunnerNotFoundError(`${wanted} is missing; build it with \`make -C cuda ${flavor}\``);
   const tools = flavor === "cpu" ? ["make", "g++"] : ["make", "g++", "nvcc"];
   const missing = tools.filter((tool) => which(tool) === null);
@@ -116,7 +107,7 @@ function sourceRunner(root: string, flavor: RunnerFlavor, options: FindRunnerOpt
   }
   options.log?.(`ctxr: building the model runner: make -C cuda ${flavor}`);
   const result = runSync(["make", "-C", join(root, "cuda"), flavor]);
-  if (result.exitCode !== 0 || !isExecutable(wanted)) {
+  if (result.exitCode !== 0 || !isExecutableFile(wanted)) {
     const output = (result.stderr + result.stdout).trim().split("\n").slice(-15).join("\n");
     throw new RunnerNotFoundError(`\`make -C cuda ${flavor}\` failed (exit ${result.exitCode}):\n${output}`);
   }
@@ -153,7 +144,7 @@ export async function unpackRunner(file: EmbeddedFile, cacheRoot: string, log?: 
   const digest = createHash("sha256").update(bytes).digest("hex");
   const folder = join(cacheRoot, `runner-${digest.slice(0, 16)}`);
   const target = join(folder, plainName(file));
-  if (isExecutable(target)) {
+  if (isExecutableFile(target)) {
     try {
       if (statSync(target).size === bytes.length && createHash("sha256").update(readFileSync(target)).digest("hex") === digest) return target;
     } catch {

@@ -1,7 +1,7 @@
-import { accessSync, constants, statSync } from "node:fs";
 import { constants as osConstants } from "node:os";
 import { delimiter, join } from "node:path";
 import type { ChildProcesses, PipedChild } from "../childProcessTypes.ts";
+import { isExecutableFile } from "../executableFile.ts";
 import { deno, type DenoChildProcess } from "./denoApi.ts";
 
 const decoder = new TextDecoder();
@@ -53,16 +53,6 @@ class DenoPipedChild implements PipedChild {
     } catch {
       // Already exited: nothing to end.
     }
-  }
-}
-
-function isExecutableFile(path: string): boolean {
-  try {
-    if (!statSync(path).isFile()) return false;
-    accessSync(path, constants.X_OK);
-    return true;
-  } catch {
-    return false;
   }
 }
 

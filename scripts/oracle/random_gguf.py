@@ -1,0 +1,136 @@
+#!/usr/bin/env python3
+"""Random-weight GGUF files written by llama.cpp's own gguf-py, for checking ctxr against llama.cpp.
+
+The file carries llama.cpp's tensor names and metadata for the architecture, a small byte-level
+BPE vocabulary (gpt2 model: the 256 byte tokens, a few merges, chat special tokens) and a chat
+template, so that llama.cpp loads it, tokenizes with it and computes logits we compare with ours.
+
+    /usr/bin/python3 scripts/oracle/random_gguf.py --arch llama --out m.gguf [--seed 1]
+        [--hidden 256] [--layers 2] [--heads 4] [--kv-heads 2] [--ffn 512] [--context 4096]
+
+gguf-py comes from the llama.cpp source in the node-llama-cpp package (numpy only): --gguf-py DIR
+or the GGUF_PY environment variable names its folder.
+
+Each architecture is a module arch_<name>.py beside this file with
+    def write(writer, rng, shape, tensor) -> None
+that adds its metadata (beyond the common keys written here) and its tensors; `tensor(name, rows,
+cols)` makes a random matrix of llama.cpp's layout (numpy shape (rows, cols): rows outputs of cols
+inputs), `tensor(name, n)` a vector.
+"""
+import argparse
+import importlib
+import os
+import sys
+from dataclasses import dataclass
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+@dataclass
+class Shape:
+    hidden: int
+    layers: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    ffn: int
+    context: int
+    vocab: int
+
+
+def byte_tokens():
+    """GPT-2's byte-to-unicode mapping: the 256 byte tokens of a byte-level BPE vocabulary."""
+    printable = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
+    chars = printable[:]
+    extra = 0
+    for b in range(256):
+        if b not in printable:
+            printable.append(b)
+            chars.append(256 + extra)
+            extra += 1
+    by_byte = dict(zip(printable, chars))
+    return [chr(by_byte[b]) for b in range(256)]
+
+
+MERGES = ["Ġ t", "Ġ a", "h e", "i n", "r e", "o n", "Ġt he", "e r", "Ġ s", "a t"]
+SPECIAL = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<think>", "</think>"]
+CHAT_TEMPLATE = (
+    "{% for message in messages %}<|im_start|>{{ message['role'] }}\n{{ message['content'] }}<|im_end|>\n{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+
+
+def vocabulary():
+    tokens = byte_tokens()
+    for merge in MERGES:
+        tokens.append(merge.replace(" ", ""))
+    first_special = len(tokens)
+    tokens += SPECIAL
+    types = [1] * first_special + [3] * len(SPECIAL)  # NORMAL, CONTROL
+    return tokens, types, first_special
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--arch", required=True)
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--hidden", type=int, default=256)
+    parser.add_argument("--layers", type=int, default=2)
+    parser.add_argument("--heads", type=int, default=4)
+    parser.add_argument("--kv-heads", type=int, default=2)
+    parser.add_argument("--head-dim", type=int, default=0, help="default hidden / heads")
+    parser.add_argument("--ffn", type=int, default=512)
+    parser.add_argument("--context", type=int, default=4096)
+    parser.add_argument("--gguf-py", default=os.environ.get("GGUF_PY"))
+    args = parser.parse_args()
+    if args.gguf_py:
+        sys.path.insert(0, args.gguf_py)
+    import numpy as np
+    import gguf
+
+    try:
+        arch = importlib.import_module(f"arch_{args.arch}")
+    except ModuleNotFoundError:
+        known = sorted(f[5:-3] for f in os.listdir(HERE) if f.startswith("arch_") and f.endswith(".py"))
+        sys.exit(f"unknown --arch {args.arch} (known: {', '.join(known)})")
+    tokens, types, first_special = vocabulary()
+    shape = Shape(args.hidden, args.layers, args.heads, args.kv_heads, args.head_dim or args.hidden // args.heads, args.ffn, args.context, len(tokens))
+    rng = np.random.default_rng(args.seed)
+
+    writer = gguf.GGUFWriter(args.out, getattr(arch, "GGUF_ARCH", args.arch))
+    writer.add_name(f"random {args.arch}")
+    writer.add_file_type(0)  # ALL_F32
+    writer.add_context_length(shape.context)
+    writer.add_embedding_length(shape.hidden)
+    writer.add_block_count(shape.layers)
+    writer.add_feed_forward_length(shape.ffn)
+    writer.add_head_count(shape.heads)
+    writer.add_head_count_kv(shape.kv_heads)
+    writer.add_layer_norm_rms_eps(1e-6)
+    writer.add_vocab_size(shape.vocab)
+    writer.add_tokenizer_model("gpt2")
+    writer.add_tokenizer_pre(getattr(arch, "TOKENIZER_PRE", "default"))
+    writer.add_token_list(tokens)
+    writer.add_token_types(types)
+    writer.add_token_merges(MERGES)
+    writer.add_bos_token_id(first_special)
+    writer.add_eos_token_id(first_special + 2)
+    writer.add_add_bos_token(False)
+    writer.add_chat_template(getattr(arch, "CHAT_TEMPLATE", CHAT_TEMPLATE))
+
+    def tensor(name, rows, cols=None):
+        if cols is None:  # a norm weight: around 1 so that activations keep their scale
+            writer.add_tensor(name, (1.0 + 0.1 * rng.standard_normal(rows)).astype(np.float32))
+        else:
+            writer.add_tensor(name, (rng.standard_normal((rows, cols)) / np.sqrt(cols)).astype(np.float32))
+
+    arch.write(writer, rng, shape, tensor)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+
+
+if __name__ == "__main__":
+    main()

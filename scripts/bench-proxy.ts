@@ -17,7 +17,12 @@
  *    and cached tokens, and whether every answer is unchanged: the fake
  *    engine answers with the set of documents present in full in its prompt.
  *
- * Usage: npx bun scripts/bench-proxy.ts [--requests N] [--workload FILE] [--data-dir] [--skip-ttfb] [--skip-multiturn] [--ctxr-runtime bun|deno]
+ * Usage: npx bun scripts/bench-proxy.ts [--requests N] [--workload FILE] [--data-dir] [--skip-ttfb] [--skip-multiturn] [--ctxr-runtime bun|deno] [--baseline ROOT]
+ *
+ * --baseline ROOT also runs the ctxr of another checkout (its own src/cli/main.ts, e.g. a
+ * `git archive | tar -x` of the commit before a change) in front of the same engine, and the TTFB
+ * part then sends each request straight, through this ctxr and through the baseline's in a
+ * rotating order, reporting both added times and their ratio.
  *
  * --ctxr-runtime deno runs the ctxr server under Deno (deno run, from the deno npm package); the
  * fake engine and the load generator stay on Bun, so only the server's runtime changes.
@@ -27,7 +32,7 @@ import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { renderDocumentsField } from "../src/chat/documentsField.ts";
 import { documentText } from "./benchProxyUpstream.ts";
-import { DOCS_PER_REQUEST, ttfbRun, type TtfbRow } from "./benchTtfb.ts";
+import { DOCS_PER_REQUEST, ttfbAbRun, ttfbRun, type TtfbAbRow, type TtfbRow } from "./benchTtfb.ts";
 
 const ROOT = resolve(import.meta.dirname, "..");
 const args = process.argv.slice(2);
@@ -39,6 +44,7 @@ const REQUESTS = Number(option("--requests", "400"));
 const WORKLOAD = resolve(option("--workload", resolve(ROOT, "../shared/workloads/data/multiturn_C200_T5_k15_o40.jsonl")));
 const JOURNALED = args.includes("--data-dir");
 const CTXR_RUNTIME = option("--ctxr-runtime", "bun");
+const BASELINE = args.includes("--baseline") ? resolve(option("--baseline", "")) : null;
 if (CTXR_RUNTIME !== "bun" && CTXR_RUNTIME !== "deno") throw new Error(`--ctxr-runtime must be bun or deno, got ${CTXR_RUNTIME}`);
 /** The command line that runs ctxr's CLI on the chosen runtime. */
 const CTXR_COMMAND = CTXR_RUNTIME === "bun" ? [process.execPath, "src/cli/main.ts"] : [join(ROOT, "node_modules/.bin/deno"), "run", "-A", "--unstable-no-legacy-abort", "src/cli/main.ts"];
@@ -49,8 +55,8 @@ interface Child {
 }
 
 /** Spawns a server process and waits for the line giving its URL. */
-async function spawnChild(command: string[], pattern: RegExp): Promise<Child> {
-  const child = Bun.spawn(command, { cwd: ROOT, stdout: "pipe", stderr: "inherit", env: { ...process.env, NO_COLOR: "1" } });
+async function spawnChild(command: string[], pattern: RegExp, cwd = ROOT): Promise<Child> {
+  const child = Bun.spawn(command, { cwd, stdout: "pipe", stderr: "inherit", env: { ...process.env, NO_COLOR: "1" } });
   const reader = child.stdout.getReader();
   const decoder = new TextDecoder();
   let buffered = "";
@@ -76,11 +82,13 @@ async function spawnChild(command: string[], pattern: RegExp): Promise<Child> {
 
 const startUpstream = () => spawnChild([process.execPath, "scripts/benchProxyUpstream.ts", "--chunk-delay-ms", "1", "--block-words", "16"], /^url (\S+)$/m);
 
-async function startCtxr(upstream: string): Promise<Child & { dataDir: string | null }> {
+/** ctxr in front of `upstream`, from this checkout or from the one at `root`. */
+async function startCtxr(upstream: string, root = ROOT): Promise<Child & { dataDir: string | null }> {
   const dataDir = JOURNALED ? mkdtempSync(join(tmpdir(), "ctxr-bench-proxy-")) : null;
   const child = await spawnChild(
     [...CTXR_COMMAND, "serve", "--port", "0", ...(dataDir === null ? ["--in-memory"] : ["--data-dir", dataDir]), "--upstream", upstream, "--max-body-bytes", String(64 * 1024 * 1024)],
     /listening on (\S+) \(data/,
+    root,
   );
   return {
     ...child,
@@ -171,7 +179,26 @@ const command = `npx bun scripts/bench-proxy.ts${args.length > 0 ? ` ${args.join
 const lines: string[] = [`Command: \`${command}\` (Bun ${Bun.version}, ${navigator.hardwareConcurrency} CPUs; ctxr ${JOURNALED ? "with --data-dir (journaled)" : "--in-memory"}, on ${CTXR_RUNTIME})`, ""];
 const summary: Record<string, unknown> = {};
 
-if (!args.includes("--skip-ttfb")) {
+if (!args.includes("--skip-ttfb") && BASELINE !== null) {
+  const upstream = await startUpstream();
+  const [ctxr, baseline] = await Promise.all([startCtxr(upstream.url), startCtxr(upstream.url, BASELINE)]);
+  const rows: TtfbAbRow[] = [];
+  try {
+    rows.push(await ttfbAbRun(upstream.url, ctxr.url, baseline.url, 1, REQUESTS, 0));
+    rows.push(await ttfbAbRun(upstream.url, ctxr.url, baseline.url, 16, REQUESTS, 100_000));
+  } finally {
+    await Promise.all([ctxr.stop(), baseline.stop(), upstream.stop()]);
+  }
+  lines.push(
+    `Added time to first byte, this checkout against the baseline at ${BASELINE} (each request straight, through this ctxr and through the baseline's, rotating order; added = median of through − direct per request), ms:`,
+    "",
+    "| connections | requests (each) | direct p50 | this p50 | baseline p50 | added p50, this | added p50, baseline | ratio |",
+    "|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ...rows.map((r) => `| ${r.connections} | ${r.requests} | ${ms(r.direct.p50)} | ${ms(r.proxied.p50)} | ${ms(r.baseline.p50)} | **${ms(r.added.p50)}** | ${ms(r.baselineAdded.p50)} | ${(r.added.p50 / r.baselineAdded.p50).toFixed(3)} |`),
+    "",
+  );
+  summary.ttfbAb = rows;
+} else if (!args.includes("--skip-ttfb")) {
   const upstream = await startUpstream();
   const ctxr = await startCtxr(upstream.url);
   const rows: TtfbRow[] = [];

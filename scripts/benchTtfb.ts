@@ -79,3 +79,64 @@ export async function ttfbRun(direct: string | readonly string[], ctxr: string, 
   const p = { p50: percentile(times.proxied, 0.5), p99: percentile(times.proxied, 0.99) };
   return { connections, requests: times.direct.length, direct: d, proxied: p, added: { p50: p.p50 - d.p50, p99: p.p99 - d.p99 } };
 }
+
+export interface TtfbAbRow {
+  connections: number;
+  requests: number;
+  direct: { p50: number };
+  /** Through this checkout's ctxr and through the baseline's, each on the same engine. */
+  proxied: { p50: number };
+  baseline: { p50: number };
+  /** Median over requests of (through ctxr − direct), the same request body, back to back. */
+  added: { p50: number };
+  baselineAdded: { p50: number };
+}
+
+/**
+ * The added TTFB of two ctxr servers (this checkout and a baseline) in front of the same engine:
+ * each request goes straight to the engine, through one ctxr and through the other, one after
+ * another in a rotating order, so that drift on a shared machine hits all three alike. The added
+ * time is taken request by request (through − direct for the same body), then its median.
+ */
+export async function ttfbAbRun(direct: string, ctxr: string, baseline: string, connections: number, total: number, offset: number): Promise<TtfbAbRow> {
+  const times = { direct: [] as number[], proxied: [] as number[], baseline: [] as number[] };
+  const added = { proxied: [] as number[], baseline: [] as number[] };
+  const warmup = Math.min(40, Math.floor(total / 5));
+  const rotations = [
+    ["direct", "proxied", "baseline"],
+    ["proxied", "baseline", "direct"],
+    ["baseline", "direct", "proxied"],
+    ["direct", "baseline", "proxied"],
+    ["baseline", "proxied", "direct"],
+    ["proxied", "direct", "baseline"],
+  ] as const;
+  let next = 0;
+  const worker = async () => {
+    for (;;) {
+      const i = next++;
+      if (i >= total + warmup) return;
+      const bodies = ttfbBodies(offset + i);
+      const t: Record<string, number> = {};
+      for (const kind of rotations[i % rotations.length]!) {
+        t[kind] = await timeToFirstByte(kind === "direct" ? direct : kind === "proxied" ? ctxr : baseline, kind === "direct" ? bodies.direct : bodies.proxied);
+      }
+      if (i < warmup) continue;
+      times.direct.push(t.direct!);
+      times.proxied.push(t.proxied!);
+      times.baseline.push(t.baseline!);
+      added.proxied.push(t.proxied! - t.direct!);
+      added.baseline.push(t.baseline! - t.direct!);
+    }
+  };
+  await Promise.all(Array.from({ length: connections }, worker));
+  const p50 = (values: number[]) => ({ p50: percentile(values, 0.5) });
+  return {
+    connections,
+    requests: times.direct.length,
+    direct: p50(times.direct),
+    proxied: p50(times.proxied),
+    baseline: p50(times.baseline),
+    added: p50(added.proxied),
+    baselineAdded: p50(added.baseline),
+  };
+}

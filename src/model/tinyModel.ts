@@ -292,7 +292,7 @@ export function tinyModelConfig(options: TinyModelOptions): Record<string, unkno
   config.ctxr = {
     generator: `ctxr ${tinyModelArgs(options).join(" ")}`,
     seed: options.seed,
-    init: `one seeded normal stream per tensor (mean, std): embeddings and projections (0, 1/sqrt(fan_in)), embeddings' fan_in being hidden, norms (1, 0.1), q/k/v biases (0, 0.5), q/k norms (1, 0.1)${options.attentionGain !== 1 ? `, q_proj and k_proj std times ${options.attentionGain}` : ""}`,
+    init: `one seeded normal stream per tensor (mean, std): embeddings and projections (0, 1/sqrt(fan_in)), embeddings' fan_in being hidden, norms (1, 0.1), q/k/v biases (0, 0.5)${options.qkNorm ? ", q/k norms (1, 0.1)" : ""}${options.attentionGain !== 1 ? `, q_proj and k_proj std times ${options.attentionGain}` : ""}`,
   };
   return config;
 }

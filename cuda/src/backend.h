@@ -110,6 +110,10 @@ class Backend {
   virtual void embed(const Matrix* table, const int32_t* tokens, int n, float* out) = 0;
   // out[i] = x[i] / rms(x[i]) * w, rows of width d; x and out may alias.
   virtual void rms_norm(const float* x, const float* w, float eps, int n, int d, float* out) = 0;
+  // RMSNorm of each head on its own (Qwen3's q/k norm): in each of n rows (row stride `stride`),
+  // the first `heads` heads of head_dim floats are each scaled by 1/rms(head) * w, in place; w
+  // is one head_dim weight shared by every head.
+  virtual void rms_norm_heads(float* x, int stride, int n, int heads, int head_dim, const float* w, float eps) = 0;
   // y[i][:] = x[i][:] · Wᵀ (+ bias): x is [n][W.cols], y is [n][W.rows], both contiguous.
   virtual void linear(const float* x, int n, const Matrix* w, const float* bias, float* y) = 0;
   // Rotates `heads` heads of head_dim at the start of each of n rows (row stride `stride`) in

@@ -40,7 +40,8 @@ std::string hf_name(const std::string& name) {
   static const std::pair<const char*, const char*> parts[] = {
       {"attn_norm", "input_layernorm"}, {"attn_q", "self_attn.q_proj"}, {"attn_k", "self_attn.k_proj"},
       {"attn_v", "self_attn.v_proj"},   {"attn_output", "self_attn.o_proj"}, {"ffn_norm", "post_attention_layernorm"},
-      {"ffn_gate", "mlp.gate_proj"},    {"ffn_up", "mlp.up_proj"},         {"ffn_down", "mlp.down_proj"}};
+      {"ffn_gate", "mlp.gate_proj"},    {"ffn_up", "mlp.up_proj"},         {"ffn_down", "mlp.down_proj"},
+      {"attn_q_norm", "self_attn.q_norm"}, {"attn_k_norm", "self_attn.k_norm"}};
   for (const auto& [g, h] : parts) {
     const std::string prefix = std::string(g) + ".";
     if (rest.compare(0, prefix.size(), prefix) == 0) return "model.layers." + layer + "." + h + rest.substr(prefix.size() - 1);

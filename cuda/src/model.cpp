@@ -65,6 +65,10 @@ Model::Model(const std::string& dir, Backend* backend, int num_blocks, int block
     layer.qkv = load_fused({p + "self_attn.q_proj.weight", p + "self_attn.k_proj.weight", p + "self_attn.v_proj.weight"}, {q, kv, kv}, c.hidden);
     if (weights_->has(p + "self_attn.q_proj.bias"))
       layer.qkv_bias = load_fused_vector({p + "self_attn.q_proj.bias", p + "self_attn.k_proj.bias", p + "self_attn.v_proj.bias"}, {q, kv, kv});
+    if (c.qk_norm) {
+      layer.q_norm = load_vector(p + "self_attn.q_norm.weight", c.head_dim);
+      layer.k_norm = load_vector(p + "self_attn.k_norm.weight", c.head_dim);
+    }
     layer.o = load_matrix(p + "self_attn.o_proj.weight", c.hidden, q);
     layer.mlp_norm = load_vector(p + "post_attention_layernorm.weight", c.hidden);
     layer.gate_up = load_fused({p + "mlp.gate_proj.weight", p + "mlp.up_proj.weight"}, {c.intermediate, c.intermediate}, c.hidden);
@@ -106,6 +110,8 @@ Model::~Model() {
     backend_->release(l.attn_norm);
     backend_->release(l.mlp_norm);
     if (l.qkv_bias) backend_->release(l.qkv_bias);
+    if (l.q_norm) backend_->release(l.q_norm);
+    if (l.k_norm) backend_->release(l.k_norm);
     backend_->free_matrix(l.qkv);
     backend_->free_matrix(l.o);
     backend_->free_matrix(l.gate_up);
@@ -472,6 +478,10 @@ ForwardResult Model::forward(const std::vector<SequenceStep>& steps, const Forwa
     const Layer& layer = layers_[l];
     backend_->rms_norm(x, layer.attn_norm, static_cast<float>(c.rms_norm_eps), m, c.hidden, h);
     linear(h, m, layer.qkv, qkv_width, c.hidden, layer.qkv_bias, qkv);
+    if (layer.q_norm) {
+      backend_->rms_norm_heads(qkv, qkv_width, m, c.heads, c.head_dim, layer.q_norm, static_cast<float>(c.rms_norm_eps));
+      backend_->rms_norm_heads(qkv + q_width, qkv_width, m, c.kv_heads, c.head_dim, layer.k_norm, static_cast<float>(c.rms_norm_eps));
+    }
     backend_->rope(qkv, qkv_width, m, c.heads, c.head_dim, d_positions, inv_freq_, 1);
     backend_->rope(qkv + q_width, qkv_width, m, c.kv_heads, c.head_dim, d_positions, inv_freq_, 1);
     backend_->kv_write(l, qkv + q_width, qkv + q_width + kv, qkv_width, d_slots, m);

@@ -1,4 +1,5 @@
-// A Llama-family decoder (Llama 2/3, Qwen2 with QKV bias, Mistral, tied embeddings) on a
+// A Llama-family decoder (Llama 2/3, Qwen2 with QKV bias, Qwen3 with q/k norm, Mistral, tied
+// embeddings) on a
 // Backend: weights loaded from a Hugging Face folder, a batched forward pass over new tokens
 // of several sequences writing their K/V into the paged cache. The weights come from a Hugging
 // Face folder (config.json + *.safetensors) or a GGUF file (gguf_weights.h).
@@ -104,6 +105,8 @@ class Model {
     float* attn_norm = nullptr;
     Matrix* qkv = nullptr;
     float* qkv_bias = nullptr;
+    float* q_norm = nullptr;  // [head_dim] each, with ModelConfig::qk_norm
+    float* k_norm = nullptr;
     Matrix* o = nullptr;
     float* mlp_norm = nullptr;
     Matrix* gate_up = nullptr;

@@ -44,10 +44,11 @@ ModelConfig model_config_from_json_text(const std::string& text) {
     c.architecture = arch->array[0].string;
   else
     c.architecture = "LlamaForCausalLM";
-  static const char* supported[] = {"LlamaForCausalLM", "Qwen2ForCausalLM", "MistralForCausalLM"};
+  static const char* supported[] = {"LlamaForCausalLM", "Qwen2ForCausalLM", "MistralForCausalLM", "Qwen3ForCausalLM"};
   bool known = false;
   for (const char* s : supported) known = known || c.architecture == s;
-  if (!known) bad("architecture " + c.architecture + " is not supported (LlamaForCausalLM, Qwen2ForCausalLM, MistralForCausalLM)");
+  if (!known) bad("architecture " + c.architecture + " is not supported (LlamaForCausalLM, Qwen2ForCausalLM, MistralForCausalLM, Qwen3ForCausalLM)");
+  c.qk_norm = c.architecture == "Qwen3ForCausalLM";
   c.hidden = positive_int(json, "hidden_size");
   c.heads = positive_int(json, "num_attention_heads");
   c.kv_heads = positive_int(json, "num_key_value_heads", c.heads);

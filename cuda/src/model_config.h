@@ -16,12 +16,14 @@ struct ModelConfig {
   double rope_factor = 1, rope_low_freq_factor = 1, rope_high_freq_factor = 4, rope_original_max_positions = 8192;
   bool tie_word_embeddings = false;
   int sliding_window = 0;  // Mistral; 0 when absent
+  // Qwen3: each head of q and of k is RMS-normalized (its own head_dim weight) before RoPE.
+  bool qk_norm = false;
   // GGUF's rope_freqs.weight (llama3 scaling as per-frequency divisors); empty when absent.
   std::vector<double> rope_freq_factors;
 };
 
 class GgufFile;
-// The same fields from a GGUF file's metadata ({arch}.embedding_length, ...; llama | qwen2).
+// The same fields from a GGUF file's metadata ({arch}.embedding_length, ...; llama | qwen2 | qwen3).
 // Throws std::runtime_error("<file>: metadata KEY ...") naming the bad key.
 ModelConfig model_config_from_gguf(const GgufFile& file);
 

@@ -48,7 +48,9 @@ ModelConfig model_config_from_gguf(const GgufFile& file) {
   ModelConfig c;
   if (arch->text == "llama") c.architecture = "LlamaForCausalLM";
   else if (arch->text == "qwen2") c.architecture = "Qwen2ForCausalLM";
-  else throw std::runtime_error(file.path() + ": metadata general.architecture " + arch->text + " is not supported (llama, qwen2)");
+  else if (arch->text == "qwen3") c.architecture = "Qwen3ForCausalLM";
+  else throw std::runtime_error(file.path() + ": metadata general.architecture " + arch->text + " is not supported (llama, qwen2, qwen3)");
+  c.qk_norm = arch->text == "qwen3";
   Keys k(file, arch->text + ".");
   c.hidden = k.positive_int("embedding_length");
   c.heads = k.positive_int("attention.head_count");

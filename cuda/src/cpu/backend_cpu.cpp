@@ -196,6 +196,19 @@ class CpuBackend final : public Backend {
     }
   }
 
+  void rms_norm_heads(float* x, int stride, int n, int heads, int head_dim, const float* w, float eps) override {
+#pragma omp parallel for num_threads(threads_) schedule(static) if (n > 16)
+    for (int i = 0; i < n; i++) {
+      for (int h = 0; h < heads; h++) {
+        float* head = x + static_cast<size_t>(i) * stride + static_cast<size_t>(h) * head_dim;
+        double squares = 0;
+        for (int j = 0; j < head_dim; j++) squares += static_cast<double>(head[j]) * head[j];
+        const float scale = static_cast<float>(1.0 / std::sqrt(squares / head_dim + eps));
+        for (int j = 0; j < head_dim; j++) head[j] = head[j] * scale * w[j];
+      }
+    }
+  }
+
   void linear(const float* x, int n, const Matrix* w, const float* bias, float* y) override {
     if (w->quant) return quant_linear(x, n, *w->quant, bias, y, threads_, isa_);
     if (w->half) return half_linear(x, n, *w->half, bias, y, threads_, isa_);

@@ -4,7 +4,7 @@
  * (max_position_embeddings, the server's max_model_len), vocabulary, hidden size, layers,
  * heads, kv heads, head_dim, norms, rope base and scaling, tied output.
  *
- * Keys (ARCH = `general.architecture`: llama, qwen2 or mistral):
+ * Keys (ARCH = `general.architecture`: llama, qwen2, qwen3 or mistral):
  *   ARCH.context_length, ARCH.embedding_length, ARCH.block_count, ARCH.feed_forward_length,
  *   ARCH.attention.head_count, ARCH.attention.head_count_kv (default: head_count),
  *   ARCH.attention.key_length / value_length (default embedding_length / head_count),
@@ -19,12 +19,13 @@
  */
 import { GgufMetadataError, optionalInteger, optionalNumber, optionalString, optionalStringArray, requiredInteger, requiredString, type GgufMetadataLike } from "./ggufMetadataValues.ts";
 
-export const GGUF_ARCHITECTURES = ["llama", "qwen2", "mistral"] as const;
+export const GGUF_ARCHITECTURES = ["llama", "qwen2", "qwen3", "mistral"] as const;
 export type GgufArchitecture = (typeof GGUF_ARCHITECTURES)[number];
 
 const HF_ARCHITECTURE: Record<GgufArchitecture, { architectures: string; modelType: string }> = {
   llama: { architectures: "LlamaForCausalLM", modelType: "llama" },
   qwen2: { architectures: "Qwen2ForCausalLM", modelType: "qwen2" },
+  qwen3: { architectures: "Qwen3ForCausalLM", modelType: "qwen3" },
   mistral: { architectures: "MistralForCausalLM", modelType: "mistral" },
 };
 

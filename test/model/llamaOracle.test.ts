@@ -10,13 +10,22 @@
  * - F32 and F16 files: max ≤ 1e-2 and mean ≤ 1.5e-3 (absolute). Measured on llama (3 seeds, 300
  *   positions, vocabulary 271): F32 max 2.8e-3, mean 3.3e-4; F16 max 4.4e-3–4.6e-3, mean 7e-4 (most
  *   of F16's is llama.cpp's: its CPU matmul rounds the activations to f16 for f16 weights).
- * - Quantized files: no further from llama.cpp's logprobs on the file than llama.cpp's own
- *   quantized logprobs are from its F32 logprobs on the same rows (max and mean both), i.e. ctxr may
- *   differ from llama.cpp only by less than the quantization itself moves llama.cpp. Measured on
- *   llama (seeds 1–3), ctxr-vs-llama max / llama-Q-vs-llama-F32 max: Q8_0 0.097–0.102 / 0.187–0.195
- *   (ratio 0.49–0.54: both quantize the activations to int8, in different blocks), Q4_0 0.085–0.10 /
- *   1.98–2.05 (0.04–0.05), Q4_K_M 0.16–0.19 / 1.73–2.03 (0.09–0.10), Q6_K 0.18–0.20 / 0.45–0.52
- *   (0.38–0.40). BENCHMARKS.md has the table.
+ * - Quantized files: both engines read the same quantized weights, so all they may differ in is
+ *   how they round the activations (to int8, in blocks of their own choosing) and the order of
+ *   sums. Bound, for max and mean each: the smaller of
+ *     (a) llama.cpp's own Q-vs-F32 difference on the same rows (the issue's target: ctxr is closer to
+ *         llama.cpp than the quantization itself moves llama.cpp), and
+ *     (b) 1.5 × llama.cpp's own Q8_0-vs-F32 difference on the same rows: the scale of one 8-bit
+ *         rounding, which is what two engines rounding activations differently can add up to.
+ *   (a) alone is loose for the 4-bit types (≈ 2.0 max, 0.3 mean): a 2% error in one tensor's
+ *   scales passes it; (b) catches that.
+ *   Measured on llama (seeds 1–3), ctxr-vs-llama max (mean) / llama-Q-vs-F32 max:
+ *     Q8_0   0.097–0.102 (0.015) / 0.187–0.195 (0.027)
+ *     Q4_0   0.085–0.101 (0.016) / 1.98–2.05
+ *     Q4_K_M 0.164–0.186 (0.030) / 1.73–2.03
+ *     Q6_K   0.179–0.203 (0.030) / 0.45–0.52
+ *   so (b) is 0.28–0.29 max, 0.040–0.041 mean; the tightest cell is Q6_K's mean (0.030 of 0.041).
+ *   BENCHMARKS.md has the table and how the bound was checked to fail on perturbed files.
  *
  * The tokenizer check: ctxr's tokenizer of the GGUF file (ggufModelTokenizer, as `serve --model`
  * loads it) gives llama.cpp's ids (special tokens recognised) on TOKENIZER_TEXTS and on a chat
@@ -64,6 +73,8 @@ const POSITIONS = 300;
 const EXACT_TYPES: ReadonlySet<LlamaFileType> = new Set(["F32", "F16", "BF16"]);
 const EXACT_MAX = 1e-2;
 const EXACT_MEAN = 1.5e-3;
+/** Quantized files: at most this many times llama.cpp's own Q8_0-vs-F32 error (see the top). */
+const ACTIVATION_ROUNDING_FACTOR = 1.5;
 
 /** The ggml type name (tools/llama-oracle tensor-types) that a file of each type must hold. */
 const MAIN_TENSOR_TYPE: Record<LlamaFileType, string> = {
@@ -97,18 +108,31 @@ function describeDifference(d: RowsDifference): string {
 for (const row of ORACLE_MATRIX) {
   describe(`${row.arch}: ctxr's log-probabilities match llama.cpp's on llama.cpp's files`, () => {
     const ids = (vocab: number) => pseudoRandomIds(POSITIONS, vocab, 7);
-    let f32File = "";
+    const files = new Map<LlamaFileType, string>();
     let llamaF32: LogprobRows;
+    let llamaQ8Error: RowsDifference;
+
+    /** The row's file of `type`: the F32 file, or llama.cpp's quantization of it (made once). */
+    function fileOf(type: LlamaFileType): string {
+      let file = files.get(type);
+      if (file === undefined) {
+        file = llamaQuantize(files.get("F32")!, join(scratch.path, `${row.arch}-${type}.gguf`), type);
+        files.set(type, file);
+      }
+      return file;
+    }
 
     beforeAll(() => {
-      f32File = writeRandomGguf(row.arch, join(scratch.path, `${row.arch}-F32.gguf`), row.options);
+      const f32File = writeRandomGguf(row.arch, join(scratch.path, `${row.arch}-F32.gguf`), row.options);
+      files.set("F32", f32File);
       const vocab = ggufModelTokenizer(readGgufFile(f32File).metadata, f32File).tokenizer.vocabSize;
       llamaF32 = llamaLogprobs(f32File, ids(vocab), scratch.path);
+      llamaQ8Error = rowsDifference(llamaLogprobs(fileOf("Q8_0"), ids(vocab), scratch.path).rows, llamaF32.rows, llamaF32.vocab);
     });
 
     for (const type of row.types) {
       test(type, async () => {
-        const file = type === "F32" ? f32File : llamaQuantize(f32File, join(scratch.path, `${row.arch}-${type}.gguf`), type);
+        const file = fileOf(type);
         const tensorTypes = llamaTensorTypes(file);
         expect(Object.values(tensorTypes)).toContain(MAIN_TENSOR_TYPE[type]);
         const sequence = ids(llamaF32.vocab);
@@ -122,14 +146,15 @@ for (const row of ORACLE_MATRIX) {
           expect(ours.mean, context).toBeLessThanOrEqual(EXACT_MEAN);
         } else {
           const own = rowsDifference(llama.rows, llamaF32.rows, llama.vocab);
-          const bounded = `${context}; llama.cpp ${type} vs its F32 ${describeDifference(own)}`;
-          expect(ours.max, bounded).toBeLessThanOrEqual(own.max);
-          expect(ours.mean, bounded).toBeLessThanOrEqual(own.mean);
+          const bounded = `${context}; llama.cpp ${type} vs its F32 ${describeDifference(own)}; llama.cpp Q8_0 vs its F32 ${describeDifference(llamaQ8Error)}`;
+          expect(ours.max, bounded).toBeLessThanOrEqual(Math.min(own.max, ACTIVATION_ROUNDING_FACTOR * llamaQ8Error.max));
+          expect(ours.mean, bounded).toBeLessThanOrEqual(Math.min(own.mean, ACTIVATION_ROUNDING_FACTOR * llamaQ8Error.mean));
         }
       });
     }
 
     test("the tokenizer gives llama.cpp's ids", () => {
+      const f32File = files.get("F32")!;
       const { tokenizer } = ggufModelTokenizer(readGgufFile(f32File).metadata, f32File);
       const chat = tokenizer.applyChatTemplate(
         [

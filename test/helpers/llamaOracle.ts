@@ -128,17 +128,28 @@ export function llamaLogprobs(file: string, ids: readonly number[], scratch: str
   return { rows, vocab: info.vocab };
 }
 
-/** ctxr's CPU runner on the same file: every position's log-softmax for `ids` in one forward, f32 KV cache. */
-export async function ctxrLogprobs(runner: string, file: string, ids: readonly number[]): Promise<LogprobRows> {
+/**
+ * ctxr's CPU runner on the same file, f32 KV cache: every position's log-softmax for `ids`. The
+ * first `prefill` ids (default all) go in one forward (the prefill path); each later id is a
+ * forward of its own over the cache (the decode path).
+ */
+export async function ctxrLogprobs(runner: string, file: string, ids: readonly number[], prefill = ids.length): Promise<LogprobRows> {
+  if (prefill < 1 || prefill > ids.length) throw new Error(`prefill ${prefill} is not within 1..${ids.length}`);
   const blockSize = 16;
   const blocks = Math.ceil(ids.length / blockSize);
   const runnerProcess = await RunnerProcess.start({ executable: runner, model: file, blocks: blocks + 1, blockSize, threads: 2, kvDtype: "f32" });
   try {
     const vocab = runnerProcess.info.vocab;
     const table = await runnerProcess.alloc(blocks);
-    const all = sequenceRange(0, ids.length);
-    const result = await runnerProcess.forward({ sequences: [{ table, tokens: [...ids], indices: all, logitRows: all }] });
-    return { rows: logSoftmaxRows(result.logits[0]!, vocab), vocab };
+    const logits = new Float32Array(ids.length * vocab);
+    const prefillRows = sequenceRange(0, prefill);
+    const first = await runnerProcess.forward({ sequences: [{ table, tokens: ids.slice(0, prefill), indices: prefillRows, logitRows: prefillRows }] });
+    logits.set(first.logits[0]!, 0);
+    for (let i = prefill; i < ids.length; i++) {
+      const step = await runnerProcess.forward({ sequences: [{ table, tokens: [ids[i]!], indices: [i], logitRows: [0] }] });
+      logits.set(step.logits[0]!, i * vocab);
+    }
+    return { rows: logSoftmaxRows(logits, vocab), vocab };
   } finally {
     await runnerProcess.shutdown();
   }

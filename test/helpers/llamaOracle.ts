@@ -79,15 +79,17 @@ export interface RandomGgufOptions {
   headDim?: number;
   ffn?: number;
   context?: number;
+  /** More random_gguf.py arguments (an architecture's own, e.g. a sliding window). */
+  extraArgs?: string[];
 }
 
 /** Writes a random-weight F32 file of `arch` with llama.cpp's gguf-py (scripts/oracle/arch_<arch>.py). */
 export function writeRandomGguf(arch: string, out: string, options: RandomGgufOptions = {}): string {
-  const flags: [keyof RandomGgufOptions, string][] = [
+  const flags: [Exclude<keyof RandomGgufOptions, "extraArgs">, string][] = [
     ["seed", "--seed"], ["hidden", "--hidden"], ["layers", "--layers"], ["heads", "--heads"],
     ["kvHeads", "--kv-heads"], ["headDim", "--head-dim"], ["ffn", "--ffn"], ["context", "--context"],
   ];
-  const args = flags.flatMap(([key, flag]) => (options[key] === undefined ? [] : [flag, String(options[key])]));
+  const args = [...flags.flatMap(([key, flag]) => (options[key] === undefined ? [] : [flag, String(options[key])])), ...(options.extraArgs ?? [])];
   run([PYTHON, RANDOM_GGUF, "--arch", arch, "--out", out, ...args], `random_gguf.py --arch ${arch}`, { GGUF_PY: llamaOracle().ggufPy });
   return out;
 }

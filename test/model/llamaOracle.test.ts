@@ -81,7 +81,11 @@ const EXACT_MEAN = 1.5e-3;
 /** Quantized files: at most this many times llama.cpp's own Q8_0-vs-F32 error (see the top). */
 const ACTIVATION_ROUNDING_FACTOR = 1.5;
 
-/** The ggml type name (tools/llama-oracle tensor-types) that a file of each type must hold. */
+/**
+ * The ggml type name (tools/llama-oracle tensor-types) that a file of each type must hold, so that a
+ * cell never passes on a file llama.cpp left unquantized. MXFP4 (llama.cpp's MXFP4_MOE) quantizes
+ * only the experts of a mixture-of-experts model to mxfp4: it belongs in a MoE architecture's row.
+ */
 const MAIN_TENSOR_TYPE: Record<LlamaFileType, string> = {
   F32: "f32", F16: "f16", BF16: "bf16", Q4_0: "q4_0", Q4_1: "q4_1", Q8_0: "q8_0", Q5_0: "q5_0", Q5_1: "q5_1",
   Q2_K: "q2_K", Q3_K_S: "q3_K", Q3_K_M: "q3_K", Q4_K_S: "q4_K", Q4_K_M: "q4_K", Q5_K_S: "q5_K", Q5_K_M: "q5_K",

@@ -6,6 +6,9 @@
 #                      the git bundle inside node-llama-cpp: include/, ggml/include/ (headers), gguf-py/
 #   build/llama-oracle the driver (llama_oracle.cpp) linked against that libllama
 # Idempotent: a stamp of the inputs makes a second run a no-op. Prints the driver's path on success.
+# package-lock.json names node-llama-cpp's other-platform optional packages (mac, win, riscv64) with
+# their version only: the registry the lock was made against lacks them, npm ci insists that the
+# lock lists every dependency, and --omit=optional never fetches them.
 set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
 BUILD="$HERE/build"

@@ -70,6 +70,8 @@ interface OracleRow {
 /** Architecture → file types ctxr runs. Other branches add qwen3, gemma3, phi3 and more types. */
 const ORACLE_MATRIX: OracleRow[] = [
   { arch: "llama", types: ["F32", "F16", "Q8_0", "Q4_0", "Q4_K_M", "Q6_K"] },
+  // head_dim 128 ≠ hidden / heads (64), as Qwen3 models have.
+  { arch: "qwen3", options: { heads: 4, kvHeads: 2, headDim: 128 }, types: ["F32", "Q8_0", "Q4_K_M"] },
 ];
 
 const POSITIONS = 300;

@@ -72,6 +72,9 @@ const ORACLE_MATRIX: OracleRow[] = [
   { arch: "llama", types: ["F32", "F16", "Q8_0", "Q4_0", "Q4_K_M", "Q6_K"] },
   // head_dim 128 ≠ hidden / heads (64), as Qwen3 models have.
   { arch: "qwen3", options: { heads: 4, kvHeads: 2, headDim: 128 }, types: ["F32", "Q8_0", "Q4_K_M"] },
+  // 8 layers: 0-4 and 6-7 sliding-window (32 entries, so 300 positions run far past it), 5 global
+  // with its rope scaled x8 (scripts/oracle/arch_gemma3.py); a window one entry too wide gives 0.73.
+  { arch: "gemma3", options: { layers: 8, hidden: 256, heads: 4, kvHeads: 2, headDim: 128, ffn: 512 }, types: ["F32", "Q8_0", "Q4_K_M"] },
 ];
 
 const POSITIONS = 300;

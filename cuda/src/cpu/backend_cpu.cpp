@@ -20,6 +20,7 @@
 
 #include "backend.h"
 #include "cpu/attention_cpu.h"
+#include "cpu/gemma3_ops_cpu.h"
 #include "cpu/gemm.h"
 #include "cpu/half_linear.h"
 #include "cpu/quant_linear.h"
@@ -250,6 +251,10 @@ class CpuBackend final : public Backend {
       for (int j = 0; j < ff; j++) o[j] = gate[j] / (1.0f + std::exp(-gate[j])) * up[j];
     }
   }
+
+  bool supports_gemma3_ops() const override { return true; }
+  void gelu_tanh_mul(const float* x, int n, int ff, float* out) override { cpu_gelu_tanh_mul(x, n, ff, out, threads_); }
+  void scale(float* x, float s, size_t n) override { cpu_scale(x, s, n, threads_); }
 
   void add(float* x, const float* y, size_t n) override {
 #pragma omp parallel for num_threads(threads_) schedule(static) if (n > 65536)

@@ -6,9 +6,8 @@
  * log-probabilities on ctxr's file stay within its own quantization error of the F32 file;
  * gguf-py dequantizes ctxr's Q5_0/Q5_1/Q5_K/Q4_K/Q6_K/Q8_0 tensors to ctxr's own values.
  *
- * Runs where llama.cpp's tools are (LLAMA_REF, default /work/llama/llama_ref; GGUF_PY, default
- * /work/llama/llama.cpp-src/gguf-py); skipped elsewhere. To be folded into the shared oracle
- * harness (test/helpers/llamaOracle.ts) once it lands.
+ * llama.cpp comes from the shared oracle (test/helpers/llamaOracle.ts, tools/llama-oracle), which
+ * the test command sets up.
  */
 import { afterAll, describe, expect, test } from "bun:test";
 import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
@@ -19,49 +18,43 @@ import { readGgufFile, readGgufTensorData } from "../../../src/model/gguf/ggufRe
 import { ggmlElementCount, ggmlTypeName } from "../../../src/model/gguf/ggufTypes.ts";
 import { quantizeModel } from "../../../src/model/gguf/quantizeModel.ts";
 import type { QuantizeType } from "../../../src/model/gguf/quantizeTypePlan.ts";
-import { REPO_ROOT, runProgram } from "../../helpers/cli.ts";
+import { runProgram } from "../../helpers/cli.ts";
+import { LLAMA_FTYPES, llamaLogprobs as llamaLogprobRows, llamaOracle, llamaQuantize, writeRandomGguf, type LlamaFileType, type RandomGgufOptions } from "../../helpers/llamaOracle.ts";
 
-const LLAMA_REF = process.env.LLAMA_REF ?? "/work/llama/llama_ref";
-const GGUF_PY = process.env.GGUF_PY ?? "/work/llama/llama.cpp-src/gguf-py";
-const LLAMA_LIB_DIR = process.env.LLAMA_LIB_DIR ?? "/work/llama/node_modules/@node-llama-cpp/linux-x64/bins/linux-x64";
 const PYTHON = "/usr/bin/python3";
-const available = existsSync(LLAMA_REF) && existsSync(join(GGUF_PY, "gguf")) && existsSync(PYTHON);
 
-const FTYPES: Record<string, { llama: number; ctxr: QuantizeType }> = {
-  Q4_K_M: { llama: 15, ctxr: "q4_k_m" },
-  Q5_K_M: { llama: 17, ctxr: "q5_k_m" },
+const FTYPES: Record<string, { llama: LlamaFileType; ctxr: QuantizeType }> = {
+  Q4_K_M: { llama: "Q4_K_M", ctxr: "q4_k_m" },
+  Q5_K_M: { llama: "Q5_K_M", ctxr: "q5_k_m" },
 };
 
 interface Shape {
   label: string;
-  args: string[];
+  options: RandomGgufOptions;
 }
 
 const SHAPES: Shape[] = [
   // ffn 544: ffn_down rows are not whole 256-blocks (Q5_0/Q5_1, and Q8_0 where Q6_K was wanted); 8 layers: use_more_bits picks 0, 3, 6, 7; GQA 4
-  { label: "8 layers, ffn 544, 1 kv head", args: ["--hidden", "256", "--ffn", "544", "--layers", "8", "--heads", "4", "--kv-heads", "1"] },
+  { label: "8 layers, ffn 544, 1 kv head", options: { hidden: 256, ffn: 544, layers: 8, heads: 4, kvHeads: 1 } },
   // 12 layers: llama.cpp counts layers in numeric order (blk.10 after blk.9); no GQA
-  { label: "12 layers, 4 kv heads of 4", args: ["--hidden", "256", "--ffn", "512", "--layers", "12", "--heads", "4", "--kv-heads", "4"] },
+  { label: "12 layers, 4 kv heads of 4", options: { hidden: 256, ffn: 512, layers: 12, heads: 4, kvHeads: 4 } },
   // hidden 544: every input row and the output's rows are not whole 256-blocks (output Q8_0)
-  { label: "hidden 544", args: ["--hidden", "544", "--ffn", "512", "--layers", "2", "--heads", "4", "--kv-heads", "2"] },
+  { label: "hidden 544", options: { hidden: 544, ffn: 512, layers: 2, heads: 4, kvHeads: 2 } },
 ];
 
 const work = mkdtempSync(join(tmpdir(), "ctxr-quantize-mix-"));
 afterAll(() => rmSync(work, { recursive: true, force: true }));
 
 function run(command: string[], what: string): string {
-  const result = runProgram(command, { env: { LLAMA_LIB_DIR, GGUF_PY } });
+  const result = runProgram(command);
   if (result.code !== 0) throw new Error(`${what} failed (exit ${result.code}):\n${result.stderr.trim()}`);
   return result.stdout;
 }
 
-function randomLlama(shape: Shape, path: string): void {
-  run([PYTHON, join(REPO_ROOT, "scripts/oracle/random_gguf.py"), "--arch", "llama", "--out", path, "--gguf-py", GGUF_PY, ...shape.args], "random_gguf.py");
-}
-
+/** llama.cpp's log-probability of each next id (ids.length − 1 values). */
 function llamaLogprobs(path: string, ids: number[]): number[] {
-  const line = run([LLAMA_REF, "logprobs", path, ids.join(",")], `llama_ref logprobs ${path}`).trim().split("\n").at(-1)!;
-  return JSON.parse(line).logprobs as number[];
+  const { rows, vocab } = llamaLogprobRows(path, ids, work);
+  return ids.slice(1).map((id, p) => rows[p * vocab + id]!);
 }
 
 /** Each tensor's ggml type name and stored bytes, by tensor name. */
@@ -80,15 +73,15 @@ function absDifferences(a: number[], b: number[]): { max: number; mean: number }
 /** 128 token ids below 266 (the random files' byte tokens and merges), fixed. */
 const IDS = Array.from({ length: 128 }, (_, i) => (i * 97 + 13) % 266);
 
-describe.skipIf(!available)("ctxr's K-quant mixes against llama.cpp's (llama_ref)", () => {
+describe("ctxr's K-quant mixes against llama.cpp's (llama_ref)", () => {
   SHAPES.forEach((shape, index) => {
     const f32 = join(work, `shape${index}.f32.gguf`);
     for (const [ftypeName, ftype] of Object.entries(FTYPES)) {
       test(`${shape.label}: ${ftypeName} types and bytes tensor for tensor; logprobs within llama.cpp's own error`, async () => {
-        if (!existsSync(f32)) randomLlama(shape, f32);
+        if (!existsSync(f32)) writeRandomGguf("llama", f32, shape.options);
         const theirs = join(work, `shape${index}.${ftype.ctxr}.llama.gguf`);
         const ours = join(work, `shape${index}.${ftype.ctxr}.ctxr.gguf`);
-        run([LLAMA_REF, "quantize", f32, theirs, String(ftype.llama)], "llama_ref quantize");
+        llamaQuantize(f32, theirs, ftype.llama);
         await quantizeModel({ input: f32, output: ours, type: ftype.ctxr, threads: 2 });
 
         const expected = tensorsOf(theirs);
@@ -98,7 +91,7 @@ describe.skipIf(!available)("ctxr's K-quant mixes against llama.cpp's (llama_ref
         expect(typesOf(actual)).toEqual(typesOf(expected));
         const differing = [...expected].filter(([name, t]) => !Buffer.from(t.bytes).equals(Buffer.from(actual.get(name)!.bytes))).map(([name]) => name);
         expect(differing).toEqual([]);
-        expect(readGgufFile(ours).metadata.get("general.file_type")).toEqual({ type: "uint32", value: ftype.llama });
+        expect(readGgufFile(ours).metadata.get("general.file_type")).toEqual({ type: "uint32", value: LLAMA_FTYPES[ftype.llama] });
 
         const reference = llamaLogprobs(f32, IDS);
         const llamaError = absDifferences(llamaLogprobs(theirs, IDS), reference);
@@ -120,7 +113,7 @@ describe.skipIf(!available)("ctxr's K-quant mixes against llama.cpp's (llama_ref
       const gguf = readGgufFile(file);
       const script = [
         "import sys, numpy as np",
-        `sys.path.insert(0, ${JSON.stringify(GGUF_PY)})`,
+        `sys.path.insert(0, ${JSON.stringify(llamaOracle().ggufPy)})`,
         "from gguf import GGUFReader, quants",
         "r = GGUFReader(sys.argv[1])",
         "for t in r.tensors:",

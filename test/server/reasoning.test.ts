@@ -259,3 +259,52 @@ describe("chat_template_kwargs", () => {
     expect(JSON.stringify(notObject.body)).toContain("chat_template_kwargs");
   });
 });
+
+describe("/v1/responses", () => {
+  test("a reasoning item (reasoning_text) before the message, whole and streamed, as the reference splits the text", async () => {
+    const { api, openai, force } = deepseek;
+    const shapes = new Set<string>();
+    for (let seed = 0; seed < 16; seed++) {
+      const body = { model: "tiny", input: "Why?", seed, max_output_tokens: 4 + ((seed * 5) % 16) };
+      // The forced shapes always close the reasoning, so that the text is known from the items.
+      await force.next("[ab \\n]{0,6}</think>[ab]{0,4}");
+      const whole = await api.post("/v1/responses", body);
+      expect(whole.status).toBe(200);
+      const items = whole.body.output as { type: string; content: { text: string }[] }[];
+      const reasoningItems = items.filter((item) => item.type === "reasoning");
+      const reasoning = reasoningItems.map((item) => item.content[0]!.text).join("");
+      const message = items.filter((item) => item.type === "message").map((item) => item.content[0]!.text).join("");
+      expect(reasoningItems.length).toBeLessThanOrEqual(1);
+      if (reasoningItems.length === 1) expect(items[0]!.type).toBe("reasoning");
+      shapes.add(`${reasoning !== ""}/${message !== ""}`);
+
+      await force.next("[ab \\n]{0,6}</think>[ab]{0,4}");
+      const stream = (await openai.responses.create({ ...body, stream: true } as never)) as unknown as AsyncIterable<{ type: string; delta?: string; text?: string; response?: { output: { type: string; content?: { text: string }[] }[] } }>;
+      let reasoningDeltas = "";
+      let textDeltas = "";
+      let done = "";
+      let final: { type: string; content?: { text: string }[] }[] = [];
+      for await (const event of stream) {
+        if (event.type === "response.reasoning_text.delta") reasoningDeltas += event.delta;
+        if (event.type === "response.reasoning_text.done") done = event.text!;
+        if (event.type === "response.output_text.delta") textDeltas += event.delta;
+        if (event.type === "response.completed" || event.type === "response.incomplete") final = event.response!.output;
+      }
+      expect(done).toBe(reasoningDeltas);
+      const finalReasoning = final.filter((item) => item.type === "reasoning").map((item) => item.content![0]!.text).join("");
+      expect(finalReasoning).toBe(reasoningDeltas);
+      expect(final.filter((item) => item.type === "message").map((item) => item.content![0]!.text).join("")).toBe(textDeltas);
+      expect(referenceSplit("reasoning", `${reasoningDeltas}</think>${textDeltas}`)).toEqual({ reasoning: reasoningDeltas || null, content: textDeltas || null });
+    }
+    expect(shapes.size).toBeGreaterThanOrEqual(2);
+  });
+
+  test("usage counts the reasoning tokens; a reasoning item given back as input is accepted (and not shown to the model)", async () => {
+    const answer = await deepseek.api.post("/v1/responses", { model: "tiny", input: "Why?", seed: 4, max_output_tokens: 60, text: { format: { type: "json_schema", name: "a", schema: { type: "object", properties: { ok: { type: "boolean" } }, required: ["ok"], additionalProperties: false } } } });
+    expect(answer.status).toBe(200);
+    expect(answer.body.output[0].type).toBe("reasoning");
+    expect(answer.body.usage.output_tokens_details.reasoning_tokens).toBeGreaterThan(0);
+    const next = await deepseek.api.post("/v1/responses", { model: "tiny", input: [{ role: "user", content: "Why?" }, ...answer.body.output, { role: "user", content: "And?" }], max_output_tokens: 2 });
+    expect(next.status).toBe(200);
+  });
+});

@@ -35,11 +35,11 @@ export type ReasoningParserChoice = (typeof REASONING_PARSER_CHOICES)[number];
 
 /**
  * The parser a chat template calls for (null: its model does not think, as far as the template
- * shows): a template that writes `</think>` thinks; with an enable_thinking switch it is Qwen3's
+ * shows): a template that writes `<think>` or `</think>` thinks; with an enable_thinking switch it is Qwen3's
  * kind, otherwise DeepSeek-R1's (its distills and QwQ), as vLLM's documentation pairs them.
  */
 export function detectReasoningParser(template: string | null): ReasoningParserName | null {
-  if (template === null || !template.includes(THINK_CLOSE)) return null;
+  if (template === null || (!template.includes(THINK_OPEN) && !template.includes(THINK_CLOSE))) return null;
   return template.includes("enable_thinking") ? "qwen3" : "deepseek_r1";
 }
 

@@ -33,6 +33,7 @@ describe("detectReasoningParser", () => {
   test("from the template's markers", () => {
     expect(detectReasoningParser("{%- if enable_thinking is defined and enable_thinking is false %}<think>\n\n</think>\n\n{%- endif %}")).toBe("qwen3");
     expect(detectReasoningParser("{% set content = content.split('</think>')[-1] %}<｜Assistant｜><think>\n")).toBe("deepseek_r1");
+    expect(detectReasoningParser("<|assistant|><think>\n")).toBe("deepseek_r1");
     expect(detectReasoningParser("[INST] {{ message.content }} [/INST]")).toBeNull();
     expect(detectReasoningParser(null)).toBeNull();
   });

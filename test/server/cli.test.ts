@@ -142,6 +142,8 @@ describe("ctxr serve", () => {
           const answer = await server.post("/v1/chat/completions", body);
           expect(answer.status).toBe(200);
           const message = answer.body.choices[0].message;
+          const announced = server.startLines.find((line) => line.includes("reasoning parser"));
+          expect(announced).toBe(split ? `ctxr serve: reasoning parser ${parser === "auto" ? "deepseek_r1" : parser}: answers' <think>…</think> returned apart as reasoning_content` : undefined);
           if (split) {
             expect(message.reasoning_content.length).toBeGreaterThan(0);
             expect(message.content).toBeNull();

@@ -103,10 +103,10 @@ describe("whole and streamed answers split as the reference splits them", () => 
     ["qwen3 with enable_thinking false (the prompt closed it)", () => qwen3, "content", { chat_template_kwargs: { enable_thinking: false } }],
   ];
   for (const [name, served, start, extra] of cases) {
-    test(`${name}: 40 seeds, whole and streamed`, async () => {
+    test(`${name}: 80 seeds, whole and streamed`, async () => {
       const { api, openai, force } = served();
       const shapes = new Set<string>();
-      for (let seed = 0; seed < 40; seed++) {
+      for (let seed = 0; seed < 80; seed++) {
         const body = ask({ ...extra, seed, max_tokens: 4 + ((seed * 7) % 20), logprobs: true });
         await force.next(THINKING_SHAPES);
         const whole = await api.post("/v1/chat/completions", body);
@@ -115,7 +115,11 @@ describe("whole and streamed answers split as the reference splits them", () => 
         const text = generatedText(whole.body.choices[0].logprobs.content);
         const expected = referenceSplit(start, text);
         expect({ reasoning: message.reasoning_content, content: message.content }).toEqual(expected);
-        shapes.add(`${expected.reasoning !== null}/${expected.content !== null}/${text.includes("</think>")}`);
+        const wholeTokens = whole.body.choices[0].logprobs.content.map((entry: { token: string }) => entry.token);
+        if (expected.reasoning === null) shapes.add("no reasoning");
+        else if (expected.content === null) shapes.add("reasoning never closed");
+        if (wholeTokens.includes("</think>")) shapes.add("</think> as one token");
+        if (wholeTokens.join(" ").includes("< / t h i n k >")) shapes.add("</think> byte by byte");
 
         await force.next(THINKING_SHAPES);
         const stream = await streamChat(openai, { ...body, stream_options: { include_usage: true } });
@@ -141,8 +145,8 @@ describe("whole and streamed answers split as the reference splits them", () => 
         if (streamedExpected.reasoning === null) expect(reasoningChunks).toBe(0);
         expect(usage!.completion_tokens_details).toBeDefined();
       }
-      // The seeds made answers of several shapes (with and without reasoning and content).
-      if (start !== "content") expect(shapes.size).toBeGreaterThanOrEqual(3);
+      // The seeds made answers of every shape.
+      expect([...shapes].sort()).toEqual(start === "content" ? ["</think> as one token", "</think> byte by byte", "no reasoning"] : ["</think> as one token", "</think> byte by byte", "no reasoning", "reasoning never closed"]);
     });
   }
 });

@@ -82,7 +82,7 @@ export class Sequence {
     this.stopIds = new Set(request.stopTokenIds ?? []);
     this.reasoning = request.reasoning !== undefined ? new ReasoningTracker(request.reasoning.start, request.reasoning.vocabulary) : null;
     const constraint = request.constraint ?? null;
-    this.constraint = constraint !== null && this.reasoning !== null ? new ReasoningGatedConstraint(constraint, this.reasoning) : constraint;
+    this.constraint = constraint !== null && this.reasoning !== null ? new ReasoningGatedConstraint(constraint, this.reasoning, this.stopIds) : constraint;
     this.adjuster = request.adjustments !== undefined && adjustsLogits(request.adjustments) ? new LogitsAdjuster(request.adjustments, request.promptIds) : null;
     this.managedPending = request.segments !== undefined;
     this.exactTokens = this.managedPending ? 0 : Infinity;

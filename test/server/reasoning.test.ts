@@ -173,6 +173,17 @@ describe("structured outputs after the reasoning", () => {
     expect(freeReasoning).toBeGreaterThan(0);
   });
 
+  test("the reasoning may not end the answer with a stop token while the schema's answer is owed", async () => {
+    for (let seed = 0; seed < 6; seed++) {
+      // The end-of-sequence token (257) is made the likeliest of all; it may only close the JSON.
+      const answer = await deepseek.api.post("/v1/chat/completions", ask({ seed, max_tokens: 200, response_format: format, logit_bias: { 257: 8, [THINK_CLOSE_ID]: 3 } }));
+      expect(answer.status).toBe(200);
+      const { message, finish_reason } = answer.body.choices[0];
+      expect(finish_reason).toBe("stop");
+      expect(validate(JSON.parse(message.content))).toBe(true);
+    }
+  });
+
   test("qwen3: the answer opens <think> (the only token the grammar does not allow that the gate lets through), closes it, then answers in JSON; streamed alike", async () => {
     const bias = { [THINK_OPEN_ID]: 100, [THINK_CLOSE_ID]: 100 };
     for (let seed = 0; seed < 6; seed++) {

@@ -2,6 +2,9 @@
  * A structured-output or tool-call constraint that applies only after the answer's reasoning:
  * inside `<think>…</think>` the model writes freely, and the grammar starts with the first token
  * after the one that closes the reasoning (its matcher is not told of the reasoning's tokens).
+ * The answer the constraint asks for is still owed, so the reasoning may not end the sequence
+ * with a stop token (the grammar itself allows one only once its output is complete); max_tokens
+ * can still cut it.
  * Where the answer may still open `<think>` (qwen3, a prompt that neither opens nor closes it),
  * the first tokens may be the grammar's or the `<think>` token: the grammar's make the answer
  * content at once, `<think>` makes it reasoning. The phase is the sequence's tracker's, which
@@ -14,9 +17,12 @@ import type { ReasoningTracker } from "./reasoningTracker.ts";
 const READY = Promise.resolve();
 
 export class ReasoningGatedConstraint implements OutputConstraint {
+  private scratch = new Float32Array(0);
+
   constructor(
     private readonly inner: GrammarConstraint,
     private readonly tracker: ReasoningTracker,
+    private readonly stopIds: ReadonlySet<number>,
   ) {}
 
   private get free(): boolean {
@@ -44,11 +50,21 @@ export class ReasoningGatedConstraint implements OutputConstraint {
   }
 
   masked(logits: Float32Array): Float32Array {
-    if (this.free) return logits;
+    if (this.free) return this.withoutStops(logits);
     const out = this.inner.masked(logits);
     const open = this.tracker.vocabulary.openToken;
     if (this.tracker.phase === "opening" && open !== null && open < logits.length) out[open] = logits[open]!;
     return out;
+  }
+
+  /** A copy of the logits with the stop tokens at −Infinity (as they are, should that leave nothing). */
+  private withoutStops(logits: Float32Array): Float32Array {
+    if (this.stopIds.size === 0) return logits;
+    if (this.scratch.length !== logits.length) this.scratch = new Float32Array(logits.length);
+    const out = this.scratch;
+    out.set(logits);
+    for (const id of this.stopIds) if (id < out.length) out[id] = -Infinity;
+    return out.some((value) => value > -Infinity) ? out : logits;
   }
 
   accept(id: number): void {

@@ -17,6 +17,11 @@ const WORDS = new Map([
 const vocabulary: ReasoningVocabulary = { openToken: 300, tokenBytes: (id) => WORDS.get(id) ?? String.fromCharCode(id) };
 const ids = (text: string) => [...text].map((c) => c.charCodeAt(0));
 const VOCAB = 310;
+/** The end-of-sequence token. */
+const EOS = 305;
+const STOPS = new Set([EOS]);
+/** Every token but the stop token. */
+const allButStop = (allowed: boolean[]) => allowed.every((value, id) => value === (id !== EOS));
 /** The stand-in grammar allows "{" and "}" only, and records what it is told. */
 const ALLOWED = new Set(ids("{}"));
 
@@ -50,7 +55,7 @@ function grammar() {
 function run(start: Exclude<ReasoningStart, "content">, tokens: readonly number[]) {
   const tracker = new ReasoningTracker(start, vocabulary);
   const { inner, accepted, calls } = grammar();
-  const gate = new ReasoningGatedConstraint(inner, tracker);
+  const gate = new ReasoningGatedConstraint(inner, tracker, STOPS);
   const allowedAt: boolean[][] = [];
   for (const id of tokens) {
     const masked = gate.masked(new Float32Array(VOCAB).fill(1));
@@ -62,9 +67,9 @@ function run(start: Exclude<ReasoningStart, "content">, tokens: readonly number[
 }
 
 describe("ReasoningGatedConstraint", () => {
-  test("inside the reasoning every token is allowed and the grammar hears nothing; after </think> (split in bytes) it applies", async () => {
+  test("inside the reasoning every token but the stop tokens is allowed and the grammar hears nothing; after </think> (split in bytes) it applies", async () => {
     const { tracker, gate, accepted, allowedAt } = run("reasoning", [...ids("x</think>"), ...ids("{}")]);
-    for (const allowed of allowedAt.slice(0, 9)) expect(allowed.every(Boolean)).toBe(true);
+    for (const allowed of allowedAt.slice(0, 9)) expect(allButStop(allowed)).toBe(true);
     expect(allowedAt[9]!.filter(Boolean).length).toBe(2);
     expect(accepted).toEqual(ids("{}"));
     expect(gate.terminated).toBe(true);
@@ -75,7 +80,7 @@ describe("ReasoningGatedConstraint", () => {
   test("no jump-forward, no mask asked, not terminated while reasoning", async () => {
     const tracker = new ReasoningTracker("reasoning", vocabulary);
     const { inner, calls } = grammar();
-    const gate = new ReasoningGatedConstraint(inner, tracker);
+    const gate = new ReasoningGatedConstraint(inner, tracker, STOPS);
     gate.prepare();
     await gate.ready();
     expect(gate.hasMask).toBe(true);
@@ -94,13 +99,20 @@ describe("ReasoningGatedConstraint", () => {
     const thinking = run("opening", [300, ...ids("ab"), 302, ...ids("{}")]);
     expect(thinking.accepted).toEqual(ids("{}"));
     expect(thinking.tracker.reasoningTokens).toBe(4);
-    expect(thinking.allowedAt[1]!.every(Boolean)).toBe(true);
+    expect(allButStop(thinking.allowedAt[1]!)).toBe(true);
+  });
+
+  test("a vocabulary of stop tokens only: the logits as they are", () => {
+    const tracker = new ReasoningTracker("reasoning", vocabulary);
+    const gate = new ReasoningGatedConstraint(grammar().inner, tracker, new Set([0, 1]));
+    const logits = new Float32Array([1, 2]);
+    expect(gate.masked(logits)).toBe(logits);
   });
 
   test("reasoning that never closes: the grammar never applies", () => {
     const { accepted, allowedAt, tracker } = run("reasoning", ids("<think>ab</thi"));
     expect(accepted).toEqual([]);
-    for (const allowed of allowedAt) expect(allowed.every(Boolean)).toBe(true);
+    for (const allowed of allowedAt) expect(allButStop(allowed)).toBe(true);
     expect(tracker.phase).toBe("reasoning");
   });
 });

@@ -52,6 +52,8 @@ Model::Model(const std::string& dir, Backend* backend, int num_blocks, int block
     config_ = model_config_from_json_text(read_text_file(dir + "/config.json"));
     weights_ = std::make_unique<SafetensorsFolder>(dir);
   }
+  if (config_.rope_dim == 0) config_.rope_dim = config_.head_dim;
+  choose_longrope_factors(config_, static_cast<long long>(num_blocks) * block_size);
   const ModelConfig& c = config_;
   embed_ = load_matrix("model.embed_tokens.weight", c.vocab, c.hidden);
   bool tied = c.tie_word_embeddings || !weights_->has("lm_head.weight");
@@ -62,12 +64,17 @@ Model::Model(const std::string& dir, Backend* backend, int num_blocks, int block
     std::string p = "model.layers." + std::to_string(l) + ".";
     Layer layer;
     layer.attn_norm = load_vector(p + "input_layernorm.weight", c.hidden);
-    layer.qkv = load_fused({p + "self_attn.q_proj.weight", p + "self_attn.k_proj.weight", p + "self_attn.v_proj.weight"}, {q, kv, kv}, c.hidden);
+    // Phi-3 stores q|k|v and gate|up fused already (qkv_proj, gate_up_proj); others in parts.
+    layer.qkv = weights_->has(p + "self_attn.qkv_proj.weight")
+                    ? load_matrix(p + "self_attn.qkv_proj.weight", q + 2 * kv, c.hidden)
+                    : load_fused({p + "self_attn.q_proj.weight", p + "self_attn.k_proj.weight", p + "self_attn.v_proj.weight"}, {q, kv, kv}, c.hidden);
     if (weights_->has(p + "self_attn.q_proj.bias"))
       layer.qkv_bias = load_fused_vector({p + "self_attn.q_proj.bias", p + "self_attn.k_proj.bias", p + "self_attn.v_proj.bias"}, {q, kv, kv});
     layer.o = load_matrix(p + "self_attn.o_proj.weight", c.hidden, q);
     layer.mlp_norm = load_vector(p + "post_attention_layernorm.weight", c.hidden);
-    layer.gate_up = load_fused({p + "mlp.gate_proj.weight", p + "mlp.up_proj.weight"}, {c.intermediate, c.intermediate}, c.hidden);
+    layer.gate_up = weights_->has(p + "mlp.gate_up_proj.weight")
+                        ? load_matrix(p + "mlp.gate_up_proj.weight", 2 * c.intermediate, c.hidden)
+                        : load_fused({p + "mlp.gate_proj.weight", p + "mlp.up_proj.weight"}, {c.intermediate, c.intermediate}, c.hidden);
     layer.down = load_matrix(p + "mlp.down_proj.weight", c.hidden, c.intermediate);
     layers_.push_back(layer);
   }
@@ -174,6 +181,11 @@ float* Model::load_fused_vector(const std::vector<std::string>& names, const std
   auto* out = static_cast<float*>(backend_->alloc(all.size() * 4));
   backend_->to_device(out, all.data(), all.size() * 4);
   return out;
+}
+
+void Model::rotate(float* x, int stride, int n, int heads, const int32_t* positions, int sign) {
+  const RopeShape shape{config_.head_dim, config_.rope_dim, static_cast<float>(config_.rope_attention_factor)};
+  backend_->rope(x, stride, n, heads, shape, positions, inv_freq_, sign);
 }
 
 void* Model::buffer(int which, size_t bytes) {
@@ -472,8 +484,8 @@ ForwardResult Model::forward(const std::vector<SequenceStep>& steps, const Forwa
     const Layer& layer = layers_[l];
     backend_->rms_norm(x, layer.attn_norm, static_cast<float>(c.rms_norm_eps), m, c.hidden, h);
     linear(h, m, layer.qkv, qkv_width, c.hidden, layer.qkv_bias, qkv);
-    backend_->rope(qkv, qkv_width, m, c.heads, c.head_dim, d_positions, inv_freq_, 1);
-    backend_->rope(qkv + q_width, qkv_width, m, c.kv_heads, c.head_dim, d_positions, inv_freq_, 1);
+    rotate(qkv, qkv_width, m, c.heads, d_positions, 1);
+    rotate(qkv + q_width, qkv_width, m, c.kv_heads, d_positions, 1);
     backend_->kv_write(l, qkv + q_width, qkv + q_width + kv, qkv_width, d_slots, m);
     if (profiling_) {
       sync();
@@ -562,7 +574,7 @@ void Model::export_kv(const std::vector<int32_t>& slots, const std::vector<int32
   auto* v = static_cast<float*>(buffer(kAttn, per * 4));
   for (int l = 0; l < config_.layers; l++) {
     backend_->kv_read(l, d_slots, count, k, v);
-    backend_->rope(k, kv, count, config_.kv_heads, config_.head_dim, d_positions, inv_freq_, -1);
+    rotate(k, kv, count, config_.kv_heads, d_positions, -1);
     backend_->to_host(out.data() + per * 2 * l, k, per * 4);
     backend_->to_host(out.data() + per * (2 * l + 1), v, per * 4);
   }
@@ -583,7 +595,7 @@ void Model::import_kv(const std::vector<int32_t>& slots, const std::vector<int32
   for (int l = 0; l < config_.layers; l++) {
     backend_->to_device(k, data + per * 2 * l, per * 4);
     backend_->to_device(v, data + per * (2 * l + 1), per * 4);
-    backend_->rope(k, kv, count, config_.kv_heads, config_.head_dim, d_positions, inv_freq_, 1);
+    rotate(k, kv, count, config_.kv_heads, d_positions, 1);
     backend_->kv_write(l, k, v, kv, d_slots, count);
   }
 }
@@ -612,8 +624,8 @@ void Model::relocate_kv(const std::vector<int32_t>& src, const std::vector<int32
     auto* v = static_cast<float*>(buffer(kAttn, static_cast<size_t>(count) * kv * 4));
     for (int l = 0; l < config_.layers; l++) {
       backend_->kv_read(l, d_src, count, k, v);
-      backend_->rope(k, kv, count, config_.kv_heads, config_.head_dim, d_from, inv_freq_, -1);
-      backend_->rope(k, kv, count, config_.kv_heads, config_.head_dim, d_to, inv_freq_, 1);
+      rotate(k, kv, count, config_.kv_heads, d_from, -1);
+      rotate(k, kv, count, config_.kv_heads, d_to, 1);
       backend_->kv_write(l, k, v, kv, d_dst, count);
     }
   }
@@ -639,7 +651,7 @@ std::vector<float> Model::key_means(const std::vector<int32_t>& slots, const std
     host.resize(static_cast<size_t>(count) * kv);
     for (int l = 0; l < config_.layers; l++) {
       backend_->kv_read(l, d_slots, count, k, v);
-      backend_->rope(k, kv, count, config_.kv_heads, config_.head_dim, d_positions, inv_freq_, -1);
+      rotate(k, kv, count, config_.kv_heads, d_positions, -1);
       backend_->to_host(host.data(), k, host.size() * 4);
       for (int i = 0; i < count; i++) {
         float* sum = out.data() + static_cast<size_t>(group[first + i]) * width + static_cast<size_t>(l) * kv;

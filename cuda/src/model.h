@@ -150,6 +150,8 @@ class Model {
   Matrix* load_fused(const std::vector<std::string>& names, const std::vector<int>& rows, int cols);
   float* load_vector(const std::string& name, int n);
   float* load_fused_vector(const std::vector<std::string>& names, const std::vector<int>& sizes);
+  // backend_->rope() with this model's rotary shape (partial rotary, LongRoPE's factor).
+  void rotate(float* x, int stride, int n, int heads, const int32_t* positions, int sign);
 };
 
 }  // namespace ctxr

@@ -106,6 +106,7 @@ ModelConfig model_config_from_json_text(const std::string& text) {
   if (phi3) c.sliding_window = 0;
   c.rope_dim = c.head_dim;
   if (double partial = number_or(json, "partial_rotary_factor", 1); partial != 1) {
+    if (!phi3) bad("partial_rotary_factor is supported for Phi3ForCausalLM only");
     if (!(partial > 0 && partial < 1)) bad("partial_rotary_factor must be in (0, 1]");
     c.rope_dim = static_cast<int>(c.head_dim * partial);
     if (c.rope_dim < 2 || c.rope_dim % 2 != 0) bad("partial_rotary_factor gives an odd or empty rotary dimension " + std::to_string(c.rope_dim));

@@ -64,6 +64,7 @@ ModelConfig model_config_from_gguf(const GgufFile& file) {
   if (c.head_dim % 2 != 0) k.bad(k.key("attention.key_length"), "must be even");
   c.rope_dim = k.positive_int("rope.dimension_count", c.head_dim);
   if (c.rope_dim > c.head_dim || c.rope_dim % 2 != 0) k.bad(k.key("rope.dimension_count"), "must be even and at most the head size " + std::to_string(c.head_dim));
+  if (c.rope_dim != c.head_dim && !phi3) k.bad(k.key("rope.dimension_count"), "differs from the head size (partial rotary is supported for phi3 only)");
   c.rms_norm_eps = k.number("attention.layer_norm_rms_epsilon", 1e-6);
   c.rope_theta = k.number("rope.freq_base", 10000);
   if (c.rope_theta <= 0) k.bad(k.key("rope.freq_base"), "must be positive");

@@ -80,6 +80,34 @@ describe("Phi-3 folders", () => {
     expect(maxAbsDifference(await promptLogits(phi3, 8), await promptLogits(phi3, 2))).toBeGreaterThan(0.05);
   });
 
+  test("LongRoPE and partial rotary: a chunk relocated to new positions is the chunk prefilled there; EXPORT's K has no rotation", async () => {
+    const phi3 = phi3FolderFromLlama(llama.path, join(scratch.path, "relocate"), LONGROPE);
+    const runner = await RunnerProcess.start({ executable, model: phi3, blocks: 64, threads: 2, kvDtype: "f32" });
+    try {
+      const chunk = prompt.slice(0, 20);
+      const n = chunk.length;
+      const prefill = async (table: number[], position: number) =>
+        runner.forward({ sequences: [{ table, tokens: chunk, positions: sequenceRange(position, n), indices: sequenceRange(0, n), logitRows: [n - 1] }] });
+      const next = async (table: number[], position: number) =>
+        (await runner.forward({ sequences: [{ table, tokens: [chunk[0]!], positions: [position], indices: [n], logitRows: [0] }] })).logits[0]!;
+      const [source, there, moved] = [await runner.alloc(2), await runner.alloc(2), await runner.alloc(2)];
+      await prefill(source, 3);
+      await prefill(there, 700);
+      await runner.relocate({ srcTable: source, srcStart: 0, count: n, dstTable: moved, dstStart: 0, positions: sequenceRange(700, n) });
+      const [a, b, c] = [await runner.export({ table: source, start: 0, count: n }), await runner.export({ table: there, start: 0, count: n }), await runner.export({ table: moved, start: 0, count: n })];
+      for (let l = 0; l < a.layers.length; l++) {
+        // Unrotated K does not depend on where the chunk sat (attention is relative), nor does V.
+        expect(maxAbsDifference(a.layers[l]!.k, b.layers[l]!.k)).toBeLessThanOrEqual(1e-4);
+        expect(maxAbsDifference(c.layers[l]!.k, b.layers[l]!.k)).toBeLessThanOrEqual(1e-4);
+      }
+      expect(maxAbsDifference(await next(moved, 700 + n), await next(there, 700 + n))).toBeLessThanOrEqual(1e-4);
+      // Not vacuous: left at the old positions, the keys give other logits.
+      expect(maxAbsDifference(await next(source, 700 + n), await next(there, 700 + n))).toBeGreaterThan(1e-2);
+    } finally {
+      await runner.shutdown();
+    }
+  });
+
   test("bad LongRoPE configs fail to load naming the field", async () => {
     for (const [name, changes, message] of [
       ["short", { ...LONGROPE, rope_scaling: { ...LONGROPE.rope_scaling, long_factor: [1, 2] } }, "rope_scaling.long_factor must be an array of 6 numbers"],

@@ -23,6 +23,7 @@
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
 import { existsSync } from "node:fs";
 import { join } from "node:path";
+import { readGgufFile } from "../../src/model/gguf/ggufReader.ts";
 import { quantizeModel } from "../../src/model/gguf/quantizeModel.ts";
 import { RunnerProcess } from "../../src/runner/runnerProcess.ts";
 import { sequenceRange } from "../../src/runner/runnerProtocol.ts";
@@ -149,6 +150,25 @@ describe.skipIf(!available)("phi3 logits match llama.cpp's", () => {
       console.log(lines.join("\n  "));
     });
   }
+
+  test("ctxr model quantize --type q4_k_m gives a Phi-3 folder llama.cpp's Q4_K_M types, tensor for tensor (attn_qkv as attn_v)", async () => {
+    const llama = tinyModelFolder({ seed: 6, hidden: 256, heads: 4, kvHeads: 2, intermediate: 512, layers: 8 }, "tiny-phi3-mix");
+    try {
+      const folder = phi3FolderFromLlama(llama.path, join(scratch.path, "mix-folder"));
+      const [ours, f32, theirs] = ["ours-q4km", "f32", "llama-q4km"].map((name) => join(scratch.path, `mix-${name}.gguf`));
+      await quantizeModel({ input: folder, output: ours!, type: "q4_k_m" });
+      await quantizeModel({ input: folder, output: f32!, type: "f32" });
+      run([LLAMA_REF, "quantize", f32!, theirs!, String(FTYPE.Q4_K_M)], { LLAMA_LIB_DIR });
+      const types = (file: string) => Object.fromEntries(readGgufFile(file).tensors.map((t) => [t.name, t.typeInfo.name]));
+      const expected = types(theirs!);
+      expect(types(ours!)).toEqual(expected);
+      // Not vacuous: the mix has Q6_K attn_qkv in llama.cpp's more-bits layers and Q4_K elsewhere.
+      expect(expected["blk.0.attn_qkv.weight"]).toBe("Q6_K");
+      expect(expected["blk.1.attn_qkv.weight"]).toBe("Q4_K");
+    } finally {
+      llama.cleanup();
+    }
+  });
 
   test("a Phi-3 folder (LongRoPE, partial rotary) converted by ctxr model quantize: llama.cpp loads it and agrees", async () => {
     const llama = tinyModelFolder({ seed: 5, hidden: 64, heads: 4, kvHeads: 2, intermediate: 96, layers: 2 }, "tiny-phi3-oracle");

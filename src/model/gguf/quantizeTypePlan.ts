@@ -13,7 +13,8 @@
  *                                      attn_v/ffn_down Q6_K
  *   q6_k  18 MOSTLY_Q6_K               Q6_K          Q6_K
  *
- * q4_k_m follows llama.cpp's Q4_K_M: attn_v and ffn_down of layer i (of n) are Q6_K when
+ * q4_k_m follows llama.cpp's Q4_K_M: attn_v (Phi-3's fused attn_qkv counts as attn_v, as
+ * llama-quant.cpp's category_is_attn_v has it) and ffn_down of layer i (of n) are Q6_K when
  * i < n/8, i ≥ 7n/8, or (i − n/8) mod 3 = 2 (integer n/8), Q4_K otherwise.
  *
  * 1-D tensors (norms, biases, rope_freqs) stay F32. A row length (ne[0]) that is not a
@@ -57,7 +58,7 @@ export function tensorTypeFor(plan: QuantizeType, name: string, dims: readonly n
   if (dims.length < 2) return GGML_TYPE.F32;
   const isOutput = name === "output.weight" || (tied && name === "token_embd.weight");
   let wanted = isOutput ? QUANTIZE_PLANS[plan].output : QUANTIZE_PLANS[plan].weights;
-  const layer = /^blk\.(\d+)\.(attn_v|ffn_down)\.weight$/.exec(name);
+  const layer = /^blk\.(\d+)\.(attn_v|attn_qkv|ffn_down)\.weight$/.exec(name);
   if (plan === "q4_k_m" && layer && useMoreBits(Number(layer[1]), layers)) wanted = GGML_TYPE.Q6_K;
   const fits = (type: GgmlType) => dims[0]! % ggmlTypeInfo(type).blockSize === 0;
   if (fits(wanted)) return wanted;

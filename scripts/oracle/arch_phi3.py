@@ -8,6 +8,7 @@ Environment knobs (random_gguf.py has no per-architecture flags):
                        llama.cpp's converter does (sqrt(1 + ln(s) / ln(original)), s = context / original)
   PHI3_SLIDING_WINDOW  attention.sliding_window (llama.cpp ignores it for phi3); default 0
   PHI3_TIED            1: no output.weight (the output is the token embedding)
+  PHI3_TOKENIZER_PRE   tokenizer.ggml.pre (default "default"; Phi-4-mini: gpt-4o)
 """
 import math
 import os
@@ -15,6 +16,8 @@ import os
 # llama.cpp marks special tokens right-stripping for a general.name containing "phi3" or
 # "phi-3", and then needs the SentencePiece tokens </s>, <unk>, <s> our small BPE vocabulary lacks.
 MODEL_NAME = "random phi 4 mini"
+# Phi-4-mini's vocabulary is GPT-4o's: PHI3_TOKENIZER_PRE=gpt-4o writes its pre-tokenizer name.
+TOKENIZER_PRE = os.environ.get("PHI3_TOKENIZER_PRE", "default")
 
 
 def write(writer, rng, shape, tensor):

@@ -60,19 +60,20 @@ Model::Model(const std::string& dir, Backend* backend, int num_blocks, int block
   lm_head_ = tied ? embed_ : load_matrix("lm_head.weight", c.vocab, c.hidden);
   final_norm_ = load_vector("model.norm.weight", c.hidden);
   int q = c.heads * c.head_dim, kv = c.kv_heads * c.head_dim;
+  const bool phi3 = c.architecture == "Phi3ForCausalLM";
   for (int l = 0; l < c.layers; l++) {
     std::string p = "model.layers." + std::to_string(l) + ".";
     Layer layer;
     layer.attn_norm = load_vector(p + "input_layernorm.weight", c.hidden);
     // Phi-3 stores q|k|v and gate|up fused already (qkv_proj, gate_up_proj); others in parts.
-    layer.qkv = weights_->has(p + "self_attn.qkv_proj.weight")
+    layer.qkv = phi3 || weights_->has(p + "self_attn.qkv_proj.weight")
                     ? load_matrix(p + "self_attn.qkv_proj.weight", q + 2 * kv, c.hidden)
                     : load_fused({p + "self_attn.q_proj.weight", p + "self_attn.k_proj.weight", p + "self_attn.v_proj.weight"}, {q, kv, kv}, c.hidden);
     if (weights_->has(p + "self_attn.q_proj.bias"))
       layer.qkv_bias = load_fused_vector({p + "self_attn.q_proj.bias", p + "self_attn.k_proj.bias", p + "self_attn.v_proj.bias"}, {q, kv, kv});
     layer.o = load_matrix(p + "self_attn.o_proj.weight", c.hidden, q);
     layer.mlp_norm = load_vector(p + "post_attention_layernorm.weight", c.hidden);
-    layer.gate_up = weights_->has(p + "mlp.gate_up_proj.weight")
+    layer.gate_up = phi3 || weights_->has(p + "mlp.gate_up_proj.weight")
                         ? load_matrix(p + "mlp.gate_up_proj.weight", 2 * c.intermediate, c.hidden)
                         : load_fused({p + "mlp.gate_proj.weight", p + "mlp.up_proj.weight"}, {c.intermediate, c.intermediate}, c.hidden);
     layer.down = load_matrix(p + "mlp.down_proj.weight", c.hidden, c.intermediate);

@@ -6,6 +6,7 @@
  * test/model/phi3LlamaOracle.test.ts); bad LongRoPE configs fail to load naming the field.
  */
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
+import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { quantizeModel } from "../../src/model/gguf/quantizeModel.ts";
 import { RunnerProcess } from "../../src/runner/runnerProcess.ts";
@@ -106,6 +107,35 @@ describe("Phi-3 folders", () => {
     } finally {
       await runner.shutdown();
     }
+  });
+
+  test("damaged phi3 GGUF files are refused naming the tensor or key", async () => {
+    const phi3 = phi3FolderFromLlama(llama.path, join(scratch.path, "to-damage"), LONGROPE);
+    const gguf = join(scratch.path, "to-damage.gguf");
+    await quantizeModel({ input: phi3, output: gguf, type: "f32" });
+    const good = new Uint8Array(readFileSync(gguf));
+    const at = (text: string) => {
+      const needle = new TextEncoder().encode(text);
+      for (let i = 0; i + needle.length < good.length; i++) if (good.subarray(i, i + needle.length).every((b, j) => b === needle[j])) return i;
+      throw new Error(`no ${text}`);
+    };
+    const loadError = (bytes: Uint8Array, name: string) => {
+      const path = join(scratch.path, name);
+      writeFileSync(path, bytes);
+      const run = Bun.spawnSync([executable, "--model", path, "--blocks", "4"], { stdin: "pipe", stdout: "pipe", stderr: "pipe" });
+      expect(run.exitCode).not.toBe(0);
+      return run.stderr.toString();
+    };
+    const oneFactorTensor = good.slice();
+    oneFactorTensor[at("rope_factors_long.weight") + 15] = "X".charCodeAt(0); // rope_factors_lonX.weight
+    expect(loadError(oneFactorTensor, "one-factor.gguf")).toMatch(/rope_factors_long\.weight and rope_factors_short\.weight come together/);
+    const oddRotary = good.slice();
+    const key = "phi3.rope.dimension_count";
+    new DataView(oddRotary.buffer).setUint32(at(key) + key.length + 4, 13, true); // after the key: type, then the value
+    expect(loadError(oddRotary, "odd-rotary.gguf")).toMatch(/metadata phi3\.rope\.dimension_count must be even and at most the head size 16/);
+    const noQkv = good.slice();
+    noQkv[at("blk.1.attn_qkv.weight") + 9] = "X".charCodeAt(0); // blk.1.attn_Xkv.weight
+    expect(loadError(noQkv, "no-qkv.gguf")).toMatch(/no tensor for model\.layers\.1\.self_attn\.qkv_proj\.weight/);
   });
 
   test("bad LongRoPE configs fail to load naming the field", async () => {

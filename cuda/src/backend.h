@@ -44,6 +44,14 @@ struct KvGeometry {
   KvDtype dtype = KvDtype::F32;
 };
 
+// What rope() rotates of a head: Phi-4-mini rotates 3/4 of it; LongRoPE (Phi-3) multiplies cos
+// and sin by its attention factor, so the rotated part of q·k grows by scale².
+struct RopeShape {
+  int head_dim;
+  int rotary_dim;  // even, <= head_dim
+  float scale = 1;
+};
+
 // One attention call for n_tokens query rows of possibly different sequences.
 struct AttentionBatch {
   int n_tokens;
@@ -120,9 +128,11 @@ class Backend {
   virtual void rms_norm_heads(float* x, int stride, int n, int heads, int head_dim, const float* w, float eps) = 0;
   // y[i][:] = x[i][:] · Wᵀ (+ bias): x is [n][W.cols], y is [n][W.rows], both contiguous.
   virtual void linear(const float* x, int n, const Matrix* w, const float* bias, float* y) = 0;
-  // Rotates `heads` heads of head_dim at the start of each of n rows (row stride `stride`) in
-  // place by angle pos[i] * inv_freq[j], pairs (j, j + head_dim/2); sign -1 undoes the rotation.
-  virtual void rope(float* x, int stride, int n, int heads, int head_dim, const int32_t* pos,
+  // Rotates `heads` heads (shape.head_dim apart) at the start of each of n rows (row stride
+  // `stride`) in place: the first shape.rotary_dim values of a head, pairs (j, j + rotary_dim/2)
+  // by angle pos[i] * inv_freq[j] (rotary_dim/2 frequencies), multiplied by shape.scale; the
+  // rest of the head stays. sign -1 undoes it (the opposite angle, divided by scale).
+  virtual void rope(float* x, int stride, int n, int heads, const RopeShape& shape, const int32_t* pos,
                     const float* inv_freq, int sign) = 0;
   // out[i][j] = silu(x[i][j]) * x[i][ff + j] for rows of 2*ff (gate|up fused), out is [n][ff].
   virtual void silu_mul(const float* x, int n, int ff, float* out) = 0;

@@ -1,4 +1,5 @@
 #include "cpu/quant_gemm.h"
+#include "cpu/quant_gemm32.h"
 
 #include <immintrin.h>
 #include <omp.h>
@@ -39,7 +40,11 @@ Format format_of(DType t) {
     case DType::Q4_0: return {32, 8, false};
     case DType::Q4_K: return {32, 0, true};
     case DType::Q6_K: return {16, 32, false};
-    default: throw std::invalid_argument("quant_gemm: not a quantized dtype");
+    default: {
+      Format f{32, 0, false};
+      if (!gemm32_format(t, f.zero, f.offset)) throw std::invalid_argument("quant_gemm: not a quantized dtype");
+      return f;
+    }
   }
 }
 
@@ -103,7 +108,7 @@ void unpack_row(DType t, const uint8_t* row, int k, uint8_t* u, float* s, float*
       }
       return;
     }
-    default: throw std::invalid_argument("quant_gemm: not a quantized dtype");
+    default: return gemm32_unpack_row(t, row, k, u, s, o);
   }
 }
 
@@ -273,7 +278,7 @@ bool quant_gemm_supports(const QuantMatrix& w, CpuIsa isa) {
   if (w.cols % 256 != 0 && w.cols % 32 != 0) return false;
   for (const QuantRows& p : w.parts) {
     if (!dtype_quantized(p.dtype)) return false;
-    if (isa == CpuIsa::Avx2 && p.dtype == DType::Q8_0) return false;
+    if (isa == CpuIsa::Avx2 && (p.dtype == DType::Q8_0 || !gemm32_fits_avx2(p.dtype))) return false;
   }
   return true;
 }

@@ -1,6 +1,7 @@
 /**
  * Converting float32 values to and from the bytes of every ggml type we support
- * (F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K): one entry point for writers and readers.
+ * (F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K; dequantization also of Q4_1, Q5_0, Q5_1, IQ4_NL and
+ * MXFP4, which we read but do not write): one entry point for writers and readers.
  * Values are a tensor's elements in row-major order; because ne[0] holds whole blocks,
  * a tensor is just a run of blocks. Pure: no I/O.
  *
@@ -9,6 +10,7 @@
  */
 import { bfloat16BitsToFloat32, float16BitsToFloat32, float32ToBfloat16Bits, float32ToFloat16Bits } from "../halfFloats.ts";
 import { GGML_TYPE, GgmlTypeError, ggmlTypeInfo } from "./ggufTypes.ts";
+import { dequantizeBlock32, isBlock32Type } from "./quantBlocks32.ts";
 import { dequantizeQ4_0, quantizeQ4_0 } from "./quantQ4_0.ts";
 import { dequantizeQ4K, quantizeQ4K } from "./quantQ4K.ts";
 import { dequantizeQ6K, quantizeQ6K } from "./quantQ6K.ts";
@@ -71,5 +73,6 @@ export function dequantizeValues(type: number, bytes: Uint8Array, count: number)
     case GGML_TYPE.Q6_K:
       return dequantizeQ6K(bytes, count);
   }
+  if (isBlock32Type(type)) return dequantizeBlock32(type, bytes, count);
   throw new GgmlTypeError(`cannot dequantize ggml type ${type}`);
 }

@@ -5,6 +5,8 @@
 // goes to the AVX2 kernel.
 #include <immintrin.h>
 
+#include <cstring>
+
 #include "cpu/quant_blocks32_simd.h"
 #include "cpu/quant_dot32.h"
 
@@ -35,10 +37,20 @@ CTXR_AVX512 inline __m512 signed_dot4(__m512i v, __m512i aq) {
 }
 inline float act_sum(const ActBlock& a) { return static_cast<float>(a.sum[0] + a.sum[1]); }
 
+// Two blocks' unsigned values q, element i of block j in byte 32j + i; Q5's fifth bits (bit i of
+// each block's qh) set through a 64-bit byte mask.
 template <typename Block, bool kFifthBit>
-CTXR_AVX512 inline __m256i unsigned_values(const Block& b) {
-  if constexpr (kFifthBit) return _mm256_or_si256(nibbles(b.qs), fifth_bits(b.qh));
-  else return nibbles(b.qs);
+CTXR_AVX512 inline __m512i unsigned_values2(const Block& b0, const Block& b1) {
+  const __m512i q = join(nibbles(b0.qs), nibbles(b1.qs));
+  if constexpr (!kFifthBit) {
+    return q;
+  } else {
+    uint32_t h0, h1;
+    std::memcpy(&h0, b0.qh, 4);
+    std::memcpy(&h1, b1.qh, 4);
+    const __mmask64 high = static_cast<__mmask64>(h0) | static_cast<__mmask64>(h1) << 32;
+    return _mm512_mask_add_epi8(q, high, q, _mm512_set1_epi8(16));
+  }
 }
 
 // x = d·q + m: d·d_a·Σ q·a (unsigned q, no offset in the products) + m·d_a·Σa.
@@ -49,7 +61,7 @@ CTXR_AVX512 float dot_with_min(const void* wv, const ActBlock* a, int nb) {
   float mins = 0.f;
   int b = 0;
   for (; b + 1 < nb; b += 2) {
-    const __m512i q = join(unsigned_values<Block, kFifthBit>(w[b]), unsigned_values<Block, kFifthBit>(w[b + 1]));
+    const __m512i q = unsigned_values2<Block, kFifthBit>(w[b], w[b + 1]);
     acc = _mm512_fmadd_ps(dot4(q, load2(a[b].q, a[b + 1].q)), scales2(_cvtsh_ss(w[b].d) * a[b].d, _cvtsh_ss(w[b + 1].d) * a[b + 1].d), acc);
     mins += _cvtsh_ss(w[b].m) * a[b].d * act_sum(a[b]) + _cvtsh_ss(w[b + 1].m) * a[b + 1].d * act_sum(a[b + 1]);
   }
@@ -65,7 +77,7 @@ CTXR_AVX512 float dot_q5_0(const void* wv, const ActBlock* a, int nb) {
   int b = 0;
   for (; b + 1 < nb; b += 2) {
     // q − 16 in [−16, 15] as signed bytes: no offset term through the activation sums.
-    const __m512i q = _mm512_sub_epi8(join(unsigned_values<BlockQ5_0, true>(w[b]), unsigned_values<BlockQ5_0, true>(w[b + 1])), sixteen);
+    const __m512i q = _mm512_sub_epi8(unsigned_values2<BlockQ5_0, true>(w[b], w[b + 1]), sixteen);
     acc = _mm512_fmadd_ps(signed_dot4(q, load2(a[b].q, a[b + 1].q)), scales2(_cvtsh_ss(w[b].d) * a[b].d, _cvtsh_ss(w[b + 1].d) * a[b + 1].d), acc);
   }
   float sum = _mm512_reduce_add_ps(acc);

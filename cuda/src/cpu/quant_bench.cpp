@@ -78,7 +78,7 @@ std::string bench_linear_json(const std::string& type, int m, int n, int k, int 
   const char* path = t == DType::F32 ? "f32-gemm"
                      : t == DType::F16 || t == DType::BF16 ? (path_env ? path_env : m <= half_linear_rows_max() ? "rows" : "gemm")
                      : path_env ? path_env
-                     : (m <= quant_linear_int8_max_rows() || ((t == DType::Q8_0 || t == DType::IQ4_NL) && detected_cpu_isa() == CpuIsa::Avx2) ? "int8" : "gemm");
+                     : (m <= quant_linear_int8_max_rows() ? "int8" : "gemm");
   char buf[400];
   std::snprintf(buf, sizeof buf,
                 "{\"type\":\"%s\",\"m\":%d,\"n\":%d,\"k\":%d,\"threads\":%d,\"isa\":\"%s\",\"path\":\"%s\",\"median_ms\":%.4f,\"gflops\":%.2f,\"weight_gbps\":%.2f}",

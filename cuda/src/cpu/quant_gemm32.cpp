@@ -14,8 +14,6 @@ bool gemm32_format(DType t, int& zero, bool& offset) {
   }
 }
 
-bool gemm32_fits_avx2(DType t) { return t != DType::IQ4_NL; }
-
 void gemm32_unpack_row(DType t, const uint8_t* row, int k, uint8_t* u, float* s, float* o) {
   int zero = 0;
   bool offset = false;

@@ -11,8 +11,6 @@ namespace ctxr {
 
 // Whether t is of the family; then its z and whether it has the per-block offset o.
 bool gemm32_format(DType t, int& zero, bool& offset);
-// AVX2's maddubs takes pairs of u·a below 2¹⁵: not IQ4_NL's u up to 241.
-bool gemm32_fits_avx2(DType t);
 // One row of k elements to u[k], s[k / 32] and (where the format has it) o[k / 32].
 void gemm32_unpack_row(DType t, const uint8_t* row, int k, uint8_t* u, float* s, float* o);
 

@@ -12,7 +12,8 @@
  *
  * Cells, named "ARCH × TYPE (ffn N)" for the shared oracle matrix (test/helpers/llamaOracle.ts)
  * to take over: ctxr-vs-llama.cpp on the quantized file must stay within llama.cpp's own
- * quantized-vs-F32 error on the same positions, worst case and mean (the issue's criterion).
+ * quantized-vs-F32 error on the same positions, worst case and mean (the issue's criterion), and
+ * the mean within half of it.
  *
  * Needs /work/llama (llama_ref, llama.cpp's gguf-py) and /usr/bin/python3 with numpy; skipped
  * where they are absent.
@@ -159,6 +160,9 @@ describe.skipIf(!available)("32-element block types against llama.cpp (llama_ref
         );
         expect(engines.max).toBeLessThanOrEqual(quantization.max);
         expect(engines.mean).toBeLessThanOrEqual(quantization.mean);
+        // Measured 0.10–0.16 of it (the engines quantize activations differently): a wrong
+        // block decode lands near or above llama.cpp's whole quantization error.
+        expect(engines.mean).toBeLessThanOrEqual(0.5 * quantization.mean);
       });
     }
 });

@@ -9,12 +9,15 @@
  *   const back = dequantizeValues(GGML_TYPE.Q4_K, bytes, values.length);
  */
 import { bfloat16BitsToFloat32, float16BitsToFloat32, float32ToBfloat16Bits, float32ToFloat16Bits } from "../halfFloats.ts";
-import { GGML_TYPE, GgmlTypeError, ggmlTypeInfo } from "./ggufTypes.ts";
+import { GGML_TYPE, GgmlTypeError, ggmlTypeInfo, ggmlTypeName } from "./ggufTypes.ts";
 import { dequantizeBlock32, isBlock32Type } from "./quantBlocks32.ts";
 import { dequantizeQ4_0, quantizeQ4_0 } from "./quantQ4_0.ts";
 import { dequantizeQ4K, quantizeQ4K } from "./quantQ4K.ts";
 import { dequantizeQ6K, quantizeQ6K } from "./quantQ6K.ts";
 import { dequantizeQ8_0, quantizeQ8_0 } from "./quantQ8_0.ts";
+
+/** The types quantizeValues writes (dequantizeValues reads every type of ggufTypes.ts). */
+export const QUANTIZABLE_TYPES: readonly number[] = [GGML_TYPE.F32, GGML_TYPE.F16, GGML_TYPE.BF16, GGML_TYPE.Q8_0, GGML_TYPE.Q4_0, GGML_TYPE.Q4_K, GGML_TYPE.Q6_K];
 
 function checkCount(type: number, count: number): void {
   const info = ggmlTypeInfo(type);
@@ -42,7 +45,7 @@ export function quantizeValues(type: number, values: Float32Array): Uint8Array {
     case GGML_TYPE.Q6_K:
       return quantizeQ6K(values);
   }
-  throw new GgmlTypeError(`cannot quantize to ggml type ${type}`);
+  throw new GgmlTypeError(`cannot quantize to ${ggmlTypeName(type)} (ggml type ${type}): ctxr writes ${QUANTIZABLE_TYPES.map(ggmlTypeName).join(", ")}`);
 }
 
 export function dequantizeValues(type: number, bytes: Uint8Array, count: number): Float32Array {

@@ -7,7 +7,7 @@
 import { describe, expect, test } from "bun:test";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
-import { dequantizeValues } from "../../../src/model/gguf/ggufQuantize.ts";
+import { dequantizeValues, quantizeValues } from "../../../src/model/gguf/ggufQuantize.ts";
 import { GGML_TYPE, ggmlTensorBytes, ggmlTypeInfo } from "../../../src/model/gguf/ggufTypes.ts";
 import { e8m0ToFloat32Half } from "../../../src/model/gguf/quantBlocks32.ts";
 import { REPO_ROOT } from "../../helpers/cli.ts";
@@ -51,6 +51,10 @@ describe("32-element block formats", () => {
     expect(ggmlTensorBytes(GGML_TYPE.MXFP4, [544, 3])).toBe(17 * 17 * 3);
     expect(() => ggmlTensorBytes(GGML_TYPE.Q5_0, [48])).toThrow("Q5_0 needs ne[0] to be a multiple of 32, got 48");
     expect(() => dequantizeValues(GGML_TYPE.Q4_1, new Uint8Array(19), 32)).toThrow("Q4_1: 32 values take 20 bytes, 19 given");
+  });
+
+  test("read, not written: quantizing to them is refused by name", () => {
+    expect(() => quantizeValues(GGML_TYPE.Q4_1, new Float32Array(32))).toThrow("cannot quantize to Q4_1 (ggml type 3): ctxr writes F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K");
   });
 
   test("E8M0 halved scale", () => {

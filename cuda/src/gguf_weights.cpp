@@ -19,6 +19,11 @@ DType dtype_of(GgmlType t) {
     case GgmlType::Q4_0: return DType::Q4_0;
     case GgmlType::Q4_K: return DType::Q4_K;
     case GgmlType::Q6_K: return DType::Q6_K;
+    case GgmlType::Q4_1: return DType::Q4_1;
+    case GgmlType::Q5_0: return DType::Q5_0;
+    case GgmlType::Q5_1: return DType::Q5_1;
+    case GgmlType::IQ4_NL: return DType::IQ4_NL;
+    case GgmlType::MXFP4: return DType::MXFP4;
   }
   throw std::logic_error("unmapped ggml type");
 }

@@ -1,6 +1,7 @@
 /**
  * Converting float32 values to and from the bytes of every ggml type we support
- * (F32, F16, BF16, Q8_0, Q4_0, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K): one entry point for writers and readers.
+ * (F32, F16, BF16, Q8_0, Q4_0, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K; dequantization also of Q4_1,
+ * IQ4_NL and MXFP4, which we read but do not write): one entry point for writers and readers.
  * Values are a tensor's elements in row-major order; because ne[0] holds whole blocks,
  * a tensor is just a run of blocks. Pure: no I/O.
  *
@@ -8,7 +9,8 @@
  *   const back = dequantizeValues(GGML_TYPE.Q4_K, bytes, values.length);
  */
 import { bfloat16BitsToFloat32, float16BitsToFloat32, float32ToBfloat16Bits, float32ToFloat16Bits } from "../halfFloats.ts";
-import { GGML_TYPE, GgmlTypeError, ggmlTypeInfo } from "./ggufTypes.ts";
+import { GGML_TYPE, GgmlTypeError, ggmlTypeInfo, ggmlTypeName } from "./ggufTypes.ts";
+import { dequantizeBlock32, isBlock32Type } from "./quantBlocks32.ts";
 import { dequantizeQ4_0, quantizeQ4_0 } from "./quantQ4_0.ts";
 import { dequantizeQ4K, quantizeQ4K } from "./quantQ4K.ts";
 import { dequantizeQ5_0, quantizeQ5_0 } from "./quantQ5_0.ts";
@@ -16,6 +18,9 @@ import { dequantizeQ5_1, quantizeQ5_1 } from "./quantQ5_1.ts";
 import { dequantizeQ5K, quantizeQ5K } from "./quantQ5K.ts";
 import { dequantizeQ6K, quantizeQ6K } from "./quantQ6K.ts";
 import { dequantizeQ8_0, quantizeQ8_0 } from "./quantQ8_0.ts";
+
+/** The types quantizeValues writes (dequantizeValues reads every type of ggufTypes.ts). */
+export const QUANTIZABLE_TYPES: readonly number[] = [GGML_TYPE.F32, GGML_TYPE.F16, GGML_TYPE.BF16, GGML_TYPE.Q8_0, GGML_TYPE.Q4_0, GGML_TYPE.Q5_0, GGML_TYPE.Q5_1, GGML_TYPE.Q4_K, GGML_TYPE.Q5_K, GGML_TYPE.Q6_K];
 
 function checkCount(type: number, count: number): void {
   const info = ggmlTypeInfo(type);
@@ -49,7 +54,7 @@ export function quantizeValues(type: number, values: Float32Array): Uint8Array {
     case GGML_TYPE.Q6_K:
       return quantizeQ6K(values);
   }
-  throw new GgmlTypeError(`cannot quantize to ggml type ${type}`);
+  throw new GgmlTypeError(`cannot quantize to ${ggmlTypeName(type)} (ggml type ${type}): ctxr writes ${QUANTIZABLE_TYPES.map(ggmlTypeName).join(", ")}`);
 }
 
 export function dequantizeValues(type: number, bytes: Uint8Array, count: number): Float32Array {
@@ -86,5 +91,6 @@ export function dequantizeValues(type: number, bytes: Uint8Array, count: number)
     case GGML_TYPE.Q6_K:
       return dequantizeQ6K(bytes, count);
   }
+  if (isBlock32Type(type)) return dequantizeBlock32(type, bytes, count);
   throw new GgmlTypeError(`cannot dequantize ggml type ${type}`);
 }

@@ -54,7 +54,7 @@ describe("32-element block formats", () => {
   });
 
   test("read, not written: quantizing to them is refused by name", () => {
-    expect(() => quantizeValues(GGML_TYPE.Q4_1, new Float32Array(32))).toThrow("cannot quantize to Q4_1 (ggml type 3): ctxr writes F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K");
+    expect(() => quantizeValues(GGML_TYPE.Q4_1, new Float32Array(32))).toThrow("cannot quantize to Q4_1 (ggml type 3): ctxr writes F32, F16, BF16, Q8_0, Q4_0, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K");
   });
 
   test("E8M0 halved scale", () => {

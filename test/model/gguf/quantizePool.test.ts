@@ -12,7 +12,7 @@ describe("quantize pool", () => {
     const copy = values.slice();
     const pool = new QuantizePool(3);
     try {
-      expect(QUANTIZABLE_TYPES.length).toBe(7);
+      expect(QUANTIZABLE_TYPES.length).toBe(10);
       for (const type of QUANTIZABLE_TYPES) {
         expect(Buffer.from(await pool.quantize(type, values)).equals(Buffer.from(quantizeValues(type, values)))).toBe(true);
       }

@@ -1,33 +1,30 @@
 """phi3: Phi-3 / Phi-3.5 / Phi-4-mini (llama.cpp's LLM_ARCH_PHI3 tensor names, src/models/phi3.cpp).
 
 Fused q|k|v in attn_qkv and gate|up in ffn_up (2·ffn rows, gate first), no ffn_gate; NEOX rotary.
-Environment knobs (random_gguf.py has no per-architecture flags):
-  PHI3_ROPE_DIM        rotated dimensions per head (Phi-4-mini: 3/4 of head_dim); default head_dim
-  PHI3_ORIGINAL_CTX    LongRoPE: rope.scaling.original_context_length; with it, the file carries
-                       rope_factors_long/short.weight and rope.scaling.attn_factor computed as
-                       llama.cpp's converter does (sqrt(1 + ln(s) / ln(original)), s = context / original)
-  PHI3_SLIDING_WINDOW  attention.sliding_window (llama.cpp ignores it for phi3); default 0
-  PHI3_TIED            1: no output.weight (the output is the token embedding)
-  PHI3_TOKENIZER_PRE   tokenizer.ggml.pre (default "default"; Phi-4-mini: gpt-4o)
+Options (random_gguf.py --arch-option KEY=VALUE):
+  rope_dim        rotated dimensions per head (Phi-4-mini: 3/4 of head_dim); default head_dim
+  original_ctx    LongRoPE: rope.scaling.original_context_length; with it, the file carries
+                  rope_factors_long/short.weight and rope.scaling.attn_factor computed as
+                  llama.cpp's converter does (sqrt(1 + ln(s) / ln(original)), s = context / original)
+  sliding_window  attention.sliding_window (llama.cpp ignores it for phi3); default 0
+  tied            1: no output.weight (the output is the token embedding)
+  tokenizer_pre   tokenizer.ggml.pre (random_gguf.py's; Phi-4-mini: gpt-4o)
 """
 import math
-import os
 
 # llama.cpp marks special tokens right-stripping for a general.name containing "phi3" or
 # "phi-3", and then needs the SentencePiece tokens </s>, <unk>, <s> our small BPE vocabulary lacks.
 MODEL_NAME = "random phi 4 mini"
-# Phi-4-mini's vocabulary is GPT-4o's: PHI3_TOKENIZER_PRE=gpt-4o writes its pre-tokenizer name.
-TOKENIZER_PRE = os.environ.get("PHI3_TOKENIZER_PRE", "default")
 
 
 def write(writer, rng, shape, tensor):
     import numpy as np
 
-    rope_dim = int(os.environ.get("PHI3_ROPE_DIM", shape.head_dim))
-    original = int(os.environ.get("PHI3_ORIGINAL_CTX", "0"))
+    rope_dim = int(shape.options.get("rope_dim", shape.head_dim))
+    original = int(shape.options.get("original_ctx", "0"))
     writer.add_rope_freq_base(10000.0)
     writer.add_rope_dimension_count(rope_dim)
-    writer.add_sliding_window(int(os.environ.get("PHI3_SLIDING_WINDOW", "0")))
+    writer.add_sliding_window(int(shape.options.get("sliding_window", "0")))
     if original:
         writer.add_rope_scaling_orig_ctx_len(original)
         scale = shape.context / original
@@ -49,5 +46,5 @@ def write(writer, rng, shape, tensor):
         tensor(p + "ffn_up.weight", 2 * shape.ffn, shape.hidden)
         tensor(p + "ffn_down.weight", shape.hidden, shape.ffn)
     tensor("output_norm.weight", shape.hidden)
-    if os.environ.get("PHI3_TIED") != "1":
+    if shape.options.get("tied") != "1":
         tensor("output.weight", shape.vocab, shape.hidden)

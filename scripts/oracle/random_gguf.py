@@ -36,6 +36,7 @@ class Shape:
     ffn: int
     context: int
     vocab: int
+    options: dict
 
 
 def byte_tokens():
@@ -82,6 +83,7 @@ def main():
     parser.add_argument("--head-dim", type=int, default=0, help="default hidden / heads")
     parser.add_argument("--ffn", type=int, default=512)
     parser.add_argument("--context", type=int, default=4096)
+    parser.add_argument("--arch-option", action="append", default=[], metavar="KEY=VALUE", help="an architecture module's own setting (shape.options)")
     parser.add_argument("--gguf-py", default=os.environ.get("GGUF_PY"))
     args = parser.parse_args()
     if args.gguf_py:
@@ -95,7 +97,13 @@ def main():
         known = sorted(f[5:-3] for f in os.listdir(HERE) if f.startswith("arch_") and f.endswith(".py"))
         sys.exit(f"unknown --arch {args.arch} (known: {', '.join(known)})")
     tokens, types, first_special = vocabulary()
-    shape = Shape(args.hidden, args.layers, args.heads, args.kv_heads, args.head_dim or args.hidden // args.heads, args.ffn, args.context, len(tokens))
+    options = {}
+    for option in args.arch_option:
+        key, sep, value = option.partition("=")
+        if not sep:
+            sys.exit(f"--arch-option {option}: expected KEY=VALUE")
+        options[key] = value
+    shape = Shape(args.hidden, args.layers, args.heads, args.kv_heads, args.head_dim or args.hidden // args.heads, args.ffn, args.context, len(tokens), options)
     rng = np.random.default_rng(args.seed)
 
     writer = gguf.GGUFWriter(args.out, getattr(arch, "GGUF_ARCH", args.arch))
@@ -110,7 +118,7 @@ def main():
     writer.add_layer_norm_rms_eps(1e-6)
     writer.add_vocab_size(shape.vocab)
     writer.add_tokenizer_model("gpt2")
-    writer.add_tokenizer_pre(getattr(arch, "TOKENIZER_PRE", "default"))
+    writer.add_tokenizer_pre(options.get("tokenizer_pre", getattr(arch, "TOKENIZER_PRE", "default")))
     writer.add_token_list(tokens)
     writer.add_token_types(types)
     writer.add_token_merges(MERGES)

@@ -61,6 +61,8 @@ setDefaultTimeout(120_000);
 
 interface OracleRow {
   arch: string;
+  /** The row's name when an architecture has several (its files are named after it). */
+  label?: string;
   /** random_gguf.py's shape options for this architecture (its defaults otherwise). */
   options?: RandomGgufOptions;
   /** The file types ctxr must match llama.cpp on (F32 is the reference of the quantized ones). */
@@ -75,6 +77,13 @@ const ORACLE_MATRIX: OracleRow[] = [
   // 8 layers: 0-4 and 6-7 sliding-window (32 entries, so 300 positions run far past it), 5 global
   // with its rope scaled x8 (scripts/oracle/arch_gemma3.py); a window one entry too wide gives 0.73.
   { arch: "gemma3", options: { layers: 8, hidden: 256, heads: 4, kvHeads: 2, headDim: 128, ffn: 512 }, types: ["F32", "Q8_0", "Q4_K_M"] },
+  // Phi-3: fused attn_qkv and gate|up (scripts/oracle/arch_phi3.py); LongRoPE with the long factors
+  // (original context 64 < the runner's cache) and the short ones (2048); Phi-4-mini's shape
+  // (48 of 64 dimensions rotated, tied output, GPT-4o's pre-tokenizer). Without the attention factor F32 is off by 2.75.
+  { arch: "phi3", types: ["F32", "Q8_0", "Q4_K_M"] },
+  { arch: "phi3", label: "phi3 LongRoPE long factors", options: { extraArgs: ["--arch-option", "original_ctx=64", "--arch-option", "sliding_window=32"] }, types: ["F32", "Q8_0", "Q4_K_M"] },
+  { arch: "phi3", label: "phi3 LongRoPE short factors", options: { extraArgs: ["--arch-option", "original_ctx=2048"] }, types: ["F32", "Q8_0"] },
+  { arch: "phi3", label: "Phi-4-mini shape", options: { extraArgs: ["--arch-option", "rope_dim=48", "--arch-option", "original_ctx=64", "--arch-option", "tied=1", "--arch-option", "tokenizer_pre=gpt-4o"] }, types: ["F32", "Q8_0", "Q4_K_M"] },
 ];
 
 const POSITIONS = 300;
@@ -120,7 +129,8 @@ function describeDifference(d: RowsDifference): string {
 }
 
 for (const row of ORACLE_MATRIX) {
-  describe(`${row.arch}: ctxr's log-probabilities match llama.cpp's on llama.cpp's files`, () => {
+  const name = row.label ?? row.arch;
+  describe(`${name}: ctxr's log-probabilities match llama.cpp's on llama.cpp's files`, () => {
     const ids = (vocab: number) => pseudoRandomIds(POSITIONS, vocab, 7);
     const files = new Map<LlamaFileType, string>();
     let llamaF32: LogprobRows;
@@ -130,14 +140,14 @@ for (const row of ORACLE_MATRIX) {
     function fileOf(type: LlamaFileType): string {
       let file = files.get(type);
       if (file === undefined) {
-        file = llamaQuantize(files.get("F32")!, join(scratch.path, `${row.arch}-${type}.gguf`), type);
+        file = llamaQuantize(files.get("F32")!, join(scratch.path, `${name.replace(/\W+/g, "_")}-${type}.gguf`), type);
         files.set(type, file);
       }
       return file;
     }
 
     beforeAll(() => {
-      const f32File = writeRandomGguf(row.arch, join(scratch.path, `${row.arch}-F32.gguf`), row.options);
+      const f32File = writeRandomGguf(row.arch, join(scratch.path, `${name.replace(/\W+/g, "_")}-F32.gguf`), row.options);
       files.set("F32", f32File);
       const vocab = ggufModelTokenizer(readGgufFile(f32File).metadata, f32File).tokenizer.vocabSize;
       llamaF32 = llamaLogprobs(f32File, ids(vocab), scratch.path);
@@ -154,7 +164,7 @@ for (const row of ORACLE_MATRIX) {
         const ctxr = await ctxrLogprobs(runner, file, sequence, PREFILL_POSITIONS);
         expect(ctxr.vocab).toBe(llama.vocab);
         const ours = rowsDifference(ctxr.rows, llama.rows, llama.vocab);
-        const context = `${row.arch} ${type} (${[...new Set(Object.values(tensorTypes))].join(", ")}): ctxr vs llama.cpp ${describeDifference(ours)}`;
+        const context = `${name} ${type} (${[...new Set(Object.values(tensorTypes))].join(", ")}): ctxr vs llama.cpp ${describeDifference(ours)}`;
         if (EXACT_TYPES.has(type)) {
           expect(ours.max, context).toBeLessThanOrEqual(EXACT_MAX);
           expect(ours.mean, context).toBeLessThanOrEqual(EXACT_MEAN);

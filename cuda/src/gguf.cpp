@@ -24,6 +24,8 @@ constexpr TypeInfo kTypes[] = {
     {GgmlType::F32, "F32", 1, 4},      {GgmlType::F16, "F16", 1, 2},        {GgmlType::BF16, "BF16", 1, 2},
     {GgmlType::Q8_0, "Q8_0", 32, 34},  {GgmlType::Q4_0, "Q4_0", 32, 18},    {GgmlType::Q4_K, "Q4_K", 256, 144},
     {GgmlType::Q6_K, "Q6_K", 256, 210},
+    {GgmlType::Q2_K, "Q2_K", 256, 84},  {GgmlType::Q3_K, "Q3_K", 256, 110},   {GgmlType::Q5_K, "Q5_K", 256, 176},
+    {GgmlType::IQ4_XS, "IQ4_XS", 256, 136},
 };
 
 const TypeInfo* info_of(uint32_t t) {
@@ -236,7 +238,7 @@ void GgufFile::parse(const uint8_t* bytes, size_t size) {
     }
     uint32_t type = r.get<uint32_t>("tensor type");
     const TypeInfo* info = info_of(type);
-    if (!info) r.fail("tensor " + t.name + ": type " + unsupported_type_name(type) + " is not supported (F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K)");
+    if (!info) r.fail("tensor " + t.name + ": type " + unsupported_type_name(type) + " is not supported (F32, F16, BF16, Q8_0, Q4_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS)");
     t.type = info->type;
     t.offset = r.get<uint64_t>("tensor offset");
     if (t.dims[0] % static_cast<int64_t>(info->block_elements) != 0)

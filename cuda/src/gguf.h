@@ -11,7 +11,7 @@
 namespace ctxr {
 
 // ggml tensor types this runner reads (the numbers are ggml's).
-enum class GgmlType : uint32_t { F32 = 0, F16 = 1, Q4_0 = 2, Q8_0 = 8, Q4_K = 12, Q6_K = 14, BF16 = 30 };
+enum class GgmlType : uint32_t { F32 = 0, F16 = 1, Q4_0 = 2, Q8_0 = 8, Q2_K = 10, Q3_K = 11, Q4_K = 12, Q5_K = 13, Q6_K = 14, IQ4_XS = 23, BF16 = 30 };
 
 // GGUF metadata value types (the numbers are GGUF's).
 enum class GgufValueType : uint32_t { U8 = 0, I8, U16, I16, U32, I32, F32, Bool, String, Array, U64, I64, F64 };

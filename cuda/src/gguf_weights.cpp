@@ -19,6 +19,10 @@ DType dtype_of(GgmlType t) {
     case GgmlType::Q4_0: return DType::Q4_0;
     case GgmlType::Q4_K: return DType::Q4_K;
     case GgmlType::Q6_K: return DType::Q6_K;
+    case GgmlType::Q2_K: return DType::Q2_K;
+    case GgmlType::Q3_K: return DType::Q3_K;
+    case GgmlType::Q5_K: return DType::Q5_K;
+    case GgmlType::IQ4_XS: return DType::IQ4_XS;
   }
   throw std::logic_error("unmapped ggml type");
 }

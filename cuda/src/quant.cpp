@@ -5,16 +5,17 @@
 #include <stdexcept>
 
 #include "halfs.h"
+#include "quant_superblock.h"
 
 namespace ctxr {
 
-bool dtype_quantized(DType t) { return t == DType::Q8_0 || t == DType::Q4_0 || t == DType::Q4_K || t == DType::Q6_K; }
+bool dtype_quantized(DType t) { return t == DType::Q8_0 || t == DType::Q4_0 || t == DType::Q4_K || t == DType::Q6_K || dtype_is_superblock(t); }
 
 int dtype_block_elements(DType t) {
   switch (t) {
     case DType::Q8_0: case DType::Q4_0: return 32;
     case DType::Q4_K: case DType::Q6_K: return 256;
-    default: return 1;
+    default: return dtype_is_superblock(t) ? 256 : 1;
   }
 }
 
@@ -26,8 +27,8 @@ size_t dtype_block_bytes(DType t) {
     case DType::Q4_0: return sizeof(BlockQ4_0);
     case DType::Q4_K: return sizeof(BlockQ4_K);
     case DType::Q6_K: return sizeof(BlockQ6_K);
+    default: return superblock_bytes(t);
   }
-  return 0;
 }
 
 size_t dtype_row_bytes(DType t, int cols) {
@@ -102,6 +103,9 @@ void dequantize_row(DType t, const void* row, int cols, float* out) {
           }
         }
       }
+      return;
+    default:
+      dequantize_superblock_row(t, row, cols, out);
       return;
   }
 }

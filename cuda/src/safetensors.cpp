@@ -23,6 +23,10 @@ const char* dtype_name(DType d) {
     case DType::Q4_0: return "q4_0";
     case DType::Q4_K: return "q4_k";
     case DType::Q6_K: return "q6_k";
+    case DType::Q2_K: return "q2_k";
+    case DType::Q3_K: return "q3_k";
+    case DType::Q5_K: return "q5_k";
+    case DType::IQ4_XS: return "iq4_xs";
   }
   return "?";
 }

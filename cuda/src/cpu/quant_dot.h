@@ -20,6 +20,9 @@ using QuantDotFn = float (*)(const void* w, const ActBlock* a, int blocks32);
 QuantDotFn quant_dot_avx2(DType t);
 QuantDotFn quant_dot_avx512(DType t);  // call only where cpu_has_avx512_vnni()
 QuantDotFn quant_dot(DType t, CpuIsa isa);
+// Q2_K, Q3_K, Q5_K and IQ4_XS (quant_dot_superblock_*.cpp; null for other types).
+QuantDotFn quant_dot_superblock_avx2(DType t);
+QuantDotFn quant_dot_superblock_avx512(DType t);
 
 // The same with the activation row's per-block f32 side data laid out contiguously (so that a
 // 256-element super-block's scales are one load): ad[b] = a[b].d, adsum16[2b + h] =

@@ -308,7 +308,7 @@ QuantDotFn quant_dot_avx512(DType t) {
     case DType::Q4_0: return dot_q4_0;
     case DType::Q4_K: return dot_q4_k;
     case DType::Q6_K: return dot_q6_k;
-    default: return nullptr;
+    default: return quant_dot_superblock_avx512(t);
   }
 }
 

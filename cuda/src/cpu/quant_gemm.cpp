@@ -10,6 +10,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "cpu/quant_unpack_superblock.h"
 #include "halfs.h"
 #include "quant.h"
 
@@ -30,7 +31,7 @@ constexpr int kMr256 = 2;       // per AVX2 call (two 256-bit halves of a panel 
 struct Format {
   int group;    // elements per scale
   int zero;     // z of w = s·(u − z)
-  bool offset;  // Q4_K: per-group additive offset
+  bool offset;  // Q4_K, Q5_K, Q2_K: per-group additive offset
 };
 
 Format format_of(DType t) {
@@ -39,7 +40,11 @@ Format format_of(DType t) {
     case DType::Q4_0: return {32, 8, false};
     case DType::Q4_K: return {32, 0, true};
     case DType::Q6_K: return {16, 32, false};
-    default: throw std::invalid_argument("quant_gemm: not a quantized dtype");
+    default: {
+      SuperblockGemmFormat f;
+      if (!superblock_gemm_format(t, f)) throw std::invalid_argument("quant_gemm: not a quantized dtype");
+      return {f.group, f.zero, f.offset};
+    }
   }
 }
 
@@ -103,11 +108,11 @@ void unpack_row(DType t, const uint8_t* row, int k, uint8_t* u, float* s, float*
       }
       return;
     }
-    default: throw std::invalid_argument("quant_gemm: not a quantized dtype");
+    default: unpack_superblock_row(t, row, k, u, s, o);
   }
 }
 
-// A panel of kNr weight rows: q [k/4][kNr][4] bytes, scale [k/group][kNr], offset [k/32][kNr].
+// A panel of kNr weight rows: q [k/4][kNr][4] bytes, scale [k/group][kNr], offset [k/group][kNr].
 struct Panel {
   uint8_t* q;
   float* scale;
@@ -119,7 +124,7 @@ struct Acts {
   const ActBlock* act;  // [n][nb]
   int nb;
   const int32_t* zs;    // [n][k / group]: −z·Σa over each group, or null when z = 0
-  const float* adsum;   // [n][nb]: d_a·Σa over each block (Q4_K's offsets), or null
+  const float* adsum;   // [n][k / group]: d_a·Σa over each group (the offsets'), or null
 };
 
 inline int32_t act4(const ActBlock& a, int at) {
@@ -148,7 +153,7 @@ CTXR_AVX512 void kernel_avx512(const Panel& p, int k, const Acts& a, int i0, flo
       fa[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ia[i]), _mm512_mul_ps(s, _mm512_set1_ps(act[static_cast<size_t>(i) * a.nb + b].d)), fa[i]);
     if (OFF) {
       const __m512 o = _mm512_loadu_ps(p.offset + static_cast<size_t>(g) * kNr);
-      for (int i = 0; i < MR; i++) fa[i] = _mm512_fmadd_ps(o, _mm512_set1_ps(a.adsum[static_cast<size_t>(i0 + i) * a.nb + b]), fa[i]);
+      for (int i = 0; i < MR; i++) fa[i] = _mm512_fmadd_ps(o, _mm512_set1_ps(a.adsum[static_cast<size_t>(i0 + i) * zs_ld + g]), fa[i]);
     }
   }
   const __mmask16 mask = valid >= kNr ? 0xFFFF : static_cast<__mmask16>((1u << valid) - 1);
@@ -185,7 +190,7 @@ void kernel_avx2(const Panel& p, int k, const Acts& a, int i0, float* y, int ldy
     if (OFF) {
       const __m256 o0 = _mm256_loadu_ps(p.offset + static_cast<size_t>(g) * kNr), o1 = _mm256_loadu_ps(p.offset + static_cast<size_t>(g) * kNr + 8);
       for (int i = 0; i < MR; i++) {
-        const __m256 ds = _mm256_set1_ps(a.adsum[static_cast<size_t>(i0 + i) * a.nb + b]);
+        const __m256 ds = _mm256_set1_ps(a.adsum[static_cast<size_t>(i0 + i) * zs_ld + g]);
         fa[i][0] = _mm256_fmadd_ps(o0, ds, fa[i][0]);
         fa[i][1] = _mm256_fmadd_ps(o1, ds, fa[i][1]);
       }
@@ -225,7 +230,7 @@ KernelFn kernel_for(CpuIsa isa, int mr) {
 }
 
 KernelFn kernel_for(const Format& f, CpuIsa isa, int mr) {
-  if (f.group == 16) return kernel_for<16, false>(isa, mr);
+  if (f.group == 16) return f.offset ? kernel_for<16, true>(isa, mr) : kernel_for<16, false>(isa, mr);
   return f.offset ? kernel_for<32, true>(isa, mr) : kernel_for<32, false>(isa, mr);
 }
 
@@ -273,7 +278,7 @@ bool quant_gemm_supports(const QuantMatrix& w, CpuIsa isa) {
   if (w.cols % 256 != 0 && w.cols % 32 != 0) return false;
   for (const QuantRows& p : w.parts) {
     if (!dtype_quantized(p.dtype)) return false;
-    if (isa == CpuIsa::Avx2 && p.dtype == DType::Q8_0) return false;
+    if (isa == CpuIsa::Avx2 && format_of(p.dtype).zero == 128) return false;  // u up to 255: maddubs could saturate
   }
   return true;
 }
@@ -320,8 +325,13 @@ void quant_gemm(const float* x, int n, const QuantMatrix& w, const float* bias, 
           }
       }
       if (pa.f.offset) {
-        pa.adsum.resize(static_cast<size_t>(n) * nb);
-        for (size_t b = 0; b < pa.adsum.size(); b++) pa.adsum[b] = act[b].d * static_cast<float>(act[b].sum[0] + act[b].sum[1]);
+        pa.adsum.resize(static_cast<size_t>(n) * groups);
+        for (int i = 0; i < n; i++)
+          for (int g = 0; g < groups; g++) {
+            const ActBlock& ab = act[static_cast<size_t>(i) * nb + g * pa.f.group / 32];
+            const int sum = pa.f.group == 32 ? ab.sum[0] + ab.sum[1] : ab.sum[g % 2];
+            pa.adsum[static_cast<size_t>(i) * groups + g] = ab.d * static_cast<float>(sum);
+          }
       }
     }
     for (int r = 0; r < part.rows; r += kTileRows) jobs.push_back({static_cast<int>(pi), r});
@@ -332,10 +342,10 @@ void quant_gemm(const float* x, int n, const QuantMatrix& w, const float* bias, 
 #pragma omp parallel num_threads(threads)
   {
     std::vector<uint8_t> u(static_cast<size_t>(kNr) * k);  // a panel's rows unpacked
-    std::vector<float> s(k / 16), o(k / 32);
+    std::vector<float> s(k / 16), o(k / 16);
     auto q = aligned_array<uint8_t>(static_cast<size_t>(panels_max) * k * kNr);
     auto sc = aligned_array<float>(static_cast<size_t>(panels_max) * (k / 16) * kNr);
-    auto of = aligned_array<float>(static_cast<size_t>(panels_max) * (k / 32) * kNr);
+    auto of = aligned_array<float>(static_cast<size_t>(panels_max) * (k / 16) * kNr);
 #pragma omp for schedule(dynamic)
     for (size_t j = 0; j < jobs.size(); j++) {
       const QuantRows& part = w.parts[jobs[j].part];
@@ -345,7 +355,7 @@ void quant_gemm(const float* x, int n, const QuantMatrix& w, const float* bias, 
       Panel panel[kTileRows / kNr];
       for (int p = 0; p < panels; p++) {
         panel[p] = {q.get() + static_cast<size_t>(p) * k * kNr, sc.get() + static_cast<size_t>(p) * groups * kNr,
-                    of.get() + static_cast<size_t>(p) * (k / 32) * kNr};
+                    of.get() + static_cast<size_t>(p) * groups * kNr};
         for (int r = 0; r < kNr; r++) {
           const int row = jobs[j].row0 + p * kNr + r;
           uint8_t* ur = u.data() + static_cast<size_t>(r) * k;
@@ -358,7 +368,7 @@ void quant_gemm(const float* x, int n, const QuantMatrix& w, const float* bias, 
           }
           for (int g = 0; g < groups; g++) panel[p].scale[static_cast<size_t>(g) * kNr + r] = s[g];
           if (pa.f.offset)
-            for (int b = 0; b < k / 32; b++) panel[p].offset[static_cast<size_t>(b) * kNr + r] = o[b];
+            for (int g = 0; g < groups; g++) panel[p].offset[static_cast<size_t>(g) * kNr + r] = o[g];
         }
         transpose_rows(u.data(), k, panel[p].q);
       }

@@ -1,0 +1,64 @@
+// The 256-element super-block formats beyond Q4_K/Q6_K, as GGUF stores them (llama.cpp's
+// ggml-common.h block_q2_K, block_q3_K, block_q5_K, block_iq4_xs), and their scalar reference
+// dequantization. In each, element e of a super-block belongs to the 16- or 32-element
+// sub-block e/16 or e/32 (scales below are per sub-block):
+//
+//   Q2_K  84 B: u8 scales[16] (low nibble scale, high nibble min), u8 qs[64], f16 d, f16 dmin.
+//               e = 128h + 32j + l:  q = qs[32h + l] >> 2j & 3;  x = d·sc·q − dmin·m (per 16)
+//   Q3_K 110 B: u8 hmask[32], u8 qs[64], u8 scales[12] (16 six-bit scales, stored + 32), f16 d.
+//               e = 128h + 32j + l:  q = (qs[32h + l] >> 2j & 3) | (hmask[l] >> (4h + j) & 1) << 2
+//               x = d·(sc − 32)·(q − 4) (per 16)
+//   Q5_K 176 B: f16 d, f16 dmin, u8 scales[12] (as Q4_K), u8 qh[32], u8 qs[128].
+//               e = 64c + 32n + l:  q = (qs[32c + l] >> 4n & 15) | (qh[l] >> (2c + n) & 1) << 4
+//               x = d·sc·q − dmin·m (per 32)
+//   IQ4_XS 136 B: f16 d, u16 scales_h (2 high bits a sub-block), u8 scales_l[4] (4 low bits),
+//               u8 qs[128].  e = 32k + 16n + l:  x = d·(ls − 32)·kIq4nlValues[qs[16k + l] >> 4n & 15]
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+#include "backend.h"
+
+namespace ctxr {
+
+struct BlockQ2_K {
+  uint8_t scales[16];
+  uint8_t qs[64];
+  uint16_t d, dmin;
+};
+struct BlockQ3_K {
+  uint8_t hmask[32];
+  uint8_t qs[64];
+  uint8_t scales[12];
+  uint16_t d;
+};
+struct BlockQ5_K {
+  uint16_t d, dmin;
+  uint8_t scales[12];
+  uint8_t qh[32];
+  uint8_t qs[128];
+};
+struct BlockIQ4_XS {
+  uint16_t d;
+  uint16_t scales_h;
+  uint8_t scales_l[4];
+  uint8_t qs[128];
+};
+static_assert(sizeof(BlockQ2_K) == 84 && sizeof(BlockQ3_K) == 110 && sizeof(BlockQ5_K) == 176 && sizeof(BlockIQ4_XS) == 136,
+              "ggml block sizes");
+
+// IQ4_NL / IQ4_XS's sixteen non-linear int8 levels.
+extern const int8_t kIq4nlValues[16];
+
+bool dtype_is_superblock(DType t);  // Q2_K, Q3_K, Q5_K, IQ4_XS
+size_t superblock_bytes(DType t);   // 0 for other types
+
+// Q3_K's sixteen signed scales (sc − 32, in [−32, 31]).
+void q3k_scales(const uint8_t* packed, int8_t out[16]);
+// IQ4_XS's eight signed scales (ls − 32).
+void iq4xs_scales(const BlockIQ4_XS& blk, int8_t out[8]);
+
+// One row of `cols` (a multiple of 256) elements of t to float32: the reference.
+void dequantize_superblock_row(DType t, const void* row, int cols, float* out);
+
+}  // namespace ctxr

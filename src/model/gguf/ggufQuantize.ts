@@ -1,6 +1,7 @@
 /**
  * Converting float32 values to and from the bytes of every ggml type we support
- * (F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K): one entry point for writers and readers.
+ * (F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K; read only: Q2_K, Q3_K, Q5_K, IQ4_XS): one entry
+ * point for writers and readers.
  * Values are a tensor's elements in row-major order; because ne[0] holds whole blocks,
  * a tensor is just a run of blocks. Pure: no I/O.
  *
@@ -8,6 +9,7 @@
  *   const back = dequantizeValues(GGML_TYPE.Q4_K, bytes, values.length);
  */
 import { bfloat16BitsToFloat32, float16BitsToFloat32, float32ToBfloat16Bits, float32ToFloat16Bits } from "../halfFloats.ts";
+import { dequantizeIQ4XS, dequantizeQ2K, dequantizeQ3K, dequantizeQ5K } from "./dequantSuperblock.ts";
 import { GGML_TYPE, GgmlTypeError, ggmlTypeInfo } from "./ggufTypes.ts";
 import { dequantizeQ4_0, quantizeQ4_0 } from "./quantQ4_0.ts";
 import { dequantizeQ4K, quantizeQ4K } from "./quantQ4K.ts";
@@ -70,6 +72,14 @@ export function dequantizeValues(type: number, bytes: Uint8Array, count: number)
       return dequantizeQ4K(bytes, count);
     case GGML_TYPE.Q6_K:
       return dequantizeQ6K(bytes, count);
+    case GGML_TYPE.Q2_K:
+      return dequantizeQ2K(bytes, count);
+    case GGML_TYPE.Q3_K:
+      return dequantizeQ3K(bytes, count);
+    case GGML_TYPE.Q5_K:
+      return dequantizeQ5K(bytes, count);
+    case GGML_TYPE.IQ4_XS:
+      return dequantizeIQ4XS(bytes, count);
   }
   throw new GgmlTypeError(`cannot dequantize ggml type ${type}`);
 }

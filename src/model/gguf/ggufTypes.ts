@@ -8,6 +8,7 @@
  *   Q8_0: 32 elements, 34 bytes  (f16 d, 32 int8)
  *   Q4_K: 256 elements, 144 bytes (f16 d, f16 dmin, 12 bytes of 6-bit scales/mins, 128 bytes of nibbles)
  *   Q6_K: 256 elements, 210 bytes (ql[128], qh[64], int8 scales[16], f16 d)
+ *   Q2_K, Q3_K, Q5_K, IQ4_XS: 256 elements, 84, 110, 176, 136 bytes (dequantSuperblock.ts)
  */
 
 export const GGML_TYPE = {
@@ -15,8 +16,12 @@ export const GGML_TYPE = {
   F16: 1,
   Q4_0: 2,
   Q8_0: 8,
+  Q2_K: 10,
+  Q3_K: 11,
   Q4_K: 12,
+  Q5_K: 13,
   Q6_K: 14,
+  IQ4_XS: 23,
   BF16: 30,
 } as const;
 
@@ -41,6 +46,10 @@ export const GGML_TYPE_INFO: ReadonlyMap<number, GgmlTypeInfo> = new Map(
       ["Q8_0", 32, 34],
       ["Q4_K", 256, 144],
       ["Q6_K", 256, 210],
+      ["Q2_K", 256, 84],
+      ["Q3_K", 256, 110],
+      ["Q5_K", 256, 176],
+      ["IQ4_XS", 256, 136],
       ["BF16", 1, 2],
     ] as const
   ).map(([name, blockSize, blockBytes]) => [GGML_TYPE[name], { id: GGML_TYPE[name], name, blockSize, blockBytes }]),

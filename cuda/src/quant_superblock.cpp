@@ -21,22 +21,6 @@ size_t superblock_bytes(DType t) {
   }
 }
 
-void q3k_scales(const uint8_t* packed, int8_t out[16]) {
-  for (int i = 0; i < 16; i++) {
-    const int low = (packed[i % 8] >> (4 * (i / 8))) & 15;
-    const int high = (packed[8 + i % 4] >> (2 * (i / 4))) & 3;
-    out[i] = static_cast<int8_t>((low | high << 4) - 32);
-  }
-}
-
-void iq4xs_scales(const BlockIQ4_XS& blk, int8_t out[8]) {
-  for (int k = 0; k < 8; k++) {
-    const int low = (blk.scales_l[k / 2] >> (4 * (k % 2))) & 15;
-    const int high = (blk.scales_h >> (2 * k)) & 3;
-    out[k] = static_cast<int8_t>((low | high << 4) - 32);
-  }
-}
-
 void dequantize_superblock_row(DType t, const void* row, int cols, float* out) {
   if (cols % 256 != 0) throw std::invalid_argument("a super-block row must hold whole 256-element blocks");
   for (int b = 0; b < cols / 256; b++) {

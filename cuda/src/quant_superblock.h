@@ -16,6 +16,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 
 #include "backend.h"
 
@@ -53,10 +54,25 @@ extern const int8_t kIq4nlValues[16];
 bool dtype_is_superblock(DType t);  // Q2_K, Q3_K, Q5_K, IQ4_XS
 size_t superblock_bytes(DType t);   // 0 for other types
 
-// Q3_K's sixteen signed scales (sc − 32, in [−32, 31]).
-void q3k_scales(const uint8_t* packed, int8_t out[16]);
-// IQ4_XS's eight signed scales (ls − 32).
-void iq4xs_scales(const BlockIQ4_XS& blk, int8_t out[8]);
+// Q3_K's sixteen signed scales (sc − 32, in [−32, 31]), four at a time as bytes of 32-bit words:
+// scale i has its low nibble in byte i % 8 (bits 4·(i / 8)..) and its two high bits in byte
+// 8 + i % 4 (bits 2·(i / 4)..). Inline: the decode kernels call it per super-block and row.
+inline void q3k_scales(const uint8_t* packed, int8_t out[16]) {
+  uint32_t u[3];
+  std::memcpy(u, packed, 12);
+  const uint32_t words[4] = {(u[0] & 0x0f0f0f0f) | (u[2] & 0x03030303) << 4, (u[1] & 0x0f0f0f0f) | (u[2] >> 2 & 0x03030303) << 4,
+                             (u[0] >> 4 & 0x0f0f0f0f) | (u[2] >> 4 & 0x03030303) << 4, (u[1] >> 4 & 0x0f0f0f0f) | (u[2] >> 6 & 0x03030303) << 4};
+  for (int w = 0; w < 4; w++)
+    for (int b = 0; b < 4; b++) out[4 * w + b] = static_cast<int8_t>(static_cast<int>(words[w] >> (8 * b) & 63) - 32);
+}
+
+// IQ4_XS's eight signed scales (ls − 32): sub-block k's low nibble is bits 4k.. of scales_l (as
+// one 32-bit word), its two high bits are bits 2k.. of scales_h.
+inline void iq4xs_scales(const BlockIQ4_XS& blk, int8_t out[8]) {
+  uint32_t low;
+  std::memcpy(&low, blk.scales_l, 4);
+  for (int k = 0; k < 8; k++) out[k] = static_cast<int8_t>(static_cast<int>((low >> (4 * k) & 15) | (blk.scales_h >> (2 * k) & 3) << 4) - 32);
+}
 
 // One row of `cols` (a multiple of 256) elements of t to float32: the reference.
 void dequantize_superblock_row(DType t, const void* row, int cols, float* out);

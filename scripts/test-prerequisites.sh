@@ -3,23 +3,39 @@
 #   g++, make      the model runner's CPU build (cuda/, built by the engine tests when missing)
 #   redis-server   the shared-state and remote KV-tier tests start a real one of their own
 #   python3        the cross-checks against the Python mirrors (/usr/bin/python3, not a pyenv shim)
+#   python3-numpy  llama.cpp's gguf-py, which writes the random-weight files of the llama.cpp oracle tests
+#   git            the sparse checkout of llama.cpp's sources for that oracle (tools/llama-oracle/setup.sh)
 # Missing ones are installed with apt-get when running as root on Debian/Ubuntu; otherwise the
-# exact install line is printed and the step fails, before any test runs.
+# exact install line is printed and the step fails, before any test runs. Then the llama.cpp oracle
+# is set up (tools/llama-oracle/setup.sh: a no-op when it already is).
 set -uo pipefail
 
 missing=()
 command -v g++ >/dev/null 2>&1 || missing+=(g++)
 command -v make >/dev/null 2>&1 || missing+=(make)
 command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
-[ -x /usr/bin/python3 ] || missing+=(python3)
-[ ${#missing[@]} -eq 0 ] && exit 0
+command -v git >/dev/null 2>&1 || missing+=(git)
+if [ -x /usr/bin/python3 ]; then
+  /usr/bin/python3 -c "import numpy" >/dev/null 2>&1 || missing+=(python3-numpy)
+else
+  missing+=(python3 python3-numpy)
+fi
+
+set_up_oracle() {
+  bash "$(dirname "$0")/../tools/llama-oracle/setup.sh" >/dev/null && return 0
+  echo "test prerequisites: setting up the llama.cpp oracle failed (bash tools/llama-oracle/setup.sh shows why)" >&2
+  return 1
+}
+
+[ ${#missing[@]} -eq 0 ] && { set_up_oracle; exit $?; }
 
 line="apt-get install -y ${missing[*]}"
 if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; then
   echo "test prerequisites: installing ${missing[*]} ($line)"
   export DEBIAN_FRONTEND=noninteractive
   if apt-get install -y -qq "${missing[@]}" >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq "${missing[@]}" >/dev/null; }; then
-    exit 0
+    set_up_oracle
+    exit $?
   fi
   echo "test prerequisites: '$line' failed; install ${missing[*]} and run the tests again" >&2
   exit 1

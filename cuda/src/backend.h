@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <stdexcept>
+#include <string>
 #include <vector>
 
 namespace ctxr {
@@ -53,6 +54,9 @@ struct AttentionBatch {
   const int32_t* token_seq;     // [n_tokens] row of block_tables
   const int32_t* token_len;     // [n_tokens] visible entries: sequence index + 1
   int max_len;                  // max of token_len
+  // Sliding-window attention (backend supports_sliding_window()): when > 0, token t attends only
+  // to entries token_len[t] - window .. token_len[t] - 1 (llama.cpp: masked when p1 - p0 >= window).
+  int window;
   // Optional statistics: when stat_row is not null, token t with stat_row[t] >= 0 writes the
   // head-averaged attention probabilities over its entries into stats[stat_row[t]][0..len),
   // zero-filling [len, max_len).
@@ -110,6 +114,10 @@ class Backend {
   virtual void embed(const Matrix* table, const int32_t* tokens, int n, float* out) = 0;
   // out[i] = x[i] / rms(x[i]) * w, rows of width d; x and out may alias.
   virtual void rms_norm(const float* x, const float* w, float eps, int n, int d, float* out) = 0;
+  // RMSNorm of each head on its own (Qwen3's q/k norm): in each of n rows (row stride `stride`),
+  // the first `heads` heads of head_dim floats are each scaled by 1/rms(head) * w, in place; w
+  // is one head_dim weight shared by every head.
+  virtual void rms_norm_heads(float* x, int stride, int n, int heads, int head_dim, const float* w, float eps) = 0;
   // y[i][:] = x[i][:] · Wᵀ (+ bias): x is [n][W.cols], y is [n][W.rows], both contiguous.
   virtual void linear(const float* x, int n, const Matrix* w, const float* bias, float* y) = 0;
   // Rotates `heads` heads of head_dim at the start of each of n rows (row stride `stride`) in
@@ -120,6 +128,17 @@ class Backend {
   virtual void silu_mul(const float* x, int n, int ff, float* out) = 0;
   // x += y over n floats.
   virtual void add(float* x, const float* y, size_t n) = 0;
+
+  // Gemma 3's ops (model_config.h's gelu_tanh, embedding_scale, AttentionBatch::window);
+  // a backend without them refuses such a model at load (Model checks supports_gemma3_ops()).
+  virtual bool supports_gemma3_ops() const { return false; }
+  // out[i][j] = gelu_tanh(x[i][j]) * x[i][ff + j] for rows of 2*ff (gate|up fused), out is [n][ff];
+  // gelu_tanh(g) = g/2 · (1 + tanh(√(2/π) · (g + 0.044715 g³))).
+  virtual void gelu_tanh_mul(const float* x, int n, int ff, float* out) {
+    throw std::runtime_error(std::string("the ") + name() + " backend has no GeGLU");
+  }
+  // x *= s over n floats.
+  virtual void scale(float* x, float s, size_t n) { throw std::runtime_error(std::string("the ") + name() + " backend has no scale op"); }
   // dst[i][:] = src[rows[i]][:], rows of width d.
   virtual void gather_rows(const float* src, const int32_t* rows, int n, int d, float* dst) = 0;
 

@@ -31,8 +31,15 @@ bool ends_with(const std::string& s, const std::string& end) {
   return s.size() >= end.size() && s.compare(s.size() - end.size(), end.size(), end) == 0;
 }
 
+// Gemma 3's norms: llama.cpp's ffn_norm is its pre-feedforward norm, and the post-attention norm
+// (Hugging Face post_attention_layernorm) normalizes the attention output.
+const std::pair<const char*, const char*> kGemma3Parts[] = {
+    {"post_attention_norm", "post_attention_layernorm"}, {"ffn_norm", "pre_feedforward_layernorm"},
+    {"post_ffw_norm", "post_feedforward_layernorm"}, {"attn_q_norm", "self_attn.q_norm"},
+    {"attn_k_norm", "self_attn.k_norm"}};
+
 // llama.cpp's name of a tensor → the Hugging Face name; "" for tensors the model does not use.
-std::string hf_name(const std::string& name) {
+std::string hf_name(const std::string& name, bool gemma3) {
   static const std::pair<const char*, const char*> top[] = {
       {"token_embd.weight", "model.embed_tokens.weight"}, {"output_norm.weight", "model.norm.weight"}, {"output.weight", "lm_head.weight"}};
   for (const auto& [g, h] : top)
@@ -44,11 +51,17 @@ std::string hf_name(const std::string& name) {
   static const std::pair<const char*, const char*> parts[] = {
       {"attn_norm", "input_layernorm"}, {"attn_q", "self_attn.q_proj"}, {"attn_k", "self_attn.k_proj"},
       {"attn_v", "self_attn.v_proj"},   {"attn_output", "self_attn.o_proj"}, {"ffn_norm", "post_attention_layernorm"},
-      {"ffn_gate", "mlp.gate_proj"},    {"ffn_up", "mlp.up_proj"},         {"ffn_down", "mlp.down_proj"}};
-  for (const auto& [g, h] : parts) {
+      {"ffn_gate", "mlp.gate_proj"},    {"ffn_up", "mlp.up_proj"},         {"ffn_down", "mlp.down_proj"},
+      {"attn_q_norm", "self_attn.q_norm"}, {"attn_k_norm", "self_attn.k_norm"}};
+  auto match = [&](const char* g, const char* h) {
     const std::string prefix = std::string(g) + ".";
-    if (rest.compare(0, prefix.size(), prefix) == 0) return "model.layers." + layer + "." + h + rest.substr(prefix.size() - 1);
-  }
+    return rest.compare(0, prefix.size(), prefix) == 0 ? "model.layers." + layer + "." + h + rest.substr(prefix.size() - 1) : std::string();
+  };
+  if (gemma3)
+    for (const auto& [g, h] : kGemma3Parts)
+      if (std::string n = match(g, h); !n.empty()) return n;
+  for (const auto& [g, h] : parts)
+    if (std::string n = match(g, h); !n.empty()) return n;
   return "";
 }
 
@@ -71,6 +84,7 @@ int hf_row_of_gguf_row(int r, int head_dim) {
 GgufWeights::GgufWeights(const std::string& path) : file_(std::make_unique<GgufFile>(path)) {
   config_ = model_config_from_gguf(*file_);
   const bool llama = config_.architecture == "LlamaForCausalLM";
+  const bool gemma3 = config_.architecture == "Gemma3ForCausalLM";
   for (const GgufTensor& t : file_->tensors()) {
     if (t.name == "rope_freqs.weight") {
       if (t.type != GgmlType::F32 || t.dims.size() != 1 || t.dims[0] != config_.head_dim / 2)
@@ -81,7 +95,7 @@ GgufWeights::GgufWeights(const std::string& path) : file_(std::make_unique<GgufF
         if (!(x > 0)) throw std::runtime_error(path + ": tensor rope_freqs.weight holds a factor that is not positive");
       continue;
     }
-    std::string name = hf_name(t.name);
+    std::string name = hf_name(t.name, gemma3);
     if (name.empty()) continue;
     TensorView v;
     v.name = t.name;

@@ -53,28 +53,41 @@ Model::Model(const std::string& dir, Backend* backend, int num_blocks, int block
     weights_ = std::make_unique<SafetensorsFolder>(dir);
   }
   const ModelConfig& c = config_;
+  if ((c.sandwich_norms || c.hidden_act != "silu" || !c.layer_window.empty()) && !backend_->supports_gemma3_ops())
+    throw std::invalid_argument(c.architecture + " does not run on the " + backend_->name() +
+                                " backend (no sliding-window attention or GeGLU there yet); use the CPU runner");
   embed_ = load_matrix("model.embed_tokens.weight", c.vocab, c.hidden);
   bool tied = c.tie_word_embeddings || !weights_->has("lm_head.weight");
   lm_head_ = tied ? embed_ : load_matrix("lm_head.weight", c.vocab, c.hidden);
-  final_norm_ = load_vector("model.norm.weight", c.hidden);
+  final_norm_ = load_norm("model.norm.weight", c.hidden);
   int q = c.heads * c.head_dim, kv = c.kv_heads * c.head_dim;
   for (int l = 0; l < c.layers; l++) {
     std::string p = "model.layers." + std::to_string(l) + ".";
     Layer layer;
-    layer.attn_norm = load_vector(p + "input_layernorm.weight", c.hidden);
+    layer.attn_norm = load_norm(p + "input_layernorm.weight", c.hidden);
     layer.qkv = load_fused({p + "self_attn.q_proj.weight", p + "self_attn.k_proj.weight", p + "self_attn.v_proj.weight"}, {q, kv, kv}, c.hidden);
     if (weights_->has(p + "self_attn.q_proj.bias"))
       layer.qkv_bias = load_fused_vector({p + "self_attn.q_proj.bias", p + "self_attn.k_proj.bias", p + "self_attn.v_proj.bias"}, {q, kv, kv});
     layer.o = load_matrix(p + "self_attn.o_proj.weight", c.hidden, q);
-    layer.mlp_norm = load_vector(p + "post_attention_layernorm.weight", c.hidden);
+    if (c.sandwich_norms) {
+      layer.attn_out_norm = load_norm(p + "post_attention_layernorm.weight", c.hidden);
+      layer.mlp_norm = load_norm(p + "pre_feedforward_layernorm.weight", c.hidden);
+      layer.mlp_out_norm = load_norm(p + "post_feedforward_layernorm.weight", c.hidden);
+    } else {
+      layer.mlp_norm = load_norm(p + "post_attention_layernorm.weight", c.hidden);
+    }
+    if (c.qk_norm) {
+      layer.q_norm = load_norm(p + "self_attn.q_norm.weight", c.head_dim);
+      layer.k_norm = load_norm(p + "self_attn.k_norm.weight", c.head_dim);
+    }
+    layer.window = c.layer_window_of(l);
     layer.gate_up = load_fused({p + "mlp.gate_proj.weight", p + "mlp.up_proj.weight"}, {c.intermediate, c.intermediate}, c.hidden);
     layer.down = load_matrix(p + "mlp.down_proj.weight", c.hidden, c.intermediate);
     layers_.push_back(layer);
   }
-  std::vector<double> inv = rope_inverse_frequencies(c);
-  std::vector<float> inv_f(inv.begin(), inv.end());
-  inv_freq_ = static_cast<float*>(backend_->alloc(inv_f.size() * 4));
-  backend_->to_device(inv_freq_, inv_f.data(), inv_f.size() * 4);
+  inv_freq_ = upload_inv_freq(rope_inverse_frequencies(c));
+  if (c.rope_local_theta > 0) inv_freq_local_ = upload_inv_freq(rope_local_inverse_frequencies(c));
+  for (auto& layer : layers_) layer.inv_freq = layer.window > 0 && inv_freq_local_ ? inv_freq_local_ : inv_freq_;
   if (kv_dtype == KvDtypeChoice::F16 && !backend_->supports_kv_dtype(KvDtype::F16))
     throw std::invalid_argument(std::string("the ") + backend_->name() + " backend has no f16 KV cache (--kv-dtype f16)");
   kv_dtype_ = kv_dtype == KvDtypeChoice::F16 || (kv_dtype == KvDtypeChoice::Auto && gguf_file && backend_->supports_kv_dtype(KvDtype::F16))
@@ -105,6 +118,8 @@ Model::~Model() {
   for (auto& l : layers_) {
     backend_->release(l.attn_norm);
     backend_->release(l.mlp_norm);
+    for (float* v : {l.q_norm, l.k_norm, l.attn_out_norm, l.mlp_out_norm})
+      if (v) backend_->release(v);
     if (l.qkv_bias) backend_->release(l.qkv_bias);
     backend_->free_matrix(l.qkv);
     backend_->free_matrix(l.o);
@@ -115,6 +130,24 @@ Model::~Model() {
   backend_->free_matrix(embed_);
   backend_->release(final_norm_);
   backend_->release(inv_freq_);
+  if (inv_freq_local_) backend_->release(inv_freq_local_);
+}
+
+float* Model::upload_inv_freq(const std::vector<double>& inv) {
+  std::vector<float> inv_f(inv.begin(), inv.end());
+  auto* d = static_cast<float*>(backend_->alloc(inv_f.size() * 4));
+  backend_->to_device(d, inv_f.data(), inv_f.size() * 4);
+  return d;
+}
+
+float* Model::load_norm(const std::string& name, int n) {
+  float* v = load_vector(name, n);
+  if (config_.norm_weight_offset == 0) return v;
+  std::vector<float> host(n);
+  backend_->to_host(host.data(), v, host.size() * 4);
+  for (float& w : host) w += static_cast<float>(config_.norm_weight_offset);
+  backend_->to_device(v, host.data(), host.size() * 4);
+  return v;
 }
 
 Matrix* Model::load_matrix(const std::string& name, int rows, int cols) {
@@ -373,7 +406,7 @@ ForwardResult Model::forward(const std::vector<SequenceStep>& steps, const Forwa
   batch.heads = c.heads;
   batch.kv_heads = c.kv_heads;
   batch.head_dim = c.head_dim;
-  batch.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(c.head_dim)));
+  batch.scale = static_cast<float>(c.attention_scale > 0 ? c.attention_scale : 1.0 / std::sqrt(static_cast<double>(c.head_dim)));
   batch.block_tables = upload(kTables, tables);
   batch.max_blocks = max_blocks;
   batch.token_seq = upload(kTokenSeq, token_seq);
@@ -464,6 +497,7 @@ ForwardResult Model::forward(const std::vector<SequenceStep>& steps, const Forwa
     return any_stopped;
   };
   backend_->embed(embed_, d_tokens, n, x);
+  if (c.embedding_scale != 1) backend_->scale(x, static_cast<float>(c.embedding_scale), static_cast<size_t>(n) * c.hidden);
   for (int l = 0; l < c.layers; l++) {
     if (m == 0) {  // every token stopped (statistics rows are all zeros then)
       if (with_stats) layer_stats(l);
@@ -472,9 +506,15 @@ ForwardResult Model::forward(const std::vector<SequenceStep>& steps, const Forwa
     const Layer& layer = layers_[l];
     backend_->rms_norm(x, layer.attn_norm, static_cast<float>(c.rms_norm_eps), m, c.hidden, h);
     linear(h, m, layer.qkv, qkv_width, c.hidden, layer.qkv_bias, qkv);
-    backend_->rope(qkv, qkv_width, m, c.heads, c.head_dim, d_positions, inv_freq_, 1);
-    backend_->rope(qkv + q_width, qkv_width, m, c.kv_heads, c.head_dim, d_positions, inv_freq_, 1);
+    if (layer.q_norm) {
+      const float eps = static_cast<float>(c.rms_norm_eps);
+      backend_->rms_norm_heads(qkv, qkv_width, m, c.heads, c.head_dim, layer.q_norm, eps);
+      backend_->rms_norm_heads(qkv + q_width, qkv_width, m, c.kv_heads, c.head_dim, layer.k_norm, eps);
+    }
+    backend_->rope(qkv, qkv_width, m, c.heads, c.head_dim, d_positions, layer.inv_freq, 1);
+    backend_->rope(qkv + q_width, qkv_width, m, c.kv_heads, c.head_dim, d_positions, layer.inv_freq, 1);
     backend_->kv_write(l, qkv + q_width, qkv + q_width + kv, qkv_width, d_slots, m);
+    batch.window = layer.window;
     if (profiling_) {
       sync();
       auto t = std::chrono::steady_clock::now();
@@ -487,6 +527,7 @@ ForwardResult Model::forward(const std::vector<SequenceStep>& steps, const Forwa
     }
     bool any_stopped = with_stats && layer_stats(l);
     linear(attn, m, layer.o, c.hidden, q_width, nullptr, tmp);
+    if (layer.attn_out_norm) backend_->rms_norm(tmp, layer.attn_out_norm, static_cast<float>(c.rms_norm_eps), m, c.hidden, tmp);
     backend_->add(x, tmp, static_cast<size_t>(m) * c.hidden);
     // Every op of the MLP is row by row: tiles give the rows of the whole-batch pass, bit for bit.
     const int tiles = (m + mlp_rows - 1) / mlp_rows;
@@ -497,8 +538,10 @@ ForwardResult Model::forward(const std::vector<SequenceStep>& steps, const Forwa
       float* tt = tmp + static_cast<size_t>(r0) * c.hidden;
       backend_->rms_norm(xt, layer.mlp_norm, static_cast<float>(c.rms_norm_eps), rows, c.hidden, ht);
       linear(ht, rows, layer.gate_up, 2 * c.intermediate, c.hidden, nullptr, gate_up);
-      backend_->silu_mul(gate_up, rows, c.intermediate, act);
+      if (c.hidden_act == "gelu_tanh") backend_->gelu_tanh_mul(gate_up, rows, c.intermediate, act);
+      else backend_->silu_mul(gate_up, rows, c.intermediate, act);
       linear(act, rows, layer.down, c.hidden, c.intermediate, nullptr, tt);
+      if (layer.mlp_out_norm) backend_->rms_norm(tt, layer.mlp_out_norm, static_cast<float>(c.rms_norm_eps), rows, c.hidden, tt);
       backend_->add(xt, tt, static_cast<size_t>(rows) * c.hidden);
     }
     if (any_stopped) drop_stopped();
@@ -516,6 +559,8 @@ ForwardResult Model::forward(const std::vector<SequenceStep>& steps, const Forwa
     linear(xl, n_logits, lm_head_, c.vocab, c.hidden, nullptr, logits);
     result.logits.resize(static_cast<size_t>(n_logits) * c.vocab);
     backend_->to_host(result.logits.data(), logits, result.logits.size() * 4);
+    if (const float cap = static_cast<float>(c.final_logit_softcap); cap > 0)
+      for (float& z : result.logits) z = cap * std::tanh(z / cap);
   }
   if (profiling_) {
     sync();
@@ -562,7 +607,7 @@ void Model::export_kv(const std::vector<int32_t>& slots, const std::vector<int32
   auto* v = static_cast<float*>(buffer(kAttn, per * 4));
   for (int l = 0; l < config_.layers; l++) {
     backend_->kv_read(l, d_slots, count, k, v);
-    backend_->rope(k, kv, count, config_.kv_heads, config_.head_dim, d_positions, inv_freq_, -1);
+    backend_->rope(k, kv, count, config_.kv_heads, config_.head_dim, d_positions, layers_[l].inv_freq, -1);
     backend_->to_host(out.data() + per * 2 * l, k, per * 4);
     backend_->to_host(out.data() + per * (2 * l + 1), v, per * 4);
   }
@@ -583,7 +628,7 @@ void Model::import_kv(const std::vector<int32_t>& slots, const std::vector<int32
   for (int l = 0; l < config_.layers; l++) {
     backend_->to_device(k, data + per * 2 * l, per * 4);
     backend_->to_device(v, data + per * (2 * l + 1), per * 4);
-    backend_->rope(k, kv, count, config_.kv_heads, config_.head_dim, d_positions, inv_freq_, 1);
+    backend_->rope(k, kv, count, config_.kv_heads, config_.head_dim, d_positions, layers_[l].inv_freq, 1);
     backend_->kv_write(l, k, v, kv, d_slots, count);
   }
 }
@@ -612,8 +657,8 @@ void Model::relocate_kv(const std::vector<int32_t>& src, const std::vector<int32
     auto* v = static_cast<float*>(buffer(kAttn, static_cast<size_t>(count) * kv * 4));
     for (int l = 0; l < config_.layers; l++) {
       backend_->kv_read(l, d_src, count, k, v);
-      backend_->rope(k, kv, count, config_.kv_heads, config_.head_dim, d_from, inv_freq_, -1);
-      backend_->rope(k, kv, count, config_.kv_heads, config_.head_dim, d_to, inv_freq_, 1);
+      backend_->rope(k, kv, count, config_.kv_heads, config_.head_dim, d_from, layers_[l].inv_freq, -1);
+      backend_->rope(k, kv, count, config_.kv_heads, config_.head_dim, d_to, layers_[l].inv_freq, 1);
       backend_->kv_write(l, k, v, kv, d_dst, count);
     }
   }
@@ -639,7 +684,7 @@ std::vector<float> Model::key_means(const std::vector<int32_t>& slots, const std
     host.resize(static_cast<size_t>(count) * kv);
     for (int l = 0; l < config_.layers; l++) {
       backend_->kv_read(l, d_slots, count, k, v);
-      backend_->rope(k, kv, count, config_.kv_heads, config_.head_dim, d_positions, inv_freq_, -1);
+      backend_->rope(k, kv, count, config_.kv_heads, config_.head_dim, d_positions, layers_[l].inv_freq, -1);
       backend_->to_host(host.data(), k, host.size() * 4);
       for (int i = 0; i < count; i++) {
         float* sum = out.data() + static_cast<size_t>(group[first + i]) * width + static_cast<size_t>(l) * kv;

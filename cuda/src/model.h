@@ -1,4 +1,6 @@
-// A Llama-family decoder (Llama 2/3, Qwen2 with QKV bias, Mistral, tied embeddings) on a
+// A Llama-family decoder (Llama 2/3, Qwen2 with QKV bias, Qwen3 with q/k norm, Mistral, tied
+// embeddings; Gemma 3 with its sandwich norms, q/k norms, GeGLU and interleaved sliding-window
+// layers) on a
 // Backend: weights loaded from a Hugging Face folder, a batched forward pass over new tokens
 // of several sequences writing their K/V into the paged cache. The weights come from a Hugging
 // Face folder (config.json + *.safetensors) or a GGUF file (gguf_weights.h).
@@ -70,6 +72,9 @@ class Model {
   Model(const std::string& dir, Backend* backend, int num_blocks, int block_size, KvDtypeChoice kv_dtype = KvDtypeChoice::Auto);
   ~Model();
 
+  // Per layer: the sliding-window length (0: global attention).
+  int layer_window(int layer) const { return layers_[layer].window; }
+
   const ModelConfig& config() const { return config_; }
   Backend* backend() const { return backend_; }
   int block_size() const { return block_size_; }
@@ -104,10 +109,17 @@ class Model {
     float* attn_norm = nullptr;
     Matrix* qkv = nullptr;
     float* qkv_bias = nullptr;
+    float* q_norm = nullptr;  // [head_dim] each, with ModelConfig::qk_norm
+    float* k_norm = nullptr;
     Matrix* o = nullptr;
     float* mlp_norm = nullptr;
     Matrix* gate_up = nullptr;
     Matrix* down = nullptr;
+    // Gemma 3: norms of the attention and MLP outputs (null elsewhere).
+    float* attn_out_norm = nullptr;
+    float* mlp_out_norm = nullptr;
+    const float* inv_freq = nullptr;  // this layer's rotary table (inv_freq_ or inv_freq_local_)
+    int window = 0;                   // sliding-window length; 0: global attention
   };
 
   ModelConfig config_;
@@ -123,6 +135,7 @@ class Model {
   Matrix* lm_head_ = nullptr;
   float* final_norm_ = nullptr;
   float* inv_freq_ = nullptr;
+  float* inv_freq_local_ = nullptr;  // sliding-window layers' table (Gemma 3); null when none
   std::vector<Layer> layers_;
   bool profiling_ = false;
   ForwardProfile profile_;
@@ -149,6 +162,9 @@ class Model {
   Matrix* load_matrix(const std::string& name, int rows, int cols);
   Matrix* load_fused(const std::vector<std::string>& names, const std::vector<int>& rows, int cols);
   float* load_vector(const std::string& name, int n);
+  // An RMSNorm weight, plus config_.norm_weight_offset (Hugging Face Gemma's 1 + w).
+  float* load_norm(const std::string& name, int n);
+  float* upload_inv_freq(const std::vector<double>& inv);
   float* load_fused_vector(const std::vector<std::string>& names, const std::vector<int>& sizes);
 };
 

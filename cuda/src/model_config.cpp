@@ -44,10 +44,11 @@ ModelConfig model_config_from_json_text(const std::string& text) {
     c.architecture = arch->array[0].string;
   else
     c.architecture = "LlamaForCausalLM";
-  static const char* supported[] = {"LlamaForCausalLM", "Qwen2ForCausalLM", "MistralForCausalLM"};
+  static const char* supported[] = {"LlamaForCausalLM", "Qwen2ForCausalLM", "MistralForCausalLM", "Qwen3ForCausalLM", "Gemma3ForCausalLM"};
   bool known = false;
   for (const char* s : supported) known = known || c.architecture == s;
-  if (!known) bad("architecture " + c.architecture + " is not supported (LlamaForCausalLM, Qwen2ForCausalLM, MistralForCausalLM)");
+  if (!known) bad("architecture " + c.architecture + " is not supported (LlamaForCausalLM, Qwen2ForCausalLM, MistralForCausalLM, Qwen3ForCausalLM, Gemma3ForCausalLM)");
+  c.qk_norm = c.architecture == "Qwen3ForCausalLM";
   c.hidden = positive_int(json, "hidden_size");
   c.heads = positive_int(json, "num_attention_heads");
   c.kv_heads = positive_int(json, "num_key_value_heads", c.heads);
@@ -58,7 +59,8 @@ ModelConfig model_config_from_json_text(const std::string& text) {
   c.max_position_embeddings = positive_int(json, "max_position_embeddings", 4096);
   if (c.heads % c.kv_heads != 0) bad("num_attention_heads is not a multiple of num_key_value_heads");
   if (c.head_dim % 2 != 0) bad("head_dim must be even");
-  if (const JsonValue* act = json.find("hidden_act"); act && !(act->is_string() && act->string == "silu"))
+  const bool gemma3 = c.architecture == "Gemma3ForCausalLM";
+  if (const JsonValue* act = json.find("hidden_act"); !gemma3 && act && !(act->is_string() && act->string == "silu"))
     bad("hidden_act must be silu");
   c.rms_norm_eps = number_or(json, "rms_norm_eps", 1e-6);
   c.rope_theta = number_or(json, "rope_theta", 10000);
@@ -82,6 +84,7 @@ ModelConfig model_config_from_json_text(const std::string& text) {
       bad("rope_scaling type " + c.rope_type + " is not supported (default, linear, llama3)");
     }
   }
+  if (gemma3) gemma3_config_from_json(json, c);
   return c;
 }
 
@@ -107,6 +110,13 @@ std::vector<double> rope_inverse_frequencies(const ModelConfig& c) {
   }
   if (!c.rope_freq_factors.empty())
     for (int i = 0; i < half; i++) f[i] /= c.rope_freq_factors[i];
+  return f;
+}
+
+std::vector<double> rope_local_inverse_frequencies(const ModelConfig& c) {
+  if (c.rope_local_theta <= 0) return rope_inverse_frequencies(c);
+  std::vector<double> f(c.head_dim / 2);
+  for (size_t i = 0; i < f.size(); i++) f[i] = 1.0 / std::pow(c.rope_local_theta, (2.0 * i) / c.head_dim);
   return f;
 }
 

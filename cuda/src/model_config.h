@@ -16,17 +16,38 @@ struct ModelConfig {
   double rope_factor = 1, rope_low_freq_factor = 1, rope_high_freq_factor = 4, rope_original_max_positions = 8192;
   bool tie_word_embeddings = false;
   int sliding_window = 0;  // Mistral; 0 when absent
+  // Qwen3: each head of q and of k is RMS-normalized (its own head_dim weight) before RoPE.
+  bool qk_norm = false;
   // GGUF's rope_freqs.weight (llama3 scaling as per-frequency divisors); empty when absent.
   std::vector<double> rope_freq_factors;
+  // Gemma 3 (model_config_gemma3.cpp); the defaults are the Llama family's.
+  std::vector<int> layer_window;       // per layer: sliding-window length, 0 = global; empty: all global
+  double rope_local_theta = 0;         // rotary base of sliding-window layers (unscaled); 0: none
+  double attention_scale = 0;          // query·key scale; 0: 1/sqrt(head_dim)
+  double embedding_scale = 1;          // token embeddings are multiplied by this
+  std::string hidden_act = "silu";     // silu | gelu_tanh (GeGLU with tanh-approximated GELU)
+  bool sandwich_norms = false;         // RMSNorm of the attention and MLP outputs before the residual add
+  double norm_weight_offset = 0;       // added to every RMSNorm weight at load (HF Gemma's 1 + w)
+  double final_logit_softcap = 0;      // logits = cap * tanh(logits / cap); 0: none
+  int layer_window_of(int layer) const { return layer_window.empty() ? 0 : layer_window[layer]; }
 };
 
 class GgufFile;
-// The same fields from a GGUF file's metadata ({arch}.embedding_length, ...; llama | qwen2).
+// The same fields from a GGUF file's metadata ({arch}.embedding_length, ...; llama | qwen2 | qwen3).
 // Throws std::runtime_error("<file>: metadata KEY ...") naming the bad key.
 ModelConfig model_config_from_gguf(const GgufFile& file);
 
 // Throws std::runtime_error("config.json: ...") naming the bad field.
 ModelConfig model_config_from_json_text(const std::string& text);
+// Global (full-attention) layers' inverse frequencies.
 std::vector<double> rope_inverse_frequencies(const ModelConfig& c);
+// Sliding-window layers' (rope_local_theta, no scaling); the global table when rope_local_theta is 0.
+std::vector<double> rope_local_inverse_frequencies(const ModelConfig& c);
+
+// Gemma 3 (model_config_gemma3.cpp): the fields above from GGUF metadata as llama.cpp reads them
+// (general.architecture "gemma3"), and from a Gemma3ForCausalLM config.json.
+struct JsonValue;
+void gemma3_config_from_gguf(const GgufFile& file, ModelConfig& c);
+void gemma3_config_from_json(const JsonValue& json, ModelConfig& c);
 
 }  // namespace ctxr

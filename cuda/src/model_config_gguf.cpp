@@ -48,7 +48,10 @@ ModelConfig model_config_from_gguf(const GgufFile& file) {
   ModelConfig c;
   if (arch->text == "llama") c.architecture = "LlamaForCausalLM";
   else if (arch->text == "qwen2") c.architecture = "Qwen2ForCausalLM";
-  else throw std::runtime_error(file.path() + ": metadata general.architecture " + arch->text + " is not supported (llama, qwen2)");
+  else if (arch->text == "qwen3") c.architecture = "Qwen3ForCausalLM";
+  else if (arch->text == "gemma3") c.architecture = "Gemma3ForCausalLM";
+  else throw std::runtime_error(file.path() + ": metadata general.architecture " + arch->text + " is not supported (llama, qwen2, qwen3, gemma3)");
+  c.qk_norm = arch->text == "qwen3";
   Keys k(file, arch->text + ".");
   c.hidden = k.positive_int("embedding_length");
   c.heads = k.positive_int("attention.head_count");
@@ -81,6 +84,7 @@ ModelConfig model_config_from_gguf(const GgufFile& file) {
   else if (const GgufTensor* e = file.tensor("token_embd.weight"); e && e->dims.size() == 2) c.vocab = static_cast<int>(e->dims[1]);
   else throw std::runtime_error(file.path() + ": metadata tokenizer.ggml.tokens is missing (no vocabulary size)");
   c.tie_word_embeddings = file.tensor("output.weight") == nullptr;
+  if (arch->text == "gemma3") gemma3_config_from_gguf(file, c);
   return c;
 }
 

@@ -43,6 +43,11 @@ std::string Runner::info_json() const {
   str("kv_dtype", model_.kv_dtype_name());
   str("architecture", c.architecture);
   str("build", build_);
+  // Per layer, the sliding-window length (0: global attention); the KV of a layer with a window
+  // older than the window is never read again.
+  s += json_quote("layer_windows") + ":[";
+  for (int l = 0; l < c.layers; l++) s += (l ? "," : "") + std::to_string(model_.layer_window(l));
+  s += "],";
   s.back() = '}';
   return s;
 }

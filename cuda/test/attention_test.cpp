@@ -33,6 +33,8 @@ struct Layout {
   std::vector<float> k, v;  // [num_blocks*block_size][kv_width]
   std::vector<int32_t> tables, token_seq, token_len, stat_row;
   int max_blocks = 1, max_len = 0, n = 0, stat_rows = 0;
+  int window = 0;  // sliding window (AttentionBatch::window); 0: none
+  int first_entry(int t) const { return window > 0 ? std::max(0, token_len[t] - window) : 0; }
   std::vector<float> q;  // [n][q_stride]
   int kv_width() const { return kv_heads * hd; }
 };
@@ -101,6 +103,7 @@ ctxr::AttentionBatch batch_of(const Layout& L, std::vector<float>* stats) {
   b.token_seq = L.token_seq.data();
   b.token_len = L.token_len.data();
   b.max_len = L.max_len;
+  b.window = L.window;
   if (stats) {
     stats->assign(static_cast<size_t>(std::max(1, L.stat_rows)) * L.max_len, std::numeric_limits<float>::quiet_NaN());
     b.stat_row = L.stat_row.data();
@@ -117,7 +120,7 @@ void reference(const Layout& L, std::vector<double>& out, std::vector<double>& s
   stats.assign(static_cast<size_t>(std::max(1, L.stat_rows)) * L.max_len, 0.0);
   std::vector<double> p;
   for (int t = 0; t < L.n; t++) {
-    const int len = L.token_len[t];
+    const int len = L.token_len[t], first = L.first_entry(t);
     const int32_t* table = L.tables.data() + static_cast<size_t>(L.token_seq[t]) * L.max_blocks;
     auto slot = [&](int s) { return static_cast<size_t>(table[s / L.block_size]) * L.block_size + s % L.block_size; };
     for (int h = 0; h < L.heads; h++) {
@@ -125,7 +128,7 @@ void reference(const Layout& L, std::vector<double>& out, std::vector<double>& s
       const int off = (h / group) * L.hd;
       p.assign(len, 0.0);
       double best = -INFINITY;
-      for (int s = 0; s < len; s++) {
+      for (int s = first; s < len; s++) {
         const float* kr = L.k.data() + slot(s) * w + off;
         double dot = 0;
         for (int d = 0; d < L.hd; d++) dot += static_cast<double>(qh[d]) * kr[d];
@@ -133,10 +136,10 @@ void reference(const Layout& L, std::vector<double>& out, std::vector<double>& s
         best = std::max(best, p[s]);
       }
       double total = 0;
-      for (int s = 0; s < len; s++) total += (p[s] = std::exp(p[s] - best));
-      for (int s = 0; s < len; s++) p[s] /= total;
+      for (int s = first; s < len; s++) total += (p[s] = std::exp(p[s] - best));
+      for (int s = first; s < len; s++) p[s] /= total;
       double* o = out.data() + static_cast<size_t>(t) * L.heads * L.hd + static_cast<size_t>(h) * L.hd;
-      for (int s = 0; s < len; s++) {
+      for (int s = first; s < len; s++) {
         const float* vr = L.v.data() + slot(s) * w + off;
         for (int d = 0; d < L.hd; d++) o[d] += p[s] * vr[d];
       }
@@ -552,4 +555,20 @@ RUNNER_TEST(attention, f16_backend_cache) {
   cpu->kv_read(1, to.data(), L.block_size, k1.data(), v1.data());
   same_bits(k0, k1, "kv_copy_blocks K");
   same_bits(v0, v1, "kv_copy_blocks V");
+}
+
+RUNNER_TEST(attention, sliding_window) {
+  // Gemma 3's local layers: token t sees entries token_len - window .. token_len - 1 only (one
+  // entry with window 1; the whole sequence when the window is longer), on every path: per token
+  // (head_dim 64, tokens that would otherwise form prefill tiles), plain (head_dim 20), statistics.
+  uint32_t seed = 900;
+  for (int window : {1, 7, 64, 300}) {
+    for (int hd : {64, 20}) {
+      for (bool stats : {false, true}) {
+        Layout L = make_layout(6, 2, hd, 16, mixed_seqs(), stats, seed++);
+        L.window = window;
+        run_and_check(L, stats, "sliding window");
+      }
+    }
+  }
 }

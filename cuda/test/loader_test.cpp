@@ -64,6 +64,18 @@ RUNNER_TEST(loader, config_defaults_and_errors) {
             "yarn is not supported"));
 }
 
+RUNNER_TEST(loader, qwen3_config) {
+  ModelConfig c = model_config_from_json_text(R"({"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3",
+    "hidden_size": 256, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 96, "intermediate_size": 512,
+    "num_hidden_layers": 2, "vocab_size": 271, "rope_theta": 1000000, "tie_word_embeddings": true})");
+  CHECK(c.architecture == "Qwen3ForCausalLM");
+  CHECK(c.qk_norm);
+  CHECK_EQ(c.head_dim, 96);
+  CHECK(c.tie_word_embeddings);
+  CHECK(!model_config_from_json_text(R"({"architectures": ["Qwen2ForCausalLM"], "hidden_size": 64, "num_attention_heads": 4,
+    "intermediate_size": 8, "num_hidden_layers": 1, "vocab_size": 10})").qk_norm);
+}
+
 RUNNER_TEST(loader, llama3_rope_scaling) {
   ModelConfig c = model_config_from_json_text(R"({"hidden_size": 128, "num_attention_heads": 1, "intermediate_size": 8,
     "num_hidden_layers": 1, "vocab_size": 10, "rope_theta": 500000,

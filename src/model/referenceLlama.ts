@@ -6,7 +6,9 @@
  * Hugging Face semantics: RMSNorm, rotary embeddings with rotate_half pairs (i, i +
  * head_dim/2), rope_theta and llama3/linear rope_scaling, grouped-query attention
  * (query head h reads key/value head h / (heads / kv_heads)) with a causal mask over
- * positions, SwiGLU MLP, optional projection biases, tied embeddings.
+ * positions, SwiGLU MLP, optional projection biases, tied embeddings, and Qwen3's RMSNorm of
+ * each q and k head (self_attn.q_norm / k_norm, one head_dim weight) before RoPE when the
+ * checkpoint has those weights.
  */
 import { type SafetensorsFile, tensorToFloat32 } from "./safetensors.ts";
 
@@ -141,6 +143,11 @@ function rmsNorm(x: Float64Array, weight: Float64Array, eps: number): Float64Arr
   return x.map((v, i) => v * scale * weight[i]!);
 }
 
+/** RMS-normalizes each head of `x` (heads × headDim, concatenated) in place with one headDim weight. */
+function normalizeHeads(x: Float64Array, heads: number, headDim: number, weight: Float64Array, eps: number): void {
+  for (let h = 0; h < heads; h++) x.set(rmsNorm(x.subarray(h * headDim, (h + 1) * headDim), weight, eps), h * headDim);
+}
+
 /** Rotates each head of `x` (heads × headDim, concatenated) in place at `position`. */
 function rotate(x: Float64Array, heads: number, headDim: number, position: number, inverse: Float64Array): void {
   const half = headDim / 2;
@@ -184,13 +191,17 @@ export function referenceLogits(
   for (let layer = 0; layer < c.layers; layer++) {
     const p = `model.layers.${layer}`;
     const normed = x.map((row) => rmsNorm(row, model.weight(`${p}.input_layernorm.weight`), c.rmsNormEps));
+    const qNorm = model.has(`${p}.self_attn.q_norm.weight`) ? model.weight(`${p}.self_attn.q_norm.weight`) : null;
+    const kNorm = model.has(`${p}.self_attn.k_norm.weight`) ? model.weight(`${p}.self_attn.k_norm.weight`) : null;
     const q = normed.map((row, t) => {
       const v = linear(model, `${p}.self_attn.q_proj`, row, qWidth);
+      if (qNorm) normalizeHeads(v, c.heads, c.headDim, qNorm, c.rmsNormEps);
       rotate(v, c.heads, c.headDim, positions[t]!, inverse);
       return v;
     });
     const k = normed.map((row, t) => {
       const v = linear(model, `${p}.self_attn.k_proj`, row, kvWidth);
+      if (kNorm) normalizeHeads(v, c.kvHeads, c.headDim, kNorm, c.rmsNormEps);
       rotate(v, c.kvHeads, c.headDim, positions[t]!, inverse);
       return v;
     });

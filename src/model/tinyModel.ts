@@ -12,7 +12,7 @@
  * rotary embedding, mask or head grouping moves the logits by much more than a
  * test's tolerance (with the common 0.02 they would barely move), while logits stay
  * small enough for float32 to be accurate to ~1e-6. Norm weights are 1 + N(0, 0.1²);
- * optional q/k/v biases N(0, 0.5²).
+ * optional q/k/v biases N(0, 0.5²); optional q/k norm weights (Qwen3) 1 + N(0, 0.1²).
  *
  * Pure: builds bytes, writes nothing (see writeModelFolder.ts). Same options, same
  * bytes on every machine.
@@ -60,6 +60,10 @@ export interface TinyModelOptions {
   tieEmbeddings: boolean;
   /** q/k/v projection biases, written as a Qwen2 checkpoint (Qwen2ForCausalLM). */
   qkvBias: boolean;
+  /** Qwen3's per-head RMSNorm of q and k (self_attn.q_norm / k_norm), written as Qwen3ForCausalLM. */
+  qkNorm: boolean;
+  /** Head size (config.json head_dim); 0: hidden / heads. Qwen3 uses heads · head_dim ≠ hidden. */
+  headDim: number;
   /**
    * Multiplies the std of q_proj and k_proj: attention logits grow by its square, so attention
    * concentrates on few entries, as a trained model's does (1: logits of std about 1).
@@ -81,6 +85,8 @@ export const TINY_MODEL_DEFAULTS: Readonly<TinyModelOptions> = {
   ropeScaling: "none",
   tieEmbeddings: false,
   qkvBias: false,
+  qkNorm: false,
+  headDim: 0,
   attentionGain: 1,
 };
 
@@ -105,7 +111,7 @@ export class TinyModelError extends Error {
 }
 
 export function headDim(options: TinyModelOptions): number {
-  return options.hidden / options.heads;
+  return options.headDim > 0 ? options.headDim : options.hidden / options.heads;
 }
 
 export function checkTinyModelOptions(options: TinyModelOptions): void {
@@ -126,11 +132,13 @@ export function checkTinyModelOptions(options: TinyModelOptions): void {
   if (!Number.isSafeInteger(options.vocab) || options.vocab < BYTE_TOKENIZER_VOCAB) {
     throw new TinyModelError(`vocab size must be an integer >= ${BYTE_TOKENIZER_VOCAB} (256 bytes + <s>, </s>, <pad>), got ${options.vocab}`);
   }
-  if (options.hidden % options.heads !== 0) {
+  if (!Number.isSafeInteger(options.headDim) || options.headDim < 0) throw new TinyModelError(`head size must be a positive integer (0: hidden / heads), got ${options.headDim}`);
+  if (options.qkvBias && options.qkNorm) throw new TinyModelError("q/k/v biases (Qwen2) and q/k norms (Qwen3) are two architectures: pick one");
+  if (options.headDim === 0 && options.hidden % options.heads !== 0) {
     throw new TinyModelError(`hidden size ${options.hidden} is not a multiple of the ${options.heads} attention heads`);
   }
   if (headDim(options) % 2 !== 0) {
-    throw new TinyModelError(`head size ${headDim(options)} (hidden / heads) must be even for rotary embeddings`);
+    throw new TinyModelError(`head size ${headDim(options)}${options.headDim === 0 ? " (hidden / heads)" : ""} must be even for rotary embeddings`);
   }
   if (options.heads % options.kvHeads !== 0) {
     throw new TinyModelError(`${options.heads} attention heads are not a multiple of the ${options.kvHeads} key/value heads`);
@@ -178,6 +186,10 @@ export function tinyModelTensorSpecs(options: TinyModelOptions): TinyTensorSpec[
     if (options.qkvBias) add(`${prefix}.self_attn.q_proj.bias`, [queryWidth], bias);
     add(`${prefix}.self_attn.k_proj.weight`, [keyValueWidth, hidden], queryKey);
     if (options.qkvBias) add(`${prefix}.self_attn.k_proj.bias`, [keyValueWidth], bias);
+    if (options.qkNorm) {
+      add(`${prefix}.self_attn.q_norm.weight`, [headDim(options)], norm);
+      add(`${prefix}.self_attn.k_norm.weight`, [headDim(options)], norm);
+    }
     add(`${prefix}.self_attn.v_proj.weight`, [keyValueWidth, hidden], projection(hidden));
     if (options.qkvBias) add(`${prefix}.self_attn.v_proj.bias`, [keyValueWidth], bias);
     add(`${prefix}.self_attn.o_proj.weight`, [hidden, queryWidth], projection(queryWidth));
@@ -232,6 +244,7 @@ export function tinyModelArgs(options: TinyModelOptions): string[] {
     ["maxPositions", "--max-positions"],
     ["ropeTheta", "--rope-theta"],
     ["ropeScaling", "--rope-scaling"],
+    ["headDim", "--head-dim"],
     ["attentionGain", "--attention-gain"],
   ];
   for (const [key, flag] of flags) {
@@ -239,15 +252,17 @@ export function tinyModelArgs(options: TinyModelOptions): string[] {
   }
   if (options.tieEmbeddings) args.push("--tie-embeddings");
   if (options.qkvBias) args.push("--qkv-bias");
+  if (options.qkNorm) args.push("--qk-norm");
   return args;
 }
 
-/** config.json: a LlamaForCausalLM config (Qwen2ForCausalLM with --qkv-bias). */
+/** config.json: a LlamaForCausalLM config (Qwen2ForCausalLM with --qkv-bias, Qwen3ForCausalLM with --qk-norm). */
 export function tinyModelConfig(options: TinyModelOptions): Record<string, unknown> {
   const qwen = options.qkvBias;
+  const qwen3 = options.qkNorm;
   const config: Record<string, unknown> = {
-    architectures: [qwen ? "Qwen2ForCausalLM" : "LlamaForCausalLM"],
-    model_type: qwen ? "qwen2" : "llama",
+    architectures: [qwen ? "Qwen2ForCausalLM" : qwen3 ? "Qwen3ForCausalLM" : "LlamaForCausalLM"],
+    model_type: qwen ? "qwen2" : qwen3 ? "qwen3" : "llama",
     vocab_size: options.vocab,
     hidden_size: options.hidden,
     intermediate_size: options.intermediate,
@@ -268,15 +283,16 @@ export function tinyModelConfig(options: TinyModelOptions): Record<string, unkno
     pad_token_id: PAD_TOKEN_ID,
     use_cache: true,
   };
-  if (qwen) {
+  if (qwen || qwen3) {
     Object.assign(config, { use_sliding_window: false, sliding_window: null, max_window_layers: options.layers });
+    if (qwen3) config.attention_bias = false;
   } else {
     Object.assign(config, { attention_bias: false, mlp_bias: false, pretraining_tp: 1 });
   }
   config.ctxr = {
     generator: `ctxr ${tinyModelArgs(options).join(" ")}`,
     seed: options.seed,
-    init: `one seeded normal stream per tensor (mean, std): embeddings and projections (0, 1/sqrt(fan_in)), embeddings' fan_in being hidden, norms (1, 0.1), q/k/v biases (0, 0.5)${options.attentionGain !== 1 ? `, q_proj and k_proj std times ${options.attentionGain}` : ""}`,
+    init: `one seeded normal stream per tensor (mean, std): embeddings and projections (0, 1/sqrt(fan_in)), embeddings' fan_in being hidden, norms (1, 0.1), q/k/v biases (0, 0.5)${options.qkNorm ? ", q/k norms (1, 0.1)" : ""}${options.attentionGain !== 1 ? `, q_proj and k_proj std times ${options.attentionGain}` : ""}`,
   };
   return config;
 }

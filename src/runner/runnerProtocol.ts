@@ -324,6 +324,8 @@ export interface RunnerInfo {
   max_position_embeddings: number;
   architecture: string;
   build: string;
+  /** Per layer, the sliding-window length (0: global attention); absent from older runners. */
+  layer_windows?: number[];
 }
 
 const INFO_INTEGERS = ["layers", "hidden", "heads", "kv_heads", "head_dim", "vocab", "block_size", "num_blocks", "free_blocks", "max_position_embeddings"] as const;
@@ -346,6 +348,12 @@ export function decodeInfo(body: Uint8Array): RunnerInfo {
   for (const key of INFO_STRINGS) {
     if (info[key] === undefined) info[key] = "";
     else if (typeof info[key] !== "string") throw new ProtocolError(`INFO: ${key} must be a string, got ${JSON.stringify(info[key])}`);
+  }
+  const windows = info.layer_windows;
+  if (windows !== undefined) {
+    const layers = info.layers as number;
+    if (!Array.isArray(windows) || windows.length !== layers || !windows.every((w) => typeof w === "number" && Number.isSafeInteger(w) && w >= 0))
+      throw new ProtocolError(`INFO: layer_windows must be ${layers} non-negative integers (one per layer), got ${JSON.stringify(windows)}`);
   }
   return info as unknown as RunnerInfo;
 }

@@ -10,6 +10,7 @@
  * Without --model (and without --upstream) both answer 404 saying how to load a model; with
  * --upstream the engine's own pass through (proxyRoutes.ts).
  */
+import { jsonDepthLimit } from "../http/jsonDepthLimit.ts";
 import { createRoute, z, type OpenAPIHono } from "@hono/zod-openapi";
 import type { Context, MiddlewareHandler } from "hono";
 import { requestChatMessages } from "../chat/chatMessages.ts";
@@ -17,7 +18,6 @@ import type { GenerationEngine } from "../engine/generationEngine.ts";
 import { ChatTemplateError, ModelTokenizerError, type ChatTemplateOptions } from "../model/modelTokenizer.ts";
 import { RequestError } from "../http/requestError.ts";
 import { errorResponse } from "../http/errors.ts";
-import { depthProblem } from "../http/jsonDepth.ts";
 import { tokenizeAnswerStream } from "./tokenizeAnswer.ts";
 
 /** A prompt past this many characters is tokenized with no other such prompt at once. */
@@ -138,7 +138,7 @@ export function mountTokenizeRoutes(app: OpenAPIHono, engine: GenerationEngine, 
       path,
       tags: ["generation"],
       summary,
-      middleware: options.middleware,
+      middleware: [...options.middleware, jsonDepthLimit(options.maxJsonDepth)],
       security,
       request: { body: { required: true, content: { "application/json": { schema: request } } } },
       responses: { 200: { description, content: { "application/json": { schema: response } } }, ...errors },
@@ -154,8 +154,6 @@ export function mountTokenizeRoutes(app: OpenAPIHono, engine: GenerationEngine, 
 
   app.openapi(tokenizeRoute, (async (c: Context) => {
     const body = (c.req as unknown as { valid(target: "json"): TokenizeBody }).valid("json");
-    const deep = depthProblem(body, options.maxJsonDepth);
-    if (deep !== null) return errorResponse(c, 400, deep.message, deep.field);
     const refused = otherModel(c, body.model);
     if (refused !== null) return refused;
     const chars = (body.prompt?.length ?? 0) + (body.messages !== undefined ? JSON.stringify(body.messages).length : 0);

@@ -43,6 +43,23 @@ describe("reference Llama forward pass", () => {
     expect(() => referenceLogits(tied, [259])).toThrow("outside the vocab");
   });
 
+  test("qwen3 q/k norm: logits ignore the scale of q_proj and k_proj rows, and the norm weights move them", () => {
+    const qwen3 = model({ qkNorm: true, headDim: 24 });
+    expect(qwen3.config.headDim).toBe(24);
+    const base = referenceLogits(qwen3, ids);
+    // RMSNorm of each head removes a per-head scale: scaling q_proj and k_proj by 3 changes nothing
+    // but for eps (2e-5 here), which it would without the norm (> 1e-2).
+    for (const name of ["model.layers.0.self_attn.q_proj.weight", "model.layers.1.self_attn.k_proj.weight"]) qwen3.weight(name).forEach((v, i, a) => (a[i] = 3 * v));
+    expect(maxDiff(referenceLogits(qwen3, ids), base)).toBeLessThan(1e-4);
+    const plain = model({ headDim: 24 });
+    const plainBase = referenceLogits(plain, ids);
+    plain.weight("model.layers.0.self_attn.q_proj.weight").forEach((v, i, a) => (a[i] = 3 * v));
+    expect(maxDiff(referenceLogits(plain, ids), plainBase)).toBeGreaterThan(1e-2);
+    const kNorm = qwen3.weight("model.layers.0.self_attn.k_norm.weight");
+    kNorm.forEach((v, i, a) => (a[i] = i % 2 === 0 ? 2 * v : v));
+    expect(maxDiff(referenceLogits(qwen3, ids), base)).toBeGreaterThan(1e-2);
+  });
+
   test("llama3 rope scaling keeps high frequencies, divides low ones by the factor, blends between", () => {
     const config = llamaConfigFromJson(tinyModelConfig({ ...TINY_MODEL_DEFAULTS, ropeScaling: "llama3" }));
     const plain = inverseFrequencies({ ...config, ropeScaling: null });

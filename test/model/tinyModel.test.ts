@@ -190,6 +190,21 @@ describe("tiny model: options", () => {
     );
   });
 
+  test("--qk-norm --head-dim writes a Qwen3 checkpoint: q/k norms of head_dim, projections heads · head_dim wide", () => {
+    const { config, weights } = readModel(writeModel({ seed: 1, qkNorm: true, headDim: 24 }).dir);
+    expect(config.architectures).toEqual(["Qwen3ForCausalLM"]);
+    expect(config.model_type).toBe("qwen3");
+    expect(config.head_dim).toBe(24);
+    expect(config.attention_bias).toBe(false);
+    expect(weights.tensors.get("model.layers.1.self_attn.q_norm.weight")!.shape).toEqual([24]);
+    expect(weights.tensors.get("model.layers.1.self_attn.k_norm.weight")!.shape).toEqual([24]);
+    expect(weights.tensors.get("model.layers.1.self_attn.q_proj.weight")!.shape).toEqual([96, 64]);
+    expect(weights.tensors.get("model.layers.1.self_attn.k_proj.weight")!.shape).toEqual([48, 64]);
+    expect(weights.tensors.get("model.layers.1.self_attn.o_proj.weight")!.shape).toEqual([64, 96]);
+    expect(weights.tensors.has("model.layers.1.self_attn.q_proj.bias")).toBe(false);
+    expect((config.ctxr as { generator: string }).generator).toBe("ctxr model tiny --seed 1 --head-dim 24 --qk-norm");
+  });
+
   test("--attention-gain scales q_proj and k_proj only, and is part of the generator line", () => {
     const plain = readModel(writeModel({ seed: 3 }).dir).weights;
     const { config, weights } = readModel(writeModel({ seed: 3, attentionGain: 4 }).dir);
@@ -215,6 +230,8 @@ describe("tiny model: options", () => {
       [{ heads: 5 }, "hidden size 64 is not a multiple of the 5 attention heads"],
       [{ kvHeads: 3 }, "4 attention heads are not a multiple of the 3 key/value heads"],
       [{ hidden: 24, heads: 8, kvHeads: 8 }, "head size 3 (hidden / heads) must be even"],
+      [{ headDim: 7 }, "head size 7 must be even"],
+      [{ qkNorm: true, qkvBias: true }, "pick one"],
       [{ vocab: 100 }, "vocab size must be an integer >= 259"],
       [{ layers: 0 }, "layers must be a positive integer"],
       [{ seed: -1 }, "seed must be a non-negative integer"],

@@ -186,6 +186,8 @@ struct Job {
   float* out;
 
   const int32_t* table(int t) const { return b->block_tables + static_cast<size_t>(b->token_seq[t]) * b->max_blocks; }
+  // The first entry token t sees: 0, or with a sliding window the window's first.
+  int first_entry(int t) const { return b->window > 0 ? std::max(0, b->token_len[t] - b->window) : 0; }
   // Statistics (backend.h): chunk mode sums per chunk and keeps heads apart.
   bool chunk_mode() const { return b->stat_chunk_of != nullptr; }
   size_t stat_width() const { return chunk_mode() ? static_cast<size_t>(b->heads) * b->stat_chunks : static_cast<size_t>(b->max_len); }
@@ -548,7 +550,7 @@ void combine_parts(const Job& J, int t, const float* parts, int n_parts) {
 void run_plain(const Job& J, int t, bool write_out, float* stats_row) {
   const int32_t* chunk_of = stats_row && J.chunk_mode() ? J.chunk_of(t) : nullptr;
   const AttentionBatch& b = *J.b;
-  const int hd = J.hd, len = b.token_len[t];
+  const int hd = J.hd, first = J.first_entry(t), len = b.token_len[t] - first;  // entries first .. first+len-1
   Scratch& sc = tls_scratch;
   float* scores = sc.floats(static_cast<size_t>(len) + hd);
   float* acc = scores + len;
@@ -560,7 +562,7 @@ void run_plain(const Job& J, int t, bool write_out, float* stats_row) {
   float* wide = J.half ? sc.wide(static_cast<size_t>(len) * hd) : nullptr;
   for (int h = 0; h < b.heads; h++) {
     const int off = (h / J.group) * hd;
-    J.f32_rows(J.kc, tab, off, 0, len, wide, krow);
+    J.f32_rows(J.kc, tab, off, first, len, wide, krow);
     const float* qh = J.q + static_cast<size_t>(t) * J.q_stride + static_cast<size_t>(h) * hd;
     float best = -INFINITY;
     for (int j = 0; j < len; j++) {
@@ -578,12 +580,12 @@ void run_plain(const Job& J, int t, bool write_out, float* stats_row) {
     if (chunk_of) {
       float* dst = stats_row + static_cast<size_t>(h) * b.stat_chunks;
       for (int j = 0; j < len; j++)
-        if (chunk_of[j] >= 0 && chunk_of[j] < b.stat_chunks) dst[chunk_of[j]] += scores[j] * inverse;
+        if (const int c = chunk_of[first + j]; c >= 0 && c < b.stat_chunks) dst[c] += scores[j] * inverse;
     } else if (stats_row) {
-      for (int j = 0; j < len; j++) stats_row[j] += scores[j] * inverse * weight;
+      for (int j = 0; j < len; j++) stats_row[first + j] += scores[j] * inverse * weight;
     }
     if (!write_out) continue;
-    J.f32_rows(J.vc, tab, off, 0, len, wide, vrow);
+    J.f32_rows(J.vc, tab, off, first, len, wide, vrow);
     for (int d = 0; d < hd; d++) acc[d] = 0.f;
     for (int j = 0; j < len; j++) {
       const float p = scores[j] * inverse;
@@ -732,7 +734,15 @@ void run_attention(const Job& J, int threads) {
   std::vector<int> singles;
   const int tile_tokens = std::max(1, kTileRows / J.group);
   const int spread = 2 * kChunk;  // a tile's lengths stay within this of each other
+  // The tiles mask each row at its end only: with a sliding window every token takes the
+  // per-token path over its window (a window's cost per token is bounded anyway).
+  const bool windowed = b.window > 0;
   for (int t = 0; t < n;) {
+    if (windowed && fast) {
+      singles.push_back(t);
+      t++;
+      continue;
+    }
     if (!fast) {
       items.push_back({Item::kPlain, t, 1, 0, 0, 0, 2.0 * b.token_len[t] * b.heads, nullptr});
       t++;
@@ -772,7 +782,7 @@ void run_attention(const Job& J, int threads) {
     const int want = singles.empty() ? 1 : (kTargetItems + static_cast<int>(singles.size()) - 1) / static_cast<int>(singles.size());
     size_t total_parts = 0;
     for (int t : singles) {
-      const int np = std::max(1, std::min(want, b.token_len[t] / kMinPart));
+      const int np = std::max(1, std::min(want, (b.token_len[t] - J.first_entry(t)) / kMinPart));
       part_first.push_back(np > 1 ? static_cast<int>(total_parts) : -1);
       part_count.push_back(np);
       if (np > 1) total_parts += np;
@@ -780,9 +790,9 @@ void run_attention(const Job& J, int threads) {
     const size_t part_floats = static_cast<size_t>(b.heads) * (J.hd + 2);
     parts.resize(total_parts * part_floats);
     for (size_t i = 0; i < singles.size(); i++) {
-      const int t = singles[i], len = b.token_len[t], np = part_count[i];
+      const int t = singles[i], first = J.first_entry(t), len = b.token_len[t] - first, np = part_count[i];
       for (int p = 0; p < np; p++) {
-        const int a = static_cast<int>(static_cast<long>(len) * p / np), e = static_cast<int>(static_cast<long>(len) * (p + 1) / np);
+        const int a = first + static_cast<int>(static_cast<long>(len) * p / np), e = first + static_cast<int>(static_cast<long>(len) * (p + 1) / np);
         float* dst = np > 1 ? parts.data() + (part_first[i] + p) * part_floats : nullptr;
         items.push_back({Item::kToken, t, 1, 0, a, e, static_cast<double>(e - a) * b.heads, dst});
       }
@@ -797,7 +807,7 @@ void run_attention(const Job& J, int threads) {
     const int n_stat = static_cast<int>(stat_tokens.size());
     for (int i = 0; i < n_stat;) {
       const int t = stat_tokens[i];
-      if (!fast) {
+      if (!fast || windowed) {
         items.push_back({Item::kStats, t, 1, 0, 0, 0, 1.0 * b.token_len[t] * b.heads, nullptr});
         i++;
         continue;

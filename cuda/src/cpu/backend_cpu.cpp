@@ -20,6 +20,7 @@
 
 #include "backend.h"
 #include "cpu/attention_cpu.h"
+#include "cpu/gemma3_ops_cpu.h"
 #include "cpu/gemm.h"
 #include "cpu/half_linear.h"
 #include "cpu/quant_linear.h"
@@ -196,6 +197,19 @@ class CpuBackend final : public Backend {
     }
   }
 
+  void rms_norm_heads(float* x, int stride, int n, int heads, int head_dim, const float* w, float eps) override {
+#pragma omp parallel for num_threads(threads_) schedule(static) if (n > 16)
+    for (int i = 0; i < n; i++) {
+      for (int h = 0; h < heads; h++) {
+        float* head = x + static_cast<size_t>(i) * stride + static_cast<size_t>(h) * head_dim;
+        double squares = 0;
+        for (int j = 0; j < head_dim; j++) squares += static_cast<double>(head[j]) * head[j];
+        const float scale = static_cast<float>(1.0 / std::sqrt(squares / head_dim + eps));
+        for (int j = 0; j < head_dim; j++) head[j] = head[j] * scale * w[j];
+      }
+    }
+  }
+
   void linear(const float* x, int n, const Matrix* w, const float* bias, float* y) override {
     if (w->quant) return quant_linear(x, n, *w->quant, bias, y, threads_, isa_);
     if (w->half) return half_linear(x, n, *w->half, bias, y, threads_, isa_);
@@ -237,6 +251,10 @@ class CpuBackend final : public Backend {
       for (int j = 0; j < ff; j++) o[j] = gate[j] / (1.0f + std::exp(-gate[j])) * up[j];
     }
   }
+
+  bool supports_gemma3_ops() const override { return true; }
+  void gelu_tanh_mul(const float* x, int n, int ff, float* out) override { cpu_gelu_tanh_mul(x, n, ff, out, threads_); }
+  void scale(float* x, float s, size_t n) override { cpu_scale(x, s, n, threads_); }
 
   void add(float* x, const float* y, size_t n) override {
 #pragma omp parallel for num_threads(threads_) schedule(static) if (n > 65536)

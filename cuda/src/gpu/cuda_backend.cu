@@ -126,6 +126,7 @@ class CudaBackend final : public Backend {
 
   void embed(const Matrix* table, const int32_t* tokens, int n, float* out) override;
   void rms_norm(const float* x, const float* w, float eps, int n, int d, float* out) override;
+  void rms_norm_heads(float* x, int stride, int n, int heads, int head_dim, const float* w, float eps) override;
   void linear(const float* x, int n, const Matrix* w, const float* bias, float* y) override;
   void rope(float* x, int stride, int n, int heads, int head_dim, const int32_t* pos,
             const float* inv_freq, int sign) override;
@@ -451,6 +452,11 @@ void CudaBackend::embed(const Matrix* table, const int32_t* tokens, int n, float
 void CudaBackend::rms_norm(const float* x, const float* w, float eps, int n, int d, float* out) {
   use();
   gpu::launch_rms_norm(x, w, eps, n, d, out, stream_);
+}
+
+void CudaBackend::rms_norm_heads(float* x, int stride, int n, int heads, int head_dim, const float* w, float eps) {
+  use();
+  gpu::launch_rms_norm_heads(x, stride, n, heads, head_dim, w, eps, stream_);
 }
 
 void CudaBackend::linear(const float* x, int n, const Matrix* w, const float* bias, float* y) {

@@ -69,6 +69,18 @@ __global__ void rms_norm_kernel(const float* x, const float* w, float eps, int d
   for (int j = threadIdx.x; j < d; j += blockDim.x) o[j] = xr[j] * inv * w[j];
 }
 
+// One block per (row, head): blockIdx.x = row * heads + head. Each element is read and written
+// by the same thread, after block_sum's barrier, so the in-place update is safe.
+__global__ void rms_norm_heads_kernel(float* x, int stride, int heads, int head_dim, const float* w, float eps) {
+  const int row = blockIdx.x / heads, head = blockIdx.x % heads;
+  float* e = x + static_cast<size_t>(row) * stride + static_cast<size_t>(head) * head_dim;
+  float ss = 0.f;
+  for (int j = threadIdx.x; j < head_dim; j += blockDim.x) ss = fmaf(e[j], e[j], ss);
+  ss = block_sum(ss);
+  const float inv = 1.0f / sqrtf(ss / static_cast<float>(head_dim) + eps);
+  for (int j = threadIdx.x; j < head_dim; j += blockDim.x) e[j] = e[j] * inv * w[j];
+}
+
 // One block per row; thread j computes the angle for pair (j, j + half) once (in double: a
 // position of 1e5 times inv_freq near 1 is an angle float cannot hold to the needed digits)
 // and rotates that pair in every head.
@@ -265,6 +277,14 @@ void launch_rms_norm(const float* x, const float* w, float eps, int n, int d, fl
   const int t = d >= 2048 ? 512 : 256;
   rms_norm_kernel<<<n, t, 0, stream>>>(x, w, eps, d, out);
   CTXR_CUDA_LAUNCH_CHECK("rms_norm_kernel");
+}
+
+void launch_rms_norm_heads(float* x, int stride, int n, int heads, int head_dim, const float* w,
+                           float eps, cudaStream_t stream) {
+  if (n <= 0 || heads <= 0 || head_dim <= 0) return;
+  const int t = row_threads(head_dim);
+  rms_norm_heads_kernel<<<static_cast<unsigned>(n) * static_cast<unsigned>(heads), t, 0, stream>>>(x, stride, heads, head_dim, w, eps);
+  CTXR_CUDA_LAUNCH_CHECK("rms_norm_heads_kernel");
 }
 
 void launch_rope(float* x, int stride, int n, int heads, int head_dim, const int32_t* pos,

@@ -214,6 +214,26 @@ void test_small_ops(Ctx& c) {
     c.b->release(dw);
     c.b->release(dx);
   }
+  {  // rms_norm_heads: 2 of 3 heads of 96 (not a multiple of 32) in strided rows, in place
+    const int n = 5, heads = 2, hd = 96, stride = 3 * hd;
+    Vec x = c.rand(static_cast<size_t>(n) * stride, -3, 3), w = c.rand(hd);
+    float* dx = c.up(x);
+    float* dw = c.up(w);
+    c.b->rms_norm_heads(dx, stride, n, heads, hd, dw, 1e-6f);
+    Vec got = c.down(dx, x.size());
+    std::vector<double> ref(x.begin(), x.end());
+    for (int i = 0; i < n; i++)
+      for (int h = 0; h < heads; h++) {
+        const size_t o = static_cast<size_t>(i) * stride + static_cast<size_t>(h) * hd;
+        double ss = 0;
+        for (int j = 0; j < hd; j++) ss += static_cast<double>(x[o + j]) * x[o + j];
+        const double inv = 1.0 / std::sqrt(ss / hd + 1e-6);
+        for (int j = 0; j < hd; j++) ref[o + j] = x[o + j] * inv * w[j];
+      }
+    c.check("rms_norm_heads (strided rows, third head untouched)", got, ref, 2e-6);
+    c.b->release(dx);
+    c.b->release(dw);
+  }
   {  // rope on a strided row, then undo
     const int n = 6, heads = 3, hd = 128, stride = 5 * hd;
     Vec x = c.rand(static_cast<size_t>(n) * stride);

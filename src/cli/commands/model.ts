@@ -59,6 +59,8 @@ Options:
   --rope-scaling S         ${ROPE_SCALINGS.join(" | ")}: llama3 writes Llama 3's rope_scaling (default none)
   --tie-embeddings         no lm_head: output weights tied to the embedding
   --qkv-bias               q/k/v projection biases (written as a Qwen2 checkpoint)
+  --qk-norm                per-head q/k RMSNorm (written as a Qwen3 checkpoint)
+  --head-dim N             head size, heads · N need not be --hidden (default: hidden / heads)
   --attention-gain X       q_proj and k_proj std times X: sharper attention (default ${D.attentionGain})
   --force                  overwrite the files in a non-empty folder
   -h, --help               this help
@@ -83,6 +85,8 @@ const FLAGS: FlagSpec = {
   "rope-scaling": { type: "string" },
   "tie-embeddings": { type: "boolean" },
   "qkv-bias": { type: "boolean" },
+  "qk-norm": { type: "boolean" },
+  "head-dim": { type: "string" },
   "attention-gain": { type: "string" },
   force: { type: "boolean" },
   help: { type: "boolean", short: "h" },
@@ -107,6 +111,8 @@ export function tinyModelOptionsFromFlags(args: string[]): { out: string; force:
     ropeScaling: choiceFlag<RopeScaling>(flags, "rope-scaling", COMMAND, ROPE_SCALINGS, D.ropeScaling),
     tieEmbeddings: Boolean(flags.values["tie-embeddings"]),
     qkvBias: Boolean(flags.values["qkv-bias"]),
+    qkNorm: Boolean(flags.values["qk-norm"]),
+    headDim: integerFlag(flags, "head-dim", COMMAND, 2) ?? D.headDim,
     attentionGain: numberFlag(flags, "attention-gain", COMMAND, D.attentionGain, { min: 0 }),
   };
   if (options.attentionGain <= 0) throw new UsageError(`--attention-gain must be a positive number, got '${flags.values["attention-gain"]}'`, COMMAND);
@@ -138,7 +144,7 @@ export async function modelTinyCommand(args: string[], io: CommandIo): Promise<n
   const parameters = tinyModelParameterCount(options);
   const totalBytes = written.reduce((sum, file) => sum + file.bytes, 0);
   io.out(
-    `ctxr: wrote a tiny ${options.qkvBias ? "Qwen2" : "Llama"} model to ${out}: ${parameters} parameters (${options.dtype}), ` +
+    `ctxr: wrote a tiny ${options.qkvBias ? "Qwen2" : options.qkNorm ? "Qwen3" : "Llama"} model to ${out}: ${parameters} parameters (${options.dtype}), ` +
       `${options.layers} layers, hidden ${options.hidden}, seed ${options.seed}; ${totalBytes} bytes\n`,
   );
   io.out(

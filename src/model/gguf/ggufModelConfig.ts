@@ -4,7 +4,8 @@
  * (max_position_embeddings, the server's max_model_len), vocabulary, hidden size, layers,
  * heads, kv heads, head_dim, norms, rope base and scaling, tied output.
  *
- * Keys (ARCH = `general.architecture`: llama, qwen2 or mistral):
+ * Keys (ARCH = `general.architecture`: llama, qwen2, qwen3, mistral or gemma3; gemma3's own keys
+ * in ggufGemma3Config.ts):
  *   ARCH.context_length, ARCH.embedding_length, ARCH.block_count, ARCH.feed_forward_length,
  *   ARCH.attention.head_count, ARCH.attention.head_count_kv (default: head_count),
  *   ARCH.attention.key_length / value_length (default embedding_length / head_count),
@@ -17,15 +18,18 @@
  * Pure: metadata and tensor infos in; a GgufMetadataError naming the key when one is
  * missing or invalid, or naming general.architecture when it is not one we run.
  */
+import { gemma3ConfigFields } from "./ggufGemma3Config.ts";
 import { GgufMetadataError, optionalInteger, optionalNumber, optionalString, optionalStringArray, requiredInteger, requiredString, type GgufMetadataLike } from "./ggufMetadataValues.ts";
 
-export const GGUF_ARCHITECTURES = ["llama", "qwen2", "mistral"] as const;
+export const GGUF_ARCHITECTURES = ["llama", "qwen2", "qwen3", "mistral", "gemma3"] as const;
 export type GgufArchitecture = (typeof GGUF_ARCHITECTURES)[number];
 
 const HF_ARCHITECTURE: Record<GgufArchitecture, { architectures: string; modelType: string }> = {
   llama: { architectures: "LlamaForCausalLM", modelType: "llama" },
   qwen2: { architectures: "Qwen2ForCausalLM", modelType: "qwen2" },
+  qwen3: { architectures: "Qwen3ForCausalLM", modelType: "qwen3" },
   mistral: { architectures: "MistralForCausalLM", modelType: "mistral" },
+  gemma3: { architectures: "Gemma3ForCausalLM", modelType: "gemma3_text" },
 };
 
 export interface GgufModelConfig {
@@ -130,5 +134,12 @@ export function ggufModelConfig(metadata: GgufMetadataLike, tensors: readonly Gg
     tie_word_embeddings: tieWordEmbeddings,
     attention_bias: attentionBias,
   };
+  if (architecture === "gemma3") {
+    const fields = gemma3ConfigFields(metadata, { hidden, heads, headDim, layers });
+    for (const [key, value] of Object.entries(fields)) {
+      if (value === undefined) delete configJson[key];
+      else configJson[key] = value;
+    }
+  }
   return { architecture, contextLength, vocabSize, hidden, intermediate, layers, heads, kvHeads, headDim, rmsNormEps, ropeTheta, ropeScaling: scaling, tieWordEmbeddings, attentionBias, configJson };
 }

@@ -16,7 +16,7 @@
  * 6 byte. Control and unknown tokens become special added tokens, user-defined ones plain
  * added tokens (matched whole in text, as llama.cpp does).
  * Special ids: `tokenizer.ggml.{bos,eos,eot,eom,unknown,padding}_token_id`; stop ids are
- * eos, eot and eom. `tokenizer.ggml.add_bos_token` / `add_eos_token` (defaults as
+ * eos, eot and eom (eot, when absent: the token "<end_of_turn>", as llama.cpp finds Gemma's). `tokenizer.ggml.add_bos_token` / `add_eos_token` (defaults as
  * llama.cpp's: SPM and Llama 3 add BOS). Chat template: `tokenizer.chat_template`.
  *
  * Pure: metadata in, JSON objects out; errors name the key.
@@ -37,6 +37,8 @@ import { ggufPreTokenization } from "./ggufPreTokenizer.ts";
 import { sentencePieceMerges } from "./sentencePieceMerges.ts";
 
 type JsonObject = Record<string, unknown>;
+
+const GEMMA_END_OF_TURN = "<end_of_turn>";
 
 export const TOKEN_TYPE = { normal: 1, unknown: 2, control: 3, userDefined: 4, unused: 5, byte: 6 } as const;
 
@@ -190,7 +192,9 @@ export function ggufTokenizerFiles(metadata: GgufMetadataLike): GgufTokenizerFil
   const eos = tokenId(metadata, KEY.eos, tokens.length, spm ? 2 : null);
   const unk = tokenId(metadata, KEY.unk, tokens.length, spm ? 0 : null);
   const pad = tokenId(metadata, KEY.pad, tokens.length);
-  const eot = tokenId(metadata, KEY.eot, tokens.length);
+  // Without the key, llama.cpp takes Gemma's "<end_of_turn>" as the end of turn (llama-vocab.cpp
+  // finds it by name): llama.cpp's converter writes no eot id for Gemma 3.
+  const eot = tokenId(metadata, KEY.eot, tokens.length) ?? (tokens.includes(GEMMA_END_OF_TURN) ? tokens.indexOf(GEMMA_END_OF_TURN) : null);
   const eom = tokenId(metadata, KEY.eom, tokens.length);
 
   const parts = spm ? sentencePieceBpe(metadata, tokens, types, unk) : byteLevelBpe(metadata, tokens);

@@ -1,15 +1,16 @@
 /**
- * A Hugging Face Llama / Mistral / Qwen2 checkpoint in llama.cpp's GGUF conventions:
+ * A Hugging Face Llama / Mistral / Qwen2 / Qwen3 checkpoint in llama.cpp's GGUF conventions:
  * the architecture's metadata keys from config.json, the tensor names, and the q/k
  * row permutation. Pure: config in, metadata and a tensor plan out.
  *
  * Names: model.embed_tokens → token_embd, layers.N.input_layernorm → blk.N.attn_norm,
  * self_attn.{q,k,v,o}_proj → attn_{q,k,v,output}, post_attention_layernorm → ffn_norm,
- * mlp.{gate,up,down}_proj → ffn_{gate,up,down}, model.norm → output_norm, lm_head →
- * output (absent when embeddings are tied). A [rows, columns] weight has GGUF dims
+ * mlp.{gate,up,down}_proj → ffn_{gate,up,down}, self_attn.{q,k}_norm → attn_{q,k}_norm
+ * (Qwen3's per-head norms), model.norm → output_norm, lm_head → output (absent when
+ * embeddings are tied). A [rows, columns] weight has GGUF dims
  * [ne0 = columns, ne1 = rows], the same bytes.
  *
- * Permutation (llama only; qwen2 is written as is): Hugging Face rotates the pairs
+ * Permutation (llama only; qwen2 and qwen3 are written as is): Hugging Face rotates the pairs
  * (i, i + d/2) of each head of d rows; llama.cpp's llama rotates adjacent pairs (2i,
  * 2i + 1). Its converter reorders the rows of q_proj (per attention head) and k_proj
  * (per key/value head) so that within each head, new row 2i + h = old row h·d/2 + i
@@ -31,7 +32,7 @@ export class ModelConversionError extends Error {
   }
 }
 
-export type GgufArchitecture = "llama" | "qwen2";
+export type GgufArchitecture = "llama" | "qwen2" | "qwen3";
 
 export interface HfModelShape {
   architecture: GgufArchitecture;
@@ -60,7 +61,8 @@ export function hfArchitecture(config: Record<string, unknown>): GgufArchitectur
   const name = String(names[0] ?? config.model_type ?? "");
   if (/^(Llama|Mistral)ForCausalLM$/.test(name) || config.model_type === "llama" || config.model_type === "mistral") return "llama";
   if (name === "Qwen2ForCausalLM" || config.model_type === "qwen2") return "qwen2";
-  throw new ModelConversionError(`config.json: architecture ${JSON.stringify(name)} is not supported (LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM)`);
+  if (name === "Qwen3ForCausalLM" || config.model_type === "qwen3") return "qwen3";
+  throw new ModelConversionError(`config.json: architecture ${JSON.stringify(name)} is not supported (LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM)`);
 }
 
 export function hfModelShape(config: Record<string, unknown>): HfModelShape {
@@ -156,6 +158,8 @@ const LAYER_NAMES: Record<string, string> = {
   "self_attn.v_proj.weight": "attn_v.weight",
   "self_attn.v_proj.bias": "attn_v.bias",
   "self_attn.o_proj.weight": "attn_output.weight",
+  "self_attn.q_norm.weight": "attn_q_norm.weight",
+  "self_attn.k_norm.weight": "attn_k_norm.weight",
   "post_attention_layernorm.weight": "ffn_norm.weight",
   "mlp.gate_proj.weight": "ffn_gate.weight",
   "mlp.up_proj.weight": "ffn_up.weight",

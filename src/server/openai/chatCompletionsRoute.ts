@@ -4,9 +4,7 @@
  */
 import type { Context } from "hono";
 import type { GenerationEngine } from "../../engine/generationEngine.ts";
-import { errorResponse } from "../../http/errors.ts";
 import { eventStream } from "../generationEventStream.ts";
-import { depthProblem } from "../../http/jsonDepth.ts";
 import type { ChatCompletionBody } from "../openaiSchemas.ts";
 import { answerError } from "./answerError.ts";
 import { answerHeader } from "./answerHeader.ts";
@@ -22,8 +20,6 @@ import { choicesPerPrompt } from "./requestChecks.ts";
 export function chatCompletionsHandler(engine: GenerationEngine, options: GenerationHandlerOptions) {
   return async (c: Context): Promise<Response> => {
     const body = (c.req as unknown as { valid(target: "json"): ChatCompletionBody }).valid("json");
-    const deep = depthProblem(body, options.maxJsonDepth);
-    if (deep !== null) return errorResponse(c, 400, deep.message, deep.field);
     let chat: PreparedChat;
     try {
       chat = await prepareChatGeneration(engine, body);

@@ -4,9 +4,7 @@
  */
 import type { Context } from "hono";
 import type { GenerationEngine } from "../../engine/generationEngine.ts";
-import { errorResponse } from "../../http/errors.ts";
 import { eventStream } from "../generationEventStream.ts";
-import { depthProblem } from "../../http/jsonDepth.ts";
 import type { CompletionBody } from "../openaiSchemas.ts";
 import { answerError } from "./answerError.ts";
 import { answerHeader } from "./answerHeader.ts";
@@ -21,8 +19,6 @@ import type { GenerationHandlerOptions } from "./handlerOptions.ts";
 export function completionsHandler(engine: GenerationEngine, options: GenerationHandlerOptions) {
   return async (c: Context): Promise<Response> => {
     const body = (c.req as unknown as { valid(target: "json"): CompletionBody }).valid("json");
-    const deep = depthProblem(body, options.maxJsonDepth);
-    if (deep !== null) return errorResponse(c, 400, deep.message, deep.field);
     let completion: PreparedCompletion;
     try {
       completion = await prepareCompletion(engine, body);

@@ -11,6 +11,7 @@
  * (its KV blocks are freed at the next step). Without --model (and without --upstream) these
  * paths answer 404 saying how to load a model (modelsRoutes.ts: mountNoModelRoutes).
  */
+import { jsonDepthLimit } from "../../http/jsonDepthLimit.ts";
 import { createRoute, z, type OpenAPIHono } from "@hono/zod-openapi";
 import type { MiddlewareHandler } from "hono";
 import type { GenerationEngine } from "../../engine/generationEngine.ts";
@@ -45,9 +46,9 @@ export interface GenerationRouteOptions {
 export function mountGenerationRoutes(app: OpenAPIHono, engine: GenerationEngine, options: GenerationRouteOptions): void {
   const schemas = createOpenAiSchemas();
   const handlerOptions: GenerationHandlerOptions = {
-    maxJsonDepth: options.maxJsonDepth ?? DEFAULT_LIMITS.maxJsonDepth,
     stream: { log: options.log ?? ((text) => void process.stderr.write(text)), keepAliveMs: options.sseKeepAliveMs ?? DEFAULT_SSE_KEEP_ALIVE_MS },
   };
+  const withDepthLimit = [...options.middleware, jsonDepthLimit(options.maxJsonDepth ?? DEFAULT_LIMITS.maxJsonDepth)];
   const security: Record<string, string[]>[] | undefined = options.secured ? [{ bearerAuth: [] }, { apiKeyHeader: [] }] : undefined;
   const error = (description: string) => ({ description, content: { "application/json": { schema: options.errorSchema } } });
   const errors = {
@@ -70,7 +71,7 @@ export function mountGenerationRoutes(app: OpenAPIHono, engine: GenerationEngine
     path: "/v1/chat/completions",
     tags: ["generation"],
     summary: "Chat completion with the served model (OpenAI-compatible)",
-    middleware: options.middleware,
+    middleware: withDepthLimit,
     security,
     request: { body: { required: true, content: { "application/json": { schema: schemas.ChatCompletionRequest } } } },
     responses: { 200: streamed(schemas.ChatCompletionResponse, "The completion"), ...errors },
@@ -80,7 +81,7 @@ export function mountGenerationRoutes(app: OpenAPIHono, engine: GenerationEngine
     path: "/v1/completions",
     tags: ["generation"],
     summary: "Text completion with the served model (OpenAI-compatible); the prompt may be token ids",
-    middleware: options.middleware,
+    middleware: withDepthLimit,
     security,
     request: { body: { required: true, content: { "application/json": { schema: schemas.CompletionRequest } } } },
     responses: { 200: streamed(schemas.CompletionResponse, "The completion (one choice per prompt)"), ...errors },

@@ -2,7 +2,5 @@
 import type { EventStreamOptions } from "../generationEventStream.ts";
 
 export interface GenerationHandlerOptions {
-  /** Levels of JSON nesting a body may have, ignored fields included. */
-  maxJsonDepth: number;
   stream: EventStreamOptions;
 }

@@ -5,6 +5,7 @@
  * `response` object, or with "stream": true the Responses events. A stored response (store, the
  * default) can be continued with previous_response_id; an unknown or forgotten one is a 404.
  */
+import { jsonDepthLimit } from "../../http/jsonDepthLimit.ts";
 import { createRoute, type OpenAPIHono, type z } from "@hono/zod-openapi";
 import type { Context, MiddlewareHandler } from "hono";
 import type { GenerationEngine } from "../../engine/generationEngine.ts";
@@ -17,7 +18,6 @@ import { engineFailureResponse, failureMessage, streamFailure } from "../generat
 import { InvalidRequest } from "../openai/invalidRequest.ts";
 import { usageOf } from "../openai/usage.ts";
 import { DEFAULT_SSE_KEEP_ALIVE_MS } from "../../http/sseKeepAlive.ts";
-import { depthProblem } from "../../http/jsonDepth.ts";
 import { DEFAULT_LIMITS } from "../../http/limits.ts";
 import { createOpenAiSchemas } from "../openaiSchemas.ts";
 import { responseEventStream } from "./responseEventStream.ts";
@@ -55,7 +55,7 @@ export function mountResponsesRoute(app: OpenAPIHono, engine: GenerationEngine, 
     path: "/v1/responses",
     tags: ["generation"],
     summary: "A response from the served model (OpenAI's Responses API)",
-    middleware: options.middleware,
+    middleware: [...options.middleware, jsonDepthLimit(maxJsonDepth)],
     security: options.secured ? [{ bearerAuth: [] }, { apiKeyHeader: [] }] : undefined,
     request: { body: { required: true, content: { "application/json": { schema: schemas.ResponsesRequest } } } },
     responses: {
@@ -97,8 +97,6 @@ export function mountResponsesRoute(app: OpenAPIHono, engine: GenerationEngine, 
 
   app.openapi(route, (async (c: Context) => {
     const body = (c.req as unknown as { valid(target: "json"): ResponsesBody }).valid("json");
-    const deep = depthProblem(body, maxJsonDepth);
-    if (deep !== null) return errorResponse(c, 400, deep.message, deep.field);
     let translated: TranslatedRequest | null = null;
     let handle: GenerationHandle;
     let tools: ToolRequest | null;

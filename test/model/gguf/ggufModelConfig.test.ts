@@ -53,8 +53,18 @@ describe("ggufModelConfig", () => {
     expect(ggufModelConfig(mistral, TENSORS)).toMatchObject({ architecture: "mistral", ropeScaling: { rope_type: "linear", factor: 2 } });
   });
 
+  test("qwen3: key_length gives head_dim apart from hidden / heads; Qwen3ForCausalLM, no bias", () => {
+    const qwen3 = llamaMetadata("qwen3");
+    qwen3.set("qwen3.attention.key_length", 96);
+    qwen3.set("qwen3.attention.value_length", 96);
+    const config = ggufModelConfig(qwen3, TENSORS);
+    expect(config).toMatchObject({ architecture: "qwen3", hidden: 128, heads: 4, headDim: 96, attentionBias: false });
+    expect(config.configJson).toMatchObject({ architectures: ["Qwen3ForCausalLM"], model_type: "qwen3", head_dim: 96 });
+    expect(llamaConfigFromJson(config.configJson).headDim).toBe(96);
+  });
+
   const errors: [string, (m: Map<string, unknown>) => void, RegExp][] = [
-    ["other architecture", (m) => m.set("general.architecture", "gemma2"), /general\.architecture is "gemma2"; ctxr runs llama, qwen2, mistral/],
+    ["other architecture", (m) => m.set("general.architecture", "gemma2"), /general\.architecture is "gemma2"; ctxr runs llama, qwen2, qwen3, mistral/],
     ["no architecture", (m) => m.delete("general.architecture"), /general\.architecture is missing/],
     ["missing context length", (m) => m.delete("llama.context_length"), /llama\.context_length is missing/],
     ["zero layers", (m) => m.set("llama.block_count", 0), /llama\.block_count must be an integer ≥ 1, got number 0/],

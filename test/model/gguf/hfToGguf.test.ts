@@ -65,6 +65,23 @@ describe("Hugging Face to GGUF conventions", () => {
     expect(hfTensorMapping("lm_head.weight", qwen)).toBeNull();
   });
 
+  test("qwen3: Qwen3ForCausalLM is qwen3, head_dim apart from hidden / heads as key_length, q/k norms named, nothing permuted", () => {
+    const config = tinyModelConfig({ ...TINY_MODEL_DEFAULTS, qkNorm: true, headDim: 24 });
+    expect(config).toMatchObject({ architectures: ["Qwen3ForCausalLM"], model_type: "qwen3", head_dim: 24 });
+    const m = hfModelMetadata(config, "tiny-qwen3");
+    expect(metadataString(m, "general.architecture")).toBe("qwen3");
+    expect(metadataNumber(m, "qwen3.attention.key_length")).toBe(24);
+    expect(metadataNumber(m, "qwen3.attention.value_length")).toBe(24);
+    expect(metadataNumber(m, "qwen3.rope.dimension_count")).toBe(24);
+    const shape = hfModelShape(config);
+    expect(shape).toMatchObject({ architecture: "qwen3", headDim: 24 });
+    expect(hfTensorMapping("model.layers.1.self_attn.q_norm.weight", shape)).toEqual({ ggufName: "blk.1.attn_q_norm.weight", permuteHeads: 0 });
+    expect(hfTensorMapping("model.layers.0.self_attn.k_norm.weight", shape)).toEqual({ ggufName: "blk.0.attn_k_norm.weight", permuteHeads: 0 });
+    expect(hfTensorMapping("model.layers.0.self_attn.q_proj.weight", shape)).toEqual({ ggufName: "blk.0.attn_q.weight", permuteHeads: 0 });
+    expect(hfModelShape({ model_type: "qwen3", hidden_size: 64, num_attention_heads: 4, num_hidden_layers: 1 }).architecture).toBe("qwen3");
+    expect(tensorTypeFor("q4_k_m", "blk.0.attn_q_norm.weight", [128], false, 2)).toBe(GGML_TYPE.F32);
+  });
+
   test("tensor types: norms F32, output at Q6_K for q4_k, fallbacks for short rows", () => {
     expect(tensorTypeFor("q4_k", "blk.0.attn_norm.weight", [256], false)).toBe(GGML_TYPE.F32);
     expect(tensorTypeFor("q4_k", "blk.0.ffn_up.weight", [256, 512], false)).toBe(GGML_TYPE.Q4_K);

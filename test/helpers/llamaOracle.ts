@@ -1,0 +1,158 @@
+/**
+ * llama.cpp as the oracle (issue 29, item 5): random-weight GGUF files written by llama.cpp's own
+ * gguf-py (scripts/oracle/random_gguf.py), quantized by llama.cpp's own quantizer, and the
+ * log-probabilities llama.cpp and ctxr's CPU runner compute on the same file for the same ids.
+ *
+ * The driver and the llama.cpp sources come from tools/llama-oracle/setup.sh (run by the test
+ * command's pretest step; run here too when missing, a no-op when already set up).
+ */
+import { readFileSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { RunnerProcess } from "../../src/runner/runnerProcess.ts";
+import { sequenceRange } from "../../src/runner/runnerProtocol.ts";
+import { REPO_ROOT, runProgram } from "./cli.ts";
+import { logSoftmaxRows } from "./logprobRows.ts";
+
+const ORACLE_DIR = join(REPO_ROOT, "tools", "llama-oracle");
+const RANDOM_GGUF = join(REPO_ROOT, "scripts", "oracle", "random_gguf.py");
+const PYTHON = "/usr/bin/python3";
+
+/** llama.cpp's llama_ftype numbers (include/llama.h) of the file types the tests make. */
+export const LLAMA_FTYPES = {
+  F32: 0,
+  F16: 1,
+  Q4_0: 2,
+  Q4_1: 3,
+  Q8_0: 7,
+  Q5_0: 8,
+  Q5_1: 9,
+  Q2_K: 10,
+  Q3_K_S: 11,
+  Q3_K_M: 12,
+  Q4_K_S: 14,
+  Q4_K_M: 15,
+  Q5_K_S: 16,
+  Q5_K_M: 17,
+  Q6_K: 18,
+  IQ4_NL: 25,
+  IQ4_XS: 30,
+  BF16: 32,
+  MXFP4: 38, // LLAMA_FTYPE_MOSTLY_MXFP4_MOE: MXFP4 experts, the rest as Q8_0
+} as const;
+export type LlamaFileType = keyof typeof LLAMA_FTYPES;
+
+export interface LlamaOracle {
+  /** tools/llama-oracle/build/llama-oracle */
+  driver: string;
+  /** llama.cpp's gguf-py of the same commit (GGUF_PY for random_gguf.py). */
+  ggufPy: string;
+}
+
+let oracle: LlamaOracle | null = null;
+
+/** The oracle, set up when it is not yet (tools/llama-oracle/setup.sh). */
+export function llamaOracle(): LlamaOracle {
+  if (oracle) return oracle;
+  const setup = runProgram(["bash", join(ORACLE_DIR, "setup.sh")]);
+  if (setup.code !== 0) throw new Error(`tools/llama-oracle/setup.sh failed (exit ${setup.code}):\n${setup.stderr}`);
+  oracle = { driver: setup.stdout.trim().split("\n").at(-1)!, ggufPy: join(ORACLE_DIR, "build", "llama.cpp", "gguf-py") };
+  return oracle;
+}
+
+function run(command: string[], what: string, env: Record<string, string> = {}): string {
+  const result = runProgram(command, { env });
+  if (result.code !== 0) throw new Error(`${what} failed (exit ${result.code}):\n${result.stderr.trim()}`);
+  return result.stdout;
+}
+
+function lastLine(stdout: string): string {
+  return stdout.trimEnd().split("\n").at(-1)!;
+}
+
+/** The shape options of random_gguf.py (defaults there: hidden 256, 2 layers, 4 heads, 2 KV heads, ffn 512). */
+export interface RandomGgufOptions {
+  seed?: number;
+  hidden?: number;
+  layers?: number;
+  heads?: number;
+  kvHeads?: number;
+  headDim?: number;
+  ffn?: number;
+  context?: number;
+  /** More random_gguf.py arguments (an architecture's own, e.g. a sliding window). */
+  extraArgs?: string[];
+}
+
+/** Writes a random-weight F32 file of `arch` with llama.cpp's gguf-py (scripts/oracle/arch_<arch>.py). */
+export function writeRandomGguf(arch: string, out: string, options: RandomGgufOptions = {}): string {
+  const flags: [Exclude<keyof RandomGgufOptions, "extraArgs">, string][] = [
+    ["seed", "--seed"], ["hidden", "--hidden"], ["layers", "--layers"], ["heads", "--heads"],
+    ["kvHeads", "--kv-heads"], ["headDim", "--head-dim"], ["ffn", "--ffn"], ["context", "--context"],
+  ];
+  const args = [...flags.flatMap(([key, flag]) => (options[key] === undefined ? [] : [flag, String(options[key])])), ...(options.extraArgs ?? [])];
+  run([PYTHON, RANDOM_GGUF, "--arch", arch, "--out", out, ...args], `random_gguf.py --arch ${arch}`, { GGUF_PY: llamaOracle().ggufPy });
+  return out;
+}
+
+/** llama.cpp's llama_model_quantize of `input` to `type` (its own per-tensor mix for the K and IQ types). */
+export function llamaQuantize(input: string, output: string, type: LlamaFileType): string {
+  run([llamaOracle().driver, "quantize", input, output, String(LLAMA_FTYPES[type])], `llama.cpp quantize to ${type}`);
+  return output;
+}
+
+/** Each tensor's ggml type name ("q4_K", "f32", ...), as ggml reads the file. */
+export function llamaTensorTypes(file: string): Record<string, string> {
+  return JSON.parse(lastLine(run([llamaOracle().driver, "tensor-types", file], `llama.cpp tensor-types of ${file}`))) as Record<string, string>;
+}
+
+/** llama.cpp's token ids of `text` (no BOS/EOS added): special tokens as plain text, and recognised. */
+export function llamaTokenize(file: string, text: string, scratch: string): { plain: number[]; special: number[] } {
+  const textFile = join(scratch, "oracle-text.txt");
+  writeFileSync(textFile, text);
+  return JSON.parse(lastLine(run([llamaOracle().driver, "tokenize", file, textFile], "llama.cpp tokenize"))) as { plain: number[]; special: number[] };
+}
+
+/** Log-probabilities at every position (positions × vocab, row-major). */
+export interface LogprobRows {
+  rows: Float32Array;
+  vocab: number;
+}
+
+/** llama.cpp's log-softmax of every position's logits for `ids` in one decode, f32 KV cache. */
+export function llamaLogprobs(file: string, ids: readonly number[], scratch: string): LogprobRows {
+  const idsFile = join(scratch, "oracle-ids.txt");
+  const outFile = join(scratch, "oracle-logprobs.f32");
+  writeFileSync(idsFile, ids.join(","));
+  const info = JSON.parse(lastLine(run([llamaOracle().driver, "logits", file, idsFile, outFile], `llama.cpp logits of ${file}`))) as { positions: number; vocab: number };
+  const bytes = readFileSync(outFile);
+  const rows = new Float32Array(bytes.buffer, bytes.byteOffset, bytes.byteLength / 4).slice();
+  if (info.positions !== ids.length || rows.length !== info.positions * info.vocab) throw new Error(`llama.cpp wrote ${rows.length} log-probabilities for ${ids.length} positions of ${info.vocab}`);
+  return { rows, vocab: info.vocab };
+}
+
+/**
+ * ctxr's CPU runner on the same file, f32 KV cache: every position's log-softmax for `ids`. The
+ * first `prefill` ids (default all) go in one forward (the prefill path); each later id is a
+ * forward of its own over the cache (the decode path).
+ */
+export async function ctxrLogprobs(runner: string, file: string, ids: readonly number[], prefill = ids.length): Promise<LogprobRows> {
+  if (prefill < 1 || prefill > ids.length) throw new Error(`prefill ${prefill} is not within 1..${ids.length}`);
+  const blockSize = 16;
+  const blocks = Math.ceil(ids.length / blockSize);
+  const runnerProcess = await RunnerProcess.start({ executable: runner, model: file, blocks: blocks + 1, blockSize, threads: 2, kvDtype: "f32" });
+  try {
+    const vocab = runnerProcess.info.vocab;
+    const table = await runnerProcess.alloc(blocks);
+    const logits = new Float32Array(ids.length * vocab);
+    const prefillRows = sequenceRange(0, prefill);
+    const first = await runnerProcess.forward({ sequences: [{ table, tokens: ids.slice(0, prefill), indices: prefillRows, logitRows: prefillRows }] });
+    logits.set(first.logits[0]!, 0);
+    for (let i = prefill; i < ids.length; i++) {
+      const step = await runnerProcess.forward({ sequences: [{ table, tokens: [ids[i]!], indices: [i], logitRows: [0] }] });
+      logits.set(step.logits[0]!, i * vocab);
+    }
+    return { rows: logSoftmaxRows(logits, vocab), vocab };
+  } finally {
+    await runnerProcess.shutdown();
+  }
+}

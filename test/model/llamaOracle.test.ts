@@ -27,6 +27,8 @@
  *     Q4_0   0.085–0.101 (0.016) / 1.98–2.05
  *     Q4_K_M 0.163–0.186 (0.030) / 1.73–2.03
  *     Q6_K   0.179–0.203 (0.030) / 0.45–0.52
+ *   and (seed 1) Q5_K_S 0.217 (0.030) / 0.88, Q5_K_M 0.200 (0.030) / 0.85, Q3_K_S 0.179 (0.030) /
+ *   3.01, Q3_K_M 0.187 (0.029) / 2.76, Q2_K 0.173 (0.030) / 4.53, IQ4_XS 0.169 (0.029) / 1.95.
  *   so (b) is 0.28–0.29 max, 0.040–0.041 mean; the tightest cell is Q6_K's mean (0.030 of 0.041).
  *   BENCHMARKS.md has the table and how the bound was checked to fail on perturbed files.
  *
@@ -69,7 +71,7 @@ interface OracleRow {
 
 /** Architecture → file types ctxr runs. Other branches add qwen3, gemma3, phi3 and more types. */
 const ORACLE_MATRIX: OracleRow[] = [
-  { arch: "llama", types: ["F32", "F16", "Q8_0", "Q4_0", "Q4_K_M", "Q6_K"] },
+  { arch: "llama", types: ["F32", "F16", "Q8_0", "Q4_0", "Q4_K_M", "Q6_K", "Q5_K_S", "Q5_K_M", "Q3_K_S", "Q3_K_M", "Q2_K", "IQ4_XS"] },
   // head_dim 128 ≠ hidden / heads (64), as Qwen3 models have.
   { arch: "qwen3", options: { heads: 4, kvHeads: 2, headDim: 128 }, types: ["F32", "Q8_0", "Q4_K_M"] },
   // 8 layers: 0-4 and 6-7 sliding-window (32 entries, so 300 positions run far past it), 5 global

@@ -15,6 +15,8 @@ import { GrammarCompiler } from "./grammarCompiler.ts";
 import { DEFAULT_GRAMMAR_LIMITS, type GrammarLimits } from "./grammar/grammarBudget.ts";
 import { completionIds, completionsAddBos } from "../model/completionPrompt.ts";
 import type { ToolCallFormat } from "./toolCalls/toolCallFormat.ts";
+import { resolveReasoningParser, type ReasoningParserChoice, type ReasoningParserName } from "./reasoning/reasoningParser.ts";
+import { reasoningVocabulary, type ReasoningVocabulary } from "./reasoning/reasoningTracker.ts";
 import { loadModelTokenizer, type ChatTemplateMessage, type ChatTemplateOptions, type ModelTokenizer } from "../model/modelTokenizer.ts";
 import { findRunner } from "../runner/runnerExecutable.ts";
 import { RunnerProcess, type KvDtypeChoice } from "../runner/runnerProcess.ts";
@@ -97,6 +99,8 @@ export interface EngineOptions {
   latency?: LatencyObserver;
   /** How the model writes tool calls (--tool-call-parser; default: detected from the chat template). */
   toolCallParser?: ToolCallFormat;
+  /** How the model writes its reasoning (--reasoning-parser; default auto: detected from the chat template; none: reasoning stays in the content). */
+  reasoningParser?: ReasoningParserChoice;
   /** Sparse decode's reconstruction trigger (default: uncertaintyTrigger.ts's placeholders; calibrate with `ctxr model calibrate-sparse`). */
   sparseTrigger?: UncertaintyTriggerOptions;
 }
@@ -225,6 +229,7 @@ export class GenerationEngine {
     engine.tokenizerThread = new TokenizerThread(source, log);
     engine.prompts = new OffThreadTokenizer(tokenizer, engine.tokenizerThread);
     engine.toolCallFormat = options.toolCallParser ?? null;
+    engine.reasoningParser = resolveReasoningParser(options.reasoningParser ?? "auto", tokenizer.chatTemplateSource);
     const capacities = chunkCache.capacities;
     engine.kvSettings = describeKvSettings({
       policy: options.kvPolicy ?? DEFAULT_KV_POLICY,
@@ -248,6 +253,15 @@ export class GenerationEngine {
   private prompts!: OffThreadTokenizer;
   /** The server's --tool-call-parser (null: detect from the chat template). */
   toolCallFormat: ToolCallFormat | null = null;
+  /** The server's --reasoning-parser (null: answers are not split into reasoning and content). */
+  reasoningParser: ReasoningParserName | null = null;
+  private reasoningTokens: ReasoningVocabulary | null = null;
+
+  /** The vocabulary as the reasoning tracker reads it (built on first use). */
+  get reasoningVocabulary(): ReasoningVocabulary {
+    this.reasoningTokens ??= reasoningVocabulary(this.tokenizer);
+    return this.reasoningTokens;
+  }
 
   /** Structured outputs' grammar compiler for this model (xgrammar loads on first use). */
   get grammar(): GrammarCompiler {

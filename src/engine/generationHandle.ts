@@ -41,6 +41,7 @@ export class GenerationHandle implements AsyncIterable<GenerationEvent> {
           finishReason: event.reason,
           promptTokens: event.promptTokens,
           completionTokens: event.completionTokens,
+          ...(event.reasoningTokens !== undefined ? { reasoningTokens: event.reasoningTokens } : {}),
           ctxr: event.ctxr,
           ...(event.promptLogprobs !== undefined ? { promptLogprobs: event.promptLogprobs } : {}),
         };

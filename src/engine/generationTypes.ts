@@ -8,6 +8,8 @@ import type { LogitsAdjustments } from "./logitsAdjuster.ts";
 import type { SegmentedPrompt } from "../kv/segmentedPrompt.ts";
 import type { ManagedPrefillUsage } from "../kv/managedPrefill.ts";
 import type { RecomputePolicy } from "../kv/recomputeSelection.ts";
+import type { ReasoningStart } from "./reasoning/reasoningParser.ts";
+import type { ReasoningVocabulary } from "./reasoning/reasoningTracker.ts";
 
 export interface GenerationRequest {
   /** The prompt's token ids (at least one). */
@@ -25,6 +27,11 @@ export interface GenerationRequest {
   adjustments?: LogitsAdjustments;
   /** Structured output: the grammar the text must follow (the sequence owns it and disposes of it when it ends). */
   constraint?: GrammarConstraint;
+  /**
+   * The answer may reason (`<think>…</think>`): where it starts, and the vocabulary to follow it
+   * token by token. The constraint then applies after the reasoning, and the finish counts its tokens.
+   */
+  reasoning?: { start: Exclude<ReasoningStart, "content">; vocabulary: ReasoningVocabulary };
   /** Tokens to generate before a stop token or stop string may end the text (vLLM's min_tokens; default 0). */
   minTokens?: number;
   /**
@@ -79,7 +86,7 @@ export type FinishReason = "stop" | "length";
 
 export type GenerationEvent =
   | { type: "delta"; text: string; tokens: GeneratedToken[]; promptLogprobs?: GeneratedToken[] }
-  | { type: "finish"; reason: FinishReason; promptTokens: number; completionTokens: number; ctxr: CtxrUsage; promptLogprobs?: GeneratedToken[] };
+  | { type: "finish"; reason: FinishReason; promptTokens: number; completionTokens: number; reasoningTokens?: number; ctxr: CtxrUsage; promptLogprobs?: GeneratedToken[] };
 
 export interface GenerationResult {
   text: string;
@@ -89,5 +96,7 @@ export interface GenerationResult {
   finishReason: FinishReason;
   promptTokens: number;
   completionTokens: number;
+  /** With request.reasoning: the generated tokens of the reasoning. */
+  reasoningTokens?: number;
   ctxr: CtxrUsage;
 }

@@ -3,7 +3,9 @@ import type { ManagedPrefillUsage } from "../kv/managedPrefill.ts";
 import type { SparseDecode } from "../kv/sparseDecode.ts";
 import { EventQueue } from "./eventQueue.ts";
 import type { CtxrUsage, GeneratedToken, GenerationEvent, GenerationRequest } from "./generationTypes.ts";
-import type { GrammarConstraint } from "./grammarConstraint.ts";
+import type { OutputConstraint } from "./outputConstraint.ts";
+import { ReasoningGatedConstraint } from "./reasoning/reasoningGatedConstraint.ts";
+import { ReasoningTracker } from "./reasoning/reasoningTracker.ts";
 import { LogitsAdjuster, adjustsLogits } from "./logitsAdjuster.ts";
 import { Sampler } from "./sampler.ts";
 import { StopMatcher } from "./stopMatcher.ts";
@@ -23,7 +25,10 @@ export class Sequence {
   readonly stop: StopMatcher;
   readonly stopIds: ReadonlySet<number>;
   readonly adjuster: LogitsAdjuster | null;
-  readonly constraint: GrammarConstraint | null;
+  /** The request's constraint; with reasoning, gated to apply after it. */
+  readonly constraint: OutputConstraint | null;
+  /** Where the answer's tokens stand, reasoning or content (null: the request does not reason). */
+  readonly reasoning: ReasoningTracker | null;
   readonly events = new EventQueue<GenerationEvent>();
   generated = 0;
   cancelled = false;
@@ -75,7 +80,9 @@ export class Sequence {
     this.text = new TokenTextStream(decoder, { skipSpecialTokens: request.skipSpecialTokens ?? true, contextIds: request.promptIds });
     this.stop = new StopMatcher(request.stop ?? [], request.includeStopInOutput ?? false);
     this.stopIds = new Set(request.stopTokenIds ?? []);
-    this.constraint = request.constraint ?? null;
+    this.reasoning = request.reasoning !== undefined ? new ReasoningTracker(request.reasoning.start, request.reasoning.vocabulary) : null;
+    const constraint = request.constraint ?? null;
+    this.constraint = constraint !== null && this.reasoning !== null ? new ReasoningGatedConstraint(constraint, this.reasoning, this.stopIds) : constraint;
     this.adjuster = request.adjustments !== undefined && adjustsLogits(request.adjustments) ? new LogitsAdjuster(request.adjustments, request.promptIds) : null;
     this.managedPending = request.segments !== undefined;
     this.exactTokens = this.managedPending ? 0 : Infinity;

@@ -52,6 +52,7 @@ export interface TokenText {
  */
 export function appendToken(sequence: Sequence, token: GeneratedToken, maxModelLen: number): TokenText {
   const id = token.id;
+  sequence.reasoning?.push(id);
   sequence.tokens.push(id);
   sequence.generated++;
   const minTokens = sequence.request.minTokens ?? 0;
@@ -85,6 +86,7 @@ export function finishEvent(sequence: Sequence, reason: FinishReason): Generatio
     reason,
     promptTokens: sequence.promptLength,
     completionTokens: sequence.generated,
+    ...(sequence.reasoning !== null ? { reasoningTokens: sequence.reasoning.reasoningTokens } : {}),
     ctxr: sequence.ctxrUsage,
     ...(sequence.request.promptLogprobs != null ? { promptLogprobs: sequence.promptTokenLogprobs } : {}),
   };

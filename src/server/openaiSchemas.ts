@@ -124,7 +124,7 @@ export function createOpenAiSchemas() {
       max_completion_tokens: nullable(z.int().min(1)).openapi({ description: "Most tokens to generate (OpenAI's newer name of max_tokens)." }),
       logprobs: nullable(z.boolean()).openapi({ description: "Return each generated token's log-probability." }),
       top_logprobs: nullable(z.int().min(0).max(MAX_TOP_LOGPROBS)).openapi({ description: `With logprobs: this many most likely alternatives per token (0 to ${MAX_TOP_LOGPROBS}).` }),
-      chat_template_kwargs: nullable(z.record(z.string(), z.unknown())).openapi({ description: "Extension (vLLM): more variables for the chat template." }),
+      chat_template_kwargs: nullable(z.record(z.string(), z.unknown())).openapi({ description: 'Extension (vLLM): more variables for the chat template; {"enable_thinking": false} turns a thinking model\'s reasoning off (a boolean).' }),
       tools: nullable(z.array(z.unknown())).openapi({ description: 'Functions the model may call: [{"type": "function", "function": {"name", "description", "parameters"}}], rendered through the chat template\'s tools variable.' }),
       tool_choice: nullable(z.unknown()).openapi({ description: '"none" (calls not parsed), "auto" (default: calls parsed, their arguments held to the schema), "required" (the answer is calls) or {"type": "function", "function": {"name"}} (one call of it).' }),
       parallel_tool_calls: nullable(z.boolean()).openapi({ description: "Whether an answer may hold several calls (default true)." }),
@@ -195,6 +195,10 @@ export function createOpenAiSchemas() {
       prompt_tokens_details: z
         .object({ cached_tokens: z.int().openapi({ description: "Prompt tokens whose KV was reused from the cache as an exact prefix (equals ctxr.prompt_tokens_prefix_reused)." }) })
         .optional(),
+      completion_tokens_details: z
+        .object({ reasoning_tokens: z.int().openapi({ description: "Generated tokens of the answers' reasoning, </think> included." }) })
+        .optional()
+        .openapi({ description: "With a reasoning parser (chat)." }),
       ctxr: CtxrUsage.optional(),
     })
     .openapi("Usage");
@@ -217,6 +221,7 @@ export function createOpenAiSchemas() {
           message: z.object({
             role: z.literal("assistant"),
             content: z.string().nullable(),
+            reasoning_content: z.string().nullable().optional().openapi({ description: "With a reasoning parser (--reasoning-parser): the model's <think> reasoning, apart from the content (null: none)." }),
             tool_calls: z.array(z.object({ id: z.string(), type: z.literal("function"), function: z.object({ name: z.string(), arguments: z.string() }) })).optional(),
           }),
           logprobs: ChatLogprobs,

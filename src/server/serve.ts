@@ -281,6 +281,7 @@ export async function runServer(options: RunOptions, io: RunIo): Promise<void> {
         `at most ${engine.maxModelLen} tokens a sequence): POST /v1/chat/completions, /v1/completions, /v1/responses, /tokenize, /detokenize; GET /v1/models\n`,
     );
     io.out(`ctxr serve: ${engine.kvSettings}\n`);
+    if (engine.reasoningParser !== null) io.out(`ctxr serve: reasoning parser ${engine.reasoningParser}: answers' <think>…</think> returned apart as reasoning_content\n`);
   }
   if (kvEvents !== null) {
     io.out(`ctxr serve: publishing KV events on ${kvEvents.endpoint}${kvEvents.replayEndpoint === null ? "" : ` (replay: ${kvEvents.replayEndpoint})`}\n`);

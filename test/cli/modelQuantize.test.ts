@@ -37,7 +37,7 @@ function relativeRmsError(expected: Float32Array, actual: Float32Array): number 
   return Math.sqrt(error / sum);
 }
 
-const BOUNDS: Record<string, number> = { f32: 0, f16: 0.001, bf16: 0.005, q8_0: 0.01, q6_k: 0.03, q4_k: 0.1, q4_k_m: 0.1, q4_0: 0.12 };
+const BOUNDS: Record<string, number> = { f32: 0, f16: 0.001, bf16: 0.005, q8_0: 0.01, q6_k: 0.03, q5_k_s: 0.05, q5_k_m: 0.05, q4_k: 0.1, q4_k_s: 0.1, q4_k_m: 0.1, q4_0: 0.12 };
 
 describe("ctxr model quantize", () => {
   for (const [type, bound] of Object.entries(BOUNDS)) {
@@ -64,10 +64,12 @@ describe("ctxr model quantize", () => {
       for (const name of ["rope_freqs.weight", "token_embd.weight", "blk.1.attn_q.weight", "blk.1.ffn_down.weight", "output_norm.weight", "output.weight"]) expect(names).toContain(name);
       const typeOf = (name: string) => gguf.tensors.find((t) => t.name === name)!.type;
       expect(typeOf("blk.0.attn_norm.weight")).toBe(GGML_TYPE.F32);
-      const expectedWeights: Record<string, number> = { f32: 0, f16: 1, bf16: 30, q8_0: 8, q6_k: 14, q4_k: 12, q4_k_m: 12, q4_0: 2 };
+      const expectedWeights: Record<string, number> = { f32: 0, f16: 1, bf16: 30, q8_0: 8, q6_k: 14, q5_k_s: 13, q5_k_m: 13, q4_k: 12, q4_k_s: 12, q4_k_m: 12, q4_0: 2 };
       expect(typeOf("blk.0.ffn_up.weight")).toBe(expectedWeights[type]!);
-      if (type.startsWith("q4_")) expect(typeOf("output.weight")).toBe(GGML_TYPE.Q6_K);
+      if (type.startsWith("q4_") || type.startsWith("q5_")) expect(typeOf("output.weight")).toBe(GGML_TYPE.Q6_K);
       if (type === "q4_k_m") expect([typeOf("blk.0.attn_v.weight"), typeOf("blk.1.attn_v.weight")]).toEqual([GGML_TYPE.Q4_K, GGML_TYPE.Q6_K]); // 2 layers: the last gets more bits
+      if (type === "q5_k_m") expect([typeOf("blk.0.attn_v.weight"), typeOf("blk.1.attn_v.weight")]).toEqual([GGML_TYPE.Q5_K, GGML_TYPE.Q6_K]);
+      if (type === "q4_k_s") expect([typeOf("blk.1.attn_v.weight"), typeOf("blk.1.ffn_down.weight")]).toEqual([GGML_TYPE.Q5_K, GGML_TYPE.Q4_K]); // layers 0-3' attn_v
       expect(gguf.tensors.find((t) => t.name === "blk.0.ffn_down.weight")!.dims).toEqual([512, 256]);
 
       const folder = openSafetensorsFolder(llama.path);
@@ -127,7 +129,7 @@ describe("ctxr model quantize", () => {
   test("bad arguments exit 2 with a clear message and leave no file", () => {
     const cases: [string[], RegExp][] = [
       [["model", "quantize", llama.path, join(out, "x.gguf")], /missing --type/],
-      [["model", "quantize", llama.path, join(out, "x.gguf"), "--type", "q5_k"], /--type must be one of f32, f16, bf16, q8_0, q4_0, q4_k, q4_k_m, q6_k, got 'q5_k'/],
+      [["model", "quantize", llama.path, join(out, "x.gguf"), "--type", "q5_k"], /--type must be one of f32, f16, bf16, q8_0, q4_0, q4_k, q4_k_s, q4_k_m, q5_k_s, q5_k_m, q6_k, got 'q5_k'/],
       [["model", "quantize", llama.path, "--type", "q8_0"], /expected IN and OUT/],
       [["model", "quantize", join(out, "none"), join(out, "x.gguf"), "--type", "q8_0"], /cannot read .*none: ENOENT/],
       [["model", "quantize", llama.path, join(out, "llama-f32.gguf"), "--type", "q8_0"], /exists; pass --force/],

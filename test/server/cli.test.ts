@@ -6,6 +6,7 @@ import { join } from "node:path";
 import { runCli, tempFolder } from "../helpers/cli.ts";
 import { buildRunner, tinyModelFolder } from "../helpers/engineKit.ts";
 import { spawnServer } from "./serverKit.ts";
+import { THINK_CLOSE_ID, thinkingModelFolder } from "../helpers/thinkingModel.ts";
 
 setDefaultTimeout(60_000);
 
@@ -121,6 +122,45 @@ describe("ctxr serve", () => {
     const withoutModel = runCli(["serve", "--in-memory", "--port", "0", "--kv-dtype", "f16"]);
     expect(withoutModel.code).toBe(2);
     expect(withoutModel.stderr).toContain("ctxr serve: --kv-dtype needs --model");
+  });
+
+  test("--reasoning-parser: listed in --help, validated, model-only; none keeps the reasoning in the content, a name splits it", async () => {
+    expect(runCli(["serve", "--help"]).stdout).toContain("--reasoning-parser P");
+    const bad = runCli(["serve", "--in-memory", "--port", "0", "--model", join(folder.path, "no-model-here"), "--reasoning-parser", "deepseek"]);
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toContain("ctxr serve: --reasoning-parser must be one of qwen3, deepseek_r1, auto, none, got 'deepseek'");
+    const withoutModel = runCli(["serve", "--in-memory", "--port", "0", "--reasoning-parser", "qwen3"]);
+    expect(withoutModel.code).toBe(2);
+    expect(withoutModel.stderr).toContain("ctxr serve: --reasoning-parser needs --model");
+    // The prompt opens <think> and </think> is banned: the whole answer is reasoning, when split.
+    const model = thinkingModelFolder('{% for message in messages %}<|{{ message.role }}|>{{ message.content }}{% endfor %}<|assistant|><think>\n', "tiny-cli-thinking");
+    const body = { model: "tiny", messages: [{ role: "user", content: "Why?" }], max_tokens: 5, seed: 1, logit_bias: { [THINK_CLOSE_ID]: -100 } };
+    try {
+      for (const [parser, split] of [["qwen3", true], ["none", false], ["auto", true]] as const) {
+        const server = await spawnServer(["--in-memory", "--model", model.path, "--served-model-name", "tiny", "--threads", "1", "--kv-blocks", "64", "--reasoning-parser", parser], { CTXR_RUNNER: buildRunner() });
+        try {
+          const answer = await server.post("/v1/chat/completions", body);
+          expect(answer.status).toBe(200);
+          const message = answer.body.choices[0].message;
+          const announced = server.startLines.find((line) => line.includes("reasoning parser"));
+          expect(announced).toBe(split ? `ctxr serve: reasoning parser ${parser === "auto" ? "deepseek_r1" : parser}: answers' <think>…</think> returned apart as reasoning_content` : undefined);
+          if (split) {
+            expect(message.reasoning_content.length).toBeGreaterThan(0);
+            expect(message.content).toBeNull();
+            expect(answer.body.usage.completion_tokens_details).toEqual({ reasoning_tokens: 5 });
+          } else {
+            expect(message.reasoning_content).toBeUndefined();
+            expect(message.content.length).toBeGreaterThan(0);
+            expect(answer.body.usage.completion_tokens_details).toBeUndefined();
+          }
+        } finally {
+          server.process.kill("SIGTERM");
+          await server.exited;
+        }
+      }
+    } finally {
+      model.cleanup();
+    }
   });
 
   test("--kv-events-publish: listed in --help, validated, model-only, refused with --no-prefix-cache; a port in use fails naming it", async () => {

@@ -8,6 +8,7 @@ import { availableParallelism } from "node:os";
 import { dirname, resolve } from "node:path";
 import { GgmlTypeError } from "../../model/gguf/ggufTypes.ts";
 import { GgufError } from "../../model/gguf/ggufMetadata.ts";
+import { GgufMetadataError } from "../../model/gguf/ggufMetadataValues.ts";
 import { ModelConversionError } from "../../model/gguf/hfToGguf.ts";
 import { QuantizeInputError, quantizeModel } from "../../model/gguf/quantizeModel.ts";
 import { QUANTIZE_TYPES, type QuantizeType } from "../../model/gguf/quantizeTypePlan.ts";
@@ -26,10 +27,15 @@ Llama, Mistral or Qwen2) or a GGUF file (re-quantized: metadata kept). The file
 follows llama.cpp's conventions (tensor names, metadata, tokenizer, q/k row order).
 
 Types: ${QUANTIZE_TYPES.join(" | ")}
-  Norms and biases stay F32. q4_0, q4_k and q4_k_m store output.weight (the embedding
-  when tied) as Q6_K, like llama.cpp; q4_k_m (llama.cpp's Q4_K_M) also stores attn_v
-  and ffn_down of the first and last eighth of the layers and every third between as Q6_K. Rows whose length is not a whole number of blocks
-  (256 for q4_k/q6_k, 32 for q8_0/q4_0) fall back to Q8_0, then F16.
+  Per-tensor types follow llama.cpp's llama-quantize (src/llama-quant.cpp) for the same
+  file type, tensor for tensor; quantized blocks are ggml's reference quantizers' bytes.
+  q4_k_m / q5_k_m: Q4_K / Q5_K weights; attn_v and ffn_down of the first and last eighth
+  of the layers and every third between Q6_K; output.weight (the embedding when tied)
+  Q6_K. q4_k_s / q5_k_s: llama.cpp's Q4_K_S / Q5_K_S. q4_0 and q6_k: output Q6_K.
+  q4_k: ctxr's earlier Q4_K mix (no per-layer rules; short rows Q8_0).
+  Norms, biases and 1-D tensors are not quantized (F32 from a folder; a GGUF input's
+  type kept). Rows whose length is not a whole number of blocks fall back as llama.cpp
+  does: Q4_K to Q5_0, Q5_K to Q5_1, Q6_K to Q8_0, then F16.
 
 Options:
   --type T       the weight type (required)
@@ -68,6 +74,7 @@ export async function modelQuantizeCommand(args: string[], io: CommandIo): Promi
     if (
       error instanceof QuantizeInputError ||
       error instanceof GgufError ||
+      error instanceof GgufMetadataError ||
       error instanceof SafetensorsError ||
       error instanceof ModelConversionError ||
       error instanceof TokenizerConversionError ||

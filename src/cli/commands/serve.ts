@@ -32,6 +32,7 @@ import {
 } from "../../kv/uncertaintyTrigger.ts";
 import type { CommandIo } from "./types.ts";
 import { TOOL_CALL_FORMATS, type ToolCallFormat } from "../../engine/toolCalls/toolCallFormat.ts";
+import { REASONING_PARSER_CHOICES, type ReasoningParserChoice } from "../../engine/reasoning/reasoningParser.ts";
 import { EnginePromptTokenizer } from "../../proxy/enginePromptTokens.ts";
 import { DEFAULT_OVERLAP_WEIGHT, ROUTING_MODES, type RoutingMode } from "../../proxy/upstreamPool.ts";
 import { KV_DTYPES, type KvDtypeChoice } from "../../runner/runnerProcess.ts";
@@ -200,6 +201,10 @@ document's KV is cached and reused at any position):
                            requests (automatic prefix caching is on by default)
   --tool-call-parser F     how the model writes tool calls: hermes, llama3_json
                            or mistral (default: detected from the chat template)
+  --reasoning-parser P     how the model writes its reasoning, returned apart as
+                           reasoning_content: qwen3 or deepseek_r1, auto (default:
+                           detected from the chat template) or none (the
+                           reasoning stays in the content)
   --kv-events-publish E    publish the prefix cache's changes (BlockStored,
                            BlockRemoved, AllBlocksCleared) as vLLM does, on a
                            ZeroMQ PUB socket bound at E: tcp://HOST:PORT (HOST *:
@@ -261,7 +266,7 @@ const VALUE_FLAGS = [
   "max-grammar-compile-ms", "max-grammar-tools", "kv-policy", "recompute-ratio",
   "kv-device-blocks", "kv-host-bytes", "kv-dir", "kv-disk-bytes", "kv-remote", "kv-remote-bytes",
   "kv-remote-secret", "kv-remote-secret-file", "focus-window", "context-scores",
-  "prophet-span-decay", "prophet-query-rows", "tool-call-parser", "kv-events-publish",
+  "prophet-span-decay", "prophet-query-rows", "tool-call-parser", "reasoning-parser", "kv-events-publish",
   "kv-events-max-connections", "kv-events-handshake-timeout", "sparse-entropy-threshold",
   "sparse-varentropy-threshold", "sparse-trigger-window",
 ] as const;
@@ -375,7 +380,7 @@ export async function serveCommand(args: string[], io: CommandIo & { err?(text: 
 
   const model = typeof flags.values.model === "string" ? flags.values.model : null;
   if (model === "") throw new UsageError("--model must not be empty", COMMAND);
-  const modelOnly = ["max-response-bytes", "device", "kv-blocks", "threads", "kv-dtype", "served-model-name", "max-waiting-requests", "request-timeout", "max-grammar-step-ms", "max-grammar-compile-ms", "max-grammar-tools", "kv-policy", "recompute-ratio", "kv-device-blocks", "kv-host-bytes", "kv-dir", "kv-disk-bytes", "kv-remote", "kv-remote-bytes", "kv-remote-secret", "kv-remote-secret-file", "focus-window", "context-scores", "prophet-span-decay", "prophet-query-rows", "no-prefix-cache", "tool-call-parser", "kv-events-publish", "sparse-entropy-threshold", "sparse-varentropy-threshold", "sparse-trigger-window", "kv-events-max-connections", "kv-events-handshake-timeout"].find((name) => flags.values[name] !== undefined);
+  const modelOnly = ["max-response-bytes", "device", "kv-blocks", "threads", "kv-dtype", "served-model-name", "max-waiting-requests", "request-timeout", "max-grammar-step-ms", "max-grammar-compile-ms", "max-grammar-tools", "kv-policy", "recompute-ratio", "kv-device-blocks", "kv-host-bytes", "kv-dir", "kv-disk-bytes", "kv-remote", "kv-remote-bytes", "kv-remote-secret", "kv-remote-secret-file", "focus-window", "context-scores", "prophet-span-decay", "prophet-query-rows", "no-prefix-cache", "tool-call-parser", "reasoning-parser", "kv-events-publish", "sparse-entropy-threshold", "sparse-varentropy-threshold", "sparse-trigger-window", "kv-events-max-connections", "kv-events-handshake-timeout"].find((name) => flags.values[name] !== undefined);
   if (model === null && modelOnly !== undefined) throw new UsageError(`--${modelOnly} needs --model`, COMMAND);
   if (model !== null && upstreams.length > 0) throw new UsageError("give --model (serve a model) or --upstream (proxy engines), not both", COMMAND);
   const device = typeof flags.values.device === "string" ? flags.values.device : "cpu";
@@ -494,6 +499,7 @@ export async function serveCommand(args: string[], io: CommandIo & { err?(text: 
               prophetSpanDecay: spanDecay,
               prefixCache: flags.values["no-prefix-cache"] !== true,
               ...(flags.values["tool-call-parser"] !== undefined ? { toolCallParser: choiceFlag<ToolCallFormat>(flags, "tool-call-parser", COMMAND, TOOL_CALL_FORMATS, "hermes") } : {}),
+              reasoningParser: choiceFlag<ReasoningParserChoice>(flags, "reasoning-parser", COMMAND, REASONING_PARSER_CHOICES, "auto"),
               prophetQueryRows: choiceFlag<ProphetQueryRows>(flags, "prophet-query-rows", COMMAND, PROPHET_QUERY_ROWS, "all"),
               sparseTrigger,
             },

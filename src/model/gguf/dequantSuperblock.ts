@@ -1,16 +1,14 @@
 /**
- * Dequantizing the 256-element super-block formats beyond Q4_K/Q6_K, as llama.cpp lays them out
- * (ggml-common.h; checked against gguf-py's quants.py): Q2_K, Q3_K, Q5_K and IQ4_XS. Value e of a
- * super-block, with e = 128h + 32j + l (Q2_K, Q3_K), 64c + 32n + l (Q5_K), 32k + 16n + l (IQ4_XS):
+ * Dequantizing the 256-element super-block formats ctxr reads but does not write, as llama.cpp
+ * lays them out (ggml-common.h; checked against gguf-py's quants.py): Q2_K, Q3_K and IQ4_XS (Q5_K
+ * is in quantQ5K.ts). Value e of a super-block, with e = 128h + 32j + l (Q2_K, Q3_K),
+ * 32k + 16n + l (IQ4_XS):
  *
  *   Q2_K  84 B: scales[16] (low nibble scale, high nibble min), qs[64], f16 d, f16 dmin
  *               x = d·sc·(qs[32h + l] >> 2j & 3) − dmin·m          (scale per 16 values)
  *   Q3_K 110 B: hmask[32], qs[64], scales[12] (16 six-bit scales, stored + 32), f16 d
  *               q = (qs[32h + l] >> 2j & 3) | (hmask[l] >> (4h + j) & 1) << 2
  *               x = d·(sc − 32)·(q − 4)                             (per 16)
- *   Q5_K 176 B: f16 d, f16 dmin, scales[12] (as Q4_K), qh[32], qs[128]
- *               q = (qs[32c + l] >> 4n & 15) | (qh[l] >> (2c + n) & 1) << 4
- *               x = d·sc·q − dmin·m                                 (per 32)
  *   IQ4_XS 136 B: f16 d, u16 scales_h, scales_l[4], qs[128]
  *               ls = (scales_l[k/2] >> 4(k%2) & 15) | (scales_h >> 2k & 3) << 4
  *               x = d·(ls − 32)·IQ4_NL_LEVELS[qs[16k + l] >> 4n & 15]
@@ -18,7 +16,6 @@
  * Pure: bytes in, float32 values out (count a multiple of 256, bytes exactly the blocks).
  */
 import { float16BitsToFloat32 } from "../halfFloats.ts";
-import { unpackQ4KScale } from "./quantQ4K.ts";
 
 export const IQ4_NL_LEVELS: readonly number[] = [-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113];
 
@@ -64,24 +61,6 @@ export function dequantizeQ3K(bytes: Uint8Array, count: number): Float32Array {
       const l = e & 31;
       const q = ((bytes[at + 32 + 32 * h + l]! >> (2 * j)) & 3) | (((bytes[at + l]! >> (4 * h + j)) & 1) << 2);
       out[256 * b + e] = Math.fround(d * scales[e >> 4]!) * (q - 4);
-    }
-  }
-  return out;
-}
-
-export function dequantizeQ5K(bytes: Uint8Array, count: number): Float32Array {
-  const out = new Float32Array(count);
-  for (let b = 0; b < count / 256; b++) {
-    const at = 176 * b;
-    const d = f16(bytes, at);
-    const dmin = f16(bytes, at + 2);
-    for (let e = 0; e < 256; e++) {
-      const c = e >> 6;
-      const n = (e >> 5) & 1;
-      const l = e & 31;
-      const [scale, min] = unpackQ4KScale(bytes, at + 4, e >> 5);
-      const q = ((bytes[at + 48 + 32 * c + l]! >> (4 * n)) & 15) | (((bytes[at + 16 + l]! >> (2 * c + n)) & 1) << 4);
-      out[256 * b + e] = Math.fround(Math.fround(d * scale) * q) - Math.fround(dmin * min);
     }
   }
   return out;

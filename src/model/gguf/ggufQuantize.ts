@@ -1,7 +1,7 @@
 /**
  * Converting float32 values to and from the bytes of every ggml type we support
- * (F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K; read only: Q2_K, Q3_K, Q5_K, IQ4_XS): one entry
- * point for writers and readers.
+ * (F32, F16, BF16, Q8_0, Q4_0, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K; read only: Q2_K, Q3_K, IQ4_XS):
+ * one entry point for writers and readers.
  * Values are a tensor's elements in row-major order; because ne[0] holds whole blocks,
  * a tensor is just a run of blocks. Pure: no I/O.
  *
@@ -9,10 +9,13 @@
  *   const back = dequantizeValues(GGML_TYPE.Q4_K, bytes, values.length);
  */
 import { bfloat16BitsToFloat32, float16BitsToFloat32, float32ToBfloat16Bits, float32ToFloat16Bits } from "../halfFloats.ts";
-import { dequantizeIQ4XS, dequantizeQ2K, dequantizeQ3K, dequantizeQ5K } from "./dequantSuperblock.ts";
+import { dequantizeIQ4XS, dequantizeQ2K, dequantizeQ3K } from "./dequantSuperblock.ts";
 import { GGML_TYPE, GgmlTypeError, ggmlTypeInfo } from "./ggufTypes.ts";
 import { dequantizeQ4_0, quantizeQ4_0 } from "./quantQ4_0.ts";
 import { dequantizeQ4K, quantizeQ4K } from "./quantQ4K.ts";
+import { dequantizeQ5_0, quantizeQ5_0 } from "./quantQ5_0.ts";
+import { dequantizeQ5_1, quantizeQ5_1 } from "./quantQ5_1.ts";
+import { dequantizeQ5K, quantizeQ5K } from "./quantQ5K.ts";
 import { dequantizeQ6K, quantizeQ6K } from "./quantQ6K.ts";
 import { dequantizeQ8_0, quantizeQ8_0 } from "./quantQ8_0.ts";
 
@@ -20,6 +23,11 @@ function checkCount(type: number, count: number): void {
   const info = ggmlTypeInfo(type);
   if (count % info.blockSize !== 0) throw new GgmlTypeError(`${info.name} needs a multiple of ${info.blockSize} values, got ${count}`);
 }
+
+/** The types quantizeValues writes (the others in GGML_TYPE are read only). */
+export const WRITABLE_GGML_TYPES: readonly number[] = [
+  GGML_TYPE.F32, GGML_TYPE.F16, GGML_TYPE.BF16, GGML_TYPE.Q8_0, GGML_TYPE.Q4_0, GGML_TYPE.Q5_0, GGML_TYPE.Q5_1, GGML_TYPE.Q4_K, GGML_TYPE.Q5_K, GGML_TYPE.Q6_K,
+];
 
 export function quantizeValues(type: number, values: Float32Array): Uint8Array {
   checkCount(type, values.length);
@@ -37,8 +45,14 @@ export function quantizeValues(type: number, values: Float32Array): Uint8Array {
       return quantizeQ8_0(values);
     case GGML_TYPE.Q4_0:
       return quantizeQ4_0(values);
+    case GGML_TYPE.Q5_0:
+      return quantizeQ5_0(values);
+    case GGML_TYPE.Q5_1:
+      return quantizeQ5_1(values);
     case GGML_TYPE.Q4_K:
       return quantizeQ4K(values);
+    case GGML_TYPE.Q5_K:
+      return quantizeQ5K(values);
     case GGML_TYPE.Q6_K:
       return quantizeQ6K(values);
   }
@@ -68,16 +82,20 @@ export function dequantizeValues(type: number, bytes: Uint8Array, count: number)
       return dequantizeQ8_0(bytes, count);
     case GGML_TYPE.Q4_0:
       return dequantizeQ4_0(bytes, count);
+    case GGML_TYPE.Q5_0:
+      return dequantizeQ5_0(bytes, count);
+    case GGML_TYPE.Q5_1:
+      return dequantizeQ5_1(bytes, count);
     case GGML_TYPE.Q4_K:
       return dequantizeQ4K(bytes, count);
+    case GGML_TYPE.Q5_K:
+      return dequantizeQ5K(bytes, count);
     case GGML_TYPE.Q6_K:
       return dequantizeQ6K(bytes, count);
     case GGML_TYPE.Q2_K:
       return dequantizeQ2K(bytes, count);
     case GGML_TYPE.Q3_K:
       return dequantizeQ3K(bytes, count);
-    case GGML_TYPE.Q5_K:
-      return dequantizeQ5K(bytes, count);
     case GGML_TYPE.IQ4_XS:
       return dequantizeIQ4XS(bytes, count);
   }

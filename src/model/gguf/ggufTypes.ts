@@ -5,16 +5,21 @@
  * element. Quantized rows must hold whole blocks: ne[0] is a multiple of the block size.
  *
  *   Q4_0: 32 elements, 18 bytes  (f16 d, 16 bytes of nibbles)
+ *   Q5_0: 32 elements, 22 bytes  (f16 d, 4 bytes of fifth bits, 16 bytes of nibbles)
+ *   Q5_1: 32 elements, 24 bytes  (f16 d, f16 m, 4 bytes of fifth bits, 16 bytes of nibbles)
  *   Q8_0: 32 elements, 34 bytes  (f16 d, 32 int8)
  *   Q4_K: 256 elements, 144 bytes (f16 d, f16 dmin, 12 bytes of 6-bit scales/mins, 128 bytes of nibbles)
+ *   Q5_K: 256 elements, 176 bytes (as Q4_K, with 32 bytes of fifth bits before the nibbles)
  *   Q6_K: 256 elements, 210 bytes (ql[128], qh[64], int8 scales[16], f16 d)
- *   Q2_K, Q3_K, Q5_K, IQ4_XS: 256 elements, 84, 110, 176, 136 bytes (dequantSuperblock.ts)
+ *   Q2_K, Q3_K, IQ4_XS: 256 elements, 84, 110, 136 bytes (read only: dequantSuperblock.ts)
  */
 
 export const GGML_TYPE = {
   F32: 0,
   F16: 1,
   Q4_0: 2,
+  Q5_0: 6,
+  Q5_1: 7,
   Q8_0: 8,
   Q2_K: 10,
   Q3_K: 11,
@@ -43,12 +48,14 @@ export const GGML_TYPE_INFO: ReadonlyMap<number, GgmlTypeInfo> = new Map(
       ["F32", 1, 4],
       ["F16", 1, 2],
       ["Q4_0", 32, 18],
+      ["Q5_0", 32, 22],
+      ["Q5_1", 32, 24],
       ["Q8_0", 32, 34],
       ["Q4_K", 256, 144],
+      ["Q5_K", 256, 176],
       ["Q6_K", 256, 210],
       ["Q2_K", 256, 84],
       ["Q3_K", 256, 110],
-      ["Q5_K", 256, 176],
       ["IQ4_XS", 256, 136],
       ["BF16", 1, 2],
     ] as const

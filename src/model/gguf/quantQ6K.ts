@@ -15,75 +15,100 @@
  *   value l + 96: high nibble of ql[l + 32], bits 6-7 of qh[l]
  * and value i of the block = d · sc[i / 16] · (quant − 32).
  *
- * Quantizing: each sub-block's scale is searched symmetrically (trial step sizes
- * around max|x| / 32, each refitted by least squares, least squared error kept), the
- * 16 scales are rounded to int8 against their largest, and the values are rounded
- * again against the scales actually stored.
+ * Quantized as ggml's quantize_row_q6_K_ref (to the same bytes): each sub-block's scale
+ * is searched symmetrically (make_qx_quants: the value of largest magnitude maps to −32,
+ * then 18 trial steps around it, each refitted by least squares weighted by x², the best
+ * kept), the 16 scales coded as int8 against the largest, and the values rounded again
+ * against the scales as stored; float32 arithmetic throughout.
  */
 import { float16BitsToFloat32, float32ToFloat16Bits } from "../halfFloats.ts";
+import { nearestInt } from "./kQuantAffineFit.ts";
 
 export const Q6_K_BLOCK = 256;
 export const Q6_K_BYTES = 210;
 const SUB = 16;
-const SEARCH = 6;
-const STEP = 0.15;
+/** ggml's GROUP_MAX_EPS: below this a sub-block (or block) counts as all zero. */
+const ZERO = Math.fround(1e-15);
+const f = Math.fround;
+
+const levelFor = (inverse: number, x: number) => Math.max(-32, Math.min(31, nearestInt(f(inverse * x))));
 
 /**
- * The scale s of x ≈ s·q, q in −32..31, n values at `start`: for each trial step the
- * values are rounded, s refitted by least squares (Σqx / Σq²), and the fit with the
- * least squared error (Σx² − (Σqx)² / Σq²) kept.
+ * The scale s of x ≈ s·q, q in −32..31, of the n values at `start`; writes each value's
+ * level q + 32 to `levels` (at `start`).
  */
-export function fitSymmetricLevels(values: Float32Array, start: number, n: number): number {
+export function fitSymmetricLevels(values: Float32Array, start: number, n: number, levels: Uint8Array): number {
   let extreme = 0;
-  for (let i = 0; i < n; i++) if (Math.abs(values[start + i]!) > Math.abs(extreme)) extreme = values[start + i]!;
-  if (extreme === 0) return 0;
-  let best = extreme / -32;
-  let bestGain = -Infinity;
-  for (let k = -SEARCH; k <= SEARCH; k++) {
-    const inverse = -(32 + STEP * k) / extreme;
-    let sumQX = 0;
-    let sumQQ = 0;
-    for (let i = 0; i < n; i++) {
-      const v = values[start + i]!;
-      let q = Math.round(v * inverse);
-      if (q > 31) q = 31;
-      else if (q < -32) q = -32;
-      sumQX += q * v;
-      sumQQ += q * q;
-    }
-    if (sumQQ === 0) continue;
-    const gain = (sumQX * sumQX) / sumQQ; // the error is Σx² minus this
-    if (gain > bestGain) {
-      bestGain = gain;
-      best = sumQX / sumQQ;
+  let largest = 0;
+  for (let i = 0; i < n; i++) {
+    const magnitude = Math.abs(values[start + i]!);
+    if (magnitude > largest) {
+      largest = magnitude;
+      extreme = values[start + i]!;
     }
   }
-  return best;
+  if (largest < ZERO) {
+    levels.fill(0, start, start + n);
+    return 0;
+  }
+  const sums = (inverse: number): [sumLX: number, sumLL: number] => {
+    let sumLX = 0;
+    let sumLL = 0;
+    for (let i = 0; i < n; i++) {
+      const x = values[start + i]!;
+      const level = levelFor(inverse, x);
+      const w = f(x * x);
+      sumLX = f(sumLX + f(f(w * x) * level));
+      sumLL = f(sumLL + f(f(w * level) * level));
+    }
+    return [sumLX, sumLL];
+  };
+  let inverse = f(-32 / extreme);
+  for (let i = 0; i < n; i++) levels[start + i] = levelFor(inverse, values[start + i]!) + 32;
+  let [sumLX, sumLL] = sums(inverse);
+  let scale = sumLL !== 0 ? f(sumLX / sumLL) : 0;
+  let best = f(scale * sumLX);
+  for (let step = -9; step <= 9; step++) {
+    if (step === 0) continue;
+    inverse = f(-f(32 + f(f(0.1) * step)) / extreme);
+    [sumLX, sumLL] = sums(inverse);
+    if (sumLL > 0 && f(sumLX * sumLX) > f(best * sumLL)) {
+      for (let i = 0; i < n; i++) levels[start + i] = levelFor(inverse, values[start + i]!) + 32;
+      scale = f(sumLX / sumLL);
+      best = f(scale * sumLX);
+    }
+  }
+  return scale;
 }
 
 export function quantizeQ6K(values: Float32Array): Uint8Array {
   const blocks = values.length / Q6_K_BLOCK;
   const out = new Uint8Array(blocks * Q6_K_BYTES);
   const view = new DataView(out.buffer);
-  const scales = new Float64Array(16);
+  const scales = new Float32Array(16);
   const codes = new Int8Array(16);
   const q = new Uint8Array(Q6_K_BLOCK);
   for (let b = 0; b < blocks; b++) {
     const x = b * Q6_K_BLOCK;
+    const block = values.subarray(x, x + Q6_K_BLOCK);
     let extreme = 0;
+    let largest = 0;
     for (let j = 0; j < 16; j++) {
-      scales[j] = fitSymmetricLevels(values, x + j * SUB, SUB);
-      if (Math.abs(scales[j]!) > Math.abs(extreme)) extreme = scales[j]!;
-    }
-    const dBits = float32ToFloat16Bits(extreme / -128);
-    const d = float16BitsToFloat32(dBits);
-    for (let j = 0; j < 16; j++) codes[j] = d === 0 ? 0 : Math.max(-128, Math.min(127, Math.round(scales[j]! / d)));
-    for (let j = 0; j < 16; j++) {
-      const scale = d * codes[j]!;
-      for (let i = 0; i < SUB; i++) {
-        const v = values[x + j * SUB + i]!;
-        q[j * SUB + i] = scale === 0 ? 32 : Math.max(-32, Math.min(31, Math.round(v / scale))) + 32;
+      scales[j] = fitSymmetricLevels(block, j * SUB, SUB, q);
+      if (Math.abs(scales[j]!) > largest) {
+        largest = Math.abs(scales[j]!);
+        extreme = scales[j]!;
       }
+    }
+    if (largest < ZERO) continue; // an all-zero block: zero bytes, d = 0
+    const inverse = f(-128 / extreme);
+    const dBits = float32ToFloat16Bits(f(1 / inverse));
+    const d = float16BitsToFloat32(dBits);
+    for (let j = 0; j < 16; j++) codes[j] = Math.min(127, nearestInt(f(inverse * scales[j]!)));
+    for (let j = 0; j < 16; j++) {
+      const scale = f(d * codes[j]!);
+      if (scale === 0) continue; // the fit's own levels stay, as in ggml
+      for (let i = 0; i < SUB; i++) q[j * SUB + i] = Math.max(-32, Math.min(31, nearestInt(f(block[j * SUB + i]! / scale)))) + 32;
     }
     const at = b * Q6_K_BYTES;
     for (let h = 0; h < 2; h++) {

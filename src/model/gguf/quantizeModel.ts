@@ -17,7 +17,9 @@ import { GGUF_MAGIC, readGgufFile, readGgufTensorData } from "./ggufReader.ts";
 import { GGML_TYPE, ggmlElementCount, ggmlTypeName } from "./ggufTypes.ts";
 import { type GgufTensorToWriteAsync, writeGgufFileAsync } from "./ggufWriter.ts";
 import { QuantizePool } from "./quantizePool.ts";
-import { QUANTIZE_PLANS, type QuantizeType, tensorTypeFor } from "./quantizeTypePlan.ts";
+import { optionalInteger, optionalString } from "./ggufMetadataValues.ts";
+import { tensorLayer } from "./quantizeTensorCategory.ts";
+import { type ModelFactsForPlan, QUANTIZE_PLANS, type QuantizeType, planTensorTypes } from "./quantizeTypePlan.ts";
 import { tokenizerToGguf } from "./tokenizerToGguf.ts";
 
 export class QuantizeInputError extends Error {
@@ -101,18 +103,20 @@ function fromFolder(folder: string, type: QuantizeType): Conversion {
   for (const [name, entry] of folderTensors.tensors) {
     const mapping = hfTensorMapping(name, shape);
     if (!mapping) continue;
-    const dims = [...entry.shape].reverse();
-    const tensorType = tensorTypeFor(type, mapping.ggufName, dims, shape.tied, shape.layers);
     tensors.push({
       name: mapping.ggufName,
-      type: tensorType,
-      dims,
+      type: GGML_TYPE.F32,
+      dims: [...entry.shape].reverse(),
       values: () => {
         const values = folderTensors.readFloat32(name);
         return mapping.permuteHeads > 0 ? permuteQueryKeyRows(values, entry.shape[0]!, mapping.permuteHeads) : values;
       },
     });
   }
+  const facts: ModelFactsForPlan = { architecture: shape.architecture, layers: shape.layers, heads: shape.heads, kvHeads: shape.kvHeads, experts: 0, tied: shape.tied };
+  planTensorTypes(type, tensors, facts).forEach((planned, i) => {
+    if (planned !== null) tensors[i]!.type = planned;
+  });
   if (!tensors.some((t) => t.name === "token_embd.weight")) throw new QuantizeInputError(`${folder}: no model.embed_tokens.weight tensor`);
   return { kind: "folder", metadata, tensors };
 }
@@ -122,10 +126,9 @@ function fromGguf(path: string, type: QuantizeType): Conversion {
   const metadata: GgufMetadata = new Map(gguf.metadata);
   metadata.set("general.file_type", ggufUint32(QUANTIZE_PLANS[type].fileType));
   if (!metadata.has("general.quantization_version")) metadata.set("general.quantization_version", ggufUint32(2));
-  const tied = !gguf.tensors.some((t) => t.name === "output.weight");
-  const layers = new Set(gguf.tensors.map((t) => /^blk\.(\d+)\./.exec(t.name)?.[1]).filter((n) => n !== undefined)).size;
-  const tensors = gguf.tensors.map((info): TensorSource => {
-    const tensorType = info.type === GGML_TYPE.F32 && info.dims.length < 2 ? GGML_TYPE.F32 : tensorTypeFor(type, info.name, info.dims, tied, layers);
+  const planned = planTensorTypes(type, gguf.tensors, ggufModelFacts(gguf.metadata, gguf.tensors));
+  const tensors = gguf.tensors.map((info, i): TensorSource => {
+    const tensorType = planned[i] ?? info.type; // a tensor llama.cpp does not quantize keeps its type
     return {
       name: info.name,
       type: tensorType,
@@ -135,6 +138,31 @@ function fromGguf(path: string, type: QuantizeType): Conversion {
     };
   });
   return { kind: "gguf", metadata, tensors };
+}
+
+/** A head count may be one per layer (an array): llama.cpp's rules read layer 0's. */
+function firstInteger(metadata: GgufMetadata, key: string): number | undefined {
+  const value = metadata.get(key);
+  if (value?.type === "array") {
+    const first = value.value.items[0];
+    return typeof first === "number" && Number.isSafeInteger(first) ? first : undefined;
+  }
+  return optionalInteger(metadata, key);
+}
+
+/** What the type rules need of a GGUF model: its metadata, else what its tensor names say. */
+function ggufModelFacts(metadata: GgufMetadata, tensors: readonly { name: string }[]): ModelFactsForPlan {
+  const architecture = optionalString(metadata, "general.architecture") ?? "unknown";
+  const layers = optionalInteger(metadata, `${architecture}.block_count`) ?? new Set(tensors.map((t) => tensorLayer(t.name)).filter((n) => n >= 0)).size;
+  const heads = firstInteger(metadata, `${architecture}.attention.head_count`) ?? 0;
+  return {
+    architecture,
+    layers,
+    heads,
+    kvHeads: firstInteger(metadata, `${architecture}.attention.head_count_kv`) ?? heads,
+    experts: optionalInteger(metadata, `${architecture}.expert_count`) ?? 0,
+    tied: !tensors.some((t) => t.name === "output.weight"),
+  };
 }
 
 function isGgufFile(path: string): boolean {

@@ -1,4 +1,8 @@
-/** The chat.completion object of finished choices: the message (or its tool calls), logprobs, usage. */
+/**
+ * The chat.completion object of finished choices: the message (its reasoning apart, as
+ * reasoning_content, when the server splits it; tool calls parsed from the content after the
+ * reasoning), logprobs, usage.
+ */
 import type { GenerationResult } from "../../engine/generationTypes.ts";
 import { wholeToolCallAnswer } from "../../engine/toolCalls/toolCallAnswer.ts";
 import type { ModelTokenizer } from "../../model/modelTokenizer.ts";
@@ -6,6 +10,7 @@ import type { AnswerHeader } from "./answerHeader.ts";
 import { toolCallId } from "./answerIds.ts";
 import type { PreparedChat } from "./chatPreparation.ts";
 import { chatLogprobs } from "./logprobs.ts";
+import { splitReasoning } from "../../engine/reasoning/reasoningSplitter.ts";
 import { usageOf } from "./usage.ts";
 
 export function chatCompletionAnswer(header: AnswerHeader, chat: PreparedChat, results: readonly GenerationResult[], tokenizer: ModelTokenizer, choicesPerPrompt: number) {
@@ -17,16 +22,19 @@ export function chatCompletionAnswer(header: AnswerHeader, chat: PreparedChat, r
     model: header.model,
     choices: results.map((result, index) => {
       const logprobs = topLogprobs === null ? null : chatLogprobs(tokenizer, result.tokens);
-      if (tools === null || tools.choice === null) return { index, message: { role: "assistant", content: result.text }, logprobs, finish_reason: result.finishReason };
-      const { content, calls } = wholeToolCallAnswer(tools.format, result.text);
-      if (calls.length === 0) return { index, message: { role: "assistant", content }, logprobs, finish_reason: result.finishReason };
+      const split = chat.reasoning === null ? null : splitReasoning(chat.reasoning, result.text);
+      const text = split === null ? result.text : split.content;
+      const reasoning = split === null ? {} : { reasoning_content: split.reasoning };
+      if (tools === null || tools.choice === null || text === null) return { index, message: { role: "assistant", content: text, ...reasoning }, logprobs, finish_reason: result.finishReason };
+      const { content, calls } = wholeToolCallAnswer(tools.format, text);
+      if (calls.length === 0) return { index, message: { role: "assistant", content, ...reasoning }, logprobs, finish_reason: result.finishReason };
       return {
         index,
-        message: { role: "assistant", content, tool_calls: calls.map((call) => ({ id: toolCallId(), type: "function", function: call })) },
+        message: { role: "assistant", content, ...reasoning, tool_calls: calls.map((call) => ({ id: toolCallId(), type: "function", function: call })) },
         logprobs,
         finish_reason: "tool_calls",
       };
     }),
-    usage: usageOf(results, choicesPerPrompt),
+    usage: usageOf(results, choicesPerPrompt, chat.reasoning !== null),
   };
 }

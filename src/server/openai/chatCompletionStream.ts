@@ -1,6 +1,7 @@
 /**
- * The chat.completion.chunk events of streamed choices: the assistant role, content deltas (with
- * logprobs), each completed tool call as one tool_calls delta, a finish chunk per choice, then
+ * The chat.completion.chunk events of streamed choices: the assistant role, reasoning_content
+ * deltas while an answer reasons (when the server splits reasoning out), content deltas (with
+ * logprobs), each completed tool call (parsed from the content only) as one tool_calls delta, a finish chunk per choice, then
  * (stream_options.include_usage) the usage chunk and [DONE].
  */
 import { ToolCallAnswerStream } from "../../engine/toolCalls/toolCallAnswer.ts";
@@ -12,6 +13,7 @@ import type { PreparedChat } from "./chatPreparation.ts";
 import { pumpAll, type GenerationFinish } from "./choiceEvents.ts";
 import { chatLogprobs } from "./logprobs.ts";
 import { usageOf } from "./usage.ts";
+import { ReasoningSplitter, type ReasoningPiece } from "../../engine/reasoning/reasoningSplitter.ts";
 
 export interface ChatStreamOptions {
   includeUsage: boolean;
@@ -33,6 +35,7 @@ export async function streamChatCompletion(
   const finished: GenerationFinish[] = new Array(handles.length);
   // Whitespace between calls is held back, so that the deltas assemble to the non-streamed message.
   const parsers = handles.map(() => (tools !== null && tools.choice !== null ? new ToolCallAnswerStream(tools.format) : null));
+  const splitters = handles.map(() => (chat.reasoning === null ? null : new ReasoningSplitter(chat.reasoning)));
   const callCounts = handles.map(() => 0);
   /** Content, then each completed call as one tool_calls delta (the SDK assembles them). */
   const sendPiece = (index: number, piece: ToolCallPiece, logprobs: unknown) => {
@@ -41,21 +44,40 @@ export async function streamChatCompletion(
       send(chunk([{ index, delta: { tool_calls: [{ index: callCounts[index]!++, id: toolCallId(), type: "function", function: { name: call.name, arguments: call.arguments } }] }, logprobs: null, finish_reason: null }]));
     }
   };
+  /** Reasoning as reasoning_content, then the content through the tool-call parser (when calls are expected). */
+  const sendText = (index: number, piece: ReasoningPiece, logprobs: unknown, last: boolean) => {
+    if (piece.reasoning !== "") {
+      send(chunk([{ index, delta: { reasoning_content: piece.reasoning }, logprobs, finish_reason: null }]));
+      logprobs = null;
+    }
+    const parser = parsers[index]!;
+    if (parser === null) {
+      if (piece.content !== "" || logprobs !== null) sendPiece(index, { content: piece.content, calls: [] }, logprobs);
+      return;
+    }
+    const parsed = parser.push(piece.content);
+    if (last) {
+      const rest = parser.end();
+      parsed.content += rest.content;
+      parsed.calls.push(...rest.calls);
+    }
+    sendPiece(index, parsed, logprobs);
+  };
   send(chunk(handles.map((_, index) => ({ index, delta: { role: "assistant", content: "" }, logprobs: null, finish_reason: null }))));
   try {
     await pumpAll(handles, (index, event) => {
-      const parser = parsers[index]!;
+      const splitter = splitters[index]!;
       if (event.type === "delta") {
         if (event.text === "" && topLogprobs === null) return;
         const logprobs = topLogprobs === null ? null : chatLogprobs(tokenizer, event.tokens);
-        sendPiece(index, parser === null ? { content: event.text, calls: [] } : parser.push(event.text), logprobs);
+        sendText(index, splitter === null ? { reasoning: "", content: event.text } : splitter.push(event.text), logprobs, false);
       } else {
-        if (parser !== null) sendPiece(index, parser.end(), null);
+        sendText(index, splitter === null ? { reasoning: "", content: "" } : splitter.end(), null, true);
         finished[index] = event;
         send(chunk([{ index, delta: {}, logprobs: null, finish_reason: callCounts[index]! > 0 ? "tool_calls" : event.reason }]));
       }
     });
-    if (options.includeUsage) send({ ...chunk([]), usage: usageOf(finished, options.choicesPerPrompt) });
+    if (options.includeUsage) send({ ...chunk([]), usage: usageOf(finished, options.choicesPerPrompt, chat.reasoning !== null) });
   } catch (error) {
     fail(error);
   }

@@ -17,6 +17,8 @@ import { generationOptions, truncatePrompt } from "./generationOptions.ts";
 import { InvalidRequest } from "./invalidRequest.ts";
 import { asInvalidRequest, constraintsFor, SPECIAL_MARKERS, toolConstraintsFor } from "./outputConstraints.ts";
 import { preparedPrompt } from "./preparedPrompt.ts";
+import { chatReasoningStart, thinkingDisabled } from "./chatReasoning.ts";
+import type { ReasoningStart } from "../../engine/reasoning/reasoningParser.ts";
 import { checkPromptFits, checkServedModel, choicesPerPrompt, refuseUnsupported } from "./requestChecks.ts";
 import { submitAll } from "./submitChoices.ts";
 
@@ -27,6 +29,8 @@ export interface PreparedChat {
   topLogprobs: number | null;
   /** The request's tools (null: none given). */
   tools: ToolRequest | null;
+  /** Where each answer starts, reasoning or content (null: the server splits no reasoning out). */
+  reasoning: ReasoningStart | null;
 }
 
 export async function prepareChatGeneration(engine: GenerationEngine, body: ChatCompletionBody): Promise<PreparedChat> {
@@ -35,7 +39,9 @@ export async function prepareChatGeneration(engine: GenerationEngine, body: Chat
   const tools = requestedTools(engine, body);
   if (body.top_logprobs !== undefined && body.top_logprobs !== null && body.logprobs !== true) throw new InvalidRequest("top_logprobs", 'needs "logprobs": true');
   const topLogprobs = body.logprobs === true ? (body.top_logprobs ?? 0) : null;
+  thinkingDisabled(body);
   const { promptIds: [promptIds], segments } = await preparedPrompt(engine, chatPrompt(body, tools));
+  const reasoning = chatReasoningStart(engine, body, promptIds!);
   const maxTokens = body.max_completion_tokens ?? body.max_tokens ?? null;
   // A long tool list both lengthens the prompt and costs the most to compile: the prompt is checked first.
   checkPromptFits(engine, segments === undefined ? truncatePrompt(body, promptIds!).length : promptIds!.length, maxTokens);
@@ -49,8 +55,9 @@ export async function prepareChatGeneration(engine: GenerationEngine, body: Chat
     promptIds: segments === undefined ? truncatePrompt(body, ids) : ids,
     maxTokens,
     logprobs: topLogprobs,
+    ...(reasoning !== null && reasoning !== "content" ? { reasoning: { start: reasoning, vocabulary: engine.reasoningVocabulary } } : {}),
   }));
-  return { handles, topLogprobs, tools };
+  return { handles, topLogprobs, tools, reasoning };
 }
 
 /** The request's tools against the model's template (null: none), their budget checked before they are rendered into the prompt. */

@@ -2,12 +2,14 @@
 import type { CtxrUsage } from "../../engine/generationTypes.ts";
 
 /**
- * usage over the choices: completion tokens of every choice; each prompt counted once, with the
+ * usage over the choices (with `reasoning`, OpenAI's completion_tokens_details.reasoning_tokens:
+ * the generated tokens of the answers' reasoning): completion tokens of every choice; each prompt counted once, with the
  * prompt usage (usage.ctxr, cached_tokens) of its first choice — with `n` > 1 the first sibling
  * computes the prompt and the others start from its cached blocks; ttft_ms and queue_ms: the largest.
  */
-export function usageOf(results: readonly { promptTokens: number; completionTokens: number; ctxr?: CtxrUsage }[], choicesPerPrompt = 1) {
+export function usageOf(results: readonly { promptTokens: number; completionTokens: number; reasoningTokens?: number; ctxr?: CtxrUsage }[], choicesPerPrompt = 1, reasoning = false) {
   const completion = results.reduce((n, r) => n + r.completionTokens, 0);
+  const details = reasoning ? { completion_tokens_details: { reasoning_tokens: results.reduce((n, r) => n + (r.reasoningTokens ?? 0), 0) } } : {};
   const ttft = results.reduce((most, r) => Math.max(most, r.ctxr?.ttft_ms ?? 0), 0);
   const queued = results.reduce((most, r) => Math.max(most, r.ctxr?.queue_ms ?? 0), 0);
   results = results.filter((_, index) => index % choicesPerPrompt === 0);
@@ -32,5 +34,5 @@ export function usageOf(results: readonly { promptTokens: number; completionToke
   ctxr.ttft_ms = ttft;
   ctxr.queue_ms = queued;
   // cached_tokens (what OpenAI, vLLM and SGLang clients read): prompt tokens whose KV came from the cache as an exact prefix.
-  return { prompt_tokens: prompt, completion_tokens: completion, total_tokens: prompt + completion, prompt_tokens_details: { cached_tokens: ctxr.prompt_tokens_prefix_reused }, ctxr };
+  return { prompt_tokens: prompt, completion_tokens: completion, total_tokens: prompt + completion, prompt_tokens_details: { cached_tokens: ctxr.prompt_tokens_prefix_reused }, ...details, ctxr };
 }

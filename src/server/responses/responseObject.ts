@@ -19,12 +19,19 @@ export interface ResponseUsage {
 }
 
 /** Chat usage (openai/usage.ts usageOf) in the Responses names. */
-export function responseUsage(usage: { prompt_tokens: number; completion_tokens: number; total_tokens: number; prompt_tokens_details: { cached_tokens: number }; ctxr: CtxrUsage }): ResponseUsage {
+export function responseUsage(usage: {
+  prompt_tokens: number;
+  completion_tokens: number;
+  total_tokens: number;
+  prompt_tokens_details: { cached_tokens: number };
+  completion_tokens_details?: { reasoning_tokens: number };
+  ctxr: CtxrUsage;
+}): ResponseUsage {
   return {
     input_tokens: usage.prompt_tokens,
     input_tokens_details: { cached_tokens: usage.prompt_tokens_details.cached_tokens },
     output_tokens: usage.completion_tokens,
-    output_tokens_details: { reasoning_tokens: 0 },
+    output_tokens_details: { reasoning_tokens: usage.completion_tokens_details?.reasoning_tokens ?? 0 },
     total_tokens: usage.total_tokens,
     ctxr: usage.ctxr,
   };

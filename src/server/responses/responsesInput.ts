@@ -107,6 +107,12 @@ function addItem(messages: ChatMessage[], origins: string[], item: Record<string
       origins.push(field);
       return;
     }
+    // The model's past reasoning (an item of an earlier response, given back) is not shown to it
+    // again: thinking models' templates drop it too.
+    case "reasoning":
+      if (!Array.isArray(item.summary)) throw new ResponsesInputError(`${field}.summary`, `must be an array, got ${describe(item.summary)}`);
+      if (item.content !== undefined && item.content !== null && !Array.isArray(item.content)) throw new ResponsesInputError(`${field}.content`, `must be an array, got ${describe(item.content)}`);
+      return;
     case "item_reference": {
       const id = nonEmptyString(item.id, `${field}.id`);
       const referenced = resolving ? undefined : resolve(id);
@@ -115,7 +121,7 @@ function addItem(messages: ChatMessage[], origins: string[], item: Record<string
       return;
     }
     default:
-      throw new ResponsesInputError(`${field}.type`, `input item type ${JSON.stringify(type)} is not supported (message, function_call, function_call_output, item_reference)`);
+      throw new ResponsesInputError(`${field}.type`, `input item type ${JSON.stringify(type)} is not supported (message, function_call, function_call_output, reasoning, item_reference)`);
   }
 }
 

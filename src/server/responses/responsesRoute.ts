@@ -12,6 +12,8 @@ import type { GenerationEngine } from "../../engine/generationEngine.ts";
 import type { GenerationHandle } from "../../engine/generationHandle.ts";
 import { ToolCallAnswerStream, wholeToolCallAnswer } from "../../engine/toolCalls/toolCallAnswer.ts";
 import type { ToolRequest } from "../../engine/toolCalls/toolRequest.ts";
+import type { ReasoningStart } from "../../engine/reasoning/reasoningParser.ts";
+import { ReasoningSplitter, splitReasoning, type ReasoningPiece } from "../../engine/reasoning/reasoningSplitter.ts";
 import { prepareChatGeneration } from "../openai/chatPreparation.ts";
 import { describeIssue, errorResponse } from "../../http/errors.ts";
 import { engineFailureResponse, failureMessage, streamFailure } from "../generationFailure.ts";
@@ -100,6 +102,7 @@ export function mountResponsesRoute(app: OpenAPIHono, engine: GenerationEngine, 
     let translated: TranslatedRequest | null = null;
     let handle: GenerationHandle;
     let tools: ToolRequest | null;
+    let reasoning: ReasoningStart | null;
     try {
       const refusal = refusedResponsesField(body as Record<string, unknown>);
       if (refusal !== null) throw new ResponsesInputError(refusal.field, refusal.why);
@@ -117,6 +120,7 @@ export function mountResponsesRoute(app: OpenAPIHono, engine: GenerationEngine, 
       const prepared = await prepareChatGeneration(engine, checked.data);
       handle = prepared.handles[0]!;
       tools = prepared.tools;
+      reasoning = prepared.reasoning;
     } catch (failure) {
       return answerError(c, failure, translated);
     }
@@ -126,6 +130,13 @@ export function mountResponsesRoute(app: OpenAPIHono, engine: GenerationEngine, 
     const callsExpected = tools !== null && tools.choice !== null;
     // Whitespace between calls is no output text, streamed or not (toolCallAnswer.ts).
     const parser = callsExpected ? new ToolCallAnswerStream(tools!.format) : null;
+    const splitter = reasoning === null ? null : new ReasoningSplitter(reasoning);
+    /** Reasoning to the reasoning item, content through the tool-call parser (when calls are expected). */
+    const pushText = (builder: ResponseOutputBuilder, piece: ReasoningPiece, last: boolean) => {
+      builder.pushReasoning(piece.reasoning);
+      if (piece.content !== "") builder.push(parser === null ? { content: piece.content, calls: [] } : parser.push(piece.content));
+      if (last && parser !== null) builder.push(parser.end());
+    };
     const conversation = translated!;
     const snapshot = (status: ResponseStatus, output: readonly OutputItem[], usage: ResponseUsage | null, failure?: { code: string; message: string }) =>
       responseObject({ id, createdAt, model, status, output, usage, ...(failure ? { error: failure } : {}) }, body);
@@ -139,13 +150,13 @@ export function mountResponsesRoute(app: OpenAPIHono, engine: GenerationEngine, 
           try {
             for await (const event of handle) {
               if (event.type === "delta") {
-                if (event.text !== "") builder.push(parser === null ? { content: event.text, calls: [] } : parser.push(event.text));
+                if (event.text !== "") pushText(builder, splitter === null ? { reasoning: "", content: event.text } : splitter.push(event.text), false);
                 continue;
               }
-              if (parser !== null) builder.push(parser.end());
+              pushText(builder, splitter === null ? { reasoning: "", content: "" } : splitter.end(), true);
               const status = event.reason === "length" ? "incomplete" : "completed";
               builder.finish(status);
-              const usage = responseUsage(usageOf([event]));
+              const usage = responseUsage(usageOf([event], 1, reasoning !== null));
               remember(id, body, conversation, builder.items);
               send({ type: status === "completed" ? "response.completed" : "response.incomplete", response: snapshot(status, builder.items, usage) });
             }
@@ -166,15 +177,18 @@ export function mountResponsesRoute(app: OpenAPIHono, engine: GenerationEngine, 
     try {
       const result = await handle.result();
       const builder = new ResponseOutputBuilder(() => {}, callsExpected);
-      if (!callsExpected) builder.push({ content: result.text, calls: [] });
+      const split = reasoning === null ? { reasoning: null, content: result.text } : splitReasoning(reasoning, result.text);
+      builder.pushReasoning(split.reasoning ?? "");
+      const text = split.content ?? "";
+      if (!callsExpected) builder.push({ content: text, calls: [] });
       else {
-        const answer = wholeToolCallAnswer(tools!.format, result.text);
+        const answer = wholeToolCallAnswer(tools!.format, text);
         builder.push({ content: answer.content ?? "", calls: answer.calls });
       }
       const status = result.finishReason === "length" ? "incomplete" : "completed";
       builder.finish(status);
       remember(id, body, conversation, builder.items);
-      return c.json(snapshot(status, builder.items, responseUsage(usageOf([result]))), 200);
+      return c.json(snapshot(status, builder.items, responseUsage(usageOf([result], 1, reasoning !== null))), 200);
     } catch (failure) {
       handle.cancel();
       return answerError(c, failure, conversation);

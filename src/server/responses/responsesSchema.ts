@@ -65,9 +65,9 @@ export function createResponsesSchemas() {
     .openapi("ResponsesRequest", { example: { model: "tiny", input: "Hello!", max_output_tokens: 16, temperature: 0 } });
 
   const OutputItem = z
-    .object({ type: z.enum(["message", "function_call"]), id: z.string(), status: z.string() })
+    .object({ type: z.enum(["reasoning", "message", "function_call"]), id: z.string(), status: z.string() })
     .passthrough()
-    .openapi("ResponseOutputItem", { description: 'A message {role: "assistant", content: [{type: "output_text", text}]} or a function call {call_id, name, arguments}.' });
+    .openapi("ResponseOutputItem", { description: 'The model\'s reasoning {content: [{type: "reasoning_text", text}]} (with a reasoning parser), a message {role: "assistant", content: [{type: "output_text", text}]} or a function call {call_id, name, arguments}.' });
   const Response = z
     .object({
       id: z.string(),

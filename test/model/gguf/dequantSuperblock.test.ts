@@ -1,13 +1,13 @@
 /**
- * Q2_K, Q3_K, Q5_K and IQ4_XS dequantization (src/model/gguf/dequantSuperblock.ts through
- * dequantizeValues) against llama.cpp's gguf-py on random blocks: the fixture
+ * Q2_K, Q3_K, Q5_K and IQ4_XS dequantization (src/model/gguf/dequantSuperblock.ts and
+ * quantQ5K.ts, through dequantizeValues) against llama.cpp's gguf-py on random blocks: the fixture
  * cuda/test/fixtures/superblock_dequant.bin (scripts/oracle/dequant_fixture.py), which the
  * runner's C++ dequantization is checked against too.
  */
 import { describe, expect, test } from "bun:test";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
-import { dequantizeValues, quantizeValues } from "../../../src/model/gguf/ggufQuantize.ts";
+import { WRITABLE_GGML_TYPES, dequantizeValues, quantizeValues } from "../../../src/model/gguf/ggufQuantize.ts";
 import { GGML_TYPE, ggmlTypeInfo } from "../../../src/model/gguf/ggufTypes.ts";
 import { REPO_ROOT } from "../../helpers/cli.ts";
 
@@ -50,8 +50,16 @@ describe("super-block dequantization against gguf-py", () => {
     });
   }
 
-  test("the types read but do not write: quantizing to them is a clear error", () => {
-    expect(() => quantizeValues(GGML_TYPE.Q5_K, new Float32Array(256))).toThrow("cannot quantize to ggml type 13");
+  test("the types read but not written: quantizing to them is a clear error", () => {
+    expect(() => quantizeValues(GGML_TYPE.Q2_K, new Float32Array(256))).toThrow("cannot quantize to ggml type 10");
+  });
+
+  test("WRITABLE_GGML_TYPES is what quantizeValues writes: the others are refused", () => {
+    for (const type of Object.values(GGML_TYPE)) {
+      const values = new Float32Array(256).fill(0.5);
+      if (WRITABLE_GGML_TYPES.includes(type)) expect(dequantizeValues(type, quantizeValues(type, values), 256)[7]).toBeCloseTo(0.5, 2);
+      else expect(() => quantizeValues(type, values)).toThrow(`cannot quantize to ggml type ${type}`);
+    }
   });
 
   test("a byte count that does not match the blocks is refused", () => {

@@ -23,13 +23,17 @@ function relativeRmsError(original: Float32Array, back: Float32Array): number {
 
 /**
  * Measured on 262,144 N(0, 0.05²) values (the f16 block scales lose precision when weights are
- * far smaller, std ≲ 1e-3, as in ggml itself): F16 0.021%, BF16 0.17%, Q8_0 0.54%, Q6_K 1.73%, Q4_K 7.1%, Q4_0 8.6%. */
+ * far smaller, std ≲ 1e-3, as in ggml itself): F16 0.021%, BF16 0.17%, Q8_0 0.54%, Q6_K 1.73%, Q5_K 3.6%,
+ * Q5_1 3.8%, Q5_0 4.3%, Q4_K 7.2%, Q4_0 8.6%. */
 const BOUNDS: [GgmlTypeName, number][] = [
   ["F32", 0],
   ["F16", 0.0005],
   ["BF16", 0.003],
   ["Q8_0", 0.007],
   ["Q6_K", 0.021],
+  ["Q5_K", 0.04],
+  ["Q5_1", 0.042],
+  ["Q5_0", 0.047],
   ["Q4_K", 0.08],
   ["Q4_0", 0.1],
 ];
@@ -53,7 +57,7 @@ describe("quantize → dequantize", () => {
     for (let i = 512; i < 768; i++) values[i] = -0.01 * (i - 511); // all negative
     values.set(randomValues(256, 9), 768);
     values[800] = 40; // an outlier
-    for (const type of [GGML_TYPE.Q8_0, GGML_TYPE.Q4_0, GGML_TYPE.Q4_K, GGML_TYPE.Q6_K]) {
+    for (const type of [GGML_TYPE.Q8_0, GGML_TYPE.Q4_0, GGML_TYPE.Q5_0, GGML_TYPE.Q5_1, GGML_TYPE.Q4_K, GGML_TYPE.Q5_K, GGML_TYPE.Q6_K]) {
       const back = dequantizeValues(type, quantizeValues(type, values), values.length);
       for (let i = 0; i < 256; i++) expect(Math.abs(back[i]!)).toBe(0);
       for (const value of back) expect(Number.isFinite(value)).toBe(true);
@@ -118,6 +122,61 @@ describe("block layouts on hand-built blocks", () => {
     }
   });
 
+  test("Q5_0: f16 d, u32 of fifth bits (bit i: value i), nibbles as Q4_0, minus 16", () => {
+    const block = new Uint8Array(22);
+    const view = new DataView(block.buffer);
+    view.setUint16(0, half(0.5), true);
+    view.setUint32(2, 0xa5c3_0f00, true);
+    for (let j = 0; j < 16; j++) block[6 + j] = j | ((15 - j) << 4);
+    const values = dequantizeValues(GGML_TYPE.Q5_0, block, 32);
+    for (let j = 0; j < 16; j++) {
+      expect(values[j]).toBe(0.5 * ((j | (((0xa5c3_0f00 >>> j) & 1) << 4)) - 16));
+      expect(values[j + 16]).toBe(0.5 * (((15 - j) | (((0xa5c3_0f00 >>> (j + 16)) & 1) << 4)) - 16));
+    }
+    expect(quantizeValues(GGML_TYPE.Q5_0, values)).toEqual(block); // value −8 (level 0) is the extreme: same bytes
+  });
+
+  test("Q5_1: f16 d, f16 m, u32 of fifth bits, nibbles; value = d·q + m", () => {
+    const block = new Uint8Array(24);
+    const view = new DataView(block.buffer);
+    view.setUint16(0, half(0.25), true);
+    view.setUint16(2, half(-3), true);
+    view.setUint32(4, 0x8000_0001 | 0x0001_0000, true);
+    for (let j = 0; j < 16; j++) block[8 + j] = ((j * 5) & 15) | ((j * 3) & 15) << 4;
+    const values = dequantizeValues(GGML_TYPE.Q5_1, block, 32);
+    for (let j = 0; j < 16; j++) {
+      const fifth = (i: number) => ((view.getUint32(4, true) >>> i) & 1) << 4;
+      expect(values[j]).toBe(0.25 * (((j * 5) & 15) | fifth(j)) - 3);
+      expect(values[j + 16]).toBe(0.25 * (((j * 3) & 15) | fifth(j + 16)) - 3);
+    }
+  });
+
+  test("Q5_K: Q4_K's header, 32 bytes of fifth bits (bit 2c / 2c+1 of byte l), then the nibbles", () => {
+    const scales = [1, 2, 3, 4, 40, 50, 60, 63];
+    const mins = [5, 6, 7, 8, 33, 47, 16, 31];
+    const block = new Uint8Array(176);
+    const view = new DataView(block.buffer);
+    view.setUint16(0, half(0.25), true);
+    view.setUint16(2, half(0.125), true);
+    for (let j = 0; j < 4; j++) {
+      block[4 + j] = scales[j]! | ((scales[j + 4]! >> 4) << 6);
+      block[8 + j] = mins[j]! | ((mins[j + 4]! >> 4) << 6);
+      block[12 + j] = (scales[j + 4]! & 15) | ((mins[j + 4]! & 15) << 4);
+    }
+    for (let i = 0; i < 32; i++) block[16 + i] = (i * 73 + 5) & 0xff;
+    for (let i = 0; i < 128; i++) block[48 + i] = (i * 7) & 0xff;
+    const values = dequantizeValues(GGML_TYPE.Q5_K, block, 256);
+    for (let i = 0; i < 256; i++) {
+      const chunk = i >> 6;
+      const upper = (i & 63) >= 32;
+      const byte = block[48 + 32 * chunk + (i & 31)]!;
+      const fifth = (block[16 + (i & 31)]! >> (2 * chunk + (upper ? 1 : 0))) & 1;
+      const q = (upper ? byte >> 4 : byte & 15) | (fifth << 4);
+      const sub = 2 * chunk + (upper ? 1 : 0);
+      expect(values[i]).toBeCloseTo(0.25 * scales[sub]! * q - 0.125 * mins[sub]!, 6);
+    }
+  });
+
   test("Q6_K: ql, qh, int8 scales per 16 values, f16 d at the end", () => {
     const block = new Uint8Array(210);
     const view = new DataView(block.buffer);
@@ -140,7 +199,7 @@ describe("block layouts on hand-built blocks", () => {
   });
 
   test("K-quants re-quantize their own output to nearly the same values", () => {
-    for (const type of [GGML_TYPE.Q4_K, GGML_TYPE.Q6_K]) {
+    for (const type of [GGML_TYPE.Q4_K, GGML_TYPE.Q5_K, GGML_TYPE.Q6_K]) {
       const once = dequantizeValues(type, quantizeValues(type, randomValues(1024, 5)), 1024);
       const twice = dequantizeValues(type, quantizeValues(type, once), 1024);
       expect(relativeRmsError(once, twice)).toBeLessThan(0.03);

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Random blocks of ggml quantized types and their dequantization by llama.cpp's own gguf-py
 (gguf/quants.py), as a fixture that the runner's and the TypeScript dequantizers are checked
-against (cuda/test/quant_superblock_test.cpp, test/model/gguf/dequantFixture.test.ts).
+against (cuda/test/quant_superblock_test.cpp, test/model/gguf/dequantSuperblock.test.ts).
 
     GGUF_PY=/work/llama/llama.cpp-src/gguf-py /usr/bin/python3 scripts/oracle/dequant_fixture.py \
         --out cuda/test/fixtures/superblock_dequant.bin [--types Q2_K,Q3_K,Q5_K,IQ4_XS] [--blocks 8]

@@ -1,79 +1,108 @@
 /**
- * The quantized weight formats' linear kernels against a baseline format at the same shape, in
- * interleaved rounds (every format once a round, in a rotating order), so that each round's
- * ratio to the baseline comes from the same stretch of a shared machine's noise.
+ * The quantized weight types' linear kernels side by side at one shape (issue 29, item 3): each
+ * type's `ctxr-runner --bench-linear TYPE M N K` (a fresh process: the runner times --repeat
+ * calls of its linear layer and reports the median, with the ISA and the path it chose) in
+ * interleaved rounds (every type once a round, the order rotated each round), so that every type
+ * sees the same stretch of a shared machine's noise. The table gives each type's median over the
+ * rounds, the weight bytes read per second, and the median of its per-round ratios to each
+ * baseline (Q4_0 for the 32-element blocks, Q4_K for the 256-element super-blocks).
  *
- *   npx bun scripts/bench-quant-types.ts [--types q2_k,q3_k,q5_k,iq4_xs,q6_k] [--baseline q4_k]
- *       [--shapes 1x4096x4096,128x4096x4096] [--threads 1] [--rounds 7] [--repeat 30]
- *       [--isa avx512|avx2] [--runner PATH]
+ *   npx bun scripts/bench-quant-types.ts
+ *       [--types q8_0,q4_0,q4_1,q5_0,q5_1,iq4_nl,mxfp4,q4_k,q2_k,q3_k,q5_k,q6_k,iq4_xs]
+ *       [--baselines q4_0,q4_k] [--m 1,128] [--n 4096] [--k 4096] [--threads 1] [--repeat 30]
+ *       [--rounds 7] [--isa native|avx2] [--runner PATH] [--json FILE]
  *
- * Each case is `ctxr-runner --bench-linear TYPE M N K --threads T --repeat R` (a fresh process:
- * the runner times R calls of its linear layer and reports the median, with the ISA and the path
- * it chose: the row dot products for M ≤ 16, the int8 GEMM above). --isa avx2 sets
- * CTXR_CPU_ISA=avx2. Prints, per shape and format, the median over rounds of the per-call median
- * (ms), the weight bytes read per second, and the median of the per-round ratios to the baseline.
+ * M = 1 is a decode step (the int8 row dot kernels, bound by the weight bytes), M = 128 a
+ * prefill tile (the int8 GEMM). --isa avx2 sets CTXR_CPU_ISA=avx2. Every type of issue 29 is
+ * benched by default; a baseline missing from --types is added.
  */
 import { spawnSync } from "node:child_process";
+import { writeFileSync } from "node:fs";
+import { cpus, loadavg } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { REPO, median, progress } from "./benchKit.ts";
 
 const { values } = parseArgs({
   options: {
-    types: { type: "string", default: "q2_k,q3_k,q5_k,iq4_xs,q6_k" },
-    baseline: { type: "string", default: "q4_k" },
-    shapes: { type: "string", default: "1x4096x4096,128x4096x4096" },
+    types: { type: "string", default: "q8_0,q4_0,q4_1,q5_0,q5_1,iq4_nl,mxfp4,q4_k,q2_k,q3_k,q5_k,q6_k,iq4_xs" },
+    baselines: { type: "string", default: "q4_0,q4_k" },
+    m: { type: "string", default: "1,128" },
+    n: { type: "string", default: "4096" },
+    k: { type: "string", default: "4096" },
     threads: { type: "string", default: "1" },
-    rounds: { type: "string", default: "7" },
     repeat: { type: "string", default: "30" },
-    isa: { type: "string" },
+    rounds: { type: "string", default: "7" },
+    isa: { type: "string", default: "native" },
     runner: { type: "string", default: join(REPO, "cuda", "build", "ctxr-runner-cpu") },
+    json: { type: "string" },
   },
 });
+const baselines = values.baselines!.split(",").filter(Boolean);
+const types = [...baselines, ...values.types!.split(",").filter((t) => t && !baselines.includes(t))];
+const rounds = Number(values.rounds);
+const env = { ...process.env, ...(values.isa === "avx2" ? { CTXR_CPU_ISA: "avx2" } : {}) };
 
-interface Measurement {
-  median_ms: number;
-  weight_gbps: number;
+interface Sample {
   isa: string;
   path: string;
+  median_ms: number;
+  weight_gbps: number;
 }
 
-function measure(type: string, [m, n, k]: number[]): Measurement {
-  const env = { ...process.env, ...(values.isa === "avx2" ? { CTXR_CPU_ISA: "avx2" } : {}) };
-  const args = ["--bench-linear", type, String(m), String(n), String(k), "--threads", values.threads!, "--repeat", values.repeat!];
-  const result = spawnSync(values.runner!, args, { env, encoding: "utf8" });
-  if (result.status !== 0) throw new Error(`${values.runner} ${args.join(" ")} failed: ${result.stderr}`);
-  return JSON.parse(result.stdout.trim().split("\n").at(-1)!) as Measurement;
+function once(type: string, m: string): Sample {
+  const argv = ["--bench-linear", type, m, values.n!, values.k!, "--threads", values.threads!, "--repeat", values.repeat!];
+  const run = spawnSync(values.runner!, argv, { encoding: "utf8", env });
+  if (run.status !== 0) throw new Error(`ctxr-runner ${argv.join(" ")} failed: ${run.stderr.trim()}`);
+  return JSON.parse(run.stdout.trim().split("\n").at(-1)!) as Sample;
 }
 
-const baseline = values.baseline!;
-const types = [baseline, ...values.types!.split(",").filter((t) => t !== baseline)];
-const rounds = Number(values.rounds);
-console.log(`# ctxr-runner --bench-linear, ${values.threads} thread(s), ${rounds} interleaved rounds, ratios to ${baseline}`);
-for (const shapeText of values.shapes!.split(",")) {
-  const shape = shapeText.split("x").map(Number);
-  const times = new Map<string, number[]>(types.map((t) => [t, []]));
-  const ratios = new Map<string, number[]>(types.map((t) => [t, []]));
-  const last = new Map<string, Measurement>();
-  for (let round = 0; round < rounds; round++) {
-    const order = types.map((_, i) => types[(i + round) % types.length]!);
+interface Result {
+  m: string;
+  type: string;
+  isa: string;
+  path: string;
+  ms: number;
+  gbps: number;
+  /** Median over rounds of this type's time / the baseline's time in the same round. */
+  ratios: Record<string, number>;
+}
+
+const results: Result[] = [];
+for (const m of values.m!.split(",")) {
+  const samples = new Map<string, Sample[]>(types.map((t) => [t, []]));
+  const ratios = new Map<string, Map<string, number[]>>(types.map((t) => [t, new Map(baselines.map((b) => [b, []]))]));
+  for (let r = 0; r < rounds; r++) {
     const thisRound = new Map<string, number>();
-    for (const type of order) {
-      const m = measure(type, shape);
-      thisRound.set(type, m.median_ms);
-      times.get(type)!.push(m.median_ms);
-      last.set(type, m);
+    for (let i = 0; i < types.length; i++) {
+      const type = types[(i + r) % types.length]!;
+      const s = once(type, m);
+      samples.get(type)!.push(s);
+      thisRound.set(type, s.median_ms);
     }
-    for (const type of types) ratios.get(type)!.push(thisRound.get(type)! / thisRound.get(baseline)!);
-    progress(`${shapeText} round ${round + 1}/${rounds}`);
+    for (const type of types) for (const b of baselines) ratios.get(type)!.get(b)!.push(thisRound.get(type)! / thisRound.get(b)!);
+    progress(`M=${m}: round ${r + 1}/${rounds}`);
   }
-  console.log(`\n## ${shapeText} (M×N×K), isa ${last.get(baseline)!.isa}\n`);
-  console.log("| format | path | median ms | weight GB/s | × " + baseline + " time |");
-  console.log("|---|---|---:|---:|---:|");
   for (const type of types) {
-    const ms = median(times.get(type)!);
-    const m = last.get(type)!;
-    const gbps = (m.weight_gbps * m.median_ms) / ms;
-    console.log(`| ${type} | ${m.path} | ${ms.toFixed(3)} | ${gbps.toFixed(1)} | ${median(ratios.get(type)!).toFixed(2)} |`);
+    const s = samples.get(type)!;
+    results.push({
+      m,
+      type,
+      isa: s[0]!.isa,
+      path: s[0]!.path,
+      ms: median(s.map((x) => x.median_ms)),
+      gbps: median(s.map((x) => x.weight_gbps)),
+      ratios: Object.fromEntries(baselines.map((b) => [b, median(ratios.get(type)!.get(b)!)])),
+    });
   }
 }
+
+console.log(`${cpus()[0]?.model ?? "cpu"}, ${cpus().length} cores, load ${loadavg()[0]!.toFixed(1)}; N=${values.n} K=${values.k}, ${values.threads} thread(s), ${rounds} rounds × ${values.repeat} calls`);
+console.log(`| M | type | ISA, path | median ms | weight GB/s | ${baselines.map((b) => `× ${b.toUpperCase()}`).join(" | ")} |`);
+console.log(`|---|---|---|---:|---:|${baselines.map(() => "---:|").join("")}`);
+for (const r of results) {
+  const cells = baselines.map((b) => r.ratios[b]!.toFixed(2));
+  console.log(`| ${r.m} | ${r.type.toUpperCase()} | ${r.isa} ${r.path} | ${r.ms.toFixed(3)} | ${r.gbps.toFixed(1)} | ${cells.join(" | ")} |`);
+}
+console.log(JSON.stringify(results));
+if (values.json) writeFileSync(values.json, JSON.stringify(results, null, 2));

@@ -16,7 +16,7 @@ namespace ctxr {
 
 // Weight element types: the first three as in safetensors; the rest are ggml's quantized block
 // formats as stored in GGUF files (quant.h), kept as they are by the CPU backend.
-enum class DType { F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K, Q2_K, Q3_K, Q5_K, IQ4_XS };
+enum class DType { F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K, Q4_1, Q5_0, Q5_1, IQ4_NL, MXFP4, Q2_K, Q3_K, Q5_K, IQ4_XS };
 
 // An opaque weight matrix [rows][cols] (row-major, as stored in safetensors), prepared by the
 // backend for linear(): the CPU backend packs f32 panels and reads f16/bf16 and quantized
@@ -42,6 +42,14 @@ struct KvGeometry {
   int block_size;
   int kv_width;  // kv_heads * head_dim
   KvDtype dtype = KvDtype::F32;
+};
+
+// What rope() rotates of a head: Phi-4-mini rotates 3/4 of it; LongRoPE (Phi-3) multiplies cos
+// and sin by its attention factor, so the rotated part of q·k grows by scale².
+struct RopeShape {
+  int head_dim;
+  int rotary_dim;  // even, <= head_dim
+  float scale = 1;
 };
 
 // One attention call for n_tokens query rows of possibly different sequences.
@@ -120,9 +128,11 @@ class Backend {
   virtual void rms_norm_heads(float* x, int stride, int n, int heads, int head_dim, const float* w, float eps) = 0;
   // y[i][:] = x[i][:] · Wᵀ (+ bias): x is [n][W.cols], y is [n][W.rows], both contiguous.
   virtual void linear(const float* x, int n, const Matrix* w, const float* bias, float* y) = 0;
-  // Rotates `heads` heads of head_dim at the start of each of n rows (row stride `stride`) in
-  // place by angle pos[i] * inv_freq[j], pairs (j, j + head_dim/2); sign -1 undoes the rotation.
-  virtual void rope(float* x, int stride, int n, int heads, int head_dim, const int32_t* pos,
+  // Rotates `heads` heads (shape.head_dim apart) at the start of each of n rows (row stride
+  // `stride`) in place: the first shape.rotary_dim values of a head, pairs (j, j + rotary_dim/2)
+  // by angle pos[i] * inv_freq[j] (rotary_dim/2 frequencies), multiplied by shape.scale; the
+  // rest of the head stays. sign -1 undoes it (the opposite angle, divided by scale).
+  virtual void rope(float* x, int stride, int n, int heads, const RopeShape& shape, const int32_t* pos,
                     const float* inv_freq, int sign) = 0;
   // out[i][j] = silu(x[i][j]) * x[i][ff + j] for rows of 2*ff (gate|up fused), out is [n][ff].
   virtual void silu_mul(const float* x, int n, int ff, float* out) = 0;

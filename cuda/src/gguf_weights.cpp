@@ -19,6 +19,11 @@ DType dtype_of(GgmlType t) {
     case GgmlType::Q4_0: return DType::Q4_0;
     case GgmlType::Q4_K: return DType::Q4_K;
     case GgmlType::Q6_K: return DType::Q6_K;
+    case GgmlType::Q4_1: return DType::Q4_1;
+    case GgmlType::Q5_0: return DType::Q5_0;
+    case GgmlType::Q5_1: return DType::Q5_1;
+    case GgmlType::IQ4_NL: return DType::IQ4_NL;
+    case GgmlType::MXFP4: return DType::MXFP4;
     case GgmlType::Q2_K: return DType::Q2_K;
     case GgmlType::Q3_K: return DType::Q3_K;
     case GgmlType::Q5_K: return DType::Q5_K;
@@ -65,6 +70,27 @@ std::string hf_name(const std::string& name, bool gemma3) {
   return "";
 }
 
+// Phi-3's fused projections keep their own names: q|k|v rows in attn_qkv, gate|up in ffn_up
+// (2·ff rows, gate first: llama.cpp's swiglu takes silu of the first half).
+std::string phi3_hf_name(const std::string& name) {
+  static const std::pair<const char*, const char*> fused[] = {{".attn_qkv.", ".self_attn.qkv_proj."}, {".ffn_up.", ".mlp.gate_up_proj."}};
+  for (const auto& [g, h] : fused)
+    if (size_t at = name.find(g); name.compare(0, 4, "blk.") == 0 && at != std::string::npos)
+      return "model.layers." + name.substr(4, at - 4) + h + name.substr(at + std::strlen(g));
+  return hf_name(name, false);
+}
+
+// A per-frequency divisor tensor (rope_freqs, rope_factors_long/short): F32 [n], all positive.
+std::vector<double> rope_factors(const std::string& path, const GgufTensor& t, int n) {
+  if (t.type != GgmlType::F32 || t.dims.size() != 1 || t.dims[0] != n)
+    throw std::runtime_error(path + ": tensor " + t.name + " must be F32 [" + std::to_string(n) + "] (rotary dimension / 2)");
+  const auto* f = reinterpret_cast<const float*>(t.data);
+  std::vector<double> out(f, f + n);
+  for (double x : out)
+    if (!(x > 0)) throw std::runtime_error(path + ": tensor " + t.name + " holds a factor that is not positive");
+  return out;
+}
+
 std::string shape_text(const std::vector<int64_t>& shape) {
   std::string s = "[";
   for (size_t i = 0; i < shape.size(); i++) s += (i ? ", " : "") + std::to_string(shape[i]);
@@ -85,17 +111,17 @@ GgufWeights::GgufWeights(const std::string& path) : file_(std::make_unique<GgufF
   config_ = model_config_from_gguf(*file_);
   const bool llama = config_.architecture == "LlamaForCausalLM";
   const bool gemma3 = config_.architecture == "Gemma3ForCausalLM";
+  const bool phi3 = config_.architecture == "Phi3ForCausalLM";
   for (const GgufTensor& t : file_->tensors()) {
     if (t.name == "rope_freqs.weight") {
-      if (t.type != GgmlType::F32 || t.dims.size() != 1 || t.dims[0] != config_.head_dim / 2)
-        throw std::runtime_error(path + ": tensor rope_freqs.weight must be F32 [" + std::to_string(config_.head_dim / 2) + "]");
-      const auto* f = reinterpret_cast<const float*>(t.data);
-      config_.rope_freq_factors.assign(f, f + config_.head_dim / 2);
-      for (double x : config_.rope_freq_factors)
-        if (!(x > 0)) throw std::runtime_error(path + ": tensor rope_freqs.weight holds a factor that is not positive");
+      config_.rope_freq_factors = rope_factors(path, t, config_.rope_dim / 2);
       continue;
     }
-    std::string name = hf_name(t.name, gemma3);
+    if (t.name == "rope_factors_long.weight" || t.name == "rope_factors_short.weight") {
+      (t.name == "rope_factors_long.weight" ? config_.rope_long_factors : config_.rope_short_factors) = rope_factors(path, t, config_.rope_dim / 2);
+      continue;
+    }
+    std::string name = phi3 ? phi3_hf_name(t.name) : hf_name(t.name, gemma3);
     if (name.empty()) continue;
     TensorView v;
     v.name = t.name;
@@ -126,6 +152,9 @@ GgufWeights::GgufWeights(const std::string& path) : file_(std::make_unique<GgufF
     }
     views_[name] = v;
   }
+  if (config_.rope_long_factors.empty() != config_.rope_short_factors.empty())
+    throw std::runtime_error(path + ": tensors rope_factors_long.weight and rope_factors_short.weight come together; the file has one");
+  if (!config_.rope_long_factors.empty()) config_.rope_type = "longrope";
 }
 
 const TensorView& GgufWeights::get(const std::string& name, const std::vector<int64_t>& shape) const {

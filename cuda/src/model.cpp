@@ -52,6 +52,8 @@ Model::Model(const std::string& dir, Backend* backend, int num_blocks, int block
     config_ = model_config_from_json_text(read_text_file(dir + "/config.json"));
     weights_ = std::make_unique<SafetensorsFolder>(dir);
   }
+  if (config_.rope_dim == 0) config_.rope_dim = config_.head_dim;
+  choose_longrope_factors(config_, static_cast<long long>(num_blocks) * block_size);
   const ModelConfig& c = config_;
   if ((c.sandwich_norms || c.hidden_act != "silu" || !c.layer_window.empty()) && !backend_->supports_gemma3_ops())
     throw std::invalid_argument(c.architecture + " does not run on the " + backend_->name() +
@@ -61,11 +63,15 @@ Model::Model(const std::string& dir, Backend* backend, int num_blocks, int block
   lm_head_ = tied ? embed_ : load_matrix("lm_head.weight", c.vocab, c.hidden);
   final_norm_ = load_norm("model.norm.weight", c.hidden);
   int q = c.heads * c.head_dim, kv = c.kv_heads * c.head_dim;
+  const bool phi3 = c.architecture == "Phi3ForCausalLM";
   for (int l = 0; l < c.layers; l++) {
     std::string p = "model.layers." + std::to_string(l) + ".";
     Layer layer;
     layer.attn_norm = load_norm(p + "input_layernorm.weight", c.hidden);
-    layer.qkv = load_fused({p + "self_attn.q_proj.weight", p + "self_attn.k_proj.weight", p + "self_attn.v_proj.weight"}, {q, kv, kv}, c.hidden);
+    // Phi-3 stores q|k|v and gate|up fused already (qkv_proj, gate_up_proj); others in parts.
+    layer.qkv = phi3 || weights_->has(p + "self_attn.qkv_proj.weight")
+                    ? load_matrix(p + "self_attn.qkv_proj.weight", q + 2 * kv, c.hidden)
+                    : load_fused({p + "self_attn.q_proj.weight", p + "self_attn.k_proj.weight", p + "self_attn.v_proj.weight"}, {q, kv, kv}, c.hidden);
     if (weights_->has(p + "self_attn.q_proj.bias"))
       layer.qkv_bias = load_fused_vector({p + "self_attn.q_proj.bias", p + "self_attn.k_proj.bias", p + "self_attn.v_proj.bias"}, {q, kv, kv});
     layer.o = load_matrix(p + "self_attn.o_proj.weight", c.hidden, q);
@@ -81,7 +87,9 @@ Model::Model(const std::string& dir, Backend* backend, int num_blocks, int block
       layer.k_norm = load_norm(p + "self_attn.k_norm.weight", c.head_dim);
     }
     layer.window = c.layer_window_of(l);
-    layer.gate_up = load_fused({p + "mlp.gate_proj.weight", p + "mlp.up_proj.weight"}, {c.intermediate, c.intermediate}, c.hidden);
+    layer.gate_up = phi3 || weights_->has(p + "mlp.gate_up_proj.weight")
+                        ? load_matrix(p + "mlp.gate_up_proj.weight", 2 * c.intermediate, c.hidden)
+                        : load_fused({p + "mlp.gate_proj.weight", p + "mlp.up_proj.weight"}, {c.intermediate, c.intermediate}, c.hidden);
     layer.down = load_matrix(p + "mlp.down_proj.weight", c.hidden, c.intermediate);
     layers_.push_back(layer);
   }
@@ -207,6 +215,11 @@ float* Model::load_fused_vector(const std::vector<std::string>& names, const std
   auto* out = static_cast<float*>(backend_->alloc(all.size() * 4));
   backend_->to_device(out, all.data(), all.size() * 4);
   return out;
+}
+
+void Model::rotate(float* x, int stride, int n, int heads, const int32_t* positions, const float* inv_freq, int sign) {
+  const RopeShape shape{config_.head_dim, config_.rope_dim, static_cast<float>(config_.rope_attention_factor)};
+  backend_->rope(x, stride, n, heads, shape, positions, inv_freq, sign);
 }
 
 void* Model::buffer(int which, size_t bytes) {
@@ -511,8 +524,8 @@ ForwardResult Model::forward(const std::vector<SequenceStep>& steps, const Forwa
       backend_->rms_norm_heads(qkv, qkv_width, m, c.heads, c.head_dim, layer.q_norm, eps);
       backend_->rms_norm_heads(qkv + q_width, qkv_width, m, c.kv_heads, c.head_dim, layer.k_norm, eps);
     }
-    backend_->rope(qkv, qkv_width, m, c.heads, c.head_dim, d_positions, layer.inv_freq, 1);
-    backend_->rope(qkv + q_width, qkv_width, m, c.kv_heads, c.head_dim, d_positions, layer.inv_freq, 1);
+    rotate(qkv, qkv_width, m, c.heads, d_positions, layer.inv_freq, 1);
+    rotate(qkv + q_width, qkv_width, m, c.kv_heads, d_positions, layer.inv_freq, 1);
     backend_->kv_write(l, qkv + q_width, qkv + q_width + kv, qkv_width, d_slots, m);
     batch.window = layer.window;
     if (profiling_) {
@@ -607,7 +620,7 @@ void Model::export_kv(const std::vector<int32_t>& slots, const std::vector<int32
   auto* v = static_cast<float*>(buffer(kAttn, per * 4));
   for (int l = 0; l < config_.layers; l++) {
     backend_->kv_read(l, d_slots, count, k, v);
-    backend_->rope(k, kv, count, config_.kv_heads, config_.head_dim, d_positions, layers_[l].inv_freq, -1);
+    rotate(k, kv, count, config_.kv_heads, d_positions, layers_[l].inv_freq, -1);
     backend_->to_host(out.data() + per * 2 * l, k, per * 4);
     backend_->to_host(out.data() + per * (2 * l + 1), v, per * 4);
   }
@@ -628,7 +641,7 @@ void Model::import_kv(const std::vector<int32_t>& slots, const std::vector<int32
   for (int l = 0; l < config_.layers; l++) {
     backend_->to_device(k, data + per * 2 * l, per * 4);
     backend_->to_device(v, data + per * (2 * l + 1), per * 4);
-    backend_->rope(k, kv, count, config_.kv_heads, config_.head_dim, d_positions, layers_[l].inv_freq, 1);
+    rotate(k, kv, count, config_.kv_heads, d_positions, layers_[l].inv_freq, 1);
     backend_->kv_write(l, k, v, kv, d_slots, count);
   }
 }
@@ -657,8 +670,8 @@ void Model::relocate_kv(const std::vector<int32_t>& src, const std::vector<int32
     auto* v = static_cast<float*>(buffer(kAttn, static_cast<size_t>(count) * kv * 4));
     for (int l = 0; l < config_.layers; l++) {
       backend_->kv_read(l, d_src, count, k, v);
-      backend_->rope(k, kv, count, config_.kv_heads, config_.head_dim, d_from, layers_[l].inv_freq, -1);
-      backend_->rope(k, kv, count, config_.kv_heads, config_.head_dim, d_to, layers_[l].inv_freq, 1);
+      rotate(k, kv, count, config_.kv_heads, d_from, layers_[l].inv_freq, -1);
+      rotate(k, kv, count, config_.kv_heads, d_to, layers_[l].inv_freq, 1);
       backend_->kv_write(l, k, v, kv, d_dst, count);
     }
   }
@@ -684,7 +697,7 @@ std::vector<float> Model::key_means(const std::vector<int32_t>& slots, const std
     host.resize(static_cast<size_t>(count) * kv);
     for (int l = 0; l < config_.layers; l++) {
       backend_->kv_read(l, d_slots, count, k, v);
-      backend_->rope(k, kv, count, config_.kv_heads, config_.head_dim, d_positions, layers_[l].inv_freq, -1);
+      rotate(k, kv, count, config_.kv_heads, d_positions, layers_[l].inv_freq, -1);
       backend_->to_host(host.data(), k, host.size() * 4);
       for (int i = 0; i < count; i++) {
         float* sum = out.data() + static_cast<size_t>(group[first + i]) * width + static_cast<size_t>(l) * kv;

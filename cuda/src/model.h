@@ -166,6 +166,8 @@ class Model {
   float* load_norm(const std::string& name, int n);
   float* upload_inv_freq(const std::vector<double>& inv);
   float* load_fused_vector(const std::vector<std::string>& names, const std::vector<int>& sizes);
+  // backend_->rope() with this model's rotary shape (partial rotary, LongRoPE's factor).
+  void rotate(float* x, int stride, int n, int heads, const int32_t* positions, const float* inv_freq, int sign);
 };
 
 }  // namespace ctxr

@@ -29,6 +29,41 @@ double number_or(const JsonValue& json, const std::string& key, double fallback)
   return v->number;
 }
 
+std::vector<double> positive_factors(const JsonValue& rs, const std::string& key, size_t n) {
+  const JsonValue* v = rs.find(key);
+  if (!v || !v->is_array() || v->array.size() != n) bad("rope_scaling." + key + " must be an array of " + std::to_string(n) + " numbers (rotary dimension / 2)");
+  std::vector<double> out;
+  for (const JsonValue& x : v->array) {
+    if (!x.is_number() || !(x.number > 0)) bad("rope_scaling." + key + " holds a factor that is not a positive number");
+    out.push_back(x.number);
+  }
+  return out;
+}
+
+// Phi-3's rope_scaling: {"type": "longrope" | "su", "long_factor": [...], "short_factor": [...]}
+// with original_max_position_embeddings beside it (Phi-3) or inside it. The attention factor is
+// transformers' default, sqrt(1 + ln(s) / ln(original)) for s = max_position / original > 1,
+// unless rope_scaling.attention_factor gives it.
+void read_longrope(const JsonValue& json, const JsonValue& rs, ModelConfig& c) {
+  const JsonValue* type = rs.find("rope_type");
+  if (!type) type = rs.find("type");
+  const std::string kind = type && type->is_string() ? type->string : "";
+  if (kind != "longrope" && kind != "su") bad("rope_scaling type " + kind + " is not supported for Phi3ForCausalLM (longrope, su)");
+  c.rope_type = "longrope";
+  const size_t half = static_cast<size_t>(c.rope_dim / 2);
+  c.rope_long_factors = positive_factors(rs, "long_factor", half);
+  c.rope_short_factors = positive_factors(rs, "short_factor", half);
+  double original = number_or(rs, "original_max_position_embeddings", number_or(json, "original_max_position_embeddings", 0));
+  if (!(original >= 1)) bad("original_max_position_embeddings must be a positive integer (LongRoPE)");
+  c.rope_original_max_positions = original;
+  const double scale = c.max_position_embeddings / original;
+  c.rope_attention_factor = scale > 1 ? std::sqrt(1 + std::log(scale) / std::log(original)) : 1;
+  if (const JsonValue* f = rs.find("attention_factor"); f && !f->is_null()) {
+    if (!f->is_number() || !(f->number > 0)) bad("rope_scaling.attention_factor must be a positive number");
+    c.rope_attention_factor = f->number;
+  }
+}
+
 }  // namespace
 
 ModelConfig model_config_from_json_text(const std::string& text) {
@@ -44,11 +79,12 @@ ModelConfig model_config_from_json_text(const std::string& text) {
     c.architecture = arch->array[0].string;
   else
     c.architecture = "LlamaForCausalLM";
-  static const char* supported[] = {"LlamaForCausalLM", "Qwen2ForCausalLM", "MistralForCausalLM", "Qwen3ForCausalLM", "Gemma3ForCausalLM"};
+  static const char* supported[] = {"LlamaForCausalLM", "Qwen2ForCausalLM", "MistralForCausalLM", "Qwen3ForCausalLM", "Gemma3ForCausalLM", "Phi3ForCausalLM"};
   bool known = false;
   for (const char* s : supported) known = known || c.architecture == s;
-  if (!known) bad("architecture " + c.architecture + " is not supported (LlamaForCausalLM, Qwen2ForCausalLM, MistralForCausalLM, Qwen3ForCausalLM, Gemma3ForCausalLM)");
+  if (!known) bad("architecture " + c.architecture + " is not supported (LlamaForCausalLM, Qwen2ForCausalLM, MistralForCausalLM, Qwen3ForCausalLM, Gemma3ForCausalLM, Phi3ForCausalLM)");
   c.qk_norm = c.architecture == "Qwen3ForCausalLM";
+  const bool phi3 = c.architecture == "Phi3ForCausalLM";
   c.hidden = positive_int(json, "hidden_size");
   c.heads = positive_int(json, "num_attention_heads");
   c.kv_heads = positive_int(json, "num_key_value_heads", c.heads);
@@ -67,7 +103,19 @@ ModelConfig model_config_from_json_text(const std::string& text) {
   if (c.rope_theta <= 0) bad("rope_theta must be positive");
   if (const JsonValue* tie = json.find("tie_word_embeddings"); tie && tie->kind == JsonValue::Kind::Bool) c.tie_word_embeddings = tie->boolean;
   if (const JsonValue* sw = json.find("sliding_window"); sw && sw->is_number()) c.sliding_window = static_cast<int>(sw->number);
-  if (const JsonValue* rs = json.find("rope_scaling"); rs && rs->is_object()) {
+  // Phi-3-mini-4k's config names a window of 2047, yet llama.cpp runs every phi3 model with full
+  // attention (llama.cpp PR 13676): so do we, to give the same logits.
+  if (phi3) c.sliding_window = 0;
+  c.rope_dim = c.head_dim;
+  if (double partial = number_or(json, "partial_rotary_factor", 1); partial != 1) {
+    if (!phi3) bad("partial_rotary_factor is supported for Phi3ForCausalLM only");
+    if (!(partial > 0 && partial < 1)) bad("partial_rotary_factor must be in (0, 1]");
+    c.rope_dim = static_cast<int>(c.head_dim * partial);
+    if (c.rope_dim < 2 || c.rope_dim % 2 != 0) bad("partial_rotary_factor gives an odd or empty rotary dimension " + std::to_string(c.rope_dim));
+  }
+  if (const JsonValue* rs = json.find("rope_scaling"); rs && rs->is_object() && phi3) {
+    read_longrope(json, *rs, c);
+  } else if (rs && rs->is_object()) {
     const JsonValue* type = rs->find("rope_type");
     if (!type) type = rs->find("type");
     c.rope_type = type && type->is_string() ? type->string : "default";
@@ -88,10 +136,16 @@ ModelConfig model_config_from_json_text(const std::string& text) {
   return c;
 }
 
+void choose_longrope_factors(ModelConfig& c, long long context_tokens) {
+  if (c.rope_long_factors.empty()) return;
+  c.rope_freq_factors = context_tokens > c.rope_original_max_positions ? c.rope_long_factors : c.rope_short_factors;
+}
+
 std::vector<double> rope_inverse_frequencies(const ModelConfig& c) {
-  int half = c.head_dim / 2;
+  const int dims = c.rope_dim > 0 ? c.rope_dim : c.head_dim;
+  int half = dims / 2;
   std::vector<double> f(half);
-  for (int i = 0; i < half; i++) f[i] = 1.0 / std::pow(c.rope_theta, (2.0 * i) / c.head_dim);
+  for (int i = 0; i < half; i++) f[i] = 1.0 / std::pow(c.rope_theta, (2.0 * i) / dims);
   if (c.rope_type == "linear") {
     for (auto& x : f) x /= c.rope_factor;
   } else if (c.rope_type == "llama3") {
@@ -108,8 +162,10 @@ std::vector<double> rope_inverse_frequencies(const ModelConfig& c) {
       x = (1 - smooth) * x / c.rope_factor + smooth * x;
     }
   }
-  if (!c.rope_freq_factors.empty())
+  if (!c.rope_freq_factors.empty()) {
+    if (c.rope_freq_factors.size() != static_cast<size_t>(half)) throw std::runtime_error("rope frequency factors: " + std::to_string(c.rope_freq_factors.size()) + ", expected " + std::to_string(half));
     for (int i = 0; i < half; i++) f[i] /= c.rope_freq_factors[i];
+  }
   return f;
 }
 

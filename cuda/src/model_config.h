@@ -12,7 +12,7 @@ struct ModelConfig {
   int max_position_embeddings = 0;
   double rms_norm_eps = 1e-6;
   double rope_theta = 10000;
-  std::string rope_type = "default";  // default | linear | llama3
+  std::string rope_type = "default";  // default | linear | llama3 | longrope (Phi-3's "su")
   double rope_factor = 1, rope_low_freq_factor = 1, rope_high_freq_factor = 4, rope_original_max_positions = 8192;
   bool tie_word_embeddings = false;
   int sliding_window = 0;  // Mistral; 0 when absent
@@ -30,7 +30,18 @@ struct ModelConfig {
   double norm_weight_offset = 0;       // added to every RMSNorm weight at load (HF Gemma's 1 + w)
   double final_logit_softcap = 0;      // logits = cap * tanh(logits / cap); 0: none
   int layer_window_of(int layer) const { return layer_window.empty() ? 0 : layer_window[layer]; }
+  // Rotated dimensions of each head (the first rope_dim of head_dim; Phi-4-mini rotates 3/4).
+  int rope_dim = 0;
+  // LongRoPE (phi3): per-frequency divisors for contexts longer than rope_original_max_positions
+  // and for shorter ones (rope_dim/2 each), and the factor both cos and sin are multiplied by.
+  std::vector<double> rope_long_factors, rope_short_factors;
+  double rope_attention_factor = 1;
 };
+
+// LongRoPE picks its factors once for the whole cache, as llama.cpp does by its context size:
+// the long ones when the KV cache holds more tokens than the original context. Sets
+// rope_freq_factors from them (no-op without LongRoPE factors).
+void choose_longrope_factors(ModelConfig& c, long long context_tokens);
 
 class GgufFile;
 // The same fields from a GGUF file's metadata ({arch}.embedding_length, ...; llama | qwen2 | qwen3).

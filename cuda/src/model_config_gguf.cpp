@@ -50,8 +50,10 @@ ModelConfig model_config_from_gguf(const GgufFile& file) {
   else if (arch->text == "qwen2") c.architecture = "Qwen2ForCausalLM";
   else if (arch->text == "qwen3") c.architecture = "Qwen3ForCausalLM";
   else if (arch->text == "gemma3") c.architecture = "Gemma3ForCausalLM";
-  else throw std::runtime_error(file.path() + ": metadata general.architecture " + arch->text + " is not supported (llama, qwen2, qwen3, gemma3)");
+  else if (arch->text == "phi3") c.architecture = "Phi3ForCausalLM";
+  else throw std::runtime_error(file.path() + ": metadata general.architecture " + arch->text + " is not supported (llama, qwen2, qwen3, gemma3, phi3)");
   c.qk_norm = arch->text == "qwen3";
+  const bool phi3 = arch->text == "phi3";
   Keys k(file, arch->text + ".");
   c.hidden = k.positive_int("embedding_length");
   c.heads = k.positive_int("attention.head_count");
@@ -63,7 +65,9 @@ ModelConfig model_config_from_gguf(const GgufFile& file) {
   c.max_position_embeddings = k.positive_int("context_length", 4096);
   if (c.heads % c.kv_heads != 0) k.bad(k.key("attention.head_count"), "is not a multiple of head_count_kv");
   if (c.head_dim % 2 != 0) k.bad(k.key("attention.key_length"), "must be even");
-  if (k.positive_int("rope.dimension_count", c.head_dim) != c.head_dim) k.bad(k.key("rope.dimension_count"), "differs from the head size (partial rotary is not supported)");
+  c.rope_dim = k.positive_int("rope.dimension_count", c.head_dim);
+  if (c.rope_dim > c.head_dim || c.rope_dim % 2 != 0) k.bad(k.key("rope.dimension_count"), "must be even and at most the head size " + std::to_string(c.head_dim));
+  if (c.rope_dim != c.head_dim && !phi3) k.bad(k.key("rope.dimension_count"), "differs from the head size (partial rotary is supported for phi3 only)");
   c.rms_norm_eps = k.number("attention.layer_norm_rms_epsilon", 1e-6);
   c.rope_theta = k.number("rope.freq_base", 10000);
   if (c.rope_theta <= 0) k.bad(k.key("rope.freq_base"), "must be positive");
@@ -78,6 +82,15 @@ ModelConfig model_config_from_gguf(const GgufFile& file) {
     }
   }
   if (const GgufValue* sw = k.find("attention.sliding_window"); sw && sw->is_integer()) c.sliding_window = static_cast<int>(sw->integer);
+  if (phi3) {
+    // llama.cpp runs phi3 with full attention whatever its sliding_window says (PR 13676); its
+    // LongRoPE factors (tensors rope_factors_long/short, read by GgufWeights) switch at
+    // rope.scaling.original_context_length, and scale cos and sin by rope.scaling.attn_factor.
+    c.sliding_window = 0;
+    c.rope_original_max_positions = k.positive_int("rope.scaling.original_context_length", c.max_position_embeddings);
+    c.rope_attention_factor = k.number("rope.scaling.attn_factor", 1);
+    if (!(c.rope_attention_factor > 0)) k.bad(k.key("rope.scaling.attn_factor"), "must be positive");
+  }
   const GgufValue* tokens = file.find("tokenizer.ggml.tokens");
   if (tokens && tokens->type == GgufValueType::Array && tokens->count > 0) c.vocab = static_cast<int>(tokens->count);
   else if (k.find("vocab_size")) c.vocab = k.positive_int("vocab_size");

@@ -7,8 +7,6 @@
 
 namespace ctxr {
 
-const int8_t kIq4nlValues[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
-
 bool dtype_is_superblock(DType t) { return t == DType::Q2_K || t == DType::Q3_K || t == DType::Q5_K || t == DType::IQ4_XS; }
 
 size_t superblock_bytes(DType t) {

@@ -19,6 +19,7 @@
 #include <cstring>
 
 #include "backend.h"
+#include "quant_blocks32.h"  // kIq4nlValues: IQ4_XS shares IQ4_NL's levels
 
 namespace ctxr {
 
@@ -47,9 +48,6 @@ struct BlockIQ4_XS {
 };
 static_assert(sizeof(BlockQ2_K) == 84 && sizeof(BlockQ3_K) == 110 && sizeof(BlockQ5_K) == 176 && sizeof(BlockIQ4_XS) == 136,
               "ggml block sizes");
-
-// IQ4_NL / IQ4_XS's sixteen non-linear int8 levels.
-extern const int8_t kIq4nlValues[16];
 
 bool dtype_is_superblock(DType t);  // Q2_K, Q3_K, Q5_K, IQ4_XS
 size_t superblock_bytes(DType t);   // 0 for other types

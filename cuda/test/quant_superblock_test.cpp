@@ -85,31 +85,37 @@ RUNNER_TEST(quant_superblock, dequantize_matches_gguf_py) {
 }
 
 // The GEMM's unpacked w = s·(u − z) + o per 16- or 32-group and the row dots' per-block integer
-// sums agree up to float summation order (tiles, panel tails, both ISAs; IQ4_XS only where the
-// GEMM takes it, AVX-512 VNNI).
+// sums agree up to float summation order (tiles, panel tails, both ISAs), with the super-block
+// formats in one matrix beside the 32-element ones (parts of equal group, z and offset share the
+// activation sums: Q5_K with Q4_1/Q5_1, IQ4_XS with IQ4_NL and Q8_0, which AVX2 takes signed).
 RUNNER_TEST(quant_superblock, gemm_matches_row_dots) {
   std::mt19937 rng(13);
   const int cols = 512;
   for (CpuIsa isa : isas()) {
-    std::vector<DType> layout = {DType::Q5_K, DType::Q3_K, DType::Q2_K};
-    if (isa == CpuIsa::Avx512Vnni) layout.push_back(DType::IQ4_XS);
-    const int per[] = {70, 33, 30, 17};
+    const std::vector<DType> layout = {DType::Q5_K, DType::Q3_K, DType::Q2_K, DType::IQ4_XS, DType::Q4_1,
+                                       DType::IQ4_NL, DType::Q5_0, DType::Q8_0, DType::Q5_1, DType::MXFP4};
+    const int per[] = {70, 33, 30, 17, 20, 18, 9, 40, 5, 16};
     QuantMatrix m;
     m.cols = cols;
     std::vector<std::vector<uint8_t>> storage;
     for (size_t p = 0; p < layout.size(); p++) {
-      std::vector<uint8_t> bytes(static_cast<size_t>(per[p]) * dtype_row_bytes(layout[p], cols));
+      const DType t = layout[p];
+      std::vector<uint8_t> bytes(static_cast<size_t>(per[p]) * dtype_row_bytes(t, cols));
       for (auto& b : bytes) b = static_cast<uint8_t>(rng());
-      // Scales: finite f16s of modest size at each block's d (and dmin) position.
-      const size_t block = dtype_block_bytes(layout[p]);
-      const int d_at = layout[p] == DType::Q2_K ? 80 : layout[p] == DType::Q3_K ? 108 : 0;
+      // Scales: finite f16s of modest size at each block's d (and dmin or m) position.
+      const size_t block = dtype_block_bytes(t);
+      const int d_at = t == DType::Q2_K ? 80 : t == DType::Q3_K ? 108 : 0;
       for (size_t at = 0; at < bytes.size(); at += block) {
+        if (t == DType::MXFP4) {
+          bytes[at] = static_cast<uint8_t>(120 + rng() % 4);  // E8M0 2^-8..2^-5
+          continue;
+        }
         const uint16_t d = f32_to_f16_bits(0.01f + 0.001f * (rng() % 16)), dmin = f32_to_f16_bits(0.004f);
         std::memcpy(&bytes[at + d_at], &d, 2);
-        if (layout[p] == DType::Q2_K || layout[p] == DType::Q5_K) std::memcpy(&bytes[at + d_at + 2], &dmin, 2);
+        if (t == DType::Q2_K || t == DType::Q5_K || t == DType::Q4_1 || t == DType::Q5_1) std::memcpy(&bytes[at + d_at + 2], &dmin, 2);
       }
       storage.push_back(std::move(bytes));
-      m.parts.push_back({layout[p], m.rows, per[p], storage.back().data(), dtype_row_bytes(layout[p], cols)});
+      m.parts.push_back({t, m.rows, per[p], storage.back().data(), dtype_row_bytes(t, cols)});
       m.rows += per[p];
     }
     CHECK(quant_gemm_supports(m, isa));

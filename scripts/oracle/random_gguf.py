@@ -99,7 +99,7 @@ def main():
     rng = np.random.default_rng(args.seed)
 
     writer = gguf.GGUFWriter(args.out, getattr(arch, "GGUF_ARCH", args.arch))
-    writer.add_name(f"random {args.arch}")
+    writer.add_name(getattr(arch, "MODEL_NAME", f"random {args.arch}"))
     writer.add_file_type(0)  # ALL_F32
     writer.add_context_length(shape.context)
     writer.add_embedding_length(shape.hidden)

@@ -216,8 +216,9 @@ class CpuBackend final : public Backend {
     sgemm_packed(x, n, packed_of(const_cast<Matrix*>(w)), bias, y, threads_);
   }
 
-  void rope(float* x, int stride, int n, int heads, int head_dim, const int32_t* pos, const float* inv_freq, int sign) override {
-    int half = head_dim / 2;
+  void rope(float* x, int stride, int n, int heads, const RopeShape& shape, const int32_t* pos, const float* inv_freq, int sign) override {
+    const int half = shape.rotary_dim / 2;
+    const double scale = sign < 0 ? 1.0 / shape.scale : shape.scale;
 #pragma omp parallel num_threads(threads_) if (n > 16)
     {
       std::vector<float> cosines(half), sines(half);
@@ -225,12 +226,12 @@ class CpuBackend final : public Backend {
       for (int i = 0; i < n; i++) {
         for (int j = 0; j < half; j++) {
           double angle = static_cast<double>(pos[i]) * static_cast<double>(inv_freq[j]);
-          cosines[j] = static_cast<float>(std::cos(angle));
-          sines[j] = static_cast<float>(sign * std::sin(angle));
+          cosines[j] = static_cast<float>(scale * std::cos(angle));
+          sines[j] = static_cast<float>(scale * sign * std::sin(angle));
         }
         float* row = x + static_cast<size_t>(i) * stride;
         for (int h = 0; h < heads; h++) {
-          float* a = row + h * head_dim;
+          float* a = row + h * shape.head_dim;
           float* b = a + half;
           for (int j = 0; j < half; j++) {
             float u = a[j], v = b[j];

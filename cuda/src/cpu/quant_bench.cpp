@@ -22,12 +22,15 @@ namespace ctxr {
 std::string bench_linear_json(const std::string& type, int m, int n, int k, int threads, int repeat) {
   static const std::pair<const char*, DType> types[] = {{"f32", DType::F32},   {"f16", DType::F16},   {"bf16", DType::BF16}, {"q8_0", DType::Q8_0},
                                                         {"q4_0", DType::Q4_0}, {"q4_k", DType::Q4_K}, {"q6_k", DType::Q6_K},
-                                                        {"q2_k", DType::Q2_K}, {"q3_k", DType::Q3_K}, {"q5_k", DType::Q5_K}, {"iq4_xs", DType::IQ4_XS}};
+                                                        {"q4_1", DType::Q4_1}, {"q5_0", DType::Q5_0}, {"q5_1", DType::Q5_1}, {"iq4_nl", DType::IQ4_NL},
+                                                        {"mxfp4", DType::MXFP4},   {"q2_k", DType::Q2_K}, {"q3_k", DType::Q3_K}, {"q5_k", DType::Q5_K},
+                                                        {"iq4_xs", DType::IQ4_XS}};
   DType t = DType::F32;
   bool known = false;
   for (const auto& [name, d] : types)
     if (type == name) t = d, known = true;
-  if (!known) throw std::invalid_argument("--bench-linear type must be f32, f16, bf16, q8_0, q4_0, q2_k, q3_k, q4_k, q5_k, q6_k or iq4_xs");
+  if (!known)
+    throw std::invalid_argument("--bench-linear type must be f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl, mxfp4, q2_k, q3_k, q4_k, q5_k, q6_k or iq4_xs");
   if (threads <= 0) threads = omp_get_max_threads();
   std::mt19937 rng(99);
   const size_t bytes = static_cast<size_t>(n) * dtype_row_bytes(t, k);
@@ -49,10 +52,14 @@ std::string bench_linear_json(const std::string& type, int m, int n, int k, int 
     const uint16_t d = f32_to_f16_bits(0.01f);
     const size_t block = dtype_block_bytes(t);
     for (size_t at = 0; at < bytes; at += block) {
-      // Each format's f16 d (and dmin right after it, where the format has one).
+      if (t == DType::MXFP4) {
+        w[at] = 120;  // E8M0 2^-8
+        continue;
+      }
+      // Each format's f16 d (and dmin or m right after it, where the format has one).
       const size_t d_at = t == DType::Q6_K ? 208 : t == DType::Q2_K ? 80 : t == DType::Q3_K ? 108 : 0;
       std::memcpy(&w[at + d_at], &d, 2);
-      if (t == DType::Q4_K || t == DType::Q5_K || t == DType::Q2_K) std::memcpy(&w[at + d_at + 2], &d, 2);
+      if (t == DType::Q4_K || t == DType::Q5_K || t == DType::Q2_K || t == DType::Q4_1 || t == DType::Q5_1) std::memcpy(&w[at + d_at + 2], &d, 2);
     }
   }
   std::unique_ptr<Backend> backend(make_cpu_backend(threads));
@@ -75,7 +82,7 @@ std::string bench_linear_json(const std::string& type, int m, int n, int k, int 
   const char* path = t == DType::F32 ? "f32-gemm"
                      : t == DType::F16 || t == DType::BF16 ? (path_env ? path_env : m <= half_linear_rows_max() ? "rows" : "gemm")
                      : path_env ? path_env
-                     : (m <= quant_linear_int8_max_rows() || ((t == DType::Q8_0 || t == DType::IQ4_XS) && detected_cpu_isa() == CpuIsa::Avx2) ? "int8" : "gemm");
+                     : (m <= quant_linear_int8_max_rows() ? "int8" : "gemm");
   char buf[400];
   std::snprintf(buf, sizeof buf,
                 "{\"type\":\"%s\",\"m\":%d,\"n\":%d,\"k\":%d,\"threads\":%d,\"isa\":\"%s\",\"path\":\"%s\",\"median_ms\":%.4f,\"gflops\":%.2f,\"weight_gbps\":%.2f}",

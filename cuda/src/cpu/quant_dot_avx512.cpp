@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "cpu/quant_dot.h"
+#include "cpu/quant_dot32.h"
 
 // GCC 12 flags the undefined upper half of _mm512_cast*256_*512 (a false positive).
 #pragma GCC diagnostic ignored "-Wuninitialized"
@@ -308,7 +309,10 @@ QuantDotFn quant_dot_avx512(DType t) {
     case DType::Q4_0: return dot_q4_0;
     case DType::Q4_K: return dot_q4_k;
     case DType::Q6_K: return dot_q6_k;
-    default: return quant_dot_superblock_avx512(t);
+    default: {
+      if (QuantDotFn f = quant_dot_superblock_avx512(t)) return f;
+      return quant_dot32_avx512(t);
+    }
   }
 }
 

@@ -10,9 +10,11 @@
 #include <stdexcept>
 #include <vector>
 
+#include "cpu/quant_gemm32.h"
 #include "cpu/quant_unpack_superblock.h"
 #include "halfs.h"
 #include "quant.h"
+#include "quant_superblock.h"
 
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
@@ -41,9 +43,11 @@ Format format_of(DType t) {
     case DType::Q4_K: return {32, 0, true};
     case DType::Q6_K: return {16, 32, false};
     default: {
-      SuperblockGemmFormat f;
-      if (!superblock_gemm_format(t, f)) throw std::invalid_argument("quant_gemm: not a quantized dtype");
-      return {f.group, f.zero, f.offset};
+      SuperblockGemmFormat sf;
+      if (superblock_gemm_format(t, sf)) return {sf.group, sf.zero, sf.offset};
+      Format f{32, 0, false};
+      if (!gemm32_format(t, f.zero, f.offset)) throw std::invalid_argument("quant_gemm: not a quantized dtype");
+      return f;
     }
   }
 }
@@ -108,7 +112,9 @@ void unpack_row(DType t, const uint8_t* row, int k, uint8_t* u, float* s, float*
       }
       return;
     }
-    default: unpack_superblock_row(t, row, k, u, s, o);
+    default:
+      if (dtype_is_superblock(t)) return unpack_superblock_row(t, row, k, u, s, o);
+      return gemm32_unpack_row(t, row, k, u, s, o);
   }
 }
 
@@ -160,7 +166,10 @@ CTXR_AVX512 void kernel_avx512(const Panel& p, int k, const Acts& a, int i0, flo
   for (int i = 0; i < MR; i++) _mm512_mask_storeu_ps(y + static_cast<size_t>(i) * ldy, mask, fa[i]);
 }
 
-template <int MR, int G, bool OFF>
+// SIGNED (z = 128: Q8_0, IQ4_NL, IQ4_XS): u + 128 could saturate maddubs, so the kernel takes the
+// signed value v = u ^ 0x80 as |v| × a with v's sign (|v| ≤ 128, a ≥ −127: pairs stay below
+// 2¹⁵), with no −z·Σa start (Acts.zs null).
+template <int MR, int G, bool OFF, bool SIGNED = false>
 void kernel_avx2(const Panel& p, int k, const Acts& a, int i0, float* y, int ldy, int valid) {
   __m256 fa[MR][2];
   for (int i = 0; i < MR; i++) fa[i][0] = fa[i][1] = _mm256_setzero_ps();
@@ -173,12 +182,18 @@ void kernel_avx2(const Panel& p, int k, const Acts& a, int i0, float* y, int ldy
     for (int i = 0; i < MR; i++) ia[i][0] = ia[i][1] = a.zs ? _mm256_set1_epi32(a.zs[static_cast<size_t>(i0 + i) * zs_ld + g]) : _mm256_setzero_si256();
     const uint8_t* wq = p.q + static_cast<size_t>(g) * G * kNr;
     for (int t = 0; t < G / 4; t++) {
-      const __m256i w0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wq + 64 * t));
-      const __m256i w1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wq + 64 * t + 32));
+      __m256i w0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wq + 64 * t));
+      __m256i w1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wq + 64 * t + 32));
+      __m256i v0 = w0, v1 = w1;
+      if (SIGNED) {
+        v0 = _mm256_xor_si256(w0, _mm256_set1_epi8(static_cast<char>(0x80))), v1 = _mm256_xor_si256(w1, _mm256_set1_epi8(static_cast<char>(0x80)));
+        w0 = _mm256_abs_epi8(v0), w1 = _mm256_abs_epi8(v1);
+      }
       for (int i = 0; i < MR; i++) {
         const __m256i av = _mm256_set1_epi32(act4(act[static_cast<size_t>(i) * a.nb + b], off + 4 * t));
-        ia[i][0] = _mm256_add_epi32(ia[i][0], _mm256_madd_epi16(_mm256_maddubs_epi16(w0, av), ones));
-        ia[i][1] = _mm256_add_epi32(ia[i][1], _mm256_madd_epi16(_mm256_maddubs_epi16(w1, av), ones));
+        const __m256i a0 = SIGNED ? _mm256_sign_epi8(av, v0) : av, a1 = SIGNED ? _mm256_sign_epi8(av, v1) : av;
+        ia[i][0] = _mm256_add_epi32(ia[i][0], _mm256_madd_epi16(_mm256_maddubs_epi16(w0, a0), ones));
+        ia[i][1] = _mm256_add_epi32(ia[i][1], _mm256_madd_epi16(_mm256_maddubs_epi16(w1, a1), ones));
       }
     }
     const __m256 s0 = _mm256_loadu_ps(p.scale + static_cast<size_t>(g) * kNr), s1 = _mm256_loadu_ps(p.scale + static_cast<size_t>(g) * kNr + 8);
@@ -229,7 +244,15 @@ KernelFn kernel_for(CpuIsa isa, int mr) {
   return mr == 1 ? kernel_avx2<1, G, OFF> : kernel_avx2<2, G, OFF>;
 }
 
+// Whether the AVX2 kernel takes the format's values signed (see kernel_avx2).
+bool avx2_signed(const Format& f, CpuIsa isa) { return isa == CpuIsa::Avx2 && f.zero == 128; }
+
 KernelFn kernel_for(const Format& f, CpuIsa isa, int mr) {
+  if (avx2_signed(f, isa)) {
+    // Q8_0, IQ4_NL and IQ4_XS: groups of 32, no offsets.
+    if (f.group != 32 || f.offset) throw std::logic_error("quant_gemm: a z = 128 format with groups of 16 or offsets");
+    return mr == 1 ? kernel_avx2<1, 32, false, true> : kernel_avx2<2, 32, false, true>;
+  }
   if (f.group == 16) return f.offset ? kernel_for<16, true>(isa, mr) : kernel_for<16, false>(isa, mr);
   return f.offset ? kernel_for<32, true>(isa, mr) : kernel_for<32, false>(isa, mr);
 }
@@ -278,7 +301,6 @@ bool quant_gemm_supports(const QuantMatrix& w, CpuIsa isa) {
   if (w.cols % 256 != 0 && w.cols % 32 != 0) return false;
   for (const QuantRows& p : w.parts) {
     if (!dtype_quantized(p.dtype)) return false;
-    if (isa == CpuIsa::Avx2 && format_of(p.dtype).zero == 128) return false;  // u up to 255: maddubs could saturate
   }
   return true;
 }
@@ -315,7 +337,7 @@ void quant_gemm(const float* x, int n, const QuantMatrix& w, const float* bias, 
       }
     if (!shared) {
       const int groups = k / pa.f.group;
-      if (pa.f.zero) {
+      if (pa.f.zero && !avx2_signed(pa.f, isa)) {
         pa.zs.resize(static_cast<size_t>(n) * groups);
         for (int i = 0; i < n; i++)
           for (int g = 0; g < groups; g++) {

@@ -130,7 +130,7 @@ void quant_linear(const float* x, int n, const QuantMatrix& w, const float* bias
   if (path == 2) return linear_f32_tiles(x, n, w, bias, y, threads);
   if (path == 3 && quant_gemm_supports(w, isa)) return quant_gemm(x, n, w, bias, y, threads, isa);
   // Decode-sized n: one weight row × one activation row per dot product. Prefill: the blocked
-  // int8 GEMM (quant_gemm.h); where it does not take the matrix (Q8_0 on AVX2), the row dots.
+  // int8 GEMM (quant_gemm.h); where it does not take the matrix, the row dots.
   if (n <= kInt8MaxRows || !quant_gemm_supports(w, isa)) linear_int8(x, n, w, bias, y, threads, isa);
   else quant_gemm(x, n, w, bias, y, threads, isa);
 }

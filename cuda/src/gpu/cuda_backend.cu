@@ -128,7 +128,7 @@ class CudaBackend final : public Backend {
   void rms_norm(const float* x, const float* w, float eps, int n, int d, float* out) override;
   void rms_norm_heads(float* x, int stride, int n, int heads, int head_dim, const float* w, float eps) override;
   void linear(const float* x, int n, const Matrix* w, const float* bias, float* y) override;
-  void rope(float* x, int stride, int n, int heads, int head_dim, const int32_t* pos,
+  void rope(float* x, int stride, int n, int heads, const RopeShape& shape, const int32_t* pos,
             const float* inv_freq, int sign) override;
   void silu_mul(const float* x, int n, int ff, float* out) override;
   void add(float* x, const float* y, size_t n) override;
@@ -492,10 +492,10 @@ void CudaBackend::linear(const float* x, int n, const Matrix* w, const float* bi
   if (bias) gpu::launch_add_bias(y, bias, n, m->rows, stream_);
 }
 
-void CudaBackend::rope(float* x, int stride, int n, int heads, int head_dim, const int32_t* pos,
+void CudaBackend::rope(float* x, int stride, int n, int heads, const RopeShape& shape, const int32_t* pos,
                        const float* inv_freq, int sign) {
   use();
-  gpu::launch_rope(x, stride, n, heads, head_dim, pos, inv_freq, sign, stream_);
+  gpu::launch_rope(x, stride, n, heads, shape.head_dim, shape.rotary_dim, pos, inv_freq, sign, shape.scale, stream_);
 }
 
 void CudaBackend::silu_mul(const float* x, int n, int ff, float* out) {

@@ -83,17 +83,17 @@ __global__ void rms_norm_heads_kernel(float* x, int stride, int heads, int head_
 
 // One block per row; thread j computes the angle for pair (j, j + half) once (in double: a
 // position of 1e5 times inv_freq near 1 is an angle float cannot hold to the needed digits)
-// and rotates that pair in every head.
-__global__ void rope_kernel(float* x, int stride, int heads, int head_dim, const int32_t* pos,
-                            const float* inv_freq, int sign) {
-  const int half = head_dim / 2;
+// and rotates that pair in every head (heads head_dim apart; half = rotary_dim / 2).
+__global__ void rope_kernel(float* x, int stride, int heads, int head_dim, int half, const int32_t* pos,
+                            const float* inv_freq, int sign, float scale) {
   float* row = x + static_cast<size_t>(blockIdx.x) * stride;
   const double p = static_cast<double>(pos[blockIdx.x]);
+  const double m = sign < 0 ? 1.0 / scale : static_cast<double>(scale);
   for (int j = threadIdx.x; j < half; j += blockDim.x) {
     double sd, cd;
     sincos(p * static_cast<double>(inv_freq[j]), &sd, &cd);
-    const float c = static_cast<float>(cd);
-    const float s = sign < 0 ? -static_cast<float>(sd) : static_cast<float>(sd);
+    const float c = static_cast<float>(m * cd);
+    const float s = sign < 0 ? -static_cast<float>(m * sd) : static_cast<float>(m * sd);
     for (int h = 0; h < heads; h++) {
       float* e = row + static_cast<size_t>(h) * head_dim;
       const float x1 = e[j], x2 = e[j + half];
@@ -287,11 +287,11 @@ void launch_rms_norm_heads(float* x, int stride, int n, int heads, int head_dim,
   CTXR_CUDA_LAUNCH_CHECK("rms_norm_heads_kernel");
 }
 
-void launch_rope(float* x, int stride, int n, int heads, int head_dim, const int32_t* pos,
-                 const float* inv_freq, int sign, cudaStream_t stream) {
-  if (n <= 0 || heads <= 0 || head_dim < 2) return;
-  const int t = row_threads(head_dim / 2);
-  rope_kernel<<<n, t, 0, stream>>>(x, stride, heads, head_dim, pos, inv_freq, sign);
+void launch_rope(float* x, int stride, int n, int heads, int head_dim, int rotary_dim, const int32_t* pos,
+                 const float* inv_freq, int sign, float scale, cudaStream_t stream) {
+  if (n <= 0 || heads <= 0 || rotary_dim < 2) return;
+  const int t = row_threads(rotary_dim / 2);
+  rope_kernel<<<n, t, 0, stream>>>(x, stride, heads, head_dim, rotary_dim / 2, pos, inv_freq, sign, scale);
   CTXR_CUDA_LAUNCH_CHECK("rope_kernel");
 }
 

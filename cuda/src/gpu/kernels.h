@@ -18,8 +18,8 @@ void launch_rms_norm(const float* x, const float* w, float eps, int n, int d, fl
 // Per-head RMSNorm in place: heads of head_dim floats at the start of n rows of stride `stride`.
 void launch_rms_norm_heads(float* x, int stride, int n, int heads, int head_dim, const float* w,
                            float eps, cudaStream_t stream);
-void launch_rope(float* x, int stride, int n, int heads, int head_dim, const int32_t* pos,
-                 const float* inv_freq, int sign, cudaStream_t stream);
+void launch_rope(float* x, int stride, int n, int heads, int head_dim, int rotary_dim, const int32_t* pos,
+                 const float* inv_freq, int sign, float scale, cudaStream_t stream);
 void launch_silu_mul(const float* x, int n, int ff, float* out, cudaStream_t stream);
 void launch_add(float* x, const float* y, size_t n, cudaStream_t stream);
 void launch_gather_rows(const float* src, const int32_t* rows, int n, int d, float* dst,

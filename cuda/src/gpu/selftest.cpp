@@ -243,7 +243,7 @@ void test_small_ops(Ctx& c) {
     float* dx = c.up(x);
     float* di = c.up(inv);
     int32_t* dp = c.up(pos);
-    c.b->rope(dx, stride, n, heads, hd, dp, di, 1);
+    c.b->rope(dx, stride, n, heads, RopeShape{hd, hd}, dp, di, 1);
     Vec got = c.down(dx, x.size());
     std::vector<double> ref(x.begin(), x.end());
     for (int i = 0; i < n; i++)
@@ -255,9 +255,27 @@ void test_small_ops(Ctx& c) {
           ref[o + hd / 2] = x[o + hd / 2] * std::cos(a) + x[o] * std::sin(a);
         }
     c.check("rope (positions up to 131071, strided rows)", got, ref, 2e-6);
-    c.b->rope(dx, stride, n, heads, hd, dp, di, -1);
+    c.b->rope(dx, stride, n, heads, RopeShape{hd, hd}, dp, di, -1);
     got = c.down(dx, x.size());
     c.check("rope sign -1 undoes it", got, std::vector<double>(x.begin(), x.end()), 4e-6);
+    // Partial rotary (Phi-4-mini: 96 of 128) with LongRoPE's scale on cos and sin.
+    const int rot = 96;
+    const float scale = 1.19f;
+    c.b->rope(dx, stride, n, heads, RopeShape{hd, rot, scale}, dp, di, 1);
+    got = c.down(dx, x.size());
+    ref.assign(x.begin(), x.end());
+    for (int i = 0; i < n; i++)
+      for (int h = 0; h < heads; h++)
+        for (int j = 0; j < rot / 2; j++) {
+          const double a = static_cast<double>(pos[i]) * inv[j];
+          const size_t o = static_cast<size_t>(i) * stride + h * hd + j;
+          ref[o] = scale * (x[o] * std::cos(a) - x[o + rot / 2] * std::sin(a));
+          ref[o + rot / 2] = scale * (x[o + rot / 2] * std::cos(a) + x[o] * std::sin(a));
+        }
+    c.check("rope partial rotary 96 of 128, scale 1.19", got, ref, 4e-6);
+    c.b->rope(dx, stride, n, heads, RopeShape{hd, rot, scale}, dp, di, -1);
+    got = c.down(dx, x.size());
+    c.check("partial rope sign -1 undoes it", got, std::vector<double>(x.begin(), x.end()), 6e-6);
     c.b->release(dx);
     c.b->release(di);
     c.b->release(dp);

@@ -11,13 +11,12 @@
  *               x = d·(sc − 32)·(q − 4)                             (per 16)
  *   IQ4_XS 136 B: f16 d, u16 scales_h, scales_l[4], qs[128]
  *               ls = (scales_l[k/2] >> 4(k%2) & 15) | (scales_h >> 2k & 3) << 4
- *               x = d·(ls − 32)·IQ4_NL_LEVELS[qs[16k + l] >> 4n & 15]
+ *               x = d·(ls − 32)·IQ4_NL_VALUES[qs[16k + l] >> 4n & 15] (quantBlocks32.ts)
  *
  * Pure: bytes in, float32 values out (count a multiple of 256, bytes exactly the blocks).
  */
 import { float16BitsToFloat32 } from "../halfFloats.ts";
-
-export const IQ4_NL_LEVELS: readonly number[] = [-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113];
+import { IQ4_NL_VALUES } from "./quantBlocks32.ts";
 
 function f16(bytes: Uint8Array, at: number): number {
   return float16BitsToFloat32(bytes[at]! | (bytes[at + 1]! << 8));
@@ -77,7 +76,7 @@ export function dequantizeIQ4XS(bytes: Uint8Array, count: number): Float32Array 
       const dl = Math.fround(d * (ls - 32));
       for (let i = 0; i < 32; i++) {
         const nibble = (bytes[at + 8 + 16 * k + (i & 15)]! >> (4 * (i >> 4))) & 15;
-        out[256 * b + 32 * k + i] = dl * IQ4_NL_LEVELS[nibble]!;
+        out[256 * b + 32 * k + i] = dl * IQ4_NL_VALUES[nibble]!;
       }
     }
   }

@@ -4,16 +4,18 @@
  * (max_position_embeddings, the server's max_model_len), vocabulary, hidden size, layers,
  * heads, kv heads, head_dim, norms, rope base and scaling, tied output.
  *
- * Keys (ARCH = `general.architecture`: llama, qwen2, qwen3, mistral or gemma3; gemma3's own keys
- * in ggufGemma3Config.ts):
+ * Keys (ARCH = `general.architecture`: llama, qwen2, qwen3, mistral, gemma3 or phi3; gemma3's own
+ * keys in ggufGemma3Config.ts):
  *   ARCH.context_length, ARCH.embedding_length, ARCH.block_count, ARCH.feed_forward_length,
  *   ARCH.attention.head_count, ARCH.attention.head_count_kv (default: head_count),
  *   ARCH.attention.key_length / value_length (default embedding_length / head_count),
  *   ARCH.attention.layer_norm_rms_epsilon (default 1e-5), ARCH.rope.freq_base (default 10000),
- *   ARCH.rope.dimension_count (must be head_dim: partial rotary is refused),
+ *   ARCH.rope.dimension_count (must be head_dim, except phi3: Phi-4-mini rotates 3/4 of a head),
  *   ARCH.rope.scaling.type / .factor / .original_context_length, ARCH.vocab_size (default:
  *   the length of tokenizer.ggml.tokens, else token_embd.weight's rows).
- * The output is tied to the embedding when there is no output.weight tensor.
+ * The output is tied to the embedding when there is no output.weight tensor. A phi3 file with
+ * rope_factors_long.weight / rope_factors_short.weight tensors has LongRoPE scaling (the factors
+ * stay in the tensors; the runner reads them) switching at ARCH.rope.scaling.original_context_length.
  *
  * Pure: metadata and tensor infos in; a GgufMetadataError naming the key when one is
  * missing or invalid, or naming general.architecture when it is not one we run.
@@ -21,7 +23,7 @@
 import { gemma3ConfigFields } from "./ggufGemma3Config.ts";
 import { GgufMetadataError, optionalInteger, optionalNumber, optionalString, optionalStringArray, requiredInteger, requiredString, type GgufMetadataLike } from "./ggufMetadataValues.ts";
 
-export const GGUF_ARCHITECTURES = ["llama", "qwen2", "qwen3", "mistral", "gemma3"] as const;
+export const GGUF_ARCHITECTURES = ["llama", "qwen2", "qwen3", "mistral", "gemma3", "phi3"] as const;
 export type GgufArchitecture = (typeof GGUF_ARCHITECTURES)[number];
 
 const HF_ARCHITECTURE: Record<GgufArchitecture, { architectures: string; modelType: string }> = {
@@ -30,6 +32,7 @@ const HF_ARCHITECTURE: Record<GgufArchitecture, { architectures: string; modelTy
   qwen3: { architectures: "Qwen3ForCausalLM", modelType: "qwen3" },
   mistral: { architectures: "MistralForCausalLM", modelType: "mistral" },
   gemma3: { architectures: "Gemma3ForCausalLM", modelType: "gemma3_text" },
+  phi3: { architectures: "Phi3ForCausalLM", modelType: "phi3" },
 };
 
 export interface GgufModelConfig {
@@ -77,6 +80,16 @@ function ropeScaling(metadata: GgufMetadataLike, arch: string, contextLength: nu
   return { rope_type: "yarn", factor, original_max_position_embeddings: original };
 }
 
+/** Phi-3's LongRoPE as config.json names it, when the file has the factor tensors (else null). */
+function phi3RopeScaling(metadata: GgufMetadataLike, byName: ReadonlyMap<string, GgufTensorShape>, contextLength: number): Record<string, unknown> | null {
+  const long = byName.has("rope_factors_long.weight");
+  if (long !== byName.has("rope_factors_short.weight")) throw new GgufMetadataError("GGUF tensors rope_factors_long.weight and rope_factors_short.weight come together; the file has one");
+  if (!long) return null;
+  const original = optionalInteger(metadata, "phi3.rope.scaling.original_context_length", 1) ?? contextLength;
+  const attentionFactor = optionalNumber(metadata, "phi3.rope.scaling.attn_factor") ?? 1;
+  return { rope_type: "longrope", original_max_position_embeddings: original, attention_factor: attentionFactor };
+}
+
 /** The model config of a GGUF file's metadata and tensor infos. */
 export function ggufModelConfig(metadata: GgufMetadataLike, tensors: readonly GgufTensorShape[]): GgufModelConfig {
   const archKey = "general.architecture";
@@ -103,7 +116,10 @@ export function ggufModelConfig(metadata: GgufMetadataLike, tensors: readonly Gg
   if (valueLength !== undefined && valueLength !== headDim) throw new GgufMetadataError(`GGUF metadata key ${valueLengthKey} is ${valueLength}; ctxr needs it equal to the key length ${headDim}`);
   const ropeDimKey = `${arch}.rope.dimension_count`;
   const ropeDim = optionalInteger(metadata, ropeDimKey, 1);
-  if (ropeDim !== undefined && ropeDim !== headDim) throw new GgufMetadataError(`GGUF metadata key ${ropeDimKey} is ${ropeDim}; ctxr rotates the whole head (${headDim})`);
+  const partialRotary = architecture === "phi3" && ropeDim !== undefined && ropeDim < headDim && ropeDim % 2 === 0;
+  if (ropeDim !== undefined && ropeDim !== headDim && !partialRotary) {
+    throw new GgufMetadataError(`GGUF metadata key ${ropeDimKey} is ${ropeDim}; ctxr rotates the whole head (${headDim}), or for phi3 an even part of it`);
+  }
   const rmsNormEps = optionalNumber(metadata, `${arch}.attention.layer_norm_rms_epsilon`) ?? 1e-5;
   const ropeTheta = optionalNumber(metadata, `${arch}.rope.freq_base`) ?? 10000;
 
@@ -114,7 +130,7 @@ export function ggufModelConfig(metadata: GgufMetadataLike, tensors: readonly Gg
   if (vocabSize === undefined || vocabSize < 1) throw new GgufMetadataError(`GGUF metadata key ${vocabKey} is missing, and there is no tokenizer.ggml.tokens or token_embd.weight to tell the vocabulary size`);
   const tieWordEmbeddings = tensors.length > 0 && !byName.has("output.weight");
   const attentionBias = byName.has("blk.0.attn_q.bias");
-  const scaling = ropeScaling(metadata, arch, contextLength);
+  const scaling = architecture === "phi3" ? phi3RopeScaling(metadata, byName, contextLength) : ropeScaling(metadata, arch, contextLength);
   const hf = HF_ARCHITECTURE[architecture];
   const configJson: Record<string, unknown> = {
     architectures: [hf.architectures],
@@ -141,5 +157,6 @@ export function ggufModelConfig(metadata: GgufMetadataLike, tensors: readonly Gg
       else configJson[key] = value;
     }
   }
+  if (partialRotary) configJson.partial_rotary_factor = ropeDim! / headDim;
   return { architecture, contextLength, vocabSize, hidden, intermediate, layers, heads, kvHeads, headDim, rmsNormEps, ropeTheta, ropeScaling: scaling, tieWordEmbeddings, attentionBias, configJson };
 }

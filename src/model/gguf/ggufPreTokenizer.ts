@@ -33,6 +33,13 @@ const LLAMA3_REGEX =
 const QWEN2_REGEX =
   "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
 
+/**
+ * GPT-4o's (o200k; Phi-4-mini's tokenizer, `gpt-4o` in llama.cpp): letters split at case changes,
+ * contractions attached, digits in threes; llama.cpp's spelling without inline (?i:) groups.
+ */
+const GPT4O_REGEX =
+  "[^\\r\\n\\p{L}\\p{N}]?((?=[\\p{L}])([^a-z]))*((?=[\\p{L}])([^A-Z]))+(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])?|[^\\r\\n\\p{L}\\p{N}]?((?=[\\p{L}])([^a-z]))+((?=[\\p{L}])([^A-Z]))*(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])?|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+
 /** llama.cpp's "default" (also used when tokenizer.ggml.pre is absent): four regexes in turn. */
 const DEFAULT_REGEXES = ["[\\p{P}\\$\\+<=>\\^~\\|]+", GPT2_REGEX, "\\p{N}+", "[0-9][0-9][0-9]"];
 
@@ -47,6 +54,7 @@ const SETUPS: Record<string, ByteLevelPreTokenization> = {
   default: { preTokenizer: splitsThenBytes(DEFAULT_REGEXES), ignoreMerges: false, addBosByDefault: false },
   "llama-bpe": { preTokenizer: splitsThenBytes([LLAMA3_REGEX]), ignoreMerges: true, addBosByDefault: true },
   qwen2: { preTokenizer: splitsThenBytes([QWEN2_REGEX]), ignoreMerges: false, addBosByDefault: false },
+  "gpt-4o": { preTokenizer: splitsThenBytes([GPT4O_REGEX]), ignoreMerges: false, addBosByDefault: false },
 };
 
 /** Other names llama.cpp gives the same splitting. */

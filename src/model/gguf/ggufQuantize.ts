@@ -1,7 +1,8 @@
 /**
  * Converting float32 values to and from the bytes of every ggml type we support
- * (F32, F16, BF16, Q8_0, Q4_0, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K; read only: Q2_K, Q3_K, IQ4_XS):
- * one entry point for writers and readers.
+ * (F32, F16, BF16, Q8_0, Q4_0, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K; dequantization also of Q4_1,
+ * IQ4_NL, MXFP4, Q2_K, Q3_K and IQ4_XS, which we read but do not write): one entry point for
+ * writers and readers.
  * Values are a tensor's elements in row-major order; because ne[0] holds whole blocks,
  * a tensor is just a run of blocks. Pure: no I/O.
  *
@@ -10,7 +11,8 @@
  */
 import { bfloat16BitsToFloat32, float16BitsToFloat32, float32ToBfloat16Bits, float32ToFloat16Bits } from "../halfFloats.ts";
 import { dequantizeIQ4XS, dequantizeQ2K, dequantizeQ3K } from "./dequantSuperblock.ts";
-import { GGML_TYPE, GgmlTypeError, ggmlTypeInfo } from "./ggufTypes.ts";
+import { GGML_TYPE, GgmlTypeError, ggmlTypeInfo, ggmlTypeName } from "./ggufTypes.ts";
+import { dequantizeBlock32, isBlock32Type } from "./quantBlocks32.ts";
 import { dequantizeQ4_0, quantizeQ4_0 } from "./quantQ4_0.ts";
 import { dequantizeQ4K, quantizeQ4K } from "./quantQ4K.ts";
 import { dequantizeQ5_0, quantizeQ5_0 } from "./quantQ5_0.ts";
@@ -19,15 +21,13 @@ import { dequantizeQ5K, quantizeQ5K } from "./quantQ5K.ts";
 import { dequantizeQ6K, quantizeQ6K } from "./quantQ6K.ts";
 import { dequantizeQ8_0, quantizeQ8_0 } from "./quantQ8_0.ts";
 
+/** The types quantizeValues writes (dequantizeValues reads every type of ggufTypes.ts). */
+export const QUANTIZABLE_TYPES: readonly number[] = [GGML_TYPE.F32, GGML_TYPE.F16, GGML_TYPE.BF16, GGML_TYPE.Q8_0, GGML_TYPE.Q4_0, GGML_TYPE.Q5_0, GGML_TYPE.Q5_1, GGML_TYPE.Q4_K, GGML_TYPE.Q5_K, GGML_TYPE.Q6_K];
+
 function checkCount(type: number, count: number): void {
   const info = ggmlTypeInfo(type);
   if (count % info.blockSize !== 0) throw new GgmlTypeError(`${info.name} needs a multiple of ${info.blockSize} values, got ${count}`);
 }
-
-/** The types quantizeValues writes (the others in GGML_TYPE are read only). */
-export const WRITABLE_GGML_TYPES: readonly number[] = [
-  GGML_TYPE.F32, GGML_TYPE.F16, GGML_TYPE.BF16, GGML_TYPE.Q8_0, GGML_TYPE.Q4_0, GGML_TYPE.Q5_0, GGML_TYPE.Q5_1, GGML_TYPE.Q4_K, GGML_TYPE.Q5_K, GGML_TYPE.Q6_K,
-];
 
 export function quantizeValues(type: number, values: Float32Array): Uint8Array {
   checkCount(type, values.length);
@@ -56,7 +56,7 @@ export function quantizeValues(type: number, values: Float32Array): Uint8Array {
     case GGML_TYPE.Q6_K:
       return quantizeQ6K(values);
   }
-  throw new GgmlTypeError(`cannot quantize to ggml type ${type}`);
+  throw new GgmlTypeError(`cannot quantize to ${ggmlTypeName(type)} (ggml type ${type}): ctxr writes ${QUANTIZABLE_TYPES.map(ggmlTypeName).join(", ")}`);
 }
 
 export function dequantizeValues(type: number, bytes: Uint8Array, count: number): Float32Array {
@@ -99,5 +99,6 @@ export function dequantizeValues(type: number, bytes: Uint8Array, count: number)
     case GGML_TYPE.IQ4_XS:
       return dequantizeIQ4XS(bytes, count);
   }
+  if (isBlock32Type(type)) return dequantizeBlock32(type, bytes, count);
   throw new GgmlTypeError(`cannot dequantize ggml type ${type}`);
 }

@@ -16,11 +16,14 @@
  * 6 byte. Control and unknown tokens become special added tokens, user-defined ones plain
  * added tokens (matched whole in text, as llama.cpp does).
  * Special ids: `tokenizer.ggml.{bos,eos,eot,eom,unknown,padding}_token_id`; stop ids are
- * eos, eot and eom (eot, when absent: the token "<end_of_turn>", as llama.cpp finds Gemma's). `tokenizer.ggml.add_bos_token` / `add_eos_token` (defaults as
+ * eos, eot and eom (eot, when absent: the token "<end_of_turn>", as llama.cpp finds Gemma's), and
+ * the tokens llama.cpp ends generation on by their text (Phi-3's <|end|>, endOfGenerationTokens.ts).
+ * `tokenizer.ggml.add_bos_token` / `add_eos_token` (defaults as
  * llama.cpp's: SPM and Llama 3 add BOS). Chat template: `tokenizer.chat_template`.
  *
  * Pure: metadata in, JSON objects out; errors name the key.
  */
+import { endOfGenerationIds } from "./endOfGenerationTokens.ts";
 import { modelTokenizerFromJson, type ModelTokenizer } from "../modelTokenizer.ts";
 import {
   GgufMetadataError,
@@ -225,7 +228,7 @@ export function ggufTokenizerFiles(metadata: GgufMetadataLike): GgufTokenizerFil
     ...(chatTemplate !== null ? { chat_template: chatTemplate } : {}),
   };
   const stopIds: number[] = [];
-  for (const id of [eos, eot, eom]) if (id !== null && !stopIds.includes(id)) stopIds.push(id);
+  for (const id of [eos, eot, eom, ...endOfGenerationIds(tokens)]) if (id !== null && !stopIds.includes(id)) stopIds.push(id);
   return { tokenizerJson, tokenizerConfig, generationConfig: { eos_token_id: stopIds }, chatTemplate, addBos: addBos && bos !== null, vocabKind: kind };
 }
 

@@ -1,5 +1,5 @@
 /**
- * A Hugging Face Llama / Mistral / Qwen2 / Qwen3 checkpoint in llama.cpp's GGUF conventions:
+ * A Hugging Face Llama / Mistral / Qwen2 / Qwen3 / Phi-3 checkpoint in llama.cpp's GGUF conventions:
  * the architecture's metadata keys from config.json, the tensor names, and the q/k
  * row permutation. Pure: config in, metadata and a tensor plan out.
  *
@@ -22,6 +22,13 @@
  * high_freq_factor, `factor` over original_context / low_freq_factor, and in between
  * 1 / ((1 − s) / factor + s) with s = (original_context / wavelength − low) / (high −
  * low)); linear and yarn scaling become `rope.scaling.*` keys.
+ *
+ * Phi-3 (llama.cpp's conversion/phi.py, Phi3MiniModel): self_attn.qkv_proj → attn_qkv and
+ * mlp.gate_up_proj → ffn_up as they are (fused, no permutation: phi3 rotates NEOX-style);
+ * rope.dimension_count = ⌊partial_rotary_factor · hidden⌋ / heads; attention.sliding_window
+ * (0 when absent); rope.scaling.original_context_length; LongRoPE ("longrope" or "su") becomes
+ * rope_factors_long.weight / rope_factors_short.weight F32 tensors and rope.scaling.attn_factor
+ * = sqrt(1 + ln(s) / ln(original)) for s = max_position_embeddings / original > 1, else 1.
  */
 import { type GgufMetadata, ggufFloat32, ggufString, ggufUint32 } from "./ggufMetadata.ts";
 
@@ -32,7 +39,7 @@ export class ModelConversionError extends Error {
   }
 }
 
-export type GgufArchitecture = "llama" | "qwen2" | "qwen3";
+export type GgufArchitecture = "llama" | "qwen2" | "qwen3" | "phi3";
 
 export interface HfModelShape {
   architecture: GgufArchitecture;
@@ -62,7 +69,8 @@ export function hfArchitecture(config: Record<string, unknown>): GgufArchitectur
   if (/^(Llama|Mistral)ForCausalLM$/.test(name) || config.model_type === "llama" || config.model_type === "mistral") return "llama";
   if (name === "Qwen2ForCausalLM" || config.model_type === "qwen2") return "qwen2";
   if (name === "Qwen3ForCausalLM" || config.model_type === "qwen3") return "qwen3";
-  throw new ModelConversionError(`config.json: architecture ${JSON.stringify(name)} is not supported (LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM)`);
+  if (name === "Phi3ForCausalLM" || config.model_type === "phi3") return "phi3";
+  throw new ModelConversionError(`config.json: architecture ${JSON.stringify(name)} is not supported (LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, Phi3ForCausalLM)`);
 }
 
 export function hfModelShape(config: Record<string, unknown>): HfModelShape {
@@ -100,6 +108,10 @@ export function hfModelMetadata(config: Record<string, unknown>, name: string): 
   }
   set("attention.layer_norm_rms_epsilon", ggufFloat32(number(config, "rms_norm_eps", 1e-6)));
   set("rope.freq_base", ggufFloat32(number(config, "rope_theta", 10000)));
+  if (arch === "phi3") {
+    setPhi3Metadata(config, shape, (key, value) => metadata.set(`${arch}.${key}`, value));
+    return metadata;
+  }
   set("rope.dimension_count", ggufUint32(shape.headDim));
   const scaling = config.rope_scaling as Record<string, unknown> | null | undefined;
   if (scaling) {
@@ -115,6 +127,64 @@ export function hfModelMetadata(config: Record<string, unknown>, name: string): 
     }
   }
   return metadata;
+}
+
+/** Rotated dimensions of a Phi-3 head: ⌊partial_rotary_factor · hidden⌋ / heads, as llama.cpp's converter. */
+function phi3RopeDimensions(config: Record<string, unknown>, shape: HfModelShape): number {
+  const partial = number(config, "partial_rotary_factor", 1);
+  const dims = Math.floor(Math.floor(partial * shape.hidden) / shape.heads);
+  if (!(partial > 0 && partial <= 1) || dims < 2 || dims % 2 !== 0 || dims > shape.headDim) {
+    throw new ModelConversionError(`config.json: partial_rotary_factor ${partial} gives ${dims} rotary dimensions (need an even number up to head_dim ${shape.headDim})`);
+  }
+  return dims;
+}
+
+interface LongRope {
+  original: number;
+  long: Float32Array;
+  short: Float32Array;
+  attentionFactor: number;
+}
+
+/** Phi-3's LongRoPE scaling of config.json, checked; null without rope_scaling. */
+function phi3LongRope(config: Record<string, unknown>): LongRope | null {
+  const scaling = config.rope_scaling as Record<string, unknown> | null | undefined;
+  if (!scaling) return null;
+  const kind = scaling.rope_type ?? scaling.type;
+  if (kind !== "longrope" && kind !== "su") throw new ModelConversionError(`config.json: rope_scaling type ${JSON.stringify(kind)} is not supported for Phi3ForCausalLM (longrope, su)`);
+  const shape = hfModelShape(config);
+  const half = phi3RopeDimensions(config, shape) / 2;
+  const factors = (key: string): Float32Array => {
+    const value = scaling[key];
+    if (!Array.isArray(value) || value.length !== half || !value.every((x) => typeof x === "number" && x > 0)) {
+      throw new ModelConversionError(`config.json: rope_scaling.${key} must be ${half} positive numbers (rotary dimensions / 2)`);
+    }
+    return Float32Array.from(value as number[]);
+  };
+  const original = integer({ original: scaling.original_max_position_embeddings ?? config.original_max_position_embeddings }, "original");
+  const scale = integer(config, "max_position_embeddings", 2048) / original;
+  const given = scaling.attention_factor;
+  const attentionFactor = typeof given === "number" ? given : scale > 1 ? Math.sqrt(1 + Math.log(scale) / Math.log(original)) : 1;
+  return { original, long: factors("long_factor"), short: factors("short_factor"), attentionFactor };
+}
+
+function setPhi3Metadata(config: Record<string, unknown>, shape: HfModelShape, set: (key: string, value: ReturnType<typeof ggufUint32>) => void): void {
+  set("rope.dimension_count", ggufUint32(phi3RopeDimensions(config, shape)));
+  set("attention.sliding_window", ggufUint32(typeof config.sliding_window === "number" ? config.sliding_window : 0));
+  const longRope = phi3LongRope(config);
+  const original = longRope?.original ?? (typeof config.original_max_position_embeddings === "number" ? config.original_max_position_embeddings : undefined);
+  if (original !== undefined) set("rope.scaling.original_context_length", ggufUint32(original));
+  if (longRope) set("rope.scaling.attn_factor", ggufFloat32(longRope.attentionFactor));
+}
+
+/** F32 tensors a converted checkpoint adds: Llama 3's rope_freqs, Phi-3's LongRoPE factors. */
+export function hfRopeFactorTensors(config: Record<string, unknown>): { name: string; values: Float32Array }[] {
+  if (hfArchitecture(config) === "phi3") {
+    const longRope = phi3LongRope(config);
+    return longRope ? [{ name: "rope_factors_long.weight", values: longRope.long }, { name: "rope_factors_short.weight", values: longRope.short }] : [];
+  }
+  const llama3 = llama3RopeFactors(config);
+  return llama3 ? [{ name: "rope_freqs.weight", values: llama3 }] : [];
 }
 
 /** Llama 3's per-dimension rope frequency divisors, or null without llama3 scaling. */
@@ -166,6 +236,12 @@ const LAYER_NAMES: Record<string, string> = {
   "mlp.down_proj.weight": "ffn_down.weight",
 };
 
+/** Phi-3's fused projections (llama.cpp keeps them fused: q|k|v rows, gate|up rows). */
+const PHI3_LAYER_NAMES: Record<string, string> = {
+  "self_attn.qkv_proj.weight": "attn_qkv.weight",
+  "mlp.gate_up_proj.weight": "ffn_up.weight",
+};
+
 /** The GGUF name of a checkpoint tensor, or null for tensors llama.cpp does not keep (rotary inv_freq). */
 export function hfTensorMapping(name: string, shape: HfModelShape): TensorMapping | null {
   if (name.endsWith("rotary_emb.inv_freq")) return null;
@@ -173,7 +249,7 @@ export function hfTensorMapping(name: string, shape: HfModelShape): TensorMappin
   if (name === "model.norm.weight") return { ggufName: "output_norm.weight", permuteHeads: 0 };
   if (name === "lm_head.weight") return shape.tied ? null : { ggufName: "output.weight", permuteHeads: 0 };
   const layer = /^model\.layers\.(\d+)\.(.+)$/.exec(name);
-  const suffix = layer ? LAYER_NAMES[layer[2]!] : undefined;
+  const suffix = layer ? (shape.architecture === "phi3" ? (PHI3_LAYER_NAMES[layer[2]!] ?? LAYER_NAMES[layer[2]!]) : LAYER_NAMES[layer[2]!]) : undefined;
   if (!layer || !suffix || Number(layer[1]) >= shape.layers) throw new ModelConversionError(`tensor ${name} has no GGUF name for ${shape.architecture}`);
   let permuteHeads = 0;
   if (shape.architecture === "llama" && suffix.startsWith("attn_q.")) permuteHeads = shape.heads;

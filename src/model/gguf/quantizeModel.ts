@@ -2,7 +2,7 @@
  * `ctxr model quantize`'s work: a Hugging Face Llama/Mistral/Qwen2 folder or a GGUF file
  * in, a GGUF file out at the chosen type (quantizeTypePlan.ts). For a folder: the
  * architecture's metadata and tensor names (hfToGguf.ts), q/k rows permuted for llama,
- * rope_freqs for Llama 3 rope scaling, and the tokenizer metadata (tokenizerToGguf.ts).
+ * rope_freqs for Llama 3 rope scaling (Phi-3's LongRoPE factors), and the tokenizer metadata (tokenizerToGguf.ts).
  * For a GGUF file: its metadata copied (general.file_type updated) and every tensor
  * dequantized and quantized again. Tensors are read, converted and written one at a
  * time; the file appears only when complete.
@@ -10,7 +10,7 @@
 import { closeSync, existsSync, openSync, readFileSync, readSync, statSync } from "node:fs";
 import { basename, join, resolve } from "node:path";
 import { openSafetensorsFolder } from "../safetensorsFolder.ts";
-import { hfModelMetadata, hfModelShape, hfTensorMapping, llama3RopeFactors, permuteQueryKeyRows } from "./hfToGguf.ts";
+import { hfModelMetadata, hfModelShape, hfRopeFactorTensors, hfTensorMapping, permuteQueryKeyRows } from "./hfToGguf.ts";
 import { type GgufMetadata, ggufUint32 } from "./ggufMetadata.ts";
 import { dequantizeValues } from "./ggufQuantize.ts";
 import { GGUF_MAGIC, readGgufFile, readGgufTensorData } from "./ggufReader.ts";
@@ -98,8 +98,7 @@ function fromFolder(folder: string, type: QuantizeType): Conversion {
 
   const folderTensors = openSafetensorsFolder(folder);
   const tensors: TensorSource[] = [];
-  const ropeFactors = llama3RopeFactors(config);
-  if (ropeFactors) tensors.push({ name: "rope_freqs.weight", type: GGML_TYPE.F32, dims: [ropeFactors.length], values: () => ropeFactors });
+  for (const { name, values } of hfRopeFactorTensors(config)) tensors.push({ name, type: GGML_TYPE.F32, dims: [values.length], values: () => values });
   for (const [name, entry] of folderTensors.tensors) {
     const mapping = hfTensorMapping(name, shape);
     if (!mapping) continue;

@@ -7,8 +7,8 @@
 import { describe, expect, test } from "bun:test";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
-import { WRITABLE_GGML_TYPES, dequantizeValues, quantizeValues } from "../../../src/model/gguf/ggufQuantize.ts";
-import { GGML_TYPE, ggmlTypeInfo } from "../../../src/model/gguf/ggufTypes.ts";
+import { QUANTIZABLE_TYPES, dequantizeValues, quantizeValues } from "../../../src/model/gguf/ggufQuantize.ts";
+import { GGML_TYPE, ggmlTypeInfo, ggmlTypeName } from "../../../src/model/gguf/ggufTypes.ts";
 import { REPO_ROOT } from "../../helpers/cli.ts";
 
 interface FixtureRecord {
@@ -51,14 +51,14 @@ describe("super-block dequantization against gguf-py", () => {
   }
 
   test("the types read but not written: quantizing to them is a clear error", () => {
-    expect(() => quantizeValues(GGML_TYPE.Q2_K, new Float32Array(256))).toThrow("cannot quantize to ggml type 10");
+    expect(() => quantizeValues(GGML_TYPE.Q2_K, new Float32Array(256))).toThrow("cannot quantize to Q2_K (ggml type 10): ctxr writes F32, F16, BF16, Q8_0, Q4_0, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K");
   });
 
-  test("WRITABLE_GGML_TYPES is what quantizeValues writes: the others are refused", () => {
+  test("QUANTIZABLE_TYPES is what quantizeValues writes: the others are refused", () => {
     for (const type of Object.values(GGML_TYPE)) {
       const values = new Float32Array(256).fill(0.5);
-      if (WRITABLE_GGML_TYPES.includes(type)) expect(dequantizeValues(type, quantizeValues(type, values), 256)[7]).toBeCloseTo(0.5, 2);
-      else expect(() => quantizeValues(type, values)).toThrow(`cannot quantize to ggml type ${type}`);
+      if (QUANTIZABLE_TYPES.includes(type)) expect(dequantizeValues(type, quantizeValues(type, values), 256)[7]).toBeCloseTo(0.5, 2);
+      else expect(() => quantizeValues(type, values)).toThrow(`cannot quantize to ${ggmlTypeName(type)} (ggml type ${type})`);
     }
   });
 

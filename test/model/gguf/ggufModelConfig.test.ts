@@ -31,6 +31,24 @@ describe("ggufModelConfig", () => {
     expect(reference).toMatchObject({ hidden: 128, heads: 4, kvHeads: 2, headDim: 32, layers: 4, vocab: 259, ropeTheta: 500000, tieWordEmbeddings: false });
   });
 
+  test("phi3: Phi3ForCausalLM, partial rotary as partial_rotary_factor, LongRoPE from its factor tensors; errors", () => {
+    const metadata = llamaMetadata("phi3");
+    metadata.set("phi3.rope.dimension_count", 24);
+    metadata.set("phi3.rope.scaling.original_context_length", 4096);
+    metadata.set("phi3.rope.scaling.attn_factor", 1.19);
+    const factors = [
+      { name: "rope_factors_long.weight", dims: [12] },
+      { name: "rope_factors_short.weight", dims: [12] },
+    ];
+    const config = ggufModelConfig(metadata, [TENSORS[0]!, ...factors]);
+    expect(config).toMatchObject({ architecture: "phi3", headDim: 32, tieWordEmbeddings: true, ropeScaling: { rope_type: "longrope", original_max_position_embeddings: 4096, attention_factor: 1.19 } });
+    expect(config.configJson).toMatchObject({ architectures: ["Phi3ForCausalLM"], model_type: "phi3", partial_rotary_factor: 0.75 });
+    expect(ggufModelConfig(llamaMetadata("phi3"), TENSORS).ropeScaling).toBeNull();
+    expect(() => ggufModelConfig(metadata, [TENSORS[0]!, factors[0]!])).toThrow(/rope_factors_long\.weight and rope_factors_short\.weight come together/);
+    metadata.set("phi3.rope.dimension_count", 23);
+    expect(() => ggufModelConfig(metadata, TENSORS)).toThrow(/phi3\.rope\.dimension_count is 23/);
+  });
+
   test("defaults: kv heads = heads, head_dim = hidden / heads, eps 1e-5, base 10000; tied output without output.weight; vocab from token_embd", () => {
     const metadata = llamaMetadata();
     for (const key of ["llama.attention.head_count_kv", "llama.attention.layer_norm_rms_epsilon", "llama.rope.freq_base", "tokenizer.ggml.tokens"]) metadata.delete(key);

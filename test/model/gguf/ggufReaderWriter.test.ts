@@ -103,8 +103,8 @@ describe("GGUF writer and reader", () => {
     expect(() => encodeGguf(new Map(), [bad])).toThrow("tensor t: Q4_K needs ne[0] to be a multiple of 256");
     const short = { name: "s", type: GGML_TYPE.F32, dims: [4], data: () => new Uint8Array(8) };
     expect(() => encodeGguf(new Map(), [short])).toThrow("tensor s: 8 bytes given, 16 expected");
-    const unknown = { name: "u", type: 3, dims: [32], data: () => new Uint8Array(8) };
-    expect(() => encodeGguf(new Map(), [unknown])).toThrow("tensor u: unsupported ggml tensor type 3");
+    const unknown = { name: "u", type: 4, dims: [32], data: () => new Uint8Array(8) }; // ggml's removed Q4_2
+    expect(() => encodeGguf(new Map(), [unknown])).toThrow("tensor u: unsupported ggml tensor type 4");
   });
 
   test("writeGgufFile writes through a temporary file, leaves nothing on failure", () => {

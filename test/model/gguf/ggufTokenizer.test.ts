@@ -115,6 +115,30 @@ describe("a gpt2 (byte-level BPE) vocabulary from GGUF metadata", () => {
     }
   });
 
+  test("gpt-4o (Phi-4-mini) splits as its tokenizer.json's o200k regex: case changes, contractions, digits in threes", async () => {
+    const dir = byteLevelBpeFolder(join(folder.path, "gpt-4o"));
+    const json = JSON.parse(await Bun.file(join(dir, "tokenizer.json")).text());
+    // The regex of GPT-4o's (and Phi-4-mini's) tokenizer.json, with its inline case-insensitive groups.
+    const o200k =
+      "[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]*[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]+[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+    writeFileSync(
+      join(dir, "tokenizer.json"),
+      JSON.stringify({
+        ...json,
+        pre_tokenizer: { type: "Sequence", pretokenizers: [{ type: "Split", pattern: { Regex: o200k }, behavior: "Isolated", invert: false }, { type: "ByteLevel", add_prefix_space: false, trim_offsets: true, use_regex: false }] },
+      }),
+    );
+    const original = await loadModelTokenizer(dir);
+    const { tokenizer } = ggufModelTokenizer(tokenizerFolderAsGguf(dir, { model: "gpt2", pre: "gpt-4o" }), "gpt-4o.gguf");
+    expectSameTokenizer(tokenizer, original);
+    for (const text of ["HelloWORLD they'RE here", "camelCaseXMLParser 1234567", "path/to/file\r\n  x", "Ünïcödé ÀB cd"])
+      expect(tokenizer.encode(text)).toEqual(original.encode(text));
+    // Not the gpt-2 split: "1012" is "101" "2" here ("10" "1" "2"), one piece under gpt-2 ("10" "12").
+    const gpt2 = ggufModelTokenizer(tokenizerFolderAsGguf(dir, { model: "gpt2", pre: "gpt-2" }), "gpt-2.gguf").tokenizer;
+    expect(tokenizer.encode("1012").length).toBe(3);
+    expect(gpt2.encode("1012").length).toBe(2);
+  });
+
   test("tokenizer.ggml.pre: llama-bpe adds BOS by default, gpt-2 does not; add_bos_token overrides", () => {
     const dir = byteLevelBpeFolder(join(folder.path, "bos"));
     const metadata = tokenizerFolderAsGguf(dir, { model: "gpt2", pre: "llama-bpe" });

@@ -1,6 +1,6 @@
 import { describe, expect, test } from "bun:test";
 import { metadataNumber, metadataString } from "../../../src/model/gguf/ggufMetadata.ts";
-import { hfModelMetadata, hfModelShape, hfTensorMapping, llama3RopeFactors, permuteQueryKeyRows } from "../../../src/model/gguf/hfToGguf.ts";
+import { hfModelMetadata, hfModelShape, hfRopeFactorTensors, hfTensorMapping, llama3RopeFactors, permuteQueryKeyRows } from "../../../src/model/gguf/hfToGguf.ts";
 import { inverseFrequencies, llamaConfigFromJson } from "../../../src/model/referenceLlama.ts";
 import { TINY_MODEL_DEFAULTS, tinyModelConfig } from "../../../src/model/tinyModel.ts";
 import { GGML_TYPE } from "../../../src/model/gguf/ggufTypes.ts";
@@ -81,5 +81,34 @@ describe("Hugging Face to GGUF conventions", () => {
     expect(hfModelShape({ model_type: "qwen3", hidden_size: 64, num_attention_heads: 4, num_hidden_layers: 1 }).architecture).toBe("qwen3");
     const facts = { architecture: "qwen3", layers: 2, heads: 4, kvHeads: 2, experts: 0, tied: false };
     expect(tensorTypeFor("q4_k_m", "blk.0.attn_q_norm.weight", [128], facts)).toBe(GGML_TYPE.F32);
+  });
+
+  test("phi3 (llama.cpp's Phi3MiniModel): fused names kept, no permutation, rotary dims, LongRoPE tensors and attn_factor", () => {
+    const config = {
+      ...tinyModelConfig({ ...TINY_MODEL_DEFAULTS, hidden: 64, heads: 4, kvHeads: 2 }),
+      architectures: ["Phi3ForCausalLM"],
+      model_type: "phi3",
+      partial_rotary_factor: 0.75,
+      max_position_embeddings: 131072,
+      original_max_position_embeddings: 4096,
+      rope_scaling: { type: "longrope", long_factor: [1, 2, 3, 4, 5, 6], short_factor: [1, 1, 1, 1, 1, 2] },
+    };
+    const shape = hfModelShape(config);
+    expect(shape.architecture).toBe("phi3");
+    const m = hfModelMetadata(config, "Phi-4-mini-instruct");
+    expect(metadataString(m, "general.architecture")).toBe("phi3");
+    expect(metadataNumber(m, "phi3.rope.dimension_count")).toBe(12);
+    expect(metadataNumber(m, "phi3.attention.sliding_window")).toBe(0);
+    expect(metadataNumber(m, "phi3.rope.scaling.original_context_length")).toBe(4096);
+    expect(metadataNumber(m, "phi3.rope.scaling.attn_factor")).toBeCloseTo(Math.sqrt(1 + Math.log(32) / Math.log(4096)), 6);
+    expect(hfTensorMapping("model.layers.0.self_attn.qkv_proj.weight", shape)).toEqual({ ggufName: "blk.0.attn_qkv.weight", permuteHeads: 0 });
+    expect(hfTensorMapping("model.layers.1.mlp.gate_up_proj.weight", shape)).toEqual({ ggufName: "blk.1.ffn_up.weight", permuteHeads: 0 });
+    expect(hfRopeFactorTensors(config).map((t) => [t.name, [...t.values]])).toEqual([
+      ["rope_factors_long.weight", [1, 2, 3, 4, 5, 6]],
+      ["rope_factors_short.weight", [1, 1, 1, 1, 1, 2]],
+    ]);
+    expect(() => hfModelMetadata({ ...config, rope_scaling: { type: "longrope", long_factor: [1], short_factor: [1] } }, "x")).toThrow("rope_scaling.long_factor must be 6 positive numbers");
+    expect(() => hfModelMetadata({ ...config, rope_scaling: { type: "yarn", factor: 2 } }, "x")).toThrow('rope_scaling type "yarn" is not supported for Phi3ForCausalLM');
+    expect(hfRopeFactorTensors({ ...config, rope_scaling: null })).toEqual([]);
   });
 });

@@ -145,7 +145,7 @@ interface LinearResult { type: string; m: number; n: number; k: number; threads:
 function runnerLinearRows(): Row[] {
   if (!existsSync(runner)) throw new Error(`no runner at ${runner} (make -C cuda cpu, or pass --runner PATH)`);
   const shapes: Array<[string, number, number, number]> = [["decode matvec", 1, 2048, 2048], ["prefill GEMM", 128, 2048, 2048]];
-  const types = ["f32", "f16", "bf16", "q8_0", "q4_0", "q4_k", "q6_k"];
+  const types = ["f32", "f16", "bf16", "q8_0", "q4_0", "q2_k", "q3_k", "q4_k", "q5_k", "q6_k", "iq4_xs"];
   const out: Row[] = [];
   // Interleaved: every type once per shape, the shapes alternating, so noise spreads evenly.
   for (const [label, m, n, k] of shapes) {

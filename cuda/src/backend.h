@@ -16,7 +16,7 @@ namespace ctxr {
 
 // Weight element types: the first three as in safetensors; the rest are ggml's quantized block
 // formats as stored in GGUF files (quant.h), kept as they are by the CPU backend.
-enum class DType { F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K, Q4_1, Q5_0, Q5_1, IQ4_NL, MXFP4 };
+enum class DType { F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K, Q4_1, Q5_0, Q5_1, IQ4_NL, MXFP4, Q2_K, Q3_K, Q5_K, IQ4_XS };
 
 // An opaque weight matrix [rows][cols] (row-major, as stored in safetensors), prepared by the
 // backend for linear(): the CPU backend packs f32 panels and reads f16/bf16 and quantized

@@ -26,6 +26,8 @@ constexpr TypeInfo kTypes[] = {
     {GgmlType::Q6_K, "Q6_K", 256, 210},
     {GgmlType::Q4_1, "Q4_1", 32, 20},  {GgmlType::Q5_0, "Q5_0", 32, 22},    {GgmlType::Q5_1, "Q5_1", 32, 24},
     {GgmlType::IQ4_NL, "IQ4_NL", 32, 18}, {GgmlType::MXFP4, "MXFP4", 32, 17},
+    {GgmlType::Q2_K, "Q2_K", 256, 84},  {GgmlType::Q3_K, "Q3_K", 256, 110},   {GgmlType::Q5_K, "Q5_K", 256, 176},
+    {GgmlType::IQ4_XS, "IQ4_XS", 256, 136},
 };
 
 const TypeInfo* info_of(uint32_t t) {
@@ -238,7 +240,7 @@ void GgufFile::parse(const uint8_t* bytes, size_t size) {
     }
     uint32_t type = r.get<uint32_t>("tensor type");
     const TypeInfo* info = info_of(type);
-    if (!info) r.fail("tensor " + t.name + ": type " + unsupported_type_name(type) + " is not supported (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, MXFP4, Q4_K, Q6_K)");
+    if (!info) r.fail("tensor " + t.name + ": type " + unsupported_type_name(type) + " is not supported (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, MXFP4, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS)");
     t.type = info->type;
     t.offset = r.get<uint64_t>("tensor offset");
     if (t.dims[0] % static_cast<int64_t>(info->block_elements) != 0)

@@ -14,6 +14,7 @@ namespace ctxr {
 enum class GgmlType : uint32_t {
   F32 = 0, F16 = 1, Q4_0 = 2, Q8_0 = 8, Q4_K = 12, Q6_K = 14, BF16 = 30,
   Q4_1 = 3, Q5_0 = 6, Q5_1 = 7, IQ4_NL = 20, MXFP4 = 39,  // 32-element block family (quant_blocks32.h)
+  Q2_K = 10, Q3_K = 11, Q5_K = 13, IQ4_XS = 23,           // 256-element super-blocks (quant_superblock.h)
 };
 
 // GGUF metadata value types (the numbers are GGUF's).

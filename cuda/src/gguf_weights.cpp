@@ -24,6 +24,10 @@ DType dtype_of(GgmlType t) {
     case GgmlType::Q5_1: return DType::Q5_1;
     case GgmlType::IQ4_NL: return DType::IQ4_NL;
     case GgmlType::MXFP4: return DType::MXFP4;
+    case GgmlType::Q2_K: return DType::Q2_K;
+    case GgmlType::Q3_K: return DType::Q3_K;
+    case GgmlType::Q5_K: return DType::Q5_K;
+    case GgmlType::IQ4_XS: return DType::IQ4_XS;
   }
   throw std::logic_error("unmapped ggml type");
 }

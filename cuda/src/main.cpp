@@ -34,7 +34,7 @@ const char* kUsage =
     "                   [--kv-dtype f32|f16|auto]\n"
     "       ctxr-runner --peak-gflops [--threads N] [--seconds S]\n"
     "       ctxr-runner --bench-gemm M N K [--threads N] [--repeat R]\n"
-    "       ctxr-runner --bench-linear f32|f16|bf16|q8_0|q4_0|q4_1|q5_0|q5_1|iq4_nl|mxfp4|q4_k|q6_k M N K [--threads N] [--repeat R]\n"
+    "       ctxr-runner --bench-linear f32|f16|bf16|q8_0|q4_0|q4_1|q5_0|q5_1|iq4_nl|mxfp4|q2_k|q3_k|q4_k|q5_k|q6_k|iq4_xs M N K [--threads N] [--repeat R]\n"
     "Serves the framed binary protocol of cuda/PROTOCOL.md on stdin/stdout.\n";
 
 [[noreturn]] void usage_error(const std::string& message) {

@@ -6,16 +6,19 @@
 
 #include "halfs.h"
 #include "quant_blocks32.h"
+#include "quant_superblock.h"
 
 namespace ctxr {
 
-bool dtype_quantized(DType t) { return t == DType::Q8_0 || t == DType::Q4_0 || t == DType::Q4_K || t == DType::Q6_K || dtype_block32_family(t); }
+bool dtype_quantized(DType t) {
+  return t == DType::Q8_0 || t == DType::Q4_0 || t == DType::Q4_K || t == DType::Q6_K || dtype_block32_family(t) || dtype_is_superblock(t);
+}
 
 int dtype_block_elements(DType t) {
   switch (t) {
     case DType::Q8_0: case DType::Q4_0: return 32;
     case DType::Q4_K: case DType::Q6_K: return 256;
-    default: return dtype_block32_family(t) ? 32 : 1;
+    default: return dtype_block32_family(t) ? 32 : dtype_is_superblock(t) ? 256 : 1;
   }
 }
 
@@ -27,7 +30,7 @@ size_t dtype_block_bytes(DType t) {
     case DType::Q4_0: return sizeof(BlockQ4_0);
     case DType::Q4_K: return sizeof(BlockQ4_K);
     case DType::Q6_K: return sizeof(BlockQ6_K);
-    default: return dtype_block32_bytes(t);
+    default: return dtype_block32_family(t) ? dtype_block32_bytes(t) : superblock_bytes(t);
   }
 }
 
@@ -105,8 +108,11 @@ void dequantize_row(DType t, const void* row, int cols, float* out) {
       }
       return;
     default:
-      if (!dtype_block32_family(t)) throw std::invalid_argument("dequantize_row: unknown dtype");
-      dequantize_row_block32(t, row, cols, out);
+      if (dtype_block32_family(t)) {
+        dequantize_row_block32(t, row, cols, out);
+        return;
+      }
+      dequantize_superblock_row(t, row, cols, out);  // throws for a type that is not a super-block
       return;
   }
 }

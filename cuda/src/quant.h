@@ -13,6 +13,7 @@
 //                  x[l+32] = d·sc[2 + l/16]·((ql[l+32] & 15 | (qh[l] >> 2 & 3) << 4) − 32)
 //                  x[l+64] = d·sc[4 + l/16]·((ql[l]    >> 4 | (qh[l] >> 4 & 3) << 4) − 32)
 //                  x[l+96] = d·sc[6 + l/16]·((ql[l+32] >> 4 | (qh[l] >> 6 & 3) << 4) − 32)
+//   Q2_K, Q3_K, Q5_K, IQ4_XS: quant_superblock.h.
 //
 // Activations are quantized per 32 elements (ActBlock): an f32 scale, int8 values in
 // [−127, 127] (never −128, so a sign flip cannot overflow) and the sums of each 16-element half

@@ -28,6 +28,10 @@ const char* dtype_name(DType d) {
     case DType::Q5_1: return "q5_1";
     case DType::IQ4_NL: return "iq4_nl";
     case DType::MXFP4: return "mxfp4";
+    case DType::Q2_K: return "q2_k";
+    case DType::Q3_K: return "q3_k";
+    case DType::Q5_K: return "q5_k";
+    case DType::IQ4_XS: return "iq4_xs";
   }
   return "?";
 }

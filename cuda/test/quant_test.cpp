@@ -21,7 +21,11 @@ using ctxr_test::random_vector;
 
 namespace {
 
-const DType kFormats[] = {DType::Q8_0, DType::Q4_0, DType::Q4_K, DType::Q6_K};
+const DType kFormats[] = {DType::Q8_0, DType::Q4_0, DType::Q4_K, DType::Q6_K, DType::Q2_K, DType::Q3_K, DType::Q5_K, DType::IQ4_XS};
+
+// Byte offsets of a block's f16 scale d and (where it has one) its f16 dmin.
+int d_offset(DType t) { return t == DType::Q6_K ? 208 : t == DType::Q2_K ? 80 : t == DType::Q3_K ? 108 : 0; }
+int dmin_offset(DType t) { return t == DType::Q4_K || t == DType::Q5_K ? 2 : t == DType::Q2_K ? 82 : -1; }
 
 // A random row of `cols` elements of format t: random quant bytes, scales of modest size.
 std::vector<uint8_t> random_row(DType t, int cols, std::mt19937& rng) {
@@ -31,14 +35,14 @@ std::vector<uint8_t> random_row(DType t, int cols, std::mt19937& rng) {
   const size_t bytes = dtype_block_bytes(t);
   for (size_t at = 0; at < row.size(); at += bytes) {
     const uint16_t d = f32_to_f16_bits(scale(rng) * ((rng() & 1) ? 1 : -1)), dmin = f32_to_f16_bits(scale(rng));
-    if (t == DType::Q6_K) std::memcpy(&row[at + 208], &d, 2);
-    else std::memcpy(&row[at], &d, 2);
-    if (t == DType::Q4_K) std::memcpy(&row[at + 2], &dmin, 2);
+    std::memcpy(&row[at + d_offset(t)], &d, 2);
+    if (dmin_offset(t) >= 0) std::memcpy(&row[at + dmin_offset(t)], &dmin, 2);
   }
   return row;
 }
 
-// The same row with every quant bit zeroed (scales kept): dequantizes to each element's offset.
+// The same row with every quant bit zeroed (scales kept): dequantizes to each element's offset
+// (IQ4_XS has none: its row is kept, which only doubles the tolerance's magnitude term).
 std::vector<uint8_t> offsets_row(DType t, std::vector<uint8_t> row) {
   const size_t bytes = dtype_block_bytes(t);
   for (size_t at = 0; at < row.size(); at += bytes) {
@@ -46,6 +50,9 @@ std::vector<uint8_t> offsets_row(DType t, std::vector<uint8_t> row) {
     if (t == DType::Q4_0) std::memset(&row[at + 2], 0, 16);
     if (t == DType::Q4_K) std::memset(&row[at + 16], 0, 128);
     if (t == DType::Q6_K) std::memset(&row[at], 0, 192);
+    if (t == DType::Q2_K) std::memset(&row[at + 16], 0, 64);
+    if (t == DType::Q3_K) std::memset(&row[at], 0, 96);  // q = 0: the −4 offset
+    if (t == DType::Q5_K) std::memset(&row[at + 16], 0, 160);
   }
   return row;
 }
@@ -118,7 +125,9 @@ RUNNER_TEST(quant, linear_matches_f32_on_dequantized) {
   std::mt19937 rng(21);
   const int cols = 512, rows = 70;
   // One matrix per format, plus a fused one mixing Q4_K rows and Q6_K rows.
-  std::vector<std::vector<DType>> layouts = {{DType::Q8_0}, {DType::Q4_0}, {DType::Q4_K}, {DType::Q6_K}, {DType::Q4_K, DType::Q6_K}};
+  std::vector<std::vector<DType>> layouts = {{DType::Q8_0}, {DType::Q4_0}, {DType::Q4_K}, {DType::Q6_K}, {DType::Q4_K, DType::Q6_K},
+                                             {DType::Q2_K}, {DType::Q3_K}, {DType::Q5_K}, {DType::IQ4_XS},
+                                             {DType::Q5_K, DType::Q3_K, DType::Q2_K, DType::IQ4_XS, DType::Q6_K}};
   for (const auto& layout : layouts) {
     QuantMatrix m;
     m.rows = rows;

@@ -15,6 +15,7 @@ import { logSoftmaxRows } from "./logprobRows.ts";
 
 const ORACLE_DIR = join(REPO_ROOT, "tools", "llama-oracle");
 const RANDOM_GGUF = join(REPO_ROOT, "scripts", "oracle", "random_gguf.py");
+const REQUANTIZE_GGUF = join(REPO_ROOT, "scripts", "oracle", "requantize_gguf.py");
 const PYTHON = "/usr/bin/python3";
 
 /** llama.cpp's llama_ftype numbers (include/llama.h) of the file types the tests make. */
@@ -97,6 +98,21 @@ export function writeRandomGguf(arch: string, out: string, options: RandomGgufOp
 /** llama.cpp's llama_model_quantize of `input` to `type` (its own per-tensor mix for the K and IQ types). */
 export function llamaQuantize(input: string, output: string, type: LlamaFileType): string {
   run([llamaOracle().driver, "quantize", input, output, String(LLAMA_FTYPES[type])], `llama.cpp quantize to ${type}`);
+  return output;
+}
+
+/**
+ * Types llama.cpp's quantizer does not put into a dense model (its MXFP4_MOE mode quantizes only
+ * mixture-of-experts tensors, the rest Q8_0), written instead by llama.cpp's gguf-py quantizer.
+ */
+export type GgufPyType = "MXFP4";
+
+/**
+ * gguf-py's quantization (gguf/quants.py, scripts/oracle/requantize_gguf.py) of every matrix of the
+ * F32 file `input` whose rows hold whole blocks of `type` (token embedding and output included).
+ */
+export function ggufPyQuantize(input: string, output: string, type: GgufPyType): string {
+  run([PYTHON, REQUANTIZE_GGUF, input, output, "--type", type], `requantize_gguf.py --type ${type}`, { GGUF_PY: llamaOracle().ggufPy });
   return output;
 }
 

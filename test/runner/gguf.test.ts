@@ -179,8 +179,16 @@ describe("damaged GGUF files are refused before any weight is used", () => {
     const at = tensorInfoAt("blk.0.attn_v.weight");
     const view = new DataView(bytes.buffer);
     const dims = view.getUint32(at, true);
-    view.setUint32(at + 4 + 8 * dims, 13, true); // Q5_K
-    expect(loadError(bytes, "type.gguf")).toMatch(/tensor blk\.0\.attn_v\.weight: type Q5_K is not supported/);
+    view.setUint32(at + 4 + 8 * dims, 16, true); // IQ2_XXS
+    expect(loadError(bytes, "type.gguf")).toMatch(/tensor blk\.0\.attn_v\.weight: type IQ2_XXS is not supported/);
+  });
+  test("a super-block type on rows that are not whole 256-blocks is named", () => {
+    const bytes = good.slice();
+    const at = tensorInfoAt("blk.0.attn_v.weight");
+    const view = new DataView(bytes.buffer);
+    const dims = view.getUint32(at, true);
+    view.setUint32(at + 4 + 8 * dims, 23, true); // IQ4_XS on the tiny model's 64 columns
+    expect(loadError(bytes, "iq4xs.gguf")).toMatch(/tensor blk\.0\.attn_v\.weight: 64 columns are not a multiple of the IQ4_XS block \(256\)/);
   });
   test("a misaligned tensor offset is named", () => {
     const bytes = good.slice();

@@ -1,7 +1,7 @@
 /**
  * The quantized-weight and half-weight kernels' C++ unit tests (cuda/test/quant_test.cpp,
- * half_test.cpp), run twice: on the best instruction set the CPU has and with CTXR_CPU_ISA=avx2
- * forcing the AVX2 kernels.
+ * quant_superblock_test.cpp, half_test.cpp), run twice: on the best instruction set the CPU has
+ * and with CTXR_CPU_ISA=avx2 forcing the AVX2 kernels.
  */
 import { beforeAll, expect, setDefaultTimeout, test } from "bun:test";
 import { availableParallelism } from "node:os";
@@ -12,6 +12,7 @@ setDefaultTimeout(600_000);
 
 const CUDA_DIR = join(REPO_ROOT, "cuda");
 const QUANT_TESTS = ["quant.simd_dot_matches_reference", "quant.linear_matches_f32_on_dequantized", "quant.activation_blocks", "quant.isa_paths_agree", "quant.row_group_kernels_match_one_row"];
+const SUPERBLOCK_TESTS = ["quant_superblock.dequantize_matches_gguf_py", "quant_superblock.gemm_matches_row_dots"];
 const HALF_TESTS = ["half.widen_matches_scalar", "half.linear_matches_reference", "half.llama_shapes", "half.backend_in_place"];
 
 beforeAll(() => {
@@ -21,11 +22,11 @@ beforeAll(() => {
 
 for (const isa of [undefined, "avx2"]) {
   test(`quantized and half kernels pass${isa ? ` with CTXR_CPU_ISA=${isa}` : ""}`, () => {
-    const result = Bun.spawnSync([join(CUDA_DIR, "build", "runner-tests"), "quant.", "half."], { env: { ...process.env, ...(isa ? { CTXR_CPU_ISA: isa } : {}) }, stdout: "pipe" });
+    const result = Bun.spawnSync([join(CUDA_DIR, "build", "runner-tests"), "quant.", "quant_superblock.", "half."], { env: { ...process.env, ...(isa ? { CTXR_CPU_ISA: isa } : {}) }, stdout: "pipe" });
     const out = result.stdout.toString();
     if (result.exitCode !== 0) console.error(out);
     expect(result.exitCode).toBe(0);
     const passed = out.split("\n").flatMap((line) => /^ok (\S+)/.exec(line)?.[1] ?? []);
-    expect(passed).toEqual(expect.arrayContaining([...QUANT_TESTS, ...HALF_TESTS]));
+    expect(passed).toEqual(expect.arrayContaining([...QUANT_TESTS, ...SUPERBLOCK_TESTS, ...HALF_TESTS]));
   });
 }

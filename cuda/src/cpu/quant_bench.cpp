@@ -23,12 +23,14 @@ std::string bench_linear_json(const std::string& type, int m, int n, int k, int 
   static const std::pair<const char*, DType> types[] = {{"f32", DType::F32},   {"f16", DType::F16},   {"bf16", DType::BF16}, {"q8_0", DType::Q8_0},
                                                         {"q4_0", DType::Q4_0}, {"q4_k", DType::Q4_K}, {"q6_k", DType::Q6_K},
                                                         {"q4_1", DType::Q4_1}, {"q5_0", DType::Q5_0}, {"q5_1", DType::Q5_1}, {"iq4_nl", DType::IQ4_NL},
-                                                        {"mxfp4", DType::MXFP4}};
+                                                        {"mxfp4", DType::MXFP4},   {"q2_k", DType::Q2_K}, {"q3_k", DType::Q3_K}, {"q5_k", DType::Q5_K},
+                                                        {"iq4_xs", DType::IQ4_XS}};
   DType t = DType::F32;
   bool known = false;
   for (const auto& [name, d] : types)
     if (type == name) t = d, known = true;
-  if (!known) throw std::invalid_argument("--bench-linear type must be f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl, mxfp4, q4_k or q6_k");
+  if (!known)
+    throw std::invalid_argument("--bench-linear type must be f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl, mxfp4, q2_k, q3_k, q4_k, q5_k, q6_k or iq4_xs");
   if (threads <= 0) threads = omp_get_max_threads();
   std::mt19937 rng(99);
   const size_t bytes = static_cast<size_t>(n) * dtype_row_bytes(t, k);
@@ -54,8 +56,10 @@ std::string bench_linear_json(const std::string& type, int m, int n, int k, int 
         w[at] = 120;  // E8M0 2^-8
         continue;
       }
-      std::memcpy(&w[at + (t == DType::Q6_K ? 208 : 0)], &d, 2);
-      if (t == DType::Q4_K || t == DType::Q4_1 || t == DType::Q5_1) std::memcpy(&w[at + 2], &d, 2);
+      // Each format's f16 d (and dmin or m right after it, where the format has one).
+      const size_t d_at = t == DType::Q6_K ? 208 : t == DType::Q2_K ? 80 : t == DType::Q3_K ? 108 : 0;
+      std::memcpy(&w[at + d_at], &d, 2);
+      if (t == DType::Q4_K || t == DType::Q5_K || t == DType::Q2_K || t == DType::Q4_1 || t == DType::Q5_1) std::memcpy(&w[at + d_at + 2], &d, 2);
     }
   }
   std::unique_ptr<Backend> backend(make_cpu_backend(threads));

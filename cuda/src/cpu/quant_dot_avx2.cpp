@@ -104,7 +104,10 @@ QuantDotFn quant_dot_avx2(DType t) {
     case DType::Q4_0: return dot_q4_0;
     case DType::Q4_K: return dot_q4_k;
     case DType::Q6_K: return dot_q6_k;
-    default: return quant_dot32_avx2(t);
+    default: {
+      if (QuantDotFn f = quant_dot_superblock_avx2(t)) return f;
+      return quant_dot32_avx2(t);
+    }
   }
 }
 

@@ -309,18 +309,21 @@ QuantDotFn quant_dot_avx512(DType t) {
     case DType::Q4_0: return dot_q4_0;
     case DType::Q4_K: return dot_q4_k;
     case DType::Q6_K: return dot_q6_k;
-    default: return quant_dot32_avx512(t);
+    default: {
+      if (QuantDotFn f = quant_dot_superblock_avx512(t)) return f;
+      return quant_dot32_avx512(t);
+    }
   }
 }
 
-QuantDotAuxFn quant_dot_aux_avx512(DType t) { return t == DType::Q4_K ? dot_q4_k_aux : t == DType::Q6_K ? dot_q6_k_aux : nullptr; }
+QuantDotAuxFn quant_dot_aux_avx512(DType t) { return t == DType::Q4_K ? dot_q4_k_aux : t == DType::Q6_K ? dot_q6_k_aux : quant_dot_superblock_aux_avx512(t); }
 
 QuantDotRowsFn quant_dot_rows_avx512(DType t) {
   switch (t) {
     case DType::Q8_0: return dot_q8_0_rows;
     case DType::Q4_K: return dot_q4_k_rows;
     case DType::Q6_K: return dot_q6_k_rows;
-    default: return nullptr;
+    default: return quant_dot_superblock_rows_avx512(t);
   }
 }
 

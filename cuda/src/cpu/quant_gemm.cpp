@@ -1,5 +1,4 @@
 #include "cpu/quant_gemm.h"
-#include "cpu/quant_gemm32.h"
 
 #include <immintrin.h>
 #include <omp.h>
@@ -11,8 +10,11 @@
 #include <stdexcept>
 #include <vector>
 
+#include "cpu/quant_gemm32.h"
+#include "cpu/quant_unpack_superblock.h"
 #include "halfs.h"
 #include "quant.h"
+#include "quant_superblock.h"
 
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
@@ -31,7 +33,7 @@ constexpr int kMr256 = 2;       // per AVX2 call (two 256-bit halves of a panel 
 struct Format {
   int group;    // elements per scale
   int zero;     // z of w = s·(u − z)
-  bool offset;  // Q4_K: per-group additive offset
+  bool offset;  // Q4_K, Q5_K, Q2_K: per-group additive offset
 };
 
 Format format_of(DType t) {
@@ -41,6 +43,8 @@ Format format_of(DType t) {
     case DType::Q4_K: return {32, 0, true};
     case DType::Q6_K: return {16, 32, false};
     default: {
+      SuperblockGemmFormat sf;
+      if (superblock_gemm_format(t, sf)) return {sf.group, sf.zero, sf.offset};
       Format f{32, 0, false};
       if (!gemm32_format(t, f.zero, f.offset)) throw std::invalid_argument("quant_gemm: not a quantized dtype");
       return f;
@@ -108,11 +112,13 @@ void unpack_row(DType t, const uint8_t* row, int k, uint8_t* u, float* s, float*
       }
       return;
     }
-    default: return gemm32_unpack_row(t, row, k, u, s, o);
+    default:
+      if (dtype_is_superblock(t)) return unpack_superblock_row(t, row, k, u, s, o);
+      return gemm32_unpack_row(t, row, k, u, s, o);
   }
 }
 
-// A panel of kNr weight rows: q [k/4][kNr][4] bytes, scale [k/group][kNr], offset [k/32][kNr].
+// A panel of kNr weight rows: q [k/4][kNr][4] bytes, scale [k/group][kNr], offset [k/group][kNr].
 struct Panel {
   uint8_t* q;
   float* scale;
@@ -124,7 +130,7 @@ struct Acts {
   const ActBlock* act;  // [n][nb]
   int nb;
   const int32_t* zs;    // [n][k / group]: −z·Σa over each group, or null when z = 0
-  const float* adsum;   // [n][nb]: d_a·Σa over each block (Q4_K's offsets), or null
+  const float* adsum;   // [n][k / group]: d_a·Σa over each group (the offsets'), or null
 };
 
 inline int32_t act4(const ActBlock& a, int at) {
@@ -153,14 +159,14 @@ CTXR_AVX512 void kernel_avx512(const Panel& p, int k, const Acts& a, int i0, flo
       fa[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ia[i]), _mm512_mul_ps(s, _mm512_set1_ps(act[static_cast<size_t>(i) * a.nb + b].d)), fa[i]);
     if (OFF) {
       const __m512 o = _mm512_loadu_ps(p.offset + static_cast<size_t>(g) * kNr);
-      for (int i = 0; i < MR; i++) fa[i] = _mm512_fmadd_ps(o, _mm512_set1_ps(a.adsum[static_cast<size_t>(i0 + i) * a.nb + b]), fa[i]);
+      for (int i = 0; i < MR; i++) fa[i] = _mm512_fmadd_ps(o, _mm512_set1_ps(a.adsum[static_cast<size_t>(i0 + i) * zs_ld + g]), fa[i]);
     }
   }
   const __mmask16 mask = valid >= kNr ? 0xFFFF : static_cast<__mmask16>((1u << valid) - 1);
   for (int i = 0; i < MR; i++) _mm512_mask_storeu_ps(y + static_cast<size_t>(i) * ldy, mask, fa[i]);
 }
 
-// SIGNED (z = 128: Q8_0, IQ4_NL): u + 128 could saturate maddubs, so the kernel takes the
+// SIGNED (z = 128: Q8_0, IQ4_NL, IQ4_XS): u + 128 could saturate maddubs, so the kernel takes the
 // signed value v = u ^ 0x80 as |v| × a with v's sign (|v| ≤ 128, a ≥ −127: pairs stay below
 // 2¹⁵), with no −z·Σa start (Acts.zs null).
 template <int MR, int G, bool OFF, bool SIGNED = false>
@@ -199,7 +205,7 @@ void kernel_avx2(const Panel& p, int k, const Acts& a, int i0, float* y, int ldy
     if (OFF) {
       const __m256 o0 = _mm256_loadu_ps(p.offset + static_cast<size_t>(g) * kNr), o1 = _mm256_loadu_ps(p.offset + static_cast<size_t>(g) * kNr + 8);
       for (int i = 0; i < MR; i++) {
-        const __m256 ds = _mm256_set1_ps(a.adsum[static_cast<size_t>(i0 + i) * a.nb + b]);
+        const __m256 ds = _mm256_set1_ps(a.adsum[static_cast<size_t>(i0 + i) * zs_ld + g]);
         fa[i][0] = _mm256_fmadd_ps(o0, ds, fa[i][0]);
         fa[i][1] = _mm256_fmadd_ps(o1, ds, fa[i][1]);
       }
@@ -242,8 +248,12 @@ KernelFn kernel_for(CpuIsa isa, int mr) {
 bool avx2_signed(const Format& f, CpuIsa isa) { return isa == CpuIsa::Avx2 && f.zero == 128; }
 
 KernelFn kernel_for(const Format& f, CpuIsa isa, int mr) {
-  if (avx2_signed(f, isa)) return mr == 1 ? kernel_avx2<1, 32, false, true> : kernel_avx2<2, 32, false, true>;
-  if (f.group == 16) return kernel_for<16, false>(isa, mr);
+  if (avx2_signed(f, isa)) {
+    // Q8_0, IQ4_NL and IQ4_XS: groups of 32, no offsets.
+    if (f.group != 32 || f.offset) throw std::logic_error("quant_gemm: a z = 128 format with groups of 16 or offsets");
+    return mr == 1 ? kernel_avx2<1, 32, false, true> : kernel_avx2<2, 32, false, true>;
+  }
+  if (f.group == 16) return f.offset ? kernel_for<16, true>(isa, mr) : kernel_for<16, false>(isa, mr);
   return f.offset ? kernel_for<32, true>(isa, mr) : kernel_for<32, false>(isa, mr);
 }
 
@@ -337,8 +347,13 @@ void quant_gemm(const float* x, int n, const QuantMatrix& w, const float* bias, 
           }
       }
       if (pa.f.offset) {
-        pa.adsum.resize(static_cast<size_t>(n) * nb);
-        for (size_t b = 0; b < pa.adsum.size(); b++) pa.adsum[b] = act[b].d * static_cast<float>(act[b].sum[0] + act[b].sum[1]);
+        pa.adsum.resize(static_cast<size_t>(n) * groups);
+        for (int i = 0; i < n; i++)
+          for (int g = 0; g < groups; g++) {
+            const ActBlock& ab = act[static_cast<size_t>(i) * nb + g * pa.f.group / 32];
+            const int sum = pa.f.group == 32 ? ab.sum[0] + ab.sum[1] : ab.sum[g % 2];
+            pa.adsum[static_cast<size_t>(i) * groups + g] = ab.d * static_cast<float>(sum);
+          }
       }
     }
     for (int r = 0; r < part.rows; r += kTileRows) jobs.push_back({static_cast<int>(pi), r});
@@ -349,10 +364,10 @@ void quant_gemm(const float* x, int n, const QuantMatrix& w, const float* bias, 
 #pragma omp parallel num_threads(threads)
   {
     std::vector<uint8_t> u(static_cast<size_t>(kNr) * k);  // a panel's rows unpacked
-    std::vector<float> s(k / 16), o(k / 32);
+    std::vector<float> s(k / 16), o(k / 16);
     auto q = aligned_array<uint8_t>(static_cast<size_t>(panels_max) * k * kNr);
     auto sc = aligned_array<float>(static_cast<size_t>(panels_max) * (k / 16) * kNr);
-    auto of = aligned_array<float>(static_cast<size_t>(panels_max) * (k / 32) * kNr);
+    auto of = aligned_array<float>(static_cast<size_t>(panels_max) * (k / 16) * kNr);
 #pragma omp for schedule(dynamic)
     for (size_t j = 0; j < jobs.size(); j++) {
       const QuantRows& part = w.parts[jobs[j].part];
@@ -362,7 +377,7 @@ void quant_gemm(const float* x, int n, const QuantMatrix& w, const float* bias, 
       Panel panel[kTileRows / kNr];
       for (int p = 0; p < panels; p++) {
         panel[p] = {q.get() + static_cast<size_t>(p) * k * kNr, sc.get() + static_cast<size_t>(p) * groups * kNr,
-                    of.get() + static_cast<size_t>(p) * (k / 32) * kNr};
+                    of.get() + static_cast<size_t>(p) * groups * kNr};
         for (int r = 0; r < kNr; r++) {
           const int row = jobs[j].row0 + p * kNr + r;
           uint8_t* ur = u.data() + static_cast<size_t>(r) * k;
@@ -375,7 +390,7 @@ void quant_gemm(const float* x, int n, const QuantMatrix& w, const float* bias, 
           }
           for (int g = 0; g < groups; g++) panel[p].scale[static_cast<size_t>(g) * kNr + r] = s[g];
           if (pa.f.offset)
-            for (int b = 0; b < k / 32; b++) panel[p].offset[static_cast<size_t>(b) * kNr + r] = o[b];
+            for (int g = 0; g < groups; g++) panel[p].offset[static_cast<size_t>(g) * kNr + r] = o[g];
         }
         transpose_rows(u.data(), k, panel[p].q);
       }

@@ -1,7 +1,8 @@
 /**
  * Converting float32 values to and from the bytes of every ggml type we support
  * (F32, F16, BF16, Q8_0, Q4_0, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K; dequantization also of Q4_1,
- * IQ4_NL and MXFP4, which we read but do not write): one entry point for writers and readers.
+ * IQ4_NL, MXFP4, Q2_K, Q3_K and IQ4_XS, which we read but do not write): one entry point for
+ * writers and readers.
  * Values are a tensor's elements in row-major order; because ne[0] holds whole blocks,
  * a tensor is just a run of blocks. Pure: no I/O.
  *
@@ -9,6 +10,7 @@
  *   const back = dequantizeValues(GGML_TYPE.Q4_K, bytes, values.length);
  */
 import { bfloat16BitsToFloat32, float16BitsToFloat32, float32ToBfloat16Bits, float32ToFloat16Bits } from "../halfFloats.ts";
+import { dequantizeIQ4XS, dequantizeQ2K, dequantizeQ3K } from "./dequantSuperblock.ts";
 import { GGML_TYPE, GgmlTypeError, ggmlTypeInfo, ggmlTypeName } from "./ggufTypes.ts";
 import { dequantizeBlock32, isBlock32Type } from "./quantBlocks32.ts";
 import { dequantizeQ4_0, quantizeQ4_0 } from "./quantQ4_0.ts";
@@ -90,6 +92,12 @@ export function dequantizeValues(type: number, bytes: Uint8Array, count: number)
       return dequantizeQ5K(bytes, count);
     case GGML_TYPE.Q6_K:
       return dequantizeQ6K(bytes, count);
+    case GGML_TYPE.Q2_K:
+      return dequantizeQ2K(bytes, count);
+    case GGML_TYPE.Q3_K:
+      return dequantizeQ3K(bytes, count);
+    case GGML_TYPE.IQ4_XS:
+      return dequantizeIQ4XS(bytes, count);
   }
   if (isBlock32Type(type)) return dequantizeBlock32(type, bytes, count);
   throw new GgmlTypeError(`cannot dequantize ggml type ${type}`);

@@ -11,7 +11,8 @@
  *   Q4_K: 256 elements, 144 bytes (f16 d, f16 dmin, 12 bytes of 6-bit scales/mins, 128 bytes of nibbles)
  *   Q5_K: 256 elements, 176 bytes (as Q4_K, with 32 bytes of fifth bits before the nibbles)
  *   Q6_K: 256 elements, 210 bytes (ql[128], qh[64], int8 scales[16], f16 d)
- *   Q4_1, IQ4_NL, MXFP4: 32 elements, 20/18/17 bytes (quantBlocks32.ts)
+ *   Q4_1, IQ4_NL, MXFP4: 32 elements, 20/18/17 bytes (read only: quantBlocks32.ts)
+ *   Q2_K, Q3_K, IQ4_XS: 256 elements, 84, 110, 136 bytes (read only: dequantSuperblock.ts)
  */
 
 export const GGML_TYPE = {
@@ -22,10 +23,13 @@ export const GGML_TYPE = {
   Q5_0: 6,
   Q5_1: 7,
   Q8_0: 8,
+  Q2_K: 10,
+  Q3_K: 11,
   Q4_K: 12,
   Q5_K: 13,
   Q6_K: 14,
   IQ4_NL: 20,
+  IQ4_XS: 23,
   BF16: 30,
   MXFP4: 39,
 } as const;
@@ -54,6 +58,9 @@ export const GGML_TYPE_INFO: ReadonlyMap<number, GgmlTypeInfo> = new Map(
       ["Q4_K", 256, 144],
       ["Q5_K", 256, 176],
       ["Q6_K", 256, 210],
+      ["Q2_K", 256, 84],
+      ["Q3_K", 256, 110],
+      ["IQ4_XS", 256, 136],
       ["BF16", 1, 2],
       ["Q4_1", 32, 20],
       ["IQ4_NL", 32, 18],

@@ -1,12 +1,10 @@
 /**
- * Dequantization of ggml's 32-element block formats Q4_1 (3), Q5_0 (6), Q5_1 (7), IQ4_NL (20)
- * and MXFP4 (39), as ggml-quants.c computes it (layouts in ggml-common.h). Element j < 16 is the
- * low nibble of qs[j], element j + 16 its high nibble; Q5's fifth bit of element i is bit i of
- * the 32-bit qh.
+ * Dequantization of ggml's 32-element block formats that ctxr reads but does not write: Q4_1 (3),
+ * IQ4_NL (20) and MXFP4 (39), as ggml-quants.c computes it (layouts in ggml-common.h). Element
+ * j < 16 is the low nibble of qs[j], element j + 16 its high nibble. (Q5_0 and Q5_1, the same
+ * family, are read and written by quantQ5_0.ts and quantQ5_1.ts.)
  *
  *   Q4_1   20 B: f16 d, f16 m, qs[16]           x = q·d + m
- *   Q5_0   22 B: f16 d, qh[4], qs[16]           x = (q − 16)·d
- *   Q5_1   24 B: f16 d, f16 m, qh[4], qs[16]    x = q·d + m
  *   IQ4_NL 18 B: f16 d, qs[16]                  x = d·IQ4_NL_VALUES[q]
  *   MXFP4  17 B: u8 e (E8M0), qs[16]            x = 2^(e − 128)·MXFP4_VALUES[q] (E2M1 doubled)
  *
@@ -20,17 +18,13 @@ export const MXFP4_VALUES: readonly number[] = [0, 1, 2, 3, 4, 6, 8, 12, 0, -1, 
 
 interface Layout {
   bytes: number;
-  /** Offset of qh (Q5_0, Q5_1), or −1. */
-  qh: number;
   qs: number;
 }
 
 const LAYOUTS = new Map<number, Layout>([
-  [GGML_TYPE.Q4_1, { bytes: 20, qh: -1, qs: 4 }],
-  [GGML_TYPE.Q5_0, { bytes: 22, qh: 2, qs: 6 }],
-  [GGML_TYPE.Q5_1, { bytes: 24, qh: 4, qs: 8 }],
-  [GGML_TYPE.IQ4_NL, { bytes: 18, qh: -1, qs: 2 }],
-  [GGML_TYPE.MXFP4, { bytes: 17, qh: -1, qs: 1 }],
+  [GGML_TYPE.Q4_1, { bytes: 20, qs: 4 }],
+  [GGML_TYPE.IQ4_NL, { bytes: 18, qs: 2 }],
+  [GGML_TYPE.MXFP4, { bytes: 17, qs: 1 }],
 ]);
 
 export function isBlock32Type(type: number): boolean {
@@ -55,21 +49,11 @@ export function dequantizeBlock32(type: number, bytes: Uint8Array, count: number
       q[j] = byte & 15;
       q[j + 16] = byte >> 4;
     }
-    if (layout.qh >= 0) {
-      const qh = view.getUint32(at + layout.qh, true);
-      for (let i = 0; i < 32; i++) q[i]! |= ((qh >>> i) & 1) << 4;
-    }
     const y = b * 32;
     switch (type) {
-      case GGML_TYPE.Q4_1:
-      case GGML_TYPE.Q5_1: {
+      case GGML_TYPE.Q4_1: {
         const d = float16BitsToFloat32(view.getUint16(at, true)), m = float16BitsToFloat32(view.getUint16(at + 2, true));
         for (let i = 0; i < 32; i++) out[y + i] = Math.fround(q[i]! * d) + m;
-        break;
-      }
-      case GGML_TYPE.Q5_0: {
-        const d = float16BitsToFloat32(view.getUint16(at, true));
-        for (let i = 0; i < 32; i++) out[y + i] = (q[i]! - 16) * d;
         break;
       }
       case GGML_TYPE.IQ4_NL: {

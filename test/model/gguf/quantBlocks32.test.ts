@@ -1,6 +1,7 @@
 /**
- * Q4_1, Q5_0, Q5_1, IQ4_NL and MXFP4 dequantization (quantBlocks32.ts, through ggufQuantize's
- * dequantizeValues) against llama.cpp's gguf-py: the blocks and gguf-py's values are those of the
+ * Q4_1, Q5_0, Q5_1, IQ4_NL and MXFP4 dequantization (through ggufQuantize's dequantizeValues:
+ * quantBlocks32.ts for Q4_1, IQ4_NL and MXFP4, quantQ5_0.ts and quantQ5_1.ts for Q5_0 and Q5_1)
+ * against llama.cpp's gguf-py: the blocks and gguf-py's values are those of the
  * runner's C++ test (cuda/test/quant32_gguf_py_fixture.h, written by
  * scripts/oracle/quant32_fixture.py), read from that header.
  */

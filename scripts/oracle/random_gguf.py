@@ -7,6 +7,7 @@ template, so that llama.cpp loads it, tokenizes with it and computes logits we c
 
     /usr/bin/python3 scripts/oracle/random_gguf.py --arch llama --out m.gguf [--seed 1]
         [--hidden 256] [--layers 2] [--heads 4] [--kv-heads 2] [--ffn 512] [--context 4096]
+        [--sliding-window N]   (architectures with sliding-window layers; default theirs)
 
 gguf-py comes from the llama.cpp source in the node-llama-cpp package (numpy only): --gguf-py DIR
 or the GGUF_PY environment variable names its folder.
@@ -36,6 +37,7 @@ class Shape:
     ffn: int
     context: int
     vocab: int
+    sliding_window: int = 0  # 0: the architecture's own default
 
 
 def byte_tokens():
@@ -82,6 +84,7 @@ def main():
     parser.add_argument("--head-dim", type=int, default=0, help="default hidden / heads")
     parser.add_argument("--ffn", type=int, default=512)
     parser.add_argument("--context", type=int, default=4096)
+    parser.add_argument("--sliding-window", type=int, default=0, help="sliding-window layers' window (default: the architecture's)")
     parser.add_argument("--gguf-py", default=os.environ.get("GGUF_PY"))
     args = parser.parse_args()
     if args.gguf_py:
@@ -95,7 +98,7 @@ def main():
         known = sorted(f[5:-3] for f in os.listdir(HERE) if f.startswith("arch_") and f.endswith(".py"))
         sys.exit(f"unknown --arch {args.arch} (known: {', '.join(known)})")
     tokens, types, first_special = vocabulary()
-    shape = Shape(args.hidden, args.layers, args.heads, args.kv_heads, args.head_dim or args.hidden // args.heads, args.ffn, args.context, len(tokens))
+    shape = Shape(args.hidden, args.layers, args.heads, args.kv_heads, args.head_dim or args.hidden // args.heads, args.ffn, args.context, len(tokens), args.sliding_window)
     rng = np.random.default_rng(args.seed)
 
     writer = gguf.GGUFWriter(args.out, getattr(arch, "GGUF_ARCH", args.arch))

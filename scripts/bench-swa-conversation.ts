@@ -4,14 +4,15 @@
  *
  *   npx bun scripts/bench-swa-conversation.ts [--turns 8] [--user-tokens 560] [--max-tokens 40]
  *     [--window 512] [--layers 12] [--hidden 640] [--ffn 1024] [--heads 4] [--kv-heads 1]
- *     [--head-dim 256] [--threads 2] [--json OUT]
+ *     [--head-dim 256] [--threads 2] [--edit-at-turn N] [--json OUT]
  *
  * The model: a random-weight gemma3 file written by llama.cpp's own gguf-py
  * (scripts/oracle/random_gguf.py; Gemma 3 270M/1B's attention shape: 4 heads, 1 KV head of 256,
  * window 512, every 6th layer global), kept in .bench/swa-conversation/.
  * The conversation: `--turns` user messages of about `--user-tokens` tokens, each request the whole
  * history rendered by the file's chat template, the model's greedy answers included as a chat client
- * resends them.
+ * resends them. --edit-at-turn N: at turn N the client also edits the last word of its first
+ * message (an edited and resent chat), so the common prefix with what the caches hold ends there.
  * - ctxr: `ctxr serve --model FILE` (HTTP, one request at a time); per turn usage.prompt_tokens,
  *   usage.prompt_tokens_details.cached_tokens, usage.ctxr.prompt_tokens_computed, and from /metrics
  *   the KV blocks in use and those the prefix cache holds. KV bytes by layer kind: the runner's per-
@@ -48,6 +49,7 @@ const { values } = parseArgs({
     "head-dim": { type: "string", default: "256" },
     context: { type: "string", default: "8192" },
     threads: { type: "string", default: "2" },
+    "edit-at-turn": { type: "string", default: "0" },
     json: { type: "string" },
   },
 });
@@ -142,9 +144,11 @@ const turns: ConversationTurn[] = [];
 const ctxrTurns: CtxrTurn[] = [];
 try {
   for (let t = 0; t < num("turns"); t++) {
+    if (t + 1 === num("edit-at-turn")) messages[0] = { role: "user", content: `${messages[0]!.content.replace(/\s\S+$/, "")} edited` };
     messages.push({ role: "user", content: userMessage(tokenizer, t, num("user-tokens")) });
     const prompt = promptIds(messages, true);
-    const userStarts = messages.flatMap((m, i) => (m.role === "user" ? [i === 0 ? 0 : promptIds(messages.slice(0, i), false).length] : []));
+    const leadingBos = addBos || prompt[0] === tokenizer.bosTokenId ? 1 : 0;
+    const userStarts = messages.flatMap((m, i) => (m.role === "user" ? [i === 0 ? leadingBos : promptIds(messages.slice(0, i), false).length] : []));
     const started = performance.now();
     const response = await fetch(`${server.url}/v1/chat/completions`, {
       method: "POST",

@@ -5,7 +5,7 @@ As llama.cpp's converter writes it (conversion/gemma.py, Gemma3Model): every nor
 is the global layers' (local layers take llama.cpp's default 10000: no freq_base_swa key), and
 attention.sliding_window is written with the default pattern (every 6th layer global). This file
 also scales the global layers' rope linearly, as Gemma 3 4B and larger do. The window is small
-(32 entries) so that a few hundred positions run well past it.
+(32 entries, or random_gguf.py --sliding-window) so that a few hundred positions run well past it.
 """
 import gguf
 
@@ -33,7 +33,7 @@ def write(writer, rng, shape, tensor):
     writer.add_rope_freq_base(1_000_000.0)
     writer.add_rope_scaling_type(gguf.RopeScalingType.LINEAR)
     writer.add_rope_scaling_factor(ROPE_SCALING_FACTOR)
-    writer.add_sliding_window(SLIDING_WINDOW)
+    writer.add_sliding_window(shape.sliding_window or SLIDING_WINDOW)
     tensor("token_embd.weight", shape.vocab, shape.hidden)
     for i in range(shape.layers):
         p = f"blk.{i}."

@@ -7,6 +7,7 @@ template, so that llama.cpp loads it, tokenizes with it and computes logits we c
 
     /usr/bin/python3 scripts/oracle/random_gguf.py --arch llama --out m.gguf [--seed 1]
         [--hidden 256] [--layers 2] [--heads 4] [--kv-heads 2] [--ffn 512] [--context 4096]
+        [--sliding-window N]   (architectures with sliding-window layers; default theirs)
 
 gguf-py comes from the llama.cpp source in the node-llama-cpp package (numpy only): --gguf-py DIR
 or the GGUF_PY environment variable names its folder.
@@ -37,6 +38,7 @@ class Shape:
     context: int
     vocab: int
     options: dict
+    sliding_window: int = 0  # 0: the architecture's own default
 
 
 def byte_tokens():
@@ -84,6 +86,7 @@ def main():
     parser.add_argument("--ffn", type=int, default=512)
     parser.add_argument("--context", type=int, default=4096)
     parser.add_argument("--arch-option", action="append", default=[], metavar="KEY=VALUE", help="an architecture module's own setting (shape.options)")
+    parser.add_argument("--sliding-window", type=int, default=0, help="sliding-window layers' window (default: the architecture's)")
     parser.add_argument("--gguf-py", default=os.environ.get("GGUF_PY"))
     args = parser.parse_args()
     if args.gguf_py:
@@ -103,7 +106,7 @@ def main():
         if not sep:
             sys.exit(f"--arch-option {option}: expected KEY=VALUE")
         options[key] = value
-    shape = Shape(args.hidden, args.layers, args.heads, args.kv_heads, args.head_dim or args.hidden // args.heads, args.ffn, args.context, len(tokens), options)
+    shape = Shape(args.hidden, args.layers, args.heads, args.kv_heads, args.head_dim or args.hidden // args.heads, args.ffn, args.context, len(tokens), options, args.sliding_window)
     rng = np.random.default_rng(args.seed)
 
     writer = gguf.GGUFWriter(args.out, getattr(arch, "GGUF_ARCH", args.arch))

@@ -172,3 +172,95 @@ export async function ctxrLogprobs(runner: string, file: string, ids: readonly n
     await runnerProcess.shutdown();
   }
 }
+
+/** One turn of a conversation as a chat client sends it. */
+export interface ConversationTurn {
+  /** The whole prompt (the client resends the history). */
+  prompt: readonly number[];
+  /** The ids the model generates after it, decoded into the memory (without the final end-of-generation id). */
+  answer?: readonly number[];
+  /** Prompt positions where user messages start (llama-server also checkpoints there). */
+  userStarts?: readonly number[];
+}
+
+/** llama-server's settings the conversation mode models (its defaults when left out). */
+export interface LlamaServerSettings {
+  /** --swa-full: sliding-window layers keep the whole context. */
+  swaFull?: boolean;
+  /** --ctx-checkpoints (default 32; 0 turns them off). */
+  ctxCheckpoints?: number;
+  /** --checkpoint-min-step (default 8192). */
+  checkpointMinStep?: number;
+  /** -np (default: auto, 4 sequences with a unified KV cache). */
+  parallel?: number;
+  /** -c (default: the model's training context). */
+  ctx?: number;
+  /** Threads (default 1: the counts do not depend on it, and one thread never waits on another on a loaded machine). */
+  threads?: number;
+}
+
+/** What one llama-server slot did with a turn. */
+export interface LlamaConversationTurn {
+  prompt: number;
+  /** Prompt tokens whose memory the slot reused. */
+  cached: number;
+  /** Prompt tokens it processed (prompt − cached). */
+  reprocessed: number;
+  /** It found no way to keep the common prefix and processed the whole prompt again. */
+  startedOver: boolean;
+  /** The n_tokens of the context checkpoint it restored, −1 when none. */
+  checkpointRestored: number;
+  /** Context checkpoints held after the turn, and their bytes. */
+  checkpointsHeld: number;
+  checkpointBytes: number;
+}
+
+export interface LlamaConversation {
+  /** The model's sliding window (0 without sliding-window layers). */
+  nSwa: number;
+  swaFull: boolean;
+  ctxCheckpoints: number;
+  turns: LlamaConversationTurn[];
+}
+
+/** The turns file of the driver's conversation mode: `PROMPT | ANSWER | USER_STARTS` a line. */
+export function conversationTurnsText(turns: readonly ConversationTurn[]): string {
+  return turns.map((t) => [t.prompt, t.answer ?? [], t.userStarts ?? []].map((ids) => ids.join(",")).join(" | ")).join("\n") + "\n";
+}
+
+/**
+ * The conversation through one llama-server slot's prompt cache (tools/llama-oracle conversation
+ * mode): per turn, how much of the prompt llama.cpp reused and how much it processed again.
+ */
+export function llamaConversation(file: string, turns: readonly ConversationTurn[], scratch: string, settings: LlamaServerSettings = {}): LlamaConversation {
+  const turnsFile = join(scratch, "oracle-turns.txt");
+  writeFileSync(turnsFile, conversationTurnsText(turns));
+  const flags = [
+    ...(settings.swaFull ? ["--swa-full"] : []),
+    ...(settings.ctxCheckpoints === undefined ? [] : ["--ctx-checkpoints", String(settings.ctxCheckpoints)]),
+    ...(settings.checkpointMinStep === undefined ? [] : ["--checkpoint-min-step", String(settings.checkpointMinStep)]),
+    ...(settings.parallel === undefined ? [] : ["--parallel", String(settings.parallel)]),
+    ...(settings.ctx === undefined ? [] : ["--ctx", String(settings.ctx)]),
+    "--threads", String(settings.threads ?? 1),
+  ];
+  const out = JSON.parse(lastLine(run([llamaOracle().driver, "conversation", file, turnsFile, ...flags], `llama.cpp conversation on ${file}`))) as {
+    n_swa: number;
+    swa_full: boolean;
+    ctx_checkpoints: number;
+    turns: { prompt: number; cached: number; reprocessed: number; started_over: boolean; checkpoint_restored: number; checkpoints_held: number; checkpoint_bytes: number }[];
+  };
+  return {
+    nSwa: out.n_swa,
+    swaFull: out.swa_full,
+    ctxCheckpoints: out.ctx_checkpoints,
+    turns: out.turns.map((t) => ({
+      prompt: t.prompt,
+      cached: t.cached,
+      reprocessed: t.reprocessed,
+      startedOver: t.started_over,
+      checkpointRestored: t.checkpoint_restored,
+      checkpointsHeld: t.checkpoints_held,
+      checkpointBytes: t.checkpoint_bytes,
+    })),
+  };
+}

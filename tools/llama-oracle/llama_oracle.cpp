@@ -9,6 +9,10 @@
 //   llama-oracle tokenize MODEL.gguf TEXT_FILE     {"plain":[ids],"special":[ids]}: the UTF-8 text tokenized
 //                                                  with parse_special false and true (no BOS/EOS added)
 //   llama-oracle tensor-types MODEL.gguf           {"name":"ggml type name",...} of every tensor
+//   llama-oracle conversation MODEL.gguf TURNS_FILE [options]
+//                                                  a multi-turn conversation through one llama-server
+//                                                  slot's prompt cache: per turn, the prompt tokens it
+//                                                  reuses and re-processes (conversation.cpp)
 //
 // IDS_FILE: token ids as decimal integers separated by commas or white space.
 // LLAMA_ORACLE_VERBOSE=1 shows llama.cpp's log (why a file fails to load); LLAMA_LIB_DIR names the
@@ -28,64 +32,14 @@
 #include "ggml-backend.h"
 #include "gguf.h"
 #include "llama.h"
+#include "conversation.h"
+#include "oracle_common.h"
+
+using namespace oracle;
 
 namespace {
 
 void quiet_log(ggml_log_level, const char*, void*) {}
-
-[[noreturn]] void fail(const std::string& message) {
-  fprintf(stderr, "llama-oracle: %s\n", message.c_str());
-  exit(1);
-}
-
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail("cannot read " + path);
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
-std::vector<llama_token> parse_ids(const std::string& text) {
-  std::vector<llama_token> ids;
-  std::string digits;
-  auto flush = [&] {
-    if (digits.empty()) return;
-    ids.push_back((llama_token)std::stol(digits));
-    digits.clear();
-  };
-  for (char c : text) {
-    if (c >= '0' && c <= '9') digits += c;
-    else if (c == ',' || c == ' ' || c == '\n' || c == '\r' || c == '\t') flush();
-    else fail(std::string("ids file: unexpected character '") + c + "'");
-  }
-  flush();
-  return ids;
-}
-
-std::string json_string(const std::string& s) {
-  std::string out = "\"";
-  for (unsigned char c : s) {
-    if (c == '"' || c == '\\') { out += '\\'; out += (char)c; }
-    else if (c < 0x20) { char buf[8]; snprintf(buf, sizeof buf, "\\u%04x", c); out += buf; }
-    else out += (char)c;
-  }
-  return out + "\"";
-}
-
-std::string json_ids(const std::vector<llama_token>& ids) {
-  std::string out = "[";
-  for (size_t i = 0; i < ids.size(); i++) out += (i ? "," : "") + std::to_string(ids[i]);
-  return out + "]";
-}
-
-llama_model* load_model(const std::string& path) {
-  llama_model_params params = llama_model_default_params();
-  params.n_gpu_layers = 0;
-  llama_model* model = llama_model_load_from_file(path.c_str(), params);
-  if (!model) fail("llama.cpp cannot load " + path + " (LLAMA_ORACLE_VERBOSE=1 shows why)");
-  return model;
-}
 
 int quantize(const std::string& in, const std::string& out, const std::string& ftype) {
   llama_model_quantize_params params = llama_model_quantize_default_params();
@@ -184,7 +138,9 @@ void usage() {
           "usage: llama-oracle quantize IN.gguf OUT.gguf FTYPE\n"
           "       llama-oracle logits MODEL.gguf IDS_FILE OUT_FILE\n"
           "       llama-oracle tokenize MODEL.gguf TEXT_FILE\n"
-          "       llama-oracle tensor-types MODEL.gguf\n");
+          "       llama-oracle tensor-types MODEL.gguf\n"
+          "       llama-oracle conversation MODEL.gguf TURNS_FILE [--swa-full] [--ctx-checkpoints N] [--checkpoint-min-step N]\n"
+          "                                 [--parallel N] [--ctx N] [--threads N]\n");
   exit(2);
 }
 
@@ -202,6 +158,7 @@ int main(int argc, char** argv) {
     if (mode == "quantize" && argc == 5) return quantize(argv[2], argv[3], argv[4]);
     if (mode == "logits" && argc == 5) return logits(argv[2], argv[3], argv[4]);
     if (mode == "tokenize" && argc == 4) return tokenize(argv[2], argv[3]);
+    if (mode == "conversation" && argc >= 4) return conversation_mode(std::vector<std::string>(argv + 2, argv + argc));
   } catch (const std::exception& e) {
     fail(std::string(mode) + ": " + e.what());
   }

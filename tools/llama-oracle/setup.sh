@@ -4,7 +4,7 @@
 #                      without the optional CUDA/Vulkan/other-platform variants, without install scripts)
 #   build/llama.cpp/   a sparse checkout of the llama.cpp commit those libraries were built from, out of
 #                      the git bundle inside node-llama-cpp: include/, ggml/include/ (headers), gguf-py/
-#   build/llama-oracle the driver (llama_oracle.cpp) linked against that libllama
+#   build/llama-oracle the driver (llama_oracle.cpp, conversation.cpp) linked against that libllama
 # Idempotent: a stamp of the inputs makes a second run a no-op. Prints the driver's path on success.
 # package-lock.json names node-llama-cpp's other-platform optional packages (mac, win, riscv64) with
 # their version only: the registry the lock was made against lacks them, npm ci insists that the
@@ -19,7 +19,7 @@ PKG="$HERE/node_modules/node-llama-cpp"
 LIBS="$HERE/node_modules/@node-llama-cpp/linux-x64/bins/linux-x64"
 
 inputs_hash() {
-  { cat "$HERE/package-lock.json" "$HERE/llama_oracle.cpp" "$HERE/setup.sh"; echo "$HERE"; } | sha256sum | cut -d' ' -f1
+  { cat "$HERE/package-lock.json" "$HERE"/*.cpp "$HERE"/*.h "$HERE/setup.sh"; echo "$HERE"; } | sha256sum | cut -d' ' -f1
 }
 
 if [ -x "$BIN" ] && [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$(inputs_hash)" ]; then
@@ -59,7 +59,7 @@ libggml="$(cd "$LIBS" && ls libggml.v*.so | head -1)"
 [ -n "$libllama" ] && [ -n "$libggml" ] && [ -f "$LIBS/libggml-base.so" ] || { echo "llama-oracle: libllama/libggml not found in $LIBS" >&2; exit 1; }
 echo "llama-oracle: compiling the driver against $libllama" >&2
 g++ -O2 -std=c++17 -Wall -I"$SRC/include" -I"$SRC/ggml/include" -DLLAMA_ORACLE_LIB_DIR="\"$LIBS\"" \
-  -o "$BIN.tmp" "$HERE/llama_oracle.cpp" \
+  -o "$BIN.tmp" "$HERE/llama_oracle.cpp" "$HERE/conversation.cpp" \
   -L"$LIBS" -l:"$libllama" -l:"$libggml" -l:libggml-base.so -Wl,-rpath,"$LIBS"
 mv "$BIN.tmp" "$BIN"
 inputs_hash > "$STAMP"

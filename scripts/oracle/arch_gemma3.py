@@ -5,11 +5,14 @@ As llama.cpp's converter writes it (conversion/gemma.py, Gemma3Model): every nor
 is the global layers' (local layers take llama.cpp's default 10000: no freq_base_swa key), and
 attention.sliding_window is written with the default pattern (every 6th layer global). This file
 also scales the global layers' rope linearly, as Gemma 3 4B and larger do. The window is small
-(32 entries) so that a few hundred positions run well past it.
+(32 entries) so that a few hundred positions run well past it; GEMMA3_SLIDING_WINDOW overrides it
+(Gemma 3's own is 512 for 1B, 1024 for 4B and larger).
 """
+import os
+
 import gguf
 
-SLIDING_WINDOW = 32
+SLIDING_WINDOW = int(os.environ.get("GEMMA3_SLIDING_WINDOW", "32"))
 ROPE_SCALING_FACTOR = 8.0
 
 # Gemma 3's chat template, shortened (a system message is put before the first user turn; the

@@ -34,6 +34,14 @@
  * CPU build driven by llama_native (../shared/tools/llama-native), installed into a scratch
  * folder (.bench/llamacpp) when missing. --runner PATH: a built runner instead of
  * `make -C cuda cpu` (any mode). --quick: the 100m model, prefill 512 and decode only.
+ *
+ * The architectures of issue 29 (item 6) at ~1B parameters, same comparison:
+ *   npx bun scripts/bench-engine.ts --vs-llamacpp --arch qwen3,gemma3,phi3[,llama]
+ *        [--types q4_k_m,q8_0] [--parallel 4] ...
+ * random-weight files of each family's shape and vocabulary written by llama.cpp's gguf-py and
+ * quantized by llama.cpp's quantizer (scripts/benchArchModels.ts, .bench/arch-models/).
+ * --parallel N (N > 1, either mode): N streams' total decode tok/s, ctxr's one FORWARD of N
+ * sequences a step against llama.cpp's one llama_decode of N sequences (llama_native --parallel N).
  */
 import { spawnSync } from "node:child_process";
 import { writeFileSync } from "node:fs";
@@ -42,6 +50,7 @@ import { parseArgs } from "node:util";
 import { RunnerProcess } from "../src/runner/runnerProcess.ts";
 import { type RunnerProfile, sequenceRange } from "../src/runner/runnerProtocol.ts";
 import { tinyModelParameterCount } from "../src/model/tinyModel.ts";
+import { DEFAULT_ARCH_TYPES } from "./benchArchModels.ts";
 import { benchVsLlamaCpp } from "./benchEngineVsLlamaCpp.ts";
 import { BENCH_MODELS as MODELS, benchModelFolder as modelFolder, buildBenchRunner, median, progress } from "./benchKit.ts";
 
@@ -57,7 +66,9 @@ const { values } = parseArgs({
     json: { type: "string" },
     "vs-llamacpp": { type: "boolean", default: false },
     quick: { type: "boolean", default: false },
-    types: { type: "string", default: "f16,q8_0,q4_k" },
+    types: { type: "string" },
+    arch: { type: "string" },
+    parallel: { type: "string", default: "1" },
     "decode-after": { type: "string", default: "512" },
     "long-runs": { type: "string", default: "1" },
     "llamacpp-dir": { type: "string" },
@@ -65,6 +76,9 @@ const { values } = parseArgs({
   },
 });
 const vsLlamaCpp = values["vs-llamacpp"]!;
+if (!Number.isInteger(Number(values.parallel)) || Number(values.parallel) < 1) throw new Error(`--parallel must be a whole number ≥ 1, not '${values.parallel}'`);
+if (values.arch !== undefined && !vsLlamaCpp) throw new Error("--arch is a mode of --vs-llamacpp");
+values.types ??= values.arch !== undefined ? DEFAULT_ARCH_TYPES.join(",") : "f16,q8_0,q4_k";
 values.models ??= vsLlamaCpp ? (values.quick ? "100m" : "100m,1b") : "tiny,100m";
 if (vsLlamaCpp && values.quick) values.contexts = "512";
 
@@ -87,7 +101,9 @@ if (vsLlamaCpp) {
     executable: buildRunner(),
     threads,
     models: modelNames,
+    archs: values.arch?.split(","),
     types: values.types!.split(","),
+    parallel: Number(values.parallel),
     contexts,
     decodeAfter: Number(values["decode-after"]),
     decodeSteps: decodeStepsGiven ? decodeSteps : 32,

@@ -3,7 +3,8 @@
  * (scripts/benchLlamaCpp.ts) on the same GGUF files, the same threads.
  *
  * Files: the bench models of benchKit.ts (random weights) written by `ctxr model quantize` into
- * .bench/engine-models/gguf/<model>-<type>.gguf when missing. Each repetition starts one fresh
+ * .bench/engine-models/gguf/<model>-<type>.gguf when missing; with --arch, the ~1B-parameter
+ * files of scripts/benchArchModels.ts (llama.cpp's gguf-py and quantizer). Each repetition starts one fresh
  * process per side, file and type, in interleaved order (ctxr first on even repetitions,
  * llama.cpp first on odd ones), and each process does the same work:
  *   warm-up   one 512-token prefill (llama.cpp's driver does the same)
@@ -12,6 +13,11 @@
  *             512 prompt tokens, the chunk `ctxr serve` prefills per step), tokens/s
  *   decode    a (decode-after − 1)-token prompt, then --decode-steps single-token steps, each
  *             fed the argmax of the previous logits, tokens/s
+ *   parallel  with --parallel N > 1: N sequences at decode-after tokens decoded together, one token
+ *             each per step (ctxr: one FORWARD of N sequences, as `ctxr serve` batches streams;
+ *             llama.cpp: one llama_decode of N sequences, llama_native --parallel N), total
+ *             tokens/s. ctxr copies one prefilled prompt into the N sequences (COPY of its KV
+ *             blocks), llama.cpp prefills N prompts; only the decode steps are timed
  *   peak RSS  of the process (ctxr: VmHWM before shutdown; llama.cpp: getrusage at exit)
  * Contexts above 1,024 are measured in the first --long-runs repetitions only (they dominate
  * the time). Figures are medians over repetitions; ratios are ctxr / llama.cpp.
@@ -22,6 +28,7 @@ import { cpus, loadavg, totalmem } from "node:os";
 import { join } from "node:path";
 import { RunnerProcess } from "../src/runner/runnerProcess.ts";
 import { sequenceRange } from "../src/runner/runnerProtocol.ts";
+import { archModelFile } from "./benchArchModels.ts";
 import { REPO, benchModelFolder, median, progress } from "./benchKit.ts";
 import { type LlamaCpp, prepareLlamaCpp, runLlamaNative } from "./benchLlamaCpp.ts";
 
@@ -29,7 +36,11 @@ export interface VsLlamaCppOptions {
   executable: string;
   threads: number;
   models: string[];
+  /** Architectures (scripts/benchArchModels.ts) instead of `models`. */
+  archs?: string[];
   types: string[];
+  /** > 1: also N streams' batched decode. */
+  parallel: number;
   contexts: number[];
   decodeAfter: number;
   decodeSteps: number;
@@ -44,6 +55,7 @@ export interface VsLlamaCppOptions {
 interface Sample {
   prefill: Record<number, number>;
   decode: number;
+  parallelDecode?: number;
   peakRssBytes: number;
   /** llama.cpp only: the ggml CPU variant it loaded. */
   cpuVariant?: string;
@@ -54,9 +66,16 @@ interface Row {
   type: string;
   file: string;
   file_bytes: number;
-  ctxr: { prefill: Record<number, number>; decode: number; peak_rss_bytes: number; samples: Sample[] };
-  llamacpp: { prefill: Record<number, number>; decode: number; peak_rss_bytes: number; samples: Sample[]; cpu_variant: string };
-  ratio: { prefill: Record<number, number>; decode: number };
+  ctxr: Summary & { samples: Sample[] };
+  llamacpp: Summary & { samples: Sample[]; cpu_variant: string };
+  ratio: { prefill: Record<number, number>; decode: number; parallel_decode?: number };
+}
+
+interface Summary {
+  prefill: Record<number, number>;
+  decode: number;
+  parallel_decode?: number;
+  peak_rss_bytes: number;
 }
 
 const GGUF_DIR = join(REPO, ".bench", "engine-models", "gguf");
@@ -90,12 +109,14 @@ function peakRss(pid: number | null): number {
 
 async function runCtxr(options: VsLlamaCppOptions, file: string, contexts: number[]): Promise<Sample & { kvDtype: string }> {
   const blockSize = 16;
-  const longest = Math.max(WARMUP_TOKENS, options.decodeAfter + options.decodeSteps, ...contexts);
-  const blocks = Math.ceil(longest / blockSize) + 1;
+  const blocksFor = (tokens: number) => Math.ceil((tokens + options.decodeSteps) / blockSize) + 1;
+  const longest = Math.max(WARMUP_TOKENS, options.decodeAfter, ...contexts);
+  // The longest prompt alone, or the parallel streams and the prompt they are copied from.
+  const blocks = Math.max(blocksFor(longest), (options.parallel + 1) * blocksFor(options.decodeAfter));
   const runner = await RunnerProcess.start({ executable: options.executable, model: file, blocks, blockSize, threads: options.threads, log: () => {} });
   try {
     const forward = async (tokens: number[], start: number) => {
-      const table = await runner.alloc(blocks);
+      const table = await runner.alloc(blocksFor(tokens.length));
       const began = performance.now();
       let logits: Float32Array | undefined;
       for (let at = 0; at < tokens.length; at += PREFILL_BATCH) {
@@ -125,10 +146,36 @@ async function runCtxr(options: VsLlamaCppOptions, file: string, contexts: numbe
     }
     const decode = options.decodeSteps / ((performance.now() - began) / 1000);
     await runner.free(head.table);
-    return { prefill, decode, peakRssBytes: peakRss(runner.pid), kvDtype: runner.info.kv_dtype };
+    const parallelDecode = options.parallel > 1 ? await decodeStreams(runner, forward, options) : undefined;
+    return { prefill, decode, parallelDecode, peakRssBytes: peakRss(runner.pid), kvDtype: runner.info.kv_dtype };
   } finally {
     await runner.shutdown();
   }
+}
+
+type Prefill = (tokens: number[], start: number) => Promise<{ table: number[]; logits: Float32Array }>;
+
+/** N streams at decode-after tokens, decoded together one token each per FORWARD: total tokens/s. */
+async function decodeStreams(runner: RunnerProcess, prefill: Prefill, options: VsLlamaCppOptions): Promise<number> {
+  const head = await prefill(prompt(options.decodeAfter - 1, 100), 0);
+  const tables: number[][] = [];
+  for (let s = 0; s < options.parallel; s++) {
+    const table = await runner.alloc(head.table.length);
+    await runner.copy(head.table.map((src, i) => ({ src, dst: table[i]! })));
+    tables.push(table);
+  }
+  await runner.free(head.table);
+  // Each stream its own last prompt token, so that the streams diverge as llama_native's do.
+  let last = tables.map((_, s) => prompt(options.decodeAfter, 100 + 17 * s).at(-1)!);
+  const began = performance.now();
+  for (let step = 0; step < options.decodeSteps; step++) {
+    const position = options.decodeAfter - 1 + step;
+    const { logits } = await runner.forward({ sequences: tables.map((table, s) => ({ table, tokens: [last[s]!], indices: [position], logitRows: [0] })) });
+    last = logits.map(argmax);
+  }
+  const tokensPerSecond = (options.parallel * options.decodeSteps) / ((performance.now() - began) / 1000);
+  await runner.free(tables.flat());
+  return tokensPerSecond;
 }
 
 /** One more try when a process dies (on a shared machine something else may kill it); a second failure throws. */
@@ -154,7 +201,8 @@ export async function benchVsLlamaCpp(options: VsLlamaCppOptions): Promise<void>
   const llama: LlamaCpp = prepareLlamaCpp(options.llamacppDir);
   progress(`llama.cpp: node-llama-cpp ${llama.version} (llama.cpp ${llama.release}) in ${llama.dir}`);
   const cases: Array<{ model: string; type: string; file: string }> = [];
-  for (const model of options.models) for (const type of options.types) cases.push({ model, type, file: ggufFile(model, type) });
+  if (options.archs) for (const arch of options.archs) for (const type of options.types) cases.push({ model: arch, type, file: archModelFile(arch, type) });
+  else for (const model of options.models) for (const type of options.types) cases.push({ model, type, file: ggufFile(model, type) });
 
   const ours = new Map<string, Sample[]>();
   const theirs = new Map<string, Sample[]>();
@@ -172,9 +220,9 @@ export async function benchVsLlamaCpp(options: VsLlamaCppOptions): Promise<void>
           progress(`  ctxr      ${key} rep ${rep + 1}: ${describe(sample)}`);
         },
         async () => {
-          const result = await retryOnce(`llama.cpp ${key}`, () => runLlamaNative(llama, file, { threads: options.threads, contexts, decodeAfter: options.decodeAfter, decodeSteps: options.decodeSteps, trials: 1 }));
+          const result = await retryOnce(`llama.cpp ${key}`, () => runLlamaNative(llama, file, { threads: options.threads, contexts, decodeAfter: options.decodeAfter, decodeSteps: options.decodeSteps, trials: 1, parallel: options.parallel }));
           variants.add(result.cpuVariant);
-          const sample = { prefill: result.prefill, decode: result.decode, peakRssBytes: result.peakRssBytes, cpuVariant: result.cpuVariant };
+          const sample = { prefill: result.prefill, decode: result.decode, parallelDecode: result.parallelDecode, peakRssBytes: result.peakRssBytes, cpuVariant: result.cpuVariant };
           (theirs.get(key) ?? theirs.set(key, []).get(key)!).push(sample);
           progress(`  llama.cpp ${key} rep ${rep + 1}: ${describe(result)} (ggml CPU variant ${result.cpuVariant})`);
         },
@@ -184,13 +232,17 @@ export async function benchVsLlamaCpp(options: VsLlamaCppOptions): Promise<void>
     }
   }
 
-  const summarize = (samples: Sample[]) => {
+  const summarize = (samples: Sample[]): Summary => {
     const prefill: Record<number, number> = {};
     for (const context of options.contexts) {
       const xs = samples.map((s) => s.prefill[context]).filter((x): x is number => x !== undefined);
       if (xs.length) prefill[context] = median(xs);
     }
-    return { prefill, decode: median(samples.map((s) => s.decode)), peak_rss_bytes: Math.max(...samples.map((s) => s.peakRssBytes)) };
+    const parallel = samples.map((s) => s.parallelDecode).filter((x): x is number => x !== undefined);
+    return {
+      prefill, decode: median(samples.map((s) => s.decode)), parallel_decode: parallel.length ? median(parallel) : undefined,
+      peak_rss_bytes: Math.max(...samples.map((s) => s.peakRssBytes)),
+    };
   };
   const rows: Row[] = cases.map(({ model, type, file }) => {
     const key = `${model}/${type}`;
@@ -202,7 +254,7 @@ export async function benchVsLlamaCpp(options: VsLlamaCppOptions): Promise<void>
       model, type, file, file_bytes: statSync(file).size,
       ctxr: { ...a, samples: ours.get(key)! },
       llamacpp: { ...b, samples: theirs.get(key)!, cpu_variant: [...new Set(theirs.get(key)!.map((s) => s.cpuVariant))].join(",") },
-      ratio: { prefill: prefillRatio, decode: a.decode / b.decode },
+      ratio: { prefill: prefillRatio, decode: a.decode / b.decode, parallel_decode: a.parallel_decode !== undefined && b.parallel_decode !== undefined ? a.parallel_decode / b.parallel_decode : undefined },
     };
   });
 
@@ -214,16 +266,18 @@ export async function benchVsLlamaCpp(options: VsLlamaCppOptions): Promise<void>
   console.log(`ctxr: ${options.executable} (KV ${kvDtype}); ${options.threads} threads both; ${options.runs} interleaved repetitions (contexts > 1024: ${Math.min(options.longRuns, options.runs)}), medians; decode ${options.decodeSteps} steps after ${options.decodeAfter} tokens`);
   console.log("");
   const prefillHeads = options.contexts.map((c) => `prefill ${c} ctxr / llama.cpp tok/s | ×`);
-  console.log(`| model | type | file MiB | ${prefillHeads.join(" | ")} | decode ctxr / llama.cpp tok/s | × | peak RSS MiB ctxr / llama.cpp |`);
-  console.log(`|---|---|---|${options.contexts.map(() => "---|---|").join("")}---|---|---|`);
+  const parallelHead = options.parallel > 1 ? ` ${options.parallel}-stream decode ctxr / llama.cpp tok/s | × |` : "";
+  console.log(`| model | type | file MiB | ${prefillHeads.join(" | ")} | decode ctxr / llama.cpp tok/s | × |${parallelHead} peak RSS MiB ctxr / llama.cpp |`);
+  console.log(`|---|---|---|${options.contexts.map(() => "---|---|").join("")}---|---|${options.parallel > 1 ? "---|---|" : ""}---|`);
   for (const r of rows) {
     const prefill = options.contexts.map((c) => `${fixed(r.ctxr.prefill[c], 0)} / ${fixed(r.llamacpp.prefill[c], 0)} | ${fixed(r.ratio.prefill[c], 2)}`);
-    console.log(`| ${r.model} | ${r.type.toUpperCase()} | ${mib(r.file_bytes)} | ${prefill.join(" | ")} | ${fixed(r.ctxr.decode)} / ${fixed(r.llamacpp.decode)} | ${fixed(r.ratio.decode, 2)} | ${mib(r.ctxr.peak_rss_bytes)} / ${mib(r.llamacpp.peak_rss_bytes)} |`);
+    const parallel = options.parallel > 1 ? ` ${fixed(r.ctxr.parallel_decode)} / ${fixed(r.llamacpp.parallel_decode)} | ${fixed(r.ratio.parallel_decode, 2)} |` : "";
+    console.log(`| ${r.model} | ${r.type.toUpperCase()} | ${mib(r.file_bytes)} | ${prefill.join(" | ")} | ${fixed(r.ctxr.decode)} / ${fixed(r.llamacpp.decode)} | ${fixed(r.ratio.decode, 2)} |${parallel} ${mib(r.ctxr.peak_rss_bytes)} / ${mib(r.llamacpp.peak_rss_bytes)} |`);
   }
   if (options.json) {
     writeFileSync(options.json, JSON.stringify({
       mode: "vs-llamacpp", command: options.command, cpu, threads: options.threads, runs: options.runs, long_runs: options.longRuns,
-      decode_after: options.decodeAfter, decode_steps: options.decodeSteps, ctxr_kv_dtype: kvDtype,
+      decode_after: options.decodeAfter, decode_steps: options.decodeSteps, parallel: options.parallel, ctxr_kv_dtype: kvDtype,
       llamacpp: { node_llama_cpp: llama.version, release: llama.release, dir: llama.dir, cpu_variants: [...variants] }, rows,
     }, null, 2));
   }
@@ -231,5 +285,6 @@ export async function benchVsLlamaCpp(options: VsLlamaCppOptions): Promise<void>
 
 function describe(sample: Sample): string {
   const prefill = Object.entries(sample.prefill).map(([c, v]) => `prefill ${c} ${v.toFixed(0)} tok/s`).join(", ");
-  return `${prefill}, decode ${sample.decode.toFixed(1)} tok/s, peak RSS ${mib(sample.peakRssBytes)} MiB`;
+  const parallel = sample.parallelDecode === undefined ? "" : `, parallel decode ${sample.parallelDecode.toFixed(1)} tok/s`;
+  return `${prefill}, decode ${sample.decode.toFixed(1)} tok/s${parallel}, peak RSS ${mib(sample.peakRssBytes)} MiB`;
 }

@@ -120,6 +120,8 @@ export interface LlamaNativeOptions {
   decodeAfter: number;
   decodeSteps: number;
   trials: number;
+  /** > 1: also N sequences of decodeAfter tokens decoded together, one token each per llama_decode. */
+  parallel?: number;
 }
 
 export interface LlamaNativeResult {
@@ -127,6 +129,8 @@ export interface LlamaNativeResult {
   prefill: Record<number, number>;
   /** Decode tokens/s (median of the trials). */
   decode: number;
+  /** With options.parallel > 1: the N sequences' total decode tokens/s (median of the trials). */
+  parallelDecode?: number;
   /** The ggml CPU variant loaded (libggml-cpu-<variant>.so), "unknown" if never seen. */
   cpuVariant: string;
   /** Peak RSS of the process in bytes. */
@@ -154,6 +158,7 @@ export async function runLlamaNative(llama: LlamaCpp, model: string, options: Ll
   const argv = [
     llama.binary, model, "--threads", String(options.threads), "--contexts", options.contexts.join(","),
     "--decode-after", String(options.decodeAfter), "--decode-steps", String(options.decodeSteps), "--trials", String(options.trials),
+    ...(options.parallel !== undefined && options.parallel > 1 ? ["--parallel", String(options.parallel)] : []),
   ];
   const child = Bun.spawn(argv, { stdout: "pipe", stderr: "pipe", env: { ...process.env, LLAMA_LIB_DIR: llama.libDir } });
   let variant: string | null = null;
@@ -168,9 +173,14 @@ export async function runLlamaNative(llama: LlamaCpp, model: string, options: Ll
   const raw = JSON.parse(line) as Record<string, unknown>;
   const prefill: Record<number, number> = {};
   for (const context of options.contexts) prefill[context] = median(raw[`prefill_${context}_tok_s`] as number[]);
+  const parallel = raw.parallel_decode_tok_s as number[] | undefined;
+  if (options.parallel !== undefined && options.parallel > 1 && !parallel?.length) {
+    throw new Error(`llama_native printed no parallel_decode_tok_s for --parallel ${options.parallel} (an older build? rebuild it from ../shared/tools/llama-native)`);
+  }
   return {
     prefill,
     decode: median(raw.decode_tok_s as number[]),
+    parallelDecode: parallel?.length ? median(parallel) : undefined,
     cpuVariant: variant ?? "unknown",
     peakRssBytes: child.resourceUsage()?.maxRSS ?? NaN,
     raw,

@@ -8,6 +8,12 @@ template, so that llama.cpp loads it, tokenizes with it and computes logits we c
     /usr/bin/python3 scripts/oracle/random_gguf.py --arch llama --out m.gguf [--seed 1]
         [--hidden 256] [--layers 2] [--heads 4] [--kv-heads 2] [--ffn 512] [--context 4096]
         [--sliding-window N]   (architectures with sliding-window layers; default theirs)
+        [--vocab N] [--dtype f32|f16]
+
+--vocab N pads the vocabulary with ordinary tokens (never produced by the merges) up to N entries,
+so that the embedding and output matrices have a real model's size (Qwen3: 151936, Gemma 3:
+262144): they dominate a small model's decode. --dtype f16 stores the matrices as F16 (half the
+disk and memory of a ~1B-parameter file; llama.cpp's quantizer reads either).
 
 gguf-py comes from the llama.cpp source in the node-llama-cpp package (numpy only): --gguf-py DIR
 or the GGUF_PY environment variable names its folder.
@@ -63,13 +69,21 @@ CHAT_TEMPLATE = (
 )
 
 
-def vocabulary():
+def vocabulary(size=0):
+    """The byte tokens, the merges' tokens, the special tokens, then padding up to `size` entries."""
     tokens = byte_tokens()
     for merge in MERGES:
         tokens.append(merge.replace(" ", ""))
     first_special = len(tokens)
     tokens += SPECIAL
     types = [1] * first_special + [3] * len(SPECIAL)  # NORMAL, CONTROL
+    if size and size < len(tokens):
+        sys.exit(f"--vocab {size} is below the {len(tokens)} tokens the file needs")
+    padding = max(0, size - len(tokens))
+    # Ordinary tokens no merge produces: distinct strings of byte-level characters ("Ġ" never
+    # starts one, so none is a word the pre-tokenizer could form from a merge).
+    tokens += [f"pad{i}" for i in range(padding)]
+    types += [1] * padding
     return tokens, types, first_special
 
 
@@ -87,6 +101,8 @@ def main():
     parser.add_argument("--context", type=int, default=4096)
     parser.add_argument("--arch-option", action="append", default=[], metavar="KEY=VALUE", help="an architecture module's own setting (shape.options)")
     parser.add_argument("--sliding-window", type=int, default=0, help="sliding-window layers' window (default: the architecture's)")
+    parser.add_argument("--vocab", type=int, default=0, help="pad the vocabulary to this many tokens")
+    parser.add_argument("--dtype", choices=["f32", "f16"], default="f32", help="the matrices' type (norms stay f32)")
     parser.add_argument("--gguf-py", default=os.environ.get("GGUF_PY"))
     args = parser.parse_args()
     if args.gguf_py:
@@ -99,7 +115,7 @@ def main():
     except ModuleNotFoundError:
         known = sorted(f[5:-3] for f in os.listdir(HERE) if f.startswith("arch_") and f.endswith(".py"))
         sys.exit(f"unknown --arch {args.arch} (known: {', '.join(known)})")
-    tokens, types, first_special = vocabulary()
+    tokens, types, first_special = vocabulary(args.vocab)
     options = {}
     for option in args.arch_option:
         key, sep, value = option.partition("=")
@@ -111,7 +127,7 @@ def main():
 
     writer = gguf.GGUFWriter(args.out, getattr(arch, "GGUF_ARCH", args.arch))
     writer.add_name(getattr(arch, "MODEL_NAME", f"random {args.arch}"))
-    writer.add_file_type(0)  # ALL_F32
+    writer.add_file_type(1 if args.dtype == "f16" else 0)  # MOSTLY_F16 / ALL_F32
     writer.add_context_length(shape.context)
     writer.add_embedding_length(shape.hidden)
     writer.add_block_count(shape.layers)
@@ -130,11 +146,17 @@ def main():
     writer.add_add_bos_token(False)
     writer.add_chat_template(getattr(arch, "CHAT_TEMPLATE", CHAT_TEMPLATE))
 
+    matrix_dtype = np.float16 if args.dtype == "f16" else np.float32
+
     def tensor(name, rows, cols=None):
         if cols is None:  # a norm weight: around 1 so that activations keep their scale
             writer.add_tensor(name, (1.0 + 0.1 * rng.standard_normal(rows)).astype(np.float32))
-        else:
+        elif matrix_dtype is np.float32:  # the draws every existing fixture was made with
             writer.add_tensor(name, (rng.standard_normal((rows, cols)) / np.sqrt(cols)).astype(np.float32))
+        else:  # drawn in float32: a ~1B-parameter file in seconds, without float64 temporaries
+            values = rng.standard_normal((rows, cols), dtype=np.float32)
+            values *= np.float32(1 / np.sqrt(cols))
+            writer.add_tensor(name, values.astype(matrix_dtype))
 
     arch.write(writer, rng, shape, tensor)
     writer.write_header_to_file()

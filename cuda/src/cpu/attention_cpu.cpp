@@ -294,7 +294,8 @@ inline void accumulate_chunk_mass(const float* p, int mp, int n, int c0, bool ma
 }
 
 // A tile of `count` consecutive batch tokens (same sequence) x the `group` query heads of kv
-// head kvh. With `chunk_stats` (chunk mode), the tile's statistics tokens also get their chunk
+// head kvh. Each row sees entries first_entry .. token_len - 1 (its sliding window, if any): the
+// K/V chunks start at the tile's lowest first entry and each row is masked at both of its ends. With `chunk_stats` (chunk mode), the tile's statistics tokens also get their chunk
 // masses per head from the same probabilities: per row and chunk, the sum of exp(s - running max)
 // is rescaled with the accumulator and divided by the row's sum at the end.
 void run_tile(const Job& J, int first, int count, int kvh, bool chunk_stats) {
@@ -304,9 +305,9 @@ void run_tile(const Job& J, int first, int count, int kvh, bool chunk_stats) {
   const int mp = static_cast<int>(round8(m));
   const float scale = b.scale;
   const int chunks = chunk_stats ? b.stat_chunks : 0;
-  // Layout: qt[hd][mp], s[kChunk][mp], o[mp][hd], mrow, lrow, alpha, lens[mp], cmass[chunks][mp].
+  // Layout: qt[hd][mp], s[kChunk][mp], o[mp][hd], mrow, lrow, alpha, lens[mp], starts[mp], cmass[chunks][mp].
   Scratch& sc = tls_scratch;
-  float* qt = sc.floats(static_cast<size_t>(hd) * mp + static_cast<size_t>(kChunk) * mp + static_cast<size_t>(mp) * hd + 4 * mp +
+  float* qt = sc.floats(static_cast<size_t>(hd) * mp + static_cast<size_t>(kChunk) * mp + static_cast<size_t>(mp) * hd + 5 * mp +
                         static_cast<size_t>(chunks) * mp + 64);
   float* s = qt + static_cast<size_t>(hd) * mp;
   float* o = s + static_cast<size_t>(kChunk) * mp;
@@ -314,7 +315,8 @@ void run_tile(const Job& J, int first, int count, int kvh, bool chunk_stats) {
   float* lrow = mrow + mp;
   float* alpha = lrow + mp;
   auto* lens = reinterpret_cast<int32_t*>(alpha + mp);
-  float* cmass = alpha + 2 * mp;
+  auto* starts = reinterpret_cast<int32_t*>(alpha + 2 * mp);
+  float* cmass = alpha + 3 * mp;
   const int32_t* chunk_of = chunk_stats ? J.chunk_of(first) : nullptr;
   if (chunk_stats) std::fill(cmass, cmass + static_cast<size_t>(chunks) * mp, 0.f);
   if (sc.ptrs.size() < 2 * kChunk) sc.ptrs.resize(2 * kChunk);
@@ -323,18 +325,23 @@ void run_tile(const Job& J, int first, int count, int kvh, bool chunk_stats) {
   float* kwide = J.half ? sc.wide(2 * static_cast<size_t>(kChunk) * hd) : nullptr;
   float* vwide = J.half ? kwide + static_cast<size_t>(kChunk) * hd : nullptr;
 
-  int maxlen = 0, minlen = 1 << 30;
+  int maxlen = 0, minlen = 1 << 30, minstart = 1 << 30, maxstart = 0;
   for (int i = 0; i < mp; i++) {
     if (i < m) {
       int t = first + i / group, g = i % group;
       const float* qr = J.q + static_cast<size_t>(t) * J.q_stride + static_cast<size_t>(kvh * group + g) * hd;
       for (int d = 0; d < hd; d++) qt[static_cast<size_t>(d) * mp + i] = qr[d];
       lens[i] = b.token_len[t];
+      starts[i] = J.first_entry(t);
       maxlen = std::max(maxlen, lens[i]);
       minlen = std::min(minlen, lens[i]);
+      minstart = std::min(minstart, starts[i]);
+      maxstart = std::max(maxstart, starts[i]);
     } else {
       for (int d = 0; d < hd; d++) qt[static_cast<size_t>(d) * mp + i] = 0.f;
-      lens[i] = 1;  // padding rows see entry 0 only; their results are dropped
+      // padding rows see the first real row's entries; their results are dropped
+      lens[i] = lens[0];
+      starts[i] = starts[0];
     }
     mrow[i] = -INFINITY;
     lrow[i] = 0.f;
@@ -343,7 +350,10 @@ void run_tile(const Job& J, int first, int count, int kvh, bool chunk_stats) {
   const int off = kvh * hd;
   const __m256 vscale = _mm256_set1_ps(scale), neg_inf = _mm256_set1_ps(-INFINITY);
 
-  for (int c0 = 0; c0 < maxlen; c0 += kChunk) {
+  // Chunks are aligned to kChunk (from entry 0) so that a windowed tile reads the same chunks'
+  // entries in the same order as an unwindowed one would; masked entries add exactly 0.
+  const int c_begin = minstart - minstart % kChunk;
+  for (int c0 = c_begin; c0 < maxlen; c0 += kChunk) {
     const int n = std::min(kChunk, maxlen - c0);
     J.f32_rows(J.kc, tab, off, c0, n, kwide, krow);
     J.f32_rows(J.vc, tab, off, c0, n, vwide, vrow);
@@ -352,24 +362,30 @@ void run_tile(const Job& J, int first, int count, int kvh, bool chunk_stats) {
     for (; i0 + 16 <= mp; i0 += 16) score_rows<2>(qt + i0, mp, krow, n, hd, s + i0, mp);
     if (i0 < mp) score_rows<1>(qt + i0, mp, krow, n, hd, s + i0, mp);
     // Online softmax, 8 rows per vector.
-    const bool masked = c0 + n > minlen;
+    const bool masked_end = c0 + n > minlen, masked_start = c0 < maxstart;
     for (i0 = 0; i0 < mp; i0 += 8) {
       __m256 mx = _mm256_loadu_ps(mrow + i0);
       const __m256 m_old = mx;
-      if (masked) {
+      if (masked_end || masked_start) {
         const __m256i lenv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(lens + i0));
+        const __m256i startv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(starts + i0));
         for (int j = 0; j < n; j++) {
           float* sj = s + static_cast<size_t>(j) * mp + i0;
-          __m256 keep = _mm256_castsi256_ps(_mm256_cmpgt_epi32(lenv, _mm256_set1_epi32(c0 + j)));
-          __m256 v = _mm256_blendv_ps(neg_inf, _mm256_loadu_ps(sj), keep);
+          const __m256i entry = _mm256_set1_epi32(c0 + j);
+          // keep: start <= entry < len
+          const __m256i keep = _mm256_andnot_si256(_mm256_cmpgt_epi32(startv, entry), _mm256_cmpgt_epi32(lenv, entry));
+          __m256 v = _mm256_blendv_ps(neg_inf, _mm256_loadu_ps(sj), _mm256_castsi256_ps(keep));
           _mm256_storeu_ps(sj, v);
           mx = _mm256_max_ps(mx, v);
         }
       } else {
         for (int j = 0; j < n; j++) mx = _mm256_max_ps(mx, _mm256_loadu_ps(s + static_cast<size_t>(j) * mp + i0));
       }
-      const __m256 a = exp8(_mm256_mul_ps(_mm256_sub_ps(m_old, mx), vscale));
-      const __m256 mxs = _mm256_mul_ps(mx, vscale);
+      // A row whose window starts past this chunk has no entry yet (max -inf): its probabilities
+      // and factor are computed against 0 instead (exp(-inf) = 0, not exp(-inf + inf)).
+      const __m256 mx_finite = _mm256_blendv_ps(mx, _mm256_setzero_ps(), _mm256_cmp_ps(mx, neg_inf, _CMP_EQ_OQ));
+      const __m256 a = exp8(_mm256_mul_ps(_mm256_sub_ps(m_old, mx_finite), vscale));
+      const __m256 mxs = _mm256_mul_ps(mx_finite, vscale);
       __m256 sum0 = _mm256_setzero_ps(), sum1 = _mm256_setzero_ps();
       int j = 0;
       for (; j + 2 <= n; j += 2) {
@@ -393,9 +409,9 @@ void run_tile(const Job& J, int first, int count, int kvh, bool chunk_stats) {
       _mm256_storeu_ps(mrow + i0, mx);
       _mm256_storeu_ps(alpha + i0, a);
     }
-    if (chunk_stats) accumulate_chunk_mass(s, mp, n, c0, masked, lens, chunk_of, alpha, chunks, cmass);
+    if (chunk_stats) accumulate_chunk_mass(s, mp, n, c0, masked_end, lens, chunk_of, alpha, chunks, cmass);
     // o = o * alpha + P·V (the first chunk starts from zero).
-    pv_all(s, 1, mp, vrow, 0, n, hd, c0 == 0 ? Start::kZero : Start::kScaled, alpha, o, hd, m);
+    pv_all(s, 1, mp, vrow, 0, n, hd, c0 == c_begin ? Start::kZero : Start::kScaled, alpha, o, hd, m);
   }
   if (chunk_stats) {
     for (int i = 0; i < m; i++) {
@@ -734,15 +750,10 @@ void run_attention(const Job& J, int threads) {
   std::vector<int> singles;
   const int tile_tokens = std::max(1, kTileRows / J.group);
   const int spread = 2 * kChunk;  // a tile's lengths stay within this of each other
-  // The tiles mask each row at its end only: with a sliding window every token takes the
-  // per-token path over its window (a window's cost per token is bounded anyway).
+  // Tiles of a sliding-window layer read only their rows' windows; their chunk statistics are
+  // left to the statistics items (which honour the window).
   const bool windowed = b.window > 0;
   for (int t = 0; t < n;) {
-    if (windowed && fast) {
-      singles.push_back(t);
-      t++;
-      continue;
-    }
     if (!fast) {
       items.push_back({Item::kPlain, t, 1, 0, 0, 0, 2.0 * b.token_len[t] * b.heads, nullptr});
       t++;
@@ -760,11 +771,11 @@ void run_attention(const Job& J, int threads) {
     const int count = end - t;
     if (count >= 2 && count * J.group >= 8) {
       bool tile_stats = false;
-      if (stats && J.chunk_mode())
+      if (stats && J.chunk_mode() && !windowed)
         for (int u = t; u < end; u++) tile_stats |= has_stats(u);
       if (tile_stats) std::fill(tiled.begin() + t, tiled.begin() + end, 1);
       for (int h = 0; h < b.kv_heads; h++)
-        items.push_back({Item::kTile, t, count, h, tile_stats ? 1 : 0, 0, static_cast<double>(hi) * count * J.group, nullptr});
+        items.push_back({Item::kTile, t, count, h, tile_stats ? 1 : 0, 0, static_cast<double>(hi - (windowed ? J.first_entry(t) : 0)) * count * J.group, nullptr});
       t = end;
     } else {
       singles.push_back(t);

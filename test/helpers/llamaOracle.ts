@@ -143,12 +143,14 @@ export async function ctxrLogprobs(runner: string, file: string, ids: readonly n
   try {
     const vocab = runnerProcess.info.vocab;
     const table = await runnerProcess.alloc(blocks);
+    // A model with sliding-window layers (two KV groups) keeps their KV in a table of its own.
+    const tables = runnerProcess.info.kv_groups === undefined ? { table } : { table, slidingTable: await runnerProcess.alloc(blocks, 1) };
     const logits = new Float32Array(ids.length * vocab);
     const prefillRows = sequenceRange(0, prefill);
-    const first = await runnerProcess.forward({ sequences: [{ table, tokens: ids.slice(0, prefill), indices: prefillRows, logitRows: prefillRows }] });
+    const first = await runnerProcess.forward({ sequences: [{ ...tables, tokens: ids.slice(0, prefill), indices: prefillRows, logitRows: prefillRows }] });
     logits.set(first.logits[0]!, 0);
     for (let i = prefill; i < ids.length; i++) {
-      const step = await runnerProcess.forward({ sequences: [{ table, tokens: [ids[i]!], indices: [i], logitRows: [0] }] });
+      const step = await runnerProcess.forward({ sequences: [{ ...tables, tokens: [ids[i]!], indices: [i], logitRows: [0] }] });
       logits.set(step.logits[0]!, i * vocab);
     }
     return { rows: logSoftmaxRows(logits, vocab), vocab };

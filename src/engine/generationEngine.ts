@@ -46,6 +46,12 @@ export interface EngineOptions {
   device?: string;
   /** KV-cache blocks (default: the runner's, 8,192 tokens' worth). */
   kvBlocks?: number;
+  /**
+   * A model with sliding-window layers: the sliding-window group's blocks (default: as many as
+   * kvBlocks), and 1 to keep every layer's KV for every position in one group (a baseline).
+   */
+  kvSlidingBlocks?: number;
+  kvGroups?: 1 | 2;
   /** Tokens per KV block (default: the runner's, 16). */
   blockSize?: number;
   /** CPU threads of the runner (default: the runner's). */
@@ -173,6 +179,8 @@ export class GenerationEngine {
       executable,
       model: dir,
       blocks: options.kvBlocks,
+      ...(options.kvSlidingBlocks !== undefined ? { slidingBlocks: options.kvSlidingBlocks } : {}),
+      ...(options.kvGroups !== undefined ? { kvGroups: options.kvGroups } : {}),
       blockSize: options.blockSize,
       threads: options.threads,
       ...(options.kvDtype !== undefined ? { kvDtype: options.kvDtype } : {}),

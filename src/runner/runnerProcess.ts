@@ -61,6 +61,8 @@ export interface RunnerOptions {
   blocks?: number;
   /** Blocks of the sliding-window group on a model with sliding layers (default: the runner's, as many as `blocks`). */
   slidingBlocks?: number;
+  /** 1: keep a sliding-window model's every layer in one KV group, every position (default 2: a group per kind of layer). */
+  kvGroups?: 1 | 2;
   /** Tokens per KV block (default: the runner's, 16). */
   blockSize?: number;
   /** CPU threads (default: the runner's). */
@@ -133,6 +135,7 @@ export function runnerArgs(options: RunnerOptions): string[] {
   if (options.blocks !== undefined) args.push("--blocks", String(options.blocks));
   if (options.blockSize !== undefined) args.push("--block-size", String(options.blockSize));
   if (options.slidingBlocks !== undefined) args.push("--sliding-blocks", String(options.slidingBlocks));
+  if (options.kvGroups !== undefined) args.push("--kv-groups", String(options.kvGroups));
   if (options.threads !== undefined) args.push("--threads", String(options.threads));
   if (options.device !== undefined && options.device !== "cpu") args.push("--device", options.device);
   if (options.kvDtype !== undefined) args.push("--kv-dtype", options.kvDtype);

@@ -1,0 +1,90 @@
+/**
+ * Sliding-window attention done right, through `serve --model` on a Gemma 3-shaped model (global
+ * and sliding-window layers, two KV cache groups): over a multi-turn conversation, turn n reports
+ * at least 95% of turns 1..n−1 as `cached_tokens` (the full-attention blocks plus the window
+ * checkpoints the previous turn left), its answer and logprobs are those of a server that keeps
+ * every position's KV and caches nothing (`kvGroups: 1`, prefix cache off), and between requests
+ * the sliding group holds only window checkpoints, each at most the window.
+ */
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { writeTinyGemma3 } from "../helpers/gemma3TinyModel.ts";
+import { startEngineServer, type EngineTestServer } from "./serverKit.ts";
+
+const WINDOW = 32;
+const BLOCK = 16;
+const TURNS = 4;
+
+/** A user message of about 600 tokens, different each turn. */
+function userMessage(turn: number): string {
+  const words = ["the", "heart", "of", "a", "stone", "rests", "near", "the", "shore", "at", "noon", "then", "hears", "rain"];
+  const out: string[] = [`turn ${turn}:`];
+  for (let i = 0; i < 150; i++) out.push(words[(i * (turn + 3)) % words.length]!);
+  return out.join(" ");
+}
+
+interface Chat {
+  content: string;
+  cached: number;
+  promptTokens: number;
+  logprobs: { token: string; logprob: number }[];
+}
+
+async function chat(api: EngineTestServer, messages: { role: string; content: string }[]): Promise<Chat> {
+  const answer = await api.post("/v1/chat/completions", { model: "gemma3", messages, max_tokens: 6, temperature: 0, logprobs: true });
+  expect(answer.status).toBe(200);
+  const choice = answer.body.choices[0];
+  return {
+    content: choice.message.content,
+    cached: answer.body.usage.prompt_tokens_details?.cached_tokens ?? 0,
+    promptTokens: answer.body.usage.prompt_tokens,
+    logprobs: choice.logprobs.content.map((entry: { token: string; logprob: number }) => ({ token: entry.token, logprob: entry.logprob })),
+  };
+}
+
+describe("serve --model gemma3: sliding-window KV and the prefix cache across turns", () => {
+  let dir = "";
+  let sliding: EngineTestServer;
+  let everything: EngineTestServer;
+  beforeAll(async () => {
+    dir = mkdtempSync(join(tmpdir(), "ctxr-gemma3-swa-"));
+    const model = writeTinyGemma3(dir, { window: WINDOW, layers: 4, pattern: [true, true, false, true], seed: 11 });
+    sliding = await startEngineServer(model.gguf, { kvBlocks: 512, blockSize: BLOCK });
+    everything = await startEngineServer(model.gguf, { kvBlocks: 512, blockSize: BLOCK, kvGroups: 1, prefixCache: false });
+  }, 120_000);
+  afterAll(async () => {
+    await sliding?.close();
+    await everything?.close();
+    if (dir) rmSync(dir, { recursive: true, force: true });
+  });
+
+  test("turn n finds ≥ 95% of turns 1..n−1 cached and answers as the keep-everything server does", async () => {
+    const runnerGroups = sliding.engine.runner.info.kv_groups;
+    expect(runnerGroups?.[1]).toMatchObject({ kind: "sliding_window", sliding_window: WINDOW, layers: [0, 1, 3] });
+    expect(everything.engine.runner.info.kv_groups).toBeUndefined();
+    const messages: { role: string; content: string }[] = [];
+    const perCheckpoint = Math.ceil(WINDOW / BLOCK);
+    for (let turn = 1; turn <= TURNS; turn++) {
+      const earlier = messages.length === 0 ? 0 : (await sliding.engine.tokenizeChatPrompt(messages, { addGenerationPrompt: false })).length;
+      messages.push({ role: "user", content: userMessage(turn) });
+      const got = await chat(sliding, messages);
+      const want = await chat(everything, messages);
+      expect(got.promptTokens).toBe(want.promptTokens);
+      expect(want.cached).toBe(0);
+      if (turn > 1) expect(got.cached).toBeGreaterThanOrEqual(0.95 * earlier);
+      else expect(got.cached).toBe(0);
+      expect(got.content).toBe(want.content);
+      expect(got.logprobs.map((entry) => entry.token)).toEqual(want.logprobs.map((entry) => entry.token));
+      got.logprobs.forEach((entry, i) => expect(Math.abs(entry.logprob - want.logprobs[i]!.logprob)).toBeLessThan(2e-3));
+      // Between requests the sliding group holds window checkpoints only, each turn at most the window's blocks.
+      const stats = sliding.engine.scheduler.stats;
+      expect(stats.running).toBe(0);
+      expect(stats.kvSlidingBlocksUsed).toBe(stats.kvSlidingBlocksCheckpointed);
+      expect(stats.kvSlidingBlocksUsed).toBeGreaterThan(0);
+      expect(stats.kvSlidingBlocksUsed).toBeLessThanOrEqual(turn * perCheckpoint);
+      messages.push({ role: "assistant", content: got.content });
+    }
+  }, 300_000);
+});

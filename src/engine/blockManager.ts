@@ -8,9 +8,9 @@
 import { slidingGroupOf, type RunnerInfo } from "../runner/runnerProtocol.ts";
 import type { ChunkCache } from "../kv/chunkCache.ts";
 import { KvBlockPool, KvBlockTable, type BlockRunner, type GrowRequest } from "../kv/kvBlockTable.ts";
-import { PrefixBlockCache, blockHash, chainRoot, type PrefixBlockCacheStats, type PrefixCacheEvents, type StoredPrefixBlock } from "../kv/prefixBlockCache.ts";
+import { PrefixBlockCache, blockHash, chainRoot, type KvCacheGroupTag, type PrefixBlockCacheStats, type PrefixCacheEvents, type StoredPrefixBlock } from "../kv/prefixBlockCache.ts";
 import type { RecomputePolicy } from "../kv/recomputeSelection.ts";
-import { SlidingWindowGroup, type SlidingGroupEvents } from "../kv/slidingWindowGroup.ts";
+import { SlidingWindowGroup } from "../kv/slidingWindowGroup.ts";
 import { DEFAULT_KV_POLICY } from "./schedulerTypes.ts";
 import type { Sequence } from "./sequence.ts";
 
@@ -23,11 +23,11 @@ export interface BlockManagerOptions {
   chunkCache?: ChunkCache | null;
   /** The server's recompute policy (a "full" prefill uses no cache at all). */
   kvPolicy?: RecomputePolicy;
-  /** KV events of the sliding-window group's checkpoints (a model with two KV groups). */
-  slidingEvents?: SlidingGroupEvents;
 }
 
 type PoolInfo = Pick<RunnerInfo, "block_size" | "free_blocks" | "kv_groups">;
+
+const FULL_ATTENTION_GROUP: KvCacheGroupTag = { index: 0, kind: "full_attention" };
 
 export class BlockManager {
   private blockPool: KvBlockPool;
@@ -56,7 +56,12 @@ export class BlockManager {
   private newSlidingGroup(info: PoolInfo): SlidingWindowGroup | null {
     const group = slidingGroupOf(info);
     if (group === null) return null;
-    return new SlidingWindowGroup(this.runner, group, info.block_size, this.options.prefixCache ?? true, this.options.slidingEvents);
+    return new SlidingWindowGroup(this.runner, group, info.block_size, this.options.prefixCache ?? true, this.options.prefixEvents);
+  }
+
+  /** The full-attention group's KV event fields on a model with two groups (none with one). */
+  private get fullGroupTag(): KvCacheGroupTag | undefined {
+    return this.slidingGroup === null ? undefined : FULL_ATTENTION_GROUP;
   }
 
   /** The pool of the runner's blocks (replaced when the runner restarts). */
@@ -101,7 +106,11 @@ export class BlockManager {
   private newPrefixCache(): PrefixBlockCache | null {
     if (!(this.options.prefixCache ?? true)) return null;
     const events = this.options.prefixEvents;
-    return new PrefixBlockCache(events === undefined ? undefined : (hashes) => events.removed(hashes));
+    return new PrefixBlockCache(events === undefined ? undefined : (hashes) => {
+      const group = this.fullGroupTag;
+      if (group === undefined) events.removed(hashes);
+      else events.removed(hashes, group);
+    });
   }
 
   private get chunkCache(): ChunkCache | null {
@@ -204,7 +213,8 @@ export class BlockManager {
         table.blocks[i] = cached;
         spare.push(block);
       } else if (this.options.prefixEvents !== undefined) {
-        stored.push({ hash: hashes[i]!, parent, tokens: sequence.tokens.slice(i * blockSize, (i + 1) * blockSize) });
+        const group = this.fullGroupTag;
+        stored.push({ hash: hashes[i]!, parent, tokens: sequence.tokens.slice(i * blockSize, (i + 1) * blockSize), ...(group === undefined ? {} : { group }) });
       }
     }
     sequence.prefixHashes = hashes;

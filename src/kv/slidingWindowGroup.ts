@@ -17,14 +17,9 @@
  */
 import type { KvGroupInfo } from "../runner/runnerProtocol.ts";
 import { KvBlockPool, KvBlockTable, NO_BLOCK, type BlockRunner, type GrowRequest } from "./kvBlockTable.ts";
+import type { KvCacheGroupTag, PrefixCacheEvents, StoredPrefixBlock } from "./prefixBlockCache.ts";
 import { SlidingCheckpointCache, type SlidingCheckpointStats } from "./slidingCheckpointCache.ts";
 import { checkpointSpan, firstLiveBlock, longestSlidingResume } from "./slidingWindowSpan.ts";
-
-/** What the group tells the KV events: checkpoints stored (their hashes' blocks) and evicted. */
-export interface SlidingGroupEvents {
-  stored(hashes: readonly { hash: string; parent: string | null; tokens: readonly number[] }[]): void;
-  removed(hashes: readonly string[]): void;
-}
 
 /** A sequence's sliding-window table and the checkpoint blocks it reads (block index → hash). */
 class SlidingTable extends KvBlockTable {
@@ -36,15 +31,19 @@ export class SlidingWindowGroup {
   readonly window: number;
   private readonly checkpoints: SlidingCheckpointCache | null;
   private readonly tables = new WeakMap<KvBlockTable, SlidingTable>();
+  /** Its KV events' group fields (vLLM's group_idx 1, kv_cache_spec_kind "sliding_window"). */
+  readonly tag: KvCacheGroupTag;
 
   constructor(
     runner: BlockRunner,
     group: Pick<KvGroupInfo, "free_blocks" | "num_blocks"> & { sliding_window: number },
     readonly blockSize: number,
     prefixCache: boolean,
-    private readonly events?: SlidingGroupEvents,
+    /** Told the checkpoints stored and evicted (the prefix cache's KV events, tagged with the group). */
+    private readonly events?: PrefixCacheEvents,
   ) {
     this.window = group.sliding_window;
+    this.tag = { index: 1, kind: "sliding_window", slidingWindow: this.window };
     this.pool = new KvBlockPool(runner, blockSize, group.num_blocks, group.free_blocks, 1);
     this.checkpoints = prefixCache ? new SlidingCheckpointCache() : null;
   }
@@ -124,14 +123,15 @@ export class SlidingWindowGroup {
     const table = this.tables.get(full);
     if (table === undefined) return;
     const spare = new KvBlockTable(this.blockSize);
-    const stored: { hash: string; parent: string | null; tokens: readonly number[] }[] = [];
+    const stored: StoredPrefixBlock[] = [];
     if (this.checkpoints !== null && cached > 0) {
       const { first, end } = checkpointSpan(cached, this.window, this.blockSize);
       for (let i = first; i < end && i < table.blocks.length; i++) {
         const block = table.blocks[i]!;
         if (block === NO_BLOCK || table.checkpointed.has(i)) continue;
         table.blocks[i] = NO_BLOCK;
-        if (this.checkpoints.insert(hashes[i]!, block)) stored.push({ hash: hashes[i]!, parent: i === 0 ? null : hashes[i - 1]!, tokens: tokens.slice(i * this.blockSize, (i + 1) * this.blockSize) });
+        if (this.checkpoints.insert(hashes[i]!, block))
+          stored.push({ hash: hashes[i]!, parent: i === 0 ? null : hashes[i - 1]!, tokens: tokens.slice(i * this.blockSize, (i + 1) * this.blockSize), group: this.tag });
         else spare.blocks.push(block);
       }
     }
@@ -150,7 +150,7 @@ export class SlidingWindowGroup {
   async evict(count: number, stranded: (hash: string) => boolean): Promise<void> {
     if (this.checkpoints === null || count <= 0) return;
     const { blocks, hashes } = this.checkpoints.evict(count, stranded);
-    if (hashes.length > 0) this.events?.removed(hashes);
+    if (hashes.length > 0) this.events?.removed(hashes, this.tag);
     const spare = new KvBlockTable(this.blockSize);
     spare.blocks.push(...blocks);
     await this.pool.release([spare]);

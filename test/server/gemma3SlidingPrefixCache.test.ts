@@ -10,6 +10,8 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { NO_BLOCK } from "../../src/kv/kvBlockTable.ts";
+import type { ForwardRequest } from "../../src/runner/runnerProtocol.ts";
 import { writeTinyGemma3 } from "../helpers/gemma3TinyModel.ts";
 import { startEngineServer, type EngineTestServer } from "./serverKit.ts";
 
@@ -66,6 +68,20 @@ describe("serve --model gemma3: sliding-window KV and the prefix cache across tu
     expect(everything.engine.runner.info.kv_groups).toBeUndefined();
     const messages: { role: string; content: string }[] = [];
     const perCheckpoint = Math.ceil(WINDOW / BLOCK);
+    // Every FORWARD: the sliding blocks a sequence brings from earlier steps are at most ceil(window/block)+1.
+    const runner = sliding.engine.runner;
+    const forward = runner.forward.bind(runner);
+    let mostCarried = 0;
+    let steps = 0;
+    runner.forward = (request: ForwardRequest) => {
+      for (const sequence of request.sequences) {
+        const earlier = Math.ceil(sequence.indices[0]! / BLOCK);
+        const carried = sequence.slidingTable!.slice(0, earlier).filter((block) => block !== NO_BLOCK).length;
+        mostCarried = Math.max(mostCarried, carried);
+        steps++;
+      }
+      return forward(request);
+    };
     for (let turn = 1; turn <= TURNS; turn++) {
       const earlier = messages.length === 0 ? 0 : (await sliding.engine.tokenizeChatPrompt(messages, { addGenerationPrompt: false })).length;
       messages.push({ role: "user", content: userMessage(turn) });
@@ -86,5 +102,7 @@ describe("serve --model gemma3: sliding-window KV and the prefix cache across tu
       expect(stats.kvSlidingBlocksUsed).toBeLessThanOrEqual(turn * perCheckpoint);
       messages.push({ role: "assistant", content: got.content });
     }
+    expect(steps).toBeGreaterThan(TURNS * 6);
+    expect(mostCarried).toBe(Math.ceil(WINDOW / BLOCK) + 1);
   }, 300_000);
 });

@@ -117,4 +117,30 @@ describe("serve --model gemma3: sliding-window KV and the prefix cache across tu
     // The keep-everything server (one KV group) takes both.
     expect((await everything.post("/v1/chat/completions", { model: "gemma3", messages, ctxr: { kv_budget: 0.5 }, max_tokens: 2 })).status).toBe(200);
   }, 120_000);
+
+  test("a sliding pool of one sequence's worth: concurrent requests wait for it (admission counts each group), checkpoints are evicted for room, answers stay the keep-everything server's", async () => {
+    const model = sliding.engine.modelDir;
+    // ceil(32/16) + 1 blocks of window and a 512-token chunk's 32: one prefilling sequence at a time.
+    const tight = await startEngineServer(model, { kvBlocks: 512, blockSize: BLOCK, kvSlidingBlocks: 3 + 32 });
+    try {
+      expect(tight.engine.runner.info.kv_groups?.[1]?.num_blocks).toBe(35);
+      const conversations = [1, 2, 3, 4].map((turn) => [{ role: "user", content: userMessage(turn + 4) }]);
+      const got = await Promise.all(conversations.map((messages) => chat(tight, messages)));
+      const want = await Promise.all(conversations.map((messages) => chat(everything, messages)));
+      got.forEach((answer, i) => {
+        expect(answer.content).toBe(want[i]!.content);
+        answer.logprobs.forEach((entry, k) => expect(Math.abs(entry.logprob - want[i]!.logprobs[k]!.logprob)).toBeLessThan(2e-3));
+      });
+      // Each left its window checkpoint (2 blocks); the next request's prefill needed the pool, so some were evicted.
+      const stats = tight.engine.scheduler.stats;
+      expect(stats.kvSlidingBlocksUsed).toBe(stats.kvSlidingBlocksCheckpointed);
+      expect(stats.kvSlidingBlocksUsed).toBeLessThan(conversations.length * 2);
+      // The second turn of the first conversation still resumes from its checkpoint (or recomputes: same answer).
+      const next = [...conversations[0]!, { role: "assistant", content: got[0]!.content }, { role: "user", content: "and then" }];
+      const again = await chat(tight, next);
+      expect(again.content).toBe((await chat(everything, next)).content);
+    } finally {
+      await tight.close();
+    }
+  }, 300_000);
 });

@@ -177,9 +177,8 @@ export class BlockManager {
       const variantTokens = exactVariants.reduce((sum, variant) => sum + variant.tokenCount, 0);
       if (this.prefix.cachedRun(hashes) * blockSize <= variantTokens && variantTokens > 0) return;
     }
-    let hit = this.prefix.lookup(hashes);
     const sliding = this.slidingGroup;
-    if (sliding !== null) hit = hit.slice(0, sliding.resumableBlocks(hashes, hit.length));
+    const hit = this.prefix.lookup(hashes, sliding === null ? Infinity : sliding.resumableBlocks(hashes, this.prefix.cachedRun(hashes)));
     if (hit.length === 0) return;
     const held = hashes.slice(0, hit.length);
     this.prefix.acquire(held);
@@ -292,6 +291,9 @@ export class BlockManager {
    * those blocks are cached, to start after them.
    */
   waitsForSharedPrefix(sequence: Sequence, pending: ReadonlySet<string>): boolean {
+    // With a sliding-window group the running sequence's blocks alone are no hit (its window
+    // checkpoint comes when it ends): waiting would only delay.
+    if (this.slidingGroup !== null) return false;
     if (this.prefix === null || pending.size === 0 || sequence.request.segments !== undefined || sequence.table.blocks.length > 0) return false;
     const hashes = this.blockHashes(sequence, Math.floor((sequence.tokens.length - 1) / this.blockSize));
     const run = this.prefix.cachedRun(hashes);

@@ -359,6 +359,10 @@ export class GenerationEngine {
     metric("ctxr_generation_max_waiting", "gauge", "Requests that may wait for admission (--max-waiting-requests).", stats.maxWaiting);
     metric("ctxr_generation_kv_blocks_used", "gauge", "KV-cache blocks allocated.", stats.kvBlocksUsed);
     metric("ctxr_generation_kv_blocks_total", "gauge", "KV-cache blocks.", stats.kvBlocksTotal);
+    if (stats.kvSlidingBlocksTotal > 0) {
+      metric("ctxr_generation_kv_sliding_blocks_used", "gauge", "Blocks of the sliding-window layers' KV group in use (windows and window checkpoints).", stats.kvSlidingBlocksUsed);
+      metric("ctxr_generation_kv_sliding_blocks_total", "gauge", "Blocks of the sliding-window layers' KV group.", stats.kvSlidingBlocksTotal);
+    }
     metric("ctxr_prefix_cache_blocks", "gauge", "KV blocks the automatic prefix cache holds (part of kv_blocks_used).", stats.kvBlocksPrefixCached);
     metric("ctxr_prefix_cache_referenced_blocks", "gauge", "Prefix-cache blocks running sequences use.", stats.kvBlocksPrefixReferenced);
     metric("ctxr_prefix_cache_queried_tokens_total", "counter", "Prompt tokens looked up in the prefix cache (full blocks).", stats.prefixBlocksQueried * stats.blockSize);

@@ -166,9 +166,12 @@ export class PrefixBlockCache {
     return heldPrefixLength(hashes, (hash) => this.byHash.has(hash));
   }
 
-  /** The longest cached run of `hashes` from the first: their block ids (nothing is referenced). */
-  lookup(hashes: readonly string[]): number[] {
-    const out = hashes.slice(0, this.cachedRun(hashes)).map((hash) => this.byHash.get(hash)!.block);
+  /**
+   * The longest cached run of `hashes` from the first, at most `maxBlocks` (what else the hit needs
+   * may bound it: a sliding-window group's checkpoints): their block ids (nothing is referenced).
+   */
+  lookup(hashes: readonly string[], maxBlocks = Infinity): number[] {
+    const out = hashes.slice(0, Math.min(this.cachedRun(hashes), maxBlocks)).map((hash) => this.byHash.get(hash)!.block);
     this.counters.queried += hashes.length;
     this.counters.hits += out.length;
     return out;

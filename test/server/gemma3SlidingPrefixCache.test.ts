@@ -104,6 +104,10 @@ describe("serve --model gemma3: sliding-window KV and the prefix cache across tu
     }
     expect(steps).toBeGreaterThan(TURNS * 6);
     expect(mostCarried).toBe(Math.ceil(WINDOW / BLOCK) + 1);
+    const metrics = (await sliding.get("/metrics")).text;
+    expect(metrics).toMatch(/^ctxr_generation_kv_sliding_blocks_total 512$/m);
+    expect(metrics).toMatch(new RegExp(`^ctxr_generation_kv_sliding_blocks_used ${sliding.engine.scheduler.stats.kvSlidingBlocksUsed}$`, "m"));
+    expect((await everything.get("/metrics")).text).not.toMatch(/kv_sliding_blocks/);
   }, 300_000);
 
   test("chunk reuse (documents) and a KV budget (sparse decode) are refused with a clear error on this model", async () => {

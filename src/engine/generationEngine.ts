@@ -206,25 +206,32 @@ export class GenerationEngine {
       : null;
     if (remote !== null && !(await remote.start())) log(`ctxr: the remote chunk cache ${remote.display} is not reachable now; serving without it until it is`);
     const chunkCache = new ChunkCache(runner, { deviceBlocks: options.kvDeviceBlocks, hostBytes: options.kvHostBytes, disk, remote, log });
-    const scheduler = new GenerationScheduler(runner, tokenizer, {
-      prefillChunk: options.prefillChunk,
-      maxBatch: options.maxBatch,
-      maxWaiting: options.maxWaitingRequests,
-      requestTimeoutMs: options.requestTimeoutMs ?? null,
-      log,
-      chunkCache,
-      kvPolicy: options.kvPolicy,
-      recomputeRatio: options.recomputeRatio,
-      focusWindow: options.focusWindow,
-      contextScores: options.contextScores,
-      prophetSpanDecay: options.prophetSpanDecay,
-      prophetQueryRows: options.prophetQueryRows,
-      prefixCache: options.prefixCache ?? true,
-      prefixSeed: prefixSeed(identity, runner.info),
-      ...(options.prefixEvents !== undefined ? { prefixEvents: options.prefixEvents } : {}),
-      ...(options.latency !== undefined ? { latency: options.latency } : {}),
-      sparseTrigger: options.sparseTrigger,
-    });
+    let scheduler: GenerationScheduler;
+    try {
+      scheduler = new GenerationScheduler(runner, tokenizer, {
+        prefillChunk: options.prefillChunk,
+        maxBatch: options.maxBatch,
+        maxWaiting: options.maxWaitingRequests,
+        requestTimeoutMs: options.requestTimeoutMs ?? null,
+        log,
+        chunkCache,
+        kvPolicy: options.kvPolicy,
+        recomputeRatio: options.recomputeRatio,
+        focusWindow: options.focusWindow,
+        contextScores: options.contextScores,
+        prophetSpanDecay: options.prophetSpanDecay,
+        prophetQueryRows: options.prophetQueryRows,
+        prefixCache: options.prefixCache ?? true,
+        prefixSeed: prefixSeed(identity, runner.info),
+        ...(options.prefixEvents !== undefined ? { prefixEvents: options.prefixEvents } : {}),
+        ...(options.latency !== undefined ? { latency: options.latency } : {}),
+        sparseTrigger: options.sparseTrigger,
+      });
+    } catch (error) {
+      // Settings the runner's model cannot run with (a sliding-window pool too small): no orphan runner.
+      await runner.shutdown();
+      throw error;
+    }
     const restored = await chunkCache.loadFromDisk();
     if (restored > 0) log(`ctxr: ${restored} chunk caches restored from ${options.kvDir}`);
     runner.onCrash((error) => {

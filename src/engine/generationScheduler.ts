@@ -133,6 +133,12 @@ export class GenerationScheduler {
       ...(options.kvPolicy !== undefined ? { kvPolicy: options.kvPolicy } : {}),
     });
     this.managedPrefill = new ManagedPrefillStep(runner, this.blocks, this.output, options, this.counters);
+    const sliding = this.blocks.sliding;
+    if (sliding !== null && sliding.pool.totalBlocks < sliding.blocksPerSequence(this.prefillChunk))
+      throw new RangeError(
+        `the sliding-window KV group has ${sliding.pool.totalBlocks} blocks, fewer than one sequence needs in a prefill step: ${sliding.blocksPerSequence(this.prefillChunk)} ` +
+          `(its window of ${sliding.window} tokens, one more block and a ${this.prefillChunk}-token chunk, in blocks of ${sliding.blockSize}); give --kv-sliding-blocks at least that`,
+      );
   }
 
   /** Prefix-cache statistics (null when it is off). */

@@ -125,6 +125,9 @@ describe("serve --model gemma3: sliding-window KV and the prefix cache across tu
   test("a sliding pool of one sequence's worth: concurrent requests wait for it (admission counts each group), checkpoints are evicted for room, answers stay the keep-everything server's", async () => {
     const model = sliding.engine.modelDir;
     // ceil(32/16) + 1 blocks of window and a 512-token chunk's 32: one prefilling sequence at a time.
+    await expect(startEngineServer(model, { kvBlocks: 512, blockSize: BLOCK, kvSlidingBlocks: 3 + 31 })).rejects.toThrow(
+      /the sliding-window KV group has 34 blocks, fewer than one sequence needs in a prefill step: 35 \(its window of 32 tokens, one more block and a 512-token chunk, in blocks of 16\); give --kv-sliding-blocks at least that/,
+    );
     const tight = await startEngineServer(model, { kvBlocks: 512, blockSize: BLOCK, kvSlidingBlocks: 3 + 32 });
     try {
       expect(tight.engine.runner.info.kv_groups?.[1]?.num_blocks).toBe(35);

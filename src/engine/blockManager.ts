@@ -222,11 +222,22 @@ export class BlockManager {
 
   /** After a step: the step's sequences' filled blocks join the prefix cache; duplicate copies are freed. */
   async cacheStepBlocks(sequences: readonly Sequence[]): Promise<void> {
-    await this.slidingGroup?.slide(sequences.map((sequence) => sequence.table));
-    if (this.prefix === null) return;
-    const spare = new KvBlockTable(this.blockSize);
-    for (const sequence of sequences) this.cacheFilledBlocks(sequence, spare.blocks);
-    await this.blockPool.release([spare]);
+    if (this.prefix !== null) {
+      const spare = new KvBlockTable(this.blockSize);
+      for (const sequence of sequences) this.cacheFilledBlocks(sequence, spare.blocks);
+      await this.blockPool.release([spare]);
+    }
+    await this.slidingGroup?.slide(sequences.map((sequence) => ({ table: sequence.table, ...this.promptCheckpoint(sequence) })));
+  }
+
+  /**
+   * The window checkpoint at the end of a plain prompt (its last full block), once those full
+   * blocks are cached: the sliding group keeps it as the sequence slides past.
+   */
+  private promptCheckpoint(sequence: Sequence): { keep?: { blocks: number; hashes: readonly string[]; tokens: readonly number[] } } {
+    const blocks = Math.floor(sequence.promptLength / this.blockSize);
+    if (this.prefix === null || sequence.request.segments !== undefined || blocks === 0 || sequence.prefixHashes.length < blocks) return {};
+    return { keep: { blocks, hashes: sequence.prefixHashes, tokens: sequence.tokens } };
   }
 
   /**

@@ -80,15 +80,25 @@ export class SlidingWindowGroup {
   /**
    * After a step: each sequence gives up the blocks before its window (firstLiveBlock of its
    * written length): its own are freed in one FREE, checkpoint blocks are released to the cache.
+   * With `keep` (its prompt's full blocks, cached in the full-attention group, and their hashes),
+   * the blocks of the window before its prompt's last block boundary become a checkpoint instead
+   * of being freed: a next turn whose template re-renders this turn's answer otherwise (a thinking
+   * model's reasoning left out) resumes at the end of this prompt.
    */
-  async slide(fulls: readonly KvBlockTable[]): Promise<void> {
+  async slide(steps: readonly { table: KvBlockTable; keep?: { blocks: number; hashes: readonly string[]; tokens: readonly number[] } }[]): Promise<void> {
     const spare = new KvBlockTable(this.blockSize);
-    for (const full of fulls) {
+    const stored: StoredPrefixBlock[] = [];
+    for (const { table: full, keep } of steps) {
       const table = this.tables.get(full);
       if (table === undefined) continue;
       const first = Math.min(firstLiveBlock(full.length, this.window, this.blockSize), table.blocks.length);
-      for (let i = 0; i < first; i++) this.drop(table, i, spare.blocks);
+      const span = keep === undefined || this.checkpoints === null ? { first: 0, end: 0 } : checkpointSpan(keep.blocks, this.window, this.blockSize);
+      for (let i = 0; i < first; i++) {
+        if (i >= span.first && i < span.end) this.checkpoint(table, i, keep!.hashes, keep!.tokens, spare.blocks, stored);
+        this.drop(table, i, spare.blocks);
+      }
     }
+    if (stored.length > 0) this.events?.stored(stored);
     await this.pool.release([spare]);
   }
 
@@ -126,14 +136,7 @@ export class SlidingWindowGroup {
     const stored: StoredPrefixBlock[] = [];
     if (this.checkpoints !== null && cached > 0) {
       const { first, end } = checkpointSpan(cached, this.window, this.blockSize);
-      for (let i = first; i < end && i < table.blocks.length; i++) {
-        const block = table.blocks[i]!;
-        if (block === NO_BLOCK || table.checkpointed.has(i)) continue;
-        table.blocks[i] = NO_BLOCK;
-        if (this.checkpoints.insert(hashes[i]!, block))
-          stored.push({ hash: hashes[i]!, parent: i === 0 ? null : hashes[i - 1]!, tokens: tokens.slice(i * this.blockSize, (i + 1) * this.blockSize), group: this.tag });
-        else spare.blocks.push(block);
-      }
+      for (let i = first; i < end && i < table.blocks.length; i++) this.checkpoint(table, i, hashes, tokens, spare.blocks, stored);
     }
     for (let i = 0; i < table.blocks.length; i++) this.drop(table, i, spare.blocks);
     table.blocks.length = 0;
@@ -167,6 +170,16 @@ export class SlidingWindowGroup {
 
   private slidingRequests(requests: readonly GrowRequest[]): GrowRequest[] {
     return requests.map((request) => ({ table: this.slidingOf(request.table), entries: request.entries }));
+  }
+
+  /** Entry i of a table, its own block, joins the checkpoint cache under hashes[i] (an equal one cached: to `spare`). */
+  private checkpoint(table: SlidingTable, i: number, hashes: readonly string[], tokens: readonly number[], spare: number[], stored: StoredPrefixBlock[]): void {
+    const block = table.blocks[i]!;
+    if (block === NO_BLOCK || table.checkpointed.has(i)) return;
+    table.blocks[i] = NO_BLOCK;
+    if (this.checkpoints!.insert(hashes[i]!, block))
+      stored.push({ hash: hashes[i]!, parent: i === 0 ? null : hashes[i - 1]!, tokens: tokens.slice(i * this.blockSize, (i + 1) * this.blockSize), group: this.tag });
+    else spare.push(block);
   }
 
   /** Gives up entry i of a table: its own block goes to `spare`, a checkpoint back to the cache. */

@@ -131,6 +131,29 @@ describe("BlockManager with a sliding-window group", () => {
     expect(diverging.table.blocks).toHaveLength(0);
   });
 
+  test("the window before the prompt's end stays as a checkpoint too: a next turn that re-renders the answer otherwise resumes there", async () => {
+    const { runner, manager, recorded } = setup();
+    const first = sequence(PROMPT);
+    manager.admit(first);
+    await run(manager, first, 8);
+    // It generates 20 tokens, one a step, sliding far past its prompt's window.
+    for (let k = 0; k < 20; k++) {
+      first.tokens.push(300 + k);
+      await run(manager, first, 1);
+    }
+    const promptCheckpoint = recorded.stored.filter((block) => block.group?.index === 1).map((block) => block.tokens);
+    expect(promptCheckpoint).toEqual([PROMPT.slice(20, 24), PROMPT.slice(24, 28)]);
+    await manager.release([first.table]);
+    // Checkpoints: the prompt's (blocks 5, 6) and the end's (blocks 10, 11).
+    expect(runner.held(1)).toBe(4);
+    // The next turn keeps the prompt and drops the answer (a thinking model's template does): it resumes at the prompt's last block boundary.
+    const next = sequence([...PROMPT, 400, 401, 402, 403, 404, 405]);
+    manager.admit(next);
+    expect(next.prefixCachedTokens).toBe(28);
+    await run(manager, next, 8);
+    await manager.release([next.table]);
+  });
+
   test("room for a step: unreferenced window checkpoints are evicted, with group-tagged KV events", async () => {
     const { runner, manager, recorded } = setup();
     const first = sequence(PROMPT);

@@ -4,7 +4,8 @@
  * at least 95% of turns 1..n−1 as `cached_tokens` (the full-attention blocks plus the window
  * checkpoints the previous turn left), its answer and logprobs are those of a server that keeps
  * every position's KV and caches nothing (`kvGroups: 1`, prefix cache off), and between requests
- * the sliding group holds only window checkpoints, each at most the window.
+ * the sliding group holds only window checkpoints (at each request's prompt end and its end), each
+ * at most the window.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { mkdtempSync, rmSync } from "node:fs";
@@ -94,14 +95,21 @@ describe("serve --model gemma3: sliding-window KV and the prefix cache across tu
       expect(got.content).toBe(want.content);
       expect(got.logprobs.map((entry) => entry.token)).toEqual(want.logprobs.map((entry) => entry.token));
       got.logprobs.forEach((entry, i) => expect(Math.abs(entry.logprob - want.logprobs[i]!.logprob)).toBeLessThan(2e-3));
-      // Between requests the sliding group holds window checkpoints only, each turn at most the window's blocks.
+      // Between requests the sliding group holds window checkpoints only: each turn's at its prompt's end and at its own end, each at most the window's blocks.
       const stats = sliding.engine.scheduler.stats;
       expect(stats.running).toBe(0);
       expect(stats.kvSlidingBlocksUsed).toBe(stats.kvSlidingBlocksCheckpointed);
       expect(stats.kvSlidingBlocksUsed).toBeGreaterThan(0);
-      expect(stats.kvSlidingBlocksUsed).toBeLessThanOrEqual(turn * perCheckpoint);
+      expect(stats.kvSlidingBlocksUsed).toBeLessThanOrEqual(2 * turn * perCheckpoint);
       messages.push({ role: "assistant", content: got.content });
     }
+    // The client sends the last answer otherwise (as a thinking model's template drops its reasoning): the
+    // window checkpoint at the end of the last prompt still serves everything up to that prompt.
+    const lastPrompt = (await sliding.engine.tokenizeChatPrompt(messages.slice(0, -1), { addGenerationPrompt: true })).length;
+    const rewritten = [...messages.slice(0, -1), { role: "assistant", content: "rest" }, { role: "user", content: "the end" }];
+    const got = await chat(sliding, rewritten);
+    expect(got.cached).toBe(Math.floor(lastPrompt / BLOCK) * BLOCK);
+    expect(got.content).toBe((await chat(everything, rewritten)).content);
     expect(steps).toBeGreaterThan(TURNS * 6);
     expect(mostCarried).toBe(Math.ceil(WINDOW / BLOCK) + 1);
     const metrics = (await sliding.get("/metrics")).text;

@@ -42,6 +42,10 @@ struct KvGeometry {
   int block_size;
   int kv_width;  // kv_heads * head_dim
   KvDtype dtype = KvDtype::F32;
+  // Per layer, the blocks of its pool (a model with sliding-window layers keeps those in a
+  // smaller pool, kv_groups.h); empty: num_blocks for every layer.
+  std::vector<int> layer_blocks = {};
+  int blocks_of(int layer) const { return layer_blocks.empty() ? num_blocks : layer_blocks[layer]; }
 };
 
 // What rope() rotates of a head: Phi-4-mini rotates 3/4 of it; LongRoPE (Phi-3) multiplies cos

@@ -30,7 +30,7 @@ const char* kBuild = "ctxr-runner " CTXR_VERSION " cpu";
 #endif
 
 const char* kUsage =
-    "Usage: ctxr-runner --model DIR [--blocks N] [--block-size 16|32] [--threads N] [--device cpu|cuda[:N]]\n"
+    "Usage: ctxr-runner --model DIR [--blocks N] [--block-size 16|32] [--sliding-blocks N] [--kv-groups 1|2] [--threads N] [--device cpu|cuda[:N]]\n"
     "                   [--kv-dtype f32|f16|auto]\n"
     "       ctxr-runner --peak-gflops [--threads N] [--seconds S]\n"
     "       ctxr-runner --bench-gemm M N K [--threads N] [--repeat R]\n"
@@ -62,7 +62,7 @@ void send_status(uint32_t status, const std::string& body) {
 
 int main(int argc, char** argv) {
   std::string model_dir, device = "cpu";
-  long blocks = 0, block_size = 16, threads = 0, repeat = 10;
+  long blocks = 0, sliding_blocks = 0, kv_groups = 2, block_size = 16, threads = 0, repeat = 10;
   double seconds = 1.0;
   bool peak = false;
   long gemm[3] = {0, 0, 0}, linear[3] = {0, 0, 0};
@@ -76,6 +76,8 @@ int main(int argc, char** argv) {
     };
     if (a == "--model") model_dir = value("--model");
     else if (a == "--blocks") blocks = parse_int("--blocks", value("--blocks"), 1, 1L << 24);
+    else if (a == "--sliding-blocks") sliding_blocks = parse_int("--sliding-blocks", value("--sliding-blocks"), 1, 1L << 24);
+    else if (a == "--kv-groups") kv_groups = parse_int("--kv-groups", value("--kv-groups"), 1, 2);
     else if (a == "--block-size") block_size = parse_int("--block-size", value("--block-size"), 1, 1024);
     else if (a == "--threads") threads = parse_int("--threads", value("--threads"), 1, 1024);
     else if (a == "--device") device = value("--device");
@@ -143,7 +145,8 @@ int main(int argc, char** argv) {
     } else {
       usage_error("--device must be cpu or cuda[:N], got '" + device + "'");
     }
-    model = std::make_unique<ctxr::Model>(model_dir, backend.get(), static_cast<int>(blocks), static_cast<int>(block_size), kv_dtype);
+    model = std::make_unique<ctxr::Model>(model_dir, backend.get(), static_cast<int>(blocks), static_cast<int>(block_size), kv_dtype, static_cast<int>(sliding_blocks),
+                                           kv_groups == 2);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "ctxr-runner: cannot load %s: %s\n", model_dir.c_str(), e.what());
     send_status(ctxr::kInternal, std::string("cannot load ") + model_dir + ": " + e.what());

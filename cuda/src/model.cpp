@@ -36,11 +36,11 @@ constexpr int kMlpRows = 256;
 // prefills in 512-token chunks); larger ones are released after the op that grew them.
 constexpr int kRetainTokens = 512;
 
-enum ScratchBuffer { kTokens, kPositions, kSlots, kTables, kTokenSeq, kTokenLen, kStatRow, kX, kH, kQkv, kAttn, kTmp, kGateUp, kAct, kLogitRows, kLogitX, kLogits, kStats, kStatChunkOf, kKeepRows, kDstSlots, kDstPositions, kScratchCount };
+enum ScratchBuffer { kTokens, kPositions, kSlots, kTables, kTokenSeq, kTokenLen, kStatRow, kX, kH, kQkv, kAttn, kTmp, kGateUp, kAct, kLogitRows, kLogitX, kLogits, kStats, kStatChunkOf, kKeepRows, kDstSlots, kDstPositions, kSlidingSlots, kSlidingTables, kScratchCount };
 
 }  // namespace
 
-Model::Model(const std::string& dir, Backend* backend, int num_blocks, int block_size, KvDtypeChoice kv_dtype)
+Model::Model(const std::string& dir, Backend* backend, int num_blocks, int block_size, KvDtypeChoice kv_dtype, int sliding_blocks, bool split_groups)
     : backend_(backend), num_blocks_(num_blocks), block_size_(block_size), scratch_(kScratchCount) {
   bool gguf_file = false;
   if (std::string gguf = gguf_model_path(dir); !gguf.empty()) {
@@ -101,7 +101,15 @@ Model::Model(const std::string& dir, Backend* backend, int num_blocks, int block
   kv_dtype_ = kv_dtype == KvDtypeChoice::F16 || (kv_dtype == KvDtypeChoice::Auto && gguf_file && backend_->supports_kv_dtype(KvDtype::F16))
                   ? KvDtype::F16
                   : KvDtype::F32;
-  backend_->kv_init({c.layers, num_blocks, block_size, kv_width(), kv_dtype_});
+  std::vector<int> windows;
+  for (const Layer& layer : layers_) windows.push_back(layer.window);
+  kv_groups_ = kv_group_layout(split_groups ? windows : std::vector<int>(windows.size(), 0));
+  std::vector<int> layer_blocks;
+  if (kv_groups_.two_groups()) {
+    sliding_blocks_ = sliding_blocks > 0 ? sliding_blocks : num_blocks;
+    for (const Layer& layer : layers_) layer_blocks.push_back(layer.window > 0 ? sliding_blocks_ : num_blocks);
+  }
+  backend_->kv_init({c.layers, num_blocks, block_size, kv_width(), kv_dtype_, layer_blocks});
   backend_->prepare_linear(lm_head_);
   for (auto& layer : layers_)
     for (Matrix* m : {layer.qkv, layer.o, layer.gate_up, layer.down}) backend_->prepare_linear(m);
@@ -377,12 +385,16 @@ ForwardResult Model::forward(const std::vector<SequenceStep>& steps, const Forwa
   }
   // Per token of the batch (sequence after sequence): what the batch rows are built from. Tokens
   // that stop (early stop) leave the batch; `live` holds the batch rows' token numbers.
-  std::vector<int32_t> tokens, positions, slots, token_seq, token_len, logit_rows;
-  std::vector<int32_t> tables(steps.size() * max_blocks, 0);
+  const bool two_groups = kv_groups_.two_groups();
+  if (two_groups)
+    for (const auto& s : steps) max_blocks = std::max(max_blocks, static_cast<int>(s.sliding_table.size()));
+  std::vector<int32_t> tokens, positions, slots, sliding_slots, token_seq, token_len, logit_rows;
+  std::vector<int32_t> tables(steps.size() * max_blocks, 0), sliding_tables(two_groups ? steps.size() * max_blocks : 0, kNoBlock);
   std::vector<int> seq_len(steps.size(), 0), seq_first(steps.size(), 0);
   for (size_t q = 0; q < steps.size(); q++) {
     const auto& s = steps[q];
     std::copy(s.table.begin(), s.table.end(), tables.begin() + q * max_blocks);
+    if (two_groups) std::copy(s.sliding_table.begin(), s.sliding_table.end(), sliding_tables.begin() + q * max_blocks);
     for (size_t i = 0; i < s.tokens.size(); i++) seq_len[q] = std::max(seq_len[q], s.indices[i] + 1);
     max_len = std::max(max_len, seq_len[q]);
     seq_first[q] = static_cast<int>(tokens.size());
@@ -392,6 +404,7 @@ ForwardResult Model::forward(const std::vector<SequenceStep>& steps, const Forwa
       tokens.push_back(s.tokens[i]);
       positions.push_back(s.positions[i]);
       slots.push_back(s.table[idx / block_size_] * block_size_ + idx % block_size_);
+      if (two_groups) sliding_slots.push_back(s.sliding_table[idx / block_size_] * block_size_ + idx % block_size_);
       token_seq.push_back(static_cast<int32_t>(q));
       token_len.push_back(idx + 1);
     }
@@ -414,13 +427,16 @@ ForwardResult Model::forward(const std::vector<SequenceStep>& steps, const Forwa
   int32_t* d_tokens = upload(kTokens, tokens);
   int32_t* d_positions = upload(kPositions, positions);
   int32_t* d_slots = upload(kSlots, slots);
+  int32_t* d_sliding_slots = two_groups ? upload(kSlidingSlots, sliding_slots) : nullptr;
   AttentionBatch batch{};
   batch.n_tokens = n;
   batch.heads = c.heads;
   batch.kv_heads = c.kv_heads;
   batch.head_dim = c.head_dim;
   batch.scale = static_cast<float>(c.attention_scale > 0 ? c.attention_scale : 1.0 / std::sqrt(static_cast<double>(c.head_dim)));
-  batch.block_tables = upload(kTables, tables);
+  const int32_t* d_tables = upload(kTables, tables);
+  const int32_t* d_sliding_tables = two_groups ? upload(kSlidingTables, sliding_tables) : nullptr;
+  batch.block_tables = d_tables;
   batch.max_blocks = max_blocks;
   batch.token_seq = upload(kTokenSeq, token_seq);
   batch.token_len = upload(kTokenLen, token_len);
@@ -474,6 +490,7 @@ ForwardResult Model::forward(const std::vector<SequenceStep>& steps, const Forwa
     live.swap(next);
     d_positions = upload(kPositions, of_live(positions));
     d_slots = upload(kSlots, of_live(slots));
+    if (two_groups) d_sliding_slots = upload(kSlidingSlots, of_live(sliding_slots));
     batch.n_tokens = m;
     batch.token_seq = upload(kTokenSeq, of_live(token_seq));
     batch.token_len = upload(kTokenLen, of_live(token_len));
@@ -526,7 +543,10 @@ ForwardResult Model::forward(const std::vector<SequenceStep>& steps, const Forwa
     }
     rotate(qkv, qkv_width, m, c.heads, d_positions, layer.inv_freq, 1);
     rotate(qkv + q_width, qkv_width, m, c.kv_heads, d_positions, layer.inv_freq, 1);
-    backend_->kv_write(l, qkv + q_width, qkv + q_width + kv, qkv_width, d_slots, m);
+    // With two KV groups a sliding layer's K/V lives in the sliding pool, under the sliding table.
+    const bool in_sliding_group = two_groups && layer.window > 0;
+    backend_->kv_write(l, qkv + q_width, qkv + q_width + kv, qkv_width, in_sliding_group ? d_sliding_slots : d_slots, m);
+    batch.block_tables = in_sliding_group ? d_sliding_tables : d_tables;
     batch.window = layer.window;
     if (profiling_) {
       sync();

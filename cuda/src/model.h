@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "backend.h"
+#include "kv_groups.h"
 #include "model_config.h"
 #include "weights.h"
 
@@ -19,6 +20,9 @@ namespace ctxr {
 // New tokens of one sequence. Validated by the caller (runner.cpp) before forward().
 struct SequenceStep {
   std::vector<int32_t> table;      // block ids
+  // With two KV groups (Model::kv_groups()): the sliding-window layers' block table, indexed
+  // like `table`; kNoBlock where its block has left the window. Empty with one group.
+  std::vector<int32_t> sliding_table;
   std::vector<int32_t> tokens;
   std::vector<int32_t> positions;  // rotary positions
   std::vector<int32_t> indices;    // sequence index each token's K/V goes to
@@ -69,7 +73,10 @@ enum class KvDtypeChoice { Auto, F32, F16 };
 class Model {
  public:
   // `dir`: a Hugging Face folder, a .gguf file, or a folder holding one .gguf and no safetensors.
-  Model(const std::string& dir, Backend* backend, int num_blocks, int block_size, KvDtypeChoice kv_dtype = KvDtypeChoice::Auto);
+  // `sliding_blocks`: the sliding-window group's pool size on a model with two KV groups (0:
+  // num_blocks); `split_groups` false keeps every layer in one pool (every position's KV).
+  Model(const std::string& dir, Backend* backend, int num_blocks, int block_size, KvDtypeChoice kv_dtype = KvDtypeChoice::Auto, int sliding_blocks = 0,
+        bool split_groups = true);
   ~Model();
 
   // Per layer: the sliding-window length (0: global attention).
@@ -79,6 +86,9 @@ class Model {
   Backend* backend() const { return backend_; }
   int block_size() const { return block_size_; }
   int num_blocks() const { return num_blocks_; }
+  // The KV groups (one, or global + sliding-window layers) and the sliding group's pool size.
+  const KvGroupLayout& kv_groups() const { return kv_groups_; }
+  int sliding_blocks() const { return sliding_blocks_; }
   int kv_width() const { return config_.kv_heads * config_.head_dim; }
   const std::string& weight_dtype() const { return weight_dtype_; }
   KvDtype kv_dtype() const { return kv_dtype_; }
@@ -126,6 +136,8 @@ class Model {
   Backend* backend_;
   std::unique_ptr<WeightSource> weights_;
   int num_blocks_, block_size_;
+  KvGroupLayout kv_groups_;
+  int sliding_blocks_ = 0;
   // The type holding most matrix elements (a GGUF file mixes types: a q4_k file keeps its output
   // matrix in Q6_K, and rows that are no whole K-quant block fall back to Q8_0).
   std::string weight_dtype_;

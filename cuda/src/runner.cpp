@@ -48,8 +48,34 @@ std::string Runner::info_json() const {
   s += json_quote("layer_windows") + ":[";
   for (int l = 0; l < c.layers; l++) s += (l ? "," : "") + std::to_string(model_.layer_window(l));
   s += "],";
+  if (two_groups()) {
+    // The KV cache groups (PROTOCOL.md, "KV cache groups"); absent with one group.
+    const KvGroupLayout& g = model_.kv_groups();
+    auto layer_list = [](const std::vector<int>& layers) {
+      std::string out = "[";
+      for (size_t i = 0; i < layers.size(); i++) out += (i ? "," : "") + std::to_string(layers[i]);
+      return out + "]";
+    };
+    s += json_quote("kv_groups") + ":[{\"kind\":\"full_attention\",\"layers\":" + layer_list(g.full_layers) + ",\"num_blocks\":" +
+         std::to_string(blocks_.num_blocks()) + ",\"free_blocks\":" + std::to_string(blocks_.free_count()) + "},{\"kind\":\"sliding_window\",\"sliding_window\":" +
+         std::to_string(g.window) + ",\"layers\":" + layer_list(g.sliding_layers) + ",\"num_blocks\":" + std::to_string(sliding_.num_blocks()) +
+         ",\"free_blocks\":" + std::to_string(sliding_.free_count()) + "}],";
+  }
   s.back() = '}';
   return s;
+}
+
+KvBlocks& Runner::group_blocks(BodyReader& r, const char* op) {
+  if (r.left() == 0) return blocks_;
+  uint32_t group = r.u32("the KV group");
+  if (group == 0) return blocks_;
+  if (group == 1 && two_groups()) return sliding_;
+  throw BadRequest(std::string(op) + ": KV group " + std::to_string(group) + " does not exist (the model has " + (two_groups() ? "2 groups" : "1 group") + ")");
+}
+
+void Runner::refuse_with_two_groups(const char* op) const {
+  if (two_groups())
+    throw BadRequest(std::string(op) + " is not supported on a model with sliding-window layers (two KV groups): chunk reuse and KV export need one table per group");
 }
 
 std::vector<uint8_t> Runner::handle(const std::vector<uint8_t>& request, bool& shutdown) {
@@ -95,9 +121,10 @@ std::vector<uint8_t> Runner::dispatch(uint32_t op, const uint8_t* body, size_t s
     }
     case kAlloc: {
       uint32_t n = r.u32("the count");
+      KvBlocks& pool = group_blocks(r, "ALLOC");
       r.end("ALLOC");
-      if (n > static_cast<uint32_t>(blocks_.num_blocks())) throw OutOfBlocks("out of KV blocks: " + std::to_string(n) + " requested, the cache has " + std::to_string(blocks_.num_blocks()));
-      std::vector<int32_t> ids = blocks_.alloc(static_cast<int>(n));
+      if (n > static_cast<uint32_t>(pool.num_blocks())) throw OutOfBlocks("out of KV blocks: " + std::to_string(n) + " requested, the cache has " + std::to_string(pool.num_blocks()));
+      std::vector<int32_t> ids = pool.alloc(static_cast<int>(n));
       w.u32(n);
       w.append(ids.data(), ids.size() * 4);
       return w.bytes;
@@ -105,8 +132,9 @@ std::vector<uint8_t> Runner::dispatch(uint32_t op, const uint8_t* body, size_t s
     case kFree: {
       uint32_t n = r.u32("the count");
       std::vector<int32_t> ids = r.i32s(n, "the block ids");
+      KvBlocks& pool = group_blocks(r, "FREE");
       r.end("FREE");
-      blocks_.free(ids);
+      pool.free(ids);
       return w.bytes;
     }
     case kCopy:
@@ -150,6 +178,7 @@ std::vector<uint8_t> Runner::dispatch(uint32_t op, const uint8_t* body, size_t s
 
 void Runner::copy_blocks(const uint8_t* body, size_t size, bool move) {
   const char* name = move ? "MOVE" : "COPY";
+  refuse_with_two_groups(name);
   BodyReader r(body, size);
   uint32_t n = r.u32("the count");
   std::vector<int32_t> pairs = r.i32s(static_cast<size_t>(n) * 2 > UINT32_MAX ? UINT32_MAX : n * 2, "the block pairs");
@@ -186,6 +215,7 @@ std::vector<int32_t> Runner::span_slots(const std::vector<int32_t>& table, uint3
 }
 
 std::vector<uint8_t> Runner::export_span(const uint8_t* body, size_t size) {
+  refuse_with_two_groups("EXPORT");
   BodyReader r(body, size);
   std::vector<int32_t> table = table_from(r, blocks_, "EXPORT");
   uint32_t start = r.u32("start"), count = r.u32("count");
@@ -205,6 +235,7 @@ std::vector<uint8_t> Runner::export_span(const uint8_t* body, size_t size) {
 }
 
 void Runner::import_span(const uint8_t* body, size_t size) {
+  refuse_with_two_groups("IMPORT");
   BodyReader r(body, size);
   std::vector<int32_t> table = table_from(r, blocks_, "IMPORT");
   uint32_t start = r.u32("start"), count = r.u32("count");
@@ -270,6 +301,8 @@ std::vector<uint8_t> Runner::forward(const uint8_t* body, size_t size) {
   if (flags > (kForwardStats | kForwardChunkMass | kForwardEarlyStop)) throw BadRequest("FORWARD: unknown flags " + std::to_string(flags));
   if ((flags & (kForwardChunkMass | kForwardEarlyStop)) && !(flags & kForwardStats))
     throw BadRequest("FORWARD: flags bit 1 (chunk mass) and bit 2 (early stop) need bit 0 (attention statistics)");
+  if (flags != 0 && two_groups())
+    throw BadRequest("FORWARD: attention statistics and early stop (flags " + std::to_string(flags) + ") are not supported on a model with sliding-window layers (two KV groups)");
   ForwardFlags mode;
   mode.stats = flags & kForwardStats;
   mode.chunk_mass = flags & kForwardChunkMass;
@@ -282,6 +315,10 @@ std::vector<uint8_t> Runner::forward(const uint8_t* body, size_t size) {
     SequenceStep& s = steps[q];
     std::string which = "FORWARD sequence " + std::to_string(q);
     s.table = table_from(r, blocks_, "FORWARD");
+    if (two_groups()) {
+      uint32_t nb = r.u32("the sliding block count");
+      s.sliding_table = r.i32s(nb, "the sliding block table");
+    }
     uint32_t n = r.u32("the token count");
     s.tokens = r.i32s(n, "the tokens");
     s.positions = r.i32s(n, "the positions");
@@ -299,6 +336,7 @@ std::vector<uint8_t> Runner::forward(const uint8_t* body, size_t size) {
     std::vector<int32_t> sorted(s.indices);
     std::sort(sorted.begin(), sorted.end());
     if (std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end()) throw BadRequest(which + ": two tokens write the same index");
+    if (two_groups()) check_sliding_table(sliding_, s.sliding_table, s.indices, model_.kv_groups().window, which);
   }
   if (mode.stats)
     for (uint32_t q = 0; q < n_seqs; q++) read_forward_stats(r, steps[q], flags, "FORWARD statistics of sequence " + std::to_string(q));
@@ -313,10 +351,19 @@ std::vector<uint8_t> Runner::forward(const uint8_t* body, size_t size) {
     for (int e = 0; e < len; e++)
       if (!fresh[e] && blocks_.position(blocks_.slot(s.table, e)) == KvBlocks::kUnwritten)
         throw BadRequest("FORWARD sequence " + std::to_string(q) + ": index " + std::to_string(e) + " is attended to but has not been written");
+    if (!two_groups()) continue;
+    // The sliding layers read only the window before each new token, from the sliding pool.
+    const int lowest = *std::min_element(s.indices.begin(), s.indices.end());
+    for (int e = std::max(0, lowest + 1 - model_.kv_groups().window); e < len; e++)
+      if (!fresh[e] && sliding_.position(sliding_.slot(s.sliding_table, e)) == KvBlocks::kUnwritten)
+        throw BadRequest("FORWARD sequence " + std::to_string(q) + ": index " + std::to_string(e) + " is in the sliding window but has not been written in the sliding group");
   }
   ForwardResult result = model_.forward(steps, mode);
   for (const SequenceStep& s : steps)
-    for (size_t i = 0; i < s.tokens.size(); i++) blocks_.set_position(blocks_.slot(s.table, s.indices[i]), s.positions[i]);
+    for (size_t i = 0; i < s.tokens.size(); i++) {
+      blocks_.set_position(blocks_.slot(s.table, s.indices[i]), s.positions[i]);
+      if (two_groups()) sliding_.set_position(sliding_.slot(s.sliding_table, s.indices[i]), s.positions[i]);
+    }
   BodyWriter w;
   w.append(result.logits.data(), result.logits.size() * 4);
   w.append(result.stats.data(), result.stats.size() * 4);
@@ -329,6 +376,7 @@ std::vector<uint8_t> Runner::forward(const uint8_t* body, size_t size) {
 }
 
 void Runner::relocate(const uint8_t* body, size_t size) {
+  refuse_with_two_groups("RELOCATE");
   BodyReader r(body, size);
   std::vector<int32_t> src_table = table_from(r, blocks_, "RELOCATE");
   uint32_t src_start = r.u32("the source start"), count = r.u32("the count");
@@ -357,6 +405,7 @@ void Runner::relocate(const uint8_t* body, size_t size) {
 }
 
 std::vector<uint8_t> Runner::key_summary(const uint8_t* body, size_t size) {
+  refuse_with_two_groups("KEY_SUMMARY");
   BodyReader r(body, size);
   uint32_t n = r.u32("the block count");
   std::vector<int32_t> ids = r.i32s(n, "the block ids");

@@ -19,7 +19,11 @@ enum Status : uint32_t { kOk = 0, kBadRequest = 1, kOutOfBlocks = 2, kInternal =
 
 class Runner {
  public:
-  Runner(Model& model, std::string build) : model_(model), blocks_(model.num_blocks(), model.block_size()), build_(std::move(build)) {}
+  Runner(Model& model, std::string build)
+      : model_(model),
+        blocks_(model.num_blocks(), model.block_size()),
+        sliding_(model.kv_groups().two_groups() ? model.sliding_blocks() : 0, model.block_size()),
+        build_(std::move(build)) {}
 
   // Handles a request payload (op, id, body); returns the response payload (id, status, body).
   // Sets `shutdown` on SHUTDOWN.
@@ -28,8 +32,15 @@ class Runner {
 
  private:
   Model& model_;
-  KvBlocks blocks_;
+  KvBlocks blocks_;   // group 0: every layer, or the global layers of a model with two groups
+  KvBlocks sliding_;  // group 1: the sliding-window layers (no blocks with one group)
   std::string build_;
+
+  bool two_groups() const { return model_.kv_groups().two_groups(); }
+  // The pool of ALLOC/FREE's optional trailing group (0 when absent).
+  KvBlocks& group_blocks(BodyReader& r, const char* op);
+  // Ops that address one table's K/V of every layer (chunk reuse) have no sliding group yet.
+  void refuse_with_two_groups(const char* op) const;
 
   std::vector<uint8_t> dispatch(uint32_t op, const uint8_t* body, size_t size, bool& shutdown);
   std::vector<uint8_t> forward(const uint8_t* body, size_t size);

@@ -5,11 +5,12 @@
  * written); its full blocks join the cache as they fill; when it ends or is preempted its cached
  * blocks stay in the cache, unreferenced, and the rest go back to the pool.
  */
-import type { RunnerInfo } from "../runner/runnerProtocol.ts";
+import { slidingGroupOf, type RunnerInfo } from "../runner/runnerProtocol.ts";
 import type { ChunkCache } from "../kv/chunkCache.ts";
 import { KvBlockPool, KvBlockTable, type BlockRunner, type GrowRequest } from "../kv/kvBlockTable.ts";
-import { PrefixBlockCache, blockHash, chainRoot, type PrefixBlockCacheStats, type PrefixCacheEvents, type StoredPrefixBlock } from "../kv/prefixBlockCache.ts";
+import { PrefixBlockCache, blockHash, chainRoot, type KvCacheGroupTag, type PrefixBlockCacheStats, type PrefixCacheEvents, type StoredPrefixBlock } from "../kv/prefixBlockCache.ts";
 import type { RecomputePolicy } from "../kv/recomputeSelection.ts";
+import { SlidingWindowGroup } from "../kv/slidingWindowGroup.ts";
 import { DEFAULT_KV_POLICY } from "./schedulerTypes.ts";
 import type { Sequence } from "./sequence.ts";
 
@@ -24,20 +25,43 @@ export interface BlockManagerOptions {
   kvPolicy?: RecomputePolicy;
 }
 
+type PoolInfo = Pick<RunnerInfo, "block_size" | "free_blocks" | "kv_groups">;
+
+const FULL_ATTENTION_GROUP: KvCacheGroupTag = { index: 0, kind: "full_attention" };
+
 export class BlockManager {
   private blockPool: KvBlockPool;
   /** Automatic prefix cache of plain prompts' full blocks (null: off). */
   private prefix: PrefixBlockCache | null;
   /** The sequence each admitted table belongs to (tables of others are freed whole). */
   private readonly tableOwner = new WeakMap<KvBlockTable, Sequence>();
+  /** The sliding-window layers' group (a model with two KV groups), or null. */
+  private slidingGroup: SlidingWindowGroup | null;
 
   constructor(
     private readonly runner: BlockRunner,
-    info: Pick<RunnerInfo, "block_size" | "free_blocks">,
+    info: PoolInfo,
     private readonly options: BlockManagerOptions = {},
   ) {
     this.blockPool = this.newPool(info);
     this.prefix = this.newPrefixCache();
+    this.slidingGroup = this.newSlidingGroup(info);
+  }
+
+  /** The sliding-window group of a model with two KV groups (null with one). */
+  get sliding(): SlidingWindowGroup | null {
+    return this.slidingGroup;
+  }
+
+  private newSlidingGroup(info: PoolInfo): SlidingWindowGroup | null {
+    const group = slidingGroupOf(info);
+    if (group === null) return null;
+    return new SlidingWindowGroup(this.runner, group, info.block_size, this.options.prefixCache ?? true, this.options.prefixEvents);
+  }
+
+  /** The full-attention group's KV event fields on a model with two groups (none with one). */
+  private get fullGroupTag(): KvCacheGroupTag | undefined {
+    return this.slidingGroup === null ? undefined : FULL_ATTENTION_GROUP;
   }
 
   /** The pool of the runner's blocks (replaced when the runner restarts). */
@@ -63,8 +87,9 @@ export class BlockManager {
    * The runner restarted with every block free: a new pool, and an empty prefix cache (the
    * runner's blocks are gone, and with them every cached prefix); `sequences` hold none any more.
    */
-  reset(info: Pick<RunnerInfo, "block_size" | "free_blocks">, sequences: Iterable<Sequence>): void {
+  reset(info: PoolInfo, sequences: Iterable<Sequence>): void {
     this.blockPool = this.newPool(info);
+    this.slidingGroup = this.newSlidingGroup(info);
     if (this.prefix !== null) {
       this.prefix = this.newPrefixCache();
       this.options.prefixEvents?.cleared();
@@ -72,7 +97,7 @@ export class BlockManager {
     for (const sequence of sequences) sequence.prefixHashes = [];
   }
 
-  private newPool(info: Pick<RunnerInfo, "block_size" | "free_blocks">): KvBlockPool {
+  private newPool(info: PoolInfo): KvBlockPool {
     const pool = new KvBlockPool(this.runner, info.block_size, info.free_blocks);
     this.chunkCache?.attachPool(pool);
     return pool;
@@ -81,7 +106,11 @@ export class BlockManager {
   private newPrefixCache(): PrefixBlockCache | null {
     if (!(this.options.prefixCache ?? true)) return null;
     const events = this.options.prefixEvents;
-    return new PrefixBlockCache(events === undefined ? undefined : (hashes) => events.removed(hashes));
+    return new PrefixBlockCache(events === undefined ? undefined : (hashes) => {
+      const group = this.fullGroupTag;
+      if (group === undefined) events.removed(hashes);
+      else events.removed(hashes, group);
+    });
   }
 
   private get chunkCache(): ChunkCache | null {
@@ -93,8 +122,15 @@ export class BlockManager {
     return this.blockPool.shortfall(requests);
   }
 
-  grow(requests: readonly GrowRequest[]): Promise<void> {
-    return this.blockPool.grow(requests);
+  /** Whether every group's pool has the blocks the step's growth needs. */
+  fits(requests: readonly GrowRequest[]): boolean {
+    const sliding = this.slidingGroup;
+    return this.blockPool.shortfall(requests) <= this.blockPool.free && (sliding === null || sliding.shortfall(requests) <= sliding.pool.free);
+  }
+
+  async grow(requests: readonly GrowRequest[]): Promise<void> {
+    await this.blockPool.grow(requests);
+    await this.slidingGroup?.grow(requests);
   }
 
   /**
@@ -141,10 +177,12 @@ export class BlockManager {
       const variantTokens = exactVariants.reduce((sum, variant) => sum + variant.tokenCount, 0);
       if (this.prefix.cachedRun(hashes) * blockSize <= variantTokens && variantTokens > 0) return;
     }
-    const hit = this.prefix.lookup(hashes);
+    const sliding = this.slidingGroup;
+    const hit = this.prefix.lookup(hashes, sliding === null ? Infinity : sliding.resumableBlocks(hashes, this.prefix.cachedRun(hashes)));
     if (hit.length === 0) return;
     const held = hashes.slice(0, hit.length);
     this.prefix.acquire(held);
+    sliding?.share(sequence.table, hashes, hit.length);
     sequence.prefixHashes = held;
     sequence.table.blocks.push(...hit);
     sequence.table.length = hit.length * blockSize;
@@ -174,7 +212,8 @@ export class BlockManager {
         table.blocks[i] = cached;
         spare.push(block);
       } else if (this.options.prefixEvents !== undefined) {
-        stored.push({ hash: hashes[i]!, parent, tokens: sequence.tokens.slice(i * blockSize, (i + 1) * blockSize) });
+        const group = this.fullGroupTag;
+        stored.push({ hash: hashes[i]!, parent, tokens: sequence.tokens.slice(i * blockSize, (i + 1) * blockSize), ...(group === undefined ? {} : { group }) });
       }
     }
     sequence.prefixHashes = hashes;
@@ -183,10 +222,22 @@ export class BlockManager {
 
   /** After a step: the step's sequences' filled blocks join the prefix cache; duplicate copies are freed. */
   async cacheStepBlocks(sequences: readonly Sequence[]): Promise<void> {
-    if (this.prefix === null) return;
-    const spare = new KvBlockTable(this.blockSize);
-    for (const sequence of sequences) this.cacheFilledBlocks(sequence, spare.blocks);
-    await this.blockPool.release([spare]);
+    if (this.prefix !== null) {
+      const spare = new KvBlockTable(this.blockSize);
+      for (const sequence of sequences) this.cacheFilledBlocks(sequence, spare.blocks);
+      await this.blockPool.release([spare]);
+    }
+    await this.slidingGroup?.slide(sequences.map((sequence) => ({ table: sequence.table, ...this.promptCheckpoint(sequence) })));
+  }
+
+  /**
+   * The window checkpoint at the end of a plain prompt (its last full block), once those full
+   * blocks are cached: the sliding group keeps it as the sequence slides past.
+   */
+  private promptCheckpoint(sequence: Sequence): { keep?: { blocks: number; hashes: readonly string[]; tokens: readonly number[] } } {
+    const blocks = Math.floor(sequence.promptLength / this.blockSize);
+    if (this.prefix === null || sequence.request.segments !== undefined || blocks === 0 || sequence.prefixHashes.length < blocks) return {};
+    return { keep: { blocks, hashes: sequence.prefixHashes, tokens: sequence.tokens } };
   }
 
   /**
@@ -209,6 +260,7 @@ export class BlockManager {
         this.cacheFilledBlocks(sequence, spare.blocks);
         this.prefix.release(sequence.prefixHashes);
       }
+      await this.slidingGroup?.release(table, sequence.prefixHashes, sequence.prefixHashes.length, sequence.tokens);
       spare.blocks.push(...table.blocks.slice(sequence.prefixHashes.length));
       table.blocks.length = 0;
       table.length = 0;
@@ -250,10 +302,26 @@ export class BlockManager {
    * those blocks are cached, to start after them.
    */
   waitsForSharedPrefix(sequence: Sequence, pending: ReadonlySet<string>): boolean {
+    // With a sliding-window group the running sequence's blocks alone are no hit (its window
+    // checkpoint comes when it ends): waiting would only delay.
+    if (this.slidingGroup !== null) return false;
     if (this.prefix === null || pending.size === 0 || sequence.request.segments !== undefined || sequence.table.blocks.length > 0) return false;
     const hashes = this.blockHashes(sequence, Math.floor((sequence.tokens.length - 1) / this.blockSize));
     const run = this.prefix.cachedRun(hashes);
     return run < hashes.length && pending.has(hashes[run]!);
+  }
+
+  /**
+   * Frees what the step's growth lacks in each group if cached KV can give it: full-attention
+   * blocks (makeRoom), then the sliding group's window checkpoints, those whose full-attention
+   * prefix was evicted first.
+   */
+  async makeRoomFor(requests: readonly GrowRequest[]): Promise<void> {
+    await this.makeRoom(this.blockPool.shortfall(requests));
+    const sliding = this.slidingGroup;
+    if (sliding === null) return;
+    const prefix = this.prefix;
+    await sliding.evict(sliding.shortfall(requests) - sliding.pool.free, (hash) => prefix === null || prefix.blockOf(hash) === undefined);
   }
 
   /** Frees at least `blocks` pool blocks if cached KV can give them: chunk caches first, then unreferenced prefix blocks. */

@@ -46,6 +46,12 @@ export interface EngineOptions {
   device?: string;
   /** KV-cache blocks (default: the runner's, 8,192 tokens' worth). */
   kvBlocks?: number;
+  /**
+   * A model with sliding-window layers: the sliding-window group's blocks (default: as many as
+   * kvBlocks), and 1 to keep every layer's KV for every position in one group (a baseline).
+   */
+  kvSlidingBlocks?: number;
+  kvGroups?: 1 | 2;
   /** Tokens per KV block (default: the runner's, 16). */
   blockSize?: number;
   /** CPU threads of the runner (default: the runner's). */
@@ -173,6 +179,8 @@ export class GenerationEngine {
       executable,
       model: dir,
       blocks: options.kvBlocks,
+      ...(options.kvSlidingBlocks !== undefined ? { slidingBlocks: options.kvSlidingBlocks } : {}),
+      ...(options.kvGroups !== undefined ? { kvGroups: options.kvGroups } : {}),
       blockSize: options.blockSize,
       threads: options.threads,
       ...(options.kvDtype !== undefined ? { kvDtype: options.kvDtype } : {}),
@@ -198,25 +206,32 @@ export class GenerationEngine {
       : null;
     if (remote !== null && !(await remote.start())) log(`ctxr: the remote chunk cache ${remote.display} is not reachable now; serving without it until it is`);
     const chunkCache = new ChunkCache(runner, { deviceBlocks: options.kvDeviceBlocks, hostBytes: options.kvHostBytes, disk, remote, log });
-    const scheduler = new GenerationScheduler(runner, tokenizer, {
-      prefillChunk: options.prefillChunk,
-      maxBatch: options.maxBatch,
-      maxWaiting: options.maxWaitingRequests,
-      requestTimeoutMs: options.requestTimeoutMs ?? null,
-      log,
-      chunkCache,
-      kvPolicy: options.kvPolicy,
-      recomputeRatio: options.recomputeRatio,
-      focusWindow: options.focusWindow,
-      contextScores: options.contextScores,
-      prophetSpanDecay: options.prophetSpanDecay,
-      prophetQueryRows: options.prophetQueryRows,
-      prefixCache: options.prefixCache ?? true,
-      prefixSeed: prefixSeed(identity, runner.info),
-      ...(options.prefixEvents !== undefined ? { prefixEvents: options.prefixEvents } : {}),
-      ...(options.latency !== undefined ? { latency: options.latency } : {}),
-      sparseTrigger: options.sparseTrigger,
-    });
+    let scheduler: GenerationScheduler;
+    try {
+      scheduler = new GenerationScheduler(runner, tokenizer, {
+        prefillChunk: options.prefillChunk,
+        maxBatch: options.maxBatch,
+        maxWaiting: options.maxWaitingRequests,
+        requestTimeoutMs: options.requestTimeoutMs ?? null,
+        log,
+        chunkCache,
+        kvPolicy: options.kvPolicy,
+        recomputeRatio: options.recomputeRatio,
+        focusWindow: options.focusWindow,
+        contextScores: options.contextScores,
+        prophetSpanDecay: options.prophetSpanDecay,
+        prophetQueryRows: options.prophetQueryRows,
+        prefixCache: options.prefixCache ?? true,
+        prefixSeed: prefixSeed(identity, runner.info),
+        ...(options.prefixEvents !== undefined ? { prefixEvents: options.prefixEvents } : {}),
+        ...(options.latency !== undefined ? { latency: options.latency } : {}),
+        sparseTrigger: options.sparseTrigger,
+      });
+    } catch (error) {
+      // Settings the runner's model cannot run with (a sliding-window pool too small): no orphan runner.
+      await runner.shutdown();
+      throw error;
+    }
     const restored = await chunkCache.loadFromDisk();
     if (restored > 0) log(`ctxr: ${restored} chunk caches restored from ${options.kvDir}`);
     runner.onCrash((error) => {
@@ -351,6 +366,10 @@ export class GenerationEngine {
     metric("ctxr_generation_max_waiting", "gauge", "Requests that may wait for admission (--max-waiting-requests).", stats.maxWaiting);
     metric("ctxr_generation_kv_blocks_used", "gauge", "KV-cache blocks allocated.", stats.kvBlocksUsed);
     metric("ctxr_generation_kv_blocks_total", "gauge", "KV-cache blocks.", stats.kvBlocksTotal);
+    if (stats.kvSlidingBlocksTotal > 0) {
+      metric("ctxr_generation_kv_sliding_blocks_used", "gauge", "Blocks of the sliding-window layers' KV group in use (windows and window checkpoints).", stats.kvSlidingBlocksUsed);
+      metric("ctxr_generation_kv_sliding_blocks_total", "gauge", "Blocks of the sliding-window layers' KV group.", stats.kvSlidingBlocksTotal);
+    }
     metric("ctxr_prefix_cache_blocks", "gauge", "KV blocks the automatic prefix cache holds (part of kv_blocks_used).", stats.kvBlocksPrefixCached);
     metric("ctxr_prefix_cache_referenced_blocks", "gauge", "Prefix-cache blocks running sequences use.", stats.kvBlocksPrefixReferenced);
     metric("ctxr_prefix_cache_queried_tokens_total", "counter", "Prompt tokens looked up in the prefix cache (full blocks).", stats.prefixBlocksQueried * stats.blockSize);

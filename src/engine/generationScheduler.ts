@@ -40,7 +40,7 @@ import type { PrefixBlockCacheStats } from "../kv/prefixBlockCache.ts";
 import { SparseDecode } from "../kv/sparseDecode.ts";
 import type { StreamDecoder } from "./textStream.ts";
 import { BlockManager } from "./blockManager.ts";
-import { GenerationFailedError, QueueFullError, DeadlineExceededError, SchedulerClosedError } from "./generationErrors.ts";
+import { GenerationFailedError, PromptTooLongError, QueueFullError, DeadlineExceededError, SchedulerClosedError } from "./generationErrors.ts";
 import { GenerationHandle } from "./generationHandle.ts";
 import { ManagedPrefillStep } from "./managedPrefillStep.ts";
 import type { GenerationRequest } from "./generationTypes.ts";
@@ -133,6 +133,12 @@ export class GenerationScheduler {
       ...(options.kvPolicy !== undefined ? { kvPolicy: options.kvPolicy } : {}),
     });
     this.managedPrefill = new ManagedPrefillStep(runner, this.blocks, this.output, options, this.counters);
+    const sliding = this.blocks.sliding;
+    if (sliding !== null && sliding.pool.totalBlocks < sliding.blocksPerSequence(this.prefillChunk))
+      throw new RangeError(
+        `the sliding-window KV group has ${sliding.pool.totalBlocks} blocks, fewer than one sequence needs in a prefill step: ${sliding.blocksPerSequence(this.prefillChunk)} ` +
+          `(its window of ${sliding.window} tokens, one more block and a ${this.prefillChunk}-token chunk, in blocks of ${sliding.blockSize}); give --kv-sliding-blocks at least that`,
+      );
   }
 
   /** Prefix-cache statistics (null when it is off). */
@@ -163,6 +169,9 @@ export class GenerationScheduler {
       kvBlocksUsed: pool.used,
       kvBlocksTotal: pool.totalBlocks,
       blockSize: pool.blockSize,
+      kvSlidingBlocksUsed: this.blocks.sliding?.pool.used ?? 0,
+      kvSlidingBlocksTotal: this.blocks.sliding?.pool.totalBlocks ?? 0,
+      kvSlidingBlocksCheckpointed: this.blocks.sliding?.checkpointStats?.blocks ?? 0,
       kvBlocksPrefixCached: prefix?.blocks ?? 0,
       kvBlocksPrefixReferenced: prefix?.referenced ?? 0,
       prefixBlocksQueried: prefix?.queried ?? 0,
@@ -187,6 +196,7 @@ export class GenerationScheduler {
   submit(request: GenerationRequest): GenerationHandle {
     if (this.closed) throw new SchedulerClosedError();
     const maxTokens = checkGenerationRequest(request, this.runner.info.vocab, this.maxModelLen);
+    this.checkSlidingWindowSupport(request);
     if (this.waiting.length >= this.maxWaiting) {
       this.counters.rejected++;
       throw new QueueFullError(this.maxWaiting, Math.min(60, Math.max(1, Math.ceil(this.recentQueueMs / 1000))));
@@ -199,6 +209,18 @@ export class GenerationScheduler {
     this.waiting.push(sequence);
     this.kick();
     return handle;
+  }
+
+  /**
+   * A model with sliding-window layers keeps their KV in a group of its own, which the KV-managed
+   * prefill (chunk reuse: EXPORT/IMPORT/RELOCATE of one table) and sparse decode do not address
+   * yet: such requests are refused rather than computed wrong.
+   */
+  private checkSlidingWindowSupport(request: GenerationRequest): void {
+    if (this.blocks.sliding === null) return;
+    const model = `this model has sliding-window layers (${this.runner.info.architecture}, two KV cache groups)`;
+    if (request.segments !== undefined) throw new PromptTooLongError(`KV-managed prompts (segments, chunk reuse) are not supported: ${model}; send a plain prompt (the automatic prefix cache still applies)`, "prompt");
+    if (request.kvBudget != null && request.kvBudget < 1) throw new PromptTooLongError(`a KV budget (sparse decode) is not supported: ${model}`, "prompt");
   }
 
   /** Arms the sequence's deadline: the shorter of its own and the server's request timeout. */
@@ -390,6 +412,10 @@ export class GenerationScheduler {
   /** Admission in cache-aware order (first come first served without KV-managed prompts), while the batch and the cache hold them. */
   private admitWaiting(): void {
     let committed = this.running.reduce((sum, sequence) => sum + this.committedBlocks(sequence), 0);
+    // The sliding-window group (when there is one) holds at most its window plus a prompt chunk a sequence.
+    const sliding = this.blocks.sliding;
+    const slidingBlocks = (sequence: Sequence) => Math.min(this.committedBlocks(sequence), sliding!.blocksPerSequence(this.prefillChunk));
+    let committedSliding = sliding === null ? 0 : this.running.reduce((sum, sequence) => sum + slidingBlocks(sequence), 0);
     const admitted = new Set<Sequence>();
     const pending = this.waiting.length > 0 ? this.blocks.pendingPrefixBlocks(this.running) : new Set<string>();
     for (const candidate of this.admissionOrder()) {
@@ -397,6 +423,9 @@ export class GenerationScheduler {
       if (this.blocks.waitsForSharedPrefix(candidate, pending)) continue;
       const need = this.committedBlocks(candidate);
       if (committed + need > this.blocks.pool.totalBlocks && this.running.length > 0) break;
+      const needSliding = sliding === null ? 0 : slidingBlocks(candidate);
+      if (sliding !== null && committedSliding + needSliding > sliding.pool.totalBlocks && this.running.length > 0) break;
+      committedSliding += needSliding;
       admitted.add(candidate);
       candidate.admitted = ++this.admissions;
       if (candidate.firstAdmittedAt === null) {
@@ -429,8 +458,8 @@ export class GenerationScheduler {
     let plan = this.plan();
     for (;;) {
       if (released.length > 0) await this.blocks.release(released.splice(0));
-      await this.blocks.makeRoom(this.blocks.shortfall(growRequests(plan)));
-      if (this.blocks.shortfall(growRequests(plan)) <= this.blocks.pool.free || this.running.length <= 1) return plan;
+      await this.blocks.makeRoomFor(growRequests(plan));
+      if (this.blocks.fits(growRequests(plan)) || this.running.length <= 1) return plan;
       const victim = this.running.reduce((latest, sequence) => (sequence.admitted > latest.admitted ? sequence : latest));
       this.running.splice(this.running.indexOf(victim), 1);
       released.push(victim.table);
@@ -472,7 +501,9 @@ export class GenerationScheduler {
       for (let i = 0; i < count; i++) indices[i] = start + i;
       const last = start + count === sequence.tokens.length;
       const logitRows = wantsPromptRows(sequence, start) ? Array.from({ length: count }, (_, row) => row) : last ? [count - 1] : [];
-      return { table: sequence.table.blocks, tokens: sequence.tokens.slice(start, start + count), indices, logitRows };
+      const forward: ForwardSequence = { table: sequence.table.blocks, tokens: sequence.tokens.slice(start, start + count), indices, logitRows };
+      if (this.blocks.sliding !== null) forward.slidingTable = this.blocks.sliding.tableOf(sequence.table).blocks;
+      return forward;
     });
   }
 

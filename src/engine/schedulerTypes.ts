@@ -106,6 +106,13 @@ export interface SchedulerStats {
   kvBlocksTotal: number;
   /** Tokens a KV block holds. */
   blockSize: number;
+  /**
+   * The sliding-window group's pool (a model with sliding-window layers; 0 otherwise): blocks in
+   * use (by sequences and window checkpoints), its size, and the checkpoints' blocks.
+   */
+  kvSlidingBlocksUsed: number;
+  kvSlidingBlocksTotal: number;
+  kvSlidingBlocksCheckpointed: number;
   /** Blocks the prefix cache holds (part of kvBlocksUsed), and of those the ones running sequences use. */
   kvBlocksPrefixCached: number;
   kvBlocksPrefixReferenced: number;

@@ -8,9 +8,13 @@
 
 /** Just what the pool needs of the runner (RunnerProcess has it). */
 export interface BlockRunner {
-  alloc(count: number): Promise<number[]>;
-  free(ids: readonly number[]): Promise<void>;
+  /** `group`: the KV cache group (0, the default: the only one or the full-attention layers'; 1: the sliding-window layers'). */
+  alloc(count: number, group?: number): Promise<number[]>;
+  free(ids: readonly number[], group?: number): Promise<void>;
 }
+
+/** A sliding-window table's entry for a block that has left the window (the runner's NO_BLOCK). */
+export const NO_BLOCK = 0xffffffff;
 
 /** One sequence's blocks and written length. */
 export class KvBlockTable {
@@ -23,6 +27,11 @@ export class KvBlockTable {
   /** Entries the table can hold without more blocks. */
   get capacity(): number {
     return this.blocks.length * this.blockSize;
+  }
+
+  /** Blocks it holds (a sliding-window table's NO_BLOCK entries are none). */
+  get heldBlocks(): number[] {
+    return this.blocks.filter((block) => block !== NO_BLOCK);
   }
 
   /** Blocks to add so that it holds `entries` entries. */
@@ -51,6 +60,8 @@ export class KvBlockPool {
     readonly blockSize: number,
     readonly totalBlocks: number,
     freeBlocks = totalBlocks,
+    /** The runner's KV cache group these blocks are of. */
+    readonly group = 0,
   ) {
     this.freeCount = freeBlocks;
   }
@@ -79,7 +90,7 @@ export class KvBlockPool {
     const total = needs.reduce((a, b) => a + b, 0);
     if (total === 0) return;
     if (total > this.freeCount) throw new KvCacheFullError(total, this.freeCount);
-    const ids = await this.runner.alloc(total);
+    const ids = this.group === 0 ? await this.runner.alloc(total) : await this.runner.alloc(total, this.group);
     this.freeCount -= ids.length;
     let next = 0;
     requests.forEach((request, i) => {
@@ -91,13 +102,14 @@ export class KvBlockPool {
   async release(tables: readonly KvBlockTable[]): Promise<void> {
     const ids: number[] = [];
     for (const table of tables) {
-      ids.push(...table.blocks);
+      ids.push(...table.heldBlocks);
       table.blocks.length = 0;
       table.length = 0;
     }
     if (ids.length === 0) return;
     this.freeCount += ids.length;
-    await this.runner.free(ids);
+    if (this.group === 0) await this.runner.free(ids);
+    else await this.runner.free(ids, this.group);
   }
 
   /** Forgets everything (the runner restarted with every block free). */

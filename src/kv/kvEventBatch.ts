@@ -12,7 +12,7 @@
  * null.
  */
 import { encode } from "@msgpack/msgpack";
-import { BLOCK_HASH_HEX_LENGTH, type StoredPrefixBlock } from "./prefixBlockCache.ts";
+import { BLOCK_HASH_HEX_LENGTH, type KvCacheGroupTag, type StoredPrefixBlock } from "./prefixBlockCache.ts";
 
 /**
  * How block hashes go on the wire: `bytes`, the whole 128-bit hash as 16 raw bytes (msgpack bin,
@@ -37,12 +37,18 @@ export interface BlockStoredEvent {
   lora_id: null;
   medium: string;
   lora_name: null;
+  /** On a model with two KV cache groups (vLLM's hybrid KV cache): the block's group. */
+  extra_keys?: null;
+  group_idx?: number;
+  kv_cache_spec_kind?: string;
+  kv_cache_spec_sliding_window?: number | null;
 }
 
 export interface BlockRemovedEvent {
   type: "BlockRemoved";
   block_hashes: ExternalBlockHash[];
   medium: string;
+  group_idx?: number;
 }
 
 export interface AllBlocksClearedEvent {
@@ -79,7 +85,7 @@ export function blockStoredEvents(blocks: readonly StoredPrefixBlock[], encoding
   let current: BlockStoredEvent | null = null;
   let last: string | null = null;
   for (const block of blocks) {
-    if (current === null || block.parent === null || block.parent !== last || block.tokens.length !== current.block_size) {
+    if (current === null || block.parent === null || block.parent !== last || block.tokens.length !== current.block_size || block.group?.index !== current.group_idx) {
       current = {
         type: "BlockStored",
         block_hashes: [],
@@ -89,6 +95,7 @@ export function blockStoredEvents(blocks: readonly StoredPrefixBlock[], encoding
         lora_id: null,
         medium: KV_MEDIUM,
         lora_name: null,
+        ...groupFields(block.group),
       };
       events.push(current);
     }
@@ -99,8 +106,20 @@ export function blockStoredEvents(blocks: readonly StoredPrefixBlock[], encoding
   return events;
 }
 
-export function blockRemovedEvent(hashes: readonly string[], encoding: BlockHashEncoding): BlockRemovedEvent {
-  return { type: "BlockRemoved", block_hashes: hashes.map((hash) => externalBlockHash(hash, encoding)), medium: KV_MEDIUM };
+/**
+ * A group's fields as vLLM's BlockStored has them: group_idx, kv_cache_spec_kind and, for a
+ * sliding-window group, kv_cache_spec_sliding_window; extra_keys (null) precedes them so that the
+ * array layout keeps their positions (the map layout omits it, as msgspec omits a null default).
+ */
+function groupFields(group: KvCacheGroupTag | undefined): Partial<BlockStoredEvent> {
+  if (group === undefined) return {};
+  return { extra_keys: null, group_idx: group.index, kv_cache_spec_kind: group.kind, kv_cache_spec_sliding_window: group.slidingWindow ?? null };
+}
+
+export function blockRemovedEvent(hashes: readonly string[], encoding: BlockHashEncoding, group?: KvCacheGroupTag): BlockRemovedEvent {
+  const event: BlockRemovedEvent = { type: "BlockRemoved", block_hashes: hashes.map((hash) => externalBlockHash(hash, encoding)), medium: KV_MEDIUM };
+  if (group !== undefined) event.group_idx = group.index;
+  return event;
 }
 
 export function allBlocksClearedEvent(): AllBlocksClearedEvent {
@@ -116,10 +135,19 @@ export function allBlocksClearedEvent(): AllBlocksClearedEvent {
 export function encodeKvEventBatch(ts: number, events: readonly KvCacheEvent[], options: { layout?: KvEventLayout; dataParallelRank?: number } = {}): Uint8Array {
   const layout = options.layout ?? "map";
   const rank = options.dataParallelRank ?? 0;
-  const wireEvents = layout === "array" ? events.map(arrayEvent) : events;
+  const wireEvents = layout === "array" ? events.map(arrayEvent) : events.map(mapEvent);
   const encodedEvents = encode(wireEvents, { useBigInt64: true });
   if (layout === "map") return Buffer.concat([Uint8Array.of(0x83), encode("ts"), float64(ts), encode("events"), encodedEvents, encode("data_parallel_rank"), encode(rank)]);
   return Buffer.concat([Uint8Array.of(0x93), float64(ts), encodedEvents, encode(rank)]);
+}
+
+/** A map event: null fields vLLM gives a default (extra_keys, kv_cache_spec_sliding_window) are omitted. */
+function mapEvent(event: KvCacheEvent): KvCacheEvent {
+  if (event.type !== "BlockStored" || (event.extra_keys === undefined && event.kv_cache_spec_sliding_window === undefined)) return event;
+  const out: Record<string, unknown> = { ...event };
+  if (out.extra_keys === null) delete out.extra_keys;
+  if (out.kv_cache_spec_sliding_window === null) delete out.kv_cache_spec_sliding_window;
+  return out as unknown as KvCacheEvent;
 }
 
 /** A tagged array: the type, then the field values in order, trailing nulls left out. */

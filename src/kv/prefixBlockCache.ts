@@ -109,11 +109,25 @@ export interface PrefixBlockCacheStats {
  */
 export interface PrefixCacheEvents {
   stored(blocks: readonly StoredPrefixBlock[]): void;
-  removed(hashes: readonly string[]): void;
+  /** `group`: the KV cache group the blocks were of (a model with two groups; absent with one). */
+  removed(hashes: readonly string[], group?: KvCacheGroupTag): void;
   cleared(): void;
 }
 
+/**
+ * Which KV cache group a block belongs to on a model with two (vLLM's hybrid KV cache manager's
+ * `group_idx`, `kv_cache_spec_kind` and `kv_cache_spec_sliding_window` of its KV events).
+ */
+export interface KvCacheGroupTag {
+  index: number;
+  kind: "full_attention" | "sliding_window";
+  /** The window (sliding_window only). */
+  slidingWindow?: number;
+}
+
 export interface StoredPrefixBlock {
+  /** The block's KV cache group on a model with two (absent with one). */
+  group?: KvCacheGroupTag;
   hash: string;
   /** The previous block's hash; null for a prompt's first block. */
   parent: string | null;
@@ -152,9 +166,12 @@ export class PrefixBlockCache {
     return heldPrefixLength(hashes, (hash) => this.byHash.has(hash));
   }
 
-  /** The longest cached run of `hashes` from the first: their block ids (nothing is referenced). */
-  lookup(hashes: readonly string[]): number[] {
-    const out = hashes.slice(0, this.cachedRun(hashes)).map((hash) => this.byHash.get(hash)!.block);
+  /**
+   * The longest cached run of `hashes` from the first, at most `maxBlocks` (what else the hit needs
+   * may bound it: a sliding-window group's checkpoints): their block ids (nothing is referenced).
+   */
+  lookup(hashes: readonly string[], maxBlocks = Infinity): number[] {
+    const out = hashes.slice(0, Math.min(this.cachedRun(hashes), maxBlocks)).map((hash) => this.byHash.get(hash)!.block);
     this.counters.queried += hashes.length;
     this.counters.hits += out.length;
     return out;

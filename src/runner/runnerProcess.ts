@@ -59,6 +59,10 @@ export interface RunnerOptions {
   model: string;
   /** KV-cache blocks (default: the runner's, enough for 8,192 tokens). */
   blocks?: number;
+  /** Blocks of the sliding-window group on a model with sliding layers (default: the runner's, as many as `blocks`). */
+  slidingBlocks?: number;
+  /** 1: keep a sliding-window model's every layer in one KV group, every position (default 2: a group per kind of layer). */
+  kvGroups?: 1 | 2;
   /** Tokens per KV block (default: the runner's, 16). */
   blockSize?: number;
   /** CPU threads (default: the runner's). */
@@ -130,6 +134,8 @@ export function runnerArgs(options: RunnerOptions): string[] {
   const args = ["--model", options.model];
   if (options.blocks !== undefined) args.push("--blocks", String(options.blocks));
   if (options.blockSize !== undefined) args.push("--block-size", String(options.blockSize));
+  if (options.slidingBlocks !== undefined) args.push("--sliding-blocks", String(options.slidingBlocks));
+  if (options.kvGroups !== undefined) args.push("--kv-groups", String(options.kvGroups));
   if (options.threads !== undefined) args.push("--threads", String(options.threads));
   if (options.device !== undefined && options.device !== "cpu") args.push("--device", options.device);
   if (options.kvDtype !== undefined) args.push("--kv-dtype", options.kvDtype);
@@ -218,12 +224,13 @@ export class RunnerProcess {
   }
 
   /** Allocates `count` KV blocks (all or none: RunnerRequestError with outOfBlocks otherwise). */
-  async alloc(count: number): Promise<number[]> {
-    return decodeAllocResponse((await this.call(Op.ALLOC, encodeAlloc(count))).body, count);
+  async alloc(count: number, group = 0): Promise<number[]> {
+    return decodeAllocResponse((await this.call(Op.ALLOC, encodeAlloc(count, group))).body, count);
   }
 
-  async free(ids: readonly number[]): Promise<void> {
-    await this.call(Op.FREE, encodeFree(ids));
+  /** Frees blocks of KV group `group` (0: the only one, or the full-attention layers'; 1: the sliding-window layers'). */
+  async free(ids: readonly number[], group = 0): Promise<void> {
+    await this.call(Op.FREE, encodeFree(ids, group));
   }
 
   async copy(pairs: readonly BlockPair[]): Promise<void> {

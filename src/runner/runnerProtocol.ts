@@ -326,6 +326,48 @@ export interface RunnerInfo {
   build: string;
   /** Per layer, the sliding-window length (0: global attention); absent from older runners. */
   layer_windows?: number[];
+  /**
+   * A model with both global and sliding-window layers: its two KV cache groups (group 0 the
+   * full-attention layers, group 1 the sliding-window ones), each with its own block pool and a
+   * block table per sequence. Absent with one group (num_blocks/free_blocks are then the only pool).
+   */
+  kv_groups?: KvGroupInfo[];
+}
+
+export interface KvGroupInfo {
+  kind: "full_attention" | "sliding_window";
+  /** The group's window (sliding_window only). */
+  sliding_window?: number;
+  layers: number[];
+  num_blocks: number;
+  free_blocks: number;
+}
+
+/** The sliding-window group of a runner with two KV groups, or null. */
+export function slidingGroupOf(info: Pick<RunnerInfo, "kv_groups">): (KvGroupInfo & { sliding_window: number }) | null {
+  const group = info.kv_groups?.[1];
+  return group === undefined ? null : (group as KvGroupInfo & { sliding_window: number });
+}
+
+
+function checkKvGroups(groups: unknown, layers: number): void {
+  const fail = (why: string): never => {
+    throw new ProtocolError(`INFO: kv_groups ${why}, got ${JSON.stringify(groups)}`);
+  };
+  if (!Array.isArray(groups) || groups.length !== 2) fail("must be two groups (full_attention, sliding_window)");
+  const [full, sliding] = groups as Record<string, unknown>[];
+  if (full?.kind !== "full_attention" || sliding?.kind !== "sliding_window") fail("must be a full_attention group then a sliding_window group");
+  const isCount = (v: unknown) => typeof v === "number" && Number.isSafeInteger(v) && v >= 0;
+  const seen = new Set<number>();
+  for (const group of [full!, sliding!]) {
+    if (!isCount(group.num_blocks) || !isCount(group.free_blocks) || !Array.isArray(group.layers)) fail("need num_blocks, free_blocks and layers");
+    for (const layer of group.layers as unknown[]) {
+      if (!isCount(layer) || (layer as number) >= layers || seen.has(layer as number)) fail(`must list each of the ${layers} layers once`);
+      seen.add(layer as number);
+    }
+  }
+  if (seen.size !== layers) fail(`must list each of the ${layers} layers once`);
+  if (!(isCount(sliding!.sliding_window) && (sliding!.sliding_window as number) > 0)) fail("need a positive sliding_window for the sliding group");
 }
 
 const INFO_INTEGERS = ["layers", "hidden", "heads", "kv_heads", "head_dim", "vocab", "block_size", "num_blocks", "free_blocks", "max_position_embeddings"] as const;
@@ -355,6 +397,7 @@ export function decodeInfo(body: Uint8Array): RunnerInfo {
     if (!Array.isArray(windows) || windows.length !== layers || !windows.every((w) => typeof w === "number" && Number.isSafeInteger(w) && w >= 0))
       throw new ProtocolError(`INFO: layer_windows must be ${layers} non-negative integers (one per layer), got ${JSON.stringify(windows)}`);
   }
+  if (info.kv_groups !== undefined) checkKvGroups(info.kv_groups, info.layers as number);
   return info as unknown as RunnerInfo;
 }
 
@@ -365,8 +408,9 @@ export function kvWidth(info: Pick<RunnerInfo, "kv_heads" | "head_dim">): number
 // ---------------------------------------------------------------------------
 // ALLOC, FREE, COPY, MOVE
 
-export function encodeAlloc(count: number): Uint8Array {
-  return new BodyWriter(4).u32(count).finish();
+/** ALLOC of `count` blocks of KV group `group` (0 is sent as today's one-field body). */
+export function encodeAlloc(count: number, group = 0): Uint8Array {
+  return group === 0 ? new BodyWriter(4).u32(count).finish() : new BodyWriter(8).u32(count).u32(group).finish();
 }
 
 export function decodeAllocResponse(body: Uint8Array, requested?: number): number[] {
@@ -378,8 +422,10 @@ export function decodeAllocResponse(body: Uint8Array, requested?: number): numbe
   return ids;
 }
 
-export function encodeFree(ids: readonly number[]): Uint8Array {
-  return new BodyWriter(4 + 4 * ids.length).u32(ids.length).u32s(ids).finish();
+export function encodeFree(ids: readonly number[], group = 0): Uint8Array {
+  const writer = new BodyWriter((group === 0 ? 4 : 8) + 4 * ids.length).u32(ids.length).u32s(ids);
+  if (group !== 0) writer.u32(group);
+  return writer.finish();
 }
 
 export interface BlockPair {
@@ -400,6 +446,11 @@ export function encodeBlockPairs(pairs: readonly BlockPair[]): Uint8Array {
 export interface ForwardSequence {
   /** The sequence's block table. */
   table: readonly number[];
+  /**
+   * On a runner with two KV groups (RunnerInfo.kv_groups), required: the sequence's block table of
+   * the sliding-window group, indexed like `table`, NO_BLOCK where a block has left the window.
+   */
+  slidingTable?: readonly number[];
   /** New tokens to run. */
   tokens: ArrayLike<number>;
   /** Their rotary positions (default: their sequence indices). */
@@ -481,7 +532,7 @@ export function sequenceRange(start: number, count: number): Uint32Array {
 
 function forwardBodyBytes(request: ForwardRequest): number {
   let bytes = 8;
-  for (const seq of request.sequences) bytes += 4 + 4 * seq.table.length + 4 + 12 * seq.tokens.length + 4 + 4 * seq.logitRows.length;
+  for (const seq of request.sequences) bytes += 4 + 4 * seq.table.length + (seq.slidingTable === undefined ? 0 : 4 + 4 * seq.slidingTable.length) + 4 + 12 * seq.tokens.length + 4 + 4 * seq.logitRows.length;
   if (request.stats) {
     for (const seq of request.sequences) bytes += 4 + 4 * (seq.queryRows?.length ?? 0) + 4 + 4 * (seq.chunkBounds?.length ?? 1) + (request.earlyStop ? 8 : 0);
   }
@@ -503,6 +554,7 @@ export function encodeForward(request: ForwardRequest): Uint8Array {
     if (seq.indices.length !== n) throw new ProtocolError(`FORWARD: sequence ${s} has ${n} tokens but ${seq.indices.length} indices`);
     if (seq.positions !== undefined && seq.positions.length !== n) throw new ProtocolError(`FORWARD: sequence ${s} has ${n} tokens but ${seq.positions.length} positions`);
     writer.u32(seq.table.length).u32s(seq.table);
+    if (seq.slidingTable !== undefined) writer.u32(seq.slidingTable.length).u32s(seq.slidingTable);
     writer.u32(n).u32s(seq.tokens);
     writer.i32s(seq.positions ?? seq.indices);
     writer.u32s(seq.indices);

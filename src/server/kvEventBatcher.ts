@@ -3,7 +3,7 @@
  * step) make one batch, handed on when the turn is over (vLLM publishes a step's events together).
  */
 import { allBlocksClearedEvent, blockRemovedEvent, blockStoredEvents, type BlockHashEncoding, type KvCacheEvent } from "../kv/kvEventBatch.ts";
-import type { PrefixCacheEvents, StoredPrefixBlock } from "../kv/prefixBlockCache.ts";
+import type { KvCacheGroupTag, PrefixCacheEvents, StoredPrefixBlock } from "../kv/prefixBlockCache.ts";
 
 export class KvEventBatcher implements PrefixCacheEvents {
   private pending: KvCacheEvent[] = [];
@@ -21,8 +21,8 @@ export class KvEventBatcher implements PrefixCacheEvents {
     this.add(blockStoredEvents(blocks, this.hashes));
   }
 
-  removed(hashes: readonly string[]): void {
-    if (hashes.length > 0) this.add([blockRemovedEvent(hashes, this.hashes)]);
+  removed(hashes: readonly string[], group?: KvCacheGroupTag): void {
+    if (hashes.length > 0) this.add([blockRemovedEvent(hashes, this.hashes, group)]);
   }
 
   cleared(): void {

@@ -14,7 +14,7 @@
  * engine use it in-thread.
  */
 import { encodeKvEventBatch, BLOCK_HASH_ENCODINGS, KV_EVENT_LAYOUTS, type BlockHashEncoding, type KvEventLayout } from "../kv/kvEventBatch.ts";
-import type { PrefixCacheEvents, StoredPrefixBlock } from "../kv/prefixBlockCache.ts";
+import type { KvCacheGroupTag, PrefixCacheEvents, StoredPrefixBlock } from "../kv/prefixBlockCache.ts";
 import { KvEventBatcher } from "./kvEventBatcher.ts";
 import { kvEventPublisherMetrics, type KvEventPublisherStats } from "./kvEventPublisherMetrics.ts";
 import { parseTcpEndpoint, splitEndpointSettings, type TcpEndpoint } from "../zmq/tcpEndpoint.ts";
@@ -132,8 +132,8 @@ export class KvEventPublisher implements PrefixCacheEvents {
     this.batcher.stored(blocks);
   }
 
-  removed(hashes: readonly string[]): void {
-    this.batcher.removed(hashes);
+  removed(hashes: readonly string[], group?: KvCacheGroupTag): void {
+    this.batcher.removed(hashes, group);
   }
 
   cleared(): void {

@@ -11,7 +11,7 @@
  * subscribers see the gap (their replay cannot fill it: the replay buffer went with the thread).
  */
 import { encodeKvEventBatch } from "../kv/kvEventBatch.ts";
-import type { PrefixCacheEvents, StoredPrefixBlock } from "../kv/prefixBlockCache.ts";
+import type { KvCacheGroupTag, PrefixCacheEvents, StoredPrefixBlock } from "../kv/prefixBlockCache.ts";
 import { parseTcpEndpoint } from "../zmq/tcpEndpoint.ts";
 import { insideSingleBinary, KV_EVENTS_PUBLISH_WORKER_ENTRY } from "../workerEntries.ts";
 import { sleep } from "../runtime/sleep.ts";
@@ -88,8 +88,8 @@ export class KvEventsPublishThread implements PrefixCacheEvents {
     this.batcher.stored(blocks);
   }
 
-  removed(hashes: readonly string[]): void {
-    this.batcher.removed(hashes);
+  removed(hashes: readonly string[], group?: KvCacheGroupTag): void {
+    this.batcher.removed(hashes, group);
   }
 
   cleared(): void {

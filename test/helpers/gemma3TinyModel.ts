@@ -24,6 +24,8 @@ export interface TinyGemma3Options {
   /** GGUF's attention.sliding_window_pattern: a period or one bool per layer (absent: llama.cpp's default 6). */
   pattern?: number | boolean[];
   seed?: number;
+  /** Positions the model takes (default 4096). */
+  contextLength?: number;
 }
 
 /** Gemma 3's chat template, shortened (the system message goes before the first user turn; the assistant is "model"). */
@@ -113,7 +115,7 @@ export function writeTinyGemma3(dir: string, options: TinyGemma3Options = {}): T
 
   const metadata: GgufMetadata = new Map([
     ["general.architecture", ggufString("gemma3")],
-    ["gemma3.context_length", ggufUint32(4096)],
+    ["gemma3.context_length", ggufUint32(options.contextLength ?? 4096)],
     ["gemma3.embedding_length", ggufUint32(hidden)],
     ["gemma3.block_count", ggufUint32(layers)],
     ["gemma3.feed_forward_length", ggufUint32(ffn)],
@@ -155,7 +157,7 @@ export function writeTinyGemma3(dir: string, options: TinyGemma3Options = {}): T
     num_key_value_heads: kvHeads,
     head_dim: headDim,
     hidden_activation: "gelu_pytorch_tanh",
-    max_position_embeddings: 4096,
+    max_position_embeddings: options.contextLength ?? 4096,
     rms_norm_eps: 1e-6,
     rope_theta: 1_000_000,
     rope_local_base_freq: 10000,

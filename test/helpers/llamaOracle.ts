@@ -9,7 +9,9 @@
 import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { RunnerProcess } from "../../src/runner/runnerProcess.ts";
-import { sequenceRange } from "../../src/runner/runnerProtocol.ts";
+import { sequenceRange, slidingGroupOf } from "../../src/runner/runnerProtocol.ts";
+import { NO_BLOCK } from "../../src/kv/kvBlockTable.ts";
+import { firstLiveBlock } from "../../src/kv/slidingWindowSpan.ts";
 import { REPO_ROOT, runProgram } from "./cli.ts";
 import { logSoftmaxRows } from "./logprobRows.ts";
 
@@ -159,12 +161,35 @@ export async function ctxrLogprobs(runner: string, file: string, ids: readonly n
   try {
     const vocab = runnerProcess.info.vocab;
     const table = await runnerProcess.alloc(blocks);
+    // A model with sliding-window layers (two KV groups) keeps their KV in a table of its own, and
+    // frees its blocks as they leave the window, as the engine does (the freed blocks are handed
+    // out again for later entries, so a read of one would change the logits).
+    const sliding = slidingGroupOf(runnerProcess.info);
+    const slidingTable: number[] = [];
+    const forward = async (start: number, tokens: number[], logitRows: ArrayLike<number>) => {
+      if (sliding !== null) {
+        const need = Math.ceil((start + tokens.length) / blockSize) - slidingTable.length;
+        if (need > 0) slidingTable.push(...(await runnerProcess.alloc(need, 1)));
+      }
+      const result = await runnerProcess.forward({
+        sequences: [{ table, ...(sliding === null ? {} : { slidingTable }), tokens, indices: sequenceRange(start, tokens.length), logitRows }],
+      });
+      if (sliding !== null) {
+        const gone: number[] = [];
+        for (let b = 0; b < firstLiveBlock(start + tokens.length, sliding.sliding_window, blockSize); b++)
+          if (slidingTable[b] !== NO_BLOCK) {
+            gone.push(slidingTable[b]!);
+            slidingTable[b] = NO_BLOCK;
+          }
+        if (gone.length > 0) await runnerProcess.free(gone, 1);
+      }
+      return result;
+    };
     const logits = new Float32Array(ids.length * vocab);
-    const prefillRows = sequenceRange(0, prefill);
-    const first = await runnerProcess.forward({ sequences: [{ table, tokens: ids.slice(0, prefill), indices: prefillRows, logitRows: prefillRows }] });
+    const first = await forward(0, ids.slice(0, prefill), sequenceRange(0, prefill));
     logits.set(first.logits[0]!, 0);
     for (let i = prefill; i < ids.length; i++) {
-      const step = await runnerProcess.forward({ sequences: [{ table, tokens: [ids[i]!], indices: [i], logitRows: [0] }] });
+      const step = await forward(i, [ids[i]!], [0]);
       logits.set(step.logits[0]!, i * vocab);
     }
     return { rows: logSoftmaxRows(logits, vocab), vocab };

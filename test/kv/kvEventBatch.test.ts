@@ -3,6 +3,7 @@ import { decode } from "@msgpack/msgpack";
 import { describe, expect, test } from "bun:test";
 import { allBlocksClearedEvent, blockRemovedEvent, blockStoredEvents, encodeKvEventBatch, externalBlockHash } from "../../src/kv/kvEventBatch.ts";
 import { promptBlockHashes } from "../../src/kv/prefixBlockCache.ts";
+import { decodeKvEventBatch } from "../../src/kv/kvEventDecoding.ts";
 
 const hex = (n: number) => n.toString(16).padStart(32, "0");
 const bytes = (hash: string) => Uint8Array.from(Buffer.from(hash, "hex"));
@@ -80,5 +81,47 @@ describe("encodeKvEventBatch", () => {
     expect(decode(array, { useBigInt64: true })).toEqual([3, [["BlockStored", [0xabn], null, [300, 70000], 2, null, "GPU"], ["BlockRemoved", [0xabn], "GPU"], ["AllBlocksCleared"]], 1]);
     const mixed = encodeKvEventBatch(3, events, { layout: "mixed" });
     expect(decode(mixed, { useBigInt64: true })).toEqual([3, events, 0]);
+  });
+});
+
+describe("KV cache groups (a model with sliding-window layers)", () => {
+  const sliding = { index: 1, kind: "sliding_window", slidingWindow: 512 } as const;
+  const full = { index: 0, kind: "full_attention" } as const;
+
+  test("each group's blocks carry group_idx and kv_cache_spec_kind (and the window), a chain per group, as vLLM's hybrid KV cache publishes them", () => {
+    const [a, b, c] = promptBlockHashes("seed", [1, 2, 3, 4, 5, 6], 2);
+    const events = blockStoredEvents(
+      [
+        { hash: a!, parent: null, tokens: [1, 2], group: full },
+        { hash: b!, parent: a!, tokens: [3, 4], group: full },
+        { hash: b!, parent: a!, tokens: [3, 4], group: sliding },
+        { hash: c!, parent: b!, tokens: [5, 6], group: sliding },
+      ],
+      "int",
+    );
+    expect(events.map((event) => [event.group_idx, event.kv_cache_spec_kind, event.kv_cache_spec_sliding_window, event.block_hashes.length])).toEqual([
+      [0, "full_attention", null, 2],
+      [1, "sliding_window", 512, 2],
+    ]);
+    // Both layouts decode to the groups: the map omits the null defaults, the array keeps the positions.
+    for (const layout of ["map", "array", "mixed"] as const) {
+      const payload = encodeKvEventBatch(1.5, [...events, blockRemovedEvent([c!], "int", sliding)], { layout });
+      const decoded = decodeKvEventBatch(payload);
+      const kinds = decoded.events.map((event) => (typeof event === "string" ? event : [event.type, "groupIdx" in event ? event.groupIdx : undefined, "specKind" in event ? event.specKind : undefined]));
+      expect(kinds).toEqual([
+        ["BlockStored", 0, "full_attention"],
+        ["BlockStored", 1, "sliding_window"],
+        ["BlockRemoved", 1, undefined],
+      ]);
+    }
+    const map = decodeBatch(encodeKvEventBatch(1.5, events, { layout: "map" }));
+    const [fullEvent, slidingEvent] = map.events as Record<string, unknown>[];
+    expect(Object.keys(fullEvent!)).toEqual(["type", "block_hashes", "parent_block_hash", "token_ids", "block_size", "lora_id", "medium", "lora_name", "group_idx", "kv_cache_spec_kind"]);
+    expect(slidingEvent!.kv_cache_spec_sliding_window).toBe(512);
+    const array = decode(encodeKvEventBatch(1.5, events, { layout: "array" }), { useBigInt64: true }) as unknown[][][];
+    expect(array[1]![1]!.slice(8)).toEqual([null, 1, "sliding_window", 512]);
+    // A model with one group publishes exactly as before: no group fields.
+    expect(Object.keys(blockStoredEvents([{ hash: a!, parent: null, tokens: [1, 2] }], "int")[0]!)).not.toContain("group_idx");
+    expect(blockRemovedEvent([a!], "int")).toEqual({ type: "BlockRemoved", block_hashes: [externalBlockHash(a!, "int")], medium: "GPU" });
   });
 });

@@ -29,12 +29,18 @@ async function withRunner<T>(model: string, positions: number, use: (runner: Run
   }
 }
 
+/** Block tables for `blocks` blocks: with two KV groups (kv_groups in INFO) the sliding group's too, no block left out. */
+async function allocTables(runner: RunnerProcess, blocks: number): Promise<{ table: number[]; slidingTable?: number[] }> {
+  const table = await runner.alloc(blocks);
+  return runner.info.kv_groups === undefined ? { table } : { table, slidingTable: await runner.alloc(blocks, 1) };
+}
+
 /** Every position's logits of one prefill. */
 async function prefillLogits(model: string, ids: readonly number[]): Promise<{ logits: Float32Array; vocab: number; windows: number[] }> {
   return withRunner(model, ids.length, async (runner) => {
-    const table = await runner.alloc(Math.ceil(ids.length / BLOCK));
+    const tables = await allocTables(runner, Math.ceil(ids.length / BLOCK));
     const all = sequenceRange(0, ids.length);
-    const result = await runner.forward({ sequences: [{ table, tokens: [...ids], indices: all, logitRows: all }] });
+    const result = await runner.forward({ sequences: [{ ...tables, tokens: [...ids], indices: all, logitRows: all }] });
     return { logits: result.logits[0]!, vocab: runner.info.vocab, windows: runner.info.layer_windows ?? [] };
   });
 }
@@ -75,13 +81,13 @@ describe("gemma3 forward", () => {
     const sequence = ids(40, model.vocab, 2);
     const prefill = await prefillLogits(model.gguf, sequence);
     const decoded = await withRunner(model.gguf, sequence.length, async (runner) => {
-      const table = await runner.alloc(Math.ceil(sequence.length / BLOCK));
+      const tables = await allocTables(runner, Math.ceil(sequence.length / BLOCK));
       const first = 20;
       const rows: Float32Array[] = [];
-      const head = await runner.forward({ sequences: [{ table, tokens: sequence.slice(0, first), indices: sequenceRange(0, first), logitRows: [first - 1] }] });
+      const head = await runner.forward({ sequences: [{ ...tables, tokens: sequence.slice(0, first), indices: sequenceRange(0, first), logitRows: [first - 1] }] });
       rows.push(head.logits[0]!);
       for (let i = first; i < sequence.length; i++) {
-        const step = await runner.forward({ sequences: [{ table, tokens: [sequence[i]!], indices: [i], logitRows: [0] }] });
+        const step = await runner.forward({ sequences: [{ ...tables, tokens: [sequence[i]!], indices: [i], logitRows: [0] }] });
         rows.push(step.logits[0]!);
       }
       return rows;

@@ -22,6 +22,7 @@ import {
   encodeResponse,
   encodeText,
   sequenceRange,
+  slidingGroupOf,
   statsLength,
   type ForwardRequest,
 } from "../../src/runner/runnerProtocol.ts";
@@ -135,6 +136,23 @@ describe("INFO", () => {
     expect(() => decodeInfo(encodeText(JSON.stringify({ ...INFO, vocab: "5" })))).toThrow(/vocab/);
     expect(() => decodeInfo(encodeText(JSON.stringify({ ...INFO, device: 1 })))).toThrow(/device/);
   });
+
+  test("kv_groups of a model with sliding-window layers: a full_attention then a sliding_window group, every layer once", () => {
+    const groups = [
+      { kind: "full_attention", layers: [1], num_blocks: 32, free_blocks: 30 },
+      { kind: "sliding_window", sliding_window: 512, layers: [0], num_blocks: 8, free_blocks: 8 },
+    ];
+    const info = decodeInfo(encodeText(JSON.stringify({ ...INFO, layer_windows: [512, 0], kv_groups: groups })));
+    expect(slidingGroupOf(info)).toEqual(groups[1]! as never);
+    expect(slidingGroupOf(decodeInfo(encodeText(JSON.stringify(INFO))))).toBeNull();
+    const bad = (kvGroups: unknown) => () => decodeInfo(encodeText(JSON.stringify({ ...INFO, kv_groups: kvGroups })));
+    expect(bad([groups[0]])).toThrow(/kv_groups must be two groups/);
+    expect(bad([groups[1], groups[0]])).toThrow(/full_attention group then a sliding_window group/);
+    expect(bad([groups[0], { ...groups[1], layers: [1] }])).toThrow(/each of the 2 layers once/);
+    expect(bad([groups[0], { ...groups[1], layers: [] }])).toThrow(/each of the 2 layers once/);
+    expect(bad([groups[0], { ...groups[1], sliding_window: 0 }])).toThrow(/positive sliding_window/);
+    expect(bad([groups[0], { ...groups[1], free_blocks: -1 }])).toThrow(/num_blocks, free_blocks and layers/);
+  });
 });
 
 describe("block ops", () => {
@@ -146,6 +164,11 @@ describe("block ops", () => {
     expect(u32s(encodeFree([]))).toEqual([0]);
     expect(u32s(encodeFree([1, 2, 3]))).toEqual([3, 1, 2, 3]);
     expect(u32s(encodeBlockPairs([{ src: 1, dst: 2 }, { src: 5, dst: 0 }]))).toEqual([2, 1, 2, 5, 0]);
+    // KV group 1 (the sliding-window layers') is a trailing field; group 0 is today's body.
+    expect(u32s(encodeAlloc(4, 0))).toEqual([4]);
+    expect(u32s(encodeAlloc(4, 1))).toEqual([4, 1]);
+    expect(u32s(encodeFree([1, 2], 1))).toEqual([2, 1, 2, 1]);
+    expect(u32s(encodeFree([1, 2], 0))).toEqual([2, 1, 2]);
   });
 
   test("values outside u32 are refused", () => {
@@ -167,6 +190,11 @@ describe("FORWARD", () => {
     const body = encodeForward(request);
     // flags, n_seqs; seq 0: n_blocks, table, n_tokens, tokens, positions, indices, n_logits, rows; seq 1: ...
     expect(u32s(body)).toEqual([0, 2, 2, 3, 4, 3, 10, 11, 12, 0, 1, 2, 0, 1, 2, 1, 2, 1, 7, 1, 20, 100, 5, 1, 0]);
+  });
+
+  test("a sliding table follows its sequence's table (0xFFFFFFFF: a block that left the window)", () => {
+    const body = encodeForward({ sequences: [{ table: [3, 4], slidingTable: [0xffffffff, 9], tokens: [10], indices: [20], logitRows: [0] }] });
+    expect(u32s(body)).toEqual([0, 1, 2, 3, 4, 2, 0xffffffff, 9, 1, 10, 20, 20, 1, 0]);
   });
 
   test("negative positions are written as i32", () => {

@@ -271,12 +271,12 @@ class CpuBackend final : public Backend {
   void kv_init(const KvGeometry& g) override {
     geometry_ = g;
     half_ = g.dtype == KvDtype::F16;
-    const size_t per_layer = static_cast<size_t>(g.num_blocks) * g.block_size * g.kv_width;
     keys_.assign(half_ ? 0 : g.layers, {});
     values_.assign(half_ ? 0 : g.layers, {});
     half_keys_.assign(half_ ? g.layers : 0, {});
     half_values_.assign(half_ ? g.layers : 0, {});
     for (int l = 0; l < g.layers; l++) {
+      const size_t per_layer = static_cast<size_t>(g.blocks_of(l)) * g.block_size * g.kv_width;
       if (half_) {
         half_keys_[l].assign(per_layer, 0);
         half_values_[l].assign(per_layer, 0);

@@ -527,6 +527,7 @@ void CudaBackend::kv_init(const KvGeometry& g) {
   if (g.layers <= 0 || g.num_blocks <= 0 || g.block_size <= 0 || g.kv_width <= 0)
     throw std::invalid_argument("CudaBackend::kv_init: bad geometry");
   if (g.dtype != KvDtype::F32) throw std::invalid_argument("the CUDA backend keeps its KV cache in f32 (--kv-dtype f16 is CPU only)");
+  if (!g.layer_blocks.empty()) throw std::invalid_argument("the CUDA backend keeps one KV pool for every layer (no sliding-window group)");
   use();
   CTXR_CUDA_CHECK(cudaStreamSynchronize(stream_));
   free_kv();

@@ -146,6 +146,9 @@ GET /v1/models; continuous batching on the native model runner):
                            metadata), or a folder holding one .gguf file
   --device D               cpu (default), cuda or cuda:N
   --kv-blocks N            KV-cache blocks (default: 8,192 tokens' worth)
+  --kv-sliding-blocks N    a model with sliding-window layers (Gemma 3): blocks
+                           of their KV group, which holds only each sequence's
+                           window and window checkpoints (default: --kv-blocks)
   --block-size B           tokens per KV block: 16 (default) or 32
   --threads N              CPU threads of the runner (default: all cores)
   --kv-dtype K             the runner's KV cache: f32, f16 (half the memory and
@@ -261,7 +264,7 @@ const VALUE_FLAGS = [
   "max-history-bytes", "max-response-bytes", "max-routing-bytes", "max-annotation-bytes",
   "max-template-placeholders", "max-upstream-requests", "client-stall-seconds", "upstream-key",
   "engine", "upstream-timeout", "document-template", "kv-events-max-bytes", "tokenizer", "routing",
-  "kv-overlap-weight", "model", "device", "kv-blocks", "block-size", "threads", "kv-dtype",
+  "kv-overlap-weight", "model", "device", "kv-blocks", "kv-sliding-blocks", "block-size", "threads", "kv-dtype",
   "served-model-name", "max-waiting-requests", "request-timeout", "max-grammar-step-ms",
   "max-grammar-compile-ms", "max-grammar-tools", "kv-policy", "recompute-ratio",
   "kv-device-blocks", "kv-host-bytes", "kv-dir", "kv-disk-bytes", "kv-remote", "kv-remote-bytes",
@@ -380,7 +383,7 @@ export async function serveCommand(args: string[], io: CommandIo & { err?(text: 
 
   const model = typeof flags.values.model === "string" ? flags.values.model : null;
   if (model === "") throw new UsageError("--model must not be empty", COMMAND);
-  const modelOnly = ["max-response-bytes", "device", "kv-blocks", "threads", "kv-dtype", "served-model-name", "max-waiting-requests", "request-timeout", "max-grammar-step-ms", "max-grammar-compile-ms", "max-grammar-tools", "kv-policy", "recompute-ratio", "kv-device-blocks", "kv-host-bytes", "kv-dir", "kv-disk-bytes", "kv-remote", "kv-remote-bytes", "kv-remote-secret", "kv-remote-secret-file", "focus-window", "context-scores", "prophet-span-decay", "prophet-query-rows", "no-prefix-cache", "tool-call-parser", "reasoning-parser", "kv-events-publish", "sparse-entropy-threshold", "sparse-varentropy-threshold", "sparse-trigger-window", "kv-events-max-connections", "kv-events-handshake-timeout"].find((name) => flags.values[name] !== undefined);
+  const modelOnly = ["max-response-bytes", "device", "kv-blocks", "kv-sliding-blocks", "threads", "kv-dtype", "served-model-name", "max-waiting-requests", "request-timeout", "max-grammar-step-ms", "max-grammar-compile-ms", "max-grammar-tools", "kv-policy", "recompute-ratio", "kv-device-blocks", "kv-host-bytes", "kv-dir", "kv-disk-bytes", "kv-remote", "kv-remote-bytes", "kv-remote-secret", "kv-remote-secret-file", "focus-window", "context-scores", "prophet-span-decay", "prophet-query-rows", "no-prefix-cache", "tool-call-parser", "reasoning-parser", "kv-events-publish", "sparse-entropy-threshold", "sparse-varentropy-threshold", "sparse-trigger-window", "kv-events-max-connections", "kv-events-handshake-timeout"].find((name) => flags.values[name] !== undefined);
   if (model === null && modelOnly !== undefined) throw new UsageError(`--${modelOnly} needs --model`, COMMAND);
   if (model !== null && upstreams.length > 0) throw new UsageError("give --model (serve a model) or --upstream (proxy engines), not both", COMMAND);
   const device = typeof flags.values.device === "string" ? flags.values.device : "cpu";
@@ -473,6 +476,7 @@ export async function serveCommand(args: string[], io: CommandIo & { err?(text: 
               model,
               device,
               kvBlocks: integerFlag(flags, "kv-blocks", COMMAND, 1),
+              kvSlidingBlocks: integerFlag(flags, "kv-sliding-blocks", COMMAND, 1),
               blockSize,
               threads: integerFlag(flags, "threads", COMMAND, 1),
               kvDtype,

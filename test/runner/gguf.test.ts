@@ -12,6 +12,7 @@ import { sequenceRange } from "../../src/runner/runnerProtocol.ts";
 import type { TinyModelOptions } from "../../src/model/tinyModel.ts";
 import { tempFolder } from "../helpers/cli.ts";
 import { buildRunner, TINY_REFERENCE, tinyModelFolder } from "../helpers/engineKit.ts";
+import { maxAbsDifference, promptLogits } from "../helpers/promptLogits.ts";
 import { ggufFromModelFolder, type TinyGgufType } from "../helpers/ggufTinyModel.ts";
 
 setDefaultTimeout(120_000);
@@ -23,26 +24,6 @@ beforeAll(() => {
 }, 300_000);
 
 const prompt = TINY_REFERENCE.prompt_ids;
-
-// An f32 KV cache on both sides: a GGUF file would get f16 by default (--kv-dtype auto).
-async function promptLogits(model: string): Promise<Float32Array> {
-  const runner = await RunnerProcess.start({ executable, model, blocks: 8, threads: 2, kvDtype: "f32" });
-  try {
-    const n = prompt.length;
-    const table = await runner.alloc(Math.ceil(n / 16));
-    const result = await runner.forward({ sequences: [{ table, tokens: prompt, indices: sequenceRange(0, n), logitRows: sequenceRange(0, n) }] });
-    return result.logits[0]!;
-  } finally {
-    await runner.shutdown();
-  }
-}
-
-function maxAbsDifference(a: Float32Array, b: Float32Array): number {
-  expect(a.length).toBe(b.length);
-  let worst = 0;
-  for (let i = 0; i < a.length; i++) worst = Math.max(worst, Math.abs(a[i]! - b[i]!));
-  return worst;
-}
 
 const variants: { name: string; options: Partial<TinyModelOptions>; type: TinyGgufType }[] = [
   { name: "llama f32", options: {}, type: "f32" },
@@ -59,8 +40,8 @@ describe("GGUF and safetensors give the same logits", () => {
       try {
         const gguf = join(model.path, "..", "tiny.gguf");
         writeFileSync(gguf, ggufFromModelFolder(model.path, v.type));
-        const expected = await promptLogits(model.path);
-        const actual = await promptLogits(gguf);
+        const expected = await promptLogits(executable, model.path);
+        const actual = await promptLogits(executable, gguf);
         // The same weights; only the metadata's float32 rms epsilon (1e-5 → 9.99999975e-6) differs.
         const worst = maxAbsDifference(actual, expected);
         expect(worst).toBeLessThanOrEqual(1e-5);
@@ -79,7 +60,7 @@ describe("GGUF and safetensors give the same logits", () => {
       const dir = join(folder.path, "m");
       mkdirSync(dir);
       writeFileSync(join(dir, "model-f32.gguf"), ggufFromModelFolder(model.path, "f32"));
-      expect(maxAbsDifference(await promptLogits(dir), await promptLogits(model.path))).toBeLessThanOrEqual(1e-5);
+      expect(maxAbsDifference(await promptLogits(executable, dir), await promptLogits(executable, model.path))).toBeLessThanOrEqual(1e-5);
     } finally {
       model.cleanup();
       folder.cleanup();

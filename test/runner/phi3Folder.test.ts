@@ -13,6 +13,7 @@ import { RunnerProcess } from "../../src/runner/runnerProcess.ts";
 import { sequenceRange } from "../../src/runner/runnerProtocol.ts";
 import { tempFolder } from "../helpers/cli.ts";
 import { buildRunner, TINY_REFERENCE, tinyModelFolder } from "../helpers/engineKit.ts";
+import { maxAbsDifference, promptLogits } from "../helpers/promptLogits.ts";
 import { phi3FolderFromLlama } from "../helpers/phi3Folder.ts";
 
 setDefaultTimeout(120_000);
@@ -32,26 +33,6 @@ afterAll(() => {
 
 const prompt = TINY_REFERENCE.prompt_ids;
 
-// blocks × 16 tokens is the KV capacity LongRoPE's choice of factors looks at.
-async function promptLogits(model: string, blocks = 8): Promise<Float32Array> {
-  const runner = await RunnerProcess.start({ executable, model, blocks, threads: 2, kvDtype: "f32" });
-  try {
-    const n = prompt.length;
-    const table = await runner.alloc(Math.ceil(n / 16));
-    const result = await runner.forward({ sequences: [{ table, tokens: prompt, indices: sequenceRange(0, n), logitRows: sequenceRange(0, n) }] });
-    return result.logits[0]!;
-  } finally {
-    await runner.shutdown();
-  }
-}
-
-function maxAbsDifference(a: Float32Array, b: Float32Array): number {
-  expect(a.length).toBe(b.length);
-  let worst = 0;
-  for (let i = 0; i < a.length; i++) worst = Math.max(worst, Math.abs(a[i]! - b[i]!));
-  return worst;
-}
-
 const LONGROPE = {
   partial_rotary_factor: 0.75,
   max_position_embeddings: 4096,
@@ -62,8 +43,8 @@ const LONGROPE = {
 describe("Phi-3 folders", () => {
   test("fused qkv_proj and gate_up_proj give the Llama folder's logits", async () => {
     const phi3 = phi3FolderFromLlama(llama.path, join(scratch.path, "plain"));
-    const expected = await promptLogits(llama.path);
-    expect(maxAbsDifference(await promptLogits(phi3), expected)).toBeLessThanOrEqual(1e-6);
+    const expected = await promptLogits(executable, llama.path);
+    expect(maxAbsDifference(await promptLogits(executable, phi3), expected)).toBeLessThanOrEqual(1e-6);
     expect(Math.max(...expected.map(Math.abs))).toBeGreaterThan(0.01);
   });
 
@@ -71,14 +52,14 @@ describe("Phi-3 folders", () => {
     const phi3 = phi3FolderFromLlama(llama.path, join(scratch.path, "longrope"), LONGROPE);
     const gguf = join(scratch.path, "longrope.gguf");
     await quantizeModel({ input: phi3, output: gguf, type: "f32" });
-    const plain = await promptLogits(phi3FolderFromLlama(llama.path, join(scratch.path, "plain2")));
+    const plain = await promptLogits(executable, phi3FolderFromLlama(llama.path, join(scratch.path, "plain2")));
     for (const blocks of [8, 2]) {  // 128 tokens > 64: long factors; 32 <= 64: short ones
-      const folder = await promptLogits(phi3, blocks);
+      const folder = await promptLogits(executable, phi3, blocks);
       // Only the metadata's float32 rms epsilon and attention factor differ.
-      expect(maxAbsDifference(await promptLogits(gguf, blocks), folder)).toBeLessThanOrEqual(1e-4);
+      expect(maxAbsDifference(await promptLogits(executable, gguf, blocks), folder)).toBeLessThanOrEqual(1e-4);
       expect(maxAbsDifference(folder, plain)).toBeGreaterThan(0.05);
     }
-    expect(maxAbsDifference(await promptLogits(phi3, 8), await promptLogits(phi3, 2))).toBeGreaterThan(0.05);
+    expect(maxAbsDifference(await promptLogits(executable, phi3, 8), await promptLogits(executable, phi3, 2))).toBeGreaterThan(0.05);
   });
 
   test("LongRoPE and partial rotary: a chunk relocated to new positions is the chunk prefilled there; EXPORT's K has no rotation", async () => {
@@ -144,7 +125,7 @@ describe("Phi-3 folders", () => {
       ["yarn", { rope_scaling: { type: "yarn", factor: 2 } }, "yarn is not supported for Phi3ForCausalLM"],
     ] as const) {
       const folder = phi3FolderFromLlama(llama.path, join(scratch.path, `bad-${name}`), changes);
-      await expect(promptLogits(folder)).rejects.toThrow(message);
+      await expect(promptLogits(executable, folder)).rejects.toThrow(message);
     }
   });
 });

@@ -113,7 +113,10 @@ async function runCtxr(options: VsLlamaCppOptions, file: string, contexts: numbe
   const longest = Math.max(WARMUP_TOKENS, options.decodeAfter, ...contexts);
   // The longest prompt alone, or the parallel streams and the prompt they are copied from.
   const blocks = Math.max(blocksFor(longest), (options.parallel + 1) * blocksFor(options.decodeAfter));
-  const runner = await RunnerProcess.start({ executable: options.executable, model: file, blocks, blockSize, threads: options.threads, log: () => {} });
+  // One KV group: this driver gives each sequence one table and copies the prompt's blocks into the
+  // parallel streams (COPY), which a sliding-window model's two groups refuse; the compute per token
+  // is the same (sliding layers attend within their window either way).
+  const runner = await RunnerProcess.start({ executable: options.executable, model: file, blocks, blockSize, threads: options.threads, kvGroups: 1, log: () => {} });
   try {
     const forward = async (tokens: number[], start: number) => {
       const table = await runner.alloc(blocksFor(tokens.length));

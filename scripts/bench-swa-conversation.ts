@@ -16,8 +16,9 @@
  * - ctxr: `ctxr serve --model FILE` (HTTP, one request at a time); per turn usage.prompt_tokens,
  *   usage.prompt_tokens_details.cached_tokens, usage.ctxr.prompt_tokens_computed, and from /metrics
  *   the KV blocks in use and those the prefix cache holds. KV bytes by layer kind: the runner's per-
- *   group gauges where /metrics has them (ctxr_kv_group_*), else blocks × block size × bytes per
- *   token of each layer kind (every block holds every layer's KV).
+ *   blocks × block size × bytes per token of each layer kind: the global layers' blocks from
+ *   ctxr_generation_kv_blocks_used, the sliding-window layers' from
+ *   ctxr_generation_kv_sliding_blocks_used (their own KV group: windows and window checkpoints).
  * - llama.cpp: the same token ids (ctxr's tokenizer and template; the counts must agree with
  *   usage.prompt_tokens) through tools/llama-oracle's conversation mode, which serves them as
  *   llama-server's prompt cache does for one slot, with llama-server's defaults (SWA cache of
@@ -98,19 +99,13 @@ interface CtxrTurn {
   computedTokens: number;
   completionTokens: number;
   kvBlocksUsed: number;
+  /** Blocks of the sliding-window layers' own KV group (windows and window checkpoints); NaN with one group. */
+  slidingBlocksUsed: number;
   prefixCacheBlocks: number;
-  /** ctxr_kv_group_* gauges, when the runner reports KV by layer group. */
-  groupMetrics: Record<string, number>;
 }
 
 function metricValue(text: string, name: string): number {
   return Number(new RegExp(`^${name} (\\S+)`, "m").exec(text)?.[1] ?? Number.NaN);
-}
-
-function groupMetrics(text: string): Record<string, number> {
-  const out: Record<string, number> = {};
-  for (const match of text.matchAll(/^(ctxr_kv_group\w*(?:\{[^}]*\})?) (\S+)$/gm)) out[match[1]!] = Number(match[2]);
-  return out;
 }
 
 interface ChatAnswer {
@@ -167,8 +162,8 @@ try {
       computedTokens: usage.ctxr?.prompt_tokens_computed ?? usage.prompt_tokens,
       completionTokens: usage.completion_tokens,
       kvBlocksUsed: metricValue(metrics, "ctxr_generation_kv_blocks_used"),
+      slidingBlocksUsed: metricValue(metrics, "ctxr_generation_kv_sliding_blocks_used"),
       prefixCacheBlocks: metricValue(metrics, "ctxr_prefix_cache_blocks"),
-      groupMetrics: groupMetrics(metrics),
     });
     // llama.cpp's slot holds the answer as generated: its ids as the tokenizer reads the answer text.
     turns.push({ prompt, answer: tokenizer.encode(content), userStarts });
@@ -211,8 +206,9 @@ const rows = ctxrTurns.map((c, i) => {
     ctxr_kv_blocks_used: c.kvBlocksUsed,
     ctxr_prefix_cache_blocks: c.prefixCacheBlocks,
     ctxr_kv_bytes_global: heldTokens * bytesPerTokenLayer * globalLayers,
-    ctxr_kv_bytes_sliding: heldTokens * bytesPerTokenLayer * localLayers,
-    ctxr_kv_group_metrics: c.groupMetrics,
+    // With two KV groups the sliding layers' blocks are their own pool's; with one, every block holds every layer.
+    ctxr_kv_bytes_sliding: (Number.isNaN(c.slidingBlocksUsed) ? heldTokens : c.slidingBlocksUsed * BLOCK_SIZE) * bytesPerTokenLayer * localLayers,
+    ctxr_sliding_blocks_used: c.slidingBlocksUsed,
   };
   const share = row.ctxr_cached_share_of_previous === null ? "—" : `${(100 * row.ctxr_cached_share_of_previous).toFixed(1)}%`;
   lines.push(
@@ -220,12 +216,12 @@ const rows = ctxrTurns.map((c, i) => {
   );
   return row;
 });
-const groupNames = [...new Set(ctxrTurns.flatMap((c) => Object.keys(c.groupMetrics)))];
+const twoGroups = ctxrTurns.every((c) => !Number.isNaN(c.slidingBlocksUsed));
 lines.push(
   "",
-  groupNames.length === 0
-    ? "ctxr's /metrics has no per-group KV gauges (ctxr_kv_group_*) yet: the KV MiB columns are blocks × block size × bytes per token of each layer kind (every block holds every layer)."
-    : `ctxr's per-group KV gauges after each turn: ${ctxrTurns.map((c, i) => `turn ${i + 1}: ${groupNames.map((n) => `${n}=${c.groupMetrics[n]}`).join(", ")}`).join("; ")}`,
+  twoGroups
+    ? "ctxr's KV MiB: the global layers' blocks in use and the sliding-window layers' own group's (the running window plus the window checkpoints the prefix cache keeps for later turns), from /metrics."
+    : "ctxr runs one KV group here: every block holds every layer, so the sliding layers hold every position.",
   `llama.cpp default: ${llamaDefault.ctxCheckpoints} context checkpoints per slot; after the last turn it holds ${llamaDefault.turns.at(-1)!.checkpointsHeld} of them, ${mib(llamaDefault.turns.at(-1)!.checkpointBytes)} MiB.`,
 );
 console.log(lines.join("\n"));

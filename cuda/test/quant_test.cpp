@@ -193,40 +193,39 @@ RUNNER_TEST(quant, isa_paths_agree) {
     const float avx2 = quant_dot(t, CpuIsa::Avx2)(w.data(), a.data(), cols / 32);
     const float avx512 = quant_dot(t, CpuIsa::Avx512Vnni)(w.data(), a.data(), cols / 32);
     CHECK_NEAR(avx512, avx2, 1e-4 * (std::fabs(avx2) + 1));
-    if (QuantDotAuxFn aux = quant_dot_aux_avx512(t)) {
+    if (QuantDotActsFn one = quant_dot_acts_avx512(t, 1)) {
       std::vector<float> ad(a.size()), adsum16(2 * a.size());
       for (size_t b = 0; b < a.size(); b++) ad[b] = a[b].d, adsum16[2 * b] = a[b].d * a[b].sum[0], adsum16[2 * b + 1] = a[b].d * a[b].sum[1];
-      CHECK_NEAR(aux(w.data(), a.data(), ad.data(), adsum16.data(), cols / 32), avx2, 1e-4 * (std::fabs(avx2) + 1));
+      float got;
+      one(w.data(), a.data(), ad.data(), adsum16.data(), cols / 32, 0, &got);
+      CHECK_NEAR(got, avx2, 1e-4 * (std::fabs(avx2) + 1));
     }
   }
 }
 
-// The AVX-512 four-row kernels give bitwise what the one-row kernels give, row by row.
-RUNNER_TEST(quant, row_group_kernels_match_one_row) {
+// A weight row against n activation rows at once gives bitwise what each row gives alone (a
+// stream's tokens do not depend on the others decoded in its step).
+RUNNER_TEST(quant, activation_group_kernels_match_one_row) {
   if (!cpu_has_avx512_vnni()) return;
   std::mt19937 rng(9);
   for (DType t : kFormats) {
-    const QuantDotRowsFn rows = quant_dot_rows_avx512(t);
-    if (!rows) continue;
+    if (!quant_dot_acts_avx512(t, 1)) continue;
     for (int cols : {256, 768, 4096}) {
-      std::vector<uint8_t> w;
-      for (int r = 0; r < quant_dot_rows(); r++) {
-        const std::vector<uint8_t> row = random_row(t, cols, rng);
-        w.insert(w.end(), row.begin(), row.end());
-      }
-      const size_t row_bytes = w.size() / quant_dot_rows();
-      const std::vector<float> x = random_vector(cols, rng);
-      std::vector<ActBlock> a(cols / 32);
-      quantize_activations(x.data(), cols, a.data());
+      const std::vector<uint8_t> w = random_row(t, cols, rng);
+      const int nb = cols / 32;
+      std::vector<ActBlock> a(static_cast<size_t>(quant_dot_max_acts()) * nb);
+      for (int i = 0; i < quant_dot_max_acts(); i++) quantize_activations(random_vector(cols, rng).data(), cols, a.data() + static_cast<size_t>(i) * nb);
       std::vector<float> ad(a.size()), adsum16(2 * a.size());
       for (size_t b = 0; b < a.size(); b++) ad[b] = a[b].d, adsum16[2 * b] = a[b].d * a[b].sum[0], adsum16[2 * b + 1] = a[b].d * a[b].sum[1];
-      float out[quant_dot_rows()];
-      rows(w.data(), row_bytes, a.data(), ad.data(), adsum16.data(), cols / 32, out);
-      const QuantDotAuxFn aux = quant_dot_aux_avx512(t);
-      for (int r = 0; r < quant_dot_rows(); r++) {
-        const uint8_t* row = w.data() + r * row_bytes;
-        const float one = aux ? aux(row, a.data(), ad.data(), adsum16.data(), cols / 32) : quant_dot(t, CpuIsa::Avx512Vnni)(row, a.data(), cols / 32);
-        CHECK_MSG(std::memcmp(&one, &out[r], 4) == 0, "dtype " << static_cast<int>(t) << " cols " << cols << " row " << r << ": " << out[r] << " vs " << one);
+      for (int n = 2; n <= quant_dot_max_acts(); n++) {
+        float out[quant_dot_max_acts()];
+        quant_dot_acts_avx512(t, n)(w.data(), a.data(), ad.data(), adsum16.data(), nb, nb, out);
+        for (int i = 0; i < n; i++) {
+          const size_t at = static_cast<size_t>(i) * nb;
+          float one;
+          quant_dot_acts_avx512(t, 1)(w.data(), a.data() + at, ad.data() + at, adsum16.data() + 2 * at, nb, 0, &one);
+          CHECK_MSG(std::memcmp(&one, &out[i], 4) == 0, "dtype " << static_cast<int>(t) << " cols " << cols << " n " << n << " row " << i << ": " << out[i] << " vs " << one);
+        }
       }
     }
   }

@@ -24,22 +24,15 @@ QuantDotFn quant_dot(DType t, CpuIsa isa);
 QuantDotFn quant_dot_superblock_avx2(DType t);
 QuantDotFn quant_dot_superblock_avx512(DType t);
 
-// The same with the activation row's per-block f32 side data laid out contiguously (so that a
-// 256-element super-block's scales are one load): ad[b] = a[b].d, adsum16[2b + h] =
-// a[b].d·a[b].sum[h]. AVX-512 VNNI Q4_K, Q6_K, Q2_K, Q3_K, Q5_K and IQ4_XS (null otherwise):
-// their decode kernels, with the weights' scales, mins and offsets applied as vectors.
-using QuantDotAuxFn = float (*)(const void* w, const ActBlock* a, const float* ad, const float* adsum16, int blocks32);
-QuantDotAuxFn quant_dot_aux_avx512(DType t);
-QuantDotAuxFn quant_dot_superblock_aux_avx512(DType t);  // Q2_K, Q3_K, Q5_K, IQ4_XS
-
-// quant_dot_rows() rows at once: out[r] = the dot of the row at w + r·row_bytes with `a`, bitwise
-// what the one-row kernel gives (the aux one where there is one; ad and adsum16 as there, unused
-// by Q8_0). AVX-512 VNNI Q8_0, Q4_K, Q6_K, Q2_K, Q3_K, Q5_K and IQ4_XS (null otherwise): decode's
-// matrix-vector products.
-using QuantDotRowsFn = void (*)(const uint8_t* w, size_t row_bytes, const ActBlock* a, const float* ad, const float* adsum16, int blocks32,
-                                float* out);
-constexpr int quant_dot_rows() { return 4; }
-QuantDotRowsFn quant_dot_rows_avx512(DType t);
-QuantDotRowsFn quant_dot_superblock_rows_avx512(DType t);  // Q2_K, Q3_K, Q5_K, IQ4_XS
+// Decode's kernels: one weight row against n activation rows (1 ≤ n ≤ quant_dot_max_acts(), the
+// streams of one decode step), each row `stride` blocks after the last in a and ad (2·stride in
+// adsum16), with the per-block f32 side data laid out contiguously so that a 256-element
+// super-block's scales are one load: ad[b] = a[b].d, adsum16[2b + h] = a[b].d·a[b].sum[h].
+// out[i] = the dot with activation row i, bitwise what n = 1 gives for that row. AVX-512 VNNI
+// Q8_0, Q4_K, Q6_K, Q2_K, Q3_K, Q5_K and IQ4_XS (null otherwise).
+using QuantDotActsFn = void (*)(const void* w, const ActBlock* a, const float* ad, const float* adsum16, int blocks32, size_t stride, float* out);
+constexpr int quant_dot_max_acts() { return 4; }
+QuantDotActsFn quant_dot_acts_avx512(DType t, int n);
+QuantDotActsFn quant_dot_superblock_acts_avx512(DType t, int n);  // Q2_K, Q3_K, Q5_K, IQ4_XS
 
 }  // namespace ctxr

@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "cpu/quant_dot.h"
+#include "cpu/quant_act_rows.h"
 #include "cpu/quant_dot32.h"
 
 // GCC 12 flags the undefined upper half of _mm512_cast*256_*512 (a false positive).
@@ -114,66 +115,6 @@ CTXR_AVX512 float dot_q4_k(const void* wv, const ActBlock* a, int nb) {
   return _mm512_reduce_add_ps(acc) - mins;
 }
 
-// Q4_K with the activations' side data contiguous (quant_dot.h): per super-block the eight
-// six-bit scales and mins are decoded as bytes of three 32-bit words, the eight products
-// d·sc·d_a made in one vector and spread over the four 64-element chunks by permutes, and the
-// mins term kept as a vector (dmin·m·d_a·Σa), summed once at the end.
-CTXR_AVX512 float dot_q4_k_aux(const void* wv, const ActBlock* a, const float* ad, const float* adsum16, int nb) {
-  const auto* w = static_cast<const BlockQ4_K*>(wv);
-  const __m256i m4 = _mm256_set1_epi8(15);
-  __m512 acc = _mm512_setzero_ps();
-  __m512 mins = _mm512_setzero_ps();
-  const __m512i dup = _mm512_set_epi32(7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0);
-  // Chunk c's register: lanes 0..7 take scale 2c, lanes 8..15 scale 2c + 1.
-  const __m512i spread[4] = {_mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0), _mm512_set_epi32(3, 3, 3, 3, 3, 3, 3, 3, 2, 2, 2, 2, 2, 2, 2, 2),
-                             _mm512_set_epi32(5, 5, 5, 5, 5, 5, 5, 5, 4, 4, 4, 4, 4, 4, 4, 4), _mm512_set_epi32(7, 7, 7, 7, 7, 7, 7, 7, 6, 6, 6, 6, 6, 6, 6, 6)};
-  for (int sb = 0; sb < nb / 8; sb++, a += 8, ad += 8, adsum16 += 16) {
-    const BlockQ4_K& blk = w[sb];
-    __m256 sc, mn;
-    q4k_scales_and_mins(blk, sc, mn);
-    const __m256 f = _mm256_mul_ps(_mm256_mul_ps(sc, _mm256_set1_ps(_cvtsh_ss(blk.d))), _mm256_loadu_ps(ad));
-    // Sub-block j's min against both 16-element sums of activation block j.
-    mins = _mm512_fmadd_ps(_mm512_permutexvar_ps(dup, _mm512_castps256_ps512(_mm256_mul_ps(mn, _mm256_set1_ps(_cvtsh_ss(blk.dmin))))), _mm512_loadu_ps(adsum16), mins);
-    const __m512 f512 = _mm512_castps256_ps512(f);
-    for (int c = 0; c < 4; c++) {
-      const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.qs + 32 * c));
-      const __m512i q = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_and_si256(raw, m4)), _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4), 1);
-      acc = _mm512_fmadd_ps(dot4(q, load2(a[2 * c].q, a[2 * c + 1].q)), _mm512_permutexvar_ps(spread[c], f512), acc);
-    }
-  }
-  return _mm512_reduce_add_ps(acc) - _mm512_reduce_add_ps(mins);
-}
-
-// Q6_K with the activations' side data (quant_dot.h): per super-block the sixteen int8 scales
-// times d in one vector, times each 16-element group's activation scale (ad duplicated by a
-// permute) for the products, times the 16-element sums for the −32 offset (one vector, summed
-// once at the end); the products reach their int32 lanes by permutes.
-CTXR_AVX512 float dot_q6_k_aux(const void* wv, const ActBlock* a, const float* ad, const float* adsum16, int nb) {
-  const auto* w = static_cast<const BlockQ6_K*>(wv);
-  const __m256i m4 = _mm256_set1_epi8(15), m3 = _mm256_set1_epi8(3);
-  const __m512i dup = _mm512_set_epi32(7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0);
-  // Register r (0..3) of a super-block holds 16-element groups 4r .. 4r + 3, four int32 lanes each.
-  const __m512i spread[4] = {_mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0), _mm512_set_epi32(7, 7, 7, 7, 6, 6, 6, 6, 5, 5, 5, 5, 4, 4, 4, 4),
-                             _mm512_set_epi32(11, 11, 11, 11, 10, 10, 10, 10, 9, 9, 9, 9, 8, 8, 8, 8),
-                             _mm512_set_epi32(15, 15, 15, 15, 14, 14, 14, 14, 13, 13, 13, 13, 12, 12, 12, 12)};
-  __m512 acc = _mm512_setzero_ps(), offset = _mm512_setzero_ps();
-  for (int sb = 0; sb < nb / 8; sb++, a += 8, ad += 8, adsum16 += 16) {
-    const BlockQ6_K& blk = w[sb];
-    const __m512 sd = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk.scales)))),
-                                    _mm512_set1_ps(_cvtsh_ss(blk.d)));
-    const __m512 f = _mm512_mul_ps(sd, _mm512_permutexvar_ps(dup, _mm512_castps256_ps512(_mm256_loadu_ps(ad))));
-    offset = _mm512_fmadd_ps(sd, _mm512_loadu_ps(adsum16), offset);
-    for (int h = 0; h < 2; h++) {
-      __m256i q0, q1, q2, q3;
-      q6k_half_values(blk, h, m4, m3, q0, q1, q2, q3);
-      const ActBlock* ab = a + 4 * h;
-      acc = _mm512_fmadd_ps(dot4(_mm512_inserti64x4(_mm512_castsi256_si512(q0), q1, 1), load2(ab[0].q, ab[1].q)), _mm512_permutexvar_ps(spread[2 * h], f), acc);
-      acc = _mm512_fmadd_ps(dot4(_mm512_inserti64x4(_mm512_castsi256_si512(q2), q3, 1), load2(ab[2].q, ab[3].q)), _mm512_permutexvar_ps(spread[2 * h + 1], f), acc);
-    }
-  }
-  return _mm512_reduce_add_ps(acc) - 32.f * _mm512_reduce_add_ps(offset);
-}
-
 CTXR_AVX512 float dot_q6_k(const void* wv, const ActBlock* a, int nb) {
   const auto* w = static_cast<const BlockQ6_K*>(wv);
   const __m256i m4 = _mm256_set1_epi8(15), m3 = _mm256_set1_epi8(3);
@@ -205,100 +146,120 @@ CTXR_AVX512 float dot_q6_k(const void* wv, const ActBlock* a, int nb) {
   return _mm512_reduce_add_ps(acc) + offset;
 }
 
-// Four consecutive weight rows (row_bytes apart) against one activation row, for decode: the
-// activation loads are shared and the four accumulator chains interleave (a single row's dot is
-// bound by its chain of dependent multiply-adds). Each row does exactly the operations of the
-// one-row kernel above, so the results are bitwise the same.
-constexpr int kRows = 4;
+// One weight row against N activation rows (N = 1: decode; N ≤ 4: that many streams decoded in
+// one step), with the activations' side data contiguous (quant_dot.h). The weight bytes are
+// unpacked once and dotted with each activation row; each row runs exactly the operations that
+// N = 1 runs, so a stream's result does not depend on the others in its batch (bitwise).
+// A weight row is read once, front to back: on a matrix far larger than the caches, one thread's
+// sequential stream is what the hardware prefetcher keeps up with (interleaving four rows ran at
+// half the memory bandwidth; BENCHMARKS.md, issue 29 item 6).
 
-CTXR_AVX512 void dot_q8_0_rows(const uint8_t* w0, size_t row_bytes, const ActBlock* a, const float*, const float*, int nb, float* out) {
-  const BlockQ8_0* w[kRows];
-  __m512 acc[kRows];
-  for (int r = 0; r < kRows; r++) w[r] = reinterpret_cast<const BlockQ8_0*>(w0 + r * row_bytes), acc[r] = _mm512_setzero_ps();
+template <int N>
+CTXR_AVX512 void q8_0_acts(const void* wv, const ActBlock* a0, const float* ad, const float* adsum16, int nb, size_t stride, float* out) {
+  const ActRows x{a0, ad, adsum16, stride};
+  const auto* w = static_cast<const BlockQ8_0*>(wv);
+  __m512 acc[N];
+  for (int i = 0; i < N; i++) acc[i] = _mm512_setzero_ps();
   int b = 0;
   for (; b + 1 < nb; b += 2) {
-    const __m512i aq = load2(a[b].q, a[b + 1].q);
+    const __m512i wq = load2(w[b].qs, w[b + 1].qs);
+    // |w| unsigned (|−128| = 128) × a negated where w < 0 (a is never −128).
+    const __m512i wabs = _mm512_abs_epi8(wq);
+    const __mmask64 negative = _mm512_movepi8_mask(wq);
+    const float d0 = _cvtsh_ss(w[b].d), d1 = _cvtsh_ss(w[b + 1].d);
 #pragma GCC unroll 4
-    for (int r = 0; r < kRows; r++) {
-      const __m512i wq = load2(w[r][b].qs, w[r][b + 1].qs);
-      const __m512i as = _mm512_mask_sub_epi8(aq, _mm512_movepi8_mask(wq), _mm512_setzero_si512(), aq);
-      acc[r] = _mm512_fmadd_ps(dot4(_mm512_abs_epi8(wq), as), scales2(_cvtsh_ss(w[r][b].d) * a[b].d, _cvtsh_ss(w[r][b + 1].d) * a[b + 1].d), acc[r]);
+    for (int i = 0; i < N; i++) {
+      const ActBlock* a = x.blocks(i);
+      const __m512i aq = load2(a[b].q, a[b + 1].q);
+      const __m512i as = _mm512_mask_sub_epi8(aq, negative, _mm512_setzero_si512(), aq);
+      acc[i] = _mm512_fmadd_ps(dot4(wabs, as), scales2(d0 * a[b].d, d1 * a[b + 1].d), acc[i]);
     }
   }
-  for (int r = 0; r < kRows; r++) {
-    out[r] = _mm512_reduce_add_ps(acc[r]);
-    if (b < nb) out[r] += quant_dot_avx2(DType::Q8_0)(w[r] + b, a + b, 1);
+  for (int i = 0; i < N; i++) {
+    out[i] = _mm512_reduce_add_ps(acc[i]);
+    if (b < nb) out[i] += quant_dot_avx2(DType::Q8_0)(w + b, x.blocks(i) + b, 1);
   }
 }
 
-CTXR_AVX512 void dot_q4_k_rows(const uint8_t* w0, size_t row_bytes, const ActBlock* a, const float* ad, const float* adsum16, int nb, float* out) {
-  const BlockQ4_K* w[kRows];
-  __m512 acc[kRows], mins[kRows];
-  for (int r = 0; r < kRows; r++) w[r] = reinterpret_cast<const BlockQ4_K*>(w0 + r * row_bytes), acc[r] = mins[r] = _mm512_setzero_ps();
+// Q4_K: per super-block the eight six-bit scales and mins are decoded as bytes of three 32-bit
+// words, the eight products d·sc·d_a made in one vector and spread over the four 64-element
+// chunks by permutes, and the mins term kept as a vector (dmin·m·d_a·Σa), summed once at the end.
+template <int N>
+CTXR_AVX512 void q4_k_acts(const void* wv, const ActBlock* a0, const float* ad, const float* adsum16, int nb, size_t stride, float* out) {
+  const ActRows x{a0, ad, adsum16, stride};
+  const auto* w = static_cast<const BlockQ4_K*>(wv);
   const __m256i m4 = _mm256_set1_epi8(15);
   const __m512i dup = _mm512_set_epi32(7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0);
+  // Chunk c's register: lanes 0..7 take scale 2c, lanes 8..15 scale 2c + 1.
   const __m512i spread[4] = {_mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0), _mm512_set_epi32(3, 3, 3, 3, 3, 3, 3, 3, 2, 2, 2, 2, 2, 2, 2, 2),
                              _mm512_set_epi32(5, 5, 5, 5, 5, 5, 5, 5, 4, 4, 4, 4, 4, 4, 4, 4), _mm512_set_epi32(7, 7, 7, 7, 7, 7, 7, 7, 6, 6, 6, 6, 6, 6, 6, 6)};
-  for (int sb = 0; sb < nb / 8; sb++, a += 8, ad += 8, adsum16 += 16) {
-    const __m256 adv = _mm256_loadu_ps(ad);
-    const __m512 sums = _mm512_loadu_ps(adsum16);
-    __m512 f512[kRows];
+  __m512 acc[N], mins[N];
+  for (int i = 0; i < N; i++) acc[i] = mins[i] = _mm512_setzero_ps();
+  for (int sb = 0; sb < nb / 8; sb++) {
+    const BlockQ4_K& blk = w[sb];
+    __m256 sc, mn;
+    q4k_scales_and_mins(blk, sc, mn);
+    const __m256 scd = _mm256_mul_ps(sc, _mm256_set1_ps(_cvtsh_ss(blk.d)));
+    // Sub-block j's min against both 16-element sums of activation block j.
+    const __m512 mnd = _mm512_permutexvar_ps(dup, _mm512_castps256_ps512(_mm256_mul_ps(mn, _mm256_set1_ps(_cvtsh_ss(blk.dmin)))));
+    __m512 f[N];
 #pragma GCC unroll 4
-    for (int r = 0; r < kRows; r++) {
-      const BlockQ4_K& blk = w[r][sb];
-      __m256 sc, mn;
-      q4k_scales_and_mins(blk, sc, mn);
-      f512[r] = _mm512_castps256_ps512(_mm256_mul_ps(_mm256_mul_ps(sc, _mm256_set1_ps(_cvtsh_ss(blk.d))), adv));
-      mins[r] = _mm512_fmadd_ps(_mm512_permutexvar_ps(dup, _mm512_castps256_ps512(_mm256_mul_ps(mn, _mm256_set1_ps(_cvtsh_ss(blk.dmin))))), sums, mins[r]);
+    for (int i = 0; i < N; i++) {
+      f[i] = _mm512_castps256_ps512(_mm256_mul_ps(scd, _mm256_loadu_ps(x.d(i) + 8 * sb)));
+      mins[i] = _mm512_fmadd_ps(mnd, _mm512_loadu_ps(x.sums(i) + 16 * sb), mins[i]);
     }
     for (int c = 0; c < 4; c++) {
-      const __m512i aq = load2(a[2 * c].q, a[2 * c + 1].q);
+      const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.qs + 32 * c));
+      const __m512i q = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_and_si256(raw, m4)), _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4), 1);
 #pragma GCC unroll 4
-      for (int r = 0; r < kRows; r++) {
-        const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[r][sb].qs + 32 * c));
-        const __m512i q = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_and_si256(raw, m4)), _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4), 1);
-        acc[r] = _mm512_fmadd_ps(dot4(q, aq), _mm512_permutexvar_ps(spread[c], f512[r]), acc[r]);
+      for (int i = 0; i < N; i++) {
+        const ActBlock* a = x.blocks(i) + 8 * sb;
+        acc[i] = _mm512_fmadd_ps(dot4(q, load2(a[2 * c].q, a[2 * c + 1].q)), _mm512_permutexvar_ps(spread[c], f[i]), acc[i]);
       }
     }
   }
-  for (int r = 0; r < kRows; r++) out[r] = _mm512_reduce_add_ps(acc[r]) - _mm512_reduce_add_ps(mins[r]);
+  for (int i = 0; i < N; i++) out[i] = _mm512_reduce_add_ps(acc[i]) - _mm512_reduce_add_ps(mins[i]);
 }
 
-CTXR_AVX512 void dot_q6_k_rows(const uint8_t* w0, size_t row_bytes, const ActBlock* a, const float* ad, const float* adsum16, int nb, float* out) {
-  const BlockQ6_K* w[kRows];
-  __m512 acc[kRows], offset[kRows];
-  for (int r = 0; r < kRows; r++) w[r] = reinterpret_cast<const BlockQ6_K*>(w0 + r * row_bytes), acc[r] = offset[r] = _mm512_setzero_ps();
+// Q6_K: per super-block the sixteen int8 scales times d in one vector, times each 16-element
+// group's activation scale (ad duplicated by a permute) for the products, times the 16-element
+// sums for the −32 offset (one vector, summed once at the end); the products reach their int32
+// lanes by permutes.
+template <int N>
+CTXR_AVX512 void q6_k_acts(const void* wv, const ActBlock* a0, const float* ad, const float* adsum16, int nb, size_t stride, float* out) {
+  const ActRows x{a0, ad, adsum16, stride};
+  const auto* w = static_cast<const BlockQ6_K*>(wv);
   const __m256i m4 = _mm256_set1_epi8(15), m3 = _mm256_set1_epi8(3);
   const __m512i dup = _mm512_set_epi32(7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0);
+  // Register r (0..3) of a super-block holds 16-element groups 4r .. 4r + 3, four int32 lanes each.
   const __m512i spread[4] = {_mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0), _mm512_set_epi32(7, 7, 7, 7, 6, 6, 6, 6, 5, 5, 5, 5, 4, 4, 4, 4),
                              _mm512_set_epi32(11, 11, 11, 11, 10, 10, 10, 10, 9, 9, 9, 9, 8, 8, 8, 8),
                              _mm512_set_epi32(15, 15, 15, 15, 14, 14, 14, 14, 13, 13, 13, 13, 12, 12, 12, 12)};
-  for (int sb = 0; sb < nb / 8; sb++, a += 8, ad += 8, adsum16 += 16) {
-    const __m512 adup = _mm512_permutexvar_ps(dup, _mm512_castps256_ps512(_mm256_loadu_ps(ad)));
-    const __m512 sums = _mm512_loadu_ps(adsum16);
-    __m512 f[kRows];
+  __m512 acc[N], offset[N];
+  for (int i = 0; i < N; i++) acc[i] = offset[i] = _mm512_setzero_ps();
+  for (int sb = 0; sb < nb / 8; sb++) {
+    const BlockQ6_K& blk = w[sb];
+    const __m512 sd = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk.scales)))),
+                                    _mm512_set1_ps(_cvtsh_ss(blk.d)));
+    __m512 f[N];
 #pragma GCC unroll 4
-    for (int r = 0; r < kRows; r++) {
-      const BlockQ6_K& blk = w[r][sb];
-      const __m512 sd = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk.scales)))),
-                                      _mm512_set1_ps(_cvtsh_ss(blk.d)));
-      f[r] = _mm512_mul_ps(sd, adup);
-      offset[r] = _mm512_fmadd_ps(sd, sums, offset[r]);
+    for (int i = 0; i < N; i++) {
+      f[i] = _mm512_mul_ps(sd, _mm512_permutexvar_ps(dup, _mm512_castps256_ps512(_mm256_loadu_ps(x.d(i) + 8 * sb))));
+      offset[i] = _mm512_fmadd_ps(sd, _mm512_loadu_ps(x.sums(i) + 16 * sb), offset[i]);
     }
     for (int h = 0; h < 2; h++) {
-      const ActBlock* ab = a + 4 * h;
-      const __m512i a01 = load2(ab[0].q, ab[1].q), a23 = load2(ab[2].q, ab[3].q);
+      __m256i q0, q1, q2, q3;
+      q6k_half_values(blk, h, m4, m3, q0, q1, q2, q3);
+      const __m512i q01 = _mm512_inserti64x4(_mm512_castsi256_si512(q0), q1, 1), q23 = _mm512_inserti64x4(_mm512_castsi256_si512(q2), q3, 1);
 #pragma GCC unroll 4
-      for (int r = 0; r < kRows; r++) {
-        const BlockQ6_K& blk = w[r][sb];
-        __m256i q0, q1, q2, q3;
-        q6k_half_values(blk, h, m4, m3, q0, q1, q2, q3);
-        acc[r] = _mm512_fmadd_ps(dot4(_mm512_inserti64x4(_mm512_castsi256_si512(q0), q1, 1), a01), _mm512_permutexvar_ps(spread[2 * h], f[r]), acc[r]);
-        acc[r] = _mm512_fmadd_ps(dot4(_mm512_inserti64x4(_mm512_castsi256_si512(q2), q3, 1), a23), _mm512_permutexvar_ps(spread[2 * h + 1], f[r]), acc[r]);
+      for (int i = 0; i < N; i++) {
+        const ActBlock* ab = x.blocks(i) + 8 * sb + 4 * h;
+        acc[i] = _mm512_fmadd_ps(dot4(q01, load2(ab[0].q, ab[1].q)), _mm512_permutexvar_ps(spread[2 * h], f[i]), acc[i]);
+        acc[i] = _mm512_fmadd_ps(dot4(q23, load2(ab[2].q, ab[3].q)), _mm512_permutexvar_ps(spread[2 * h + 1], f[i]), acc[i]);
       }
     }
   }
-  for (int r = 0; r < kRows; r++) out[r] = _mm512_reduce_add_ps(acc[r]) - 32.f * _mm512_reduce_add_ps(offset[r]);
+  for (int i = 0; i < N; i++) out[i] = _mm512_reduce_add_ps(acc[i]) - 32.f * _mm512_reduce_add_ps(offset[i]);
 }
 
 }  // namespace
@@ -316,14 +277,17 @@ QuantDotFn quant_dot_avx512(DType t) {
   }
 }
 
-QuantDotAuxFn quant_dot_aux_avx512(DType t) { return t == DType::Q4_K ? dot_q4_k_aux : t == DType::Q6_K ? dot_q6_k_aux : quant_dot_superblock_aux_avx512(t); }
-
-QuantDotRowsFn quant_dot_rows_avx512(DType t) {
+QuantDotActsFn quant_dot_acts_avx512(DType t, int n) {
+  static constexpr QuantDotActsFn q8_0[] = {q8_0_acts<1>, q8_0_acts<2>, q8_0_acts<3>, q8_0_acts<4>};
+  static constexpr QuantDotActsFn q4_k[] = {q4_k_acts<1>, q4_k_acts<2>, q4_k_acts<3>, q4_k_acts<4>};
+  static constexpr QuantDotActsFn q6_k[] = {q6_k_acts<1>, q6_k_acts<2>, q6_k_acts<3>, q6_k_acts<4>};
+  static_assert(quant_dot_max_acts() == 4, "the activation-group kernels are instantiated for 1..4 rows");
+  if (n < 1 || n > quant_dot_max_acts()) return nullptr;
   switch (t) {
-    case DType::Q8_0: return dot_q8_0_rows;
-    case DType::Q4_K: return dot_q4_k_rows;
-    case DType::Q6_K: return dot_q6_k_rows;
-    default: return quant_dot_superblock_rows_avx512(t);
+    case DType::Q8_0: return q8_0[n - 1];
+    case DType::Q4_K: return q4_k[n - 1];
+    case DType::Q6_K: return q6_k[n - 1];
+    default: return quant_dot_superblock_acts_avx512(t, n);
   }
 }
 

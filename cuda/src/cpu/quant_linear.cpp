@@ -27,11 +27,13 @@ void linear_int8(const float* x, int n, const QuantMatrix& w, const float* bias,
   std::vector<ActBlock> act(static_cast<size_t>(n) * nb);
 #pragma omp parallel for num_threads(threads) schedule(static) if (n > 1)
   for (int i = 0; i < n; i++) quantize_activations(x + static_cast<size_t>(i) * w.cols, w.cols, act.data() + static_cast<size_t>(i) * nb);
-  // Kernels that read the activations' scales and scaled sums as contiguous f32 (quant_dot.h).
-  bool aux = false;
-  for (const QuantRows& p : w.parts) aux = aux || (isa == CpuIsa::Avx512Vnni && quant_dot_aux_avx512(p.dtype));
+  // The activation-group kernels read the activations' scales and scaled sums as contiguous f32
+  // (quant_dot.h).
+  const auto grouped = [&](DType t) { return isa == CpuIsa::Avx512Vnni && quant_dot_acts_avx512(t, 1) != nullptr; };
+  bool any_grouped = false;
+  for (const QuantRows& p : w.parts) any_grouped = any_grouped || grouped(p.dtype);
   std::vector<float> ad, adsum16;
-  if (aux) {
+  if (any_grouped) {
     ad.resize(act.size());
     adsum16.resize(2 * act.size());
     for (size_t b = 0; b < act.size(); b++) {
@@ -41,46 +43,31 @@ void linear_int8(const float* x, int n, const QuantMatrix& w, const float* bias,
     }
   }
   constexpr int kChunk = 16;
-  constexpr int kRows = quant_dot_rows();
-  // Measured on 100 MB of Q4_K / Q8_0 rows, 1 thread: 4 rows ahead 2.8 / 3.6 ms, 8: 2.5 / 3.3,
-  // 16: 2.2 / 2.8, 24: 2.1 / 3.1; none 5.2 / 7.5 (one row at a time, no prefetch: 2.8 / 4.9).
-  // Long rows (a down projection's 8,192 columns: 8.7 KB a Q8_0 row) must not prefetch 16 rows
-  // ahead into L1: the distance is capped in bytes, never under the kRows rows being read.
-  constexpr size_t kPrefetchBytes = 16 * 1024;
+  constexpr int kActs = quant_dot_max_acts();
+  // Each thread reads its rows in one front-to-back stream, a row at a time, dotting the row with
+  // up to kActs activation rows per kernel call while it is in L1. Interleaving several weight
+  // rows (and prefetching ahead by hand) measured at half the memory bandwidth on matrices far
+  // larger than the caches: decode's case (BENCHMARKS.md, issue 29 item 6).
   const int chunks = (w.rows + kChunk - 1) / kChunk;
 #pragma omp parallel for num_threads(threads) schedule(static)
   for (int c = 0; c < chunks; c++) {
     const int r0 = c * kChunk, r1 = std::min(w.rows, r0 + kChunk);
-    for (int r = r0; r < r1;) {
+    for (int r = r0; r < r1; r++) {
       const QuantRows& part = w.part_of(r);
       const uint8_t* row = part.data + static_cast<size_t>(r - part.first_row) * part.row_bytes;
-      // kRows rows of one part at a time where the ISA has a kernel for that.
-      const QuantDotRowsFn dot_rows = isa == CpuIsa::Avx512Vnni ? quant_dot_rows_avx512(part.dtype) : nullptr;
-      if (dot_rows && r + kRows <= std::min(r1, part.first_row + part.rows)) {
-        // The rows' interleaved reads defeat the hardware's stream prefetch: ask for the bytes
-        // kPrefetchRows rows ahead (within the part) ourselves.
-        const uint8_t* end = part.data + static_cast<size_t>(part.rows) * part.row_bytes;
-        const size_t ahead = std::max<size_t>(kRows, std::min<size_t>(16, kPrefetchBytes / part.row_bytes));
-        const uint8_t* from = row + ahead * part.row_bytes;
-        const uint8_t* to = std::min(end, from + kRows * part.row_bytes);
-        for (const uint8_t* p = from; p < to; p += 64) _mm_prefetch(reinterpret_cast<const char*>(p), _MM_HINT_T0);
-        float out[kRows];
-        for (int i = 0; i < n; i++) {
-          const size_t at = static_cast<size_t>(i) * nb;
-          dot_rows(row, part.row_bytes, act.data() + at, aux ? ad.data() + at : nullptr, aux ? adsum16.data() + 2 * at : nullptr, nb, out);
-          for (int k = 0; k < kRows; k++) y[static_cast<size_t>(i) * w.rows + r + k] = out[k] + (bias ? bias[r + k] : 0.f);
+      const float b = bias ? bias[r] : 0.f;
+      if (grouped(part.dtype)) {
+        for (int i0 = 0; i0 < n; i0 += kActs) {
+          const int m = std::min(kActs, n - i0);
+          const size_t at = static_cast<size_t>(i0) * nb;
+          float out[kActs];
+          quant_dot_acts_avx512(part.dtype, m)(row, act.data() + at, ad.data() + at, adsum16.data() + 2 * at, nb, nb, out);
+          for (int k = 0; k < m; k++) y[static_cast<size_t>(i0 + k) * w.rows + r] = out[k] + b;
         }
-        r += kRows;
         continue;
       }
       const QuantDotFn dot = quant_dot(part.dtype, isa);
-      const QuantDotAuxFn dot_aux = aux ? quant_dot_aux_avx512(part.dtype) : nullptr;
-      const float b = bias ? bias[r] : 0.f;
-      for (int i = 0; i < n; i++) {
-        const size_t at = static_cast<size_t>(i) * nb;
-        y[static_cast<size_t>(i) * w.rows + r] = (dot_aux ? dot_aux(row, act.data() + at, ad.data() + at, adsum16.data() + 2 * at, nb) : dot(row, act.data() + at, nb)) + b;
-      }
-      r++;
+      for (int i = 0; i < n; i++) y[static_cast<size_t>(i) * w.rows + r] = dot(row, act.data() + static_cast<size_t>(i) * nb, nb) + b;
     }
   }
 }

@@ -197,6 +197,7 @@ CTXR_AVX512 void q4_k_acts(const void* wv, const ActBlock* a0, const float* ad, 
   for (int i = 0; i < N; i++) acc[i] = mins[i] = _mm512_setzero_ps();
   for (int sb = 0; sb < nb / 8; sb++) {
     const BlockQ4_K& blk = w[sb];
+    prefetch_ahead(&blk, sizeof(blk));
     __m256 sc, mn;
     q4k_scales_and_mins(blk, sc, mn);
     const __m256 scd = _mm256_mul_ps(sc, _mm256_set1_ps(_cvtsh_ss(blk.d)));
@@ -239,6 +240,7 @@ CTXR_AVX512 void q6_k_acts(const void* wv, const ActBlock* a0, const float* ad, 
   for (int i = 0; i < N; i++) acc[i] = offset[i] = _mm512_setzero_ps();
   for (int sb = 0; sb < nb / 8; sb++) {
     const BlockQ6_K& blk = w[sb];
+    prefetch_ahead(&blk, sizeof(blk));
     const __m512 sd = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk.scales)))),
                                     _mm512_set1_ps(_cvtsh_ss(blk.d)));
     __m512 f[N];

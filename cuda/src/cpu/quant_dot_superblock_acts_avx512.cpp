@@ -62,6 +62,7 @@ CTXR_ACTS_SIGNATURE(q5_k_acts) {
   const __m256i m4 = _mm256_set1_epi8(15), sixteen = _mm256_set1_epi8(16);
   for (int sb = 0; sb < nb / 8; sb++) {
     const BlockQ5_K& blk = w[sb];
+    prefetch_ahead(&blk, sizeof(blk));
     __m256 sc, mn;
     k_scales_and_mins(blk.scales, sc, mn);
     const __m256 scd = _mm256_mul_ps(sc, _mm256_set1_ps(_cvtsh_ss(blk.d)));
@@ -101,6 +102,7 @@ CTXR_ACTS_SIGNATURE(iq4_xs_acts) {
   const __m512i levels = _mm512_xor_si512(_mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4nlValues))), _mm512_set1_epi8(-128));
   for (int sb = 0; sb < nb / 8; sb++) {
     const BlockIQ4_XS& blk = w[sb];
+    prefetch_ahead(&blk, sizeof(blk));
     // The eight six-bit ls (quant_superblock.h) as bytes: low nibbles and high bit pairs deposited.
     uint32_t low;
     std::memcpy(&low, blk.scales_l, 4);
@@ -137,6 +139,7 @@ CTXR_ACTS_SIGNATURE(q3_k_acts) {
   const __m256i m2 = _mm256_set1_epi8(3), four = _mm256_set1_epi8(4);
   for (int sb = 0; sb < nb / 8; sb++) {
     const BlockQ3_K& blk = w[sb];
+    prefetch_ahead(&blk, sizeof(blk));
     alignas(16) int8_t s8[16];
     q3k_scales(blk.scales, s8);
     const __m512 sd = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(s8)))), _mm512_set1_ps(_cvtsh_ss(blk.d)));
@@ -174,6 +177,7 @@ CTXR_ACTS_SIGNATURE(q2_k_acts) {
   const __m512i m4x32 = _mm512_set1_epi32(15);
   for (int sb = 0; sb < nb / 8; sb++) {
     const BlockQ2_K& blk = w[sb];
+    prefetch_ahead(&blk, sizeof(blk));
     const __m512i sc = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk.scales)));
     const __m512 scd = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_and_si512(sc, m4x32)), _mm512_set1_ps(_cvtsh_ss(blk.d)));
     const __m512 mnd = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_srli_epi32(sc, 4)), _mm512_set1_ps(_cvtsh_ss(blk.dmin)));

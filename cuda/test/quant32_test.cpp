@@ -161,6 +161,36 @@ RUNNER_TEST(quant32, simd_dot_matches_reference) {
       }
 }
 
+// Decode's activation-group kernels (one weight row against 1..4 activation rows): each row
+// within the same tolerance of the reference, and bitwise what the row gives alone.
+RUNNER_TEST(quant32, activation_group_kernels_match_reference) {
+  if (!cpu_has_avx512_vnni()) return;
+  std::mt19937 rng(12);
+  constexpr int kActs = quant_dot_max_acts();
+  for (DType t : kFormats)
+    for (int cols : {32, 96, 544, 4096}) {
+      const int nb = cols / 32;
+      const std::vector<uint8_t> w = random_row(t, cols, rng);
+      std::vector<ActBlock> a(static_cast<size_t>(kActs) * nb);
+      for (int i = 0; i < kActs; i++) quantize_activations(random_vector(cols, rng, i == 0 ? 100.f : 1.f).data(), cols, a.data() + static_cast<size_t>(i) * nb);
+      std::vector<float> ad(a.size()), adsum16(2 * a.size());
+      for (size_t b = 0; b < a.size(); b++) ad[b] = a[b].d, adsum16[2 * b] = a[b].d * a[b].sum[0], adsum16[2 * b + 1] = a[b].d * a[b].sum[1];
+      for (int n = 1; n <= kActs; n++) {
+        float out[kActs];
+        quant_dot_acts_avx512(t, n)(w.data(), a.data(), ad.data(), adsum16.data(), nb, nb, out);
+        for (int i = 0; i < n; i++) {
+          const ActBlock* ai = a.data() + static_cast<size_t>(i) * nb;
+          const double ref = quant_dot32_reference(t, w.data(), ai, nb);
+          const double tol = (nb + 8) * std::ldexp(1.0, -20) * dot_magnitude(t, w.data(), ai, nb);
+          CHECK_MSG(std::fabs(out[i] - ref) <= tol, dtype_name(t) << " cols=" << cols << " n=" << n << " row " << i << ": " << out[i] << " vs " << ref);
+          float one;
+          quant_dot_acts_avx512(t, 1)(w.data(), ai, ad.data() + static_cast<size_t>(i) * nb, adsum16.data() + 2 * static_cast<size_t>(i) * nb, nb, 0, &one);
+          CHECK_MSG(std::memcmp(&one, &out[i], 4) == 0, dtype_name(t) << " cols=" << cols << " n=" << n << " row " << i << ": " << out[i] << " vs alone " << one);
+        }
+      }
+    }
+}
+
 // As quant.linear_matches_f32_on_dequantized: the int8 paths' error is the activations'
 // rounding, Σ|w|·d_a/2 per block, plus float rounding; the f32-tile path float rounding only.
 RUNNER_TEST(quant32, linear_matches_f32_on_dequantized) {

@@ -12,6 +12,8 @@ namespace ctxr {
 
 QuantDotFn quant_dot32_avx2(DType t);    // null for a type outside the family
 QuantDotFn quant_dot32_avx512(DType t);  // call only where cpu_has_avx512_vnni()
+// Decode's activation-group kernels (quant_dot.h) of these formats and Q8_0, Q4_0.
+QuantDotActsFn quant_dot32_acts_avx512(DType t, int n);
 
 // Σ over blocks of (scale·Σ v·q + offset·Σq)·d_a, the integer sums exact, in double.
 float quant_dot32_reference(DType t, const void* w, const ActBlock* a, int blocks32);

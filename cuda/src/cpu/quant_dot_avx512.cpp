@@ -154,33 +154,6 @@ CTXR_AVX512 float dot_q6_k(const void* wv, const ActBlock* a, int nb) {
 // sequential stream is what the hardware prefetcher keeps up with (interleaving four rows ran at
 // half the memory bandwidth; BENCHMARKS.md, issue 29 item 6).
 
-template <int N>
-CTXR_AVX512 void q8_0_acts(const void* wv, const ActBlock* a0, const float* ad, const float* adsum16, int nb, size_t stride, float* out) {
-  const ActRows x{a0, ad, adsum16, stride};
-  const auto* w = static_cast<const BlockQ8_0*>(wv);
-  __m512 acc[N];
-  for (int i = 0; i < N; i++) acc[i] = _mm512_setzero_ps();
-  int b = 0;
-  for (; b + 1 < nb; b += 2) {
-    const __m512i wq = load2(w[b].qs, w[b + 1].qs);
-    // |w| unsigned (|−128| = 128) × a negated where w < 0 (a is never −128).
-    const __m512i wabs = _mm512_abs_epi8(wq);
-    const __mmask64 negative = _mm512_movepi8_mask(wq);
-    const float d0 = _cvtsh_ss(w[b].d), d1 = _cvtsh_ss(w[b + 1].d);
-#pragma GCC unroll 4
-    for (int i = 0; i < N; i++) {
-      const ActBlock* a = x.blocks(i);
-      const __m512i aq = load2(a[b].q, a[b + 1].q);
-      const __m512i as = _mm512_mask_sub_epi8(aq, negative, _mm512_setzero_si512(), aq);
-      acc[i] = _mm512_fmadd_ps(dot4(wabs, as), scales2(d0 * a[b].d, d1 * a[b + 1].d), acc[i]);
-    }
-  }
-  for (int i = 0; i < N; i++) {
-    out[i] = _mm512_reduce_add_ps(acc[i]);
-    if (b < nb) out[i] += quant_dot_avx2(DType::Q8_0)(w + b, x.blocks(i) + b, 1);
-  }
-}
-
 // Q4_K: per super-block the eight six-bit scales and mins are decoded as bytes of three 32-bit
 // words, the eight products d·sc·d_a made in one vector and spread over the four 64-element
 // chunks by permutes, and the mins term kept as a vector (dmin·m·d_a·Σa), summed once at the end.
@@ -280,16 +253,17 @@ QuantDotFn quant_dot_avx512(DType t) {
 }
 
 QuantDotActsFn quant_dot_acts_avx512(DType t, int n) {
-  static constexpr QuantDotActsFn q8_0[] = {q8_0_acts<1>, q8_0_acts<2>, q8_0_acts<3>, q8_0_acts<4>};
   static constexpr QuantDotActsFn q4_k[] = {q4_k_acts<1>, q4_k_acts<2>, q4_k_acts<3>, q4_k_acts<4>};
   static constexpr QuantDotActsFn q6_k[] = {q6_k_acts<1>, q6_k_acts<2>, q6_k_acts<3>, q6_k_acts<4>};
   static_assert(quant_dot_max_acts() == 4, "the activation-group kernels are instantiated for 1..4 rows");
   if (n < 1 || n > quant_dot_max_acts()) return nullptr;
   switch (t) {
-    case DType::Q8_0: return q8_0[n - 1];
     case DType::Q4_K: return q4_k[n - 1];
     case DType::Q6_K: return q6_k[n - 1];
-    default: return quant_dot_superblock_acts_avx512(t, n);
+    default: {
+      if (QuantDotActsFn f = quant_dot_superblock_acts_avx512(t, n)) return f;
+      return quant_dot32_acts_avx512(t, n);
+    }
   }
 }
 

@@ -7,30 +7,17 @@
 
 #include <cstring>
 
+#include "cpu/avx512_blocks.h"
 #include "cpu/quant_blocks32_simd.h"
 #include "cpu/quant_dot32.h"
-
-// GCC 12 flags the undefined upper half of _mm512_cast*256_*512 (a false positive).
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-
-#define CTXR_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")))
 
 namespace ctxr {
 
 namespace {
 
+using namespace avx512;
 using namespace simd32;
 
-CTXR_AVX512 inline __m512i join(__m256i lo, __m256i hi) { return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1); }
-CTXR_AVX512 inline __m512i load2(const void* lo, const void* hi) {
-  return join(_mm256_loadu_si256(static_cast<const __m256i*>(lo)), _mm256_loadu_si256(static_cast<const __m256i*>(hi)));
-}
-// Lanes 0..7 = s0, 8..15 = s1.
-CTXR_AVX512 inline __m512 scales2(float s0, float s1) {
-  return _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castpd256_pd512(_mm256_castps_pd(_mm256_set1_ps(s0))), _mm256_castps_pd(_mm256_set1_ps(s1)), 1));
-}
-CTXR_AVX512 inline __m512 dot4(__m512i u, __m512i s) { return _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(_mm512_setzero_si512(), u, s)); }
 // Signed weight bytes v: |v| unsigned × a negated where v < 0 (a is never −128).
 CTXR_AVX512 inline __m512 signed_dot4(__m512i v, __m512i aq) {
   return dot4(_mm512_abs_epi8(v), _mm512_mask_sub_epi8(aq, _mm512_movepi8_mask(v), _mm512_setzero_si512(), aq));

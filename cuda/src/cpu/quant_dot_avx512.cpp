@@ -7,19 +7,16 @@
 
 #include <cstring>
 
-#include "cpu/quant_dot.h"
+#include "cpu/avx512_blocks.h"
 #include "cpu/quant_act_rows.h"
+#include "cpu/quant_dot.h"
 #include "cpu/quant_dot32.h"
-
-// GCC 12 flags the undefined upper half of _mm512_cast*256_*512 (a false positive).
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-
-#define CTXR_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")))
 
 namespace ctxr {
 
 namespace {
+
+using namespace avx512;
 
 // A Q4_K super-block's eight 6-bit sub-block scales and mins, widened to floats.
 inline void q4k_scales_and_mins(const BlockQ4_K& blk, __m256& sc, __m256& mn) {
@@ -43,15 +40,6 @@ inline void q6k_half_values(const BlockQ6_K& blk, int h, __m256i m4, __m256i m3,
   q3 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4), _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 6), m3), 4));
 }
 
-CTXR_AVX512 inline __m512i load2(const void* lo, const void* hi) {
-  return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256(static_cast<const __m256i*>(lo))),
-                            _mm256_loadu_si256(static_cast<const __m256i*>(hi)), 1);
-}
-// Lanes 0..7 = s0, 8..15 = s1 (AVX512F only: no DQ needed).
-CTXR_AVX512 inline __m512 scales2(float s0, float s1) {
-  return _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castpd256_pd512(_mm256_castps_pd(_mm256_set1_ps(s0))), _mm256_castps_pd(_mm256_set1_ps(s1)), 1));
-}
-CTXR_AVX512 inline __m512 dot4(__m512i u, __m512i s) { return _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(_mm512_setzero_si512(), u, s)); }
 
 CTXR_AVX512 float dot_q8_0(const void* wv, const ActBlock* a, int nb) {
   const auto* w = static_cast<const BlockQ8_0*>(wv);

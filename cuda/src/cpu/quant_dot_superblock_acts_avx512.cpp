@@ -8,23 +8,17 @@
 
 #include <cstring>
 
+#include "cpu/avx512_blocks.h"
 #include "cpu/quant_act_rows.h"
 #include "cpu/quant_dot.h"
 #include "quant_superblock.h"
-
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-
-#define CTXR_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c,bmi2")))
 
 namespace ctxr {
 
 namespace {
 
-CTXR_AVX512 inline __m512i join(__m256i lo, __m256i hi) { return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1); }
-CTXR_AVX512 inline __m256i load256(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
-CTXR_AVX512 inline __m512i load2(const void* lo, const void* hi) { return join(load256(lo), load256(hi)); }
-CTXR_AVX512 inline __m512 dot4f(__m512i u, __m512i s) { return _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(_mm512_setzero_si512(), u, s)); }
+using namespace avx512;
+
 
 // [x0, x0, x1, x1, ..., x7, x7]: a per-32-block value for each of its two 16-groups.
 CTXR_AVX512 inline __m512i dup_pairs() { return _mm512_set_epi32(7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0); }
@@ -84,7 +78,7 @@ CTXR_ACTS_SIGNATURE(q5_k_acts) {
 #pragma GCC unroll 4
       for (int i = 0; i < N; i++) {
         const ActBlock* a = x.blocks(i) + 8 * sb;
-        acc[i] = _mm512_fmadd_ps(dot4f(q, load2(a[2 * c].q, a[2 * c + 1].q)), _mm512_permutexvar_ps(spread32(c), f[i]), acc[i]);
+        acc[i] = _mm512_fmadd_ps(dot4(q, load2(a[2 * c].q, a[2 * c + 1].q)), _mm512_permutexvar_ps(spread32(c), f[i]), acc[i]);
       }
     }
   }
@@ -124,7 +118,7 @@ CTXR_ACTS_SIGNATURE(iq4_xs_acts) {
 #pragma GCC unroll 4
       for (int i = 0; i < N; i++) {
         const ActBlock* a = x.blocks(i) + 8 * sb;
-        acc[i] = _mm512_fmadd_ps(dot4f(u, load2(a[2 * k].q, a[2 * k + 1].q)), _mm512_permutexvar_ps(spread32(k), f[i]), acc[i]);
+        acc[i] = _mm512_fmadd_ps(dot4(u, load2(a[2 * k].q, a[2 * k + 1].q)), _mm512_permutexvar_ps(spread32(k), f[i]), acc[i]);
       }
     }
   }
@@ -161,7 +155,7 @@ CTXR_ACTS_SIGNATURE(q3_k_acts) {
 #pragma GCC unroll 4
         for (int i = 0; i < N; i++) {
           const ActBlock* a = x.blocks(i) + 8 * sb;
-          acc[i] = _mm512_fmadd_ps(dot4f(q, load2(a[g].q, a[g + 1].q)), _mm512_permutexvar_ps(spread16(g / 2), f[i]), acc[i]);
+          acc[i] = _mm512_fmadd_ps(dot4(q, load2(a[g].q, a[g + 1].q)), _mm512_permutexvar_ps(spread16(g / 2), f[i]), acc[i]);
         }
       }
   }
@@ -195,7 +189,7 @@ CTXR_ACTS_SIGNATURE(q2_k_acts) {
 #pragma GCC unroll 4
         for (int i = 0; i < N; i++) {
           const ActBlock* a = x.blocks(i) + 8 * sb;
-          acc[i] = _mm512_fmadd_ps(dot4f(u, load2(a[g].q, a[g + 1].q)), _mm512_permutexvar_ps(spread16(g / 2), f[i]), acc[i]);
+          acc[i] = _mm512_fmadd_ps(dot4(u, load2(a[g].q, a[g + 1].q)), _mm512_permutexvar_ps(spread16(g / 2), f[i]), acc[i]);
         }
       }
   }

@@ -6,26 +6,16 @@
 // Every function carries its target attribute: nothing here runs unless cpu_isa.cpp chose it.
 #include <immintrin.h>
 
+#include "cpu/avx512_blocks.h"
 #include "cpu/quant_dot.h"
 #include "quant_superblock.h"
-
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-
-#define CTXR_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")))
 
 namespace ctxr {
 
 namespace {
 
-CTXR_AVX512 inline __m512i join(__m256i lo, __m256i hi) { return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1); }
-CTXR_AVX512 inline __m512i load2(const void* lo, const void* hi) {
-  return join(_mm256_loadu_si256(static_cast<const __m256i*>(lo)), _mm256_loadu_si256(static_cast<const __m256i*>(hi)));
-}
-CTXR_AVX512 inline __m512 scales2(float s0, float s1) {
-  return _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castpd256_pd512(_mm256_castps_pd(_mm256_set1_ps(s0))), _mm256_castps_pd(_mm256_set1_ps(s1)), 1));
-}
-CTXR_AVX512 inline __m512i dot4(__m512i u, __m512i s) { return _mm512_dpbusd_epi32(_mm512_setzero_si512(), u, s); }
+using namespace avx512;
+
 
 // Lane pattern of the int32 sums of two blocks 2r, 2r + 1: lanes 4i..4i+3 belong to 16-group 4r + i.
 CTXR_AVX512 inline __m512i group_spread(int r) {
@@ -47,7 +37,7 @@ CTXR_AVX512 float dot_q2_k(const void* wv, const ActBlock* a, int nb) {
       for (int j = 0; j < 4; j += 2) {
         const int g = 4 * h + j;
         const __m512i u = join(_mm256_and_si256(_mm256_srli_epi16(raw, 2 * j), m2), _mm256_and_si256(_mm256_srli_epi16(raw, 2 * j + 2), m2));
-        const __m512i p = _mm512_mullo_epi32(dot4(u, load2(a[g].q, a[g + 1].q)), _mm512_permutexvar_epi32(group_spread(g / 2), sc));
+        const __m512i p = _mm512_mullo_epi32(dpbusd(u, load2(a[g].q, a[g + 1].q)), _mm512_permutexvar_epi32(group_spread(g / 2), sc));
         acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), scales2(d * a[g].d, d * a[g + 1].d), acc);
       }
     }
@@ -76,7 +66,7 @@ CTXR_AVX512 float dot_q3_k(const void* wv, const ActBlock* a, int nb) {
       const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.qs + 32 * h));
       for (int j = 0; j < 4; j += 2) {
         const int g = 4 * h + j;
-        const __m512i p = _mm512_mullo_epi32(dot4(join(values(raw, h, j), values(raw, h, j + 1)), load2(a[g].q, a[g + 1].q)),
+        const __m512i p = _mm512_mullo_epi32(dpbusd(join(values(raw, h, j), values(raw, h, j + 1)), load2(a[g].q, a[g + 1].q)),
                                              _mm512_permutexvar_epi32(group_spread(g / 2), sc));
         acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), scales2(d * a[g].d, d * a[g + 1].d), acc);
       }
@@ -105,7 +95,7 @@ CTXR_AVX512 float dot_q5_k(const void* wv, const ActBlock* a, int nb) {
                                          _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 2 * c + 1), m1), 4));
       const ActBlock& a0 = a[2 * c];
       const ActBlock& a1 = a[2 * c + 1];
-      acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot4(join(u0, u1), load2(a0.q, a1.q))), scales2(d * sc0 * a0.d, d * sc1 * a1.d), acc);
+      acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dpbusd(join(u0, u1), load2(a0.q, a1.q))), scales2(d * sc0 * a0.d, d * sc1 * a1.d), acc);
       mins += dmin * (m0 * a0.d * static_cast<float>(a0.sum[0] + a0.sum[1]) + mn1 * a1.d * static_cast<float>(a1.sum[0] + a1.sum[1]));
     }
   }
@@ -129,7 +119,7 @@ CTXR_AVX512 float dot_iq4_xs(const void* wv, const ActBlock* a, int nb) {
       const __m512i v = _mm512_shuffle_epi8(levels, _mm512_shuffle_i64x2(nib, nib, _MM_SHUFFLE(3, 1, 2, 0)));
       const __m512i aq = load2(a[k].q, a[k + 1].q);
       const __m512i as = _mm512_mask_sub_epi8(aq, _mm512_movepi8_mask(v), _mm512_setzero_si512(), aq);
-      acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot4(_mm512_abs_epi8(v), as)), scales2(d * sc[k] * a[k].d, d * sc[k + 1] * a[k + 1].d), acc);
+      acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dpbusd(_mm512_abs_epi8(v), as)), scales2(d * sc[k] * a[k].d, d * sc[k + 1] * a[k + 1].d), acc);
     }
   }
   return _mm512_reduce_add_ps(acc);

@@ -83,6 +83,7 @@ PHI3_CHAT_TEMPLATE = (
     "{% elif message['role'] == 'assistant' %}{{'<|assistant|>\n' + message['content'] + '<|end|>\n'}}{% endif %}{% endfor %}"
     "{% if add_generation_prompt %}{{ '<|assistant|>\n' }}{% else %}{{ eos_token }}{% endif %}"
 )
+UNREACHABLE_CHARACTER_PIECES = ["Ωm", "▁Ω", "∑∫"]
 # Llama 2's hand-added whitespace pieces (▁▁ .. ▁×8 here), all scored -1e9.
 SPACE_RUN_SCORE = -1e9
 
@@ -151,6 +152,10 @@ def pieces(newline_pieces, target):
     learned += frequent_substrings(counts, set(learned), target - len(learned))
     characters = sorted({c for w in counts for c in w})
     scored = [(p, -float(rank + 1)) for rank, p in enumerate(learned)]
+    # Pieces one of whose characters is no piece (a vocabulary whose rare characters fall back to
+    # bytes can hold such): llama.cpp still joins Ω and m, since it merges any two symbols whose
+    # text is a piece.
+    scored += [(p, -float(len(scored) + i + 1)) for i, p in enumerate(UNREACHABLE_CHARACTER_PIECES)]
     scored += [(SPACE * n, SPACE_RUN_SCORE) for n in range(2, 9)]
     scored += [(c, -float(len(learned) + i + 1)) for i, c in enumerate(characters)]
     return scored

@@ -21,7 +21,7 @@ export const SENTENCE_PIECE_TEXTS = [
   "line one\nline two\n\n\nthree newlines\r\nand CRLF\n",
   "\ttab\tseparated\t\tvalues\n\tindented\n",
   "    def f(x):\n        return x  # four-space indents",
-  "Ωmega ∑ ∫ ≈ ℕ ǅ ‰ — characters missing from the vocabulary fall back to bytes",
+  "Ωmega ∑∫ ∑ ∫ ≈ ℕ ǅ ‰ — characters missing from the vocabulary fall back to bytes",
   "emoji 🙂👍🏽🇯🇵 👨‍👩‍👧 and 😀😀",
   "東京は日本の首都です。新しい単語：量子コンピュータ。中文测试：机器学习。서울 날씨",
   "<start_of_turn>user\nhi<end_of_turn>\n<start_of_turn>model\n  spaced<end_of_turn><eos>x<bos> y",

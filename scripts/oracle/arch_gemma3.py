@@ -10,6 +10,8 @@ also scales the global layers' rope linearly, as Gemma 3 4B and larger do. The w
 import gguf
 
 SLIDING_WINDOW = 32
+# random_gguf.py --vocab-type spm: Gemma 3's SentencePiece layout (spm_vocab.py).
+SPM_FAMILY = "gemma"
 ROPE_SCALING_FACTOR = 8.0
 
 # Gemma 3's chat template, shortened (a system message is put before the first user turn; the

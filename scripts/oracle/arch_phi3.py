@@ -15,6 +15,8 @@ import math
 # llama.cpp marks special tokens right-stripping for a general.name containing "phi3" or
 # "phi-3", and then needs the SentencePiece tokens </s>, <unk>, <s> our small BPE vocabulary lacks.
 MODEL_NAME = "random phi 4 mini"
+# random_gguf.py --vocab-type spm: Phi-3's SentencePiece layout and chat template (spm_vocab.py).
+SPM_FAMILY = "phi3"
 
 
 def write(writer, rng, shape, tensor):

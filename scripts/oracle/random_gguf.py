@@ -8,12 +8,16 @@ template, so that llama.cpp loads it, tokenizes with it and computes logits we c
     /usr/bin/python3 scripts/oracle/random_gguf.py --arch llama --out m.gguf [--seed 1]
         [--hidden 256] [--layers 2] [--heads 4] [--kv-heads 2] [--ffn 512] [--context 4096]
         [--sliding-window N]   (architectures with sliding-window layers; default theirs)
-        [--vocab N] [--dtype f32|f16]
+        [--vocab N] [--dtype f32|f16] [--vocab-type gpt2|spm] [--name NAME]
 
 --vocab N pads the vocabulary with ordinary tokens (never produced by the merges) up to N entries,
 so that the embedding and output matrices have a real model's size (Qwen3: 151936, Gemma 3:
 262144): they dominate a small model's decode. --dtype f16 stores the matrices as F16 (half the
 disk and memory of a ~1B-parameter file; llama.cpp's quantizer reads either).
+
+--vocab-type spm writes a SentencePiece ("llama"-model) vocabulary instead, laid out as llama.cpp's
+converter writes the architecture's family (SPM_FAMILY in its module: Gemma 3's or Phi-3's; see
+spm_vocab.py), with the family's control tokens, flags and chat template.
 
 gguf-py comes from the llama.cpp source in the node-llama-cpp package (numpy only): --gguf-py DIR
 or the GGUF_PY environment variable names its folder.
@@ -103,6 +107,8 @@ def main():
     parser.add_argument("--sliding-window", type=int, default=0, help="sliding-window layers' window (default: the architecture's)")
     parser.add_argument("--vocab", type=int, default=0, help="pad the vocabulary to this many tokens")
     parser.add_argument("--dtype", choices=["f32", "f16"], default="f32", help="the matrices' type (norms stay f32)")
+    parser.add_argument("--vocab-type", choices=["gpt2", "spm"], default="gpt2", help="byte-level BPE (default) or SentencePiece")
+    parser.add_argument("--name", help="general.name (llama.cpp sets token attributes by it: a name containing phi3 or phi-3 right-strips its special tokens)")
     parser.add_argument("--gguf-py", default=os.environ.get("GGUF_PY"))
     args = parser.parse_args()
     if args.gguf_py:
@@ -115,7 +121,14 @@ def main():
     except ModuleNotFoundError:
         known = sorted(f[5:-3] for f in os.listdir(HERE) if f.startswith("arch_") and f.endswith(".py"))
         sys.exit(f"unknown --arch {args.arch} (known: {', '.join(known)})")
-    tokens, types, first_special = vocabulary(args.vocab)
+    if args.vocab_type == "spm":
+        from spm_vocab import spm_vocabulary
+
+        spm = spm_vocabulary(getattr(arch, "SPM_FAMILY", args.arch), args.vocab, chat_template=getattr(arch, "CHAT_TEMPLATE", None))
+        tokens = spm.tokens
+    else:
+        spm = None
+        tokens, types, first_special = vocabulary(args.vocab)
     options = {}
     for option in args.arch_option:
         key, sep, value = option.partition("=")
@@ -126,7 +139,7 @@ def main():
     rng = np.random.default_rng(args.seed)
 
     writer = gguf.GGUFWriter(args.out, getattr(arch, "GGUF_ARCH", args.arch))
-    writer.add_name(getattr(arch, "MODEL_NAME", f"random {args.arch}"))
+    writer.add_name(args.name or getattr(arch, "MODEL_NAME", f"random {args.arch}"))
     writer.add_file_type(1 if args.dtype == "f16" else 0)  # MOSTLY_F16 / ALL_F32
     writer.add_context_length(shape.context)
     writer.add_embedding_length(shape.hidden)
@@ -136,15 +149,18 @@ def main():
     writer.add_head_count_kv(shape.kv_heads)
     writer.add_layer_norm_rms_eps(1e-6)
     writer.add_vocab_size(shape.vocab)
-    writer.add_tokenizer_model("gpt2")
-    writer.add_tokenizer_pre(options.get("tokenizer_pre", getattr(arch, "TOKENIZER_PRE", "default")))
-    writer.add_token_list(tokens)
-    writer.add_token_types(types)
-    writer.add_token_merges(MERGES)
-    writer.add_bos_token_id(first_special)
-    writer.add_eos_token_id(first_special + 2)
-    writer.add_add_bos_token(False)
-    writer.add_chat_template(getattr(arch, "CHAT_TEMPLATE", CHAT_TEMPLATE))
+    if spm is not None:
+        spm.write(writer)
+    else:
+        writer.add_tokenizer_model("gpt2")
+        writer.add_tokenizer_pre(options.get("tokenizer_pre", getattr(arch, "TOKENIZER_PRE", "default")))
+        writer.add_token_list(tokens)
+        writer.add_token_types(types)
+        writer.add_token_merges(MERGES)
+        writer.add_bos_token_id(first_special)
+        writer.add_eos_token_id(first_special + 2)
+        writer.add_add_bos_token(False)
+        writer.add_chat_template(getattr(arch, "CHAT_TEMPLATE", CHAT_TEMPLATE))
 
     matrix_dtype = np.float16 if args.dtype == "f16" else np.float32
 

@@ -264,6 +264,8 @@ export interface ModelTokenizerParts {
   chatTemplate: { text: string; file: string } | null;
   /** What error messages call each part (file paths, or GGUF keys). */
   names: { tokenizer: string; config: string; generation: string };
+  /** A rewrite of every text before it is tokenized (a GGUF file's llama.cpp-only token attributes). */
+  beforeEncode?: (text: string) => string;
 }
 
 /** A ModelTokenizer from in-memory parts; errors name the parts by `names`. */
@@ -340,7 +342,11 @@ export function modelTokenizerFromJson(parts: ModelTokenizerParts): ModelTokeniz
     if (ids.length === 0) return "";
     return tokenizer.decode(ids as number[], { skip_special_tokens: options.skipSpecialTokens ?? false });
   };
-  const encode = (text: string): number[] => (text.length === 0 ? [] : tokenizer.encode(text, { add_special_tokens: false }).ids);
+  const beforeEncode = parts.beforeEncode ?? ((text: string) => text);
+  const encode = (text: string): number[] => {
+    const prepared = beforeEncode(text);
+    return prepared.length === 0 ? [] : tokenizer.encode(prepared, { add_special_tokens: false }).ids;
+  };
 
   return {
     dir,

@@ -62,6 +62,21 @@ export function llamaOracle(): LlamaOracle {
   return oracle;
 }
 
+/**
+ * One of llama.cpp's own vocabulary-only files (models/ggml-vocab-NAME.gguf of its source, checked
+ * out by setup.sh: "llama-spm" is Llama 2's SentencePiece vocabulary, "phi-3" Phi-3's) and the test
+ * texts llama.cpp keeps beside it (NAME.gguf.inp).
+ */
+export function llamaVocabulary(name: "llama-spm" | "phi-3"): { file: string; texts: string[] } {
+  const file = join(llamaOracle().ggufPy, "..", "models", `ggml-vocab-${name}.gguf`);
+  // test-tokenizer-0.cpp's format: each text followed by "\n__ggml_vocab_test__\n".
+  const separator = "\n__ggml_vocab_test__\n";
+  const raw = readFileSync(`${file}.inp`, "utf8");
+  const texts = raw.split(separator);
+  if (raw.endsWith(separator)) texts.pop();
+  return { file, texts };
+}
+
 function run(command: string[], what: string, env: Record<string, string> = {}): string {
   const result = runProgram(command, { env });
   if (result.code !== 0) throw new Error(`${what} failed (exit ${result.code}):\n${result.stderr.trim()}`);

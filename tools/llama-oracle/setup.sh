@@ -3,7 +3,9 @@
 #   node_modules/      node-llama-cpp 3.22.1 and its prebuilt linux-x64 libllama (npm ci from the lock,
 #                      without the optional CUDA/Vulkan/other-platform variants, without install scripts)
 #   build/llama.cpp/   a sparse checkout of the llama.cpp commit those libraries were built from, out of
-#                      the git bundle inside node-llama-cpp: include/, ggml/include/ (headers), gguf-py/
+#                      the git bundle inside node-llama-cpp: include/, ggml/include/ (headers), gguf-py/,
+#                      and llama.cpp's own SentencePiece vocabularies of Llama 2 and Phi-3 with their test
+#                      texts (models/ggml-vocab-{llama-spm,phi-3}.gguf{,.inp,.out}: the tokenizer oracle)
 #   build/llama-oracle the driver (llama_oracle.cpp, conversation.cpp) linked against that libllama
 # Idempotent: a stamp of the inputs makes a second run a no-op. Prints the driver's path on success.
 # package-lock.json names node-llama-cpp's other-platform optional packages (mac, win, riscv64) with
@@ -46,11 +48,11 @@ fi
 
 commit="$(git bundle list-heads "$PKG/llama/gitRelease.bundle" | awk '$2 == "HEAD" { print $1 }')"
 [ -n "$commit" ] || { echo "llama-oracle: no HEAD in $PKG/llama/gitRelease.bundle" >&2; exit 1; }
-if [ "$(git -C "$SRC" rev-parse HEAD 2>/dev/null)" != "$commit" ] || [ ! -f "$SRC/include/llama.h" ] || [ ! -d "$SRC/gguf-py/gguf" ]; then
-  echo "llama-oracle: checking out llama.cpp ${commit:0:10} (include/, ggml/include/, gguf-py/) from the bundle" >&2
+if [ "$(git -C "$SRC" rev-parse HEAD 2>/dev/null)" != "$commit" ] || [ ! -f "$SRC/include/llama.h" ] || [ ! -d "$SRC/gguf-py/gguf" ] || [ ! -f "$SRC/models/ggml-vocab-phi-3.gguf.inp" ]; then
+  echo "llama-oracle: checking out llama.cpp ${commit:0:10} (include/, ggml/include/, gguf-py/, two vocabularies in models/) from the bundle" >&2
   rm -rf "$SRC"
   git clone --quiet --no-checkout "$PKG/llama/gitRelease.bundle" "$SRC"
-  git -C "$SRC" sparse-checkout set include ggml/include gguf-py
+  git -C "$SRC" sparse-checkout set --no-cone /include/ /ggml/include/ /gguf-py/ '/models/ggml-vocab-llama-spm.gguf*' '/models/ggml-vocab-phi-3.gguf*'
   git -C "$SRC" -c advice.detachedHead=false checkout --quiet "$commit"
 fi
 

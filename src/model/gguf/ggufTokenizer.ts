@@ -18,6 +18,7 @@
  * Special ids: `tokenizer.ggml.{bos,eos,eot,eom,unknown,padding}_token_id`; stop ids are
  * eos, eot and eom (eot, when absent: the token "<end_of_turn>", as llama.cpp finds Gemma's), and
  * the tokens llama.cpp ends generation on by their text (Phi-3's <|end|>, endOfGenerationTokens.ts).
+ * Phi-3-named files: llama.cpp's right-stripping special tokens (rightStrippingTokens.ts).
  * `tokenizer.ggml.add_bos_token` / `add_eos_token` (defaults as
  * llama.cpp's: SPM and Llama 3 add BOS). Chat template: `tokenizer.chat_template`.
  *
@@ -38,12 +39,14 @@ import {
 } from "./ggufMetadataValues.ts";
 import { ggufPreTokenization } from "./ggufPreTokenizer.ts";
 import { sentencePieceMerges } from "./sentencePieceMerges.ts";
+import { TOKEN_TYPE } from "./ggufTokenTypes.ts";
+import { rightStrippingTokens, stripWhitespaceAfter } from "./rightStrippingTokens.ts";
 
 type JsonObject = Record<string, unknown>;
 
 const GEMMA_END_OF_TURN = "<end_of_turn>";
 
-export const TOKEN_TYPE = { normal: 1, unknown: 2, control: 3, userDefined: 4, unused: 5, byte: 6 } as const;
+export { TOKEN_TYPE };
 
 export interface GgufTokenizerFiles {
   /** tokenizer.json's object. */
@@ -58,6 +61,12 @@ export interface GgufTokenizerFiles {
   addBos: boolean;
   /** The vocabulary kind (tokenizer.ggml.model). */
   vocabKind: "gpt2" | "llama";
+  /**
+   * Tokens after which llama.cpp drops whitespace, by the file's general.name (Phi-3's:
+   * rightStrippingTokens.ts); applied to the text before it is tokenized, since llama.cpp strips
+   * ASCII whitespace only where tokenizer.json's rstrip would strip any.
+   */
+  rightStripping: string[];
 }
 
 const KEY = {
@@ -77,6 +86,7 @@ const KEY = {
   addEos: "tokenizer.ggml.add_eos_token",
   addSpacePrefix: "tokenizer.ggml.add_space_prefix",
   chatTemplate: "tokenizer.chat_template",
+  name: "general.name",
 } as const;
 
 function tokenTypes(metadata: GgufMetadataLike, count: number): number[] {
@@ -229,7 +239,8 @@ export function ggufTokenizerFiles(metadata: GgufMetadataLike): GgufTokenizerFil
   };
   const stopIds: number[] = [];
   for (const id of [eos, eot, eom, ...endOfGenerationIds(tokens)]) if (id !== null && !stopIds.includes(id)) stopIds.push(id);
-  return { tokenizerJson, tokenizerConfig, generationConfig: { eos_token_id: stopIds }, chatTemplate, addBos: addBos && bos !== null, vocabKind: kind };
+  const rightStripping = rightStrippingTokens(optionalString(metadata, KEY.name), tokens, types);
+  return { tokenizerJson, tokenizerConfig, generationConfig: { eos_token_id: stopIds }, chatTemplate, addBos: addBos && bos !== null, vocabKind: kind, rightStripping };
 }
 
 /** The server's tokenizer of a GGUF file (`file` names it in messages and is the tokenizer's dir). */
@@ -242,6 +253,7 @@ export function ggufModelTokenizer(metadata: GgufMetadataLike, file: string): { 
     generationConfig: files.generationConfig,
     chatTemplate: files.chatTemplate === null ? null : { text: files.chatTemplate, file: `${file} (${KEY.chatTemplate})` },
     names: { tokenizer: `${file} (tokenizer.ggml.*)`, config: `${file} (tokenizer.ggml.*)`, generation: `${file} (tokenizer.ggml.eos/eot/eom_token_id)` },
+    beforeEncode: stripWhitespaceAfter(files.rightStripping) ?? undefined,
   });
   return { tokenizer, addBos: files.addBos };
 }

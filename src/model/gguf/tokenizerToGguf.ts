@@ -19,6 +19,7 @@
  * Pure: takes the parsed JSON objects.
  */
 import { type GgufMetadata, ggufArray, ggufBool, ggufString, ggufUint32 } from "./ggufMetadata.ts";
+import { TOKEN_TYPE } from "./ggufTokenTypes.ts";
 
 export class TokenizerConversionError extends Error {
   constructor(message: string) {
@@ -36,7 +37,7 @@ export interface HfTokenizerFiles {
   chatTemplateFile: string | null;
 }
 
-export const TOKEN_TYPE = { normal: 1, unknown: 2, control: 3, userDefined: 4, unused: 5, byte: 6 } as const;
+export { TOKEN_TYPE };
 
 const LLAMA3_DIGITS = "\\p{N}{1,3}";
 

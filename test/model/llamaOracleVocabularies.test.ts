@@ -1,0 +1,34 @@
+/**
+ * ctxr's tokenizer against llama.cpp's on real SentencePiece vocabularies: llama.cpp's own
+ * vocabulary-only files of Llama 2 ("llama-spm": a space prefix, ▁-run pieces that tie at score
+ * -1e9, byte fallback) and Phi-3 ("phi-3": Microsoft's file, named "Phi3", so llama.cpp
+ * right-strips the whitespace after its special tokens; [PAD] tokens of the unknown type), on
+ * llama.cpp's own test texts for them (the .inp files), the oracle texts, the file's chat template
+ * and 300 pseudo-random fragments. The random-weight Gemma 3 and Phi-3 files with SentencePiece
+ * vocabularies are rows of llamaOracle.test.ts.
+ */
+import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
+import { tempFolder } from "../helpers/cli.ts";
+import { llamaOracle, llamaVocabulary } from "../helpers/llamaOracle.ts";
+import { expectLlamaTokenization } from "../helpers/tokenizerOracle.ts";
+
+setDefaultTimeout(120_000);
+
+let scratch: { path: string; cleanup(): void };
+
+beforeAll(() => {
+  llamaOracle();
+  scratch = tempFolder("ctxr-llama-vocab-");
+}, 300_000);
+
+afterAll(() => scratch?.cleanup());
+
+describe("ctxr's tokenizer gives llama.cpp's ids on llama.cpp's own SentencePiece vocabularies", () => {
+  for (const name of ["llama-spm", "phi-3"] as const) {
+    test(name, () => {
+      const { file, texts } = llamaVocabulary(name);
+      expect(texts.length).toBeGreaterThan(30);
+      expect(expectLlamaTokenization(file, scratch.path, texts)).toBeGreaterThan(300 + texts.length);
+    });
+  }
+});

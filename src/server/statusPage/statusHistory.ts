@@ -58,9 +58,9 @@ export class StatusHistory {
     this.ring.push({ time_ms: this.now(), figures: this.read() });
   }
 
-  /** The samples, oldest first; without a timer, one is taken first. */
+  /** The samples, oldest first; without everyMs, one is taken first. */
   current(): StatusSample[] {
-    if (this.timer === null) this.record();
+    if (this.everyMs === null) this.record();
     return this.ring.toArray();
   }
 

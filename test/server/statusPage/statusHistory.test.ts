@@ -1,0 +1,45 @@
+import { describe, expect, test } from "bun:test";
+import { statusFigures, type StatusFigures } from "../../../src/server/statusPage/statusFigures.ts";
+import { StatusHistory } from "../../../src/server/statusPage/statusHistory.ts";
+
+const figures = (cached: number): StatusFigures => statusFigures({ prompt_tokens: cached * 2, prefix_hit_tokens: cached });
+
+describe("StatusHistory", () => {
+  test("without a timer: one sample at track and one at each read, the last `capacity` kept", () => {
+    let clock = 1000;
+    let cached = 0;
+    const history = new StatusHistory({ capacity: 3, now: () => clock });
+    expect(history.current()).toEqual([]); // nothing tracked yet
+    history.track(() => figures(cached));
+    // Samples at 1000 (track), then 1500, 2000, 2500, 3000 (reads): the last three remain.
+    let samples = history.current();
+    for (let i = 1; i <= 4; i++) {
+      clock += 500;
+      cached += 10;
+      samples = history.current();
+    }
+    expect(samples.map((sample) => sample.time_ms)).toEqual([2000, 2500, 3000]);
+    expect(samples.map((sample) => sample.figures.cached_tokens)).toEqual([20, 30, 40]);
+  });
+
+  test("with a timer: samples every everyMs until stopped", async () => {
+    let reads = 0;
+    const history = new StatusHistory({ capacity: 100, everyMs: 20 });
+    history.track(() => {
+      reads++;
+      return figures(reads);
+    });
+    await Bun.sleep(130);
+    history.stop();
+    const taken = history.current().length;
+    expect(taken).toBeGreaterThanOrEqual(4);
+    expect(taken).toBe(reads);
+    await Bun.sleep(60);
+    expect(history.current().length).toBe(taken); // stopped: no more samples
+    expect(history.current().map((sample) => sample.figures.cached_tokens)).toEqual(Array.from({ length: taken }, (_, i) => i + 1));
+  });
+
+  test("a sample interval that is not positive is refused", () => {
+    expect(() => new StatusHistory({ everyMs: 0 })).toThrow("sample interval must be positive, got 0 ms");
+  });
+});

@@ -1,5 +1,6 @@
 /** GET / and GET /v1/stats/history on a real server (port 0): the online API alone, and the proxy. */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { sleep } from "../../../src/runtime/sleep.ts";
 import { statusFigures } from "../../../src/server/statusPage/statusFigures.ts";
 import { STATUS_PAGE_CSP } from "../../../src/server/statusPage/statusPageHtml.ts";
 import { startTestServer, type TestServer } from "../serverKit.ts";
@@ -13,7 +14,7 @@ async function historyAfter(server: TestServer, timeMs: number) {
   for (let tries = 0; tries < 100; tries++) {
     body = (await server.get("/v1/stats/history")).body;
     if (body.samples.at(-1).time_ms > timeMs) return body;
-    await Bun.sleep(SAMPLE_EVERY_MS);
+    await sleep(SAMPLE_EVERY_MS);
   }
   throw new Error("no sample after the requests");
 }

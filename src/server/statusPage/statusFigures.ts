@@ -40,6 +40,8 @@ export interface StatusFigures {
   kv_blocks_used: number | null;
   kv_blocks_total: number | null;
   upstreams: UpstreamFigures[];
+  /** Proxy: choices among several upstreams, by how they were made (events, estimate, round_robin, events_unavailable). */
+  routing_decisions: Record<string, number>;
 }
 
 export function statusFigures(stats: unknown): StatusFigures {
@@ -63,6 +65,7 @@ export function statusFigures(stats: unknown): StatusFigures {
       kv_blocks_used: count(engine.kv_blocks_used),
       kv_blocks_total: count(engine.kv_blocks_total),
       upstreams: [],
+      routing_decisions: {},
     };
   }
 
@@ -95,6 +98,7 @@ export function statusFigures(stats: unknown): StatusFigures {
       kv_blocks_used: mirrored.length === 0 ? null : mirrored.reduce((sum, upstream) => sum + count(record(upstream.kv_events).blocks), 0),
       kv_blocks_total: null,
       upstreams,
+      routing_decisions: Object.fromEntries(Object.entries(record(record(body.proxy).routing_decisions)).map(([by, value]) => [by, count(value)])),
     };
   }
 
@@ -110,5 +114,6 @@ export function statusFigures(stats: unknown): StatusFigures {
     kv_blocks_used: null,
     kv_blocks_total: null,
     upstreams: [],
+    routing_decisions: {},
   };
 }

@@ -81,6 +81,7 @@ ${charts}
 <thead><tr><th>upstream</th><th>state</th><th>requests</th><th>in flight</th><th>prompt tokens forwarded</th><th>cached tokens reported</th></tr></thead>
 <tbody id="upstreams"></tbody>
 </table>
+<p class="sub" id="routing"></p>
 <script>
 ${statusPageScript()}
 </script>

@@ -34,6 +34,7 @@ const StatusFiguresSchema = z
     kv_blocks_used: z.number().nullable(),
     kv_blocks_total: z.number().nullable(),
     upstreams: z.array(z.object({ url: z.string(), healthy: z.boolean(), requests: z.number(), in_flight: z.number(), cached_tokens: z.number(), prompt_tokens: z.number() })),
+    routing_decisions: z.record(z.string(), z.number()).openapi({ description: "Proxy: choices among several upstreams, by how they were made." }),
   })
   .openapi("StatusFigures");
 

@@ -62,6 +62,14 @@ export function runStatusPage(window: StatusPageWindow, lib: StatusPageLib): voi
     setFigure("running", figures.running, grouped(figures.running ?? 0));
     setFigure("kv_blocks_used", figures.kv_blocks_used, figures.kv_blocks_total === null ? grouped(figures.kv_blocks_used ?? 0) : `${grouped(figures.kv_blocks_used ?? 0)} / ${grouped(figures.kv_blocks_total)}`);
 
+    const routing = byId("routing");
+    if (routing !== null) {
+      const decisions = Object.entries(figures.routing_decisions);
+      routing.innerHTML =
+        decisions.length === 0
+          ? ""
+          : `Choices among upstreams, by how they were made: ${decisions.map(([by, value]) => `${escape(by)} <span data-routing="${escape(by)}" data-value="${value}">${grouped(value)}</span>`).join(" · ")}`;
+    }
     const table = byId("upstreams");
     if (table === null) return;
     if (figures.upstreams.length === 0) {

@@ -17,6 +17,7 @@ describe("statusFigures: /v1/stats to the page's figures", () => {
       kv_blocks_used: 40,
       kv_blocks_total: 256,
       upstreams: [],
+      routing_decisions: {},
     });
   });
 
@@ -31,8 +32,9 @@ describe("statusFigures: /v1/stats to the page's figures", () => {
       prompt_tokens: 999,
       prefix_hit_tokens: 0,
       upstreams: [upstream("http://a:8000", { kv_events: { blocks: 12 } }), upstream("http://b:8000", { healthy: false, in_flight: 2, cached_tokens: 150 })],
-      proxy: {},
+      proxy: { routing_decisions: { events: 2, estimate: 1, round_robin: 0, events_unavailable: "x" } },
     });
+    expect(figures.routing_decisions).toEqual({ events: 2, estimate: 1, round_robin: 0, events_unavailable: 0 });
     expect(figures.mode).toBe("proxy");
     expect(figures.cached_tokens).toBe(180);
     expect(figures.computed_tokens).toBe(70); // 70 + max(0, 100 - 150)

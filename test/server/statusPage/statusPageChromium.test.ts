@@ -122,6 +122,8 @@ describe.skipIf(chromium === null)("the status page in headless Chromium", () =>
     expect(Number(figure(dom, "computed_tokens"))).toBe(Math.max(0, upstream.prompt_tokens_forwarded - upstream.cached_tokens));
     expect(Number(figure(dom, "queue_depth"))).toBe(upstream.in_flight);
     expect(dom.match(/<div class="chart" id="chart-upstreams">.*?<\/div>/s)?.[0]).toContain(upstream.url);
+    const routing = Object.fromEntries([...dom.matchAll(/data-routing="(\w+)" data-value="(\d+)"/g)].map((match) => [match[1], Number(match[2])]));
+    expect(routing).toEqual(stats.proxy.routing_decisions);
     expect(routes).toEqual(["/", "/v1/stats", "/v1/stats/history"]);
   }, 120_000);
 });

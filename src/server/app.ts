@@ -34,7 +34,7 @@ import { collectGarbage } from "../runtime/garbageCollector.ts";
 import { engineStatsBody } from "./engineStatsBody.ts";
 import type { FirstTokenTotals } from "./latencyMetrics.ts";
 import { mountStatusPageRoutes, STATUS_PAGE_PATHS } from "./statusPage/statusPageRoutes.ts";
-import { StatusHistory } from "./statusPage/statusHistory.ts";
+import { StatusHistory, statusSampleFailed } from "./statusPage/statusHistory.ts";
 
 export interface AppOptions {
   limits?: Partial<ServerLimits>;
@@ -166,7 +166,7 @@ export function createApp(service: ContextService, options: AppOptions = {}): Op
   app.openapi(routes.stats, (c) => c.json(statsBody(), 200));
 
   for (const [path, methods] of STATUS_PAGE_PATHS) table.set(path, methods);
-  mountStatusPageRoutes(app, { history: options.statusHistory ?? new StatusHistory(), statsBody, errorSchema: schemas.ErrorResponse });
+  mountStatusPageRoutes(app, { history: options.statusHistory ?? new StatusHistory({ onError: statusSampleFailed(log) }), statsBody, errorSchema: schemas.ErrorResponse });
 
   app.openapi(routes.reorder, async (c) => {
     const body = c.req.valid("json");

@@ -24,7 +24,7 @@ import { KvEventsPublishThread } from "./kvEventsPublishThread.ts";
 import { LatencyHistograms } from "./latencyMetrics.ts";
 import { registerIdleTimeout, SERVER_IDLE_TIMEOUT_S } from "../http/idleTimeout.ts";
 import { ServerMetrics } from "./metrics.ts";
-import { DEFAULT_STATUS_SAMPLE_EVERY_MS, StatusHistory } from "./statusPage/statusHistory.ts";
+import { DEFAULT_STATUS_SAMPLE_EVERY_MS, StatusHistory, statusSampleFailed } from "./statusPage/statusHistory.ts";
 
 export interface ServerOptions {
   host?: string;
@@ -94,7 +94,7 @@ export function startServer(service: ContextService, options: ServerOptions = {}
   const log = options.log ?? ((text: string) => void process.stderr.write(text));
   const limits = withDefaultLimits(options.limits);
   const metrics = new ServerMetrics();
-  const statusHistory = new StatusHistory({ everyMs: options.statusSampleEveryMs ?? DEFAULT_STATUS_SAMPLE_EVERY_MS });
+  const statusHistory = new StatusHistory({ everyMs: options.statusSampleEveryMs ?? DEFAULT_STATUS_SAMPLE_EVERY_MS, onError: statusSampleFailed(log) });
   const app = createApp(service, { limits, apiKey: options.apiKey, metrics, log, proxy: options.proxy, engine: options.engine, kvEvents: options.kvEvents, latency: options.latency, onProxy: options.onProxy, sseKeepAliveMs: options.sseKeepAliveMs, maxResponseBytes: options.maxResponseBytes, statusHistory });
   const host = options.host ?? DEFAULT_HOST;
 

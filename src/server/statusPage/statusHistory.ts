@@ -21,6 +21,8 @@ export interface StatusHistoryOptions {
   /** Sample on a timer this often (null: only when asked). */
   everyMs?: number | null;
   now?: () => number;
+  /** Told when reading the figures fails (the sample is skipped); once, until a read works again. */
+  onError?: (error: unknown) => void;
 }
 
 export class StatusHistory {
@@ -29,11 +31,14 @@ export class StatusHistory {
   readonly everyMs: number | null;
   private read: (() => StatusFigures) | null = null;
   private timer: ReturnType<typeof setInterval> | null = null;
+  private readonly onError: (error: unknown) => void;
+  private failing = false;
 
   constructor(options: StatusHistoryOptions = {}) {
     this.ring = new RingBuffer(options.capacity ?? DEFAULT_STATUS_SAMPLES);
     this.now = options.now ?? Date.now;
     this.everyMs = options.everyMs ?? null;
+    this.onError = options.onError ?? (() => {});
     if (this.everyMs !== null && !(this.everyMs > 0)) throw new Error(`status history: sample interval must be positive, got ${this.everyMs} ms`);
   }
 
@@ -52,10 +57,19 @@ export class StatusHistory {
     }
   }
 
-  /** Takes one sample now (nothing before track). */
+  /** Takes one sample now (nothing before track). A failed read is skipped, never thrown: it may run on the timer. */
   record(): void {
     if (this.read === null) return;
-    this.ring.push({ time_ms: this.now(), figures: this.read() });
+    let figures: StatusFigures;
+    try {
+      figures = this.read();
+    } catch (error) {
+      if (!this.failing) this.onError(error);
+      this.failing = true;
+      return;
+    }
+    this.failing = false;
+    this.ring.push({ time_ms: this.now(), figures });
   }
 
   /** The samples, oldest first; without everyMs, one is taken first. */
@@ -68,4 +82,9 @@ export class StatusHistory {
     if (this.timer !== null) clearInterval(this.timer);
     this.timer = null;
   }
+}
+
+/** The log line of a failed sample (the status page's history skips it). */
+export function statusSampleFailed(log: (text: string) => void): (error: unknown) => void {
+  return (error) => log(`ctxr serve: reading the status page's figures failed (samples skipped until it works): ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`);
 }

@@ -40,6 +40,23 @@ describe("StatusHistory", () => {
     expect(history.current().map((sample) => sample.figures.cached_tokens)).toEqual(Array.from({ length: taken }, (_, i) => i + 1));
   });
 
+  test("a failing read skips its sample and is reported once until a read works again", () => {
+    const errors: unknown[] = [];
+    let broken = true;
+    const history = new StatusHistory({ onError: (error) => errors.push(error) });
+    history.track(() => {
+      if (broken) throw new Error("stats failed");
+      return figures(1);
+    });
+    expect(history.current()).toEqual([]);
+    expect(errors).toHaveLength(1);
+    broken = false;
+    expect(history.current()).toHaveLength(1);
+    broken = true;
+    history.current();
+    expect(errors.map((error) => (error as Error).message)).toEqual(["stats failed", "stats failed"]);
+  });
+
   test("a sample interval that is not positive is refused", () => {
     expect(() => new StatusHistory({ everyMs: 0 })).toThrow("sample interval must be positive, got 0 ms");
   });

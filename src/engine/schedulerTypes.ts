@@ -64,12 +64,20 @@ export interface SchedulerOptions {
   requestTimeoutMs?: number | null;
 }
 
+/** A request's prompt tokens by where their KV came from, when its first token was generated. */
+export interface PromptReuse {
+  /** Reused from the prefix cache or a chunk cache. */
+  cachedTokens: number;
+  /** Run through the model (recomputed ones included). */
+  computedTokens: number;
+}
+
 /** Request latencies in seconds, as vLLM's histograms name them. */
 export interface LatencyObserver {
   /** Submission to first admission. */
   queued(seconds: number): void;
-  /** Submission to the first generated token. */
-  firstToken(seconds: number): void;
+  /** Submission to the first generated token, and how many of the prompt's tokens came from a KV cache (prefix or chunk) and how many were computed. */
+  firstToken(seconds: number, prompt: PromptReuse): void;
   /** Between two consecutive generated tokens of a request. */
   interToken(seconds: number): void;
   /** Submission to the end (finished, not failed or cancelled). */

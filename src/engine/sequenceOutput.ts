@@ -73,7 +73,11 @@ export class SequenceOutput {
     const now = performance.now();
     if (sequence.ttftMs === null) {
       sequence.ttftMs = now - sequence.submittedAt;
-      this.latency?.firstToken(sequence.ttftMs / 1000);
+      const usage = sequence.ctxrUsage;
+      this.latency?.firstToken(sequence.ttftMs / 1000, {
+        cachedTokens: usage.prompt_tokens_prefix_reused + usage.prompt_tokens_chunk_reused,
+        computedTokens: usage.prompt_tokens_computed + usage.prompt_tokens_recomputed,
+      });
     } else if (sequence.lastTokenAt !== null) {
       this.latency?.interToken((now - sequence.lastTokenAt) / 1000);
     }

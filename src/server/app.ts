@@ -31,6 +31,10 @@ import { DEFAULT_BUDGETS } from "../online/stateBudgets.ts";
 import { createSchemas } from "./schemas.ts";
 import { mountNoModelTokenizeRoutes, mountTokenizeRoutes, TOKENIZE_PATHS } from "./tokenizeRoutes.ts";
 import { collectGarbage } from "../runtime/garbageCollector.ts";
+import { engineStatsBody } from "./engineStatsBody.ts";
+import type { FirstTokenTotals } from "./latencyMetrics.ts";
+import { mountStatusPageRoutes, STATUS_PAGE_PATHS } from "./statusPage/statusPageRoutes.ts";
+import { StatusHistory, statusSampleFailed } from "./statusPage/statusHistory.ts";
 
 export interface AppOptions {
   limits?: Partial<ServerLimits>;
@@ -47,8 +51,10 @@ export interface AppOptions {
   kvEvents?: { metrics(): string | Promise<string> } | null;
   /** Told the proxy once it exists (to feed it KV events; tests reach it through this). */
   onProxy?: (proxy: ContextProxy) => void;
-  /** With --model: the engine's latency histograms (latencyMetrics.ts), which /metrics adds. */
-  latency?: { metrics(): string } | null;
+  /** With --model: the engine's latency histograms (latencyMetrics.ts), which /metrics adds (and /v1/stats their first-token totals). */
+  latency?: { metrics(): string; firstTokenTotals?(): FirstTokenTotals } | null;
+  /** Samples of the status page's figures that GET /v1/stats/history returns (default: one sampled at each request of it). */
+  statusHistory?: StatusHistory;
   /** A streamed answer that wrote nothing for this long writes a keep-alive comment (default DEFAULT_SSE_KEEP_ALIVE_MS). */
   sseKeepAliveMs?: number;
   /** With --model: estimated heap bytes of the stored /v1/responses responses (default DEFAULT_BUDGETS.responseBytes; null: unlimited). */
@@ -147,10 +153,20 @@ export function createApp(service: ContextService, options: AppOptions = {}): Op
     return c.text(metrics.render(service.stats()) + (proxy?.metrics() ?? "") + (engine?.metrics() ?? "") + (options.latency?.metrics() ?? "") + kvEvents, 200, { "Content-Type": PROMETHEUS_CONTENT_TYPE });
   });
 
-  app.openapi(routes.stats, (c) => {
+  const statsBody = () => {
     const remote = engine?.chunkCache.stats.remote ?? null;
-    return c.json({ ...service.stats(), recovery: service.recovery, ...(proxy === null ? {} : { upstreams: proxy.stats(), proxy: proxy.state() }), ...(remote === null ? {} : { kv_remote: remoteKvStatsBody(remote, engine!.chunkCache.stats, engine!.chunkCache.capacities.remote?.url ?? "") }) }, 200);
-  });
+    return {
+      ...service.stats(),
+      recovery: service.recovery,
+      ...(proxy === null ? {} : { upstreams: proxy.stats(), proxy: proxy.state() }),
+      ...(engine === null ? {} : { engine: engineStatsBody(engine.stats, options.latency?.firstTokenTotals?.() ?? null) }),
+      ...(remote === null ? {} : { kv_remote: remoteKvStatsBody(remote, engine!.chunkCache.stats, engine!.chunkCache.capacities.remote?.url ?? "") }),
+    };
+  };
+  app.openapi(routes.stats, (c) => c.json(statsBody(), 200));
+
+  for (const [path, methods] of STATUS_PAGE_PATHS) table.set(path, methods);
+  mountStatusPageRoutes(app, { history: options.statusHistory ?? new StatusHistory({ onError: statusSampleFailed(log) }), statsBody, errorSchema: schemas.ErrorResponse });
 
   app.openapi(routes.reorder, async (c) => {
     const body = c.req.valid("json");

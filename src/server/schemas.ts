@@ -192,6 +192,32 @@ export function createSchemas(limits: ServerLimits) {
     })
     .openapi("UpstreamStats");
 
+  const TimeToFirstToken = z.object({
+    requests: z.int().openapi({ description: "Requests that reached their first token." }),
+    seconds: z.number().openapi({ description: "Their times to first token, summed (divide by requests for the mean)." }),
+  });
+  const EngineStats = z
+    .object({
+      running: z.int().openapi({ description: "Sequences in the running batch." }),
+      waiting: z.int().openapi({ description: "Requests waiting for admission (the queue)." }),
+      max_waiting: z.int().openapi({ description: "--max-waiting-requests." }),
+      kv_blocks_used: z.int(),
+      kv_blocks_total: z.int(),
+      block_size: z.int().openapi({ description: "Tokens a KV block holds." }),
+      prefill_tokens: z.int().openapi({ description: "Prompt tokens run through the model (recomputed ones included)." }),
+      prefix_cache_hit_tokens: z.int().openapi({ description: "Prompt tokens found in the automatic prefix cache." }),
+      first_token: z
+        .object({
+          reused: TimeToFirstToken.openapi({ description: "Requests whose prompt reused cached KV (prefix or chunk cache)." }),
+          not_reused: TimeToFirstToken.openapi({ description: "Requests whose prompt was computed whole." }),
+          prompt_tokens_cached: z.int().openapi({ description: "Prompt tokens of those requests whose KV came from a cache." }),
+          prompt_tokens_computed: z.int().openapi({ description: "Prompt tokens of those requests that were run through the model." }),
+        })
+        .nullable()
+        .openapi({ description: "Counted when each request's first token is generated (null when the server keeps no latency figures)." }),
+    })
+    .openapi("EngineStats");
+
   const StatsResponse = z
     .object({
       contexts: z.int(),
@@ -266,6 +292,7 @@ export function createSchemas(limits: ServerLimits) {
         })
         .optional()
         .openapi({ description: "With --upstream: the proxy's remembered histories and routing state against their byte budgets." }),
+      engine: EngineStats.optional().openapi({ description: "With --model: the engine's queue, KV blocks and first tokens." }),
       kv_remote: z
         .object({
           url: z.string().openapi({ description: "The Redis of --kv-remote (no password)." }),

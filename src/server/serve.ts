@@ -24,6 +24,7 @@ import { KvEventsPublishThread } from "./kvEventsPublishThread.ts";
 import { LatencyHistograms } from "./latencyMetrics.ts";
 import { registerIdleTimeout, SERVER_IDLE_TIMEOUT_S } from "../http/idleTimeout.ts";
 import { ServerMetrics } from "./metrics.ts";
+import { DEFAULT_STATUS_SAMPLE_EVERY_MS, StatusHistory, statusSampleFailed } from "./statusPage/statusHistory.ts";
 
 export interface ServerOptions {
   host?: string;
@@ -49,6 +50,8 @@ export interface ServerOptions {
   sseKeepAliveMs?: number;
   /** With engine: estimated heap bytes of stored /v1/responses responses (--max-response-bytes; null: unlimited). */
   maxResponseBytes?: number | null;
+  /** How often the status page's figures are sampled for GET /v1/stats/history (default DEFAULT_STATUS_SAMPLE_EVERY_MS). */
+  statusSampleEveryMs?: number;
 }
 
 export interface RunningServer {
@@ -91,7 +94,8 @@ export function startServer(service: ContextService, options: ServerOptions = {}
   const log = options.log ?? ((text: string) => void process.stderr.write(text));
   const limits = withDefaultLimits(options.limits);
   const metrics = new ServerMetrics();
-  const app = createApp(service, { limits, apiKey: options.apiKey, metrics, log, proxy: options.proxy, engine: options.engine, kvEvents: options.kvEvents, latency: options.latency, onProxy: options.onProxy, sseKeepAliveMs: options.sseKeepAliveMs, maxResponseBytes: options.maxResponseBytes });
+  const statusHistory = new StatusHistory({ everyMs: options.statusSampleEveryMs ?? DEFAULT_STATUS_SAMPLE_EVERY_MS, onError: statusSampleFailed(log) });
+  const app = createApp(service, { limits, apiKey: options.apiKey, metrics, log, proxy: options.proxy, engine: options.engine, kvEvents: options.kvEvents, latency: options.latency, onProxy: options.onProxy, sseKeepAliveMs: options.sseKeepAliveMs, maxResponseBytes: options.maxResponseBytes, statusHistory });
   const host = options.host ?? DEFAULT_HOST;
 
   let inFlight = 0;
@@ -146,6 +150,7 @@ export function startServer(service: ContextService, options: ServerOptions = {}
     stop(graceMs = 10_000) {
       stopping ??= (async () => {
         if (timer !== null) clearInterval(timer);
+        statusHistory.stop();
         const stopped = server.stop(false);
         if (inFlight > 0) {
           await new Promise<void>((resolveIdle) => {

@@ -122,6 +122,38 @@ describe("compiled binary", () => {
     }
   }, 60_000);
 
+  test("serve: the status page's script, minified inside the binary, still runs on its own and shows /v1/stats", async () => {
+    expect(binary).not.toBe("");
+    const server = Bun.spawn([binary, "serve", "--in-memory", "--port", "0"], { cwd: runFolder.path, stdout: "pipe", stderr: "ignore" });
+    try {
+      let out = "";
+      for await (const chunk of server.stdout) {
+        out += new TextDecoder().decode(chunk);
+        if (out.includes("listening on")) break;
+      }
+      const url = /listening on (http:\/\/\S+)/.exec(out)![1]!;
+      await fetch(`${url}/v1/reorder`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ contexts: [[1, 2, 3], [1, 2, 4]] }) });
+      const page = await (await fetch(`${url}/`)).text();
+      const script = /<script>\n([\s\S]*)\n<\/script>/.exec(page)![1]!;
+      // The few DOM pieces the script touches, over the real server's JSON.
+      const elements = new Map<string, { innerHTML: string; textContent: string; dataset: Record<string, string>; attributes: Record<string, string>; setAttribute(name: string, value: string): void }>();
+      const element = () => ({ innerHTML: "", textContent: "", dataset: {} as Record<string, string>, attributes: {} as Record<string, string>, setAttribute(name: string, value: string) { this.attributes[name] = value; } });
+      const body = element();
+      const document = { body, getElementById: (id: string) => elements.get(id) ?? elements.set(id, element()).get(id)! };
+      new Function("window", script)({ document, fetch: (path: string, init: RequestInit) => fetch(url + path, init), setTimeout: () => 0 });
+      for (let i = 0; i < 100 && body.dataset.rendered === undefined; i++) await Bun.sleep(20);
+      expect(body.dataset.rendered).toBe("1");
+      const stats = (await (await fetch(`${url}/v1/stats`)).json()) as { prefix_hit_tokens: number; prompt_tokens: number };
+      expect(stats.prefix_hit_tokens).toBeGreaterThan(0);
+      expect(elements.get("figure-cached_tokens")!.attributes["data-value"]).toBe(String(stats.prefix_hit_tokens));
+      expect(elements.get("figure-computed_tokens")!.attributes["data-value"]).toBe(String(stats.prompt_tokens - stats.prefix_hit_tokens));
+      expect(elements.get("chart-tokens")!.innerHTML).toStartWith("<svg");
+    } finally {
+      server.kill("SIGTERM");
+      expect(await server.exited).toBe(0);
+    }
+  }, 60_000);
+
   test("serve --model: long prompts are tokenized on the tokenizer thread inside the binary (its worker entry is embedded)", async () => {
     expect(binary).not.toBe("");
     const model = tinyModelFolder({ layers: 1 }, "tiny-binary-tokenizer");

@@ -254,7 +254,7 @@ describe("GET /openapi.json", () => {
     expect(doc.openapi).toMatch(/^3\./);
     expect(doc.info.title).toBe("ctxr");
     const paths = Object.keys(doc.paths).sort();
-    expect(paths).toEqual(["/health", "/healthz", "/metrics", "/openapi.json", "/v1/dedup", "/v1/evict", "/v1/reorder", "/v1/reset", "/v1/schedule", "/v1/stats"]);
+    expect(paths).toEqual(["/", "/health", "/healthz", "/metrics", "/openapi.json", "/v1/dedup", "/v1/evict", "/v1/reorder", "/v1/reset", "/v1/schedule", "/v1/stats", "/v1/stats/history"]);
     for (const path of ["/v1/reorder", "/v1/schedule", "/v1/dedup", "/v1/evict"]) {
       const op = doc.paths[path].post;
       expect(op.requestBody.required).toBe(true);

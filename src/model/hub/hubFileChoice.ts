@@ -5,7 +5,7 @@
  * - A GGUF repository: `:FILE` names a file; `:QUANT` picks the one GGUF file whose name carries
  *   that quantization (case-insensitive, as a whole word: Q4_K does not match Q4_K_M); without
  *   either, the file carrying DEFAULT_QUANT, else the only GGUF file. Vision projectors
- *   (mmproj*.gguf) are never picked by default. A GGUF split in parts (`-00001-of-00003.gguf`)
+ *   (mmproj*.gguf) are picked only by their file name. A GGUF split in parts (`-00001-of-00003.gguf`)
  *   is refused: the runner loads one file.
  * - A safetensors repository (config.json and *.safetensors at the top): the folder's weights,
  *   config and tokenizer files.
@@ -99,7 +99,7 @@ export function chooseHubFiles(repo: string, files: readonly string[], selector:
     if (candidates.length === 0) {
       throw new HubError(`${repo} has no GGUF file${where} to pick the quantization '${selector}' from (it holds ${listed(files)}); for a safetensors model write hf:${repo}`);
     }
-    const matches = candidates.filter((candidate) => carriesQuant(candidate.file, selector));
+    const matches = models.filter((candidate) => carriesQuant(candidate.file, selector));
     if (matches.length === 0) throw new HubError(`${repo}: no GGUF file carries the quantization '${selector}'${where}; ${ggufList}`);
     if (matches.length > 1) throw new HubError(`${repo}: the quantization '${selector}' matches ${matches.length} GGUF files${where} (${matches.map(describe).join(", ")}); name one with hf:${repo}:FILE`);
     return ggufChoice(repo, matches[0]!);

@@ -97,6 +97,14 @@ export class LoopbackHub {
     return this.repos.get(repo)!.commit;
   }
 
+  /** Forgets every repository, cut, corruption and logged request (between tests). */
+  reset(): void {
+    this.requests.length = 0;
+    this.repos.clear();
+    this.cuts.clear();
+    this.corrupted.clear();
+  }
+
   /** Requests of a kind (e.g. CDN GETs), for assertions. */
   count(server: "hub" | "cdn", method: string): number {
     return this.requests.filter((request) => request.server === server && request.method === method).length;

@@ -15,7 +15,7 @@ import { servableTinyGguf } from "../helpers/servableGguf.ts";
 const REPO = "test-org/tiny-llama-GGUF";
 let hub: LoopbackHub;
 let folder: { path: string; cleanup(): void };
-let gguf: Uint8Array;
+let gguf: Uint8Array<ArrayBufferLike>;
 let env: Record<string, string>;
 
 const text = async (stream: ReadableStream<Uint8Array>): Promise<string> => new Response(stream).text();
@@ -50,7 +50,7 @@ describe("ctxr model pull", () => {
     const summary = JSON.parse(first.stdout.trimEnd().split("\n").at(-1)!);
     const path = join(folder.path, "cache", "ctxr", "models", "models--test-org--tiny-llama-GGUF", "snapshots", hub.commit(REPO), "tiny-llama-Q8_0.gguf");
     expect(summary).toEqual({ model: `hf:${REPO}:Q8_0`, repo: REPO, commit: hub.commit(REPO), kind: "gguf", path, files: [{ path: "tiny-llama-Q8_0.gguf", bytes: gguf.length }], fetched_bytes: gguf.length, source: "hub" });
-    expect(new Uint8Array(readFileSync(path))).toEqual(gguf);
+    expect(new Uint8Array(readFileSync(path)) as Uint8Array<ArrayBufferLike>).toEqual(gguf);
 
     const second = await cli(["model", "pull", `hf:${REPO}:Q8_0`]);
     expect(second.code).toBe(0);
@@ -113,7 +113,7 @@ describe("ctxr serve --model hf:...", () => {
       await server.exited;
     }
     expect(await stderr).toContain("ctxr: downloading tiny-llama-Q8_0.gguf (");
-    expect(new Uint8Array(readFileSync(join(cache, "ctxr", "models", "models--test-org--tiny-llama-GGUF", "snapshots", hub.commit(REPO), "tiny-llama-Q8_0.gguf")))).toEqual(gguf);
+    expect(new Uint8Array(readFileSync(join(cache, "ctxr", "models", "models--test-org--tiny-llama-GGUF", "snapshots", hub.commit(REPO), "tiny-llama-Q8_0.gguf"))) as Uint8Array<ArrayBufferLike>).toEqual(gguf);
   }, 120_000);
 
   test("--model ORG/REPO that is no local path hints at hf:; --offline needs a model by name", async () => {

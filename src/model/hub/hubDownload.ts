@@ -142,7 +142,7 @@ async function streamToFile(response: Response, path: string, append: boolean, c
       advance(value.length);
     }
   } catch (error) {
-    return stalled ? `no bytes for ${stallMs / 1000} s` : `the connection broke (${(error as Error).message})`;
+    return stalled ? `no bytes for ${stallMs / 1000} s` : `the connection broke (${(error as Error).message.replace(/\. For more information.*$/s, "")})`;
   } finally {
     clearTimeout(timer);
     await handle.close();

@@ -5,7 +5,7 @@
  * blob. A file that fails the check is refused and its `.part` removed, so the next run starts
  * afresh.
  */
-import { existsSync, renameSync, rmSync, statSync } from "node:fs";
+import { closeSync, existsSync, openSync, readFileSync, renameSync, rmSync, statSync, writeSync } from "node:fs";
 import { open } from "node:fs/promises";
 import { sleep } from "../../runtime/sleep.ts";
 import { fileDigest, type FileDigest } from "./hubChecksum.ts";
@@ -49,14 +49,53 @@ const mib = (bytes: number): string => `${(bytes / 2 ** 20).toFixed(1)} MiB`;
 
 /** Fetches the file into its blob; returns the bytes fetched over the network in this run. */
 export async function downloadBlob(download: BlobDownload): Promise<number> {
-  const { client, cache, repo, commit, file, size, progress } = download;
-  const attempts = download.attempts ?? 5;
-  const stallMs = download.stallMs ?? 60_000;
-  const retryDelayMs = download.retryDelayMs ?? 500;
+  const { cache, repo, file } = download;
   const blob = cache.blobPath(download.blobName);
   if (existsSync(blob)) return 0; // a blob is only there once checked
   cache.prepareBlobs();
   const part = cache.partPath(download.blobName);
+  const unlock = lockDownload(`${part}.lock`, repo, file);
+  try {
+    return await downloadLocked(download, part, blob);
+  } finally {
+    unlock();
+  }
+}
+
+function processIsAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === "EPERM";
+  }
+}
+
+/** Takes the part's lock (see the file's comment); returns its release. */
+function lockDownload(lock: string, repo: string, file: string): () => void {
+  for (;;) {
+    try {
+      const fd = openSync(lock, "wx");
+      writeSync(fd, String(process.pid));
+      closeSync(fd);
+      return () => rmSync(lock, { force: true });
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== "EEXIST") throw error;
+    }
+    const pid = Number(readFileSync(lock, "utf8").trim());
+    if (Number.isSafeInteger(pid) && pid > 0 && processIsAlive(pid)) {
+      throw new HubError(`${repo}: ${file}: another ctxr (pid ${pid}) is downloading it into this cache (${lock}); wait for it to finish, or stop it`);
+    }
+    rmSync(lock, { force: true }); // left by a process that is gone
+  }
+}
+
+async function downloadLocked(download: BlobDownload, part: string, blob: string): Promise<number> {
+  const { client, repo, commit, file, size, progress } = download;
+  const attempts = download.attempts ?? 5;
+  const stallMs = download.stallMs ?? 60_000;
+  const retryDelayMs = download.retryDelayMs ?? 500;
+  if (existsSync(blob)) return 0; // completed by the process that held the lock before
   let fetched = 0;
   let started = false;
   let lastProblem = "";

@@ -114,6 +114,21 @@ describe("a GGUF model by name", () => {
   });
 });
 
+describe("two downloaders sharing a cache", () => {
+  test("a part locked by a live process is left alone; a lock whose process is gone is taken over", async () => {
+    const cache = new RepoCache(settings().cacheDir, GGUF_REPO);
+    cache.prepareBlobs();
+    const lock = `${cache.partPath(hub.sha256(GGUF_REPO, Q4))}.lock`;
+    writeFileSync(lock, String(process.pid)); // this process is alive
+    await expect(fetchModel(`hf:${GGUF_REPO}`)).rejects.toThrow(`${GGUF_REPO}: ${Q4}: another ctxr (pid ${process.pid}) is downloading it into this cache (${lock}); wait for it to finish, or stop it`);
+    expect(hub.count("cdn", "GET")).toBe(0);
+    writeFileSync(lock, "4194305"); // above Linux's largest pid: no such process
+    const model = await fetchModel(`hf:${GGUF_REPO}`);
+    expect(new Uint8Array(readFileSync(model.path))).toEqual(q4Bytes);
+    expect(existsSync(lock)).toBe(false);
+  });
+});
+
 describe("the cache, offline", () => {
   test("offline serves what is cached, with no request; what is missing is named", async () => {
     const online = await fetchModel(`hf:${GGUF_REPO}:Q8_0`);

@@ -4,15 +4,16 @@
  * The CLI runs as a child process started asynchronously: the hub answers from this process.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { readFileSync } from "node:fs";
+import { readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { scriptCommand, spawnPiped } from "../../src/runtime/childProcess.ts";
 import { CLI_ENTRY, REPO_ROOT, tempFolder } from "../helpers/cli.ts";
 import { RUNNER_CPU } from "../helpers/engineKit.ts";
 import { LoopbackHub } from "../helpers/loopbackHub.ts";
-import { servableTinyGguf } from "../helpers/servableGguf.ts";
+import { servableTinyGguf, tinyModelFolderFiles } from "../helpers/servableGguf.ts";
 
 const REPO = "test-org/tiny-llama-GGUF";
+const FOLDER_REPO = "test-org/tiny-llama";
 let hub: LoopbackHub;
 let folder: { path: string; cleanup(): void };
 let gguf: Uint8Array<ArrayBufferLike>;
@@ -32,6 +33,7 @@ beforeAll(() => {
   hub = LoopbackHub.start();
   folder = tempFolder("ctxr-model-pull-");
   gguf = servableTinyGguf();
+  hub.addRepo(FOLDER_REPO, { files: { ...tinyModelFolderFiles(), "README.md": "a tiny safetensors model\n" } });
   hub.addRepo(REPO, { files: { "README.md": "tiny\n", "tiny-llama-Q8_0.gguf": gguf, "tiny-llama-F16.gguf": gguf.slice(0, 1000) } });
   env = { HF_ENDPOINT: hub.url, XDG_CACHE_HOME: join(folder.path, "cache"), CTXR_RUNNER: RUNNER_CPU, HF_TOKEN: "", CTXR_OFFLINE: "", HF_HUB_OFFLINE: "" };
 }, 60_000);
@@ -78,42 +80,56 @@ describe("ctxr model pull", () => {
   }, 60_000);
 });
 
+/** Starts `ctxr serve --model <model>`, checks /v1/models and one chat completion, stops it; returns its stderr. */
+async function serveAndAsk(model: string, id: string, cache: string): Promise<string> {
+  const server = spawnPiped([...scriptCommand(CLI_ENTRY), "serve", "--in-memory", "--port", "0", "--model", model, "--kv-blocks", "32", "--threads", "1"], {
+    env: { ...process.env, ...env, XDG_CACHE_HOME: cache },
+    cwd: folder.path,
+  });
+  server.stdin.end();
+  const stderr = text(server.stderr);
+  try {
+    let out = "";
+    const reader = server.stdout.getReader();
+    while (!out.includes("listening on")) {
+      const { done, value } = await reader.read();
+      if (done) throw new Error(`serve exited before listening: ${await stderr}`);
+      out += new TextDecoder().decode(value);
+    }
+    reader.releaseLock();
+    const url = /listening on (http:\/\/\S+)/.exec(out)![1]!;
+    const models = (await (await fetch(`${url}/v1/models`)).json()) as { data: { id: string }[] };
+    expect(models.data.map((entry) => entry.id)).toEqual([id]);
+    const answer = await fetch(`${url}/v1/chat/completions`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ model: id, messages: [{ role: "user", content: "Hello" }], max_tokens: 3, temperature: 0 }),
+    });
+    expect(answer.status).toBe(200);
+    const body = (await answer.json()) as { model: string; usage: { completion_tokens: number } };
+    expect(body.model).toBe(id);
+    expect(body.usage.completion_tokens).toBeGreaterThan(0);
+  } finally {
+    server.kill("SIGTERM");
+    await server.exited;
+  }
+  return stderr;
+}
+
 describe("ctxr serve --model hf:...", () => {
   test("downloads a GGUF model by name, then serves it as ORG/REPO", async () => {
     const cache = join(folder.path, "serve-cache"); // its own cache: this run downloads
-    const server = spawnPiped([...scriptCommand(CLI_ENTRY), "serve", "--in-memory", "--port", "0", "--model", `hf:${REPO}:q8_0`, "--kv-blocks", "32", "--threads", "1"], {
-      env: { ...process.env, ...env, XDG_CACHE_HOME: cache },
-      cwd: folder.path,
-    });
-    server.stdin.end();
-    const stderr = text(server.stderr);
-    try {
-      let out = "";
-      const reader = server.stdout.getReader();
-      while (!out.includes("listening on")) {
-        const { done, value } = await reader.read();
-        if (done) throw new Error(`serve exited before listening: ${await stderr}`);
-        out += new TextDecoder().decode(value);
-      }
-      reader.releaseLock();
-      const url = /listening on (http:\/\/\S+)/.exec(out)![1]!;
-      const models = (await (await fetch(`${url}/v1/models`)).json()) as { data: { id: string }[] };
-      expect(models.data.map((model) => model.id)).toEqual([REPO]);
-      const answer = await fetch(`${url}/v1/chat/completions`, {
-        method: "POST",
-        headers: { "content-type": "application/json" },
-        body: JSON.stringify({ model: REPO, messages: [{ role: "user", content: "Hello" }], max_tokens: 3, temperature: 0 }),
-      });
-      expect(answer.status).toBe(200);
-      const body = (await answer.json()) as { model: string; usage: { completion_tokens: number } };
-      expect(body.model).toBe(REPO);
-      expect(body.usage.completion_tokens).toBeGreaterThan(0);
-    } finally {
-      server.kill("SIGTERM");
-      await server.exited;
-    }
-    expect(await stderr).toContain("ctxr: downloading tiny-llama-Q8_0.gguf (");
+    const stderr = await serveAndAsk(`hf:${REPO}:q8_0`, REPO, cache);
+    expect(stderr).toContain("ctxr: downloading tiny-llama-Q8_0.gguf (");
     expect(new Uint8Array(readFileSync(join(cache, "ctxr", "models", "models--test-org--tiny-llama-GGUF", "snapshots", hub.commit(REPO), "tiny-llama-Q8_0.gguf"))) as Uint8Array<ArrayBufferLike>).toEqual(gguf);
+  }, 120_000);
+
+  test("downloads a safetensors folder by name and serves it from the cache's snapshot", async () => {
+    const cache = join(folder.path, "folder-cache");
+    const stderr = await serveAndAsk(`hf:${FOLDER_REPO}`, FOLDER_REPO, cache);
+    expect(stderr).toContain("ctxr: downloading model.safetensors (");
+    const snapshot = join(cache, "ctxr", "models", "models--test-org--tiny-llama", "snapshots", hub.commit(FOLDER_REPO));
+    expect(readdirSync(snapshot).sort()).toEqual(Object.keys(tinyModelFolderFiles()).sort()); // no README
   }, 120_000);
 
   test("--model ORG/REPO that is no local path hints at hf:; --offline needs a model by name", async () => {

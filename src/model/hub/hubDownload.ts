@@ -5,7 +5,8 @@
  * blob. A file that fails the check is refused and its `.part` removed, so the next run starts
  * afresh.
  */
-import { closeSync, existsSync, openSync, readFileSync, renameSync, rmSync, statSync, writeSync } from "node:fs";
+import { closeSync, existsSync, openSync, readFileSync, renameSync, rmSync, statfsSync, statSync, writeSync } from "node:fs";
+import { dirname } from "node:path";
 import { open } from "node:fs/promises";
 import { sleep } from "../../runtime/sleep.ts";
 import { fileDigest, type FileDigest } from "./hubChecksum.ts";
@@ -46,6 +47,12 @@ export interface BlobDownload {
 
 const fileSize = (path: string): number => (existsSync(path) ? statSync(path).size : 0);
 const mib = (bytes: number): string => `${(bytes / 2 ** 20).toFixed(1)} MiB`;
+
+/** Why `needed` bytes do not fit in `free` (with 1% of them kept free), or null when they do. */
+export function diskShortage(needed: number, free: number, folder: string): string | null {
+  if (needed <= free * 0.99) return null;
+  return `needs ${mib(needed)} more and ${folder} has ${mib(free)} free; free some space, or set XDG_CACHE_HOME to a folder on a larger disk`;
+}
 
 /** Fetches the file into its blob; returns the bytes fetched over the network in this run. */
 export async function downloadBlob(download: BlobDownload): Promise<number> {
@@ -113,6 +120,11 @@ async function downloadLocked(download: BlobDownload, part: string, blob: string
       );
     }
     if (!started) {
+      if (size !== null) {
+        const { bavail, bsize } = statfsSync(dirname(part));
+        const shortage = diskShortage(size - have, Number(bavail) * Number(bsize), dirname(part));
+        if (shortage !== null) throw new HubError(`${repo}: ${file}: ${shortage}`);
+      }
       progress.start(file, size, have);
       if (have > 0) progress.note(`${file}: resuming an earlier download at ${mib(have)} of ${size === null ? "?" : mib(size)}`);
       started = true;

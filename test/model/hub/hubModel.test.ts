@@ -3,7 +3,7 @@ import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, test } fr
 import { existsSync, lstatSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { HubClient } from "../../../src/model/hub/hubClient.ts";
-import type { DownloadProgress } from "../../../src/model/hub/hubDownload.ts";
+import { diskShortage, type DownloadProgress } from "../../../src/model/hub/hubDownload.ts";
 import { fetchHubModel } from "../../../src/model/hub/hubModel.ts";
 import { parseHubReference } from "../../../src/model/hub/hubReference.ts";
 import { hubSettingsFromEnv, modelCacheDir, type HubSettings } from "../../../src/model/hub/hubSettings.ts";
@@ -112,6 +112,11 @@ describe("a GGUF model by name", () => {
     expect(new Uint8Array(readFileSync(model.path))).toEqual(q4Bytes);
     expect(hub.requests.filter((request) => request.server === "cdn").map((request) => request.range)).toEqual([null]);
   });
+});
+
+test("a file that does not fit on the disk is refused before it starts, naming the folder and XDG_CACHE_HOME", () => {
+  expect(diskShortage(10 * 2 ** 20, 100 * 2 ** 20, "/c/blobs")).toBeNull();
+  expect(diskShortage(100 * 2 ** 20, 100 * 2 ** 20, "/c/blobs")).toBe("needs 100.0 MiB more and /c/blobs has 100.0 MiB free; free some space, or set XDG_CACHE_HOME to a folder on a larger disk");
 });
 
 describe("two downloaders sharing a cache", () => {

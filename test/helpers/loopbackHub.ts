@@ -46,7 +46,7 @@ const gitSha1Of = (bytes: Uint8Array): string => createHash("sha1").update(`blob
 export class LoopbackHub {
   readonly requests: HubRequest[] = [];
   private readonly repos = new Map<string, { commit: string; token?: string; files: Map<string, StoredFile> }>();
-  private readonly cuts = new Map<string, number>();
+  private readonly cuts = new Map<string, { afterBytes: number; then: "cut" | "stall" }>();
   private readonly corrupted = new Set<string>();
   private constructor(
     private readonly hubServer: HttpServer,
@@ -81,7 +81,12 @@ export class LoopbackHub {
 
   /** The next CDN download of this file sends `afterBytes` bytes of the asked range, then breaks the connection. */
   cutNextDownload(repo: string, path: string, afterBytes: number): void {
-    this.cuts.set(this.repos.get(repo)!.files.get(path)!.sha256, afterBytes);
+    this.cuts.set(this.repos.get(repo)!.files.get(path)!.sha256, { afterBytes, then: "cut" });
+  }
+
+  /** The next CDN download of this file sends `afterBytes` bytes of the asked range, then nothing more, keeping the connection open. */
+  stallNextDownload(repo: string, path: string, afterBytes: number): void {
+    this.cuts.set(this.repos.get(repo)!.files.get(path)!.sha256, { afterBytes, then: "stall" });
   }
 
   /** From now on the CDN serves this file with its last byte flipped (its sha256 no longer matches). */
@@ -175,8 +180,8 @@ export class LoopbackHub {
   }
 }
 
-/** The bytes, or the asked range of them (206); with `cutAfter`, the body breaks after that many bytes. */
-function rangedAnswer(request: Request, bytes: Uint8Array, headers: Record<string, string>, cutAfter: number | null): Response {
+/** The bytes, or the asked range of them (206); with `cut`, the body breaks (or stalls) after that many bytes. */
+function rangedAnswer(request: Request, bytes: Uint8Array, headers: Record<string, string>, cut: { afterBytes: number; then: "cut" | "stall" } | null): Response {
   const range = /^bytes=(\d+)-$/.exec(request.headers.get("range") ?? "");
   let start = 0;
   let status = 200;
@@ -190,10 +195,16 @@ function rangedAnswer(request: Request, bytes: Uint8Array, headers: Record<strin
   const body = bytes.subarray(start);
   head["Content-Length"] = String(body.length);
   if (request.method === "HEAD") return new Response(null, { status, headers: head });
-  if (cutAfter === null) return new Response(body, { status, headers: head });
+  if (cut === null) return new Response(body, { status, headers: head });
+  let sent = false;
   const stream = new ReadableStream<Uint8Array>({
     async pull(controller) {
-      controller.enqueue(body.slice(0, cutAfter));
+      if (!sent) {
+        sent = true;
+        controller.enqueue(body.slice(0, cut.afterBytes));
+        return;
+      }
+      if (cut.then === "stall") return new Promise<void>(() => {}); // never another byte
       await new Promise((resolve) => setTimeout(resolve, 20));
       controller.error(new Error("loopback hub: connection cut"));
     },

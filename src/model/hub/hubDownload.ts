@@ -11,7 +11,7 @@ import { open } from "node:fs/promises";
 import { sleep } from "../../runtime/sleep.ts";
 import { fileDigest, type FileDigest } from "./hubChecksum.ts";
 import type { HubClient } from "./hubClient.ts";
-import { HubError } from "./hubErrors.ts";
+import { HubError, HubUnreachableError } from "./hubErrors.ts";
 import type { RepoCache } from "./modelCache.ts";
 
 /** What a download reports as it goes (a progress bar on a terminal, plain lines otherwise). */
@@ -133,11 +133,15 @@ async function downloadLocked(download: BlobDownload, part: string, blob: string
       await sleep(retryDelayMs * (attempt - 1));
     }
     const controller = new AbortController();
-    const response = await client.openFile(repo, commit, file, have, controller.signal).catch((error: unknown) => {
-      if (error instanceof HubError && !(error.name === "HubUnreachableError")) throw error;
-      lastProblem = (error as Error).message;
-      return null;
-    });
+    const answerTimer = setTimeout(() => controller.abort(), stallMs);
+    const response = await client
+      .openFile(repo, commit, file, have, controller.signal)
+      .catch((error: unknown) => {
+        if (error instanceof HubError && !(error instanceof HubUnreachableError)) throw error; // 401, 404, ...: trying again will not help
+        lastProblem = controller.signal.aborted ? `no answer for ${stallMs / 1000} s` : (error as Error).message;
+        return null;
+      })
+      .finally(() => clearTimeout(answerTimer));
     if (response === null) continue;
     if (response.status === 416) {
       // The hub has no bytes past the part: complete when the size is unknown, else the part is stale.
@@ -170,7 +174,7 @@ async function downloadLocked(download: BlobDownload, part: string, blob: string
     if (problem === null && (size === null || fileSize(part) === size)) break;
     lastProblem = problem ?? `the connection ended early`;
   }
-  progress.end(file);
+  if (started) progress.end(file);
   await checkPart(download, part);
   renameSync(part, blob);
   return fetched;

@@ -24,7 +24,7 @@ let notes: string[];
 
 const quietProgress = (): DownloadProgress => ({ start() {}, advance() {}, note: (text) => void notes.push(text), end() {} });
 const settings = (extra: Partial<HubSettings> = {}): HubSettings => ({ endpoint: hub.url, token: null, offline: false, cacheDir: join(folder.path, "cache"), ...extra });
-const fetchModel = (reference: string, extra: Partial<HubSettings> = {}, download = { retryDelayMs: 0 }) =>
+const fetchModel = (reference: string, extra: Partial<HubSettings> = {}, download: { attempts?: number; stallMs?: number; retryDelayMs?: number } = { retryDelayMs: 0 }) =>
   fetchHubModel(parseHubReference(reference), settings(extra), { progress: quietProgress(), download });
 const blobsOf = (repo: string): string[] => {
   const blobs = join(new RepoCache(settings().cacheDir, repo).folder, "blobs");
@@ -83,9 +83,17 @@ describe("a GGUF model by name", () => {
     expect(notes.some((note) => /the connection broke.*at 0\.1 MiB of 0\.3 MiB; resuming \(try 2 of 5\)/.test(note))).toBe(true);
   });
 
+  test("a connection that stops sending counts as cut, and is resumed", async () => {
+    hub.stallNextDownload(GGUF_REPO, Q4, 50_000);
+    const model = await fetchModel(`hf:${GGUF_REPO}`, {}, { retryDelayMs: 0, stallMs: 300 });
+    expect(new Uint8Array(readFileSync(model.path))).toEqual(q4Bytes);
+    expect(hub.requests.filter((request) => request.server === "cdn").map((request) => request.range)).toEqual([null, "bytes=50000-"]);
+    expect(notes.some((note) => note.startsWith(`${Q4}: no bytes for 0.3 s at 0.0 MiB of 0.3 MiB; resuming (try 2 of 5)`))).toBe(true);
+  });
+
   test("a run that gives up keeps the part; the next run resumes from it", async () => {
     hub.cutNextDownload(GGUF_REPO, Q4, 120_000);
-    const failed = fetchModel(`hf:${GGUF_REPO}`, {}, { retryDelayMs: 0, attempts: 1 } as never);
+    const failed = fetchModel(`hf:${GGUF_REPO}`, {}, { retryDelayMs: 0, attempts: 1 });
     await expect(failed).rejects.toThrow(/tiny-Q4_K_M\.gguf: the download stopped at 120000 of 300000 bytes \(the connection broke.*\) after 1 tries; run the command again to resume from there/);
     expect(blobsOf(GGUF_REPO)).toEqual([`${hub.sha256(GGUF_REPO, Q4)}.part`]);
     hub.requests.length = 0;

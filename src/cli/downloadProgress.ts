@@ -15,6 +15,8 @@ export function downloadProgress(terminal: boolean, err: (text: string) => void)
   let startedWith = 0;
   return {
     start(name, total, already) {
+      bar?.stop();
+      bar = undefined;
       file = name;
       done = already;
       startedWith = already;

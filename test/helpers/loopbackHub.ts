@@ -45,6 +45,8 @@ const gitSha1Of = (bytes: Uint8Array): string => createHash("sha1").update(`blob
 
 export class LoopbackHub {
   readonly requests: HubRequest[] = [];
+  /** When true the CDN answers every GET with the whole file (200), as a server without Range support. */
+  ignoreRanges = false;
   private readonly repos = new Map<string, { commit: string; token?: string; files: Map<string, StoredFile> }>();
   private readonly cuts = new Map<string, { afterBytes: number; then: "cut" | "stall" }>();
   private readonly corrupted = new Set<string>();
@@ -108,6 +110,7 @@ export class LoopbackHub {
     this.repos.clear();
     this.cuts.clear();
     this.corrupted.clear();
+    this.ignoreRanges = false;
   }
 
   /** Requests of a kind (e.g. CDN GETs), for assertions. */
@@ -176,7 +179,8 @@ export class LoopbackHub {
     }
     const cut = this.cuts.get(sha!) ?? null;
     this.cuts.delete(sha!);
-    return rangedAnswer(request, bytes, { ETag: `"${sha}"` }, cut);
+    const asked = this.ignoreRanges ? new Request(request.url, { method: request.method }) : request;
+    return rangedAnswer(asked, bytes, { ETag: `"${sha}"` }, cut);
   }
 }
 

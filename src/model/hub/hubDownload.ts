@@ -16,7 +16,7 @@ import type { RepoCache } from "./modelCache.ts";
 
 /** What a download reports as it goes (a progress bar on a terminal, plain lines otherwise). */
 export interface DownloadProgress {
-  /** A file's download starts (or resumes) with `done` of `total` bytes already there. */
+  /** A file's download starts (or resumes, or starts over) with `done` of `total` bytes already there. */
   start(file: string, total: number | null, done: number): void;
   advance(bytes: number): void;
   /** A line worth telling the user (a resume after a cut). */
@@ -166,7 +166,10 @@ async function downloadLocked(download: BlobDownload, part: string, blob: string
       lastProblem = `the hub answered ${response.status}`;
       continue;
     }
-    if (!append && have > 0) progress.note(`${file}: the hub does not resume downloads (it answered the whole file); starting over`);
+    if (!append && have > 0) {
+      progress.note(`${file}: the hub does not resume downloads (it answered the whole file); starting over`);
+      progress.start(file, size, 0);
+    }
     const problem = await streamToFile(response, part, append, controller, stallMs, (bytes) => {
       fetched += bytes;
       progress.advance(bytes);

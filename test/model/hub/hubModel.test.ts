@@ -112,6 +112,17 @@ describe("a GGUF model by name", () => {
     expect(existsSync(join(new RepoCache(settings().cacheDir, GGUF_REPO).folder, "refs", "main"))).toBe(false);
   });
 
+  test("a server that ignores Range gets the file written from its start", async () => {
+    const cache = new RepoCache(settings().cacheDir, GGUF_REPO);
+    cache.prepareBlobs();
+    writeFileSync(cache.partPath(hub.sha256(GGUF_REPO, Q4)), q4Bytes.subarray(0, 100_000));
+    hub.ignoreRanges = true;
+    const model = await fetchModel(`hf:${GGUF_REPO}`);
+    expect(new Uint8Array(readFileSync(model.path))).toEqual(q4Bytes);
+    expect(hub.requests.filter((request) => request.server === "cdn").map((request) => request.range)).toEqual(["bytes=100000-"]);
+    expect(notes).toContain(`${Q4}: the hub does not resume downloads (it answered the whole file); starting over`);
+  });
+
   test("a stale part longer than the file is dropped, not trusted", async () => {
     const cache = new RepoCache(settings().cacheDir, GGUF_REPO);
     cache.prepareBlobs();

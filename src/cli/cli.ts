@@ -8,6 +8,7 @@ import { INDEX_BUILD_HELP, indexBuildCommand } from "./commands/indexBuild.ts";
 import { CALIBRATE_SPARSE_HELP, calibrateSparseCommand } from "./commands/calibrateSparse.ts";
 import { MODEL_HELP, MODEL_TINY_HELP, modelTinyCommand } from "./commands/model.ts";
 import { MODEL_QUANTIZE_HELP, modelQuantizeCommand } from "./commands/modelQuantize.ts";
+import { MODEL_PULL_HELP, modelPullCommand } from "./commands/modelPull.ts";
 import { SERVE_HELP, serveCommand } from "./commands/serve.ts";
 import { SIMULATE_HELP, simulateCommand } from "./commands/simulate.ts";
 import type { Command, CommandIo } from "./commands/types.ts";
@@ -21,6 +22,7 @@ Commands:
   index build    reorder and schedule contexts for prefix-cache reuse (JSONL in, JSONL out)
   simulate       prefix-cache hit ratio of a request sequence (JSONL)
   serve          the online context-reuse API over HTTP (reorder, dedup, evict, ...)
+  model pull     download a model from the Hugging Face Hub by name (hf:ORG/REPO[:QUANT])
   model tiny     write a deterministic tiny Llama checkpoint (tests, smoke runs, benchmarks)
   model calibrate-sparse
                  calibrate sparse decode's trigger thresholds for ctxr serve --model
@@ -49,6 +51,7 @@ const COMMANDS: Record<string, CommandEntry> = {
   "index build": { run: indexBuildCommand, help: INDEX_BUILD_HELP },
   simulate: { run: simulateCommand, help: SIMULATE_HELP },
   serve: { run: serveCommand, help: SERVE_HELP },
+  "model pull": { run: modelPullCommand, help: MODEL_PULL_HELP },
   "model tiny": { run: modelTinyCommand, help: MODEL_TINY_HELP },
   "model calibrate-sparse": { run: calibrateSparseCommand, help: CALIBRATE_SPARSE_HELP },
   "model quantize": { run: modelQuantizeCommand, help: MODEL_QUANTIZE_HELP },

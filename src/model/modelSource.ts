@@ -27,7 +27,11 @@ const ggufName = (file: string): string => basename(file).replace(/\.gguf$/i, ""
 /** Resolves --model; a ModelSourceError when it names no model ctxr can load. */
 export function resolveModelSource(model: string): ModelSource {
   const path = resolve(model);
-  if (!existsSync(path)) throw new ModelSourceError(`model ${isGguf(path) ? "file" : "folder"} ${model} does not exist`);
+  if (!existsSync(path)) {
+    // "meta-llama/Llama-3.2-1B-Instruct" is how people name a model on the hub.
+    const hubHint = /^[A-Za-z0-9][\w.-]*\/[A-Za-z0-9][\w.-]*$/.test(model) && !isGguf(model) ? `; for the model ${model} on the Hugging Face Hub, write hf:${model}` : "";
+    throw new ModelSourceError(`model ${isGguf(path) ? "file" : "folder"} ${model} does not exist${hubHint}`);
+  }
   const stat = statSync(path);
   if (stat.isFile()) {
     if (isGguf(path)) return { kind: "gguf", path, name: ggufName(path) };

@@ -26,6 +26,8 @@ const D = TINY_MODEL_DEFAULTS;
 export const MODEL_HELP = `Usage: ctxr model <subcommand> [options]
 
 Subcommands:
+  pull           download a model from the Hugging Face Hub by name, hf:ORG/REPO[:QUANT|FILE]
+                 (see 'ctxr model pull --help')
   tiny           write a deterministic tiny Llama checkpoint (see 'ctxr model tiny --help')
   calibrate-sparse
                  calibrate sparse decode's trigger thresholds for ctxr serve

@@ -31,6 +31,8 @@ import {
   type UncertaintyTriggerOptions,
 } from "../../kv/uncertaintyTrigger.ts";
 import type { CommandIo } from "./types.ts";
+import { isHubReference } from "../../model/hub/hubReference.ts";
+import { loadHubModel } from "../hubModelLoader.ts";
 import { TOOL_CALL_FORMATS, type ToolCallFormat } from "../../engine/toolCalls/toolCallFormat.ts";
 import { REASONING_PARSER_CHOICES, type ReasoningParserChoice } from "../../engine/reasoning/reasoningParser.ts";
 import { EnginePromptTokenizer } from "../../proxy/enginePromptTokens.ts";
@@ -140,10 +142,16 @@ Proxy for OpenAI-compatible engines (vLLM, SGLang, llama.cpp, hosted APIs):
 
 Built-in generation (OpenAI-compatible: POST /v1/chat/completions, /v1/completions,
 GET /v1/models; continuous batching on the native model runner):
-  --model DIR|FILE.gguf    serve this Hugging Face model folder (config.json,
+  --model DIR|FILE.gguf|hf:ORG/REPO[:QUANT|FILE]
+                           serve this Hugging Face model folder (config.json,
                            *.safetensors, tokenizer.json, tokenizer_config.json),
                            this GGUF file (tokenizer and chat template from its
-                           metadata), or a folder holding one .gguf file
+                           metadata), a folder holding one .gguf file, or a model
+                           on the Hugging Face Hub by name, downloaded into
+                           $XDG_CACHE_HOME/ctxr/models once (see 'ctxr model pull
+                           --help'; HF_TOKEN, HF_ENDPOINT)
+  --offline                with --model hf:...: only the cache, no download (also
+                           CTXR_OFFLINE=1 or HF_HUB_OFFLINE=1)
   --device D               cpu (default), cuda or cuda:N
   --kv-blocks N            KV-cache blocks (default: 8,192 tokens' worth)
   --kv-sliding-blocks N    a model with sliding-window layers (Gemma 3): blocks
@@ -156,7 +164,7 @@ GET /v1/models; continuous batching on the native model runner):
                            (default: f16 for a GGUF model on the CPU, else f32;
                            the CUDA runner keeps f32)
   --served-model-name ID   the model's id in the API (default: the folder's name,
-                           or the GGUF file's name without .gguf)
+                           the GGUF file's name without .gguf, or ORG/REPO)
   --max-waiting-requests N requests that may wait for the engine at once (each
                            choice of "n" counts); beyond, 429 with Retry-After
                            (default ${DEFAULT_MAX_WAITING})
@@ -282,6 +290,7 @@ const FLAGS = {
   // Repeatable, like --upstream: one per upstream, in order.
   "kv-events": { type: "string", multiple: true },
   "no-prefix-cache": { type: "boolean" },
+  offline: { type: "boolean" },
   help: { type: "boolean", short: "h" },
 } satisfies Record<string, FlagSpec[string] & { multiple?: boolean }>;
 
@@ -386,6 +395,7 @@ export async function serveCommand(args: string[], io: CommandIo & { err?(text: 
   const modelOnly = ["max-response-bytes", "device", "kv-blocks", "kv-sliding-blocks", "threads", "kv-dtype", "served-model-name", "max-waiting-requests", "request-timeout", "max-grammar-step-ms", "max-grammar-compile-ms", "max-grammar-tools", "kv-policy", "recompute-ratio", "kv-device-blocks", "kv-host-bytes", "kv-dir", "kv-disk-bytes", "kv-remote", "kv-remote-bytes", "kv-remote-secret", "kv-remote-secret-file", "focus-window", "context-scores", "prophet-span-decay", "prophet-query-rows", "no-prefix-cache", "tool-call-parser", "reasoning-parser", "kv-events-publish", "sparse-entropy-threshold", "sparse-varentropy-threshold", "sparse-trigger-window", "kv-events-max-connections", "kv-events-handshake-timeout"].find((name) => flags.values[name] !== undefined);
   if (model === null && modelOnly !== undefined) throw new UsageError(`--${modelOnly} needs --model`, COMMAND);
   if (model !== null && upstreams.length > 0) throw new UsageError("give --model (serve a model) or --upstream (proxy engines), not both", COMMAND);
+  if (flags.values.offline && (model === null || !isHubReference(model))) throw new UsageError("--offline applies to a model by name: it needs --model hf:ORG/REPO[:QUANT|FILE]", COMMAND);
   const device = typeof flags.values.device === "string" ? flags.values.device : "cpu";
   if (!/^(cpu|cuda(:\d+)?)$/.test(device)) throw new UsageError(`--device must be cpu, cuda or cuda:N, got '${device}'`, COMMAND);
   const blockSize = integerFlag(flags, "block-size", COMMAND, 1);
@@ -430,6 +440,14 @@ export async function serveCommand(args: string[], io: CommandIo & { err?(text: 
     }
   }
   for (const warning of shortSecretWarnings(upstreamKey, upstreams)) (io.err ?? ((text) => void process.stderr.write(text)))(warning);
+  // A model by name: fetched (or found in the cache) once every flag is known to be good.
+  let modelPath = model;
+  let modelName: string | undefined;
+  if (model !== null && isHubReference(model)) {
+    const hubModel = await loadHubModel(model, { offline: Boolean(flags.values.offline), command: COMMAND, terminal: io.progress, err: io.err ?? ((text) => void process.stderr.write(text)) });
+    modelPath = hubModel.path;
+    modelName = hubModel.name;
+  }
 
   await runServer(
     {
@@ -470,17 +488,17 @@ export async function serveCommand(args: string[], io: CommandIo & { err?(text: 
               ...(blockSize !== undefined ? { blockSize } : {}),
             },
       model:
-        model === null
+        modelPath === null
           ? null
           : {
-              model,
+              model: modelPath,
               device,
               kvBlocks: integerFlag(flags, "kv-blocks", COMMAND, 1),
               kvSlidingBlocks: integerFlag(flags, "kv-sliding-blocks", COMMAND, 1),
               blockSize,
               threads: integerFlag(flags, "threads", COMMAND, 1),
               kvDtype,
-              servedModelName: typeof servedName === "string" ? servedName : undefined,
+              servedModelName: typeof servedName === "string" ? servedName : modelName,
               maxWaitingRequests: integerFlag(flags, "max-waiting-requests", COMMAND, 1),
               requestTimeoutMs: requestTimeoutSeconds === null ? null : requestTimeoutSeconds * 1000,
               grammarLimits: definedOnly({

@@ -5,6 +5,7 @@
 #   python3        the cross-checks against the Python mirrors (/usr/bin/python3, not a pyenv shim)
 #   python3-numpy  llama.cpp's gguf-py, which writes the random-weight files of the llama.cpp oracle tests
 #   python3-yaml   gguf-py imports it too
+#   systemd        systemd-analyze verify, the check of the units in deploy/systemd/ (test/deploy/)
 #   git            the sparse checkout of llama.cpp's sources for that oracle (tools/llama-oracle/setup.sh)
 # Missing ones are installed with apt-get when running as root on Debian/Ubuntu; otherwise the
 # exact install line is printed and the step fails, before any test runs. Then the llama.cpp oracle
@@ -16,6 +17,7 @@ command -v g++ >/dev/null 2>&1 || missing+=(g++)
 command -v make >/dev/null 2>&1 || missing+=(make)
 command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
 command -v git >/dev/null 2>&1 || missing+=(git)
+command -v systemd-analyze >/dev/null 2>&1 || missing+=(systemd)
 if [ -x /usr/bin/python3 ]; then
   /usr/bin/python3 -c "import numpy" >/dev/null 2>&1 || missing+=(python3-numpy)
   /usr/bin/python3 -c "import yaml" >/dev/null 2>&1 || missing+=(python3-yaml)

@@ -10,6 +10,7 @@ import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "
 import { cpSync, existsSync, mkdirSync, readFileSync, realpathSync, statSync, symlinkSync } from "node:fs";
 import { join, relative } from "node:path";
 import { REPO_ROOT, runProgram, tempFolder } from "../helpers/cli.ts";
+import { buildRunner } from "../helpers/engineKit.ts";
 import { freeTcpPort } from "../helpers/freeTcpPort.ts";
 import { until } from "../helpers/testLifecycle.ts";
 import { spawnPiped, which } from "../../src/runtime/childProcess.ts";
@@ -100,6 +101,7 @@ describe("deploy/Dockerfile, its build stage replayed", () => {
   const inStage = (path: string) => join(stageRoot, path);
 
   beforeAll(() => {
+    buildRunner(); // this checkout's CPU runner, whose objects the replay carries over (a no-op when built)
     folder = tempFolder("ctxr-docker-");
     stageRoot = join(folder.path, "build");
     let workdir = "/";

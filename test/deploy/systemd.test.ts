@@ -26,13 +26,13 @@ interface UnitCase {
   unitName: string;
   instance?: string;
   envExample: string;
-  /** Where the unit reads its EnvironmentFile. */
+  /** The unit's EnvironmentFile= (as written, specifiers unexpanded). */
   envFile: string;
 }
 
 const UNITS: UnitCase[] = [
   { file: "ctxr.service", unitName: "ctxr.service", envExample: "ctxr.env.example", envFile: "/etc/ctxr/ctxr.env" },
-  { file: "ctxr-proxy@.service", unitName: "ctxr-proxy@test.service", instance: "test", envExample: "proxy.env.example", envFile: "/etc/ctxr/proxy-test.env" },
+  { file: "ctxr-proxy@.service", unitName: "ctxr-proxy@test.service", instance: "test", envExample: "proxy.env.example", envFile: "/etc/ctxr/proxy-%i.env" },
 ];
 
 function readUnit(file: string): { text: string; unit: UnitFile } {
@@ -74,9 +74,10 @@ for (const unitCase of UNITS) {
         const binary = join(folder.path, "ctxr");
         writeFileSync(binary, `#!/bin/sh\nexec ${scriptCommand(CLI_ENTRY).join(" ")} "$@"\n`);
         chmodSync(binary, 0o755);
+        expect(unitValues(unit, "Service", "EnvironmentFile")).toEqual([unitCase.envFile]);
         const envFile = join(folder.path, unitCase.envFile.split("/").pop()!);
-        writeFileSync(envFile, readFileSync(join(SYSTEMD_DIR, unitCase.envExample)));
-        writeFileSync(join(folder.path, unitCase.file), text.replaceAll(INSTALLED_BINARY, binary).replaceAll(unitCase.envFile.replace(unitCase.instance ?? "", "%i"), envFile));
+        writeFileSync(expandSpecifiers(envFile, specifiersIn(folder.path, unitCase.instance)), readFileSync(join(SYSTEMD_DIR, unitCase.envExample)));
+        writeFileSync(join(folder.path, unitCase.file), text.replaceAll(INSTALLED_BINARY, binary).replaceAll(unitCase.envFile, envFile));
         const verified = runProgram([analyze, "verify", `./${unitCase.unitName}`], { cwd: folder.path, env: { SYSTEMD_LOG_COLOR: "0" } });
         expect({ code: verified.code, output: (verified.stdout + verified.stderr).trim() }).toEqual({ code: 0, output: "" });
       } finally {

@@ -5,6 +5,7 @@
 #   python3        the cross-checks against the Python mirrors (/usr/bin/python3, not a pyenv shim)
 #   python3-numpy  llama.cpp's gguf-py, which writes the random-weight files of the llama.cpp oracle tests
 #   python3-yaml   gguf-py imports it too
+#   systemd        systemd-analyze verify, the check of the units in deploy/systemd/ (test/deploy/)
 #   git            the sparse checkout of llama.cpp's sources for that oracle (tools/llama-oracle/setup.sh)
 #   chromium       the status page's test opens GET / in a real headless browser
 # Missing ones are installed with apt-get when running as root on Debian/Ubuntu; otherwise the
@@ -18,6 +19,7 @@ command -v make >/dev/null 2>&1 || missing+=(make)
 command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
 command -v git >/dev/null 2>&1 || missing+=(git)
 command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || missing+=(chromium)
+command -v systemd-analyze >/dev/null 2>&1 || missing+=(systemd)
 if [ -x /usr/bin/python3 ]; then
   /usr/bin/python3 -c "import numpy" >/dev/null 2>&1 || missing+=(python3-numpy)
   /usr/bin/python3 -c "import yaml" >/dev/null 2>&1 || missing+=(python3-yaml)

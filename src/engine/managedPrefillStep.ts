@@ -2,6 +2,11 @@
  * The scheduler's step for a KV-managed prompt (segments): it runs alone, through
  * managedPrefill.ts (chunk caches reused at any position, the recompute policy's tokens computed),
  * then samples the first token and stores the new chunks back.
+ *
+ * On a model with sliding-window layers the step's sequence holds sliding blocks for its whole
+ * prompt while the step runs (reused chunks are placed, and recomputed tokens written, in every
+ * layer); the blocks that have left the window are freed right after it (cacheStepBlocks), so
+ * between steps it holds its window plus one block, as a plain prompt does.
  */
 import type { ChunkCache } from "../kv/chunkCache.ts";
 import { managedPrefill } from "../kv/managedPrefill.ts";
@@ -32,12 +37,12 @@ export class ManagedPrefillStep {
    * False, before anything ran, when the blocks are not there and `othersRunning` can free them.
    */
   async run(sequence: Sequence, othersRunning: boolean): Promise<boolean> {
-    const entries = sequence.promptLength + 1;
-    const need = sequence.table.blocksNeeded(entries);
+    const grow = [{ table: sequence.table, entries: sequence.promptLength + 1 }];
     await this.fetchRemoteChunks(sequence);
-    await this.blocks.makeRoom(need);
-    if (need > this.blocks.pool.free && othersRunning) return false;
-    await this.blocks.grow([{ table: sequence.table, entries }]);
+    await this.blocks.makeRoomFor(grow);
+    if (!this.blocks.fits(grow) && othersRunning) return false;
+    await this.blocks.grow(grow);
+    const sliding = this.blocks.sliding;
     const request = sequence.request;
     this.counters.forwards++;
     const result = await managedPrefill(this.runner, this.chunkCache, request.segments!, sequence.table.blocks, {
@@ -50,6 +55,7 @@ export class ManagedPrefillStep {
       measureShift: (this.options.contextScores ?? "shift") === "shift" && (request.kvPolicy === "cachecraft" || (this.options.kvPolicy ?? DEFAULT_KV_POLICY) === "cachecraft"),
       ...(this.options.prophetSpanDecay !== undefined ? { prophetSpanDecay: this.options.prophetSpanDecay } : {}),
       prophetQueryRows: this.options.prophetQueryRows ?? "all",
+      ...(sliding === null ? {} : { slidingTable: sliding.tableOf(sequence.table).blocks }),
     });
     sequence.table.length = sequence.promptLength;
     sequence.managedPending = false;

@@ -21,6 +21,12 @@
  * 4. return the last question token's logits, the usage accounting and the
  *    store-back (new chunks into the cache, hits promoted), which the caller runs
  *    after the first token has gone out.
+ *
+ * On a model with two KV cache groups (sliding-window layers, Gemma 3) the sequence's sliding
+ * table (options.slidingTable) holds a block for every index the prefill writes: placing writes
+ * both groups (each layer's K rotated with its own RoPE base), and every FORWARD carries it, so
+ * computed and recomputed tokens write both groups. The caller frees the sliding blocks that have
+ * left the window after the step.
  */
 import type { ForwardRequest, ForwardResult, ForwardSequence, RunnerInfo } from "../runner/runnerProtocol.ts";
 import type { ChunkCache, KvTier, LocalKvTier } from "./chunkCache.ts";
@@ -72,6 +78,11 @@ export interface ManagedPrefillOptions {
    * is computed from there on and not stored as a variant (its metadata would be partial).
    */
   cachedTokens?: number;
+  /**
+   * On a runner with two KV groups, required: the sequence's sliding-window table, a block for
+   * every index from the first uncached token on (the prefill writes and reads them all).
+   */
+  slidingTable?: readonly number[];
 }
 
 export interface ManagedPrefillUsage {
@@ -106,7 +117,7 @@ export interface ManagedPrefillResult {
 /** Runs FORWARDs of the new tokens at `indices` (sorted), split so none exceeds `max` tokens; returns the last one's result. */
 async function forwardSpans(
   runner: ManagedPrefillRunner,
-  table: readonly number[],
+  table: SequenceTables,
   tokens: readonly number[],
   indices: Uint32Array,
   max: number,
@@ -116,7 +127,7 @@ async function forwardSpans(
     const part = indices.subarray(from, Math.min(indices.length, from + max));
     const isLast = from + max >= indices.length;
     const seq: ForwardSequence = {
-      table,
+      ...table,
       tokens: Array.from(part, (i) => tokens[i]!),
       indices: part,
       logitRows: isLast ? [part.length - 1] : [],
@@ -124,6 +135,12 @@ async function forwardSpans(
     result = await runner.forward({ sequences: [seq] });
   }
   return result!;
+}
+
+/** A sequence's block table and, with two KV groups, its sliding-window table (ForwardSequence's fields). */
+interface SequenceTables {
+  table: readonly number[];
+  slidingTable?: readonly number[];
 }
 
 function range(start: number, end: number): number[] {
@@ -146,6 +163,7 @@ export async function managedPrefill(
   const maxForward = options.maxForwardTokens ?? 8192;
   const scores = options.contextScores ?? "shift";
   const cachedTokens = options.cachedTokens ?? 0;
+  const tables: SequenceTables = options.slidingTable === undefined ? { table } : { table, slidingTable: options.slidingTable };
   if (!(Number.isSafeInteger(cachedTokens) && cachedTokens >= 0 && cachedTokens < length)) throw new RangeError(`managedPrefill: cachedTokens must be in [0, ${length}), got ${cachedTokens}`);
   const usage: ManagedPrefillUsage = {
     prompt_tokens_prefix_reused: 0,
@@ -167,7 +185,7 @@ export async function managedPrefill(
     const plan = plans[s]!;
     if (plan.kind === "compute" || plan.kind === "blocks") continue;
     const positions = Int32Array.from(range(bounds[s]!, bounds[s + 1]!));
-    const tier = await cache!.place(plan.variant, table, bounds[s]!, positions);
+    const tier = await cache!.place(plan.variant, table, bounds[s]!, positions, options.slidingTable);
     if (tier === null) {
       plans[s] = { kind: "compute" };
       continue;
@@ -196,12 +214,12 @@ export async function managedPrefill(
   if (options.policy === "prophet" && budget > 0 && reusedTokens > 0) {
     // Stage I: missing chunks, then the question over the reused KV, its attention recorded per layer.
     if (computeIndices.length > 0) {
-      if (options.collectMetadata ?? true) metadataStats = await statsForward(runner, table, tokens, computeIndices, chunkBounds);
-      else await forwardSpans(runner, table, tokens, Uint32Array.from(computeIndices), maxForward);
+      if (options.collectMetadata ?? true) metadataStats = await statsForward(runner, tables, tokens, computeIndices, chunkBounds);
+      else await forwardSpans(runner, tables, tokens, Uint32Array.from(computeIndices), maxForward);
     }
     const stage1 = await runner.forward({
       stats: true,
-      sequences: [{ table, tokens: questionIndices.map((i) => tokens[i]!), indices: Uint32Array.from(questionIndices), logitRows: [], queryRows: range(0, questionIndices.length), chunkBounds: [0] }],
+      sequences: [{ ...tables, tokens: questionIndices.map((i) => tokens[i]!), indices: Uint32Array.from(questionIndices), logitRows: [], queryRows: range(0, questionIndices.length), chunkBounds: [0] }],
     });
     const layers = stage1.stats![0]!;
     const candidates = reusedSegments.map((s) => ({ start: bounds[s]!, end: bounds[s + 1]! }));
@@ -245,7 +263,7 @@ export async function managedPrefill(
       earlyStop: true,
       sequences: [
         {
-          table,
+          ...tables,
           tokens: indices.map((i) => tokens[i]!),
           indices: passIndices,
           logitRows: [indices.length - 1],
@@ -258,10 +276,10 @@ export async function managedPrefill(
     if (metadataRows.length > 0) metadataStats = result;
     usage.focus_cutoff_layer = result.earlyStop![0]!.cutoffLayer < runner.info.layers ? result.earlyStop![0]!.cutoffLayer : null;
   } else if (!stageOneRan && computeIndices.length > 0 && storing) {
-    result = await statsForward(runner, table, tokens, Array.from(passIndices), chunkBounds, computeIndices);
+    result = await statsForward(runner, tables, tokens, Array.from(passIndices), chunkBounds, computeIndices);
     metadataStats = result;
   } else {
-    result = await forwardSpans(runner, table, tokens, passIndices, maxForward);
+    result = await forwardSpans(runner, tables, tokens, passIndices, maxForward);
   }
   const logitsAll = result.logits[0]!;
   const logits = logitsAll.subarray(logitsAll.length - runner.info.vocab);
@@ -328,7 +346,12 @@ export async function managedPrefill(
         const segment = prompt.segments[s]!;
         const meta = variantMetadataFromStats(metadataStats!, computeIndices, s, chunkBounds, prompt.segments.map((g) => g.hash));
         const tokenShift = await shiftOf(s);
-        await cache.store(table, bounds[s]!, { chunkHash: segment.hash, tokenCount: segment.tokens.length, prefix: prompt.segments.slice(0, s).map((g) => g.hash), exact: exactSoFar, ...meta, ...(tokenShift !== null ? { tokenShift } : {}) });
+        await cache.store(
+          table,
+          bounds[s]!,
+          { chunkHash: segment.hash, tokenCount: segment.tokens.length, prefix: prompt.segments.slice(0, s).map((g) => g.hash), exact: exactSoFar, ...meta, ...(tokenShift !== null ? { tokenShift } : {}) },
+          options.slidingTable,
+        );
       }
     } finally {
       cache.computed(computing);
@@ -345,7 +368,7 @@ export async function managedPrefill(
  */
 async function statsForward(
   runner: ManagedPrefillRunner,
-  table: readonly number[],
+  table: SequenceTables,
   tokens: readonly number[],
   indices: number[],
   chunkBounds: Uint32Array,
@@ -361,6 +384,6 @@ async function statsForward(
   return runner.forward({
     stats: true,
     chunkMass: true,
-    sequences: [{ table, tokens: indices.map((i) => tokens[i]!), indices: Uint32Array.from(indices), logitRows: [indices.length - 1], queryRows, chunkBounds: bounds }],
+    sequences: [{ ...table, tokens: indices.map((i) => tokens[i]!), indices: Uint32Array.from(indices), logitRows: [indices.length - 1], queryRows, chunkBounds: bounds }],
   } as ForwardRequest);
 }

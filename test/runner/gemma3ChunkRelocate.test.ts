@@ -13,7 +13,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { RunnerProcess } from "../../src/runner/runnerProcess.ts";
-import { kvWidth, sequenceRange, type KvData } from "../../src/runner/runnerProtocol.ts";
+import { sequenceRange, type KvData } from "../../src/runner/runnerProtocol.ts";
 import { NO_BLOCK } from "../../src/kv/kvBlockTable.ts";
 import { buildRunner } from "../helpers/engineKit.ts";
 import { writeRandomGguf } from "../helpers/llamaOracle.ts";
@@ -24,7 +24,7 @@ const BLOCK = 16;
 const WINDOW = 32;
 // 6 layers: llama.cpp's default pattern makes layers 0-4 sliding, layer 5 global.
 const SHAPE = { layers: 6, hidden: 128, heads: 2, kvHeads: 1, headDim: 64, ffn: 256 };
-const GLOBAL_BASE = 1e6 / 1; // rope.freq_base of arch_gemma3.py
+const GLOBAL_BASE = 1e6; // rope.freq_base of arch_gemma3.py
 const GLOBAL_SCALE = 8; // its linear rope scaling factor
 const LOCAL_BASE = 1e4; // llama.cpp's default freq_base_swa
 const CHUNK = 48; // longer than the window

@@ -127,4 +127,17 @@ describe("serve --model gemma3: chunk reuse (documents) on a model with sliding-
     expect(mostCarried).toBeLessThanOrEqual(Math.ceil(WINDOW / BLOCK) + 1);
     runner.forward = forward;
   }, 300_000);
+
+  test("a KV-managed prompt the sliding pool cannot hold while its step runs is refused with a clear error", async () => {
+    // 35 blocks: the least a prefill step of 512 tokens needs (window, one block, the chunk); the documents' prompt needs 44.
+    const tight = await startEngineServer(sliding.engine.modelDir, { kvBlocks: 256, blockSize: BLOCK, kvSlidingBlocks: 35, prefixCache: false });
+    try {
+      const refused = await tight.post("/v1/chat/completions", { model: "gemma3", messages: MESSAGES, documents: DOCUMENTS, max_tokens: 2 });
+      expect(refused.status).toBe(400);
+      expect(JSON.stringify(refused.body)).toMatch(/a KV-managed prompt \(segments, chunk reuse\) of 690 tokens needs 44 blocks of the sliding-window KV group while its prefill runs, and the group has 35: .*give --kv-sliding-blocks at least 44/);
+      expect((await tight.post("/v1/chat/completions", { model: "gemma3", messages: MESSAGES, documents: DOCUMENTS.slice(0, 1), max_tokens: 2 })).status).toBe(200);
+    } finally {
+      await tight.close();
+    }
+  }, 120_000);
 });

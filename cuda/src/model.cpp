@@ -625,6 +625,10 @@ ForwardResult Model::forward(const std::vector<SequenceStep>& steps, const Forwa
   return result;
 }
 
+void Model::kv_slots_for(const std::vector<int32_t>& slots, size_t entries, const char* op) const {
+  if (slots.size() != entries) throw std::logic_error(std::string(op) + ": one slot per entry is needed");
+}
+
 const std::vector<int32_t>* Model::sliding_slots_for(const std::vector<int32_t>* sliding, size_t entries, const char* op) const {
   if (!kv_groups_.two_groups()) return nullptr;
   if (sliding == nullptr || sliding->size() != entries) throw std::logic_error(std::string(op) + ": a model with two KV groups needs the sliding group's slots of every entry");
@@ -632,10 +636,12 @@ const std::vector<int32_t>* Model::sliding_slots_for(const std::vector<int32_t>*
 }
 
 void Model::export_kv(const std::vector<int32_t>& slots, const std::vector<int32_t>& positions, std::vector<float>& out,
-                      const std::vector<int32_t>* sliding_slots) {
+                      const std::vector<int32_t>* sliding_slots, int groups) {
   TrimOnReturn trim{this};
-  sliding_slots = sliding_slots_for(sliding_slots, slots.size(), "export_kv");
-  int count = static_cast<int>(slots.size());
+  if (!kv_groups_.two_groups()) groups = 3;
+  if (groups & 1) kv_slots_for(slots, positions.size(), "export_kv");
+  sliding_slots = groups & 2 ? sliding_slots_for(sliding_slots, positions.size(), "export_kv") : nullptr;
+  int count = static_cast<int>(positions.size());
   int kv = kv_width();
   size_t per = static_cast<size_t>(count) * kv;
   out.resize(per * 2 * config_.layers);
@@ -645,12 +651,16 @@ void Model::export_kv(const std::vector<int32_t>& slots, const std::vector<int32
     backend_->to_device(p, v.data(), v.size() * 4);
     return p;
   };
-  int32_t* d_slots = upload(kSlots, slots);
+  int32_t* d_slots = groups & 1 ? upload(kSlots, slots) : nullptr;
   int32_t* d_sliding = sliding_slots ? upload(kSlidingSlots, *sliding_slots) : nullptr;
   int32_t* d_positions = upload(kPositions, positions);
   auto* k = static_cast<float*>(buffer(kTmp, per * 4));
   auto* v = static_cast<float*>(buffer(kAttn, per * 4));
   for (int l = 0; l < config_.layers; l++) {
+    if (!in_groups(l, groups)) {
+      std::fill(out.begin() + per * 2 * l, out.begin() + per * 2 * (l + 1), 0.f);
+      continue;
+    }
     backend_->kv_read(l, in_sliding_group(l) ? d_sliding : d_slots, count, k, v);
     rotate(k, kv, count, config_.kv_heads, d_positions, layers_[l].inv_freq, -1);
     backend_->to_host(out.data() + per * 2 * l, k, per * 4);
@@ -659,10 +669,12 @@ void Model::export_kv(const std::vector<int32_t>& slots, const std::vector<int32
 }
 
 void Model::import_kv(const std::vector<int32_t>& slots, const std::vector<int32_t>& positions, const float* data,
-                      const std::vector<int32_t>* sliding_slots) {
+                      const std::vector<int32_t>* sliding_slots, int groups) {
   TrimOnReturn trim{this};
-  sliding_slots = sliding_slots_for(sliding_slots, slots.size(), "import_kv");
-  int count = static_cast<int>(slots.size());
+  if (!kv_groups_.two_groups()) groups = 3;
+  if (groups & 1) kv_slots_for(slots, positions.size(), "import_kv");
+  sliding_slots = groups & 2 ? sliding_slots_for(sliding_slots, positions.size(), "import_kv") : nullptr;
+  int count = static_cast<int>(positions.size());
   if (count == 0) return;
   int kv = kv_width();
   size_t per = static_cast<size_t>(count) * kv;
@@ -671,12 +683,13 @@ void Model::import_kv(const std::vector<int32_t>& slots, const std::vector<int32
     backend_->to_device(p, v.data(), v.size() * 4);
     return p;
   };
-  int32_t* d_slots = upload(kSlots, slots);
+  int32_t* d_slots = groups & 1 ? upload(kSlots, slots) : nullptr;
   int32_t* d_sliding = sliding_slots ? upload(kSlidingSlots, *sliding_slots) : nullptr;
   int32_t* d_positions = upload(kPositions, positions);
   auto* k = static_cast<float*>(buffer(kTmp, per * 4));
   auto* v = static_cast<float*>(buffer(kAttn, per * 4));
   for (int l = 0; l < config_.layers; l++) {
+    if (!in_groups(l, groups)) continue;
     backend_->to_device(k, data + per * 2 * l, per * 4);
     backend_->to_device(v, data + per * (2 * l + 1), per * 4);
     rotate(k, kv, count, config_.kv_heads, d_positions, layers_[l].inv_freq, 1);

@@ -251,22 +251,34 @@ std::vector<int32_t> Runner::span_slots(const std::vector<int32_t>& table, uint3
   return pool_span_slots(blocks_, table, start, count, op);
 }
 
+int Runner::groups_from(BodyReader& r, const char* op) const {
+  if (r.left() == 0) return 3;
+  uint32_t groups = r.u32("the KV groups");
+  if (!two_groups()) throw BadRequest(std::string(op) + ": KV groups are given but the model has one group");
+  if (groups < 1 || groups > 3) throw BadRequest(std::string(op) + ": KV groups must be 1 (global layers), 2 (sliding-window layers) or 3 (both), got " + std::to_string(groups));
+  return static_cast<int>(groups);
+}
+
 std::vector<uint8_t> Runner::export_span(const uint8_t* body, size_t size) {
   BodyReader r(body, size);
   std::vector<int32_t> table = table_from(r, blocks_, "EXPORT");
   std::vector<int32_t> sliding_table = sliding_table_from(r, "EXPORT");
   uint32_t start = r.u32("start"), count = r.u32("count");
+  const int groups = groups_from(r, "EXPORT");
   r.end("EXPORT");
-  std::vector<int32_t> slots = span_slots(table, start, count, "EXPORT");
-  std::vector<int32_t> sliding = two_groups() ? sliding_span_slots(sliding_table, start, count, "EXPORT") : std::vector<int32_t>{};
+  std::vector<int32_t> slots = groups & 1 ? span_slots(table, start, count, "EXPORT") : std::vector<int32_t>{};
+  std::vector<int32_t> sliding = two_groups() && (groups & 2) ? sliding_span_slots(sliding_table, start, count, "EXPORT") : std::vector<int32_t>{};
   std::vector<int32_t> positions(count);
+  const KvBlocks& first = groups & 1 ? blocks_ : sliding_;
+  const std::vector<int32_t>& first_slots = groups & 1 ? slots : sliding;
   for (uint32_t i = 0; i < count; i++) {
-    positions[i] = blocks_.position(slots[i]);
-    if (positions[i] == KvBlocks::kUnwritten) throw BadRequest("EXPORT: sequence index " + std::to_string(start + i) + " has not been written");
+    positions[i] = first.position(first_slots[i]);
+    if (positions[i] == KvBlocks::kUnwritten)
+      throw BadRequest("EXPORT: sequence index " + std::to_string(start + i) + " has not been written" + (groups & 1 ? "" : " in the sliding group"));
   }
-  if (two_groups()) check_sliding_positions(sliding, positions, start, "EXPORT");
+  if ((groups & 3) == 3 && two_groups()) check_sliding_positions(sliding, positions, start, "EXPORT");
   std::vector<float> kv;
-  model_.export_kv(slots, positions, kv, two_groups() ? &sliding : nullptr);
+  model_.export_kv(slots, positions, kv, two_groups() ? &sliding : nullptr, groups);
   BodyWriter w;
   w.append(positions.data(), positions.size() * 4);
   w.append(kv.data(), kv.size() * 4);
@@ -278,16 +290,17 @@ void Runner::import_span(const uint8_t* body, size_t size) {
   std::vector<int32_t> table = table_from(r, blocks_, "IMPORT");
   std::vector<int32_t> sliding_table = sliding_table_from(r, "IMPORT");
   uint32_t start = r.u32("start"), count = r.u32("count");
-  std::vector<int32_t> slots = span_slots(table, start, count, "IMPORT");
-  std::vector<int32_t> sliding = two_groups() ? sliding_span_slots(sliding_table, start, count, "IMPORT") : std::vector<int32_t>{};
   std::vector<int32_t> positions = r.i32s(count, "the positions");
   for (uint32_t i = 0; i < count; i++)
     if (positions[i] == KvBlocks::kUnwritten) throw BadRequest("IMPORT: position " + std::to_string(positions[i]) + " is reserved (it marks unwritten slots)");
   size_t floats = static_cast<size_t>(count) * model_.kv_width() * 2 * model_.config().layers;
   const float* data = r.floats(floats, "the K/V data");
+  const int groups = groups_from(r, "IMPORT");
   r.end("IMPORT");
-  model_.import_kv(slots, positions, data, two_groups() ? &sliding : nullptr);
-  for (uint32_t i = 0; i < count; i++) blocks_.set_position(slots[i], positions[i]);
+  std::vector<int32_t> slots = groups & 1 ? span_slots(table, start, count, "IMPORT") : std::vector<int32_t>{};
+  std::vector<int32_t> sliding = two_groups() && (groups & 2) ? sliding_span_slots(sliding_table, start, count, "IMPORT") : std::vector<int32_t>{};
+  model_.import_kv(slots, positions, data, two_groups() ? &sliding : nullptr, groups);
+  for (size_t i = 0; i < slots.size(); i++) blocks_.set_position(slots[i], positions[i]);
   for (size_t i = 0; i < sliding.size(); i++) sliding_.set_position(sliding[i], positions[i]);
 }
 

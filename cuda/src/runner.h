@@ -46,6 +46,8 @@ class Runner {
   std::vector<int32_t> sliding_table_from(BodyReader& r, const char* op) const;
   // Sliding-pool slots of a span (every block of it held), checked.
   std::vector<int32_t> sliding_span_slots(const std::vector<int32_t>& table, uint32_t start, uint32_t count, const std::string& what) const;
+  // The optional trailing KV-group mask of EXPORT and IMPORT (two groups only; default 3: both).
+  int groups_from(BodyReader& r, const char* op) const;
   // A span's sliding slots must hold `positions` (what the global group holds there).
   void check_sliding_positions(const std::vector<int32_t>& sliding, const std::vector<int32_t>& positions, uint32_t start, const char* op) const;
 

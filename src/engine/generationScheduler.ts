@@ -213,24 +213,13 @@ export class GenerationScheduler {
 
   /**
    * A model with sliding-window layers keeps their KV in a group of its own. Chunk reuse addresses
-   * both groups (managedPrefill.ts), its step holding sliding blocks for the whole prompt while it
-   * runs: a prompt the sliding pool cannot hold is refused. Sparse decode, which selects KV pages
-   * of one pool by their key summaries (KEY_SUMMARY), does not address both: a KV budget is
-   * refused rather than computed wrong.
+   * both groups (managedPrefill.ts, slidingPrefillWindow.ts); sparse decode, which selects KV pages
+   * of one pool by their key summaries (KEY_SUMMARY), does not: a KV budget is refused rather than
+   * computed wrong.
    */
   private checkSlidingWindowSupport(request: GenerationRequest): void {
-    const sliding = this.blocks.sliding;
-    if (sliding === null) return;
+    if (this.blocks.sliding === null) return;
     const model = `this model has sliding-window layers (${this.runner.info.architecture}, two KV cache groups)`;
-    if (request.segments !== undefined) {
-      const need = blocksFor(request.promptIds.length + 1, sliding.blockSize);
-      if (need > sliding.pool.totalBlocks)
-        throw new PromptTooLongError(
-          `a KV-managed prompt (segments, chunk reuse) of ${request.promptIds.length} tokens needs ${need} blocks of the sliding-window KV group while its prefill runs, ` +
-            `and the group has ${sliding.pool.totalBlocks}: ${model}; give --kv-sliding-blocks at least ${need}, or send a plain prompt`,
-          "prompt",
-        );
-    }
     if (request.kvBudget != null && request.kvBudget < 1) throw new PromptTooLongError(`a KV budget (sparse decode) is not supported: ${model}`, "prompt");
   }
 

@@ -42,6 +42,22 @@ export type KvTier = "device" | "host" | "disk" | "remote";
 /** The tiers a variant is kept in here. */
 export type LocalKvTier = Exclude<KvTier, "remote">;
 
+/**
+ * Placing a chunk in a sequence with two KV groups: its sliding-window table, and, when the
+ * prefill holds only a window of it (slidingPrefillWindow.ts), who takes the chunk's K/V — the
+ * IMPORT then writes the global layers alone, the sliding ones as windows need them.
+ */
+export interface SlidingPlacement {
+  table: readonly number[];
+  windowed?: (data: KvData) => void;
+}
+
+/** Storing a chunk of a sequence with two KV groups: its sliding table, or the chunk's K/V as the prefill kept it (SlidingPrefillWindow.kvOf). */
+export interface SlidingStore {
+  table: readonly number[];
+  data?: KvData;
+}
+
 /** The runner ops the chunk cache uses (RunnerProcess has them). */
 export interface ChunkCacheRunner {
   readonly info: RunnerInfo;
@@ -287,7 +303,7 @@ export class ChunkCache {
    * given rotary positions. Returns the tier it came from, or null when its
    * disk file was damaged (the variant is forgotten; compute the chunk instead).
    */
-  async place(variant: ChunkVariant, table: readonly number[], start: number, positions: Int32Array, slidingTable?: readonly number[]): Promise<KvTier | null> {
+  async place(variant: ChunkVariant, table: readonly number[], start: number, positions: Int32Array, sliding?: SlidingPlacement): Promise<KvTier | null> {
     const count = variant.tokenCount;
     const onDevice = this.device.get(variant.id);
     if (onDevice !== undefined) {
@@ -304,7 +320,11 @@ export class ChunkCache {
       if (read === null) return null;
       data = read;
     }
-    await this.runner.import({ table, ...sliding(slidingTable), start, count }, { positions, layers: data.layers });
+    if (sliding?.windowed === undefined) await this.runner.import({ table, ...slidingTableOf(sliding), start, count }, { positions, layers: data.layers });
+    else {
+      await this.runner.import({ table, slidingTable: sliding.table, start, count, groups: 1 }, { positions, layers: data.layers });
+      sliding.windowed(data);
+    }
     if (this.fromRemote.delete(variant.id)) {
       tier = "remote";
       this.remote?.touch(this.remote.keys.variant(variant.chunkHash, variant.prefix, variant.exact));
@@ -371,7 +391,7 @@ export class ChunkCache {
   // Stores
 
   /** Stores a chunk computed in a request's sequence (indices start..start+count-1) as a new variant. */
-  async store(table: readonly number[], start: number, meta: Omit<StoredVariantMeta, "frequencyReuse">, slidingTable?: readonly number[]): Promise<ChunkVariant | null> {
+  async store(table: readonly number[], start: number, meta: Omit<StoredVariantMeta, "frequencyReuse">, sliding?: SlidingStore): Promise<ChunkVariant | null> {
     if (this.index.variantsOf(meta.chunkHash).some((v) => v.exact === meta.exact && sameList(v.prefix, meta.prefix))) return null;
     // Ids stay unique across restarts (the disk tier keeps files named after them).
     const variant = variantFromStored(`${meta.chunkHash.slice(0, 16)}-${randomUUID().slice(0, 8)}`, { ...meta, frequencyReuse: 0 }, this.tokenBytes);
@@ -383,7 +403,7 @@ export class ChunkCache {
       if (this.remote !== null) this.writeRemote(variant, this.runner.export({ table: copy.blocks, start: 0, count: meta.tokenCount }));
     } else {
       // No device room: straight to the host tier (or disk).
-      const data = await this.runner.export({ table, ...sliding(slidingTable), start, count: meta.tokenCount });
+      const data = sliding?.data ?? (await this.runner.export({ table, ...slidingTableOf(sliding), start, count: meta.tokenCount }));
       if (this.remote !== null) this.writeRemote(variant, Promise.resolve(data));
       if (!this.host.put(variant.id, data, storedMeta(variant)) && !(await this.writeDisk(variant, data))) return null;
     }
@@ -600,8 +620,8 @@ export class ChunkCache {
 }
 
 /** The sliding table of a range, when the sequence has one. */
-function sliding(table: readonly number[] | undefined): { slidingTable?: readonly number[] } {
-  return table === undefined ? {} : { slidingTable: table };
+function slidingTableOf(sliding: { table: readonly number[] } | undefined): { slidingTable?: readonly number[] } {
+  return sliding === undefined ? {} : { slidingTable: sliding.table };
 }
 
 function sameList(a: readonly string[], b: readonly string[]): boolean {

@@ -337,6 +337,12 @@ export interface KvRange {
   /** First sequence index. */
   start: number;
   count: number;
+  /**
+   * Two KV groups only: which layers EXPORT reads and IMPORT writes, 1 the global layers, 2 the
+   * sliding-window ones, 3 (default) both; a group left out is not touched (EXPORT: zeros) and its
+   * table need not hold the span.
+   */
+  groups?: 1 | 2 | 3;
 }
 
 export interface LayerKv {
@@ -362,7 +368,9 @@ function tablesBytes(table: readonly number[], slidingTable: readonly number[] |
 }
 
 export function encodeExport(range: KvRange): Uint8Array {
-  return writeTables(new BodyWriter(8 + tablesBytes(range.table, range.slidingTable)), range.table, range.slidingTable).u32(range.start).u32(range.count).finish();
+  const writer = writeTables(new BodyWriter(8 + tablesBytes(range.table, range.slidingTable) + (range.groups === undefined ? 0 : 4)), range.table, range.slidingTable).u32(range.start).u32(range.count);
+  if (range.groups !== undefined) writer.u32(range.groups);
+  return writer.finish();
 }
 
 export function decodeExportResponse(body: Uint8Array, count: number, info: Pick<RunnerInfo, "layers" | "kv_heads" | "head_dim">): KvData {
@@ -389,9 +397,10 @@ export function encodeImport(range: KvRange, data: KvData, info: Pick<RunnerInfo
       throw new ProtocolError(`IMPORT: layer ${i} K/V must hold ${count} × ${width} values each, got ${layer.k.length} and ${layer.v.length}`);
     }
   });
-  const writer = new BodyWriter(8 + tablesBytes(range.table, range.slidingTable) + 4 * count + info.layers * 2 * 4 * count * width);
+  const writer = new BodyWriter(8 + tablesBytes(range.table, range.slidingTable) + 4 * count + info.layers * 2 * 4 * count * width + (range.groups === undefined ? 0 : 4));
   writeTables(writer, range.table, range.slidingTable).u32(range.start).u32(count).i32s(data.positions);
   for (const layer of data.layers) writer.f32s(layer.k).f32s(layer.v);
+  if (range.groups !== undefined) writer.u32(range.groups);
   return writer.finish();
 }
 

@@ -168,4 +168,29 @@ describe("chunk reuse on a model with sliding-window layers (two KV groups)", ()
     await expect(runner.export({ table: s.table, slidingTable: other.slidingTable, start: 0, count: 4 })).rejects.toThrow(/holds position 5 in the sliding group but 0 in the global one/);
     await expect(runner.keySummary(s.table)).rejects.toThrow(/KEY_SUMMARY is not supported on a model with sliding-window layers/);
   });
+
+  test("EXPORT and IMPORT of one KV group: the other group's layers are zeros / untouched and its table need not hold the span", async () => {
+    const chunk = tokens(5, CHUNK, runner.info.vocab);
+    const s = await sequence(CHUNK);
+    await runner.forward({ sequences: [{ ...s, tokens: chunk, indices: sequenceRange(0, CHUNK), logitRows: [] }] });
+    const both = await runner.export({ ...s, start: 0, count: CHUNK });
+    const noSliding = s.slidingTable.map(() => NO_BLOCK);
+    const global = await runner.export({ table: s.table, slidingTable: noSliding, start: 0, count: CHUNK, groups: 1 });
+    const sliding = await runner.export({ ...s, start: 0, count: CHUNK, groups: 2 });
+    const isSliding = (l: number) => runner.info.layer_windows[l]! > 0;
+    both.layers.forEach((layer, l) => {
+      expect(Array.from(global.layers[l]!.k)).toEqual(isSliding(l) ? Array.from(new Float32Array(layer.k.length)) : Array.from(layer.k));
+      expect(Array.from(sliding.layers[l]!.v)).toEqual(isSliding(l) ? Array.from(layer.v) : Array.from(new Float32Array(layer.v.length)));
+    });
+    // The sliding layers alone into a fresh sequence, then the global ones: together the K/V of both.
+    const copy = await sequence(CHUNK);
+    await expect(runner.export({ ...copy, start: 0, count: 4, groups: 2 })).rejects.toThrow(/has not been written in the sliding group/);
+    await runner.import({ table: copy.table, slidingTable: copy.slidingTable, start: 0, count: CHUNK, groups: 2 }, both);
+    await expect(runner.export({ ...copy, start: 0, count: 4 })).rejects.toThrow(/has not been written/);
+    await runner.import({ table: copy.table, slidingTable: noSliding, start: 0, count: CHUNK, groups: 1 }, both);
+    const back = await runner.export({ ...copy, start: 0, count: CHUNK });
+    back.layers.forEach((layer, l) => expect(maxAbsDiff(layer.k, both.layers[l]!.k)).toBeLessThan(1e-5 * maxAbs(both.layers[l]!.k)));
+    await expect(runner.export({ ...s, start: 0, count: 4, groups: 4 as 1 })).rejects.toThrow(/KV groups must be 1 \(global layers\), 2 \(sliding-window layers\) or 3 \(both\), got 4/);
+    await expect(runner.export({ table: s.table, slidingTable: noSliding, start: 0, count: 4, groups: 3 })).rejects.toThrow(/left the window/);
+  });
 });

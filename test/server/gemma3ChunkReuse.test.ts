@@ -134,4 +134,24 @@ describe("serve --model gemma3: chunk reuse (documents) on a model with sliding-
     expect(mostHeld).toBeLessThanOrEqual(Math.ceil(WINDOW / BLOCK) + 1 + CHUNK / BLOCK);
     runner.forward = forward;
   }, 300_000);
+
+  test("with the automatic prefix cache on, a repeated documents prompt resumes from cached blocks and a window checkpoint, and answers the same", async () => {
+    const cached = await startEngineServer(sliding.engine.modelDir, { kvBlocks: 256, blockSize: BLOCK, prefillChunk: CHUNK });
+    try {
+      const first = await ask(cached, [0, 1, 2]);
+      const again = await ask(cached, [0, 1, 2]);
+      // From the prefix cache's blocks (the KV-managed prefill starts after them), not from chunk variants.
+      expect(again.ctxr.prompt_tokens_prefix_reused).toBeGreaterThan(3 * WINDOW);
+      expect((again as unknown as { ctxr: { tier_hits: { host: number } } }).ctxr.tier_hits.host).toBe(0);
+      expectSameAnswer(first, await ask(everything, [0, 1, 2], { policy: "full" }));
+      expectSameAnswer(again, first);
+      const moved = await ask(cached, [2, 0, 1], { policy: "prophet", recompute_ratio: 1 });
+      expectSameAnswer(moved, await ask(everything, [2, 0, 1], { policy: "full" }));
+      const stats = cached.engine.scheduler.stats;
+      expect(stats.running).toBe(0);
+      expect(stats.kvSlidingBlocksUsed).toBe(stats.kvSlidingBlocksCheckpointed);
+    } finally {
+      await cached.close();
+    }
+  }, 120_000);
 });

@@ -177,7 +177,7 @@ describe("chunk reuse on a model with sliding-window layers (two KV groups)", ()
     const noSliding = s.slidingTable.map(() => NO_BLOCK);
     const global = await runner.export({ table: s.table, slidingTable: noSliding, start: 0, count: CHUNK, groups: 1 });
     const sliding = await runner.export({ ...s, start: 0, count: CHUNK, groups: 2 });
-    const isSliding = (l: number) => runner.info.layer_windows[l]! > 0;
+    const isSliding = (l: number) => runner.info.layer_windows![l]! > 0;
     both.layers.forEach((layer, l) => {
       expect(Array.from(global.layers[l]!.k)).toEqual(isSliding(l) ? Array.from(new Float32Array(layer.k.length)) : Array.from(layer.k));
       expect(Array.from(sliding.layers[l]!.v)).toEqual(isSliding(l) ? Array.from(layer.v) : Array.from(new Float32Array(layer.v.length)));

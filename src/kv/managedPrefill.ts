@@ -165,6 +165,7 @@ export async function managedPrefill(
   const maxForward = options.maxForwardTokens ?? 8192;
   const scores = options.contextScores ?? "shift";
   const cachedTokens = options.cachedTokens ?? 0;
+  if (runner.info.kv_groups !== undefined && options.sliding === undefined) throw new Error("managedPrefill: the runner has two KV groups; options.sliding (the sequence's sliding-window table) is required");
   const tables: SequenceTables = { table };
   const windowed = options.sliding === undefined ? null : newSlidingWindow(runner, table, options.sliding, cachedTokens, length);
   // The FORWARDs: straight to the runner, or through the sliding window's parts.

@@ -1,5 +1,5 @@
 /**
- * Chunk reuse (`documents`) through `serve --model` on a Gemma 3-shaped model (sliding-window and
+ * Chunk reuse (`documents`, completion `segments`) through `serve --model` on a Gemma 3-shaped model (sliding-window and
  * global layers, two KV cache groups), which used to be refused: the documents' KV is cached and
  * reused — at the positions it was computed at (an exact prefix), and in another order with every
  * reused token recomputed — and the answers and logprobs are those of a server that keeps every
@@ -128,6 +128,14 @@ describe("serve --model gemma3: chunk reuse (documents) on a model with sliding-
     betweenRequests();
 
     console.log(`first ${JSON.stringify(first.ctxr)}\nagain ${JSON.stringify(again.ctxr)}\nmoved ${JSON.stringify(moved.ctxr)}\nas is ${JSON.stringify(asIs.ctxr)}\ndecode steps ${decodeSteps}, most sliding blocks carried ${mostCarried}, held by a FORWARD ${mostHeld}`);
+    // Completion segments (chunks, then the question) too.
+    const segments = (api: EngineTestServer, ctxr: Record<string, unknown>) =>
+      api.post("/v1/completions", { model: "gemma3", segments: [...DOCUMENTS.map((d) => d.text), "where does the stone rest"], max_tokens: 4, temperature: 0, ctxr });
+    const completion = await segments(sliding, { policy: "prophet", recompute_ratio: 1 });
+    expect(completion.status).toBe(200);
+    expect(completion.body.choices[0].text).toBe((await segments(everything, { policy: "full" })).body.choices[0].text);
+    betweenRequests();
+
     expect(decodeSteps).toBeGreaterThan(8);
     expect(mostCarried).toBeLessThanOrEqual(Math.ceil(WINDOW / BLOCK) + 1);
     expect(mostHeld).toBeGreaterThan(Math.ceil(WINDOW / BLOCK));

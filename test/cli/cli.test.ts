@@ -304,6 +304,25 @@ describe("ctxr index build: text blocks, as the online API takes them", () => {
   });
 });
 
+describe("ctxr index build --method cluster: sizes it cannot hold", () => {
+  test("200k contexts are refused before the build, naming the trie; the trie builds them", () => {
+    const lines: string[] = [];
+    for (let i = 0; i < 200_000; i++) lines.push(`[${i % 1000},${1000 + i}]`);
+    const c = caseFolder(lines.join("\n") + "\n");
+    const started = performance.now();
+    const refused = runCli(["index", "build", "--input", c.input, "--output", c.output, "--method", "cluster"], { cwd: c.dir });
+    expect(refused.stderr).toMatch(/^ctxr index build: the cluster method cannot hold 200000 contexts: its pairwise distance matrix needs about 149\.\d GiB, more than the 4 GiB of WebAssembly memory its kernels have \(about 3\d{4} contexts like these fit\); /);
+    expect(refused.stderr).toContain("use the trie method (--method trie");
+    expect(refused.stderr).not.toContain("out of WASM memory");
+    expect(refused.code).toBe(2);
+    expect(performance.now() - started).toBeLessThan(30_000);
+    expect(existsSync(join(c.dir, c.output))).toBe(false);
+    const trie = runCli(["index", "build", "--input", c.input, "--output", c.output, "--method", "trie"], { cwd: c.dir });
+    expect(trie.code).toBe(0);
+    expect(lastJsonLine(trie.stdout).contexts).toBe(200_000);
+  });
+});
+
 describe("ctxr index build on the bundled sample", () => {
   test("samples/zipf_N128_k15.jsonl", () => {
     const out = join(folder.path, "sample-schedule.jsonl");

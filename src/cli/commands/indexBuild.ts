@@ -6,11 +6,13 @@
 import { buildContextIndex } from "../../index/buildIndex.ts";
 import type { IndexMethod, LinkageMethod, ScheduledContext } from "../../index/buildIndex.ts";
 import type { BlockId, ContextSet } from "../../index/contextSet.ts";
+import { checkClusterFits, ClusterTooLargeError } from "../../index/clusterMemory.ts";
 import { parseContextsJsonl } from "../../index/contextsJsonl.ts";
 import type { BlockObject, ContextId } from "../../index/contextsJsonl.ts";
 import { simulateContextSet, simulatePrefixCache } from "../../index/prefixCacheSimulator.ts";
 import {
   EXIT_OK,
+  InputError,
   choiceFlag,
   integerFlag,
   numberFlag,
@@ -44,7 +46,9 @@ Options:
   --output FILE            schedule to write, JSONL (required; written only on success)
   --alpha A                position weight of the context distance (default 0.001)
   --linkage L              average | single | complete (default average)
-  --method M               auto | cluster | trie (default auto)
+  --method M               auto | cluster | trie (default auto); cluster holds an
+                           N×N distance matrix in at most 4 GiB (about 32,000
+                           contexts) and refuses more before it starts
   --block-tokens T         tokens per block for the hit ratios (default 256)
   --capacity-tokens C      prefix-cache capacity for the hit ratios (default unlimited)
   --capacity-frac F        capacity as a fraction of the workload's tokens (0..1)
@@ -88,6 +92,14 @@ export async function indexBuildCommand(args: string[], io: CommandIo): Promise<
   const parsed = parseContextsJsonl(text, { source: input });
   const parseMs = performance.now() - parseStart;
   const { set, ids } = parsed;
+  if (method === "cluster") {
+    try {
+      checkClusterFits(set);
+    } catch (error) {
+      if (error instanceof ClusterTooLargeError) throw new InputError(error.message);
+      throw error;
+    }
+  }
   checkOutputWritable(output);
 
   const totalTokens = set.flat.length * blockTokens;

@@ -177,7 +177,12 @@ export interface SharedStateConfig {
   tls?: RedisTlsSettings;
 }
 
+export const LOG_LEVELS = ["info", "debug"] as const;
+export type LogLevel = (typeof LOG_LEVELS)[number];
+
 export interface RunOptions extends ServerOptions {
+  /** debug: also the tuning details at start (default info). */
+  logLevel?: LogLevel;
   /** Journal directory; null keeps state in memory only (or in Redis, with `state`). */
   dataDir: string | null;
   state?: SharedStateConfig | null;
@@ -281,6 +286,7 @@ export async function runServer(options: RunOptions, io: RunIo): Promise<void> {
         `at most ${engine.maxModelLen} tokens a sequence): POST /v1/chat/completions, /v1/completions, /v1/responses, /tokenize, /detokenize; GET /v1/models\n`,
     );
     io.out(`ctxr serve: ${engine.kvSettings}\n`);
+    if (options.logLevel === "debug") io.out(`ctxr serve: debug: ${engine.kvTuning}\n`);
     if (engine.reasoningParser !== null) io.out(`ctxr serve: reasoning parser ${engine.reasoningParser}: answers' <think>…</think> returned apart as reasoning_content\n`);
   }
   if (kvEvents !== null) {

@@ -13,7 +13,7 @@ import { DEFAULT_LIMITS } from "../../http/limits.ts";
 import { MAX_DEADLINE_MS } from "../../server/openaiSchemas.ts";
 import { DEFAULT_MAX_WAITING } from "../../engine/schedulerTypes.ts";
 import { DEFAULT_GRAMMAR_LIMITS } from "../../engine/grammar/grammarBudget.ts";
-import { DEFAULT_HOST, DEFAULT_PORT, runServer, type SharedStateConfig } from "../../server/serve.ts";
+import { DEFAULT_HOST, DEFAULT_PORT, LOG_LEVELS, runServer, type LogLevel, type SharedStateConfig } from "../../server/serve.ts";
 import { DEFAULT_PROPHET_SPAN_DECAY, PROPHET_QUERY_ROWS, RECOMPUTE_POLICIES, type ProphetQueryRows, type RecomputePolicy } from "../../kv/recomputeSelection.ts";
 import { CONTEXT_SCORES, type ContextScores } from "../../kv/reuseScores.ts";
 import { SHARED_READS } from "../../state/sharedState.ts";
@@ -77,6 +77,9 @@ Options:
   --max-body-bytes B       largest request body (default ${DEFAULT_LIMITS.maxBodyBytes})
   --max-contexts N         contexts per request (default ${DEFAULT_LIMITS.maxContexts})
   --max-blocks N           blocks per context (default ${DEFAULT_LIMITS.maxBlocks})
+  --log-level L            info (default) or debug: also the tuning details at
+                           start (with --model: the papers' knobs and the sparse
+                           decode trigger's thresholds)
   -h, --help               this help
 
 Limits on what clients can make the server hold (sizes take KiB, MiB, GiB; the
@@ -271,7 +274,7 @@ const VALUE_FLAGS = [
   "kv-remote-secret", "kv-remote-secret-file", "focus-window", "context-scores",
   "prophet-span-decay", "prophet-query-rows", "tool-call-parser", "reasoning-parser", "kv-events-publish",
   "kv-events-max-connections", "kv-events-handshake-timeout", "sparse-entropy-threshold",
-  "sparse-varentropy-threshold", "sparse-trigger-window",
+  "sparse-varentropy-threshold", "sparse-trigger-window", "log-level",
 ] as const;
 
 const FLAGS = {
@@ -359,6 +362,7 @@ export async function serveCommand(args: string[], io: CommandIo & { err?(text: 
   const ttlSeconds = flags.values["ttl-seconds"] === undefined ? null : numberFlag(flags, "ttl-seconds", COMMAND, 0, { min: 0 });
   if (ttlSeconds !== null && ttlSeconds <= 0) throw new UsageError(`--ttl-seconds must be a positive number, got '${flags.values["ttl-seconds"]}'`, COMMAND);
 
+  const logLevel = choiceFlag<LogLevel>(flags, "log-level", COMMAND, LOG_LEVELS, "info");
   const blockTokens = integerFlag(flags, "block-tokens", COMMAND, 1) ?? 256;
   if (blockTokens > DEFAULT_LIMITS.maxBlockTokens) throw new UsageError(`--block-tokens must be at most ${DEFAULT_LIMITS.maxBlockTokens}`, COMMAND);
 
@@ -435,6 +439,7 @@ export async function serveCommand(args: string[], io: CommandIo & { err?(text: 
     {
       host,
       port,
+      logLevel,
       dataDir,
       state,
       apiKey,

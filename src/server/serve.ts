@@ -91,7 +91,12 @@ export function startServer(service: ContextService, options: ServerOptions = {}
   const log = options.log ?? ((text: string) => void process.stderr.write(text));
   const limits = withDefaultLimits(options.limits);
   const metrics = new ServerMetrics();
-  const app = createApp(service, { limits, apiKey: options.apiKey, metrics, log, proxy: options.proxy, engine: options.engine, kvEvents: options.kvEvents, latency: options.latency, onProxy: options.onProxy, sseKeepAliveMs: options.sseKeepAliveMs, maxResponseBytes: options.maxResponseBytes });
+  let proxy: ContextProxy | null = null;
+  const onProxy = (created: ContextProxy) => {
+    proxy = created;
+    options.onProxy?.(created);
+  };
+  const app = createApp(service, { limits, apiKey: options.apiKey, metrics, log, proxy: options.proxy, engine: options.engine, kvEvents: options.kvEvents, latency: options.latency, onProxy, sseKeepAliveMs: options.sseKeepAliveMs, maxResponseBytes: options.maxResponseBytes });
   const host = options.host ?? DEFAULT_HOST;
 
   let inFlight = 0;
@@ -117,6 +122,9 @@ export function startServer(service: ContextService, options: ServerOptions = {}
       return Response.json(errorBody("internal server error", "", 500), { status: 500 });
     },
   });
+
+  // The upstreams' probes (readiness, --engine auto): the first round starts now; runServer waits for it.
+  void (proxy as ContextProxy | null)?.monitor?.start();
 
   const ttlMs = service.stats().ttl_ms;
   let timer: ReturnType<typeof setInterval> | null = null;
@@ -146,6 +154,7 @@ export function startServer(service: ContextService, options: ServerOptions = {}
     stop(graceMs = 10_000) {
       stopping ??= (async () => {
         if (timer !== null) clearInterval(timer);
+        (proxy as ContextProxy | null)?.monitor?.stop();
         const stopped = server.stop(false);
         if (inFlight > 0) {
           await new Promise<void>((resolveIdle) => {
@@ -230,13 +239,16 @@ export async function runServer(options: RunOptions, io: RunIo): Promise<void> {
   });
   await shared?.start(service);
   const mirroredUpstreams = (options.kvEventsSubscribe ?? []).filter((subscribe) => subscribe !== null).length;
-  const proxyOptions = options.proxy ? { ...options.proxy, mirroredUpstreams, ...(shared ? { histories: shared.histories } : {}) } : options.proxy;
+  const followedKvEvents = (options.kvEventsSubscribe ?? []).map((subscribe) => subscribe !== null);
+  const proxyOptions = options.proxy ? { ...options.proxy, mirroredUpstreams, followedKvEvents, ...(shared ? { histories: shared.histories } : {}) } : options.proxy;
   let engine: GenerationEngine | null = null;
   let kvEvents: KvEventsPublishThread | null = null;
   // Every upstream's KV events are followed on one thread of their own, off the request path.
   const kvEventsThread = (options.kvEventsSubscribe ?? []).some((subscribe) => subscribe !== null) ? new KvEventsThread(io.err, options.kvEventsSettings) : null;
   const subscribers = (options.kvEventsSubscribe ?? []).map((subscribe) => (subscribe === null ? null : kvEventsThread!.subscribe(subscribe)));
+  let runningProxy: ContextProxy | null = null;
   const onProxy = (proxy: ContextProxy) => {
+    runningProxy = proxy;
     options.onProxy?.(proxy);
     subscribers.forEach((subscriber, position) => subscriber !== null && proxy.followKvEvents(position, subscriber));
   };
@@ -272,7 +284,10 @@ export async function runServer(options: RunOptions, io: RunIo): Promise<void> {
   }
   if (options.proxy) {
     const urls = options.proxy.upstreams.map((u) => parseUpstreamUrl(u).url).join(", ");
-    io.out(`ctxr serve: proxying /v1/chat/completions, /v1/completions and every other request (the engine's /health, /metrics... at /engine/PATH) to ${urls} (engine: ${options.proxy.engine ?? "openai"})\n`);
+    const engine = options.proxy.engine ?? "openai";
+    io.out(`ctxr serve: proxying /v1/chat/completions, /v1/completions and every other request (the engine's /health, /metrics... at /engine/PATH) to ${urls} (engine: ${engine === "auto" ? "detected for each upstream" : engine})\n`);
+    // The first probe round: its detection lines come before "listening".
+    await (runningProxy as ContextProxy | null)?.monitor?.probeAll();
     subscribers.forEach((subscriber, position) => {
       if (subscriber === null) return;
       const replay = subscriber.stats.replayEndpoint === null ? "" : ` (replay: ${subscriber.stats.replayEndpoint})`;

@@ -8,6 +8,7 @@ import { ENGINES, type Engine } from "../../proxy/engineRequestId.ts";
 import { DEFAULT_KV_EVENT_MAX_BYTES, parseKvEventsSubscribe, type KvEventsSubscribeOptions } from "../../proxy/kvEventSubscriber.ts";
 import { DEFAULT_HANDSHAKE_TIMEOUT_MS, DEFAULT_MAX_PEERS } from "../../zmq/zmqSockets.ts";
 import { parseUpstreamUrl } from "../../proxy/upstreamTarget.ts";
+import { DEFAULT_PROBE_INTERVAL_MS } from "../../proxy/upstreamMonitor.ts";
 import { parseKvEventsPublish, type KvEventsPublishOptions } from "../../server/kvEventPublisher.ts";
 import { DEFAULT_LIMITS } from "../../http/limits.ts";
 import { MAX_DEADLINE_MS } from "../../server/openaiSchemas.ts";
@@ -42,7 +43,7 @@ export const DEFAULT_DATA_DIR = "./ctxr-data";
 export const SERVE_HELP = `Usage: ctxr serve [options]
 
 Serves the online context-reuse API over HTTP: POST /v1/reorder, /v1/schedule,
-/v1/dedup, /v1/evict, /v1/reset; GET /v1/stats, /healthz, /metrics (Prometheus)
+/v1/dedup, /v1/evict, /v1/reset; GET /v1/stats, /healthz, /ready, /metrics (Prometheus)
 and /openapi.json (the API description). Every acknowledged change is journaled
 in the data directory (fsync'd before the answer) and restored at the next start.
 When ready it prints 'ctxr serve: listening on http://HOST:PORT (data: DIR|memory)'.
@@ -108,8 +109,14 @@ Proxy for OpenAI-compatible engines (vLLM, SGLang, llama.cpp, hosted APIs):
                            every other /v1/* request passes through unchanged
   --upstream-key KEY       send 'Authorization: Bearer KEY' upstream (default: env
                            CTXR_UPSTREAM_KEY; never shown in answers or logs)
-  --engine E               ${ENGINES.join("|")}: the request-id field to set
-                           (vllm: request_id, sglang: rid; default openai: none)
+  --engine E               auto|${ENGINES.join("|")}: the request-id field to set
+                           (vllm: request_id, sglang: rid; openai: none); auto
+                           (default) detects each upstream's engine from its own
+                           endpoints (vLLM's /version, SGLang's /get_model_info,
+                           llama.cpp's /props), logs what it found, falls back to
+                           openai, and detects again when an upstream comes back
+  --probe-interval S       seconds between checks of every upstream's /v1/models
+                           (GET /ready: 503 while none serves) (default ${DEFAULT_PROBE_INTERVAL_MS / 1000})
   --upstream-timeout S     seconds to wait for an upstream's response headers
                            (default ${DEFAULT_UPSTREAM_TIMEOUT_MS / 1000})
   --document-template T    how a "documents" entry is rendered: {id}, {title}, {text}
@@ -266,7 +273,7 @@ const VALUE_FLAGS = [
   "max-body-bytes", "max-contexts", "max-blocks", "max-index-bytes", "max-dedup-bytes",
   "max-history-bytes", "max-response-bytes", "max-routing-bytes", "max-annotation-bytes",
   "max-template-placeholders", "max-upstream-requests", "client-stall-seconds", "upstream-key",
-  "engine", "upstream-timeout", "document-template", "kv-events-max-bytes", "tokenizer", "routing",
+  "engine", "probe-interval", "upstream-timeout", "document-template", "kv-events-max-bytes", "tokenizer", "routing",
   "kv-overlap-weight", "model", "device", "kv-blocks", "kv-sliding-blocks", "block-size", "threads", "kv-dtype",
   "served-model-name", "max-waiting-requests", "request-timeout", "max-grammar-step-ms",
   "max-grammar-compile-ms", "max-grammar-tools", "kv-policy", "recompute-ratio",
@@ -374,11 +381,13 @@ export async function serveCommand(args: string[], io: CommandIo & { err?(text: 
       throw new UsageError(`--upstream: ${(error as Error).message}`, COMMAND);
     }
   }
-  const proxyOnly = ["upstream-key", "engine", "upstream-timeout", "document-template", "kv-events", "kv-events-max-bytes", "tokenizer", "routing", "kv-overlap-weight", "max-history-bytes", "max-routing-bytes", "max-upstream-requests", "client-stall-seconds"].find((name) => flags.values[name] !== undefined);
+  const proxyOnly = ["upstream-key", "engine", "probe-interval", "upstream-timeout", "document-template", "kv-events", "kv-events-max-bytes", "tokenizer", "routing", "kv-overlap-weight", "max-history-bytes", "max-routing-bytes", "max-upstream-requests", "client-stall-seconds"].find((name) => flags.values[name] !== undefined);
   if (upstreams.length === 0 && proxyOnly !== undefined) throw new UsageError(`--${proxyOnly} needs --upstream`, COMMAND);
   if (flags.values["upstream-key"] === "") throw new UsageError("--upstream-key must not be empty", COMMAND);
   const upstreamKey = typeof flags.values["upstream-key"] === "string" ? flags.values["upstream-key"] : process.env.CTXR_UPSTREAM_KEY || null;
-  const engine = choiceFlag<Engine>(flags, "engine", COMMAND, ENGINES, "openai");
+  const engine = choiceFlag<Engine | "auto">(flags, "engine", COMMAND, ["auto", ...ENGINES], "auto");
+  const probeSeconds = numberFlag(flags, "probe-interval", COMMAND, DEFAULT_PROBE_INTERVAL_MS / 1000, { min: 0 });
+  if (!(probeSeconds >= 0.1)) throw new UsageError(`--probe-interval must be at least 0.1 seconds, got '${flags.values["probe-interval"]}'`, COMMAND);
   const timeoutSeconds = numberFlag(flags, "upstream-timeout", COMMAND, DEFAULT_UPSTREAM_TIMEOUT_MS / 1000, { min: 0 });
   if (timeoutSeconds <= 0) throw new UsageError(`--upstream-timeout must be a positive number, got '${flags.values["upstream-timeout"]}'`, COMMAND);
   const stallSeconds = flags.values["client-stall-seconds"] === undefined ? undefined : numberFlag(flags, "client-stall-seconds", COMMAND, 0, { min: 0 });
@@ -463,6 +472,7 @@ export async function serveCommand(args: string[], io: CommandIo & { err?(text: 
               upstreams,
               upstreamKey,
               engine,
+              probeIntervalMs: Math.round(probeSeconds * 1000),
               timeoutMs: timeoutSeconds * 1000,
               documentTemplate: typeof template === "string" ? template : undefined,
               maxHistoryBytes: budgetFlag(flags, "max-history-bytes"),

@@ -5,6 +5,7 @@
  */
 import type { RedisTlsSettings } from "../state/redisDiagnosis.ts";
 import { serveHttp, type HttpServeOptions, type HttpServer } from "../runtime/httpServer.ts";
+import { existsSync } from "node:fs";
 import { resolve } from "node:path";
 import { GenerationEngine, type EngineOptions } from "../engine/generationEngine.ts";
 import { ContextService } from "../online/contextService.ts";
@@ -194,6 +195,8 @@ export interface RunOptions extends ServerOptions {
   logLevel?: LogLevel;
   /** Journal directory; null keeps state in memory only (or in Redis, with `state`). */
   dataDir: string | null;
+  /** Create dataDir only when the first change is written (the default ./ctxr-data), if it does not exist yet. */
+  createDataDirOnFirstWrite?: boolean;
   state?: SharedStateConfig | null;
   capacityTokens?: number | null;
   ttlMs?: number | null;
@@ -227,8 +230,10 @@ export async function runServer(options: RunOptions, io: RunIo): Promise<void> {
   const shared = options.state
     ? new SharedState({ url: options.state.url, prefix: options.state.prefix, snapshotEvery: options.state.snapshotEvery, reads: options.state.reads, queueBytes: options.state.queueBytes, tls: options.state.tls, histories: { maxBytes: options.proxy?.maxHistoryBytes === undefined ? DEFAULT_BUDGETS.historyBytes : options.proxy.maxHistoryBytes }, log: io.err })
     : null;
+  const dataDirLater = dataDir !== null && options.createDataDirOnFirstWrite === true && !existsSync(dataDir);
   const service = await ContextService.open({
     dataDir,
+    createDataDirOnFirstWrite: options.createDataDirOnFirstWrite,
     sink: shared,
     capacityTokens: options.capacityTokens ?? null,
     ttlMs: options.ttlMs ?? null,
@@ -307,7 +312,7 @@ export async function runServer(options: RunOptions, io: RunIo): Promise<void> {
   if (kvEvents !== null) {
     io.out(`ctxr serve: publishing KV events on ${kvEvents.endpoint}${kvEvents.replayEndpoint === null ? "" : ` (replay: ${kvEvents.replayEndpoint})`}\n`);
   }
-  io.out(`ctxr serve: listening on ${running.url} (data: ${shared !== null ? `shared through ${options.state!.url.display}` : (dataDir ?? "memory")})\n`);
+  io.out(`ctxr serve: listening on ${running.url} (data: ${shared !== null ? `shared through ${options.state!.url.display}` : (dataDir === null ? "memory" : dataDirLater ? `${dataDir}, created when first written` : dataDir)})\n`);
 
   // A second signal while shutting down exits at once. Its handler is added once the first signal's
   // dispatch is over: Deno calls a listener added during a dispatch in that same dispatch.
@@ -334,7 +339,7 @@ export async function runServer(options: RunOptions, io: RunIo): Promise<void> {
     process.off("SIGINT", force);
     process.off("SIGTERM", force);
   }
-  io.err(`ctxr serve: stopped${dataDir === null ? "" : `; state saved in ${dataDir}`}\n`);
+  io.err(`ctxr serve: stopped${dataDir === null || !existsSync(dataDir) ? "" : `; state saved in ${dataDir}`}\n`);
 }
 
 /** The KV events publisher on a thread of its own, its bind errors in words naming the flag. */

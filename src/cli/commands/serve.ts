@@ -52,7 +52,8 @@ SIGINT or SIGTERM stop it gracefully (requests in flight finish, state is saved)
 Options:
   --host HOST              address to listen on (default ${DEFAULT_HOST})
   --port PORT              port (default ${DEFAULT_PORT}; 0 picks a free one)
-  --data-dir DIR           state directory (default ${DEFAULT_DATA_DIR})
+  --data-dir DIR           state directory (default ${DEFAULT_DATA_DIR}, created only
+                           when the first change is written to it)
   --in-memory              keep state in memory only (nothing survives a restart)
   --state redis://HOST:PORT[/DB]
                            share the state (live index, conversations, request ids,
@@ -450,6 +451,7 @@ export async function serveCommand(args: string[], io: CommandIo & { err?(text: 
       port,
       logLevel,
       dataDir,
+      createDataDirOnFirstWrite: dataDir === DEFAULT_DATA_DIR,
       state,
       apiKey,
       capacityTokens: integerFlag(flags, "capacity-tokens", COMMAND, 1) ?? null,

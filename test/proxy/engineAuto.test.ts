@@ -4,15 +4,25 @@
  * OpenAI-compatible fake, and a real `ctxr serve --model`; GET /ready follows the upstreams.
  */
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { buildRunner, tinyModelFolder } from "../helpers/engineKit.ts";
 import { spawnServer, type SpawnedServer } from "../server/serverKit.ts";
 import { llamacppEndpoints, sglangEndpoints, vllmEndpoints } from "./fakeEngineEndpoints.ts";
 import { startFakeUpstream, type FakeUpstream } from "./fakeUpstream.ts";
 import { docs, waitFor } from "./proxyKit.ts";
+import { sleep } from "../../src/runtime/sleep.ts";
 
 setDefaultTimeout(120_000);
 
 const chat = (name: string) => ({ model: "fake-model", messages: [{ role: "user", content: `Q ${name}?` }], documents: docs(`${name}-a`, `${name}-b`) });
+
+/** stderr is read apart from stdout: a line logged before "listening" may arrive after it. */
+async function expectLogged(server: SpawnedServer, text: string): Promise<void> {
+  await waitFor(() => server.stderr().includes(text), 10_000).catch(() => {});
+  expect(server.stderr()).toContain(text);
+}
 
 async function stopped(server: SpawnedServer): Promise<void> {
   server.kill("SIGINT");
@@ -35,11 +45,10 @@ describe("--engine auto", () => {
     const server = await spawnServer(["--in-memory", "--upstream", fakes.vllm.url, "--upstream", fakes.sglang.url, "--upstream", fakes.llamacpp.url, "--upstream", fakes.plain.url, "--routing", "round-robin"]);
     try {
       expect(server.startLines[0]).toEndWith("(engine: detected for each upstream)");
-      const log = server.stderr();
-      expect(log).toContain(`ctxr serve: upstream ${fakes.vllm.url}: vLLM 0.9.1 detected; request ids sent as "request_id"; KV-event cache sync off (no --kv-events for it)\n`);
-      expect(log).toContain(`ctxr serve: upstream ${fakes.sglang.url}: SGLang 0.4.9 detected; request ids sent as "rid"; KV-event cache sync off (no --kv-events for it)\n`);
-      expect(log).toContain(`ctxr serve: upstream ${fakes.llamacpp.url}: llama.cpp b8681 detected; no request-id field; KV-event cache sync off (no --kv-events for it)\n`);
-      expect(log).toContain(`ctxr serve: upstream ${fakes.plain.url}: no vLLM, SGLang or llama.cpp endpoints found; treated as an OpenAI-compatible API: no request-id field; KV-event cache sync off (no --kv-events for it)\n`);
+      await expectLogged(server, `ctxr serve: upstream ${fakes.vllm.url}: vLLM 0.9.1 detected; request ids sent as "request_id"; KV-event cache sync off (no --kv-events for it)\n`);
+      await expectLogged(server, `ctxr serve: upstream ${fakes.sglang.url}: SGLang 0.4.9 detected; request ids sent as "rid"; KV-event cache sync off (no --kv-events for it)\n`);
+      await expectLogged(server, `ctxr serve: upstream ${fakes.llamacpp.url}: llama.cpp b8681 detected; no request-id field; KV-event cache sync off (no --kv-events for it)\n`);
+      await expectLogged(server, `ctxr serve: upstream ${fakes.plain.url}: no vLLM, SGLang or llama.cpp endpoints found; treated as an OpenAI-compatible API: no request-id field; KV-event cache sync off (no --kv-events for it)\n`);
 
       // Round-robin: one request to each upstream.
       for (const name of ["r1", "r2", "r3", "r4"]) expect((await server.post("/v1/chat/completions", chat(name))).status).toBe(200);
@@ -74,8 +83,8 @@ describe("--engine auto", () => {
   test("with --kv-events for it, the detection line says KV-event cache sync is on", async () => {
     const server = await spawnServer(["--in-memory", "--upstream", fakes.vllm.url, "--upstream", fakes.plain.url, "--kv-events", "tcp://127.0.0.1:9", "--kv-events", "none"]);
     try {
-      expect(server.stderr()).toContain(`ctxr serve: upstream ${fakes.vllm.url}: vLLM 0.9.1 detected; request ids sent as "request_id"; KV-event cache sync on\n`);
-      expect(server.stderr()).toContain(`ctxr serve: upstream ${fakes.plain.url}: no vLLM, SGLang or llama.cpp endpoints found; treated as an OpenAI-compatible API: no request-id field; KV-event cache sync off (no --kv-events for it)\n`);
+      await expectLogged(server, `ctxr serve: upstream ${fakes.vllm.url}: vLLM 0.9.1 detected; request ids sent as "request_id"; KV-event cache sync on\n`);
+      await expectLogged(server, `ctxr serve: upstream ${fakes.plain.url}: no vLLM, SGLang or llama.cpp endpoints found; treated as an OpenAI-compatible API: no request-id field; KV-event cache sync off (no --kv-events for it)\n`);
     } finally {
       await stopped(server);
     }
@@ -84,6 +93,7 @@ describe("--engine auto", () => {
   test("an explicit --engine is kept for every upstream and nothing is detected", async () => {
     const server = await spawnServer(["--in-memory", "--upstream", fakes.vllm.url, "--engine", "sglang"]);
     try {
+      await sleep(300);
       expect(server.stderr()).not.toContain("detected");
       expect((await server.post("/v1/chat/completions", chat("explicit"))).status).toBe(200);
       expect(Object.keys(fakes.vllm.last().json)).toEqual(["model", "messages", "rid"]);
@@ -104,7 +114,7 @@ describe("/ready and detection when an upstream goes and comes back", () => {
     fake.fail(503, JSON.stringify({ error: "loading" }));
     const server = await spawnServer(["--in-memory", "--upstream", fake.url, "--probe-interval", "0.2"]);
     try {
-      expect(server.stderr()).toContain(`ctxr serve: upstream ${fake.url}: GET /v1/models answered 503; its engine is detected when it answers; requests go to the other upstreams meanwhile\n`);
+      await expectLogged(server, `ctxr serve: upstream ${fake.url}: GET /v1/models answered 503; its engine is detected when it answers; requests go to the other upstreams meanwhile\n`);
       const down = await server.get("/ready");
       expect(down.status).toBe(503);
       expect(down.body).toMatchObject({ status: "not_ready", reason: `no upstream can serve (${fake.url}: GET /v1/models answered 503)` });
@@ -140,7 +150,7 @@ describe("/ready and detection when an upstream goes and comes back", () => {
     await closed.stop();
     const server = await spawnServer(["--in-memory", "--upstream", url]);
     try {
-      expect(server.stderr()).toContain(`ctxr serve: upstream ${url}: not reachable (`);
+      await expectLogged(server, `ctxr serve: upstream ${url}: not reachable (`);
       const ready = await server.get("/ready");
       expect(ready.status).toBe(503);
       expect(ready.body.reason).toStartWith(`no upstream can serve (${url}: not reachable (`);
@@ -159,25 +169,33 @@ describe("a real ctxr serve --model upstream", () => {
   });
   afterAll(() => model.cleanup());
 
-  test("is detected as ctxr, and /ready of both answers 200", async () => {
-    const engine = await spawnServer(["--in-memory", "--model", model.path, "--kv-blocks", "32", "--threads", "1", "--served-model-name", "tiny"], { CTXR_RUNNER: runnerPath }, 60_000);
+  test("is detected as ctxr, and /ready of both answers 200; started in one folder with the default data dir, they do not lock each other out", async () => {
+    const cwd = mkdtempSync(join(tmpdir(), "ctxr-one-folder-"));
+    const engine = await spawnServer(["--model", model.path, "--kv-blocks", "32", "--threads", "1", "--served-model-name", "tiny"], { CTXR_RUNNER: runnerPath }, 60_000, cwd);
     try {
       const engineReady = await engine.get("/ready");
       expect(engineReady.status).toBe(200);
       expect(engineReady.body).toEqual({ status: "ready" });
-      const proxy = await spawnServer(["--in-memory", "--upstream", engine.url]);
+      const proxy = await spawnServer(["--upstream", engine.url], {}, 20_000, cwd);
       try {
-        expect(proxy.stderr()).toContain(`ctxr serve: upstream ${engine.url}: ctxr detected; no request-id field; KV-event cache sync off (no --kv-events for it)\n`);
+        await expectLogged(proxy, `ctxr serve: upstream ${engine.url}: ctxr detected; no request-id field; KV-event cache sync off (no --kv-events for it)\n`);
         const ready = await proxy.get("/ready");
         expect(ready.status).toBe(200);
         expect(ready.body.upstreams[0]).toMatchObject({ serving: true, engine: "openai", detected: "ctxr" });
         const answer = await proxy.post("/v1/completions", { model: "tiny", prompt: "hello", max_tokens: 2 });
         expect(answer.status).toBe(200);
+        // A chat with documents: the proxy records its contexts (and so creates ./ctxr-data); the model server never wrote there.
+        const documents = await proxy.post("/v1/chat/completions", { model: "tiny", messages: [{ role: "user", content: "Q?" }], documents: docs("one", "two"), max_tokens: 2 });
+        expect(documents.status).toBe(200);
+        expect((await proxy.get("/healthz")).status).toBe(200);
+        expect((await engine.get("/healthz")).status).toBe(200);
+        expect(JSON.parse(readFileSync(join(cwd, "ctxr-data", "journal.lock"), "utf8")).pid).toBe(proxy.process.pid);
       } finally {
         await stopped(proxy);
       }
     } finally {
       await stopped(engine);
+      rmSync(cwd, { recursive: true, force: true });
     }
   });
 });

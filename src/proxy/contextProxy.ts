@@ -45,6 +45,8 @@ export interface ProxyOptions {
   engine?: Engine | "auto";
   /** How often each upstream's /v1/models (and, with engine "auto", its engine) is checked (default null: never; readiness then follows routing failures only). */
   probeIntervalMs?: number | null;
+  /** One probe request's time limit (default 2000 ms). */
+  probeTimeoutMs?: number;
   /** Whose KV events are followed (--kv-events), by upstream position: said in the detection line. */
   followedKvEvents?: readonly boolean[];
   /** Time allowed until an upstream's response headers arrive (default 600 000 ms). */
@@ -207,6 +209,7 @@ export class ContextProxy {
             detect: this.engine === "auto",
             authorizationFor: (upstream) => this.authorizationFor(upstream),
             followsKvEvents: (position) => options.followedKvEvents?.[position] === true,
+            ...(options.probeTimeoutMs === undefined ? {} : { timeoutMs: options.probeTimeoutMs }),
             log: this.log,
           });
   }

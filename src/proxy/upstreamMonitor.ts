@@ -96,12 +96,16 @@ export class UpstreamMonitor {
     return `${engineLabel(detected)} detected; ${field === null ? "no request-id field" : `request ids sent as "${field}"`}; ${events}`;
   }
 
+  private get timeoutMs(): number {
+    return this.options.timeoutMs ?? 2000;
+  }
+
   private async get(upstream: Upstream, path: string): Promise<{ status: number | null; json: unknown; error: string }> {
     const headers: Record<string, string> = { accept: "application/json" };
     const authorization = this.options.authorizationFor(upstream);
     if (authorization !== null) headers.authorization = authorization;
     try {
-      const response = await fetch(upstreamRequestUrl(upstream.target, path, ""), { headers, signal: AbortSignal.timeout(this.options.timeoutMs ?? 2000), redirect: "manual" });
+      const response = await fetch(upstreamRequestUrl(upstream.target, path, ""), { headers, signal: AbortSignal.timeout(this.timeoutMs), redirect: "manual" });
       let json: unknown;
       try {
         json = response.status === 200 ? await response.json() : (await response.body?.cancel(), undefined);
@@ -110,8 +114,9 @@ export class UpstreamMonitor {
       }
       return { status: response.status, json, error: "" };
     } catch (error) {
-      const cause = (error as { code?: string; name?: string }).code ?? (error as Error).name;
-      return { status: null, json: undefined, error: cause === "TimeoutError" ? "no answer within 2 s" : String(cause ?? error) };
+      if ((error as Error).name === "TimeoutError") return { status: null, json: undefined, error: `no answer within ${this.timeoutMs / 1000} s` };
+      const code = (error as { code?: unknown }).code;
+      return { status: null, json: undefined, error: typeof code === "string" ? code : (error as Error).message };
     }
   }
 }

@@ -85,6 +85,7 @@ describe("--engine auto", () => {
     try {
       await expectLogged(server, `ctxr serve: upstream ${fakes.vllm.url}: vLLM 0.9.1 detected; request ids sent as "request_id"; KV-event cache sync on\n`);
       await expectLogged(server, `ctxr serve: upstream ${fakes.plain.url}: no vLLM, SGLang or llama.cpp endpoints found; treated as an OpenAI-compatible API: no request-id field; KV-event cache sync off (no --kv-events for it)\n`);
+      expect((await server.get("/ready")).status).toBe(200);
     } finally {
       await stopped(server);
     }

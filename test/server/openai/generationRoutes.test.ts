@@ -615,6 +615,8 @@ describe("ctxr serve --model (CLI)", () => {
         "ctxr serve: debug: prophet span decay 0.8; cachecraft scores shift, focused-chunk early stop off; " +
           "sparse-decode trigger: entropy 3 nats, varentropy 5 nats², window 8 steps (the built-in thresholds; ctxr model calibrate-sparse fits them to a model)",
       );
+      // (A request first: a SIGTERM sent the instant the ready line appears can beat Bun's signal handler.)
+      expect((await spawned.get("/v1/models")).status).toBe(200);
     } finally {
       spawned.kill("SIGTERM");
     }

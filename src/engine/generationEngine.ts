@@ -10,7 +10,7 @@ import type { GenerationHandle } from "./generationHandle.ts";
 import { GenerationScheduler } from "./generationScheduler.ts";
 import type { GenerationRequest } from "./generationTypes.ts";
 import { DEFAULT_KV_POLICY, DEFAULT_RECOMPUTE_RATIO, type LatencyObserver, type SchedulerStats } from "./schedulerTypes.ts";
-import { describeKvSettings } from "./kvSettings.ts";
+import { describeKvSettings, describeKvTuning, type KvSettings } from "./kvSettings.ts";
 import { GrammarCompiler } from "./grammarCompiler.ts";
 import { DEFAULT_GRAMMAR_LIMITS, type GrammarLimits } from "./grammar/grammarBudget.ts";
 import { completionIds, completionsAddBos } from "../model/completionPrompt.ts";
@@ -152,6 +152,8 @@ export class GenerationEngine {
   readonly created = Math.floor(Date.now() / 1000);
   /** KV-cache managed generation's settings, one line (kvSettings.ts). */
   kvSettings = "";
+  /** Their tuning details, one line (kvSettings.ts; shown at --log-level debug). */
+  kvTuning = "";
   /** Structured outputs' budget. */
   grammarLimits: GrammarLimits = DEFAULT_GRAMMAR_LIMITS;
   private log: (line: string) => void = () => {};
@@ -246,7 +248,7 @@ export class GenerationEngine {
     engine.toolCallFormat = options.toolCallParser ?? null;
     engine.reasoningParser = resolveReasoningParser(options.reasoningParser ?? "auto", tokenizer.chatTemplateSource);
     const capacities = chunkCache.capacities;
-    engine.kvSettings = describeKvSettings({
+    const kvSettings: KvSettings = {
       policy: options.kvPolicy ?? DEFAULT_KV_POLICY,
       recomputeRatio: options.recomputeRatio ?? DEFAULT_RECOMPUTE_RATIO,
       deviceBlocks: capacities.deviceBlocks,
@@ -258,7 +260,9 @@ export class GenerationEngine {
       prophetSpanDecay: options.prophetSpanDecay ?? DEFAULT_PROPHET_SPAN_DECAY,
       prophetQueryRows: options.prophetQueryRows ?? "all",
       trigger: options.sparseTrigger ?? {},
-    });
+    };
+    engine.kvSettings = describeKvSettings(kvSettings);
+    engine.kvTuning = describeKvTuning(kvSettings);
     return engine;
   }
 

@@ -1,7 +1,7 @@
 /**
- * The one line `ctxr serve --model` prints about KV-cache managed generation: the default
- * recompute policy and ratio, the chunk-cache tiers, focused-chunk early stop, and the sparse
- * decode trigger (flagged when it still has the uncalibrated defaults).
+ * What `ctxr serve --model` says about KV-cache managed generation: one information line (the
+ * recompute policy and ratio, the chunk-cache tiers) and, at --log-level debug, one line of
+ * tuning details (the papers' knobs, the sparse decode trigger's thresholds).
  */
 import { DEFAULT_PROPHET_SPAN_DECAY, type ProphetQueryRows, type RecomputePolicy } from "../kv/recomputeSelection.ts";
 import type { ContextScores } from "../kv/reuseScores.ts";
@@ -28,16 +28,31 @@ export interface KvSettings {
 const GIB = 2 ** 30;
 const bytes = (n: number) => (n >= GIB ? `${+(n / GIB).toFixed(2)} GiB` : `${+(n / 2 ** 20).toFixed(1)} MiB`);
 
+/**
+ * The information line: how documents' KV caches are reused and where they are kept, in plain
+ * words (what a user chose or may want to change).
+ */
 export function describeKvSettings(s: KvSettings): string {
+  const tiers = [`${s.deviceBlocks} device blocks`, `${bytes(s.hostBytes)} of host memory`];
+  if (s.disk !== null) tiers.push(`disk ${s.disk.dir} (${bytes(s.disk.bytes)})`);
+  if (s.remote) tiers.push(`remote ${s.remote.url} (${bytes(s.remote.bytes)})`);
+  const reuse = s.policy === "full" ? "recomputed in full (--kv-policy full)" : s.policy === "prefix" ? "reused as a prefix only (--kv-policy prefix)" : `reused at any position (${s.policy}, ${+(100 * s.recomputeRatio).toFixed(1)}% recomputed)`;
+  return `documents' KV caches are ${reuse}; chunk cache: ${tiers.join(", ")}`;
+}
+
+/**
+ * The tuning details behind it (--log-level debug): the paper-specific knobs and the sparse
+ * decode trigger's thresholds, stated as values, with where they came from.
+ */
+export function describeKvTuning(s: KvSettings): string {
   const entropy = s.trigger.entropyThreshold ?? DEFAULT_ENTROPY_THRESHOLD;
   const varentropy = s.trigger.varentropyThreshold ?? DEFAULT_VARENTROPY_THRESHOLD;
   const window = s.trigger.windowSteps ?? DEFAULT_TRIGGER_WINDOW;
   const calibrated = s.trigger.entropyThreshold !== undefined || s.trigger.varentropyThreshold !== undefined;
   return [
-    `KV reuse policy ${s.policy} at ${+(100 * s.recomputeRatio).toFixed(1)}% recompute (prophet span decay ${s.prophetSpanDecay ?? DEFAULT_PROPHET_SPAN_DECAY}${(s.prophetQueryRows ?? "all") === "last" ? ", last question token only" : ""})`,
-    `chunk cache: ${s.deviceBlocks} device blocks, host ${bytes(s.hostBytes)}, disk ${s.disk === null ? "none" : `${s.disk.dir} (${bytes(s.disk.bytes)})`}` + (s.remote ? `, remote ${s.remote.url} (${bytes(s.remote.bytes)})` : ""),
+    `prophet span decay ${s.prophetSpanDecay ?? DEFAULT_PROPHET_SPAN_DECAY}${(s.prophetQueryRows ?? "all") === "last" ? ", last question token only" : ""}`,
     `cachecraft scores ${s.contextScores ?? "shift"}, focused-chunk early stop ${s.focusWindow > 0 ? `after ${s.focusWindow} stable layers` : "off"}`,
     `sparse-decode trigger: entropy ${entropy} nats, varentropy ${varentropy} nats², window ${window} steps` +
-      (calibrated ? "" : " (uncalibrated defaults: see ctxr model calibrate-sparse)"),
+      (calibrated ? " (as given)" : " (the built-in thresholds; ctxr model calibrate-sparse fits them to a model)"),
   ].join("; ");
 }

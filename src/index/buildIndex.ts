@@ -16,6 +16,7 @@ import type { ContextSet } from "./contextSet.ts";
 import { greedyPrefixTrie } from "./greedyPrefixTrie.ts";
 import type { OrderedContexts } from "./orderedContexts.ts";
 import { scheduleBySearchPath } from "./schedule.ts";
+import { checkClusterFits } from "./clusterMemory.ts";
 import { clusterOrdering } from "./clusterOrdering.ts";
 import { DEFAULT_ALPHA, type LinkageMethod } from "../kernels/index.ts";
 
@@ -65,7 +66,10 @@ export interface IndexBuildResult {
 
 export function buildContextIndex(set: ContextSet, options: IndexBuildOptions = {}): IndexBuildResult {
   const requested = options.method ?? "auto";
-  if (requested === "cluster") return scheduleOrderedContexts(set, orderByClustering(set, options), "cluster");
+  if (requested === "cluster") {
+    checkClusterFits(set);
+    return scheduleOrderedContexts(set, orderByClustering(set, options), "cluster");
+  }
   const trie = orderByTrie(set, options);
   if (requested === "trie" || set.size > AUTO_CLUSTER_LIMIT) return scheduleOrderedContexts(set, trie, "trie");
   // Small batches: clustering is cheap here, so keep whichever shares more.

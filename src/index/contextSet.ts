@@ -53,6 +53,11 @@ export class ContextSetBuilder {
     return this.offsets.length - 1;
   }
 
+  /** Distinct blocks so far. */
+  get blockCount(): number {
+    return this.interner.blockIds.length;
+  }
+
   /** Dense numbers of the context being validated: the last one added. */
   lastContext(): Int32Array {
     const start = this.offsets[this.offsets.length - 2]!;

@@ -2,10 +2,13 @@
  * Parsing and validation of contexts in JSONL form (no I/O).
  *
  * One context a line, either a JSON array of block ids or an object with a
- * "blocks" array (and optionally an "id"). Block ids are integers or strings
- * (1 and "1" are different blocks). Blank lines are skipped, but line numbers in
- * errors are the real line numbers of the text (1-based).
+ * "blocks" array (and optionally an "id"). A block is an id, an integer or a string
+ * (1 and "1" are different blocks), or an object as the online API takes it,
+ * {"id"?, "text"?, "tokens"?}: with an id it is that id; a text without an id is the
+ * block `text:<hash of its whitespace-normalized text>` (blockText.ts). Blank lines are
+ * skipped, but line numbers in errors are the real line numbers of the text (1-based).
  */
+import { hashBlockText, textBlockLabel } from "./blockText.ts";
 import type { BlockId, ContextSet } from "./contextSet.ts";
 import { ContextSetBuilder } from "./contextSet.ts";
 
@@ -18,6 +21,15 @@ export interface ParsedContexts {
   readonly ids: ContextId[];
   /** lines[i]: the 1-based line number context i came from. */
   readonly lines: Int32Array;
+  /** Dense block number -> the block object it was first written as (undefined: first written as an id; a sparse array). */
+  readonly blockObjects: (BlockObject | undefined)[];
+}
+
+/** A block written as an object, as the online API takes it. */
+export interface BlockObject {
+  id?: BlockId;
+  text?: string;
+  tokens?: number;
 }
 
 export interface ParseContextsOptions {
@@ -46,6 +58,7 @@ export function parseContextsJsonl(text: string, options: ParseContextsOptions =
   const builder = new ContextSetBuilder();
   const ids: ContextId[] = [];
   const lines: number[] = [];
+  const blockObjects: (BlockObject | undefined)[] = [];
   let seen = new Int32Array(1024); // dense block -> 1 + index of the last context holding it
 
   if (text.charCodeAt(0) === 0xfeff) text = text.slice(1);
@@ -94,19 +107,30 @@ export function parseContextsJsonl(text: string, options: ParseContextsOptions =
 
     const list = blocks as unknown[];
     if (list.length === 0 && !options.allowEmpty) fail("empty context (no blocks)");
+    let objects: Map<number, BlockObject> | null = null;
     for (let k = 0; k < list.length; k++) {
       const block = list[k];
       if (typeof block === "string") continue;
       if (typeof block === "number" && Number.isInteger(block)) {
-        if (!Number.isSafeInteger(block)) {
-          fail(`position ${k + 1}: block id ${block} is too large to be exact (beyond 2^53); write it as a string`);
-        }
+        checkIntegerId(block, k, fail);
+        continue;
+      }
+      if (block !== null && typeof block === "object" && !Array.isArray(block)) {
+        objects ??= new Map();
+        objects.set(k, checkBlockObject(block as Record<string, unknown>, k, fail));
+        list[k] = blockIdOf(objects.get(k)!);
         continue;
       }
       fail(`position ${k + 1}: ${describe(block)} is not a block id (an integer or a string)`);
     }
 
+    const knownBlocks = builder.blockCount;
     builder.add(list as BlockId[]);
+    if (objects !== null) {
+      // New blocks get the next dense numbers: record the objects among them as first written.
+      const dense = builder.lastContext();
+      for (const [k, object] of objects) if (dense[k]! >= knownBlocks) blockObjects[dense[k]!] ??= object;
+    }
     const contextNumber = ids.length;
     ids.push(id);
     lines.push(lineNumber);
@@ -129,7 +153,38 @@ export function parseContextsJsonl(text: string, options: ParseContextsOptions =
   }
 
   if (ids.length === 0) throw new ContextsJsonlError(source, 0, "no contexts (the input is empty or only blank lines)");
-  return { set: builder.build(), ids, lines: Int32Array.from(lines) };
+  return { set: builder.build(), ids, lines: Int32Array.from(lines), blockObjects };
+}
+
+const BLOCK_OBJECT_FIELDS = new Set(["id", "text", "tokens"]);
+
+function checkIntegerId(id: number, position: number, fail: (problem: string) => never): void {
+  if (!Number.isSafeInteger(id)) fail(`position ${position + 1}: block id ${id} is too large to be exact (beyond 2^53); write it as a string`);
+}
+
+/** A block object's fields checked as the online API checks them. */
+function checkBlockObject(block: Record<string, unknown>, position: number, fail: (problem: string) => never): BlockObject {
+  const at = `position ${position + 1}`;
+  const unknown = Object.keys(block).find((key) => !BLOCK_OBJECT_FIELDS.has(key));
+  if (block.id === undefined && block.text === undefined) {
+    fail(`${at}: an object is not a block id unless it has an "id" or a "text"${unknown === undefined ? "" : ` (it has ${JSON.stringify(unknown)})`}`);
+  }
+  if (unknown !== undefined) fail(`${at}: unknown block field ${JSON.stringify(unknown)} (a block object has "id", "text" and "tokens")`);
+  const { id, text, tokens } = block;
+  if (id !== undefined) {
+    if (typeof id === "number" && Number.isInteger(id)) checkIntegerId(id, position, fail);
+    else if (typeof id !== "string") fail(`${at}: "id" must be an integer or a string, got ${describe(id)}`);
+  }
+  if (text !== undefined && typeof text !== "string") fail(`${at}: "text" must be a string, got ${describe(text)}`);
+  if (tokens !== undefined && !(typeof tokens === "number" && Number.isSafeInteger(tokens) && tokens > 0)) {
+    fail(`${at}: "tokens" must be a positive integer, got ${describe(tokens)}`);
+  }
+  return block as BlockObject;
+}
+
+/** The id a block object stands for: its id, else its text's label. */
+function blockIdOf(block: BlockObject): BlockId {
+  return block.id ?? textBlockLabel(hashBlockText(block.text!));
 }
 
 /** One JSONL line of a context: {"id", "blocks"} plus extra fields, block ids as the user's. */

@@ -5,7 +5,9 @@
  * "t:<hash of its whitespace-normalized text>", so the same text is always the
  * same block, and 1 and "1" stay different blocks.
  */
-import { createHash } from "node:crypto";
+import { hashBlockText, normalizeWhitespace, textBlockLabel } from "../index/blockText.ts";
+
+export { normalizeWhitespace };
 
 export type BlockInput = number | string | { id?: number | string; text?: string; tokens?: number };
 
@@ -32,7 +34,7 @@ export function normalizeBlock(block: BlockInput, defaults: BlockDefaults): Norm
     hash = textHash(block.text ?? "");
     hashOfBlock.set(block, hash);
   }
-  return { key: `t:${hash}`, tokens, label: `text:${hash}` };
+  return { key: `t:${hash}`, tokens, label: textBlockLabel(hash) };
 }
 
 // Keyed by the block object: a text block's text cannot change under it in practice (requests are parsed JSON).
@@ -42,17 +44,10 @@ const hashOfBlock = new WeakMap<object, string>();
 export function textHash(text: string): string {
   let hash = recentHashes.get(text);
   if (hash === undefined) {
-    hash = createHash("sha256").update(normalizeWhitespace(text)).digest("hex").slice(0, 32);
+    hash = hashBlockText(text);
     rememberHash(text, hash);
   }
   return hash;
-}
-
-// Whitespace runs other than a lone space: replacing only those is twice as fast as /\s+/.
-const WHITESPACE_TO_COLLAPSE = /(?! )\s+| \s+/g;
-
-export function normalizeWhitespace(text: string): string {
-  return text.trim().replace(WHITESPACE_TO_COLLAPSE, " ");
 }
 
 // The same documents come back request after request (that is the premise of reuse), and one

@@ -18,6 +18,8 @@ import { LiveContextIndex, type LiveNode } from "./liveIndex.ts";
 import { newRequestId, requestIdCandidates } from "./requestIds.ts";
 import type { ChangeRecord, ChangeSink, ServiceSnapshot } from "./serviceChanges.ts";
 import { ServiceJournal } from "./serviceJournal.ts";
+import { LazyServiceJournal } from "./lazyServiceJournal.ts";
+import { existsSync } from "node:fs";
 import { DEFAULT_BUDGETS } from "./stateBudgets.ts";
 
 export interface ServiceOptions {
@@ -25,6 +27,8 @@ export interface ServiceOptions {
   dataDir: string | null;
   /** With dataDir null: where changes go instead of a journal. */
   sink?: ChangeSink | null;
+  /** A dataDir that does not exist yet is created (and locked) only when the first change is written (the default ./ctxr-data). */
+  createDataDirOnFirstWrite?: boolean;
   capacityTokens?: number | null;
   ttlMs?: number | null;
   /** Tokens of a block given without "tokens" or "text". */
@@ -91,8 +95,10 @@ export class ContextService {
 
   static async open(options: ServiceOptions): Promise<ContextService> {
     if (options.dataDir !== null && options.sink) throw new Error("a service keeps its changes in a journal or in a sink, not both");
-    const journal = options.dataDir === null ? null : await ServiceJournal.open(options.dataDir, options.snapshotEvery);
-    const service = new ContextService(options, journal ?? options.sink ?? null);
+    const lazy = options.dataDir !== null && options.createDataDirOnFirstWrite === true && !existsSync(options.dataDir);
+    const journal = options.dataDir === null || lazy ? null : await ServiceJournal.open(options.dataDir, options.snapshotEvery);
+    const sink = lazy ? new LazyServiceJournal(options.dataDir!, options.snapshotEvery) : (journal ?? options.sink ?? null);
+    const service = new ContextService(options, sink);
     if (journal !== null) {
       const { snapshot, records } = journal.recovered;
       if (snapshot !== null) service.restore(snapshot);

@@ -50,6 +50,12 @@ export class ServiceJournal {
     if (this.failure !== null) throw new Error(this.failureMessage!);
   }
 
+  /** Closes without a final snapshot (nothing of this process's state belongs here). */
+  async release(): Promise<void> {
+    await this.lastAppend;
+    await this.journal.close();
+  }
+
   async close(finalState: () => ServiceSnapshot): Promise<void> {
     await this.lastAppend;
     await this.snapshotting;

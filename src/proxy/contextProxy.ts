@@ -16,7 +16,8 @@ import { errorResponse } from "../http/errors.ts";
 import { holdIdleTimeout } from "../http/idleTimeout.ts";
 import { depthProblem } from "../http/jsonDepth.ts";
 import { DEFAULT_LIMITS } from "../http/limits.ts";
-import { requestIdHeader, setEngineRequestId, type Engine } from "./engineRequestId.ts";
+import { requestIdField, requestIdHeader, setEngineRequestId, type Engine } from "./engineRequestId.ts";
+import { UpstreamMonitor } from "./upstreamMonitor.ts";
 import { relayBody, relayedResponseHeaders, sendToUpstream, upstreamRequestHeaders } from "./forwarder.ts";
 import { DEFAULT_SSE_KEEP_ALIVE_MS } from "../http/sseKeepAlive.ts";
 import type { HistoryStore } from "../online/historyStore.ts";
@@ -40,8 +41,14 @@ export interface ProxyOptions {
   upstreams: string[];
   /** Sent as `Authorization: Bearer KEY` to every upstream. */
   upstreamKey?: string | null;
-  /** Which request-id field to set (default "openai": none). */
-  engine?: Engine;
+  /** Which request-id field to set (default "openai": none); "auto": each upstream's, detected from its endpoints (upstreamMonitor.ts). */
+  engine?: Engine | "auto";
+  /** How often each upstream's /v1/models (and, with engine "auto", its engine) is checked (default null: never; readiness then follows routing failures only). */
+  probeIntervalMs?: number | null;
+  /** One probe request's time limit (default 2000 ms). */
+  probeTimeoutMs?: number;
+  /** Whose KV events are followed (--kv-events), by upstream position: said in the detection line. */
+  followedKvEvents?: readonly boolean[];
   /** Time allowed until an upstream's response headers arrive (default 600 000 ms). */
   timeoutMs?: number;
   /** Template of one `documents` entry ({id}, {title}, {text}); default an XML element. */
@@ -92,6 +99,8 @@ interface Dispatch {
   /** The engine's path (the client's, or the rest of an /engine/ path). */
   path: string;
   body: Uint8Array | string | null;
+  /** A rewritten body, for the engine of the upstream it goes to (instead of `body`). */
+  bodyFor?: (engine: Engine) => string;
   /** Rewritten routes: decompressed, scanned for usage; passthrough: bytes as they come unless there are secrets to redact. */
   rewrite: RewriteResult | null;
   plan: RoutingPlan;
@@ -141,7 +150,10 @@ function tooLarge(c: Context, maxBytes: number): Response {
 export class ContextProxy {
   readonly pool: UpstreamPool;
   readonly rewriter: PromptRewriter;
-  readonly engine: Engine;
+  /** The --engine given: one for every upstream, or "auto" (each upstream's own, Upstream.engine). */
+  readonly engine: Engine | "auto";
+  /** Probes the upstreams (null: no probes). */
+  readonly monitor: UpstreamMonitor | null;
   private readonly secrets: string[];
   private readonly timeoutMs: number;
   private readonly upstreamKey: string | null;
@@ -187,6 +199,19 @@ export class ContextProxy {
     this.rewriter = new PromptRewriter(service, { documentTemplate: options.documentTemplate, maxHistoryBytes: options.maxHistoryBytes, histories: options.histories });
     this.promptTokenizer = options.promptTokenizer ?? null;
     this.blockSize = options.blockSize ?? DEFAULT_ENGINE_BLOCK_SIZE;
+    if (this.engine !== "auto") for (const upstream of this.pool.upstreams) upstream.engine = this.engine as Engine;
+    const probeIntervalMs = options.probeIntervalMs ?? null;
+    this.monitor =
+      probeIntervalMs === null && this.engine !== "auto"
+        ? null
+        : new UpstreamMonitor(this.pool, {
+            intervalMs: probeIntervalMs,
+            detect: this.engine === "auto",
+            authorizationFor: (upstream) => this.authorizationFor(upstream),
+            followsKvEvents: (position) => options.followedKvEvents?.[position] === true,
+            ...(options.probeTimeoutMs === undefined ? {} : { timeoutMs: options.probeTimeoutMs }),
+            log: this.log,
+          });
   }
 
   /**
@@ -259,11 +284,23 @@ export class ContextProxy {
     if (view !== null) result.body = view.restore(asChat);
     // Nothing to change: the client's bytes go out as they came.
     const unchanged = result.documents === 0 && result.requestId === null && !("ctxr" in received) && !("documents" in received);
-    setEngineRequestId(result.body, this.engine, result.requestId);
     const estimate = !this.pool.routes ? EMPTY_PLAN : kind === "completion" ? completionRoutingPlan(result) : chatRoutingPlan(asChat, result);
     const blockKeys = this.promptBlockKeys(kind, asChat);
     const plan = blockKeys === undefined ? estimate : { ...estimate, blockKeys };
-    return this.dispatch(c, { method: "POST", path: rawPath(c), body: unchanged ? bytes : JSON.stringify(result.body), rewrite: result, plan });
+    // The request id goes in the field of the engine the request is routed to (engines differ with --engine auto).
+    const bodies = new Map<string, string>();
+    const bodyFor = (engine: Engine) => {
+      const field = requestIdField(engine) ?? "";
+      let text = bodies.get(field);
+      if (text === undefined) {
+        const sent = field === "" ? result.body : { ...result.body };
+        setEngineRequestId(sent, engine, result.requestId);
+        text = JSON.stringify(sent);
+        bodies.set(field, text);
+      }
+      return text;
+    };
+    return this.dispatch(c, { method: "POST", path: rawPath(c), body: unchanged ? bytes : null, bodyFor: unchanged ? undefined : bodyFor, rewrite: result, plan });
   }
 
   /** Any other request: method, path (default the client's), query, headers and body as they came. */
@@ -336,9 +373,7 @@ export class ContextProxy {
   private async dispatch(c: Context, request: Dispatch): Promise<Response> {
     const url = new URL(c.req.url);
     const query = url.search.replace(/^\?/, "");
-    const idHeader = requestIdHeader(this.engine);
     const requestId = request.rewrite?.requestId ?? null;
-    const override: [string, string][] = idHeader === null || requestId === null ? [] : [[idHeader, requestId]];
     const tried = new Set<Upstream>();
     // Checked where the count goes up, so clients arriving together cannot all slip past the limit.
     const relaying = this.pool.upstreams.reduce((total, u) => total + u.inFlight, 0);
@@ -355,6 +390,9 @@ export class ContextProxy {
         return errorResponse(c, 502, `no upstream available: ${down} of ${this.pool.upstreams.length} out of rotation after failures${tried.size > 0 ? `, ${tried.size} tried now` : ""}`);
       }
       tried.add(upstream);
+      const idHeader = requestIdHeader(upstream.engine);
+      const override: [string, string][] = idHeader === null || requestId === null ? [] : [[idHeader, requestId]];
+      const sentBody = request.bodyFor === undefined ? request.body : request.bodyFor(upstream.engine);
       upstream.inFlight++;
       upstream.counters.requests++;
       const keys = request.plan.blockKeys;
@@ -383,7 +421,7 @@ export class ContextProxy {
           defaultContentType: request.rewrite === null ? undefined : "application/json",
           override,
         }),
-        body: request.body,
+        body: sentBody,
         decompress: decode,
         timeoutMs: this.timeoutMs,
         clientSignal: c.req.raw.signal,

@@ -85,7 +85,7 @@ function documentProxyRoutes(app: OpenAPIHono, proxy: ContextProxy, options: Pro
       dedup: z.boolean().optional().openapi({ description: "Replace documents sent in an earlier turn by a location note (default true)." }),
     })
     .openapi("CtxrRequestOptions", { description: "ctxr's options for this request; removed before forwarding." });
-  const engineField = proxy.engine === "vllm" ? ' ctxr sets "request_id" (vLLM) to the id it records.' : proxy.engine === "sglang" ? ' ctxr sets "rid" (SGLang) to the id it records.' : "";
+  const engineField = proxy.engine === "vllm" ? ' ctxr sets "request_id" (vLLM) to the id it records.' : proxy.engine === "sglang" ? ' ctxr sets "rid" (SGLang) to the id it records.' : proxy.engine === "auto" ? ' ctxr sets the request-id field of the engine it detected upstream ("request_id" for vLLM, "rid" for SGLang) to the id it records.' : "";
 
   const ChatRequest = z
     .object({

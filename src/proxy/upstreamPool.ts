@@ -33,6 +33,8 @@
  * it is tried again after a backoff (5 s, doubling up to 60 s by default), and
  * is back in rotation as soon as it answers.
  */
+import type { DetectedEngine } from "./engineDetection.ts";
+import type { Engine } from "./engineRequestId.ts";
 import { LiveContextIndex } from "../online/liveIndex.ts";
 import { estimatedStringBytes, KEY_ENTRY_BYTES } from "../online/memoryEstimates.ts";
 import { DEFAULT_BUDGETS } from "../online/stateBudgets.ts";
@@ -91,6 +93,12 @@ export class Upstream implements UpstreamState {
   /** The subscriber to its KV events (--kv-events), which feeds `sync`. */
   subscriber: { readonly stats: KvEventSubscriberStats } | null = null;
   healthy = true;
+  /** How ctxr talks to it: --engine, or what detection found ("openai" until then). */
+  engine: Engine = "openai";
+  /** What its endpoints said it is (--engine auto), null before it answered. */
+  detected: DetectedEngine | null = null;
+  /** The latest probe of its /v1/models (upstreamMonitor.ts), null before the first. */
+  probe: { serving: boolean; reason: string | null; at: number } | null = null;
   consecutiveFailures = 0;
   retryAt: number | null = null;
   lastError: string | null = null;

@@ -23,6 +23,7 @@ import { PROMETHEUS_CONTENT_TYPE } from "../http/prometheus.ts";
 import { ServerMetrics } from "./metrics.ts";
 import { GENERATION_PATHS, mountGenerationRoutes } from "./openai/generationRoutes.ts";
 import { MODEL_PATH_PREFIX, mountNoModelRoutes } from "./openai/modelsRoutes.ts";
+import { readiness } from "./readiness.ts";
 import { createRoutes, routeTable } from "./routes.ts";
 import { refuseWhileStateQueueFull, stateWritingPaths } from "./stateWriteGuard.ts";
 import { mountResponsesRoute } from "./responses/responsesRoute.ts";
@@ -133,6 +134,12 @@ export function createApp(service: ContextService, options: AppOptions = {}): Op
     const failure = service.failure ?? (engine !== null && !engine.runner.alive ? "the model runner is not running" : null);
     return failure === null ? c.body(null, 200) : errorResponse(c, 503, failure);
   }) as never);
+
+  app.openapi(routes.ready, (c) => {
+    const state = readiness({ journalFailure: service.failure, runnerAlive: engine === null ? null : engine.runner.alive, upstreams: proxy?.pool.upstreams ?? null });
+    const body = { status: state.ready ? ("ready" as const) : ("not_ready" as const), ...(state.reason === null ? {} : { reason: state.reason }), ...(state.upstreams === undefined ? {} : { upstreams: state.upstreams }) };
+    return state.ready ? c.json(body, 200) : c.json(body, 503);
+  });
 
   let document: unknown = null;
   app.openapi(routes.openapi, (c) => {

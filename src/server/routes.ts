@@ -64,6 +64,17 @@ export function createRoutes(schemas: ApiSchemas, options: RouteOptions) {
         503: json(schemas.ErrorResponse, "The journal failed, or the model runner is not running (restarting or shut down)."),
       },
     }),
+    ready: createRoute({
+      method: "get",
+      path: "/ready",
+      tags: ["operations"],
+      summary: "Readiness check",
+      description: "200 while something can serve requests: with --upstream, at least one upstream (its GET /v1/models answered 200 at the last probe and it is in rotation); with --model, the model runner. 503 with the reason otherwise. /health and /healthz stay liveness checks.",
+      responses: {
+        200: json(schemas.ReadyResponse, "Ready."),
+        503: json(schemas.ReadyResponse, "Not ready: no upstream can serve, the model runner is not running, or the journal failed."),
+      },
+    }),
     openapi: createRoute({
       method: "get",
       path: "/openapi.json",

@@ -145,6 +145,23 @@ export function createSchemas(limits: ServerLimits) {
       error: z.string().optional().openapi({ description: "Why the server is failing (its journal cannot write) or degraded." }),
     })
     .openapi("HealthResponse");
+  const ReadyResponse = z
+    .object({
+      status: z.enum(["ready", "not_ready"]),
+      reason: z.string().optional().openapi({ description: "Why nothing can serve: the journal, the model runner, or each upstream's last probe." }),
+      upstreams: z
+        .array(
+          z.object({
+            url: z.string(),
+            serving: z.boolean(),
+            engine: z.string().openapi({ description: "How ctxr talks to it: vllm, sglang, llamacpp or openai." }),
+            detected: z.string().nullable().openapi({ description: "What its endpoints said it is (--engine auto), e.g. \"vLLM 0.9.1\"; null before it answered or without auto." }),
+            reason: z.string().nullable(),
+          }),
+        )
+        .optional(),
+    })
+    .openapi("ReadyResponse");
 
   const RecoveryReport = z
     .object({
@@ -349,6 +366,7 @@ export function createSchemas(limits: ServerLimits) {
     EvictResponse,
     ResetResponse,
     HealthResponse,
+    ReadyResponse,
     StatsResponse,
     ErrorResponse,
   };

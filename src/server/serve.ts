@@ -5,6 +5,7 @@
  */
 import type { RedisTlsSettings } from "../state/redisDiagnosis.ts";
 import { serveHttp, type HttpServeOptions, type HttpServer } from "../runtime/httpServer.ts";
+import { existsSync } from "node:fs";
 import { resolve } from "node:path";
 import { GenerationEngine, type EngineOptions } from "../engine/generationEngine.ts";
 import { ContextService } from "../online/contextService.ts";
@@ -95,7 +96,12 @@ export function startServer(service: ContextService, options: ServerOptions = {}
   const limits = withDefaultLimits(options.limits);
   const metrics = new ServerMetrics();
   const statusHistory = new StatusHistory({ everyMs: options.statusSampleEveryMs ?? DEFAULT_STATUS_SAMPLE_EVERY_MS, onError: statusSampleFailed(log) });
-  const app = createApp(service, { limits, apiKey: options.apiKey, metrics, log, proxy: options.proxy, engine: options.engine, kvEvents: options.kvEvents, latency: options.latency, onProxy: options.onProxy, sseKeepAliveMs: options.sseKeepAliveMs, maxResponseBytes: options.maxResponseBytes, statusHistory });
+  let proxy: ContextProxy | null = null;
+  const onProxy = (created: ContextProxy) => {
+    proxy = created;
+    options.onProxy?.(created);
+  };
+  const app = createApp(service, { limits, apiKey: options.apiKey, metrics, log, proxy: options.proxy, engine: options.engine, kvEvents: options.kvEvents, latency: options.latency, onProxy, sseKeepAliveMs: options.sseKeepAliveMs, maxResponseBytes: options.maxResponseBytes, statusHistory });
   const host = options.host ?? DEFAULT_HOST;
 
   let inFlight = 0;
@@ -121,6 +127,9 @@ export function startServer(service: ContextService, options: ServerOptions = {}
       return Response.json(errorBody("internal server error", "", 500), { status: 500 });
     },
   });
+
+  // The upstreams' probes (readiness, --engine auto): the first round starts now; runServer waits for it.
+  void (proxy as ContextProxy | null)?.monitor?.start();
 
   const ttlMs = service.stats().ttl_ms;
   let timer: ReturnType<typeof setInterval> | null = null;
@@ -151,6 +160,7 @@ export function startServer(service: ContextService, options: ServerOptions = {}
       stopping ??= (async () => {
         if (timer !== null) clearInterval(timer);
         statusHistory.stop();
+        (proxy as ContextProxy | null)?.monitor?.stop();
         const stopped = server.stop(false);
         if (inFlight > 0) {
           await new Promise<void>((resolveIdle) => {
@@ -182,9 +192,16 @@ export interface SharedStateConfig {
   tls?: RedisTlsSettings;
 }
 
+export const LOG_LEVELS = ["info", "debug"] as const;
+export type LogLevel = (typeof LOG_LEVELS)[number];
+
 export interface RunOptions extends ServerOptions {
+  /** debug: also the tuning details at start (default info). */
+  logLevel?: LogLevel;
   /** Journal directory; null keeps state in memory only (or in Redis, with `state`). */
   dataDir: string | null;
+  /** Create dataDir only when the first change is written (the default ./ctxr-data), if it does not exist yet. */
+  createDataDirOnFirstWrite?: boolean;
   state?: SharedStateConfig | null;
   capacityTokens?: number | null;
   ttlMs?: number | null;
@@ -218,8 +235,10 @@ export async function runServer(options: RunOptions, io: RunIo): Promise<void> {
   const shared = options.state
     ? new SharedState({ url: options.state.url, prefix: options.state.prefix, snapshotEvery: options.state.snapshotEvery, reads: options.state.reads, queueBytes: options.state.queueBytes, tls: options.state.tls, histories: { maxBytes: options.proxy?.maxHistoryBytes === undefined ? DEFAULT_BUDGETS.historyBytes : options.proxy.maxHistoryBytes }, log: io.err })
     : null;
+  const dataDirLater = dataDir !== null && options.createDataDirOnFirstWrite === true && !existsSync(dataDir);
   const service = await ContextService.open({
     dataDir,
+    createDataDirOnFirstWrite: options.createDataDirOnFirstWrite,
     sink: shared,
     capacityTokens: options.capacityTokens ?? null,
     ttlMs: options.ttlMs ?? null,
@@ -230,13 +249,16 @@ export async function runServer(options: RunOptions, io: RunIo): Promise<void> {
   });
   await shared?.start(service);
   const mirroredUpstreams = (options.kvEventsSubscribe ?? []).filter((subscribe) => subscribe !== null).length;
-  const proxyOptions = options.proxy ? { ...options.proxy, mirroredUpstreams, ...(shared ? { histories: shared.histories } : {}) } : options.proxy;
+  const followedKvEvents = (options.kvEventsSubscribe ?? []).map((subscribe) => subscribe !== null);
+  const proxyOptions = options.proxy ? { ...options.proxy, mirroredUpstreams, followedKvEvents, ...(shared ? { histories: shared.histories } : {}) } : options.proxy;
   let engine: GenerationEngine | null = null;
   let kvEvents: KvEventsPublishThread | null = null;
   // Every upstream's KV events are followed on one thread of their own, off the request path.
   const kvEventsThread = (options.kvEventsSubscribe ?? []).some((subscribe) => subscribe !== null) ? new KvEventsThread(io.err, options.kvEventsSettings) : null;
   const subscribers = (options.kvEventsSubscribe ?? []).map((subscribe) => (subscribe === null ? null : kvEventsThread!.subscribe(subscribe)));
+  let runningProxy: ContextProxy | null = null;
   const onProxy = (proxy: ContextProxy) => {
+    runningProxy = proxy;
     options.onProxy?.(proxy);
     subscribers.forEach((subscriber, position) => subscriber !== null && proxy.followKvEvents(position, subscriber));
   };
@@ -272,7 +294,10 @@ export async function runServer(options: RunOptions, io: RunIo): Promise<void> {
   }
   if (options.proxy) {
     const urls = options.proxy.upstreams.map((u) => parseUpstreamUrl(u).url).join(", ");
-    io.out(`ctxr serve: proxying /v1/chat/completions, /v1/completions and every other request (the engine's /health, /metrics... at /engine/PATH) to ${urls} (engine: ${options.proxy.engine ?? "openai"})\n`);
+    const engine = options.proxy.engine ?? "openai";
+    io.out(`ctxr serve: proxying /v1/chat/completions, /v1/completions and every other request (the engine's /health, /metrics... at /engine/PATH) to ${urls} (engine: ${engine === "auto" ? "detected for each upstream" : engine})\n`);
+    // The first probe round: its detection lines come before "listening".
+    await (runningProxy as ContextProxy | null)?.monitor?.probeAll();
     subscribers.forEach((subscriber, position) => {
       if (subscriber === null) return;
       const replay = subscriber.stats.replayEndpoint === null ? "" : ` (replay: ${subscriber.stats.replayEndpoint})`;
@@ -286,12 +311,13 @@ export async function runServer(options: RunOptions, io: RunIo): Promise<void> {
         `at most ${engine.maxModelLen} tokens a sequence): POST /v1/chat/completions, /v1/completions, /v1/responses, /tokenize, /detokenize; GET /v1/models\n`,
     );
     io.out(`ctxr serve: ${engine.kvSettings}\n`);
+    if (options.logLevel === "debug") io.out(`ctxr serve: debug: ${engine.kvTuning}\n`);
     if (engine.reasoningParser !== null) io.out(`ctxr serve: reasoning parser ${engine.reasoningParser}: answers' <think>…</think> returned apart as reasoning_content\n`);
   }
   if (kvEvents !== null) {
     io.out(`ctxr serve: publishing KV events on ${kvEvents.endpoint}${kvEvents.replayEndpoint === null ? "" : ` (replay: ${kvEvents.replayEndpoint})`}\n`);
   }
-  io.out(`ctxr serve: listening on ${running.url} (data: ${shared !== null ? `shared through ${options.state!.url.display}` : (dataDir ?? "memory")})\n`);
+  io.out(`ctxr serve: listening on ${running.url} (data: ${shared !== null ? `shared through ${options.state!.url.display}` : (dataDir === null ? "memory" : dataDirLater ? `${dataDir}, created when first written` : dataDir)})\n`);
 
   // A second signal while shutting down exits at once. Its handler is added once the first signal's
   // dispatch is over: Deno calls a listener added during a dispatch in that same dispatch.
@@ -318,7 +344,7 @@ export async function runServer(options: RunOptions, io: RunIo): Promise<void> {
     process.off("SIGINT", force);
     process.off("SIGTERM", force);
   }
-  io.err(`ctxr serve: stopped${dataDir === null ? "" : `; state saved in ${dataDir}`}\n`);
+  io.err(`ctxr serve: stopped${dataDir === null || !existsSync(dataDir) ? "" : `; state saved in ${dataDir}`}\n`);
 }
 
 /** The KV events publisher on a thread of its own, its bind errors in words naming the flag. */

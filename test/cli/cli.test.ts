@@ -266,6 +266,63 @@ describe("ctxr index build: a good build", () => {
   });
 });
 
+describe("ctxr index build: text blocks, as the online API takes them", () => {
+  test("text blocks without ids share by their text, objects come out as written, numeric and string ids still work", () => {
+    const shared = ["The Eiffel Tower is in Paris.", "Paris is the capital of France."];
+    const lines = [
+      JSON.stringify({ id: "a", blocks: [{ text: "own a" }, { text: shared[0] }, { text: shared[1] }] }),
+      JSON.stringify({ id: "b", blocks: [{ text: "own b" }, { text: `  ${shared[1]}\n` }, { id: 7, text: "seven" }] }),
+      JSON.stringify({ id: "c", blocks: [{ text: "own c" }, { text: shared[0] }, { text: shared[1] }, 7] }),
+      JSON.stringify([5, "x", 6]),
+      JSON.stringify({ id: 9, blocks: [{ id: "x" }, 5] }),
+    ];
+    const c = caseFolder(lines.join("\n") + "\n");
+    const run = runCli(["index", "build", "--input", c.input, "--output", c.output], { cwd: c.dir });
+    expect(run.stderr).toBe("");
+    expect(run.code).toBe(0);
+    const summary = lastJsonLine(run.stdout);
+    // own a/b/c, the two shared texts, 7, 5, "x", 6.
+    expect(summary.distinct_blocks).toBe(9);
+    expect(summary.hit_ratio as number).toBeGreaterThan(summary.baseline_hit_ratio as number);
+    const output = readFileSync(join(c.dir, c.output), "utf8").trimEnd().split("\n").map((line) => JSON.parse(line) as { id: unknown; blocks: unknown[] });
+    const byId = new Map(output.map((line) => [JSON.stringify(line.id), line.blocks]));
+    // Text blocks come out as first written (whitespace and all), so the schedule carries the text.
+    expect(byId.get('"a"')!.map((block) => JSON.stringify(block)).sort()).toEqual([{ text: "own a" }, { text: shared[0] }, { text: shared[1] }].map((block) => JSON.stringify(block)).sort());
+    // Block 7 was first written as an object (in b), "x" as a plain id (before {"id": "x"}).
+    expect(byId.get('"c"')).toContainEqual({ id: 7, text: "seven" });
+    // a and c share both texts: the schedule puts them first, in the same order.
+    expect(byId.get('"a"')!.slice(0, 2)).toEqual(byId.get('"c"')!.slice(0, 2));
+    expect(byId.get("9")!.sort()).toEqual([5, "x"].sort());
+  });
+
+  test("a bad block object names the line and position, exits 2", () => {
+    const c = caseFolder('[1]\n[{"text": "x", "title": "t"}]\n');
+    const run = runCli(["index", "build", "--input", c.input, "--output", c.output], { cwd: c.dir });
+    expect(run.code).toBe(2);
+    expect(run.stderr).toContain('contexts.jsonl:2: position 1: unknown block field "title"');
+    expect(existsSync(join(c.dir, c.output))).toBe(false);
+  });
+});
+
+describe("ctxr index build --method cluster: sizes it cannot hold", () => {
+  test("200k contexts are refused before the build, naming the trie; the trie builds them", () => {
+    const lines: string[] = [];
+    for (let i = 0; i < 200_000; i++) lines.push(`[${i % 1000},${1000 + i}]`);
+    const c = caseFolder(lines.join("\n") + "\n");
+    const started = performance.now();
+    const refused = runCli(["index", "build", "--input", c.input, "--output", c.output, "--method", "cluster"], { cwd: c.dir });
+    expect(refused.stderr).toMatch(/^ctxr index build: the cluster method cannot hold 200000 contexts: its pairwise distance matrix needs about 149\.\d GiB, more than the 4 GiB of WebAssembly memory its kernels have \(about 3\d{4} contexts like these fit\); /);
+    expect(refused.stderr).toContain("use the trie method (--method trie");
+    expect(refused.stderr).not.toContain("out of WASM memory");
+    expect(refused.code).toBe(2);
+    expect(performance.now() - started).toBeLessThan(30_000);
+    expect(existsSync(join(c.dir, c.output))).toBe(false);
+    const trie = runCli(["index", "build", "--input", c.input, "--output", c.output, "--method", "trie"], { cwd: c.dir });
+    expect(trie.code).toBe(0);
+    expect(lastJsonLine(trie.stdout).contexts).toBe(200_000);
+  });
+});
+
 describe("ctxr index build on the bundled sample", () => {
   test("samples/zipf_N128_k15.jsonl", () => {
     const out = join(folder.path, "sample-schedule.jsonl");

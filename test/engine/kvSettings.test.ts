@@ -1,31 +1,42 @@
 import { describe, expect, test } from "bun:test";
-import { describeKvSettings, type KvSettings } from "../../src/engine/kvSettings.ts";
+import { describeKvSettings, describeKvTuning, type KvSettings } from "../../src/engine/kvSettings.ts";
 
 const base: KvSettings = { policy: "prophet", recomputeRatio: 0.2, deviceBlocks: 256, hostBytes: 2 ** 30, disk: null, focusWindow: 0, trigger: {} };
 
-describe("describeKvSettings", () => {
-  test("defaults: the policy and ratio, the tiers, early stop off, and the trigger flagged as uncalibrated", () => {
-    expect(describeKvSettings(base)).toBe(
-      "KV reuse policy prophet at 20% recompute (prophet span decay 0.8); chunk cache: 256 device blocks, host 1 GiB, disk none; cachecraft scores shift, focused-chunk early stop off; " +
-        "sparse-decode trigger: entropy 3 nats, varentropy 5 nats², window 16 steps (uncalibrated defaults: see ctxr model calibrate-sparse)",
+describe("describeKvSettings (the information line)", () => {
+  test("defaults: the policy and ratio and the tiers, in plain words, nothing that reads like a warning", () => {
+    const line = describeKvSettings(base);
+    expect(line).toBe("documents' KV caches are reused at any position (prophet, 20% recomputed); chunk cache: 256 device blocks, 1 GiB of host memory");
+    expect(line).not.toMatch(/uncalibrated|nats|warning/);
+  });
+
+  test("a disk and a remote tier, and the policies that do not reuse at any position", () => {
+    const line = describeKvSettings({ ...base, policy: "cachecraft", recomputeRatio: 0.15, hostBytes: 512 * 2 ** 20, disk: { dir: "/var/kv", bytes: 16 * 2 ** 30 }, remote: { url: "redis://r:6379", bytes: 4 * 2 ** 30 } });
+    expect(line).toBe("documents' KV caches are reused at any position (cachecraft, 15% recomputed); chunk cache: 256 device blocks, 512 MiB of host memory, disk /var/kv (16 GiB), remote redis://r:6379 (4 GiB)");
+    expect(describeKvSettings({ ...base, policy: "full" })).toStartWith("documents' KV caches are recomputed in full (--kv-policy full)");
+    expect(describeKvSettings({ ...base, policy: "prefix" })).toStartWith("documents' KV caches are reused as a prefix only (--kv-policy prefix)");
+  });
+});
+
+describe("describeKvTuning (the debug line)", () => {
+  test("defaults: the knobs and the trigger's built-in thresholds, said to be built in", () => {
+    expect(describeKvTuning(base)).toBe(
+      "prophet span decay 0.8; cachecraft scores shift, focused-chunk early stop off; " +
+        "sparse-decode trigger: entropy 3 nats, varentropy 5 nats², window 16 steps (the built-in thresholds; ctxr model calibrate-sparse fits them to a model)",
     );
   });
 
-  test("a disk tier, the attention scores, early stop and calibrated thresholds are shown as set", () => {
-    const line = describeKvSettings({
+  test("the attention scores, early stop and given thresholds are shown as set", () => {
+    const line = describeKvTuning({
       ...base,
-      policy: "cachecraft",
-      recomputeRatio: 0.15,
-      hostBytes: 512 * 2 ** 20,
-      disk: { dir: "/var/kv", bytes: 16 * 2 ** 30 },
       focusWindow: 2,
       contextScores: "attention",
+      prophetQueryRows: "last",
       trigger: { entropyThreshold: 2.913, varentropyThreshold: 4.02, windowSteps: 8 },
     });
-    expect(line).toContain("KV reuse policy cachecraft at 15% recompute");
-    expect(line).toContain("host 512 MiB, disk /var/kv (16 GiB)");
+    expect(line).toContain("prophet span decay 0.8, last question token only");
     expect(line).toContain("cachecraft scores attention, focused-chunk early stop after 2 stable layers");
-    expect(line).toContain("entropy 2.913 nats, varentropy 4.02 nats², window 8 steps");
-    expect(line).not.toContain("uncalibrated");
+    expect(line).toContain("entropy 2.913 nats, varentropy 4.02 nats², window 8 steps (as given)");
+    expect(line).not.toContain("built-in");
   });
 });

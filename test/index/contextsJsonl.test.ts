@@ -1,6 +1,8 @@
 import { describe, expect, test } from "bun:test";
 import { contextBlocks } from "../../src/index/contextSet.ts";
+import { hashBlockText } from "../../src/index/blockText.ts";
 import { ContextsJsonlError, formatContextLine, parseContextsJsonl } from "../../src/index/contextsJsonl.ts";
+import { normalizeBlock } from "../../src/online/blocks.ts";
 
 function parseError(text: string, options = {}): ContextsJsonlError {
   try {
@@ -29,6 +31,43 @@ describe("parseContextsJsonl", () => {
     const { ids } = parseContextsJsonl('\n\n{"id": 17, "blocks": [1]}\n[2]\n{"id": 0.5, "blocks": [3]}');
     expect(ids).toEqual([17, 3, 0.5]);
   });
+
+  test("text blocks as the online API takes them: a text without an id is named by its normalized text's hash", () => {
+    const text = [
+      JSON.stringify([{ text: "Paris is  the capital." }, { id: "d2", text: "ignored for identity" }, 7]),
+      JSON.stringify({ id: "q", blocks: [{ text: " Paris is the\ncapital. ", tokens: 12 }, { id: 7 }, "d2"] }),
+    ].join("\n");
+    const { set, blockObjects } = parseContextsJsonl(text);
+    const label = `text:${hashBlockText("Paris is the capital.")}`;
+    expect(label).toMatch(/^text:[0-9a-f]{32}$/);
+    // The same text (whitespace aside) is one block, {"id": 7} is block 7, {"id": "d2"} is "d2".
+    expect(set.blockIds).toEqual([label, "d2", 7]);
+    expect(Array.from(contextBlocks(set, 1))).toEqual([0, 2, 1]);
+    // Each object block keeps the object it was first written as.
+    expect(blockObjects[0]).toEqual({ text: "Paris is  the capital." });
+    expect(blockObjects[1]).toEqual({ id: "d2", text: "ignored for identity" });
+    expect(blockObjects[2]).toBeUndefined(); // first written as 7
+    // The online API names the same text block the same way.
+    expect(normalizeBlock({ text: "Paris is the capital." }, { blockTokens: 256 }).label).toBe(label);
+  });
+
+  test("a text block repeated inside one context is refused like a repeated id", () => {
+    expect(parseError('[{"text": "a b"}, {"text": "a  b"}]\n').message).toMatch(/^contexts\.jsonl:1: block "text:[0-9a-f]{32}" appears twice in one context$/);
+  });
+
+  const objectCases: [string, string, RegExp][] = [
+    ["no id nor text", '[{"tokens": 5}]', /^contexts\.jsonl:1: position 1: an object is not a block id unless it has an "id" or a "text"$/],
+    ["unknown field", '[1, {"text": "x", "title": "t"}]', /^contexts\.jsonl:1: position 2: unknown block field "title"/],
+    ["bad id", '[{"id": 1.5}]', /^contexts\.jsonl:1: position 1: "id" must be an integer or a string, got 1\.5$/],
+    ["bad text", '[{"text": 3}]', /^contexts\.jsonl:1: position 1: "text" must be a string, got 3$/],
+    ["bad tokens", '[{"text": "x", "tokens": 0}]', /^contexts\.jsonl:1: position 1: "tokens" must be a positive integer, got 0$/],
+    ["huge id", '[{"id": 9007199254740993}]', /^contexts\.jsonl:1: position 1: block id 9007199254740992 is too large to be exact/],
+  ];
+  for (const [name, text, message] of objectCases) {
+    test(`block object: ${name}`, () => {
+      expect(parseError(text).message).toMatch(message);
+    });
+  }
 
   test("a byte-order mark and a last line without newline are fine", () => {
     const { set } = parseContextsJsonl("\uFEFF[1]\n[2]");

@@ -35,6 +35,9 @@ describe("ctxr serve --upstream", () => {
       ["--upstream", "http://a", "--upstream-timeout", "0"],
       ["--upstream", "http://a", "--document-template", ""],
       ["--upstream"],
+      ["--upstream", "http://a", "--probe-interval", "0"],
+      ["--probe-interval", "1"],
+      ["--upstream", "http://a", "--log-level", "loud"],
     ]) {
       const run = runCli(["serve", "--in-memory", ...args]);
       expect({ args, code: run.code }).toEqual({ args, code: 2 });

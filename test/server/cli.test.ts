@@ -217,13 +217,52 @@ describe("ctxr serve", () => {
     await Bun.write(join(cwd, ".keep"), "");
     const server = await spawnServer([], {}, 20_000, cwd);
     try {
-      expect(server.startLines).toEqual([`ctxr serve: listening on ${server.url} (data: ${join(cwd, "ctxr-data")})`]);
+      expect(server.startLines).toEqual([`ctxr serve: listening on ${server.url} (data: ${join(cwd, "ctxr-data")}, created when first written)`]);
+      // Nothing written yet: no folder, no lock.
+      expect(existsSync(join(cwd, "ctxr-data"))).toBe(false);
+      expect((await server.get("/v1/stats")).body.persistent).toBe(true);
       expect((await server.post("/v1/reorder", { contexts: [[1, 2]] })).status).toBe(200);
+      expect(existsSync(join(cwd, "ctxr-data", "journal.lock"))).toBe(true);
     } finally {
       server.kill("SIGTERM");
       expect(await server.exited).toBe(0);
     }
     expect(readdirSync(join(cwd, "ctxr-data")).some((name) => name.startsWith("snapshot-"))).toBe(true);
+  });
+
+  test("two servers in one folder with the default data dir: neither creates it until it writes; the second writer is told the fixes", async () => {
+    const cwd = join(folder.path, "shared-folder");
+    await Bun.write(join(cwd, ".keep"), "");
+    const first = await spawnServer([], {}, 20_000, cwd);
+    const second = await spawnServer([], {}, 20_000, cwd);
+    try {
+      expect(existsSync(join(cwd, "ctxr-data"))).toBe(false);
+      expect((await first.post("/v1/reorder", { contexts: [[1, 2]] })).status).toBe(200);
+      const refused = await second.post("/v1/reorder", { contexts: [[3, 4]] });
+      expect(refused.status).toBe(500);
+      const health = await second.get("/healthz");
+      expect(health.status).toBe(503);
+      expect(health.body.error).toContain(`is locked by process ${first.process.pid}`);
+      expect(health.body.error).toContain("give this one its own (--data-dir DIR) or none (--in-memory");
+    } finally {
+      for (const server of [first, second]) server.kill("SIGTERM");
+      expect(await first.exited).toBe(0);
+      await second.exited;
+    }
+    // The first one's state was kept and comes back.
+    const restarted = await spawnServer([], {}, 20_000, cwd);
+    try {
+      expect(restarted.startLines.at(-1)).toBe(`ctxr serve: listening on ${restarted.url} (data: ${join(cwd, "ctxr-data")})`);
+      expect((await restarted.get("/v1/stats")).body.contexts).toBe(1);
+      // A data dir that exists is opened (and locked) at start: a second server is refused at once, with the fixes.
+      const late = runCli(["serve", "--port", "0"], { cwd });
+      expect(late.code).toBe(1);
+      expect(late.stderr).toContain(`journal directory ${join(cwd, "ctxr-data")} is locked by process ${restarted.process.pid}`);
+      expect(late.stderr).toContain("(--data-dir DIR) or none (--in-memory");
+    } finally {
+      restarted.kill("SIGTERM");
+      expect(await restarted.exited).toBe(0);
+    }
   });
 
   test("the API key comes from --api-key or CTXR_API_KEY; the flag wins", async () => {

@@ -254,7 +254,7 @@ describe("GET /openapi.json", () => {
     expect(doc.openapi).toMatch(/^3\./);
     expect(doc.info.title).toBe("ctxr");
     const paths = Object.keys(doc.paths).sort();
-    expect(paths).toEqual(["/", "/health", "/healthz", "/metrics", "/openapi.json", "/v1/dedup", "/v1/evict", "/v1/reorder", "/v1/reset", "/v1/schedule", "/v1/stats", "/v1/stats/history"]);
+    expect(paths).toEqual(["/", "/health", "/healthz", "/metrics", "/openapi.json", "/ready", "/v1/dedup", "/v1/evict", "/v1/reorder", "/v1/reset", "/v1/schedule", "/v1/stats", "/v1/stats/history"]);
     for (const path of ["/v1/reorder", "/v1/schedule", "/v1/dedup", "/v1/evict"]) {
       const op = doc.paths[path].post;
       expect(op.requestBody.required).toBe(true);
@@ -263,7 +263,8 @@ describe("GET /openapi.json", () => {
       expect(op.responses["400"].content["application/json"].schema.$ref).toBe("#/components/schemas/Error");
       expect(op.security).toBeUndefined();
     }
-    for (const path of ["/healthz", "/metrics", "/v1/stats", "/openapi.json"]) expect(doc.paths[path].get.responses["200"]).toBeDefined();
+    for (const path of ["/healthz", "/ready", "/metrics", "/v1/stats", "/openapi.json"]) expect(doc.paths[path].get.responses["200"]).toBeDefined();
+    expect(doc.paths["/ready"].get.responses["503"].content["application/json"].schema.$ref).toBe("#/components/schemas/ReadyResponse");
     for (const name of ["Block", "ReorderRequest", "ReorderResponse", "ScheduleRequest", "DedupRequest", "EvictRequest", "StatsResponse", "Error", "AnnotationTemplates"]) {
       expect(doc.components.schemas[name]).toBeDefined();
     }

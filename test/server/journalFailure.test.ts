@@ -11,6 +11,7 @@ test("when the journal can no longer write, changes fail with 500 and /healthz a
     expect((await server.post("/v1/reorder", { contexts: [[1, 2]] })).status).toBe(200);
     expect((await server.get("/healthz")).status).toBe(200);
     expect((await server.get("/health")).text).toBe("");
+    expect((await server.get("/ready")).body).toEqual({ status: "ready" });
     // Close the journal underneath the service: every later append is refused, as after a disk failure.
     await (server.service as unknown as { journal: { journal: { close(): Promise<void> } } }).journal.journal.close();
     const write = await server.post("/v1/reorder", { contexts: [[3, 4]] });
@@ -23,6 +24,11 @@ test("when the journal can no longer write, changes fail with 500 and /healthz a
     const vllmHealth = await server.get("/health");
     expect(vllmHealth.status).toBe(503);
     expect(vllmHealth.body.error.message).toContain("journal write failed");
+    // And readiness: nothing can be made durable, so not ready.
+    const ready = await server.get("/ready");
+    expect(ready.status).toBe(503);
+    expect(ready.body.status).toBe("not_ready");
+    expect(ready.body.reason).toContain("journal write failed");
   } finally {
     await server.server.stop(1000);
     rmSync(dir, { recursive: true, force: true });

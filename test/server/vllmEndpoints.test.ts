@@ -190,10 +190,15 @@ describe("GET /health", () => {
     const other = await startTestServer({ server: { engine: own } });
     try {
       expect((await other.get("/health")).status).toBe(200);
+      expect((await other.get("/ready")).body).toEqual({ status: "ready" });
       await own.close();
       const down = await other.get("/health");
       expect(down.status).toBe(503);
       expect(down.body.error.message).toBe("the model runner is not running");
+      // Readiness says the same, with the reason.
+      const notReady = await other.get("/ready");
+      expect(notReady.status).toBe(503);
+      expect(notReady.body).toEqual({ status: "not_ready", reason: "the model runner is not running (it is restarted after a crash, or the server is stopping)" });
     } finally {
       await other.close();
       await own.close();

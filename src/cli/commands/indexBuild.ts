@@ -6,11 +6,13 @@
 import { buildContextIndex } from "../../index/buildIndex.ts";
 import type { IndexMethod, LinkageMethod, ScheduledContext } from "../../index/buildIndex.ts";
 import type { BlockId, ContextSet } from "../../index/contextSet.ts";
+import { checkClusterFits, ClusterTooLargeError } from "../../index/clusterMemory.ts";
 import { parseContextsJsonl } from "../../index/contextsJsonl.ts";
-import type { ContextId } from "../../index/contextsJsonl.ts";
+import type { BlockObject, ContextId } from "../../index/contextsJsonl.ts";
 import { simulateContextSet, simulatePrefixCache } from "../../index/prefixCacheSimulator.ts";
 import {
   EXIT_OK,
+  InputError,
   choiceFlag,
   integerFlag,
   numberFlag,
@@ -30,8 +32,10 @@ export const INDEX_BUILD_HELP = `Usage: ctxr index build --input contexts.jsonl 
 Builds the context index of a batch of contexts: reorders each context's blocks and
 schedules the contexts so that a prefix KV cache is reused as much as possible.
 
-Input: one context a line, a JSON array of block ids (integers or strings), or an
-object {"id": ..., "blocks": [...]}. Blank lines are skipped.
+Input: one context a line, a JSON array of blocks, or an object {"id": ...,
+"blocks": [...]}. A block is an id (an integer or a string) or, as the online API
+takes it, {"id"?, "text"?, "tokens"?}: a text without an id is the block
+text:<hash of its whitespace-normalized text>. Blank lines are skipped.
 Output: one context a line in the scheduled order:
   {"id": <input id, else 0-based line number>, "blocks": [...reordered...], "path": [...]}
 The last line on stdout is a JSON summary (contexts, build_ms, hit_ratio,
@@ -42,7 +46,9 @@ Options:
   --output FILE            schedule to write, JSONL (required; written only on success)
   --alpha A                position weight of the context distance (default 0.001)
   --linkage L              average | single | complete (default average)
-  --method M               auto | cluster | trie (default auto)
+  --method M               auto | cluster | trie (default auto); cluster holds an
+                           N×N distance matrix in at most 4 GiB (about 32,000
+                           contexts) and refuses more before it starts
   --block-tokens T         tokens per block for the hit ratios (default 256)
   --capacity-tokens C      prefix-cache capacity for the hit ratios (default unlimited)
   --capacity-frac F        capacity as a fraction of the workload's tokens (0..1)
@@ -86,6 +92,14 @@ export async function indexBuildCommand(args: string[], io: CommandIo): Promise<
   const parsed = parseContextsJsonl(text, { source: input });
   const parseMs = performance.now() - parseStart;
   const { set, ids } = parsed;
+  if (method === "cluster") {
+    try {
+      checkClusterFits(set);
+    } catch (error) {
+      if (error instanceof ClusterTooLargeError) throw new InputError(error.message);
+      throw error;
+    }
+  }
   checkOutputWritable(output);
 
   const totalTokens = set.flat.length * blockTokens;
@@ -110,7 +124,7 @@ export async function indexBuildCommand(args: string[], io: CommandIo): Promise<
   );
 
   const writeStart = performance.now();
-  writeFileAtomically(output, scheduleLines(set, ids, result.scheduled));
+  writeFileAtomically(output, scheduleLines(set, ids, result.scheduled, parsed.blockObjects));
   const writeMs = performance.now() - writeStart;
 
   const capacityText = capacityTokens === null ? "unlimited cache" : `cache of ${capacityTokens} tokens`;
@@ -148,12 +162,12 @@ export async function indexBuildCommand(args: string[], io: CommandIo): Promise<
   return EXIT_OK;
 }
 
-/** The output's lines, one context each, block ids as the user wrote them. */
-function* scheduleLines(set: ContextSet, ids: ContextId[], scheduled: ScheduledContext[]): Generator<string> {
+/** The output's lines, one context each, blocks as the user wrote them (an object block as first written). */
+function* scheduleLines(set: ContextSet, ids: ContextId[], scheduled: ScheduledContext[], blockObjects: readonly (BlockObject | undefined)[]): Generator<string> {
   const blockIds = set.blockIds;
   for (const context of scheduled) {
-    const blocks: BlockId[] = new Array(context.blocks.length);
-    for (let k = 0; k < context.blocks.length; k++) blocks[k] = blockIds[context.blocks[k]!]!;
+    const blocks: (BlockId | BlockObject)[] = new Array(context.blocks.length);
+    for (let k = 0; k < context.blocks.length; k++) blocks[k] = blockObjects[context.blocks[k]!] ?? blockIds[context.blocks[k]!]!;
     yield JSON.stringify({ id: ids[context.input], blocks, path: context.path }) + "\n";
   }
 }

@@ -8,12 +8,13 @@ import { ENGINES, type Engine } from "../../proxy/engineRequestId.ts";
 import { DEFAULT_KV_EVENT_MAX_BYTES, parseKvEventsSubscribe, type KvEventsSubscribeOptions } from "../../proxy/kvEventSubscriber.ts";
 import { DEFAULT_HANDSHAKE_TIMEOUT_MS, DEFAULT_MAX_PEERS } from "../../zmq/zmqSockets.ts";
 import { parseUpstreamUrl } from "../../proxy/upstreamTarget.ts";
+import { DEFAULT_PROBE_INTERVAL_MS } from "../../proxy/upstreamMonitor.ts";
 import { parseKvEventsPublish, type KvEventsPublishOptions } from "../../server/kvEventPublisher.ts";
 import { DEFAULT_LIMITS } from "../../http/limits.ts";
 import { MAX_DEADLINE_MS } from "../../server/openaiSchemas.ts";
 import { DEFAULT_MAX_WAITING } from "../../engine/schedulerTypes.ts";
 import { DEFAULT_GRAMMAR_LIMITS } from "../../engine/grammar/grammarBudget.ts";
-import { DEFAULT_HOST, DEFAULT_PORT, runServer, type SharedStateConfig } from "../../server/serve.ts";
+import { DEFAULT_HOST, DEFAULT_PORT, LOG_LEVELS, runServer, type LogLevel, type SharedStateConfig } from "../../server/serve.ts";
 import { DEFAULT_PROPHET_SPAN_DECAY, PROPHET_QUERY_ROWS, RECOMPUTE_POLICIES, type ProphetQueryRows, type RecomputePolicy } from "../../kv/recomputeSelection.ts";
 import { CONTEXT_SCORES, type ContextScores } from "../../kv/reuseScores.ts";
 import { SHARED_READS } from "../../state/sharedState.ts";
@@ -44,7 +45,7 @@ export const DEFAULT_DATA_DIR = "./ctxr-data";
 export const SERVE_HELP = `Usage: ctxr serve [options]
 
 Serves the online context-reuse API over HTTP: POST /v1/reorder, /v1/schedule,
-/v1/dedup, /v1/evict, /v1/reset; GET /v1/stats, /healthz, /metrics (Prometheus)
+/v1/dedup, /v1/evict, /v1/reset; GET /v1/stats, /healthz, /ready, /metrics (Prometheus)
 and /openapi.json (the API description). Every acknowledged change is journaled
 in the data directory (fsync'd before the answer) and restored at the next start.
 When ready it prints 'ctxr serve: listening on http://HOST:PORT (data: DIR|memory)'.
@@ -53,7 +54,8 @@ SIGINT or SIGTERM stop it gracefully (requests in flight finish, state is saved)
 Options:
   --host HOST              address to listen on (default ${DEFAULT_HOST})
   --port PORT              port (default ${DEFAULT_PORT}; 0 picks a free one)
-  --data-dir DIR           state directory (default ${DEFAULT_DATA_DIR})
+  --data-dir DIR           state directory (default ${DEFAULT_DATA_DIR}, created only
+                           when the first change is written to it)
   --in-memory              keep state in memory only (nothing survives a restart)
   --state redis://HOST:PORT[/DB]
                            share the state (live index, conversations, request ids,
@@ -79,6 +81,9 @@ Options:
   --max-body-bytes B       largest request body (default ${DEFAULT_LIMITS.maxBodyBytes})
   --max-contexts N         contexts per request (default ${DEFAULT_LIMITS.maxContexts})
   --max-blocks N           blocks per context (default ${DEFAULT_LIMITS.maxBlocks})
+  --log-level L            info (default) or debug: also the tuning details at
+                           start (with --model: the papers' knobs and the sparse
+                           decode trigger's thresholds)
   -h, --help               this help
 
 Limits on what clients can make the server hold (sizes take KiB, MiB, GiB; the
@@ -107,8 +112,14 @@ Proxy for OpenAI-compatible engines (vLLM, SGLang, llama.cpp, hosted APIs):
                            every other /v1/* request passes through unchanged
   --upstream-key KEY       send 'Authorization: Bearer KEY' upstream (default: env
                            CTXR_UPSTREAM_KEY; never shown in answers or logs)
-  --engine E               ${ENGINES.join("|")}: the request-id field to set
-                           (vllm: request_id, sglang: rid; default openai: none)
+  --engine E               auto|${ENGINES.join("|")}: the request-id field to set
+                           (vllm: request_id, sglang: rid; openai: none); auto
+                           (default) detects each upstream's engine from its own
+                           endpoints (vLLM's /version, SGLang's /get_model_info,
+                           llama.cpp's /props), logs what it found, falls back to
+                           openai, and detects again when an upstream comes back
+  --probe-interval S       seconds between checks of every upstream's /v1/models
+                           (GET /ready: 503 while none serves) (default ${DEFAULT_PROBE_INTERVAL_MS / 1000})
   --upstream-timeout S     seconds to wait for an upstream's response headers
                            (default ${DEFAULT_UPSTREAM_TIMEOUT_MS / 1000})
   --document-template T    how a "documents" entry is rendered: {id}, {title}, {text}
@@ -271,7 +282,7 @@ const VALUE_FLAGS = [
   "max-body-bytes", "max-contexts", "max-blocks", "max-index-bytes", "max-dedup-bytes",
   "max-history-bytes", "max-response-bytes", "max-routing-bytes", "max-annotation-bytes",
   "max-template-placeholders", "max-upstream-requests", "client-stall-seconds", "upstream-key",
-  "engine", "upstream-timeout", "document-template", "kv-events-max-bytes", "tokenizer", "routing",
+  "engine", "probe-interval", "upstream-timeout", "document-template", "kv-events-max-bytes", "tokenizer", "routing",
   "kv-overlap-weight", "model", "device", "kv-blocks", "kv-sliding-blocks", "block-size", "threads", "kv-dtype",
   "served-model-name", "max-waiting-requests", "request-timeout", "max-grammar-step-ms",
   "max-grammar-compile-ms", "max-grammar-tools", "kv-policy", "recompute-ratio",
@@ -279,7 +290,7 @@ const VALUE_FLAGS = [
   "kv-remote-secret", "kv-remote-secret-file", "focus-window", "context-scores",
   "prophet-span-decay", "prophet-query-rows", "tool-call-parser", "reasoning-parser", "kv-events-publish",
   "kv-events-max-connections", "kv-events-handshake-timeout", "sparse-entropy-threshold",
-  "sparse-varentropy-threshold", "sparse-trigger-window",
+  "sparse-varentropy-threshold", "sparse-trigger-window", "log-level",
 ] as const;
 
 const FLAGS = {
@@ -368,6 +379,7 @@ export async function serveCommand(args: string[], io: CommandIo & { err?(text: 
   const ttlSeconds = flags.values["ttl-seconds"] === undefined ? null : numberFlag(flags, "ttl-seconds", COMMAND, 0, { min: 0 });
   if (ttlSeconds !== null && ttlSeconds <= 0) throw new UsageError(`--ttl-seconds must be a positive number, got '${flags.values["ttl-seconds"]}'`, COMMAND);
 
+  const logLevel = choiceFlag<LogLevel>(flags, "log-level", COMMAND, LOG_LEVELS, "info");
   const blockTokens = integerFlag(flags, "block-tokens", COMMAND, 1) ?? 256;
   if (blockTokens > DEFAULT_LIMITS.maxBlockTokens) throw new UsageError(`--block-tokens must be at most ${DEFAULT_LIMITS.maxBlockTokens}`, COMMAND);
 
@@ -379,11 +391,13 @@ export async function serveCommand(args: string[], io: CommandIo & { err?(text: 
       throw new UsageError(`--upstream: ${(error as Error).message}`, COMMAND);
     }
   }
-  const proxyOnly = ["upstream-key", "engine", "upstream-timeout", "document-template", "kv-events", "kv-events-max-bytes", "tokenizer", "routing", "kv-overlap-weight", "max-history-bytes", "max-routing-bytes", "max-upstream-requests", "client-stall-seconds"].find((name) => flags.values[name] !== undefined);
+  const proxyOnly = ["upstream-key", "engine", "probe-interval", "upstream-timeout", "document-template", "kv-events", "kv-events-max-bytes", "tokenizer", "routing", "kv-overlap-weight", "max-history-bytes", "max-routing-bytes", "max-upstream-requests", "client-stall-seconds"].find((name) => flags.values[name] !== undefined);
   if (upstreams.length === 0 && proxyOnly !== undefined) throw new UsageError(`--${proxyOnly} needs --upstream`, COMMAND);
   if (flags.values["upstream-key"] === "") throw new UsageError("--upstream-key must not be empty", COMMAND);
   const upstreamKey = typeof flags.values["upstream-key"] === "string" ? flags.values["upstream-key"] : process.env.CTXR_UPSTREAM_KEY || null;
-  const engine = choiceFlag<Engine>(flags, "engine", COMMAND, ENGINES, "openai");
+  const engine = choiceFlag<Engine | "auto">(flags, "engine", COMMAND, ["auto", ...ENGINES], "auto");
+  const probeSeconds = numberFlag(flags, "probe-interval", COMMAND, DEFAULT_PROBE_INTERVAL_MS / 1000, { min: 0 });
+  if (!(probeSeconds >= 0.1)) throw new UsageError(`--probe-interval must be at least 0.1 seconds, got '${flags.values["probe-interval"]}'`, COMMAND);
   const timeoutSeconds = numberFlag(flags, "upstream-timeout", COMMAND, DEFAULT_UPSTREAM_TIMEOUT_MS / 1000, { min: 0 });
   if (timeoutSeconds <= 0) throw new UsageError(`--upstream-timeout must be a positive number, got '${flags.values["upstream-timeout"]}'`, COMMAND);
   const stallSeconds = flags.values["client-stall-seconds"] === undefined ? undefined : numberFlag(flags, "client-stall-seconds", COMMAND, 0, { min: 0 });
@@ -453,7 +467,9 @@ export async function serveCommand(args: string[], io: CommandIo & { err?(text: 
     {
       host,
       port,
+      logLevel,
       dataDir,
+      createDataDirOnFirstWrite: dataDir === DEFAULT_DATA_DIR,
       state,
       apiKey,
       capacityTokens: integerFlag(flags, "capacity-tokens", COMMAND, 1) ?? null,
@@ -476,6 +492,7 @@ export async function serveCommand(args: string[], io: CommandIo & { err?(text: 
               upstreams,
               upstreamKey,
               engine,
+              probeIntervalMs: Math.round(probeSeconds * 1000),
               timeoutMs: timeoutSeconds * 1000,
               documentTemplate: typeof template === "string" ? template : undefined,
               maxHistoryBytes: budgetFlag(flags, "max-history-bytes"),

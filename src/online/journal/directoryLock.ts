@@ -63,7 +63,8 @@ export function acquireDirectoryLock(dir: string): DirectoryLock {
       if (holder !== "unreadable" && isAlive(holder)) {
         const who = holder.pid === process.pid ? "this process (the journal is already open)" : `process ${holder.pid}`;
         throw new JournalError(
-          `journal directory ${dir} is locked by ${who}; only one server may use a data directory at a time (lock file ${path})`,
+          `journal directory ${dir} is locked by ${who}; only one server may use a data directory at a time (lock file ${path}): ` +
+            `give this one its own (--data-dir DIR) or none (--in-memory: nothing kept across restarts)`,
         );
       }
       if (attempt >= 3) throw new JournalError(`cannot take over the stale journal lock ${path}`);

@@ -595,14 +595,28 @@ describe("ctxr serve --model (CLI)", () => {
     const spawned = await spawnServer(["--in-memory", "--model", model.path, "--kv-blocks", "32", "--threads", "1", "--served-model-name", "tiny"], { CTXR_RUNNER: runnerPath }, 60_000);
     try {
       expect(spawned.startLines.some((line) => /^ctxr serve: serving model tiny from .*tiny-llama on cpu \(32 KV blocks of 16 tokens, at most 512 tokens a sequence\)/.test(line))).toBe(true);
-      expect(spawned.startLines).toContain(
-        "ctxr serve: KV reuse policy prophet at 20% recompute (prophet span decay 0.8); chunk cache: 8 device blocks, host 1 GiB, disk none; cachecraft scores shift, focused-chunk early stop off; " +
-          "sparse-decode trigger: entropy 3 nats, varentropy 5 nats², window 16 steps (uncalibrated defaults: see ctxr model calibrate-sparse)",
-      );
+      expect(spawned.startLines).toContain("ctxr serve: documents' KV caches are reused at any position (prophet, 20% recomputed); chunk cache: 8 device blocks, 1 GiB of host memory");
+      // A plain model server's start-up reads as information: no warnings, no paper units.
+      for (const line of [...spawned.startLines, ...spawned.stderr().split("\n")]) expect(line).not.toMatch(/warning|uncalibrated|nats|debug/i);
       const answer = await spawned.post("/v1/completions", { model: "tiny", prompt: TINY_REFERENCE.prompt_ids, ...greedy });
       expect(answer.status).toBe(200);
       expect(answer.body.choices[0].text).toBe(expectedText());
       expect((await spawned.get("/v1/models")).body.data[0].id).toBe("tiny");
+    } finally {
+      spawned.kill("SIGTERM");
+    }
+    expect(await spawned.exited).toBe(0);
+  });
+
+  test("--log-level debug adds the tuning details as one debug line", async () => {
+    const spawned = await spawnServer(["--in-memory", "--model", model.path, "--kv-blocks", "32", "--threads", "1", "--log-level", "debug", "--sparse-trigger-window", "8"], { CTXR_RUNNER: runnerPath }, 60_000);
+    try {
+      expect(spawned.startLines).toContain(
+        "ctxr serve: debug: prophet span decay 0.8; cachecraft scores shift, focused-chunk early stop off; " +
+          "sparse-decode trigger: entropy 3 nats, varentropy 5 nats², window 8 steps (the built-in thresholds; ctxr model calibrate-sparse fits them to a model)",
+      );
+      // (A request first: a SIGTERM sent the instant the ready line appears can beat Bun's signal handler.)
+      expect((await spawned.get("/v1/models")).status).toBe(200);
     } finally {
       spawned.kill("SIGTERM");
     }

@@ -21,7 +21,7 @@ import { parseRedisUrl, type RedisUrl } from "../../state/redisUrl.ts";
 import type { RedisTlsSettings } from "../../state/redisDiagnosis.ts";
 import { remoteSecretBytes } from "../../kv/remoteEntryMac.ts";
 import { DEFAULT_BUDGETS } from "../../online/stateBudgets.ts";
-import { EXIT_OK, UsageError, byteSizeFlag, choiceFlag, integerFlag, numberFlag, parseFlags } from "../args.ts";
+import { EXIT_OK, UsageError, byteSizeFlag, choiceFlag, integerFlag, numberFlag } from "../args.ts";
 import type { FlagSpec, ParsedFlags } from "../args.ts";
 import {
   DEFAULT_ENTROPY_THRESHOLD,
@@ -31,6 +31,8 @@ import {
   type UncertaintyTriggerOptions,
 } from "../../kv/uncertaintyTrigger.ts";
 import type { CommandIo } from "./types.ts";
+import type { FlagAliases, SourcedFlags } from "../flagSources.ts";
+import { parseSourcedFlags, withFlagSources } from "../sourcedFlags.ts";
 import { TOOL_CALL_FORMATS, type ToolCallFormat } from "../../engine/toolCalls/toolCallFormat.ts";
 import { REASONING_PARSER_CHOICES, type ReasoningParserChoice } from "../../engine/reasoning/reasoningParser.ts";
 import { EnginePromptTokenizer } from "../../proxy/enginePromptTokens.ts";
@@ -259,8 +261,8 @@ function budgetFlag(flags: ParsedFlags, name: string): number | null | undefined
 /** Flags that take a value (each parsed and checked where it is used). */
 const VALUE_FLAGS = [
   "host", "port", "data-dir", "state", "state-prefix", "state-snapshot-every", "state-reads",
-  "state-queue-bytes", "redis-ca", "api-key", "capacity-tokens", "ttl-seconds", "block-tokens",
-  "max-body-bytes", "max-contexts", "max-blocks", "max-index-bytes", "max-dedup-bytes",
+  "state-queue-bytes", "redis-ca", "api-key", "capacity-tokens", "ttl-seconds", "document-tokens",
+  "max-body-bytes", "max-contexts", "max-documents", "config", "max-index-bytes", "max-dedup-bytes",
   "max-history-bytes", "max-response-bytes", "max-routing-bytes", "max-annotation-bytes",
   "max-template-placeholders", "max-upstream-requests", "client-stall-seconds", "upstream-key",
   "engine", "upstream-timeout", "document-template", "kv-events-max-bytes", "tokenizer", "routing",
@@ -273,6 +275,9 @@ const VALUE_FLAGS = [
   "kv-events-max-connections", "kv-events-handshake-timeout", "sparse-entropy-threshold",
   "sparse-varentropy-threshold", "sparse-trigger-window",
 ] as const;
+
+/** Old option names, still accepted (with a note): "block" alone now means only a KV block. */
+const ALIASES: FlagAliases = { "block-tokens": "document-tokens", "max-blocks": "max-documents" };
 
 const FLAGS = {
   ...Object.fromEntries(VALUE_FLAGS.map((name) => [name, { type: "string" as const }])),
@@ -336,11 +341,17 @@ function sharedStateFlags(flags: ParsedFlags, tls: RedisTlsSettings | undefined)
 }
 
 export async function serveCommand(args: string[], io: CommandIo & { err?(text: string): void }): Promise<number> {
-  const flags = parseFlags(args, FLAGS, COMMAND);
+  const flags = parseSourcedFlags(args, FLAGS, COMMAND, process.env, ALIASES);
   if (flags.values.help) {
     io.out(SERVE_HELP);
     return EXIT_OK;
   }
+  const err = io.err ?? ((text: string) => void process.stderr.write(text));
+  for (const note of flags.notes) err(note);
+  return withFlagSources(flags, () => serveWithFlags(flags, io, err));
+}
+
+async function serveWithFlags(flags: SourcedFlags, io: CommandIo, err: (text: string) => void): Promise<number> {
   const host = typeof flags.values.host === "string" ? flags.values.host : DEFAULT_HOST;
   if (host === "") throw new UsageError("--host must not be empty", COMMAND);
   const port = integerFlag(flags, "port", COMMAND, 0) ?? DEFAULT_PORT;
@@ -355,12 +366,12 @@ export async function serveCommand(args: string[], io: CommandIo & { err?(text: 
   if (dataDir === "") throw new UsageError("--data-dir must not be empty", COMMAND);
   const flagKey = flags.values["api-key"];
   if (flagKey === "") throw new UsageError("--api-key must not be empty", COMMAND);
-  const apiKey = typeof flagKey === "string" ? flagKey : process.env.CTXR_API_KEY || null;
+  const apiKey = typeof flagKey === "string" ? flagKey : null;
   const ttlSeconds = flags.values["ttl-seconds"] === undefined ? null : numberFlag(flags, "ttl-seconds", COMMAND, 0, { min: 0 });
   if (ttlSeconds !== null && ttlSeconds <= 0) throw new UsageError(`--ttl-seconds must be a positive number, got '${flags.values["ttl-seconds"]}'`, COMMAND);
 
-  const blockTokens = integerFlag(flags, "block-tokens", COMMAND, 1) ?? 256;
-  if (blockTokens > DEFAULT_LIMITS.maxBlockTokens) throw new UsageError(`--block-tokens must be at most ${DEFAULT_LIMITS.maxBlockTokens}`, COMMAND);
+  const blockTokens = integerFlag(flags, "document-tokens", COMMAND, 1) ?? 256;
+  if (blockTokens > DEFAULT_LIMITS.maxBlockTokens) throw new UsageError(`--document-tokens must be at most ${DEFAULT_LIMITS.maxBlockTokens}`, COMMAND);
 
   const upstreams = (flags.values.upstream as unknown as string[] | undefined) ?? [];
   for (const upstream of upstreams) {
@@ -370,10 +381,11 @@ export async function serveCommand(args: string[], io: CommandIo & { err?(text: 
       throw new UsageError(`--upstream: ${(error as Error).message}`, COMMAND);
     }
   }
-  const proxyOnly = ["upstream-key", "engine", "upstream-timeout", "document-template", "kv-events", "kv-events-max-bytes", "tokenizer", "routing", "kv-overlap-weight", "max-history-bytes", "max-routing-bytes", "max-upstream-requests", "client-stall-seconds"].find((name) => flags.values[name] !== undefined);
+  const proxyOnly = ["upstream-key", "engine", "upstream-timeout", "document-template", "kv-events", "kv-events-max-bytes", "tokenizer", "routing", "kv-overlap-weight", "max-history-bytes", "max-routing-bytes", "max-upstream-requests", "client-stall-seconds"].find((name) => flags.values[name] !== undefined && !(name === "upstream-key" && flags.origins[name]?.startsWith("CTXR_")));
   if (upstreams.length === 0 && proxyOnly !== undefined) throw new UsageError(`--${proxyOnly} needs --upstream`, COMMAND);
   if (flags.values["upstream-key"] === "") throw new UsageError("--upstream-key must not be empty", COMMAND);
-  const upstreamKey = typeof flags.values["upstream-key"] === "string" ? flags.values["upstream-key"] : process.env.CTXR_UPSTREAM_KEY || null;
+  // CTXR_UPSTREAM_KEY may sit in an environment shared with servers that proxy nothing: it alone is no error.
+  const upstreamKey = upstreams.length > 0 && typeof flags.values["upstream-key"] === "string" ? flags.values["upstream-key"] : null;
   const engine = choiceFlag<Engine>(flags, "engine", COMMAND, ENGINES, "openai");
   const timeoutSeconds = numberFlag(flags, "upstream-timeout", COMMAND, DEFAULT_UPSTREAM_TIMEOUT_MS / 1000, { min: 0 });
   if (timeoutSeconds <= 0) throw new UsageError(`--upstream-timeout must be a positive number, got '${flags.values["upstream-timeout"]}'`, COMMAND);
@@ -429,7 +441,7 @@ export async function serveCommand(args: string[], io: CommandIo & { err?(text: 
       throw new UsageError(`--tokenizer ${tokenizerDir}: ${(error as Error).message}`, COMMAND);
     }
   }
-  for (const warning of shortSecretWarnings(upstreamKey, upstreams)) (io.err ?? ((text) => void process.stderr.write(text)))(warning);
+  for (const warning of shortSecretWarnings(upstreamKey, upstreams)) err(warning);
 
   await runServer(
     {
@@ -446,9 +458,9 @@ export async function serveCommand(args: string[], io: CommandIo & { err?(text: 
       maxResponseBytes: budgetFlag(flags, "max-response-bytes"),
       maxAnnotationBytes: byteSizeFlag(flags, "max-annotation-bytes", COMMAND, 1),
       limits: {
-        maxBodyBytes: integerFlag(flags, "max-body-bytes", COMMAND, 1),
+        maxBodyBytes: byteSizeFlag(flags, "max-body-bytes", COMMAND, 1),
         maxContexts: integerFlag(flags, "max-contexts", COMMAND, 1),
-        maxBlocks: integerFlag(flags, "max-blocks", COMMAND, 1),
+        maxBlocks: integerFlag(flags, "max-documents", COMMAND, 1),
         maxTemplatePlaceholders: integerFlag(flags, "max-template-placeholders", COMMAND, 1),
       },
       proxy:
@@ -491,9 +503,9 @@ export async function serveCommand(args: string[], io: CommandIo & { err?(text: 
               kvPolicy,
               recomputeRatio,
               kvDeviceBlocks: integerFlag(flags, "kv-device-blocks", COMMAND, 0),
-              kvHostBytes: integerFlag(flags, "kv-host-bytes", COMMAND, 0),
+              kvHostBytes: byteSizeFlag(flags, "kv-host-bytes", COMMAND, 0),
               kvDir: typeof kvDir === "string" ? kvDir : null,
-              kvDiskBytes: integerFlag(flags, "kv-disk-bytes", COMMAND, 1),
+              kvDiskBytes: byteSizeFlag(flags, "kv-disk-bytes", COMMAND, 1),
               kvRemote,
               kvRemoteBytes: byteSizeFlag(flags, "kv-remote-bytes", COMMAND, 1),
               kvRemoteSecret,
@@ -511,7 +523,7 @@ export async function serveCommand(args: string[], io: CommandIo & { err?(text: 
       kvEventsSubscribe,
       ...(flags.values["kv-events-max-bytes"] === undefined ? {} : { kvEventsSettings: { maxMessageBytes: byteSizeFlag(flags, "kv-events-max-bytes", COMMAND, 1)! } }),
     },
-    { out: io.out, err: io.err ?? ((text) => void process.stderr.write(text)) },
+    { out: io.out, err },
   );
   return EXIT_OK;
 }

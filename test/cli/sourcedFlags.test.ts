@@ -107,13 +107,13 @@ describe("serve options from the environment and a config file", () => {
     const config = file("build.yaml", `input: ${input}\noutput: ${output}\ndocument-tokens: 16\n`);
     const fromFile = runCli(["index", "build", "--config", config]);
     expect(fromFile.code).toBe(0);
-    expect(fromFile.stdout).toContain("16 tokens a block");
+    expect(fromFile.stdout).toContain("16 tokens a document");
     expect(readFileSync(output, "utf8").trim().split("\n")).toHaveLength(3);
     const fromEnv = runCli(["index", "build", "--config", config], { env: { CTXR_DOCUMENT_TOKENS: "32" } });
-    expect(fromEnv.stdout).toContain("32 tokens a block");
+    expect(fromEnv.stdout).toContain("32 tokens a document");
     const oldName = runCli(["index", "build", "--config", config, "--block-tokens", "64"], { env: { CTXR_DOCUMENT_TOKENS: "32" } });
     expect(oldName.code).toBe(0);
-    expect(oldName.stdout).toContain("64 tokens a block");
+    expect(oldName.stdout).toContain("64 tokens a document");
     expect(oldName.stderr).toContain("ctxr index build: note: --block-tokens is an old name of --document-tokens");
   });
 });

@@ -127,10 +127,10 @@ async function buildWithFlags(flags: ParsedFlags, io: CommandIo): Promise<number
 
   const capacityText = capacityTokens === null ? "unlimited cache" : `cache of ${capacityTokens} tokens`;
   io.out(
-    `ctxr: ${set.size} contexts (${set.flat.length} blocks, ${set.blockIds.length} distinct) ` +
+    `ctxr: ${set.size} contexts (${set.flat.length} documents, ${set.blockIds.length} distinct) ` +
       `scheduled by ${result.method} in ${formatMs(buildMs)}; wrote ${output}\n` +
       `ctxr: prefix-cache hit ratio ${percent(scheduledResult.hitRatio)} ` +
-      `(input order ${percent(baseline.hitRatio)}), ${capacityText}, ${blockTokens} tokens a block\n`,
+      `(input order ${percent(baseline.hitRatio)}), ${capacityText}, ${blockTokens} tokens a document\n`,
   );
   io.out(
     JSON.stringify({

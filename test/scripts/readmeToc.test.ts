@@ -39,7 +39,7 @@ describe("readme table of contents", () => {
     ]);
     for (const use of uses) {
       const blocks = [...use.matchAll(/```(\w*)\n([\s\S]*?)```/g)].map((match) => ({ lang: match[1]!, body: match[2]! }));
-      const curl = blocks.findIndex((block) => block.lang === "sh" && block.body.includes("curl -s http://127.0.0.1:"));
+      const curl = blocks.findIndex((block) => block.lang === "sh" && /curl -s .*http:\/\/127\.0\.0\.1:/.test(block.body));
       const sdk = blocks.findIndex((block) => block.lang === "js" && block.body.includes('import OpenAI from "openai"'));
       expect({ use: use.split("\n")[0], curl: curl >= 0, sdk: sdk >= 0 }).toEqual({ use: use.split("\n")[0], curl: true, sdk: true });
       // Each is followed by a plain block: what it printed.

@@ -160,14 +160,17 @@ export function capacityFlag(flags: ParsedFlags, command: string): CapacityFlag 
 
 /** The flags of a prefix-cache simulation (index build's hit ratios, simulate): block size and capacity. */
 export const SIMULATION_FLAGS: FlagSpec = {
-  "block-tokens": { type: "string" },
+  "document-tokens": { type: "string" },
   "capacity-tokens": { type: "string" },
   "capacity-frac": { type: "string" },
 };
 
 export function simulationFlags(flags: ParsedFlags, command: string): { blockTokens: number; capacity: CapacityFlag } {
-  return { blockTokens: integerFlag(flags, "block-tokens", command, 1) ?? 256, capacity: capacityFlag(flags, command) };
+  return { blockTokens: integerFlag(flags, "document-tokens", command, 1) ?? 256, capacity: capacityFlag(flags, command) };
 }
+
+/** Old names of the simulation flags ("block" alone now means only a KV block). */
+export const SIMULATION_ALIASES: Record<string, string> = { "block-tokens": "document-tokens" };
 
 export function resolveCapacity(capacity: CapacityFlag, totalTokens: number): number | null {
   if (capacity.tokens !== undefined) return capacity.tokens;

@@ -21,7 +21,12 @@ Usage: ctxr <command> [options]
 Commands:
   index build    reorder and schedule contexts for prefix-cache reuse (JSONL in, JSONL out)
   simulate       prefix-cache hit ratio of a request sequence (JSONL)
-  serve          the online context-reuse API over HTTP (reorder, dedup, evict, ...)
+  serve          an HTTP server in one of three modes:
+                   ctxr serve                  the context-reuse API (reorder, dedup, ...)
+                   ctxr serve --upstream URL   a proxy in front of vLLM, SGLang, llama.cpp
+                                               or any OpenAI-compatible API
+                   ctxr serve --model FILE.gguf|DIR
+                                               a built-in engine, OpenAI-compatible
   model pull     download a model from the Hugging Face Hub by name (hf:ORG/REPO[:QUANT])
   model tiny     write a deterministic tiny Llama checkpoint (tests, smoke runs, benchmarks)
   model calibrate-sparse
@@ -32,7 +37,9 @@ Global options:
   -h, --help     show help (also: ctxr <command> --help)
   -V, --version  print the version
 
-Run 'ctxr <command> --help' for a command's options.
+Run 'ctxr <command> --help' for a command's options. The options of serve, index
+build and simulate can also be set as CTXR_<OPTION> environment variables or in a
+--config FILE (JSON or YAML).
 `;
 
 const INDEX_HELP = `Usage: ctxr index <subcommand> [options]

@@ -19,7 +19,7 @@ export function createSchemas(limits: ServerLimits) {
     .strictObject({
       id: BlockId.optional(),
       text: z.string().max(limits.maxTextChars).optional().openapi({ description: "The block's text; without an id, the block is identified by a hash of its whitespace-normalized text." }),
-      tokens: z.int().min(1).max(limits.maxBlockTokens).optional().openapi({ description: "Tokens of the block (default: estimated from the text, else the server's --block-tokens)." }),
+      tokens: z.int().min(1).max(limits.maxBlockTokens).optional().openapi({ description: "Tokens of the document (default: estimated from the text, else the server's --document-tokens)." }),
     })
     .refine((block) => block.id !== undefined || block.text !== undefined, { message: 'a block object needs "id" or "text"' })
     .openapi({ example: { id: "doc-7", text: "The cat sat on the mat.", tokens: 8 } });

@@ -23,6 +23,27 @@ describe("ctxr serve", () => {
     expect(runCli(["--help"]).stdout).toContain("serve");
   });
 
+  test("the main help names serve's three modes; serve --help is grouped by mode, with examples and sizes in one unit style", () => {
+    const main = runCli(["--help"]).stdout;
+    for (const mode of ["ctxr serve  ", "ctxr serve --upstream URL", "ctxr serve --model FILE.gguf|DIR", "vLLM"]) expect(main).toContain(mode);
+    const help = runCli(["serve", "--help"]).stdout;
+    const groups = ["Common options (every mode):", "Context-reuse API (every mode", "Proxy (--upstream):", "Engine (--model):", "Engine: KV-cache managed generation", "Engine: sparse decode"];
+    const at = groups.map((group) => help.indexOf(group));
+    expect(at.every((index) => index > 0)).toBe(true);
+    expect([...at].sort((a, b) => a - b)).toEqual(at);
+    // Each flag sits in its mode's group.
+    expect(help.indexOf("--upstream-key KEY")).toBeGreaterThan(at[2]!);
+    expect(help.indexOf("--upstream-key KEY")).toBeLessThan(at[3]!);
+    expect(help.indexOf("--kv-dtype K")).toBeGreaterThan(at[3]!);
+    expect(help.indexOf("--port PORT")).toBeLessThan(at[1]!);
+    expect(help).toContain("Examples:\n  ctxr serve --in-memory");
+    expect(help).toContain("CTXR_<OPTION>");
+    expect(help).toContain("--config FILE");
+    for (const size of ["(default 8 MiB)", "(default 128 MiB)", "(default 4 GiB", "(default 16 MiB)", "64 MiB"]) expect(help).toContain(size);
+    // No default as a bare byte count or a unit glued to its number.
+    expect(help).not.toMatch(/default \d{6,}|default \d+(B|KiB|MiB|GiB)\b/);
+  });
+
   test("bad flags are usage errors (exit 2)", () => {
     for (const args of [
       ["--port", "http"],

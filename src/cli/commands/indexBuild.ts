@@ -16,13 +16,14 @@ import {
   choiceFlag,
   integerFlag,
   numberFlag,
-  parseFlags,
-  requiredString,
+    requiredString,
   resolveCapacity,
+  SIMULATION_ALIASES,
   SIMULATION_FLAGS,
   simulationFlags,
 } from "../args.ts";
-import type { FlagSpec } from "../args.ts";
+import type { FlagSpec, ParsedFlags } from "../args.ts";
+import { parseSourcedFlags, withFlagSources } from "../sourcedFlags.ts";
 import { checkOutputWritable, readInputText, writeFileAtomically } from "../files.ts";
 import { lazyProgressBar } from "../progress.ts";
 import type { CommandIo } from "./types.ts";
@@ -49,12 +50,17 @@ Options:
   --method M               auto | cluster | trie (default auto); cluster holds an
                            N×N distance matrix in at most 4 GiB (about 32,000
                            contexts) and refuses more before it starts
-  --block-tokens T         tokens per block for the hit ratios (default 256)
+  --document-tokens T      tokens of each document (block id) for the hit ratios
+                           (default 256; old name --block-tokens)
   --capacity-tokens C      prefix-cache capacity for the hit ratios (default unlimited)
   --capacity-frac F        capacity as a fraction of the workload's tokens (0..1)
   --search-iterations N   extra local-search iterations: slower, may share more (default 0)
   --no-progress            no progress bar on stderr
+  --config FILE            options from a JSON or YAML file (keys: the long names)
   -h, --help               this help
+
+Every option can also be set as CTXR_<OPTION> (e.g. CTXR_DOCUMENT_TOKENS=128) or
+in --config FILE; the command line wins over the environment, which wins over the file.
 
 Exit codes: 0 success, 2 bad usage or bad input (no output written), 1 other failure.
 `;
@@ -70,15 +76,21 @@ const FLAGS: FlagSpec = {
   ...SIMULATION_FLAGS,
   "search-iterations": { type: "string" },
   "no-progress": { type: "boolean" },
+  config: { type: "string" },
   help: { type: "boolean", short: "h" },
 };
 
 export async function indexBuildCommand(args: string[], io: CommandIo): Promise<number> {
-  const flags = parseFlags(args, FLAGS, COMMAND);
+  const flags = parseSourcedFlags(args, FLAGS, COMMAND, process.env, SIMULATION_ALIASES);
   if (flags.values.help) {
     io.out(INDEX_BUILD_HELP);
     return EXIT_OK;
   }
+  for (const note of flags.notes) process.stderr.write(note);
+  return withFlagSources(flags, () => buildWithFlags(flags, io));
+}
+
+async function buildWithFlags(flags: ParsedFlags, io: CommandIo): Promise<number> {
   const input = requiredString(flags, "input", COMMAND);
   const output = requiredString(flags, "output", COMMAND);
   const alpha = numberFlag(flags, "alpha", COMMAND, 0.001, { min: 0 });
@@ -129,10 +141,10 @@ export async function indexBuildCommand(args: string[], io: CommandIo): Promise<
 
   const capacityText = capacityTokens === null ? "unlimited cache" : `cache of ${capacityTokens} tokens`;
   io.out(
-    `ctxr: ${set.size} contexts (${set.flat.length} blocks, ${set.blockIds.length} distinct) ` +
+    `ctxr: ${set.size} contexts (${set.flat.length} documents, ${set.blockIds.length} distinct) ` +
       `scheduled by ${result.method} in ${formatMs(buildMs)}; wrote ${output}\n` +
       `ctxr: prefix-cache hit ratio ${percent(scheduledResult.hitRatio)} ` +
-      `(input order ${percent(baseline.hitRatio)}), ${capacityText}, ${blockTokens} tokens a block\n`,
+      `(input order ${percent(baseline.hitRatio)}), ${capacityText}, ${blockTokens} tokens a document\n`,
   );
   io.out(
     JSON.stringify({

@@ -22,7 +22,7 @@ import { parseRedisUrl, type RedisUrl } from "../../state/redisUrl.ts";
 import type { RedisTlsSettings } from "../../state/redisDiagnosis.ts";
 import { remoteSecretBytes } from "../../kv/remoteEntryMac.ts";
 import { DEFAULT_BUDGETS } from "../../online/stateBudgets.ts";
-import { EXIT_OK, UsageError, byteSizeFlag, choiceFlag, integerFlag, numberFlag, parseFlags } from "../args.ts";
+import { EXIT_OK, UsageError, byteSizeFlag, choiceFlag, integerFlag, numberFlag } from "../args.ts";
 import type { FlagSpec, ParsedFlags } from "../args.ts";
 import {
   DEFAULT_ENTROPY_THRESHOLD,
@@ -34,6 +34,8 @@ import {
 import type { CommandIo } from "./types.ts";
 import { isHubReference } from "../../model/hub/hubReference.ts";
 import { loadHubModel } from "../hubModelLoader.ts";
+import type { FlagAliases, SourcedFlags } from "../flagSources.ts";
+import { parseSourcedFlags, withFlagSources } from "../sourcedFlags.ts";
 import { TOOL_CALL_FORMATS, type ToolCallFormat } from "../../engine/toolCalls/toolCallFormat.ts";
 import { REASONING_PARSER_CHOICES, type ReasoningParserChoice } from "../../engine/reasoning/reasoningParser.ts";
 import { EnginePromptTokenizer } from "../../proxy/enginePromptTokens.ts";
@@ -42,21 +44,44 @@ import { KV_DTYPES, type KvDtypeChoice } from "../../runner/runnerProcess.ts";
 
 export const DEFAULT_DATA_DIR = "./ctxr-data";
 
-export const SERVE_HELP = `Usage: ctxr serve [options]
+export const SERVE_HELP = `Usage: ctxr serve [options]                         the context-reuse API
+       ctxr serve --upstream URL [options]          a proxy in front of vLLM, SGLang,
+                                                    llama.cpp or an OpenAI-compatible API
+       ctxr serve --model FILE.gguf|DIR [options]   a built-in engine (OpenAI-compatible)
 
-Serves the online context-reuse API over HTTP: POST /v1/reorder, /v1/schedule,
-/v1/dedup, /v1/evict, /v1/reset; GET /v1/stats, /healthz, /ready, /metrics (Prometheus)
-and /openapi.json (the API description). Every acknowledged change is journaled
-in the data directory (fsync'd before the answer) and restored at the next start.
-When ready it prints 'ctxr serve: listening on http://HOST:PORT (data: DIR|memory)'.
-SIGINT or SIGTERM stop it gracefully (requests in flight finish, state is saved).
+One HTTP server, three modes. Every mode serves the context-reuse API (POST
+/v1/reorder, /v1/schedule, /v1/dedup, /v1/evict, /v1/reset; GET /v1/stats),
+GET /healthz, /health, /ready, /metrics (Prometheus) and /openapi.json. --upstream adds
+the OpenAI routes, rewritten on the way to the engines; --model adds them served
+by the bundled model runner. When ready it prints
+'ctxr serve: listening on http://HOST:PORT (data: DIR|memory)'. SIGINT or SIGTERM
+stop it gracefully (requests in flight finish, state is saved).
 
-Options:
+Examples:
+  ctxr serve --in-memory                          the reorder API on 127.0.0.1:8765
+  ctxr serve --upstream http://127.0.0.1:8000 --engine vllm --in-memory
+  ctxr serve --model qwen2.5-0.5b-instruct-q4_k_m.gguf --in-memory
+  CTXR_PORT=9000 ctxr serve --config ctxr.yaml    options from the environment and a file
+
+Every option can also be set as CTXR_<OPTION> (the long name in upper snake
+case: CTXR_PORT=9000, CTXR_IN_MEMORY=1, CTXR_UPSTREAM="URL1 URL2", CTXR_API_KEY,
+CTXR_UPSTREAM_KEY) or in a JSON or YAML file given with --config FILE (or
+CTXR_CONFIG; keys are the long names: "port: 9000", "in-memory: true", "upstream:
+[URL1, URL2]"). The command line wins over the environment, the environment over
+the file, the file over the default. Sizes take B, KiB, MiB, GiB (8MiB, 1GiB).
+
+Common options (every mode):
   --host HOST              address to listen on (default ${DEFAULT_HOST})
   --port PORT              port (default ${DEFAULT_PORT}; 0 picks a free one)
-  --data-dir DIR           state directory (default ${DEFAULT_DATA_DIR}, created only
-                           when the first change is written to it)
+  --config FILE            read options from FILE (JSON, or YAML for other names)
+  --data-dir DIR           state directory (default ${DEFAULT_DATA_DIR}, created only when
+                           the first change is written to it); every acknowledged
+                           change is journaled there (fsync'd before the answer)
+                           and restored at the next start
   --in-memory              keep state in memory only (nothing survives a restart)
+  --log-level L            info (default) or debug: also the tuning details at
+                           start (with --model: the papers' knobs and the sparse
+                           decode trigger's thresholds)
   --state redis://HOST:PORT[/DB]
                            share the state (live index, conversations, request ids,
                            proxy histories) with every instance given the same URL,
@@ -68,49 +93,41 @@ Options:
                            have acknowledged (one Redis round trip); local: answer from
                            this instance's replica as it is
   --state-queue-bytes B    changes kept in memory while Redis is unreachable (default
-                           64MiB); past it, requests that change the state get 503
+                           64 MiB); past it, requests that change the state get 503
                            with Retry-After
   --redis-ca FILE          PEM CA certificate(s) that signed the TLS certificate of a
                            rediss:// --state or --kv-remote (default: the system's)
   --api-key KEY            require 'Authorization: Bearer KEY' or 'x-api-key: KEY' on
-                           POST routes (default: env CTXR_API_KEY; none: open)
+                           POST routes (also CTXR_API_KEY; default none: open)
+  --max-body-bytes B       largest request body (default ${bytes(DEFAULT_LIMITS.maxBodyBytes)})
+  -h, --help               this help
+
+Context-reuse API (every mode; in /v1/reorder a context is a list of documents):
   --capacity-tokens C      evict least-recently-used contexts beyond C cached tokens
                            (default unlimited: the engine reports evictions)
   --ttl-seconds S          evict contexts unused for S seconds (default never)
-  --block-tokens T         tokens of a block given without "tokens" or "text" (default 256)
-  --max-body-bytes B       largest request body (default ${DEFAULT_LIMITS.maxBodyBytes})
+  --document-tokens T      tokens of a document given without "tokens" or "text"
+                           (default 256; old name --block-tokens)
   --max-contexts N         contexts per request (default ${DEFAULT_LIMITS.maxContexts})
-  --max-blocks N           blocks per context (default ${DEFAULT_LIMITS.maxBlocks})
-  --log-level L            info (default) or debug: also the tuning details at
-                           start (with --model: the papers' knobs and the sparse
-                           decode trigger's thresholds)
-  -h, --help               this help
+  --max-documents N        documents per context (default ${DEFAULT_LIMITS.maxBlocks}; old name --max-blocks)
 
-Limits on what clients can make the server hold (sizes take KiB, MiB, GiB; the
-state budgets are estimated heap bytes, least recently used entries are evicted
-beyond them, and 0 means unlimited; see README "Limits and hardening"):
-  --max-index-bytes B      live index: contexts, ids, block keys (default ${mib(DEFAULT_BUDGETS.indexBytes)})
-  --max-dedup-bytes B      dedup conversation records (default ${mib(DEFAULT_BUDGETS.dedupBytes)})
-  --max-history-bytes B    the proxy's remembered histories (default ${mib(DEFAULT_BUDGETS.historyBytes)})
-  --max-routing-bytes B    the proxy's routing indexes and KV-event cache mirrors
-                           (default ${mib(DEFAULT_BUDGETS.routingBytes)})
-  --max-response-bytes B   stored /v1/responses responses, with --model (default ${mib(DEFAULT_BUDGETS.responseBytes)})
-  --max-annotation-bytes B annotation text one request may render (default ${mib(DEFAULT_BUDGETS.annotationBytes)})
+Limits on what clients can make the server hold (the state budgets are estimated
+heap bytes, least recently used entries are evicted beyond them, and 0 means
+unlimited; see README "Limits and hardening"):
+  --max-index-bytes B      live index: contexts, ids, document keys (default ${bytes(DEFAULT_BUDGETS.indexBytes)})
+  --max-dedup-bytes B      dedup conversation records (default ${bytes(DEFAULT_BUDGETS.dedupBytes)})
+  --max-annotation-bytes B annotation text one request may render (default ${bytes(DEFAULT_BUDGETS.annotationBytes)})
   --max-template-placeholders N
                            times a template may repeat its placeholder (default ${DEFAULT_LIMITS.maxTemplatePlaceholders})
-  --max-upstream-requests N
-                           answers the proxy relays at once; beyond, 429 with
-                           Retry-After (default ${DEFAULT_MAX_UPSTREAM_REQUESTS})
-  --client-stall-seconds S a client that reads nothing of an answer for S seconds
-                           is cut off (default ${DEFAULT_CLIENT_STALL_MS / 1000}; 0: never)
 
-Proxy for OpenAI-compatible engines (vLLM, SGLang, llama.cpp, hosted APIs):
+Proxy (--upstream): in front of OpenAI-compatible engines (vLLM, SGLang,
+llama.cpp, hosted APIs):
   --upstream URL           forward to this engine (repeat for several; cache-aware
                            routing picks the one most likely to hold a request's
                            prefix). POST /v1/chat/completions and /v1/completions are
                            rewritten (documents reordered, deduplicated, annotated);
                            every other /v1/* request passes through unchanged
-  --upstream-key KEY       send 'Authorization: Bearer KEY' upstream (default: env
+  --upstream-key KEY       send 'Authorization: Bearer KEY' upstream (also
                            CTXR_UPSTREAM_KEY; never shown in answers or logs)
   --engine E               auto|${ENGINES.join("|")}: the request-id field to set
                            (vllm: request_id, sglang: rid; openai: none); auto
@@ -124,6 +141,14 @@ Proxy for OpenAI-compatible engines (vLLM, SGLang, llama.cpp, hosted APIs):
                            (default ${DEFAULT_UPSTREAM_TIMEOUT_MS / 1000})
   --document-template T    how a "documents" entry is rendered: {id}, {title}, {text}
                            (default an XML <document id=.. title=..> element)
+  --max-upstream-requests N
+                           answers the proxy relays at once; beyond, 429 with
+                           Retry-After (default ${DEFAULT_MAX_UPSTREAM_REQUESTS})
+  --client-stall-seconds S a client that reads nothing of an answer for S seconds
+                           is cut off (default ${DEFAULT_CLIENT_STALL_MS / 1000}; 0: never)
+  --max-history-bytes B    the proxy's remembered histories (default ${bytes(DEFAULT_BUDGETS.historyBytes)})
+  --max-routing-bytes B    the proxy's routing indexes and KV-event cache mirrors
+                           (default ${bytes(DEFAULT_BUDGETS.routingBytes)})
   --kv-events E            follow an upstream's KV events (vLLM's or SGLang's
                            --kv-events-config publisher, or ctxr serve --model's
                            --kv-events-publish): one per --upstream, in the same
@@ -132,27 +157,29 @@ Proxy for OpenAI-compatible engines (vLLM, SGLang, llama.cpp, hosted APIs):
                            replay socket) and ,topic=T; 'none' for an upstream
                            that publishes none
   --kv-events-max-bytes B  --kv-events: a larger payload is skipped unread and
-                           counted as malformed (oversized) (default ${mib(DEFAULT_KV_EVENT_MAX_BYTES)});
+                           counted as malformed (oversized) (default ${bytes(DEFAULT_KV_EVENT_MAX_BYTES)});
                            each engine's cache mirror takes its share of half
-                           of --max-routing-bytes (~230 bytes a block)
+                           of --max-routing-bytes (~230 bytes a KV block)
   --routing M              auto (default: by the engines' KV events where every
                            candidate's are live, else by the estimate),
                            estimate, or round-robin (a baseline)
-  --kv-overlap-weight W    routing by KV events: the weight of a prompt's blocks
-                           not cached on an engine against the blocks of the
+  --kv-overlap-weight W    routing by KV events: the weight of a prompt's KV blocks
+                           not cached on an engine against the KV blocks of the
                            prompts in flight there (default 8; Dynamo's is 1,
                            which sends requests away from their cached
                            prefixes under load; higher holds them there
                            more, lower spreads load more)
   --tokenizer DIR          the served model's folder (tokenizer.json, chat
                            template): with --kv-events, prompts are tokenized as
-                           the engines do, so requests go where their blocks
+                           the engines do, so requests go where their KV blocks
                            really are and contexts leave when the engine drops
-                           their blocks (--block-size: the engines' block size
-                           until their events tell it; default 16)
+                           their KV blocks
+  --block-size T           tokens per KV block of the engines, until their KV
+                           events tell it (default 16)
 
-Built-in generation (OpenAI-compatible: POST /v1/chat/completions, /v1/completions,
-GET /v1/models; continuous batching on the native model runner):
+Engine (--model): built-in generation, OpenAI-compatible (POST /v1/chat/completions,
+/v1/completions, /v1/responses, GET /v1/models; continuous batching on the
+native model runner):
   --model DIR|FILE.gguf|hf:ORG/REPO[:QUANT|FILE]
                            serve this Hugging Face model folder (config.json,
                            *.safetensors, tokenizer.json, tokenizer_config.json),
@@ -164,18 +191,19 @@ GET /v1/models; continuous batching on the native model runner):
   --offline                with --model hf:...: only the cache, no download (also
                            CTXR_OFFLINE=1 or HF_HUB_OFFLINE=1)
   --device D               cpu (default), cuda or cuda:N
-  --kv-blocks N            KV-cache blocks (default: 8,192 tokens' worth)
-  --kv-sliding-blocks N    a model with sliding-window layers (Gemma 3): blocks
+  --threads N              CPU threads of the runner (default: all cores)
+  --served-model-name ID   the model's id in the API (default: the folder's name,
+                           the GGUF file's name without .gguf, or ORG/REPO)
+  --kv-blocks N            KV blocks of the runner's KV cache (default: 8,192
+                           tokens' worth)
+  --block-size T           tokens per KV block: 16 (default) or 32
+  --kv-sliding-blocks N    a model with sliding-window layers (Gemma 3): KV blocks
                            of their KV group, which holds only each sequence's
                            window and window checkpoints (default: --kv-blocks)
-  --block-size B           tokens per KV block: 16 (default) or 32
-  --threads N              CPU threads of the runner (default: all cores)
   --kv-dtype K             the runner's KV cache: f32, f16 (half the memory and
                            faster decode on the CPU, K/V rounded to half) or auto
                            (default: f16 for a GGUF model on the CPU, else f32;
                            the CUDA runner keeps f32)
-  --served-model-name ID   the model's id in the API (default: the folder's name,
-                           the GGUF file's name without .gguf, or ORG/REPO)
   --max-waiting-requests N requests that may wait for the engine at once (each
                            choice of "n" counts); beyond, 429 with Retry-After
                            (default ${DEFAULT_MAX_WAITING})
@@ -183,6 +211,15 @@ GET /v1/models; continuous batching on the native model runner):
                            after it arrived, freeing its KV blocks: 504, or an
                            error event when streamed (default: none; a request's
                            "ctxr": {"deadline_ms"} may set a shorter one)
+  --max-response-bytes B   stored /v1/responses responses (default ${bytes(DEFAULT_BUDGETS.responseBytes)})
+  --no-prefix-cache        do not keep plain prompts' full KV blocks for later
+                           requests (automatic prefix caching is on by default)
+  --tool-call-parser F     how the model writes tool calls: hermes, llama3_json
+                           or mistral (default: detected from the chat template)
+  --reasoning-parser P     how the model writes its reasoning, returned apart as
+                           reasoning_content: qwen3 or deepseek_r1, auto (default:
+                           detected from the chat template) or none (the
+                           reasoning stays in the content)
   --max-grammar-step-ms MS structured outputs: the longest one token's grammar
                            mask may take; past it the request ends with a 400
                            (an error event when streamed), the others go on
@@ -192,41 +229,6 @@ GET /v1/models; continuous batching on the native model runner):
                            (default ${DEFAULT_GRAMMAR_LIMITS.compileMs})
   --max-grammar-tools N    most tools a tool call may be constrained to; more,
                            400 (default ${DEFAULT_GRAMMAR_LIMITS.maxTools})
-
-KV-cache managed generation (requests with "documents" or "segments"; every
-document's KV is cached and reused at any position):
-  --kv-policy P            prophet (default), cachecraft, none, prefix or full;
-                           a request's "ctxr": {"policy"} overrides it
-  --recompute-ratio R      share of reused tokens to recompute, 0..1 (default 0.2)
-  --kv-device-blocks N     KV blocks the chunk cache may keep in the runner
-                           (default: a quarter of --kv-blocks)
-  --kv-host-bytes B        chunk caches kept in this process's memory (default 1 GiB)
-  --kv-dir DIR             a disk tier for chunk caches (kept across restarts)
-  --kv-disk-bytes B        capacity of --kv-dir (default 16 GiB)
-  --kv-remote URL          a remote tier shared by every instance serving the same
-                           model: redis://HOST:PORT[/DB]; looked up after host and
-                           disk, written through in the background, skipped while
-                           unreachable
-  --kv-remote-bytes B      what --kv-remote may hold for this model, kept by Redis
-                           for all instances (default 4GiB; least reused evicted)
-  --kv-remote-secret S     authenticate --kv-remote entries with HMAC-SHA256 under S
-                           (at least 16 bytes; the same on every instance); without
-                           it, anyone who can write to that Redis can steer answers
-  --kv-remote-secret-file FILE
-                           the same, the secret read from FILE
-  --focus-window L         Cache-Craft focused-chunk early stop after L stable
-                           layers (default 0: off)
-  --prophet-span-decay D   prophet: share of a token's score that carries on to
-                           the next token of its chunk, 0..1 (default 0.8; 0 is
-                           the paper: the question's attention alone)
-  --no-prefix-cache        do not keep plain prompts' full KV blocks for later
-                           requests (automatic prefix caching is on by default)
-  --tool-call-parser F     how the model writes tool calls: hermes, llama3_json
-                           or mistral (default: detected from the chat template)
-  --reasoning-parser P     how the model writes its reasoning, returned apart as
-                           reasoning_content: qwen3 or deepseek_r1, auto (default:
-                           detected from the chat template) or none (the
-                           reasoning stays in the content)
   --kv-events-publish E    publish the prefix cache's changes (BlockStored,
                            BlockRemoved, AllBlocksCleared) as vLLM does, on a
                            ZeroMQ PUB socket bound at E: tcp://HOST:PORT (HOST *:
@@ -243,21 +245,50 @@ document's KV is cached and reused at any position):
                            a connection that has not completed the ZeroMQ
                            handshake S seconds after connecting is closed
                            (default ${DEFAULT_HANDSHAKE_TIMEOUT_MS / 1000})
+  The runner is $CTXR_RUNNER, else cuda/build/ctxr-runner-{cpu,cuda} of the source
+  tree (built with make when missing), else the one inside this binary.
+
+Engine: KV-cache managed generation (requests with "documents" or "segments";
+every document's KV is cached and reused at any position; README glossary:
+CacheCraft, ProphetKV, CHESS):
+  --kv-policy P            prophet (default), cachecraft, none, prefix or full;
+                           a request's "ctxr": {"policy"} overrides it
+  --recompute-ratio R      share of reused tokens to recompute, 0..1 (default 0.2)
+  --kv-device-blocks N     KV blocks the chunk cache may keep in the runner
+                           (default: a quarter of --kv-blocks)
+  --kv-host-bytes B        chunk caches kept in this process's memory (default 1 GiB)
+  --kv-dir DIR             a disk tier for chunk caches (kept across restarts)
+  --kv-disk-bytes B        capacity of --kv-dir (default 16 GiB)
+  --kv-remote URL          a remote tier shared by every instance serving the same
+                           model: redis://HOST:PORT[/DB]; looked up after host and
+                           disk, written through in the background, skipped while
+                           unreachable
+  --kv-remote-bytes B      what --kv-remote may hold for this model, kept by Redis
+                           for all instances (default 4 GiB; least reused evicted)
+  --kv-remote-secret S     authenticate --kv-remote entries with HMAC-SHA256 under S
+                           (at least 16 bytes; the same on every instance); without
+                           it, anyone who can write to that Redis can steer answers
+  --kv-remote-secret-file FILE
+                           the same, the secret read from FILE
+  --focus-window L         Cache-Craft focused-chunk early stop after L stable
+                           layers (default 0: off)
+  --prophet-span-decay D   prophet: share of a token's score that carries on to
+                           the next token of its chunk, 0..1 (default 0.8; 0 is
+                           the paper: the question's attention alone)
   --prophet-query-rows R   prophet: whose attention scores the tokens, all of the
                            question's tokens (default, the paper) or its last one
   --context-scores S       what cachecraft's token ranking, chunk budget split and
                            the variant choice use: shift (default: each stored
                            chunk's measured KV shift against the chunk alone) or
                            attention (the paper's attention-mass scores)
-  Sparse decode (a request's "ctxr": {"kv_budget": F}) selects the pages it reads
-  again when the model turns unsure: when the mean entropy or varentropy of the
-  next-token distribution over the last N decode steps is above its threshold.
-  Calibrate the three for your model with 'ctxr model calibrate-sparse'.
+
+Engine: sparse decode (a request's "ctxr": {"kv_budget": F}) selects the KV blocks
+it reads again when the model turns unsure: when the mean entropy or varentropy
+of the next-token distribution over the last N decode steps is above its
+threshold. Calibrate the three for your model with 'ctxr model calibrate-sparse'.
   --sparse-entropy-threshold X     entropy threshold, nats (default ${DEFAULT_ENTROPY_THRESHOLD})
   --sparse-varentropy-threshold X  varentropy threshold, nats² (default ${DEFAULT_VARENTROPY_THRESHOLD})
   --sparse-trigger-window N        decode steps averaged, 1..${MAX_TRIGGER_WINDOW} (default ${DEFAULT_TRIGGER_WINDOW})
-  The runner is $CTXR_RUNNER, else cuda/build/ctxr-runner-{cpu,cuda} of the source
-  tree (built with make when missing), else the one inside this binary.
 
 Exit codes: 0 after a graceful stop, 2 bad usage, 1 failure (port in use, data
 directory locked by another server or unreadable, model not loadable).
@@ -265,8 +296,12 @@ directory locked by another server or unreadable, model not loadable).
 
 const COMMAND = "serve";
 
-function mib(bytes: number): string {
-  return `${bytes / (1024 * 1024)} MiB`;
+/** A default size in help, in the unit style every size takes: 8 MiB, 1 GiB. */
+function bytes(count: number): string {
+  for (const [unit, size] of [["GiB", 1024 ** 3], ["MiB", 1024 ** 2], ["KiB", 1024]] as const) {
+    if (count >= size && count % size === 0) return `${count / size} ${unit}`;
+  }
+  return `${count} B`;
 }
 
 /** A state budget: a byte size, 0 for unlimited (null), undefined when absent (the default applies). */
@@ -278,8 +313,8 @@ function budgetFlag(flags: ParsedFlags, name: string): number | null | undefined
 /** Flags that take a value (each parsed and checked where it is used). */
 const VALUE_FLAGS = [
   "host", "port", "data-dir", "state", "state-prefix", "state-snapshot-every", "state-reads",
-  "state-queue-bytes", "redis-ca", "api-key", "capacity-tokens", "ttl-seconds", "block-tokens",
-  "max-body-bytes", "max-contexts", "max-blocks", "max-index-bytes", "max-dedup-bytes",
+  "state-queue-bytes", "redis-ca", "api-key", "capacity-tokens", "ttl-seconds", "document-tokens",
+  "max-body-bytes", "max-contexts", "max-documents", "config", "max-index-bytes", "max-dedup-bytes",
   "max-history-bytes", "max-response-bytes", "max-routing-bytes", "max-annotation-bytes",
   "max-template-placeholders", "max-upstream-requests", "client-stall-seconds", "upstream-key",
   "engine", "probe-interval", "upstream-timeout", "document-template", "kv-events-max-bytes", "tokenizer", "routing",
@@ -292,6 +327,9 @@ const VALUE_FLAGS = [
   "kv-events-max-connections", "kv-events-handshake-timeout", "sparse-entropy-threshold",
   "sparse-varentropy-threshold", "sparse-trigger-window", "log-level",
 ] as const;
+
+/** Old option names, still accepted (with a note): "block" alone now means only a KV block. */
+const ALIASES: FlagAliases = { "block-tokens": "document-tokens", "max-blocks": "max-documents" };
 
 const FLAGS = {
   ...Object.fromEntries(VALUE_FLAGS.map((name) => [name, { type: "string" as const }])),
@@ -356,11 +394,17 @@ function sharedStateFlags(flags: ParsedFlags, tls: RedisTlsSettings | undefined)
 }
 
 export async function serveCommand(args: string[], io: CommandIo & { err?(text: string): void }): Promise<number> {
-  const flags = parseFlags(args, FLAGS, COMMAND);
+  const flags = parseSourcedFlags(args, FLAGS, COMMAND, process.env, ALIASES);
   if (flags.values.help) {
     io.out(SERVE_HELP);
     return EXIT_OK;
   }
+  const err = io.err ?? ((text: string) => void process.stderr.write(text));
+  for (const note of flags.notes) err(note);
+  return withFlagSources(flags, () => serveWithFlags(flags, io, err));
+}
+
+async function serveWithFlags(flags: SourcedFlags, io: CommandIo, err: (text: string) => void): Promise<number> {
   const host = typeof flags.values.host === "string" ? flags.values.host : DEFAULT_HOST;
   if (host === "") throw new UsageError("--host must not be empty", COMMAND);
   const port = integerFlag(flags, "port", COMMAND, 0) ?? DEFAULT_PORT;
@@ -375,13 +419,13 @@ export async function serveCommand(args: string[], io: CommandIo & { err?(text: 
   if (dataDir === "") throw new UsageError("--data-dir must not be empty", COMMAND);
   const flagKey = flags.values["api-key"];
   if (flagKey === "") throw new UsageError("--api-key must not be empty", COMMAND);
-  const apiKey = typeof flagKey === "string" ? flagKey : process.env.CTXR_API_KEY || null;
+  const apiKey = typeof flagKey === "string" ? flagKey : null;
   const ttlSeconds = flags.values["ttl-seconds"] === undefined ? null : numberFlag(flags, "ttl-seconds", COMMAND, 0, { min: 0 });
   if (ttlSeconds !== null && ttlSeconds <= 0) throw new UsageError(`--ttl-seconds must be a positive number, got '${flags.values["ttl-seconds"]}'`, COMMAND);
 
   const logLevel = choiceFlag<LogLevel>(flags, "log-level", COMMAND, LOG_LEVELS, "info");
-  const blockTokens = integerFlag(flags, "block-tokens", COMMAND, 1) ?? 256;
-  if (blockTokens > DEFAULT_LIMITS.maxBlockTokens) throw new UsageError(`--block-tokens must be at most ${DEFAULT_LIMITS.maxBlockTokens}`, COMMAND);
+  const blockTokens = integerFlag(flags, "document-tokens", COMMAND, 1) ?? 256;
+  if (blockTokens > DEFAULT_LIMITS.maxBlockTokens) throw new UsageError(`--document-tokens must be at most ${DEFAULT_LIMITS.maxBlockTokens}`, COMMAND);
 
   const upstreams = (flags.values.upstream as unknown as string[] | undefined) ?? [];
   for (const upstream of upstreams) {
@@ -391,10 +435,11 @@ export async function serveCommand(args: string[], io: CommandIo & { err?(text: 
       throw new UsageError(`--upstream: ${(error as Error).message}`, COMMAND);
     }
   }
-  const proxyOnly = ["upstream-key", "engine", "probe-interval", "upstream-timeout", "document-template", "kv-events", "kv-events-max-bytes", "tokenizer", "routing", "kv-overlap-weight", "max-history-bytes", "max-routing-bytes", "max-upstream-requests", "client-stall-seconds"].find((name) => flags.values[name] !== undefined);
+  const proxyOnly = ["upstream-key", "engine", "probe-interval", "upstream-timeout", "document-template", "kv-events", "kv-events-max-bytes", "tokenizer", "routing", "kv-overlap-weight", "max-history-bytes", "max-routing-bytes", "max-upstream-requests", "client-stall-seconds"].find((name) => flags.values[name] !== undefined && !(name === "upstream-key" && flags.origins[name]?.startsWith("CTXR_")));
   if (upstreams.length === 0 && proxyOnly !== undefined) throw new UsageError(`--${proxyOnly} needs --upstream`, COMMAND);
   if (flags.values["upstream-key"] === "") throw new UsageError("--upstream-key must not be empty", COMMAND);
-  const upstreamKey = typeof flags.values["upstream-key"] === "string" ? flags.values["upstream-key"] : process.env.CTXR_UPSTREAM_KEY || null;
+  // CTXR_UPSTREAM_KEY may sit in an environment shared with servers that proxy nothing: it alone is no error.
+  const upstreamKey = upstreams.length > 0 && typeof flags.values["upstream-key"] === "string" ? flags.values["upstream-key"] : null;
   const engine = choiceFlag<Engine | "auto">(flags, "engine", COMMAND, ["auto", ...ENGINES], "auto");
   const probeSeconds = numberFlag(flags, "probe-interval", COMMAND, DEFAULT_PROBE_INTERVAL_MS / 1000, { min: 0 });
   if (!(probeSeconds >= 0.1)) throw new UsageError(`--probe-interval must be at least 0.1 seconds, got '${flags.values["probe-interval"]}'`, COMMAND);
@@ -453,12 +498,12 @@ export async function serveCommand(args: string[], io: CommandIo & { err?(text: 
       throw new UsageError(`--tokenizer ${tokenizerDir}: ${(error as Error).message}`, COMMAND);
     }
   }
-  for (const warning of shortSecretWarnings(upstreamKey, upstreams)) (io.err ?? ((text) => void process.stderr.write(text)))(warning);
+  for (const warning of shortSecretWarnings(upstreamKey, upstreams)) err(warning);
   // A model by name: fetched (or found in the cache) once every flag is known to be good.
   let modelPath = model;
   let modelName: string | undefined;
   if (model !== null && isHubReference(model)) {
-    const hubModel = await loadHubModel(model, { offline: Boolean(flags.values.offline), command: COMMAND, terminal: io.progress, err: io.err ?? ((text) => void process.stderr.write(text)) });
+    const hubModel = await loadHubModel(model, { offline: Boolean(flags.values.offline), command: COMMAND, terminal: io.progress, err: err });
     modelPath = hubModel.path;
     modelName = hubModel.name;
   }
@@ -480,9 +525,9 @@ export async function serveCommand(args: string[], io: CommandIo & { err?(text: 
       maxResponseBytes: budgetFlag(flags, "max-response-bytes"),
       maxAnnotationBytes: byteSizeFlag(flags, "max-annotation-bytes", COMMAND, 1),
       limits: {
-        maxBodyBytes: integerFlag(flags, "max-body-bytes", COMMAND, 1),
+        maxBodyBytes: byteSizeFlag(flags, "max-body-bytes", COMMAND, 1),
         maxContexts: integerFlag(flags, "max-contexts", COMMAND, 1),
-        maxBlocks: integerFlag(flags, "max-blocks", COMMAND, 1),
+        maxBlocks: integerFlag(flags, "max-documents", COMMAND, 1),
         maxTemplatePlaceholders: integerFlag(flags, "max-template-placeholders", COMMAND, 1),
       },
       proxy:
@@ -526,9 +571,9 @@ export async function serveCommand(args: string[], io: CommandIo & { err?(text: 
               kvPolicy,
               recomputeRatio,
               kvDeviceBlocks: integerFlag(flags, "kv-device-blocks", COMMAND, 0),
-              kvHostBytes: integerFlag(flags, "kv-host-bytes", COMMAND, 0),
+              kvHostBytes: byteSizeFlag(flags, "kv-host-bytes", COMMAND, 0),
               kvDir: typeof kvDir === "string" ? kvDir : null,
-              kvDiskBytes: integerFlag(flags, "kv-disk-bytes", COMMAND, 1),
+              kvDiskBytes: byteSizeFlag(flags, "kv-disk-bytes", COMMAND, 1),
               kvRemote,
               kvRemoteBytes: byteSizeFlag(flags, "kv-remote-bytes", COMMAND, 1),
               kvRemoteSecret,
@@ -546,7 +591,7 @@ export async function serveCommand(args: string[], io: CommandIo & { err?(text: 
       kvEventsSubscribe,
       ...(flags.values["kv-events-max-bytes"] === undefined ? {} : { kvEventsSettings: { maxMessageBytes: byteSizeFlag(flags, "kv-events-max-bytes", COMMAND, 1)! } }),
     },
-    { out: io.out, err: io.err ?? ((text) => void process.stderr.write(text)) },
+    { out: io.out, err },
   );
   return EXIT_OK;
 }

@@ -5,8 +5,9 @@
  */
 import { parseContextsJsonl } from "../../index/contextsJsonl.ts";
 import { simulateContextSet } from "../../index/prefixCacheSimulator.ts";
-import { EXIT_OK, SIMULATION_FLAGS, parseFlags, requiredString, resolveCapacity, simulationFlags } from "../args.ts";
-import type { FlagSpec } from "../args.ts";
+import { EXIT_OK, SIMULATION_ALIASES, SIMULATION_FLAGS, requiredString, resolveCapacity, simulationFlags } from "../args.ts";
+import type { FlagSpec, ParsedFlags } from "../args.ts";
+import { parseSourcedFlags, withFlagSources } from "../sourcedFlags.ts";
 import { readInputText } from "../files.ts";
 import type { CommandIo } from "./types.ts";
 
@@ -23,10 +24,15 @@ requests, capacity_tokens (null: unlimited), evicted_blocks, block_tokens.
 
 Options:
   --input FILE             requests, JSONL (required)
-  --block-tokens T         tokens per block (default 256)
+  --document-tokens T      tokens of each document (block id) (default 256; old
+                           name --block-tokens)
   --capacity-tokens C      cache capacity in tokens (default unlimited)
   --capacity-frac F        capacity as a fraction of the file's tokens (0..1), as sim.py
+  --config FILE            options from a JSON or YAML file (keys: the long names)
   -h, --help               this help
+
+Every option can also be set as CTXR_<OPTION> (e.g. CTXR_DOCUMENT_TOKENS=128) or
+in --config FILE; the command line wins over the environment, which wins over the file.
 `;
 
 const COMMAND = "simulate";
@@ -34,15 +40,21 @@ const COMMAND = "simulate";
 const FLAGS: FlagSpec = {
   input: { type: "string" },
   ...SIMULATION_FLAGS,
+  config: { type: "string" },
   help: { type: "boolean", short: "h" },
 };
 
 export async function simulateCommand(args: string[], io: CommandIo): Promise<number> {
-  const flags = parseFlags(args, FLAGS, COMMAND);
+  const flags = parseSourcedFlags(args, FLAGS, COMMAND, process.env, SIMULATION_ALIASES);
   if (flags.values.help) {
     io.out(SIMULATE_HELP);
     return EXIT_OK;
   }
+  for (const note of flags.notes) process.stderr.write(note);
+  return withFlagSources(flags, () => simulateWithFlags(flags, io));
+}
+
+async function simulateWithFlags(flags: ParsedFlags, io: CommandIo): Promise<number> {
   const input = requiredString(flags, "input", COMMAND);
   const { blockTokens, capacity } = simulationFlags(flags, COMMAND);
 

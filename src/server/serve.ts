@@ -24,6 +24,8 @@ import { KvEventsPublishThread } from "./kvEventsPublishThread.ts";
 import { LatencyHistograms } from "./latencyMetrics.ts";
 import { registerIdleTimeout, SERVER_IDLE_TIMEOUT_S } from "../http/idleTimeout.ts";
 import { ServerMetrics } from "./metrics.ts";
+import { serverSavedTokens } from "./savedTokens.ts";
+import { DEFAULT_STATS_INTERVAL_MS, startStatsLog } from "./statsLog.ts";
 
 export interface ServerOptions {
   host?: string;
@@ -192,6 +194,8 @@ export interface RunOptions extends ServerOptions {
   model?: EngineOptions | null;
   /** --kv-events-publish (with a model): publish its prefix cache's changes. */
   kvEventsPublish?: KvEventsPublishOptions | null;
+  /** --stats-interval: ms between the stats lines on stdout, written only after traffic (default DEFAULT_STATS_INTERVAL_MS; 0: none). */
+  statsIntervalMs?: number;
   /** --kv-events (with upstreams): follow each upstream's KV events, in their order (null: that one publishes none). */
   kvEventsSubscribe?: readonly (KvEventsSubscribeOptions | null)[];
   /** The subscribers' limits (--kv-events-max-bytes). */
@@ -231,9 +235,11 @@ export async function runServer(options: RunOptions, io: RunIo): Promise<void> {
   // Every upstream's KV events are followed on one thread of their own, off the request path.
   const kvEventsThread = (options.kvEventsSubscribe ?? []).some((subscribe) => subscribe !== null) ? new KvEventsThread(io.err, options.kvEventsSettings) : null;
   const subscribers = (options.kvEventsSubscribe ?? []).map((subscribe) => (subscribe === null ? null : kvEventsThread!.subscribe(subscribe)));
-  const onProxy = (proxy: ContextProxy) => {
-    options.onProxy?.(proxy);
-    subscribers.forEach((subscriber, position) => subscriber !== null && proxy.followKvEvents(position, subscriber));
+  let proxy: ContextProxy | null = null;
+  const onProxy = (created: ContextProxy) => {
+    proxy = created;
+    options.onProxy?.(created);
+    subscribers.forEach((subscriber, position) => subscriber !== null && created.followKvEvents(position, subscriber));
   };
   const closeSubscribers = async () => kvEventsThread?.close();
   const latency = options.model ? new LatencyHistograms() : null;
@@ -287,6 +293,7 @@ export async function runServer(options: RunOptions, io: RunIo): Promise<void> {
     io.out(`ctxr serve: publishing KV events on ${kvEvents.endpoint}${kvEvents.replayEndpoint === null ? "" : ` (replay: ${kvEvents.replayEndpoint})`}\n`);
   }
   io.out(`ctxr serve: listening on ${running.url} (data: ${shared !== null ? `shared through ${options.state!.url.display}` : (dataDir ?? "memory")})\n`);
+  const stopStatsLog = startStatsLog(() => serverSavedTokens(engine, proxy), options.statsIntervalMs ?? DEFAULT_STATS_INTERVAL_MS, io.out);
 
   // A second signal while shutting down exits at once. Its handler is added once the first signal's
   // dispatch is over: Deno calls a listener added during a dispatch in that same dispatch.
@@ -303,6 +310,7 @@ export async function runServer(options: RunOptions, io: RunIo): Promise<void> {
   process.on("SIGINT", force);
   process.on("SIGTERM", force);
   io.err(`ctxr serve: ${signal}: shutting down\n`);
+  stopStatsLog();
   try {
     await running.stop();
     await closeSubscribers();

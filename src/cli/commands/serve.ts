@@ -14,6 +14,7 @@ import { MAX_DEADLINE_MS } from "../../server/openaiSchemas.ts";
 import { DEFAULT_MAX_WAITING } from "../../engine/schedulerTypes.ts";
 import { DEFAULT_GRAMMAR_LIMITS } from "../../engine/grammar/grammarBudget.ts";
 import { DEFAULT_HOST, DEFAULT_PORT, runServer, type SharedStateConfig } from "../../server/serve.ts";
+import { DEFAULT_STATS_INTERVAL_MS } from "../../server/statsLog.ts";
 import { DEFAULT_PROPHET_SPAN_DECAY, PROPHET_QUERY_ROWS, RECOMPUTE_POLICIES, type ProphetQueryRows, type RecomputePolicy } from "../../kv/recomputeSelection.ts";
 import { CONTEXT_SCORES, type ContextScores } from "../../kv/reuseScores.ts";
 import { SHARED_READS } from "../../state/sharedState.ts";
@@ -77,6 +78,9 @@ Options:
   --max-body-bytes B       largest request body (default ${DEFAULT_LIMITS.maxBodyBytes})
   --max-contexts N         contexts per request (default ${DEFAULT_LIMITS.maxContexts})
   --max-blocks N           blocks per context (default ${DEFAULT_LIMITS.maxBlocks})
+  --stats-interval S       every S seconds with traffic, print one line of what ctxr
+                           saved: prompt tokens, cached, recomputed (default
+                           ${DEFAULT_STATS_INTERVAL_MS / 1000}; 0: never; docs/saved-tokens.md)
   -h, --help               this help
 
 Limits on what clients can make the server hold (sizes take KiB, MiB, GiB; the
@@ -260,7 +264,7 @@ function budgetFlag(flags: ParsedFlags, name: string): number | null | undefined
 const VALUE_FLAGS = [
   "host", "port", "data-dir", "state", "state-prefix", "state-snapshot-every", "state-reads",
   "state-queue-bytes", "redis-ca", "api-key", "capacity-tokens", "ttl-seconds", "block-tokens",
-  "max-body-bytes", "max-contexts", "max-blocks", "max-index-bytes", "max-dedup-bytes",
+  "max-body-bytes", "max-contexts", "max-blocks", "stats-interval", "max-index-bytes", "max-dedup-bytes",
   "max-history-bytes", "max-response-bytes", "max-routing-bytes", "max-annotation-bytes",
   "max-template-placeholders", "max-upstream-requests", "client-stall-seconds", "upstream-key",
   "engine", "upstream-timeout", "document-template", "kv-events-max-bytes", "tokenizer", "routing",
@@ -377,6 +381,7 @@ export async function serveCommand(args: string[], io: CommandIo & { err?(text: 
   const engine = choiceFlag<Engine>(flags, "engine", COMMAND, ENGINES, "openai");
   const timeoutSeconds = numberFlag(flags, "upstream-timeout", COMMAND, DEFAULT_UPSTREAM_TIMEOUT_MS / 1000, { min: 0 });
   if (timeoutSeconds <= 0) throw new UsageError(`--upstream-timeout must be a positive number, got '${flags.values["upstream-timeout"]}'`, COMMAND);
+  const statsIntervalSeconds = numberFlag(flags, "stats-interval", COMMAND, DEFAULT_STATS_INTERVAL_MS / 1000, { min: 0, max: 86400 });
   const stallSeconds = flags.values["client-stall-seconds"] === undefined ? undefined : numberFlag(flags, "client-stall-seconds", COMMAND, 0, { min: 0 });
   const template = flags.values["document-template"];
   if (template === "") throw new UsageError("--document-template must not be empty", COMMAND);
@@ -441,6 +446,7 @@ export async function serveCommand(args: string[], io: CommandIo & { err?(text: 
       capacityTokens: integerFlag(flags, "capacity-tokens", COMMAND, 1) ?? null,
       ttlMs: ttlSeconds === null ? null : ttlSeconds * 1000,
       blockTokens,
+      statsIntervalMs: Math.round(statsIntervalSeconds * 1000),
       maxIndexBytes: budgetFlag(flags, "max-index-bytes"),
       maxDedupBytes: budgetFlag(flags, "max-dedup-bytes"),
       maxResponseBytes: budgetFlag(flags, "max-response-bytes"),

@@ -116,7 +116,7 @@ afterAll(async () => {
     await server?.exited;
   }
   model?.cleanup();
-});
+}, 60_000);
 
 describe("the engine alone", () => {
   test("a miss, then a hit: the client's usage says so", () => {
@@ -206,5 +206,40 @@ describe("--stats-interval", () => {
       expect({ value, code: run.code }).toEqual({ value, code: 2 });
       expect(run.stderr).toContain("--stats-interval");
     }
+  });
+});
+
+describe("a proxy that knows the model's tokenizer (--tokenizer, with --kv-events)", () => {
+  let publishing: SpawnedServer;
+  let counting: SpawnedServer;
+  beforeAll(async () => {
+    publishing = await spawnServer(["--in-memory", "--model", model.path, "--kv-blocks", "128", "--threads", "1", "--kv-events-publish", "tcp://127.0.0.1:0"], { CTXR_RUNNER: buildRunner() }, 60_000);
+    const endpoint = /publishing KV events on (tcp:\/\/\S+)/.exec(publishing.startLines.join("\n"))![1]!;
+    counting = await spawnServer(["--in-memory", "--upstream", publishing.url, "--kv-events", endpoint, "--tokenizer", model.path, "--stats-interval", "0"], {}, 60_000);
+  }, 120_000);
+  afterAll(async () => {
+    for (const server of [counting, publishing]) {
+      server?.kill("SIGTERM");
+      await server?.exited;
+    }
+  }, 60_000);
+
+  test("counts received and forwarded prompts in the model's tokens (the tiny model's are bytes), and says so", async () => {
+    const question = "Where do ships winter?";
+    const { usage } = await chat(counting, { messages: [{ role: "user", content: question }], documents: DOCUMENTS });
+    const upstream = (await savedTokens(counting)).upstreams[0];
+    expect(upstream.unit).toBe("tokenizer");
+    // One token a byte: at least the question and the documents' text (4 characters a token would be a quarter of it).
+    const bytes = question.length + DOCUMENTS.reduce((total, d) => total + d.text.length, 0);
+    expect(upstream.prompt_tokens_received).toBeGreaterThanOrEqual(bytes);
+    expect(upstream.prompt_tokens_forwarded).toBeGreaterThanOrEqual(bytes);
+    // The template's own tokens come on top of the messages' in the engine's count.
+    expect(upstream.prompt_tokens_forwarded).toBeLessThanOrEqual(usage.prompt_tokens);
+    expect(upstream.prompt_tokens).toBe(usage.prompt_tokens);
+    const families = await metrics(counting);
+    expect(families.get("ctxr_upstream_token_unit")!.samples[0]!.labels.unit).toBe("tokenizer");
+    // --stats-interval 0: no line at all.
+    await Bun.sleep(300);
+    expect(counting.outputLines.some((l) => l.startsWith("ctxr stats: "))).toBe(false);
   });
 });

@@ -1,12 +1,14 @@
 /**
  * What ctxr saved, end to end: a real `serve --model` (tiny model, CPU runner) alone and behind a
  * real proxy (`serve --upstream`), both as child processes. After requests that miss and hit the
- * cache, /v1/stats' saved_tokens, /metrics and the --stats-interval line give the same figures,
- * and those are the sums of the usage the clients got.
+ * prefix cache, and documents reused as chunks (some tokens recomputed), /v1/stats' saved_tokens,
+ * /metrics and the --stats-interval line give the same figures, and those are the sums of the
+ * usage the clients got.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { runCli } from "../helpers/cli.ts";
 import { buildRunner, tinyModelFolder } from "../helpers/engineKit.ts";
+import { chatOverDocuments, DOCS } from "../helpers/kvGenerationKit.ts";
 import { parsePrometheusText } from "../helpers/prometheusText.ts";
 import { spawnServer, type SpawnedServer } from "./serverKit.ts";
 
@@ -97,6 +99,12 @@ beforeAll(async () => {
     direct.add(usage);
     directUsages.push(usage);
   }
+  // Documents as chunks (usage.ctxr): computed once, then reused reordered, a quarter recomputed.
+  for (const order of [DOCS, [DOCS[2]!, DOCS[0]!, DOCS[3]!, DOCS[1]!]]) {
+    const answer = await engine.post("/v1/chat/completions", chatOverDocuments(order, { ctxr: { policy: "cachecraft", recompute_ratio: 0.25 } }));
+    expect(answer.status).toBe(200);
+    direct.add(answer.body.usage);
+  }
 
   // Through the proxy: two documents turns, then a third turn streamed.
   const system = { role: "system", content: "Answer from the documents." };
@@ -130,6 +138,10 @@ describe("the engine alone", () => {
     const all = { requests: direct.requests + proxied.requests, prompt: direct.prompt + proxied.prompt, cached: direct.cached + proxied.cached, recomputed: direct.recomputed + proxied.recomputed };
     expect(saved.engine).toMatchObject({ requests: all.requests, prompt_tokens: all.prompt, cached_tokens: all.cached, recomputed_tokens: all.recomputed });
     expect(saved.engine.prefix_cached_tokens + saved.engine.chunk_reused_tokens).toBe(saved.engine.cached_tokens);
+    // Cached as a prefix, as reused chunks, and recomputed: each kind of saving is in the account.
+    expect(saved.engine.prefix_cached_tokens).toBeGreaterThan(0);
+    expect(saved.engine.chunk_reused_tokens).toBeGreaterThan(0);
+    expect(saved.engine.recomputed_tokens).toBeGreaterThan(0);
     expect(saved.engine.computed_tokens).toBe(all.prompt - all.cached - all.recomputed);
     expect(saved.cached_tokens).toBeGreaterThan(0);
     expect(saved).toMatchObject({ requests: all.requests, prompt_tokens: all.prompt, cached_tokens: all.cached, cached_ratio: all.cached / all.prompt });

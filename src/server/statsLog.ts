@@ -17,7 +17,5 @@ export function startStatsLog(report: () => SavedTokensReport, everyMs: number, 
     before = now;
     if (line !== null) log(`${line}\n`);
   }, everyMs);
-  // The line alone never keeps the process alive.
-  (timer as { unref?: () => void }).unref?.();
   return () => clearInterval(timer);
 }

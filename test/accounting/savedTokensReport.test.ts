@@ -1,9 +1,6 @@
 import { describe, expect, test } from "bun:test";
 import { EngineTokenAccount, UpstreamTokenAccount } from "../../src/accounting/tokenAccounts.ts";
 import { savedTokensReport } from "../../src/accounting/savedTokensReport.ts";
-import { renderSavedTokensMetrics } from "../../src/accounting/savedTokensMetrics.ts";
-import { statsLine } from "../../src/accounting/statsLine.ts";
-import { parsePrometheusText } from "../helpers/prometheusText.ts";
 
 function engineAccount(): EngineTokenAccount {
   const account = new EngineTokenAccount();
@@ -44,58 +41,5 @@ describe("the saved-token report", () => {
 
   test("nothing yet: zeros and a ratio of 0, not NaN", () => {
     expect(savedTokensReport({})).toEqual({ requests: 0, prompt_tokens: 0, cached_tokens: 0, recomputed_tokens: 0, cached_ratio: 0 });
-  });
-});
-
-describe("its Prometheus text", () => {
-  test("the same figures as the report, in well-formed families", () => {
-    const upstream = new UpstreamTokenAccount("estimate");
-    upstream.recordForwarded({ receivedTokens: 5, forwardedTokens: 7, estimatedCachedTokens: 3, inputOrderCachedTokens: 1 });
-    upstream.recordUsage({ promptTokens: 9, cachedTokens: 4, chunkReusedTokens: null, recomputedTokens: null });
-    const report = savedTokensReport({ engine: engineAccount(), upstreams: [{ url: 'http://x/"q"', account: upstream }] });
-    const families = parsePrometheusText(renderSavedTokensMetrics(report));
-    const value = (name: string) => families.get(name)!.samples[0]!.value;
-    expect(value("ctxr_saved_tokens_prompt_total")).toBe(report.prompt_tokens);
-    expect(value("ctxr_saved_tokens_cached_total")).toBe(report.cached_tokens);
-    expect(value("ctxr_saved_tokens_recomputed_total")).toBe(report.recomputed_tokens);
-    expect(value("ctxr_saved_tokens_requests_total")).toBe(report.requests);
-    expect(value("ctxr_engine_cached_tokens_total")).toBe(94);
-    expect(value("ctxr_engine_computed_tokens_total")).toBe(120);
-    expect(families.get("ctxr_upstream_prompt_tokens_forwarded_total")!.samples[0]).toMatchObject({ labels: { upstream: 'http://x/"q"' }, value: 7 });
-    expect(value("ctxr_upstream_input_order_estimated_cached_tokens_total")).toBe(1);
-    expect(families.get("ctxr_upstream_token_unit")!.samples[0]!.labels).toEqual({ upstream: 'http://x/"q"', unit: "estimate" });
-  });
-
-  test("without an engine or upstreams, only the totals", () => {
-    const names = [...parsePrometheusText(renderSavedTokensMetrics(savedTokensReport({}))).keys()];
-    expect(names.every((name) => name.startsWith("ctxr_saved_tokens_"))).toBe(true);
-  });
-});
-
-describe("the stats line", () => {
-  test("the interval's figures and the totals since start, as the report has them", () => {
-    const account = new EngineTokenAccount();
-    account.record({ promptTokens: 100, prefixReusedTokens: 0, chunkReusedTokens: 0, recomputedTokens: 0 });
-    const before = savedTokensReport({ engine: account });
-    account.record({ promptTokens: 200, prefixReusedTokens: 150, chunkReusedTokens: 0, recomputedTokens: 5 });
-    const line = statsLine(before, savedTokensReport({ engine: account }), 10);
-    expect(line).toBe(
-      "ctxr stats: last 10 s: 1 requests, 200 prompt tokens, 150 cached (75.0%), 5 recomputed; since start: 2 requests, 300 prompt tokens, 150 cached (hit rate 50.0%), 5 recomputed",
-    );
-  });
-
-  test("no line for an interval without requests", () => {
-    const report = savedTokensReport({ engine: engineAccount() });
-    expect(statsLine(report, report, 10)).toBeNull();
-  });
-
-  test("behind a proxy it adds what was received and forwarded, and in which unit", () => {
-    const account = new UpstreamTokenAccount("estimate");
-    const before = savedTokensReport({ upstreams: [{ url: "u", account }] });
-    account.recordForwarded({ receivedTokens: 287, forwardedTokens: 370, estimatedCachedTokens: 0, inputOrderCachedTokens: 0 });
-    account.recordUsage({ promptTokens: 1561, cachedTokens: 608, chunkReusedTokens: null, recomputedTokens: null });
-    const line = statsLine(before, savedTokensReport({ upstreams: [{ url: "u", account }] }), 0.5)!;
-    expect(line).toContain("last 0.5 s: 1 requests, 1561 prompt tokens, 608 cached (38.9%)");
-    expect(line).toEndWith("; proxy: 287 received, 370 forwarded (estimate tokens)");
   });
 });

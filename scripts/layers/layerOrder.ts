@@ -15,6 +15,8 @@ export const LAYER_ORDER: readonly string[] = [
   "zmq",
   // shared HTTP pieces: error bodies, limits, JSON depth, idle timeouts, SSE keep-alive, Prometheus text
   "http",
+  // the token accounts of what ctxr saved, which the engine and the proxy feed
+  "accounting",
   // the context index, the online reordering service and its conversation stores, state shared through Redis
   "index",
   "online",

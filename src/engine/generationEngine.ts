@@ -4,6 +4,7 @@
  * wired together. Restarts the runner after a crash (the scheduler fails the
  * requests it was running). Prometheus metrics of the scheduler.
  */
+import type { EngineTokenAccount } from "../accounting/tokenAccounts.ts";
 import { singleMetric } from "../http/prometheus.ts";
 import type { RedisTlsSettings } from "../state/redisDiagnosis.ts";
 import type { GenerationHandle } from "./generationHandle.ts";
@@ -345,6 +346,11 @@ export class GenerationEngine {
     return this.scheduler.stats;
   }
 
+  /** Each finished request's prompt usage: tokens, cached, recomputed (read by the saved-tokens report). */
+  get tokenAccount(): EngineTokenAccount {
+    return this.scheduler.tokenAccount;
+  }
+
   /** Prometheus text of the scheduler's counters and gauges. */
   metrics(): string {
     const stats = this.stats;
@@ -376,7 +382,7 @@ export class GenerationEngine {
     }
     metric("ctxr_prefix_cache_blocks", "gauge", "KV blocks the automatic prefix cache holds (part of kv_blocks_used).", stats.kvBlocksPrefixCached);
     metric("ctxr_prefix_cache_referenced_blocks", "gauge", "Prefix-cache blocks running sequences use.", stats.kvBlocksPrefixReferenced);
-    metric("ctxr_prefix_cache_queried_tokens_total", "counter", "Prompt tokens looked up in the prefix cache (full blocks).", stats.prefixBlocksQueried * stats.blockSize);
+    metric("ctxr_prefix_cache_queried_tokens_total", "counter", "Prompt tokens looked up in the prefix cache (full blocks; a request waiting for room is looked up again: per-request figures are ctxr_engine_*_tokens_total).", stats.prefixBlocksQueried * stats.blockSize);
     metric("ctxr_prefix_cache_hit_tokens_total", "counter", "Prompt tokens found in the prefix cache.", stats.prefixBlocksHit * stats.blockSize);
     metric("ctxr_prefix_cache_evicted_blocks_total", "counter", "Prefix-cache blocks evicted for room.", stats.prefixBlocksEvicted);
     const cache = this.chunkCache.stats;

@@ -30,6 +30,7 @@
  * (requestChecks.ts), the KV blocks and prefix cache (blockManager.ts), the token output
  * (tokenOutput.ts, sequenceOutput.ts) and the KV-managed prefill's step (managedPrefillStep.ts).
  */
+import { EngineTokenAccount } from "../accounting/tokenAccounts.ts";
 import type { ForwardResult, ForwardSequence } from "../runner/runnerProtocol.ts";
 import { RunnerCrashedError } from "../runner/runnerProcess.ts";
 import { blocksFor, type GrowRequest, type KvBlockTable } from "../kv/kvBlockTable.ts";
@@ -95,6 +96,8 @@ export class GenerationScheduler {
   private readonly maxWaiting: number;
   /** Queue time of recent admissions, ms (an exponential moving average): what Retry-After is guessed from. */
   private recentQueueMs = 0;
+  /** Each finished request's prompt usage, in the model's tokens (what ctxr saved). */
+  readonly tokenAccount = new EngineTokenAccount();
   private readonly counters = {
     forwards: 0,
     decodeSteps: 0,
@@ -124,7 +127,7 @@ export class GenerationScheduler {
     if (timeout !== null && !(Number.isFinite(timeout) && timeout > 0)) throw new RangeError(`requestTimeoutMs must be a positive number, got ${timeout}`);
     if (!Number.isSafeInteger(this.prefillChunk) || this.prefillChunk < 1) throw new RangeError(`prefillChunk must be a positive integer, got ${this.prefillChunk}`);
     if (!Number.isSafeInteger(this.maxBatch) || this.maxBatch < 1) throw new RangeError(`maxBatch must be a positive integer, got ${this.maxBatch}`);
-    this.output = new SequenceOutput(this.counters, () => this.maxModelLen, options.latency);
+    this.output = new SequenceOutput(this.counters, () => this.maxModelLen, options.latency, this.tokenAccount);
     this.blocks = new BlockManager(runner, runner.info, {
       chunkCache: options.chunkCache ?? null,
       ...(options.prefixCache !== undefined ? { prefixCache: options.prefixCache } : {}),

@@ -3,6 +3,7 @@
  * text and events out to the consumer, and the sequence's end, finished or failed. The scheduler
  * decides when; this decides what comes out (the text and events are shaped by tokenOutput.ts).
  */
+import type { EngineTokenAccount } from "../accounting/tokenAccounts.ts";
 import { GrammarRuntimeError } from "./grammar/grammarErrors.ts";
 import type { FinishReason, GeneratedToken } from "./generationTypes.ts";
 import type { LatencyObserver } from "./schedulerTypes.ts";
@@ -21,6 +22,8 @@ export class SequenceOutput {
     /** The context length: a sequence that reaches it ends. */
     private readonly maxModelLen: () => number,
     private readonly latency?: LatencyObserver,
+    /** Told each finished request's prompt usage (what ctxr saved: /v1/stats, /metrics, the stats line). */
+    private readonly tokenAccount?: EngineTokenAccount,
   ) {}
 
   /** Ends the sequence with an error (its consumer gets it); nothing when it has ended already. */
@@ -39,8 +42,13 @@ export class SequenceOutput {
     this.latency?.finished((performance.now() - sequence.submittedAt) / 1000);
     sequence.constraint?.dispose();
     this.counters.finished++;
+    const event = finishEvent(sequence, reason);
+    if (event.type === "finish") {
+      const usage = event.ctxr;
+      this.tokenAccount?.record({ promptTokens: event.promptTokens, prefixReusedTokens: usage.prompt_tokens_prefix_reused, chunkReusedTokens: usage.prompt_tokens_chunk_reused, recomputedTokens: usage.prompt_tokens_recomputed });
+    }
     if (finalText !== "" || tokens.length > 0) sequence.events.push({ type: "delta", text: finalText, tokens });
-    sequence.events.push(finishEvent(sequence, reason));
+    sequence.events.push(event);
     sequence.events.end();
   }
 

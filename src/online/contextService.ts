@@ -52,6 +52,8 @@ export interface ReorderResult {
   request_id: string;
   prefix_blocks: number;
   prefix_tokens: number;
+  /** The prefix the blocks would have found in the order given (the baseline prefix_tokens beats). */
+  input_order_prefix_tokens: number;
   annotation: string;
 }
 
@@ -167,6 +169,7 @@ export class ContextService {
       const order = [...Array.from(match.prefix, (b) => positionOf.get(b)!), ...preferred[c]!.filter((p) => !inPrefix.has(dense[c]![p]!))];
       const ordered = Int32Array.from(order, (p) => dense[c]![p]!);
       const tokens = order.map((p) => normalized[c]![p]!.tokens);
+      const inputOrderTokens = this.index.prefixTokensInOrder(dense[c]!, normalized[c]!.map((b) => b.tokens));
       const requestId = newRequestId();
       const inserted = this.index.insert(ordered, tokens, requestId, now);
       this.record({ op: "insert", id: requestId, keys: order.map((p) => normalized[c]![p]!.key), tokens, at: now });
@@ -177,6 +180,7 @@ export class ContextService {
         request_id: requestId,
         prefix_blocks: inserted.reusedBlocks,
         prefix_tokens: inserted.reusedTokens,
+        input_order_prefix_tokens: inputOrderTokens,
         annotation: priorityAnnotation(t, order),
       };
       this.counters.reorderedContexts++;

@@ -195,6 +195,27 @@ export class LiveContextIndex {
   }
 
   /**
+   * Tokens of the leading blocks of `blocks`, taken in exactly this order, that the index already
+   * holds as a path from the root (`tokens[i]`: blocks[i]'s tokens): the prefix cache hit that
+   * order would get. Nothing changes.
+   */
+  prefixTokensInOrder(blocks: ArrayLike<number>, tokens: ArrayLike<number>): number {
+    let node = this.root;
+    let i = 0;
+    let reused = 0;
+    while (i < blocks.length) {
+      const child = node.children.get(blocks[i]!);
+      if (child === undefined) break;
+      const edge = child.edge;
+      let j = 0;
+      while (j < edge.length && i < blocks.length && edge[j] === blocks[i]) reused += tokens[i++]!, j++;
+      if (j < edge.length) break;
+      node = child;
+    }
+    return reused;
+  }
+
+  /**
    * Inserts a context as the exact sequence `blocks` (distinct dense blocks),
    * with `tokens[i]` tokens for blocks[i] (the first figure seen for a block is
    * kept). A request id already present is moved to the new context.

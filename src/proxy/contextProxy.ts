@@ -9,6 +9,7 @@
  * A request the upstream did not accept (unreachable, timed out, error status)
  * is removed from the live index again: the engine does not cache it.
  */
+import { UpstreamTokenAccount } from "../accounting/tokenAccounts.ts";
 import type { Context } from "hono";
 import type { ContextService } from "../online/contextService.ts";
 import { RequestError } from "../http/requestError.ts";
@@ -196,8 +197,12 @@ export class ContextProxy {
       ...(options.routing !== undefined ? { routing: options.routing } : {}),
       ...(options.overlapWeight !== undefined ? { overlapWeight: options.overlapWeight } : {}),
     });
-    this.rewriter = new PromptRewriter(service, { documentTemplate: options.documentTemplate, maxHistoryBytes: options.maxHistoryBytes, histories: options.histories });
     this.promptTokenizer = options.promptTokenizer ?? null;
+    // Received and forwarded prompts are counted in one unit: the served model's tokens where its tokenizer is known.
+    const tokenizer = this.promptTokenizer?.tokenizer ?? null;
+    const countTokens = tokenizer === null ? undefined : (text: string) => tokenizer.encode(text).length;
+    for (const upstream of this.pool.upstreams) upstream.account = new UpstreamTokenAccount(tokenizer === null ? "estimate" : "tokenizer");
+    this.rewriter = new PromptRewriter(service, { documentTemplate: options.documentTemplate, maxHistoryBytes: options.maxHistoryBytes, histories: options.histories, countTokens });
     this.blockSize = options.blockSize ?? DEFAULT_ENGINE_BLOCK_SIZE;
     if (this.engine !== "auto") for (const upstream of this.pool.upstreams) upstream.engine = this.engine as Engine;
     const probeIntervalMs = options.probeIntervalMs ?? null;
@@ -466,11 +471,14 @@ export class ContextProxy {
         await this.undeliverable(rewrite);
       } else if (rewrite !== null) {
         const counters = upstream.counters;
-        counters.promptTokensReceived += rewrite.receivedTokens;
-        counters.promptTokensForwarded += rewrite.forwardedTokens;
+        upstream.account.recordForwarded({
+          receivedTokens: rewrite.receivedTokens,
+          forwardedTokens: rewrite.forwardedTokens,
+          estimatedCachedTokens: rewrite.estimatedCachedTokens,
+          inputOrderCachedTokens: rewrite.inputOrderCachedTokens,
+        });
         counters.documents += rewrite.documents;
         counters.documentsDeduplicated += rewrite.deduplicated;
-        counters.estimatedCachedTokens += rewrite.estimatedCachedTokens;
         this.pool.record(upstream, request.plan, rewrite.requestId);
         if (upstream.sync !== null && keys !== undefined) {
           counters.mirroredCachedTokens += predictedTokens;
@@ -493,10 +501,8 @@ export class ContextProxy {
         sse: eventStream ? { keepAliveMs: this.sseKeepAliveMs } : null,
         onDone: ({ usage, error }) => {
           settle();
-          if (usage !== null && usage.cachedTokens !== null) {
-            upstream.counters.cachedTokens += usage.cachedTokens;
-            upstream.counters.usageReports++;
-          }
+          // Only answers to rewritten requests are scanned for usage: the same requests recordForwarded counted.
+          if (usage !== null) upstream.account.recordUsage(usage);
           if (error) this.log(`ctxr serve: upstream ${upstream.url}: answer broke off: ${error instanceof Error ? error.message : String(error)}\n`);
         },
       });

@@ -11,6 +11,7 @@
  * Both read the body decoded: where either is needed, the upstream is asked
  * for `identity` and fetch decodes whatever coding it answers in anyway.
  */
+import type { UpstreamUsage } from "../accounting/tokenAccounts.ts";
 import { errorBody } from "../http/errors.ts";
 import { redactText, StreamRedactor } from "./redact.ts";
 import { IdleTicker, SseBoundary } from "../http/sseKeepAlive.ts";
@@ -112,10 +113,7 @@ export async function sendToUpstream(url: string, options: SendOptions): Promise
 
 export type UsageFormat = "sse" | "json" | null;
 
-export interface Usage {
-  promptTokens: number | null;
-  cachedTokens: number | null;
-}
+export type Usage = UpstreamUsage;
 
 /** Largest non-streamed body (or SSE line) kept for finding the usage report. */
 const MAX_SCANNED_CHARS = 16 * 1024 * 1024;
@@ -154,10 +152,19 @@ export class UsageScanner {
       else if (this.text.includes('"usage"')) this.scanLines(this.text);
     }
     this.text = "";
-    const usage = this.usage as { prompt_tokens?: unknown; prompt_tokens_details?: { cached_tokens?: unknown } | null } | undefined;
+    const usage = this.usage as
+      | { prompt_tokens?: unknown; prompt_tokens_details?: { cached_tokens?: unknown } | null; ctxr?: { prompt_tokens_chunk_reused?: unknown; prompt_tokens_recomputed?: unknown } | null }
+      | undefined;
     if (usage === undefined || usage === null || typeof usage !== "object") return null;
     const count = (value: unknown) => (typeof value === "number" && Number.isFinite(value) && value >= 0 ? Math.floor(value) : null);
-    return { promptTokens: count(usage.prompt_tokens), cachedTokens: count(usage.prompt_tokens_details?.cached_tokens) };
+    // A ctxr engine also tells the chunks it reused and recomputed (usage.ctxr).
+    const ctxr = usage.ctxr !== null && typeof usage.ctxr === "object" ? usage.ctxr : null;
+    return {
+      promptTokens: count(usage.prompt_tokens),
+      cachedTokens: count(usage.prompt_tokens_details?.cached_tokens),
+      chunkReusedTokens: count(ctxr?.prompt_tokens_chunk_reused),
+      recomputedTokens: count(ctxr?.prompt_tokens_recomputed),
+    };
   }
 
   private scanLines(text: string): void {

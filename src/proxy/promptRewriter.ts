@@ -35,6 +35,8 @@ export interface RewriteResult {
   receivedTokens: number;
   forwardedTokens: number;
   estimatedCachedTokens: number;
+  /** The live index's estimate had the documents gone in the order the client sent them. */
+  inputOrderCachedTokens: number;
   /**
    * Call once the engine accepted the request: records the turn's documents as
    * sent in the conversation and remembers the rewritten messages. A request no
@@ -54,6 +56,8 @@ export interface PromptRewriterOptions {
   maxHistoryBytes?: number | null;
   /** The histories to use (state shared with other instances owns them); else a store of its own. */
   histories?: HistoryStore;
+  /** Counts a text's tokens for receivedTokens and forwardedTokens (default: estimateTokens, 4 characters a token). */
+  countTokens?: (text: string) => number;
 }
 
 const NO_DEFAULTS = { blockTokens: 1 };
@@ -89,6 +93,7 @@ interface TextOutcome {
   documents: number;
   deduplicated: number;
   cachedTokens: number;
+  inputOrderCachedTokens: number;
 }
 
 export class PromptRewriter {
@@ -128,7 +133,7 @@ export class PromptRewriter {
     for (let i = 0; i < messages.length; i++) {
       const message = messages[i]!;
       const received = i === documentsAt && rendered !== null ? withPrefix(message, rendered) : message;
-      result.receivedTokens += contentTokens(received?.content);
+      result.receivedTokens += this.contentTokens(received?.content);
       const key = messageKey(received, i);
       const remembered = this.histories.forwardedAs(conversationId, key);
       if (remembered !== undefined) {
@@ -143,7 +148,7 @@ export class PromptRewriter {
         if (received !== message) turn.history.push([messageKey(message, i), rewritten.content]);
         out.push(rewritten);
       }
-      result.forwardedTokens += contentTokens(out[i]!.content);
+      result.forwardedTokens += this.contentTokens(out[i]!.content);
     }
     forwarded.messages = out;
     return result;
@@ -156,11 +161,11 @@ export class PromptRewriter {
     const turn = newTurn(ctxr.conversationId, ctxr);
     const result = this.result(forwarded, turn);
     if (typeof body.prompt !== "string") return result;
-    result.receivedTokens = estimateTokens(body.prompt);
+    result.receivedTokens = this.textTokens(body.prompt);
     const outcome = await this.rewriteText(body.prompt, turn);
     forwarded.prompt = outcome.text;
     addOutcome(result, outcome);
-    result.forwardedTokens = estimateTokens(outcome.text);
+    result.forwardedTokens = this.textTokens(outcome.text);
     return result;
   }
 
@@ -174,6 +179,7 @@ export class PromptRewriter {
       receivedTokens: 0,
       forwardedTokens: 0,
       estimatedCachedTokens: 0,
+      inputOrderCachedTokens: 0,
       commit: () => {
         if (turn.conversationId === null) return;
         this.histories.remember(turn.conversationId, turn.history);
@@ -222,7 +228,7 @@ export class PromptRewriter {
 
   private async rewriteText(text: string, turn: Turn): Promise<TextOutcome> {
     const found = findTextDocuments(text);
-    const none: TextOutcome = { text, requestId: null, keys: [], documents: 0, deduplicated: 0, cachedTokens: 0 };
+    const none: TextOutcome = { text, requestId: null, keys: [], documents: 0, deduplicated: 0, cachedTokens: 0, inputOrderCachedTokens: 0 };
     const { ctxr } = turn;
     if (found === null || (!ctxr.reorder && !ctxr.dedup)) return found === null ? none : { ...none, documents: found.documents.length };
     const blocks: BlockInput[] = found.documents.map((d) => ({ text: d.content }));
@@ -237,6 +243,7 @@ export class PromptRewriter {
     let annotation: string | null = null;
     let requestId: string | null = null;
     let cachedTokens = 0;
+    let inputOrderCachedTokens = 0;
     if (ctxr.reorder && fresh.length > 0) {
       // Fresh documents first (longest cached prefix first), then the notes for documents sent before.
       const { results } = await this.service.reorder([fresh.map((i) => blocks[i]!)], undefined, undefined, { deferDurability: true });
@@ -245,19 +252,32 @@ export class PromptRewriter {
       annotation = fresh.length > 1 ? reordered.annotation : null;
       requestId = reordered.request_id;
       cachedTokens = reordered.prefix_tokens;
+      inputOrderCachedTokens = reordered.input_order_prefix_tokens;
     } else {
       // Dedup only: documents stay where they are; labels follow their positions.
       order = blocks.map((_, i) => i);
     }
     if (dedupOn) order.forEach((i, position) => notes.has(i) || turn.sent.set(keyOf(blocks[i]!), [blocks[i]!, docLabel(templates, position)]));
     const keys = order.filter((i) => !notes.has(i)).map((i) => keyOf(blocks[i]!));
-    return { text: renderTextDocuments(found, order, notes, annotation), requestId, keys, documents: blocks.length, deduplicated: notes.size, cachedTokens };
+    return { text: renderTextDocuments(found, order, notes, annotation), requestId, keys, documents: blocks.length, deduplicated: notes.size, cachedTokens, inputOrderCachedTokens };
   }
 
   /** Labels of blocks sent in an earlier turn, or earlier in this request. */
   private earlierLabels(turn: Turn, blocks: BlockInput[]): (string | undefined)[] {
     const recorded = this.service.sentBefore(turn.conversationId!, blocks);
     return blocks.map((block, i) => recorded[i] ?? turn.sent.get(keyOf(block))?.[1]);
+  }
+
+  private textTokens(text: string): number {
+    return (this.options.countTokens ?? estimateTokens)(text);
+  }
+
+  private contentTokens(content: unknown): number {
+    if (typeof content === "string") return content === "" ? 0 : this.textTokens(content);
+    if (!Array.isArray(content)) return 0;
+    let tokens = 0;
+    for (const part of content) if (typeof (part as { text?: unknown })?.text === "string") tokens += this.textTokens((part as { text: string }).text);
+    return tokens;
   }
 
   /** Forgets every remembered history (with POST /v1/reset). */
@@ -279,6 +299,7 @@ function addOutcome(result: RewriteResult, outcome: TextOutcome): void {
   result.documents += outcome.documents;
   result.deduplicated += outcome.deduplicated;
   result.estimatedCachedTokens += outcome.cachedTokens;
+  result.inputOrderCachedTokens += outcome.inputOrderCachedTokens;
   result.documentKeys.push(...outcome.keys);
   result.requestId ??= outcome.requestId;
 }
@@ -327,14 +348,6 @@ function withPrefix(message: Message, rendered: string): Message {
   if (typeof content === "string") return { ...message, content: content === "" ? rendered : `${rendered}\n\n${content}` };
   if (Array.isArray(content)) return { ...message, content: [{ type: "text", text: rendered }, ...content] };
   return { ...message, content: rendered };
-}
-
-function contentTokens(content: unknown): number {
-  if (typeof content === "string") return content === "" ? 0 : estimateTokens(content);
-  if (!Array.isArray(content)) return 0;
-  let tokens = 0;
-  for (const part of content) if (typeof (part as { text?: unknown })?.text === "string") tokens += estimateTokens((part as { text: string }).text);
-  return tokens;
 }
 
 function hash(text: string): string {

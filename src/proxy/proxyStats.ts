@@ -1,10 +1,11 @@
 /**
  * Per-upstream counters of the proxy, as /v1/stats reports them and as
  * Prometheus series (label `upstream`: the URL without credentials).
- * Prompt tokens, documents and cached-token estimates are counted for
- * requests the upstream accepted (status below 400); `cached_tokens` sums
- * what the upstream itself reported in usage.prompt_tokens_details.
+ * Documents are counted for requests the upstream accepted (status below 400).
+ * The token figures are the upstream's token account (accounting/tokenAccounts.ts),
+ * whose Prometheus series savedTokensMetrics.ts writes.
  */
+import type { UpstreamTokenAccount } from "../accounting/tokenAccounts.ts";
 import { metricFamily } from "../http/prometheus.ts";
 import type { CacheSyncStats, UpstreamCacheSync } from "./upstreamCacheSync.ts";
 import type { KvEventSubscriberStats } from "./kvEventSubscriber.ts";
@@ -14,15 +15,8 @@ export class UpstreamCounters {
   requests = 0;
   /** Requests that failed: connection errors, timeouts, error statuses (>= 400). */
   errors = 0;
-  promptTokensReceived = 0;
-  promptTokensForwarded = 0;
   documents = 0;
   documentsDeduplicated = 0;
-  estimatedCachedTokens = 0;
-  /** Sum of usage.prompt_tokens_details.cached_tokens reported by the upstream. */
-  cachedTokens = 0;
-  /** Responses whose usage carried cached_tokens. */
-  usageReports = 0;
   /** Prompt tokens the engine's cache mirror (KV events) showed cached where the request went. */
   mirroredCachedTokens = 0;
 }
@@ -36,6 +30,8 @@ export interface UpstreamState {
   readonly retryAt: number | null;
   readonly lastError: string | null;
   readonly counters: UpstreamCounters;
+  /** Prompt tokens received, forwarded, estimated and reported cached (what ctxr saved). */
+  readonly account: UpstreamTokenAccount;
   /** The engine's cache kept from its KV events (null: none). */
   readonly sync: UpstreamCacheSync | null;
   /** The subscriber that feeds it (--kv-events). */
@@ -105,19 +101,20 @@ export interface UpstreamStats {
 
 export function upstreamStats(state: UpstreamState, now: number): UpstreamStats {
   const c = state.counters;
+  const a = state.account;
   return {
     url: state.url,
     healthy: state.healthy,
     in_flight: state.inFlight,
     requests: c.requests,
     errors: c.errors,
-    prompt_tokens_received: c.promptTokensReceived,
-    prompt_tokens_forwarded: c.promptTokensForwarded,
+    prompt_tokens_received: a.promptTokensReceived,
+    prompt_tokens_forwarded: a.promptTokensForwarded,
     documents: c.documents,
     documents_deduplicated: c.documentsDeduplicated,
-    estimated_cached_tokens: c.estimatedCachedTokens,
-    cached_tokens: c.cachedTokens,
-    cached_tokens_reports: c.usageReports,
+    estimated_cached_tokens: a.estimatedCachedTokens,
+    cached_tokens: a.cachedTokens,
+    cached_tokens_reports: a.cachedTokensReports,
     consecutive_failures: state.consecutiveFailures,
     retry_in_ms: state.retryAt === null ? null : Math.max(0, state.retryAt - now),
     last_error: state.lastError,
@@ -132,12 +129,8 @@ const SERIES: [name: string, type: "counter" | "gauge", help: string, value: (s:
   ["ctxr_upstream_in_flight", "gauge", "Requests the upstream is answering now.", (s) => s.inFlight],
   ["ctxr_upstream_requests_total", "counter", "Requests sent to the upstream.", (s) => s.counters.requests],
   ["ctxr_upstream_errors_total", "counter", "Requests to the upstream that failed (connection, timeout, status >= 400).", (s) => s.counters.errors],
-  ["ctxr_upstream_prompt_tokens_received_total", "counter", "Estimated prompt tokens of the requests as clients sent them.", (s) => s.counters.promptTokensReceived],
-  ["ctxr_upstream_prompt_tokens_forwarded_total", "counter", "Estimated prompt tokens of the requests as forwarded.", (s) => s.counters.promptTokensForwarded],
   ["ctxr_upstream_documents_total", "counter", "Documents found in the requests' new turns.", (s) => s.counters.documents],
   ["ctxr_upstream_documents_deduplicated_total", "counter", "Documents replaced by a note pointing to an earlier turn.", (s) => s.counters.documentsDeduplicated],
-  ["ctxr_upstream_estimated_cached_tokens_total", "counter", "Prompt tokens the live index expected the upstream to have cached.", (s) => s.counters.estimatedCachedTokens],
-  ["ctxr_upstream_cached_tokens_total", "counter", "Cached prompt tokens the upstream reported (usage.prompt_tokens_details.cached_tokens).", (s) => s.counters.cachedTokens],
 ];
 
 /** Series of upstreams that publish KV events. */

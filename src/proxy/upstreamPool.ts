@@ -33,6 +33,7 @@
  * it is tried again after a backoff (5 s, doubling up to 60 s by default), and
  * is back in rotation as soon as it answers.
  */
+import { UpstreamTokenAccount } from "../accounting/tokenAccounts.ts";
 import type { DetectedEngine } from "./engineDetection.ts";
 import type { Engine } from "./engineRequestId.ts";
 import { LiveContextIndex } from "../online/liveIndex.ts";
@@ -103,6 +104,8 @@ export class Upstream implements UpstreamState {
   retryAt: number | null = null;
   lastError: string | null = null;
   readonly counters = new UpstreamCounters();
+  /** Its token account; the proxy gives it one in the unit it counts in. */
+  account = new UpstreamTokenAccount();
   index: LiveContextIndex;
   private backoff = 0;
   private evictedBefore = 0;

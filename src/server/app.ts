@@ -21,6 +21,8 @@ import { withDefaultLimits, type ServerLimits } from "../http/limits.ts";
 import { CollectAfterBytes } from "./garbageCollection.ts";
 import { PROMETHEUS_CONTENT_TYPE } from "../http/prometheus.ts";
 import { ServerMetrics } from "./metrics.ts";
+import { renderSavedTokensMetrics } from "../accounting/savedTokensMetrics.ts";
+import { serverSavedTokens } from "./savedTokens.ts";
 import { GENERATION_PATHS, mountGenerationRoutes } from "./openai/generationRoutes.ts";
 import { MODEL_PATH_PREFIX, mountNoModelRoutes } from "./openai/modelsRoutes.ts";
 import { readiness } from "./readiness.ts";
@@ -157,13 +159,15 @@ export function createApp(service: ContextService, options: AppOptions = {}): Op
   app.openapi(routes.metrics, async (c) => {
     // The KV events publisher's counters come from its own thread (kvEventsPublishThread.ts): asked first.
     const kvEvents = (await options.kvEvents?.metrics()) ?? "";
-    return c.text(metrics.render(service.stats()) + (proxy?.metrics() ?? "") + (engine?.metrics() ?? "") + (options.latency?.metrics() ?? "") + kvEvents, 200, { "Content-Type": PROMETHEUS_CONTENT_TYPE });
+    const saved = renderSavedTokensMetrics(serverSavedTokens(engine, proxy));
+    return c.text(metrics.render(service.stats()) + saved + (proxy?.metrics() ?? "") + (engine?.metrics() ?? "") + (options.latency?.metrics() ?? "") + kvEvents, 200, { "Content-Type": PROMETHEUS_CONTENT_TYPE });
   });
 
   const statsBody = () => {
     const remote = engine?.chunkCache.stats.remote ?? null;
     return {
       ...service.stats(),
+      saved_tokens: serverSavedTokens(engine, proxy),
       recovery: service.recovery,
       ...(proxy === null ? {} : { upstreams: proxy.stats(), proxy: proxy.state() }),
       ...(engine === null ? {} : { engine: engineStatsBody(engine.stats, options.latency?.firstTokenTotals?.() ?? null) }),

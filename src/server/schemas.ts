@@ -114,6 +114,7 @@ export function createSchemas(limits: ServerLimits) {
       request_id: z.string().openapi({ description: "Id of the context in the live index (for evict)." }),
       prefix_blocks: z.int().openapi({ description: "Leading blocks already in the index (expected prefix-cache hits)." }),
       prefix_tokens: z.int(),
+      input_order_prefix_tokens: z.int().openapi({ description: "Leading tokens the index held for the blocks in the order given: the prefix-cache hit without reordering (compare prefix_tokens)." }),
       annotation: z.string().openapi({ description: "States the original relevance order of the returned blocks." }),
     })
     .openapi("ReorderResult");
@@ -179,13 +180,13 @@ export function createSchemas(limits: ServerLimits) {
       in_flight: z.int(),
       requests: z.int().openapi({ description: "Requests sent (rewritten and passed through)." }),
       errors: z.int().openapi({ description: "Connection errors, timeouts and answers with status >= 400." }),
-      prompt_tokens_received: z.int().openapi({ description: "Estimated prompt tokens as clients sent them (accepted requests; documents field rendered)." }),
-      prompt_tokens_forwarded: z.int().openapi({ description: "Estimated prompt tokens as forwarded." }),
+      prompt_tokens_received: z.int().openapi({ description: "Prompt tokens of the messages as clients sent them (accepted requests; documents field rendered), in saved_tokens.upstreams[].unit: the model's tokenizer (--tokenizer) or the estimate of 4 characters a token." }),
+      prompt_tokens_forwarded: z.int().openapi({ description: "Prompt tokens of the messages as forwarded, in the same unit as prompt_tokens_received." }),
       documents: z.int(),
       documents_deduplicated: z.int().openapi({ description: "Documents replaced by a note pointing to an earlier turn." }),
       estimated_cached_tokens: z.int().openapi({ description: "Prompt tokens the live index expected the upstream to have cached." }),
-      cached_tokens: z.int().openapi({ description: "Sum of usage.prompt_tokens_details.cached_tokens the upstream reported." }),
-      cached_tokens_reports: z.int().openapi({ description: "Answers whose usage reported cached_tokens." }),
+      cached_tokens: z.int().openapi({ description: "Sum of usage.prompt_tokens_details.cached_tokens the upstream reported (plus the reused chunks a ctxr upstream reports in usage.ctxr)." }),
+      cached_tokens_reports: z.int().openapi({ description: "Answers whose usage reported cached tokens." }),
       consecutive_failures: z.int(),
       retry_in_ms: z.number().nullable().openapi({ description: "When an upstream out of rotation is tried again." }),
       last_error: z.string().nullable(),
@@ -234,6 +235,43 @@ export function createSchemas(limits: ServerLimits) {
         .openapi({ description: "Counted when each request's first token is generated (null when the server keeps no latency figures)." }),
     })
     .openapi("EngineStats");
+  const savedTotals = {
+    requests: z.int().openapi({ description: "Requests accounted: finished by the engine, or accepted by the upstream." }),
+    prompt_tokens: z.int().openapi({ description: "Prompt tokens in the model's own tokens (the engine's count, or the upstream's usage.prompt_tokens)." }),
+    cached_tokens: z.int().openapi({ description: "Prompt tokens whose KV came from a cache: the prefix cache (usage.prompt_tokens_details.cached_tokens) and, on a ctxr engine, reused chunks." }),
+    recomputed_tokens: z.int().openapi({ description: "Prompt tokens of reused chunks the engine ran again to repair their KV." }),
+    cached_ratio: z.number().openapi({ description: "cached_tokens / prompt_tokens (0 before any prompt)." }),
+  };
+  const SavedTokens = z
+    .object({
+      ...savedTotals,
+      engine: z
+        .object({
+          ...savedTotals,
+          prefix_cached_tokens: z.int().openapi({ description: "Of cached_tokens, those from the prefix cache." }),
+          chunk_reused_tokens: z.int().openapi({ description: "Of cached_tokens, those of cached chunks reused at another position." }),
+          computed_tokens: z.int().openapi({ description: "prompt_tokens − cached_tokens − recomputed_tokens." }),
+        })
+        .optional()
+        .openapi({ description: "With --model: the built-in engine, per finished request." }),
+      upstreams: z
+        .array(
+          z.object({
+            url: z.string(),
+            ...savedTotals,
+            unit: z.enum(["tokenizer", "estimate"]).openapi({ description: "The unit of the four figures below: the served model's tokenizer (--tokenizer) or 4 characters a token." }),
+            prompt_tokens_received: z.int().openapi({ description: "Prompt tokens of the messages as clients sent them (documents field rendered)." }),
+            prompt_tokens_forwarded: z.int().openapi({ description: "Prompt tokens of the messages as forwarded (history with the documents sent before, notes for repeated ones)." }),
+            estimated_cached_tokens: z.int().openapi({ description: "Tokens of documents the live index expected the upstream to have cached, in the order sent." }),
+            input_order_estimated_cached_tokens: z.int().openapi({ description: "The same estimate for the documents in the order the clients sent them." }),
+            usage_reports: z.int().openapi({ description: "Answers whose usage report was read (streamed answers report usage only with stream_options.include_usage)." }),
+            cached_tokens_reports: z.int().openapi({ description: "Of those, the ones that said how many tokens were cached." }),
+          }),
+        )
+        .optional()
+        .openapi({ description: "With --upstream: per upstream, in the order given." }),
+    })
+    .openapi("SavedTokens", { description: "What ctxr saved: the one accounting /metrics (ctxr_saved_tokens_*, ctxr_engine_*_tokens_total, ctxr_upstream_*_tokens_total) and the --stats-interval line also read. The top-level figures add the engine's and the upstreams' own." });
 
   const StatsResponse = z
     .object({
@@ -290,6 +328,7 @@ export function createSchemas(limits: ServerLimits) {
         })
         .optional()
         .openapi({ description: "With --state: the state shared with other instances through Redis." }),
+      saved_tokens: SavedTokens,
       recovery: RecoveryReport.nullable(),
       upstreams: z.array(UpstreamStats).optional().openapi({ description: "With --upstream: each upstream's health and counters." }),
       proxy: z

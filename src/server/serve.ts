@@ -26,6 +26,8 @@ import { LatencyHistograms } from "./latencyMetrics.ts";
 import { registerIdleTimeout, SERVER_IDLE_TIMEOUT_S } from "../http/idleTimeout.ts";
 import { ServerMetrics } from "./metrics.ts";
 import { DEFAULT_STATUS_SAMPLE_EVERY_MS, StatusHistory, statusSampleFailed } from "./statusPage/statusHistory.ts";
+import { serverSavedTokens } from "./savedTokens.ts";
+import { DEFAULT_STATS_INTERVAL_MS, startStatsLog } from "./statsLog.ts";
 
 export interface ServerOptions {
   host?: string;
@@ -214,6 +216,8 @@ export interface RunOptions extends ServerOptions {
   model?: EngineOptions | null;
   /** --kv-events-publish (with a model): publish its prefix cache's changes. */
   kvEventsPublish?: KvEventsPublishOptions | null;
+  /** --stats-interval: ms between the stats lines on stdout, written only after traffic (default DEFAULT_STATS_INTERVAL_MS; 0: none). */
+  statsIntervalMs?: number;
   /** --kv-events (with upstreams): follow each upstream's KV events, in their order (null: that one publishes none). */
   kvEventsSubscribe?: readonly (KvEventsSubscribeOptions | null)[];
   /** The subscribers' limits (--kv-events-max-bytes). */
@@ -318,6 +322,7 @@ export async function runServer(options: RunOptions, io: RunIo): Promise<void> {
     io.out(`ctxr serve: publishing KV events on ${kvEvents.endpoint}${kvEvents.replayEndpoint === null ? "" : ` (replay: ${kvEvents.replayEndpoint})`}\n`);
   }
   io.out(`ctxr serve: listening on ${running.url} (data: ${shared !== null ? `shared through ${options.state!.url.display}` : (dataDir === null ? "memory" : dataDirLater ? `${dataDir}, created when first written` : dataDir)})\n`);
+  const stopStatsLog = startStatsLog(() => serverSavedTokens(engine, runningProxy), options.statsIntervalMs ?? DEFAULT_STATS_INTERVAL_MS, io.out);
 
   // A second signal while shutting down exits at once. Its handler is added once the first signal's
   // dispatch is over: Deno calls a listener added during a dispatch in that same dispatch.
@@ -334,6 +339,7 @@ export async function runServer(options: RunOptions, io: RunIo): Promise<void> {
   process.on("SIGINT", force);
   process.on("SIGTERM", force);
   io.err(`ctxr serve: ${signal}: shutting down\n`);
+  stopStatsLog();
   try {
     await running.stop();
     await closeSubscribers();

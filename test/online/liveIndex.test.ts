@@ -199,3 +199,18 @@ describe("LiveContextIndex", () => {
     expect(index.evictOverCapacity().length).toBe(10);
   });
 });
+
+describe("prefixTokensInOrder", () => {
+  test("counts the leading blocks held in exactly the given order, across edges, and changes nothing", () => {
+    const index = new LiveContextIndex();
+    index.insert([1, 2, 3], [10, 20, 30], "a", 0);
+    index.insert([1, 2, 4], [10, 20, 40], "b", 0);
+    const nodes = index.nodeCount;
+    expect(index.prefixTokensInOrder([1, 2, 3, 9], [10, 20, 30, 5])).toBe(60);
+    expect(index.prefixTokensInOrder([1, 2, 4], [10, 20, 40])).toBe(70);
+    expect(index.prefixTokensInOrder([2, 1, 3], [20, 10, 30])).toBe(0);
+    expect(index.prefixTokensInOrder([1, 3, 2], [10, 30, 20])).toBe(10);
+    expect(index.prefixTokensInOrder([], [])).toBe(0);
+    expect(index.nodeCount).toBe(nodes);
+  });
+});

@@ -43,6 +43,24 @@ describe("PromptRewriter.rewriteChat", () => {
     expect(text.indexOf('id="B"')).toBeLessThan(text.indexOf('id="D"'));
     expect(text).toContain("priority order: [Doc 2] > [Doc 3] > [Doc 1]");
     expect(second.estimatedCachedTokens).toBeGreaterThan(0);
+    // In the order the client gave (B first) nothing was cached: the baseline reordering beats.
+    expect(second.inputOrderCachedTokens).toBe(0);
+    // Sent again in the cached order, the input order already gets the whole prefix.
+    const third = await r.rewriteChat({ messages: [{ role: "user", content: "Q3?" }], documents: docs("A", "B", "C"), ctxr: { conversation_id: "c3" } });
+    expect(third.inputOrderCachedTokens).toBe(third.estimatedCachedTokens);
+    expect(third.estimatedCachedTokens).toBeGreaterThan(second.estimatedCachedTokens);
+  });
+
+  test("received and forwarded prompts are counted by the given counter (the served model's tokenizer), the estimate otherwise", async () => {
+    const service = await ContextService.open({ dataDir: null });
+    services.push(service);
+    const body = { messages: [{ role: "user", content: "Q?" }], documents: docs("A"), ctxr: { dedup: false, reorder: false } };
+    const byCharacters = await new PromptRewriter(service, { countTokens: (text) => text.length }).rewriteChat(body);
+    const rendered = userText(byCharacters.body, 0);
+    expect(byCharacters.forwardedTokens).toBe(rendered.length);
+    expect(byCharacters.receivedTokens).toBe(rendered.length);
+    const estimated = await new PromptRewriter(service).rewriteChat(body);
+    expect(estimated.forwardedTokens).toBe(Math.ceil(rendered.length / 4));
   });
 
   test("a later turn: history is byte-identical to what was forwarded, repeated documents become location notes", async () => {

@@ -114,6 +114,8 @@ export interface SpawnedServer extends Client {
   readonly process: PipedChild;
   /** stdout lines printed before the listening line (and that line). */
   readonly startLines: string[];
+  /** Every stdout line so far, the start lines included. */
+  readonly outputLines: string[];
   /** Everything on stderr so far (complete once exited). */
   stderr(): string;
   /** Resolves with the exit code. */
@@ -154,11 +156,18 @@ export async function spawnServer(args: string[], env: Record<string, string> = 
       if (match) url = match[1]!;
     }
   }
-  // Keep draining stdout so the child never blocks on a full pipe.
+  // Keep draining stdout (kept as lines) so the child never blocks on a full pipe.
+  const outputLines = [...lines];
   void (async () => {
     for (;;) {
-      const { done } = await reader.read();
+      const { done, value } = await reader.read();
       if (done) break;
+      buffered += decoder.decode(value, { stream: true });
+      let newline: number;
+      while ((newline = buffered.indexOf("\n")) >= 0) {
+        outputLines.push(buffered.slice(0, newline));
+        buffered = buffered.slice(newline + 1);
+      }
     }
   })();
   const exited = child.exited.then(async (code) => {
@@ -169,6 +178,7 @@ export async function spawnServer(args: string[], env: Record<string, string> = 
     ...client(url),
     process: child,
     startLines: lines,
+    outputLines,
     stderr: () => stderr,
     exited,
     kill: (signal) => child.kill(signal),

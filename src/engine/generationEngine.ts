@@ -38,6 +38,8 @@ import type { UncertaintyTriggerOptions } from "../kv/uncertaintyTrigger.ts";
 import type { ContextScores } from "../kv/reuseScores.ts";
 import { DEFAULT_PROPHET_SPAN_DECAY, type ProphetQueryRows } from "../kv/recomputeSelection.ts";
 import type { PrefixCacheEvents } from "../kv/prefixBlockCache.ts";
+import { GeneratedTokenMemory } from "./generatedTokenMemory.ts";
+import { rememberAnswer, rememberedChatIds } from "./rememberedChatPrompt.ts";
 
 export interface EngineOptions {
   /** The model folder (config.json, *.safetensors, tokenizer.json, tokenizer_config.json), a .gguf file, or a folder holding one .gguf file. */
@@ -165,6 +167,8 @@ export class GenerationEngine {
     private readonly addBos: boolean,
     readonly device: string,
     readonly chunkCache: ChunkCache,
+    /** The ids of the chats answered, by their text: a conversation's next turn is prompted with them. */
+    private readonly answers: GeneratedTokenMemory,
   ) {}
 
   static async open(options: EngineOptions): Promise<GenerationEngine> {
@@ -206,6 +210,7 @@ export class GenerationEngine {
       : null;
     if (remote !== null && !(await remote.start())) log(`ctxr: the remote chunk cache ${remote.display} is not reachable now; serving without it until it is`);
     const chunkCache = new ChunkCache(runner, { deviceBlocks: options.kvDeviceBlocks, hostBytes: options.kvHostBytes, disk, remote, log });
+    const answers = new GeneratedTokenMemory();
     let scheduler: GenerationScheduler;
     try {
       scheduler = new GenerationScheduler(runner, tokenizer, {
@@ -226,6 +231,7 @@ export class GenerationEngine {
         ...(options.prefixEvents !== undefined ? { prefixEvents: options.prefixEvents } : {}),
         ...(options.latency !== undefined ? { latency: options.latency } : {}),
         sparseTrigger: options.sparseTrigger,
+        finished: (request, tokens) => rememberAnswer(answers, tokenizer, request, tokens),
       });
     } catch (error) {
       // Settings the runner's model cannot run with (a sliding-window pool too small): no orphan runner.
@@ -238,7 +244,7 @@ export class GenerationEngine {
       log(`ctxr: ${error.message}`);
       scheduler.runnerCrashed();
     });
-    const engine = new GenerationEngine(options.servedModelName ?? source.name, dir, tokenizer, runner, scheduler, model.addBos, device, chunkCache);
+    const engine = new GenerationEngine(options.servedModelName ?? source.name, dir, tokenizer, runner, scheduler, model.addBos, device, chunkCache, answers);
     engine.grammarLimits = { ...DEFAULT_GRAMMAR_LIMITS, ...options.grammarLimits };
     engine.log = log;
     engine.tokenizerThread = new TokenizerThread(source, log);
@@ -324,12 +330,18 @@ export class GenerationEngine {
       tokenizer: this.tokenizer,
       completionBos: this.addBos ? this.tokenizer.bosTokenId : null,
       encode: (text, bos) => this.prompts.encode(text, bos ?? null),
-      encodeChat: (messages, options) => this.prompts.encodeChat(messages, options),
+      encodeChat: (messages, options) => this.rememberedChatPromptIds(messages, options),
     };
     return preparePrompt(this.promptTokenizing, request);
   }
 
   private promptTokenizing: PromptTokenizing | null = null;
+
+  /** A chat's prompt ids, starting with the ids of an earlier turn and its answer where the chat resends them (rememberedChatPrompt.ts). */
+  private async rememberedChatPromptIds(messages: readonly ChatTemplateMessage[], options: ChatTemplateOptions): Promise<number[]> {
+    if (this.answers.size === 0) return this.prompts.encodeChat(messages, options);
+    return rememberedChatIds(this.answers, this.tokenizer, this.tokenizer.applyChatTemplate(messages, options), (text) => this.prompts.encode(text));
+  }
 
   /** Queues a request (see GenerationScheduler.submit); eos ids are added to stopTokenIds unless ignoreEos. */
   generate(request: GenerationRequest & { ignoreEos?: boolean }): GenerationHandle {

@@ -4,7 +4,7 @@
  * decides when; this decides what comes out (the text and events are shaped by tokenOutput.ts).
  */
 import { GrammarRuntimeError } from "./grammar/grammarErrors.ts";
-import type { FinishReason, GeneratedToken } from "./generationTypes.ts";
+import type { FinishReason, GeneratedToken, GenerationRequest } from "./generationTypes.ts";
 import type { LatencyObserver } from "./schedulerTypes.ts";
 import type { Sequence } from "./sequence.ts";
 import { appendToken, deltaEvent, finishEvent, outputToken, samplingLogits } from "./tokenOutput.ts";
@@ -21,6 +21,7 @@ export class SequenceOutput {
     /** The context length: a sequence that reaches it ends. */
     private readonly maxModelLen: () => number,
     private readonly latency?: LatencyObserver,
+    private readonly finished?: (request: GenerationRequest, tokens: readonly number[]) => void,
   ) {}
 
   /** Ends the sequence with an error (its consumer gets it); nothing when it has ended already. */
@@ -42,6 +43,7 @@ export class SequenceOutput {
     if (finalText !== "" || tokens.length > 0) sequence.events.push({ type: "delta", text: finalText, tokens });
     sequence.events.push(finishEvent(sequence, reason));
     sequence.events.end();
+    this.finished?.(sequence.request, sequence.tokens);
   }
 
   /**

@@ -53,6 +53,8 @@ export async function prepareChatGeneration(engine: GenerationEngine, body: Chat
     ...toolOptions,
     ...(segments !== undefined ? { segments } : {}),
     promptIds: segments === undefined ? truncatePrompt(body, ids) : ids,
+    // A plain chat's turn: the next turn may resend its answer (a chat with documents is prompted by its segments).
+    ...(segments === undefined ? { rememberAnswer: true } : {}),
     maxTokens,
     logprobs: topLogprobs,
     ...(reasoning !== null && reasoning !== "content" ? { reasoning: { start: reasoning, vocabulary: engine.reasoningVocabulary } } : {}),

@@ -4,11 +4,13 @@
  *
  *   npx bun scripts/bench-swa-conversation.ts [--turns 8] [--user-tokens 560] [--max-tokens 40]
  *     [--window 512] [--layers 12] [--hidden 640] [--ffn 1024] [--heads 4] [--kv-heads 1]
- *     [--head-dim 256] [--threads 2] [--edit-at-turn N] [--json OUT]
+ *     [--head-dim 256] [--threads 2] [--edit-at-turn N] [--markers-as-text] [--json OUT]
  *
  * The model: a random-weight gemma3 file written by llama.cpp's own gguf-py
  * (scripts/oracle/random_gguf.py; Gemma 3 270M/1B's attention shape: 4 heads, 1 KV head of 256,
- * window 512, every 6th layer global), kept in .bench/swa-conversation/.
+ * window 512, every 6th layer global), kept in .bench/swa-conversation/. Its vocabulary holds
+ * Gemma 3's turn markers <start_of_turn> and <end_of_turn> as control tokens, as a real Gemma 3
+ * file does (--markers-as-text: the file without them, whose template's markers tokenize as text).
  * The conversation: `--turns` user messages of about `--user-tokens` tokens, each request the whole
  * history rendered by the file's chat template, the model's greedy answers included as a chat client
  * resends them. --edit-at-turn N: at turn N the client also edits the last word of its first
@@ -51,6 +53,7 @@ const { values } = parseArgs({
     context: { type: "string", default: "8192" },
     threads: { type: "string", default: "2" },
     "edit-at-turn": { type: "string", default: "0" },
+    "markers-as-text": { type: "boolean", default: false },
     json: { type: "string" },
   },
 });
@@ -66,12 +69,13 @@ function modelFile(): string {
   const dir = join(REPO, ".bench", "swa-conversation");
   mkdirSync(dir, { recursive: true });
   const shape = ["layers", "hidden", "ffn", "heads", "kv-heads", "head-dim", "window", "context"].map((k) => values[k as keyof typeof values]).join("-");
-  const file = join(dir, `gemma3-${shape}.gguf`);
+  const markersAsText = values["markers-as-text"] === true;
+  const file = join(dir, `gemma3-${shape}${markersAsText ? "" : "-turn-tokens"}.gguf`);
   if (!existsSync(file)) {
     progress(`writing ${file}`);
     writeRandomGguf("gemma3", file, {
       layers: num("layers"), hidden: num("hidden"), ffn: num("ffn"), heads: num("heads"), kvHeads: num("kv-heads"), headDim: num("head-dim"), context: num("context"),
-      extraArgs: ["--sliding-window", values.window!],
+      extraArgs: ["--sliding-window", values.window!, ...(markersAsText ? [] : ["--special", "<start_of_turn>", "--special", "<end_of_turn>"])],
     });
   }
   return file;

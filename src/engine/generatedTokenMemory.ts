@@ -9,6 +9,8 @@
  * caller's `splitsAt`, in front of an added token the tokenizer matches whole), is the entry's ids
  * followed by the tokenization of the rest. Entries are found by a hash of their text and checked
  * character for character; the least recently used go first past `maxTokens` ids or `maxEntries`.
+ * Entries are kept apart by the requests' cache salt (vLLM's cache_salt), as prefix-cache blocks
+ * are: a prompt's ids (and so its token count) never tell one tenant what another's chats held.
  */
 import { createHash, type Hash } from "node:crypto";
 
@@ -38,6 +40,10 @@ function textHash(hash: Hash): string {
   return hash.digest("base64");
 }
 
+function entryKey(salt: string, length: number, hash: string): string {
+  return `${salt.length}:${salt}|${length}:${hash}`;
+}
+
 export class GeneratedTokenMemory {
   private readonly maxTokens: number;
   private readonly maxEntries: number;
@@ -63,10 +69,10 @@ export class GeneratedTokenMemory {
     return this.heldTokens;
   }
 
-  /** Remembers ids as the text they decode to exactly (the caller's decode); one longer than maxTokens is not kept. */
-  remember(ids: readonly number[], text: string): void {
+  /** Remembers ids as the text they decode to exactly (the caller's decode), under `salt`; one longer than maxTokens is not kept. */
+  remember(ids: readonly number[], text: string, salt = ""): void {
     if (ids.length === 0 || text.length === 0 || ids.length > this.maxTokens) return;
-    const key = `${text.length}:${textHash(createHash("sha256").update(text))}`;
+    const key = entryKey(salt, text.length, textHash(createHash("sha256").update(text)));
     this.drop(key);
     this.entries.set(key, { key, text, ids: Int32Array.from(ids) });
     this.lengths.set(text.length, (this.lengths.get(text.length) ?? 0) + 1);
@@ -78,10 +84,10 @@ export class GeneratedTokenMemory {
   }
 
   /**
-   * The longest remembered text that `text` starts with, cut where `splitsAt` allows: its ids,
-   * or null. One pass of hashing over the text, however many entries there are.
+   * The longest text remembered under `salt` that `text` starts with, cut where `splitsAt`
+   * allows: its ids, or null. One pass of hashing over the text, however many entries there are.
    */
-  longestPrefix(text: string, splitsAt: (at: number) => boolean): RememberedPrefix | null {
+  longestPrefix(text: string, splitsAt: (at: number) => boolean, salt = ""): RememberedPrefix | null {
     const lengths = [...this.lengths.keys()].filter((length) => length <= text.length).sort((a, b) => a - b);
     const candidates: string[] = [];
     const hash = createHash("sha256");
@@ -90,7 +96,7 @@ export class GeneratedTokenMemory {
       if (length < text.length && !splitsAt(length)) continue;
       hash.update(text.slice(hashed, length));
       hashed = length;
-      candidates.push(`${length}:${textHash(hash.copy())}`);
+      candidates.push(entryKey(salt, length, textHash(hash.copy())));
     }
     for (let i = candidates.length - 1; i >= 0; i--) {
       const entry = this.entries.get(candidates[i]!);

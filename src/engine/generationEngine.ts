@@ -330,7 +330,7 @@ export class GenerationEngine {
       tokenizer: this.tokenizer,
       completionBos: this.addBos ? this.tokenizer.bosTokenId : null,
       encode: (text, bos) => this.prompts.encode(text, bos ?? null),
-      encodeChat: (messages, options) => this.rememberedChatPromptIds(messages, options),
+      encodeChat: (messages, options, cacheSalt) => this.rememberedChatPromptIds(messages, options, cacheSalt),
     };
     return preparePrompt(this.promptTokenizing, request);
   }
@@ -338,9 +338,9 @@ export class GenerationEngine {
   private promptTokenizing: PromptTokenizing | null = null;
 
   /** A chat's prompt ids, starting with the ids of an earlier turn and its answer where the chat resends them (rememberedChatPrompt.ts). */
-  private async rememberedChatPromptIds(messages: readonly ChatTemplateMessage[], options: ChatTemplateOptions): Promise<number[]> {
+  private async rememberedChatPromptIds(messages: readonly ChatTemplateMessage[], options: ChatTemplateOptions, cacheSalt?: string): Promise<number[]> {
     if (this.answers.size === 0) return this.prompts.encodeChat(messages, options);
-    return rememberedChatIds(this.answers, this.tokenizer, this.tokenizer.applyChatTemplate(messages, options), (text) => this.prompts.encode(text));
+    return rememberedChatIds(this.answers, this.tokenizer, this.tokenizer.applyChatTemplate(messages, options), (text) => this.prompts.encode(text), cacheSalt);
   }
 
   /** Queues a request (see GenerationScheduler.submit); eos ids are added to stopTokenIds unless ignoreEos. */

@@ -8,14 +8,15 @@ import type { ModelTokenizer } from "../model/modelTokenizer.ts";
 import type { GeneratedTokenMemory } from "./generatedTokenMemory.ts";
 import type { GenerationRequest } from "./generationTypes.ts";
 
-/** A rendered chat's prompt ids: a remembered prefix's ids, then the rest's; or the whole text's. */
+/** A rendered chat's prompt ids: a prefix's ids remembered under the request's cache salt, then the rest's; or the whole text's. */
 export async function rememberedChatIds(
   memory: GeneratedTokenMemory,
   tokenizer: Pick<ModelTokenizer, "splitsAt">,
   text: string,
   encode: (text: string) => Promise<number[]>,
+  cacheSalt?: string,
 ): Promise<number[]> {
-  const prefix = memory.size === 0 ? null : memory.longestPrefix(text, (at) => tokenizer.splitsAt(text, at));
+  const prefix = memory.size === 0 ? null : memory.longestPrefix(text, (at) => tokenizer.splitsAt(text, at), cacheSalt);
   if (prefix === null) return encode(text);
   const rest = await encode(text.slice(prefix.length));
   const ids = new Array<number>(prefix.ids.length + rest.length);
@@ -35,5 +36,5 @@ export function rememberAnswer(memory: GeneratedTokenMemory, tokenizer: Pick<Mod
   if (end > request.promptIds.length && request.stopTokenIds?.includes(tokens[end - 1]!) === true) end--;
   const ids = tokens.slice(0, end);
   const text = tokenizer.exactText(ids);
-  if (text !== null) memory.remember(ids, text);
+  if (text !== null) memory.remember(ids, text, request.cacheSalt);
 }

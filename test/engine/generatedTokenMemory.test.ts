@@ -61,6 +61,18 @@ describe("GeneratedTokenMemory", () => {
     expect(ids(memory.longestPrefix("ab", everywhere))).toEqual([3]);
   });
 
+  test("entries are kept apart by cache salt", () => {
+    const memory = new GeneratedTokenMemory();
+    memory.remember([1, 2], "<a>hi", "tenant-a");
+    memory.remember([3], "<a>hi");
+    expect(ids(memory.longestPrefix("<a>hi<e>", everywhere, "tenant-a"))).toEqual([1, 2]);
+    expect(ids(memory.longestPrefix("<a>hi<e>", everywhere))).toEqual([3]);
+    expect(memory.longestPrefix("<a>hi<e>", everywhere, "tenant-b")).toBeNull();
+    // A salt is not a prefix of the text: "a" + "|..." never meets "" + "a|...".
+    memory.remember([4], "x", "a");
+    expect(memory.longestPrefix("x", everywhere, "")).toBeNull();
+  });
+
   test("bad limits are refused", () => {
     expect(() => new GeneratedTokenMemory({ maxTokens: 0 })).toThrow(/maxTokens/);
     expect(() => new GeneratedTokenMemory({ maxEntries: 1.5 })).toThrow(/maxEntries/);

@@ -82,6 +82,12 @@ describe("serve --model: a chat's next turn is prompted with the ids generated f
       previousIds = [...prompt, ...generated];
       messages.push({ role: "assistant", content });
     }
+    // Another tenant (another cache_salt) resending the same chat gets the canonical tokenization: the ids never tell it what was generated.
+    messages.push({ role: "user", content: userMessage(4) });
+    const other = await server.post("/v1/chat/completions", { model: "gemma3", messages, max_tokens: 1, cache_salt: "another tenant" });
+    expect(other.status).toBe(200);
+    expect(other.body.usage.prompt_tokens).toBe((await engine.tokenizeChatPrompt(messages)).length);
+    expect(other.body.usage.prompt_tokens).not.toBe(promptIdsOf(server, messages, previousIds).length);
   }, 300_000);
 });
 

@@ -89,5 +89,11 @@ function chatPrompt(body: ChatCompletionBody, tools: ToolRequest | null): Prompt
     ...(body.add_generation_prompt != null ? { addGenerationPrompt: body.add_generation_prompt } : {}),
     ...(tools !== null ? { tools: tools.tools } : {}),
   };
-  return { kind: "chat", messages, template, ...(body.documents && body.documents.length > 0 ? { documents: body.documents } : {}) };
+  return {
+    kind: "chat",
+    messages,
+    template,
+    ...(body.documents && body.documents.length > 0 ? { documents: body.documents } : {}),
+    ...(body.cache_salt != null ? { cacheSalt: body.cache_salt } : {}),
+  };
 }

@@ -39,7 +39,7 @@ import type { ContextScores } from "../kv/reuseScores.ts";
 import { DEFAULT_PROPHET_SPAN_DECAY, type ProphetQueryRows } from "../kv/recomputeSelection.ts";
 import type { PrefixCacheEvents } from "../kv/prefixBlockCache.ts";
 import { GeneratedTokenMemory } from "./generatedTokenMemory.ts";
-import { rememberAnswer, rememberedChatIds } from "./rememberedChatPrompt.ts";
+import { RememberedChatTurns } from "./rememberedChatPrompt.ts";
 
 export interface EngineOptions {
   /** The model folder (config.json, *.safetensors, tokenizer.json, tokenizer_config.json), a .gguf file, or a folder holding one .gguf file. */
@@ -167,8 +167,11 @@ export class GenerationEngine {
     private readonly addBos: boolean,
     readonly device: string,
     readonly chunkCache: ChunkCache,
+    /** Prompt ids as promises, long prompts tokenized on the tokenizer thread (the request routes use these). */
+    private readonly prompts: OffThreadTokenizer,
+    private readonly tokenizerThread: TokenizerThread,
     /** The ids of the chats answered, by their text: a conversation's next turn is prompted with them. */
-    private readonly answers: GeneratedTokenMemory,
+    private readonly chatTurns: RememberedChatTurns,
   ) {}
 
   static async open(options: EngineOptions): Promise<GenerationEngine> {
@@ -210,7 +213,9 @@ export class GenerationEngine {
       : null;
     if (remote !== null && !(await remote.start())) log(`ctxr: the remote chunk cache ${remote.display} is not reachable now; serving without it until it is`);
     const chunkCache = new ChunkCache(runner, { deviceBlocks: options.kvDeviceBlocks, hostBytes: options.kvHostBytes, disk, remote, log });
-    const answers = new GeneratedTokenMemory();
+    const tokenizerThread = new TokenizerThread(source, log);
+    const prompts = new OffThreadTokenizer(tokenizer, tokenizerThread);
+    const chatTurns = new RememberedChatTurns(new GeneratedTokenMemory(), { tokenizer, encode: (text) => prompts.encode(text), exactText: (ids) => prompts.exactText(ids) }, log);
     let scheduler: GenerationScheduler;
     try {
       scheduler = new GenerationScheduler(runner, tokenizer, {
@@ -231,7 +236,7 @@ export class GenerationEngine {
         ...(options.prefixEvents !== undefined ? { prefixEvents: options.prefixEvents } : {}),
         ...(options.latency !== undefined ? { latency: options.latency } : {}),
         sparseTrigger: options.sparseTrigger,
-        finished: (request, tokens) => rememberAnswer(answers, tokenizer, request, tokens),
+        finished: (request, tokens) => chatTurns.remember(request, tokens),
       });
     } catch (error) {
       // Settings the runner's model cannot run with (a sliding-window pool too small): no orphan runner.
@@ -244,11 +249,9 @@ export class GenerationEngine {
       log(`ctxr: ${error.message}`);
       scheduler.runnerCrashed();
     });
-    const engine = new GenerationEngine(options.servedModelName ?? source.name, dir, tokenizer, runner, scheduler, model.addBos, device, chunkCache, answers);
+    const engine = new GenerationEngine(options.servedModelName ?? source.name, dir, tokenizer, runner, scheduler, model.addBos, device, chunkCache, prompts, tokenizerThread, chatTurns);
     engine.grammarLimits = { ...DEFAULT_GRAMMAR_LIMITS, ...options.grammarLimits };
     engine.log = log;
-    engine.tokenizerThread = new TokenizerThread(source, log);
-    engine.prompts = new OffThreadTokenizer(tokenizer, engine.tokenizerThread);
     engine.toolCallFormat = options.toolCallParser ?? null;
     engine.reasoningParser = resolveReasoningParser(options.reasoningParser ?? "auto", tokenizer.chatTemplateSource);
     const capacities = chunkCache.capacities;
@@ -269,9 +272,6 @@ export class GenerationEngine {
   }
 
   private grammarCompiler: GrammarCompiler | null = null;
-  private tokenizerThread: TokenizerThread | null = null;
-  /** Prompt ids as promises, long prompts tokenized on the tokenizer thread (the request routes use these). */
-  private prompts!: OffThreadTokenizer;
   /** The server's --tool-call-parser (null: detect from the chat template). */
   toolCallFormat: ToolCallFormat | null = null;
   /** The server's --reasoning-parser (null: answers are not split into reasoning and content). */
@@ -339,8 +339,8 @@ export class GenerationEngine {
 
   /** A chat's prompt ids, starting with the ids of an earlier turn and its answer where the chat resends them (rememberedChatPrompt.ts). */
   private async rememberedChatPromptIds(messages: readonly ChatTemplateMessage[], options: ChatTemplateOptions, cacheSalt?: string): Promise<number[]> {
-    if (this.answers.size === 0) return this.prompts.encodeChat(messages, options);
-    return rememberedChatIds(this.answers, this.tokenizer, this.tokenizer.applyChatTemplate(messages, options), (text) => this.prompts.encode(text), cacheSalt);
+    if (this.chatTurns.empty) return this.prompts.encodeChat(messages, options);
+    return this.chatTurns.promptIds(this.tokenizer.applyChatTemplate(messages, options), cacheSalt);
   }
 
   /** Queues a request (see GenerationScheduler.submit); eos ids are added to stopTokenIds unless ignoreEos. */

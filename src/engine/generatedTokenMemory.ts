@@ -9,6 +9,9 @@
  * caller's `splitsAt`, in front of an added token the tokenizer matches whole), is the entry's ids
  * followed by the tokenization of the rest. Entries are found by a hash of their text and checked
  * character for character; the least recently used go first past `maxTokens` ids or `maxEntries`.
+ * A conversation keeps its last two: remembering a turn drops the entries its text extends but
+ * the longest (the turn before, which a regenerated turn resends), so that a long conversation
+ * holds about twice its length in ids, not the sum of all its turns.
  * Entries are kept apart by the requests' cache salt (vLLM's cache_salt), as prefix-cache blocks
  * are: a prompt's ids (and so its token count) never tell one tenant what another's chats held.
  */
@@ -73,6 +76,8 @@ export class GeneratedTokenMemory {
   remember(ids: readonly number[], text: string, salt = ""): void {
     if (ids.length === 0 || text.length === 0 || ids.length > this.maxTokens) return;
     const key = entryKey(salt, text.length, textHash(createHash("sha256").update(text)));
+    const extended = this.prefixEntries(text, salt, () => true).filter((entry) => entry.text.length < text.length);
+    for (const entry of extended.slice(0, -1)) this.drop(entry.key);
     this.drop(key);
     this.entries.set(key, { key, text, ids: Int32Array.from(ids) });
     this.lengths.set(text.length, (this.lengths.get(text.length) ?? 0) + 1);
@@ -88,24 +93,27 @@ export class GeneratedTokenMemory {
    * allows: its ids, or null. One pass of hashing over the text, however many entries there are.
    */
   longestPrefix(text: string, splitsAt: (at: number) => boolean, salt = ""): RememberedPrefix | null {
+    const entry = this.prefixEntries(text, salt, splitsAt).at(-1);
+    if (entry === undefined) return null;
+    this.entries.delete(entry.key);
+    this.entries.set(entry.key, entry);
+    return { ids: entry.ids, length: entry.text.length };
+  }
+
+  /** The entries under `salt` whose text `text` starts with, cut where `cutAt` allows (or the whole text), shortest first. */
+  private prefixEntries(text: string, salt: string, cutAt: (at: number) => boolean): Entry[] {
     const lengths = [...this.lengths.keys()].filter((length) => length <= text.length).sort((a, b) => a - b);
-    const candidates: string[] = [];
+    const found: Entry[] = [];
     const hash = createHash("sha256");
     let hashed = 0;
     for (const length of lengths) {
-      if (length < text.length && !splitsAt(length)) continue;
+      if (length < text.length && !cutAt(length)) continue;
       hash.update(text.slice(hashed, length));
       hashed = length;
-      candidates.push(entryKey(salt, length, textHash(hash.copy())));
+      const entry = this.entries.get(entryKey(salt, length, textHash(hash.copy())));
+      if (entry !== undefined && text.startsWith(entry.text)) found.push(entry);
     }
-    for (let i = candidates.length - 1; i >= 0; i--) {
-      const entry = this.entries.get(candidates[i]!);
-      if (entry === undefined || !text.startsWith(entry.text)) continue;
-      this.entries.delete(entry.key);
-      this.entries.set(entry.key, entry);
-      return { ids: entry.ids, length: entry.text.length };
-    }
-    return null;
+    return found;
   }
 
   private drop(key: string): void {

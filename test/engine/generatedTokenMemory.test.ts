@@ -73,6 +73,27 @@ describe("GeneratedTokenMemory", () => {
     expect(memory.longestPrefix("x", everywhere, "")).toBeNull();
   });
 
+  test("a conversation keeps its last two turns: remembering one drops the entries it extends but the longest", () => {
+    const memory = new GeneratedTokenMemory();
+    memory.remember([1], "<a>");
+    memory.remember([1, 2], "<a>b");
+    memory.remember([7], "<x>");
+    memory.remember([1, 2, 3], "<a>b<c>");
+    expect(memory.size).toBe(3);
+    expect(memory.tokens).toBe(6);
+    expect(memory.longestPrefix("<a><z>", everywhere)).toBeNull();
+    // A regenerated turn resends the turn before's text: still found.
+    expect(ids(memory.longestPrefix("<a>b<z>", everywhere))).toEqual([1, 2]);
+    // Another answer to that turn: its predecessor stays, the first answer stays (least recently used goes first).
+    memory.remember([1, 2, 4], "<a>b<d>");
+    expect(ids(memory.longestPrefix("<a>b<c>", everywhere))).toEqual([1, 2, 3]);
+    expect(ids(memory.longestPrefix("<a>b<d>", everywhere))).toEqual([1, 2, 4]);
+    expect(ids(memory.longestPrefix("<x>", everywhere))).toEqual([7]);
+    // Under another salt nothing is dropped.
+    memory.remember([9, 9, 9, 9], "<a>b<c>e", "other");
+    expect(ids(memory.longestPrefix("<a>b<z>", everywhere))).toEqual([1, 2]);
+  });
+
   test("bad limits are refused", () => {
     expect(() => new GeneratedTokenMemory({ maxTokens: 0 })).toThrow(/maxTokens/);
     expect(() => new GeneratedTokenMemory({ maxEntries: 1.5 })).toThrow(/maxEntries/);

@@ -340,7 +340,7 @@ export class GenerationEngine {
   /** A chat's prompt ids, starting with the ids of an earlier turn and its answer where the chat resends them (rememberedChatPrompt.ts). */
   private async rememberedChatPromptIds(messages: readonly ChatTemplateMessage[], options: ChatTemplateOptions, cacheSalt?: string): Promise<number[]> {
     if (this.chatTurns.empty) return this.prompts.encodeChat(messages, options);
-    return this.chatTurns.promptIds(this.tokenizer.applyChatTemplate(messages, options), cacheSalt);
+    return this.chatTurns.promptIds(await this.prompts.renderChat(messages, options), cacheSalt);
   }
 
   /** Queues a request (see GenerationScheduler.submit); eos ids are added to stopTokenIds unless ignoreEos. */

@@ -59,6 +59,18 @@ export class OffThreadTokenizer {
     return this.offThread(() => this.thread!.encodeChat(messages, options, bos), inline);
   }
 
+  /** A chat rendered by the chat template, a long one on the tokenizer thread (errors as applyChatTemplate raises them). */
+  async renderChat(messages: readonly ChatTemplateMessage[], options: ChatTemplateOptions = {}): Promise<string> {
+    const inline = () => this.tokenizer.applyChatTemplate(messages, options);
+    if (this.thread === null || chatChars(messages, options) <= this.inlineChars) return inline();
+    try {
+      return await this.thread.renderChat(messages, options);
+    } catch (error) {
+      if (error instanceof TokenizerThreadError) return inline();
+      throw error;
+    }
+  }
+
   /** ModelTokenizer.exactText without holding up the request thread for many ids. */
   async exactText(ids: readonly number[]): Promise<string | null> {
     if (this.thread === null || ids.length <= INLINE_DECODE_IDS) return this.tokenizer.exactText(ids);

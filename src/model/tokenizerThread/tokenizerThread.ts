@@ -57,6 +57,11 @@ export class TokenizerThread {
     return this.request((id) => ({ kind: "chat", id, messages: [...messages], options, bos }));
   }
 
+  /** A chat rendered by the chat template (ChatTemplateError / ModelTokenizerError as applyChatTemplate raises them). */
+  renderChat(messages: readonly ChatTemplateMessage[], options: ChatTemplateOptions): Promise<string> {
+    return this.request((id) => ({ kind: "render", id, messages: [...messages], options }));
+  }
+
   /** The text ids stand for exactly, or null (ModelTokenizer.exactText). */
   exactText(ids: readonly number[]): Promise<string | null> {
     return this.request((id) => ({ kind: "text", id, ids: Int32Array.from(ids) }));

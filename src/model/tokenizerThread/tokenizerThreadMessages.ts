@@ -14,7 +14,9 @@ export type TokenizerThreadIn =
   /** A chat rendered by the chat template, then encoded (`bos` as for encode). */
   | { kind: "chat"; id: number; messages: ChatTemplateMessage[]; options: ChatTemplateOptions; bos: number | null }
   /** The text ids stand for exactly (ModelTokenizer.exactText). */
-  | { kind: "text"; id: number; ids: Int32Array };
+  | { kind: "text"; id: number; ids: Int32Array }
+  /** A chat rendered by the chat template (not encoded). */
+  | { kind: "render"; id: number; messages: ChatTemplateMessage[]; options: ChatTemplateOptions };
 
 /** Which error a failed request raised, so the request thread raises the same class. */
 export type TokenizerErrorKind = "chat_template" | "tokenizer" | "other";

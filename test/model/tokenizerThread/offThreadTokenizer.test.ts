@@ -81,6 +81,8 @@ describe("TokenizerThread", () => {
     const refused = await failure(thread.encodeChat([{ role: "bad", content: LONG }], {}, null));
     expect(refused).toBeInstanceOf(ChatTemplateError);
     expect(refused.message).toBe("no bad roles here");
+    expect(await thread.renderChat(messages, options)).toBe(tokenizer.applyChatTemplate(messages, options));
+    expect(await failure(thread.renderChat([{ role: "bad", content: LONG }], {}))).toBeInstanceOf(ChatTemplateError);
   });
 
   test("many ids' exact text is the inline tokenizer's; none for a partial character or an unknown id", async () => {
@@ -145,6 +147,8 @@ describe("OffThreadTokenizer", () => {
           expect(await prompts.encodeChat(messages)).toEqual(tokenizer.encode(tokenizer.applyChatTemplate(messages)));
           expect(await failure(prompts.encodeChat([{ role: "bad", content: text }]))).toBeInstanceOf(ChatTemplateError);
           expect(await prompts.exactText(tokenizer.encode(text))).toBe(text);
+          expect(await prompts.renderChat(messages)).toBe(tokenizer.applyChatTemplate(messages));
+          expect(await failure(prompts.renderChat([{ role: "bad", content: text }]))).toBeInstanceOf(ChatTemplateError);
         }
       }
     } finally {

@@ -10,15 +10,17 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { INLINE_DECODE_IDS } from "../../src/model/tokenizerThread/offThreadTokenizer.ts";
 import { writeRandomGguf } from "../helpers/llamaOracle.ts";
 import { startEngineServer, type EngineTestServer } from "./serverKit.ts";
 
 const BLOCK = 16;
 const ANSWER_TOKENS = 24;
 
+/** Turn 3's is long: its chat is rendered and tokenized on the tokenizer thread, its ids decoded there. */
 function userMessage(turn: number): string {
   const words = ["the", "window", "keeps", "recent", "entries", "while", "global", "layers", "see", "every", "token"];
-  return Array.from({ length: 40 }, (_, i) => words[(i * (turn + 2)) % words.length]).join(" ");
+  return Array.from({ length: turn === 3 ? 700 : 40 }, (_, i) => words[(i * (turn + 2)) % words.length]).join(" ");
 }
 
 describe("serve --model: a chat's next turn is prompted with the ids generated for the turn before", () => {
@@ -27,10 +29,10 @@ describe("serve --model: a chat's next turn is prompted with the ids generated f
   beforeAll(async () => {
     dir = mkdtempSync(join(tmpdir(), "ctxr-chat-token-memory-"));
     const model = writeRandomGguf("gemma3", join(dir, "gemma3.gguf"), {
-      layers: 2, hidden: 64, heads: 2, kvHeads: 1, headDim: 32, ffn: 128, seed: 3,
+      layers: 2, hidden: 64, heads: 2, kvHeads: 1, headDim: 32, ffn: 128, seed: 3, context: 8192,
       extraArgs: ["--sliding-window", "32", "--special", "<start_of_turn>", "--special", "<end_of_turn>"],
     });
-    server = await startEngineServer(model, { kvBlocks: 256, blockSize: BLOCK });
+    server = await startEngineServer(model, { kvBlocks: 1024, blockSize: BLOCK });
   }, 120_000);
   afterAll(async () => {
     await server?.close();
@@ -66,6 +68,7 @@ describe("serve --model: a chat's next turn is prompted with the ids generated f
       expect(tokenizer.decode(generated)).toBe(content);
       const prompt = turn === 1 ? await engine.tokenizeChatPrompt(messages) : promptIdsOf(server, messages, previousIds);
       expect(usage.prompt_tokens).toBe(prompt.length);
+      if (turn === 3) expect(prompt.length).toBeGreaterThan(INLINE_DECODE_IDS);
       if (turn === 1) {
         expect(usage.prompt_tokens_details.cached_tokens).toBe(0);
         expect(tokenizer.encode(content)).not.toEqual(generated); // the answer re-tokenizes otherwise
@@ -82,8 +85,12 @@ describe("serve --model: a chat's next turn is prompted with the ids generated f
       previousIds = [...prompt, ...generated];
       messages.push({ role: "assistant", content });
     }
-    // Another tenant (another cache_salt) resending the same chat gets the canonical tokenization: the ids never tell it what was generated.
+    // Turn 4 finds turn 3 (its ids decoded on the tokenizer thread); another tenant (another
+    // cache_salt) resending the same chat gets the canonical tokenization: the ids never tell it what was generated.
     messages.push({ role: "user", content: userMessage(4) });
+    const fourth = await server.post("/v1/chat/completions", { model: "gemma3", messages, max_tokens: 1 });
+    expect(fourth.body.usage.prompt_tokens).toBe(promptIdsOf(server, messages, previousIds).length);
+    expect(fourth.body.usage.prompt_tokens_details.cached_tokens).toBe(Math.floor((previousIds.length - 1) / BLOCK) * BLOCK);
     const other = await server.post("/v1/chat/completions", { model: "gemma3", messages, max_tokens: 1, cache_salt: "another tenant" });
     expect(other.status).toBe(200);
     expect(other.body.usage.prompt_tokens).toBe((await engine.tokenizeChatPrompt(messages)).length);

@@ -4,14 +4,19 @@
  *
  *   npx bun scripts/bench-swa-conversation.ts [--turns 8] [--user-tokens 560] [--max-tokens 40]
  *     [--window 512] [--layers 12] [--hidden 640] [--ffn 1024] [--heads 4] [--kv-heads 1]
- *     [--head-dim 256] [--threads 2] [--edit-at-turn N] [--json OUT]
+ *     [--head-dim 256] [--threads 2] [--edit-at-turn N] [--markers-as-text] [--sampled-answers] [--json OUT]
  *
  * The model: a random-weight gemma3 file written by llama.cpp's own gguf-py
  * (scripts/oracle/random_gguf.py; Gemma 3 270M/1B's attention shape: 4 heads, 1 KV head of 256,
- * window 512, every 6th layer global), kept in .bench/swa-conversation/.
+ * window 512, every 6th layer global), kept in .bench/swa-conversation/. Its vocabulary holds
+ * Gemma 3's turn markers <start_of_turn> and <end_of_turn> as control tokens, as a real Gemma 3
+ * file does (--markers-as-text: the file without them, whose template's markers tokenize as text).
  * The conversation: `--turns` user messages of about `--user-tokens` tokens, each request the whole
  * history rendered by the file's chat template, the model's greedy answers included as a chat client
- * resends them. --edit-at-turn N: at turn N the client also edits the last word of its first
+ * resends them (a random model's greedy answer repeats the prompt's last token, "\n", which the
+ * template's trim drops; --sampled-answers: answers sampled at temperature 1, seed = the turn,
+ * among the letters and the vocabulary's two-letter merges, so that they are text the client
+ * resends and whose canonical tokenization differs from the sampled ids). --edit-at-turn N: at turn N the client also edits the last word of its first
  * message (an edited and resent chat), so the common prefix with what the caches hold ends there.
  * - ctxr: `ctxr serve --model FILE` (HTTP, one request at a time); per turn usage.prompt_tokens,
  *   usage.prompt_tokens_details.cached_tokens, usage.ctxr.prompt_tokens_computed, and from /metrics
@@ -51,6 +56,8 @@ const { values } = parseArgs({
     context: { type: "string", default: "8192" },
     threads: { type: "string", default: "2" },
     "edit-at-turn": { type: "string", default: "0" },
+    "markers-as-text": { type: "boolean", default: false },
+    "sampled-answers": { type: "boolean", default: false },
     json: { type: "string" },
   },
 });
@@ -66,12 +73,13 @@ function modelFile(): string {
   const dir = join(REPO, ".bench", "swa-conversation");
   mkdirSync(dir, { recursive: true });
   const shape = ["layers", "hidden", "ffn", "heads", "kv-heads", "head-dim", "window", "context"].map((k) => values[k as keyof typeof values]).join("-");
-  const file = join(dir, `gemma3-${shape}.gguf`);
+  const markersAsText = values["markers-as-text"] === true;
+  const file = join(dir, `gemma3-${shape}${markersAsText ? "" : "-turn-tokens"}.gguf`);
   if (!existsSync(file)) {
     progress(`writing ${file}`);
     writeRandomGguf("gemma3", file, {
       layers: num("layers"), hidden: num("hidden"), ffn: num("ffn"), heads: num("heads"), kvHeads: num("kv-heads"), headDim: num("head-dim"), context: num("context"),
-      extraArgs: ["--sliding-window", values.window!],
+      extraArgs: ["--sliding-window", values.window!, ...(markersAsText ? [] : ["--special", "<start_of_turn>", "--special", "<end_of_turn>"])],
     });
   }
   return file;
@@ -95,6 +103,11 @@ function userMessage(tokenizer: ModelTokenizer, turn: number, tokens: number): s
 
 interface CtxrTurn {
   promptTokens: number;
+  /**
+   * Tokens of turns 1..n−1 in ctxr's prompt: its prompt less the new user turn (as the canonical
+   * rendering tokenizes it; ctxr's prompt may start with the ids generated before).
+   */
+  earlierTokens: number;
   cachedTokens: number;
   computedTokens: number;
   completionTokens: number;
@@ -134,12 +147,15 @@ const window = num("window");
 progress(`ctxr serve --model ${file}`);
 const server = await spawnServer(["--model", file, "--in-memory", "--threads", values.threads!, "--block-size", String(BLOCK_SIZE)], {}, 180_000);
 const servedModel = ((await (await fetch(`${server.url}/v1/models`)).json()) as { data: { id: string }[] }).data[0]!.id;
+/** --sampled-answers: the letters and the two-letter merges of the vocabulary, as ids. */
+const answerTokens = values["sampled-answers"] ? [..."abcdefghijklmnopqrstuvwxyz", "he", "in", "re", "on", "er", "at"].map((text) => tokenizer.encode(text)).filter((ids) => ids.length === 1).map((ids) => ids[0]!) : null;
 const messages: ChatTemplateMessage[] = [];
 const turns: ConversationTurn[] = [];
 const ctxrTurns: CtxrTurn[] = [];
 try {
   for (let t = 0; t < num("turns"); t++) {
     if (t + 1 === num("edit-at-turn")) messages[0] = { role: "user", content: `${messages[0]!.content.replace(/\s\S+$/, "")} edited` };
+    const earlierCanonical = messages.length === 0 ? 0 : promptIds(messages, false).length;
     messages.push({ role: "user", content: userMessage(tokenizer, t, num("user-tokens")) });
     const prompt = promptIds(messages, true);
     const leadingBos = addBos || prompt[0] === tokenizer.bosTokenId ? 1 : 0;
@@ -148,7 +164,12 @@ try {
     const response = await fetch(`${server.url}/v1/chat/completions`, {
       method: "POST",
       headers: { "Content-Type": "application/json" },
-      body: JSON.stringify({ model: servedModel, messages, max_tokens: num("max-tokens"), temperature: 0 }),
+      body: JSON.stringify({
+        model: servedModel,
+        messages,
+        max_tokens: num("max-tokens"),
+        ...(answerTokens === null ? { temperature: 0 } : { temperature: 1, seed: t + 1, allowed_token_ids: answerTokens }),
+      }),
     });
     if (!response.ok) throw new Error(`turn ${t + 1}: HTTP ${response.status} ${await response.text()}`);
     const answer = (await response.json()) as ChatAnswer;
@@ -158,6 +179,7 @@ try {
     const content = answer.choices[0]!.message.content;
     ctxrTurns.push({
       promptTokens: usage.prompt_tokens,
+      earlierTokens: usage.prompt_tokens - (prompt.length - earlierCanonical),
       cachedTokens: usage.prompt_tokens_details?.cached_tokens ?? 0,
       computedTokens: usage.ctxr?.prompt_tokens_computed ?? usage.prompt_tokens,
       completionTokens: usage.completion_tokens,
@@ -187,8 +209,8 @@ const mib = (bytes: number) => (bytes / 2 ** 20).toFixed(2);
 const lines = [
   `Gemma 3-shaped random model: ${layers} layers (${globalLayers} global, ${localLayers} sliding-window of ${window}), hidden ${values.hidden}, ${values.heads} heads, ${values["kv-heads"]} KV head(s) of ${values["head-dim"]}; ${bytesPerTokenLayer} KV bytes per token and layer (f16)`,
   "",
-  "| turn | prompt | ctxr cached | ctxr computed | cached / previous prompt+answer | llama.cpp default: cached / re-processed | llama.cpp --swa-full: cached / re-processed | ctxr KV blocks (prefix cache) | ctxr KV MiB global / sliding | sliding window bound MiB |",
-  "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+  "| turn | prompt | ctxr cached | ctxr computed | cached / previous prompt+answer | cached / turns 1..n−1 as resent | llama.cpp default: cached / re-processed | llama.cpp --swa-full: cached / re-processed | ctxr KV blocks (prefix cache) | ctxr KV MiB global / sliding | sliding window bound MiB |",
+  "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
 ];
 const rows = ctxrTurns.map((c, i) => {
   const d = llamaDefault.turns[i]!;
@@ -201,6 +223,7 @@ const rows = ctxrTurns.map((c, i) => {
     ctxr_cached: c.cachedTokens,
     ctxr_computed: c.computedTokens,
     ctxr_cached_share_of_previous: i === 0 ? null : c.cachedTokens / previous,
+    ctxr_cached_share_of_earlier_turns: i === 0 ? null : c.cachedTokens / c.earlierTokens,
     llama_default: { cached: d.cached, reprocessed: d.reprocessed, started_over: d.startedOver, checkpoint_restored: d.checkpointRestored, checkpoint_bytes: d.checkpointBytes },
     llama_swa_full: { cached: f.cached, reprocessed: f.reprocessed, started_over: f.startedOver },
     ctxr_kv_blocks_used: c.kvBlocksUsed,
@@ -210,7 +233,8 @@ const rows = ctxrTurns.map((c, i) => {
     ctxr_kv_bytes_sliding: (Number.isNaN(c.slidingBlocksUsed) ? heldTokens : c.slidingBlocksUsed * BLOCK_SIZE) * bytesPerTokenLayer * localLayers,
     ctxr_sliding_blocks_used: c.slidingBlocksUsed,
   };
-  const share = row.ctxr_cached_share_of_previous === null ? "—" : `${(100 * row.ctxr_cached_share_of_previous).toFixed(1)}%`;
+  const percent = (share: number | null) => (share === null ? "—" : `${(100 * share).toFixed(1)}%`);
+  const share = `${percent(row.ctxr_cached_share_of_previous)} | ${percent(row.ctxr_cached_share_of_earlier_turns)}`;
   lines.push(
     `| ${row.turn} | ${row.prompt} | ${row.ctxr_cached} | ${row.ctxr_computed} | ${share} | ${d.cached} / ${d.reprocessed}${d.startedOver ? " (started over)" : d.checkpointRestored >= 0 ? ` (checkpoint ${d.checkpointRestored})` : ""} | ${f.cached} / ${f.reprocessed} | ${c.kvBlocksUsed} (${c.prefixCacheBlocks}) | ${mib(row.ctxr_kv_bytes_global)} / ${mib(row.ctxr_kv_bytes_sliding)} | ${mib(window * bytesPerTokenLayer * localLayers)} |`,
   );

@@ -8,12 +8,14 @@ template, so that llama.cpp loads it, tokenizes with it and computes logits we c
     /usr/bin/python3 scripts/oracle/random_gguf.py --arch llama --out m.gguf [--seed 1]
         [--hidden 256] [--layers 2] [--heads 4] [--kv-heads 2] [--ffn 512] [--context 4096]
         [--sliding-window N]   (architectures with sliding-window layers; default theirs)
-        [--vocab N] [--dtype f32|f16] [--vocab-type gpt2|spm] [--name NAME]
+        [--vocab N] [--dtype f32|f16] [--vocab-type gpt2|spm] [--name NAME] [--special TOKEN ...]
 
 --vocab N pads the vocabulary with ordinary tokens (never produced by the merges) up to N entries,
 so that the embedding and output matrices have a real model's size (Qwen3: 151936, Gemma 3:
 262144): they dominate a small model's decode. --dtype f16 stores the matrices as F16 (half the
-disk and memory of a ~1B-parameter file; llama.cpp's quantizer reads either).
+disk and memory of a ~1B-parameter file; llama.cpp's quantizer reads either). --special TOKEN
+(repeatable) adds a control token after the default ones, e.g. Gemma 3's <start_of_turn> and
+<end_of_turn>, which its template writes and which a real Gemma 3 file holds as control tokens.
 
 --vocab-type spm writes a SentencePiece ("llama"-model) vocabulary instead, laid out as llama.cpp's
 converter writes the architecture's family (SPM_FAMILY in its module: Gemma 3's or Phi-3's; see
@@ -73,14 +75,15 @@ CHAT_TEMPLATE = (
 )
 
 
-def vocabulary(size=0):
-    """The byte tokens, the merges' tokens, the special tokens, then padding up to `size` entries."""
+def vocabulary(size=0, extra_special=()):
+    """The byte tokens, the merges' tokens, the special tokens (and `extra_special`), then padding up to `size` entries."""
     tokens = byte_tokens()
     for merge in MERGES:
         tokens.append(merge.replace(" ", ""))
     first_special = len(tokens)
-    tokens += SPECIAL
-    types = [1] * first_special + [3] * len(SPECIAL)  # NORMAL, CONTROL
+    special = SPECIAL + [token for token in extra_special if token not in SPECIAL]
+    tokens += special
+    types = [1] * first_special + [3] * len(special)  # NORMAL, CONTROL
     if size and size < len(tokens):
         sys.exit(f"--vocab {size} is below the {len(tokens)} tokens the file needs")
     padding = max(0, size - len(tokens))
@@ -106,6 +109,7 @@ def main():
     parser.add_argument("--arch-option", action="append", default=[], metavar="KEY=VALUE", help="an architecture module's own setting (shape.options)")
     parser.add_argument("--sliding-window", type=int, default=0, help="sliding-window layers' window (default: the architecture's)")
     parser.add_argument("--vocab", type=int, default=0, help="pad the vocabulary to this many tokens")
+    parser.add_argument("--special", action="append", default=[], metavar="TOKEN", help="another control token, after the default ones")
     parser.add_argument("--dtype", choices=["f32", "f16"], default="f32", help="the matrices' type (norms stay f32)")
     parser.add_argument("--vocab-type", choices=["gpt2", "spm"], default="gpt2", help="byte-level BPE (default) or SentencePiece")
     parser.add_argument("--name", help="general.name (llama.cpp sets token attributes by it: a name containing phi3 or phi-3 right-strips its special tokens)")
@@ -128,7 +132,7 @@ def main():
         tokens = spm.tokens
     else:
         spm = None
-        tokens, types, first_special = vocabulary(args.vocab)
+        tokens, types, first_special = vocabulary(args.vocab, args.special)
     options = {}
     for option in args.arch_option:
         key, sep, value = option.partition("=")

@@ -39,6 +39,8 @@ import type { UncertaintyTriggerOptions } from "../kv/uncertaintyTrigger.ts";
 import type { ContextScores } from "../kv/reuseScores.ts";
 import { DEFAULT_PROPHET_SPAN_DECAY, type ProphetQueryRows } from "../kv/recomputeSelection.ts";
 import type { PrefixCacheEvents } from "../kv/prefixBlockCache.ts";
+import { GeneratedTokenMemory } from "./generatedTokenMemory.ts";
+import { RememberedChatTurns } from "./rememberedChatPrompt.ts";
 
 export interface EngineOptions {
   /** The model folder (config.json, *.safetensors, tokenizer.json, tokenizer_config.json), a .gguf file, or a folder holding one .gguf file. */
@@ -168,6 +170,11 @@ export class GenerationEngine {
     private readonly addBos: boolean,
     readonly device: string,
     readonly chunkCache: ChunkCache,
+    /** Prompt ids as promises, long prompts tokenized on the tokenizer thread (the request routes use these). */
+    private readonly prompts: OffThreadTokenizer,
+    private readonly tokenizerThread: TokenizerThread,
+    /** The ids of the chats answered, by their text: a conversation's next turn is prompted with them. */
+    private readonly chatTurns: RememberedChatTurns,
   ) {}
 
   static async open(options: EngineOptions): Promise<GenerationEngine> {
@@ -209,6 +216,9 @@ export class GenerationEngine {
       : null;
     if (remote !== null && !(await remote.start())) log(`ctxr: the remote chunk cache ${remote.display} is not reachable now; serving without it until it is`);
     const chunkCache = new ChunkCache(runner, { deviceBlocks: options.kvDeviceBlocks, hostBytes: options.kvHostBytes, disk, remote, log });
+    const tokenizerThread = new TokenizerThread(source, log);
+    const prompts = new OffThreadTokenizer(tokenizer, tokenizerThread);
+    const chatTurns = new RememberedChatTurns(new GeneratedTokenMemory(), { tokenizer, encode: (text) => prompts.encode(text), exactText: (ids) => prompts.exactText(ids) }, log);
     let scheduler: GenerationScheduler;
     try {
       scheduler = new GenerationScheduler(runner, tokenizer, {
@@ -229,6 +239,7 @@ export class GenerationEngine {
         ...(options.prefixEvents !== undefined ? { prefixEvents: options.prefixEvents } : {}),
         ...(options.latency !== undefined ? { latency: options.latency } : {}),
         sparseTrigger: options.sparseTrigger,
+        finished: (request, tokens) => chatTurns.remember(request, tokens),
       });
     } catch (error) {
       // Settings the runner's model cannot run with (a sliding-window pool too small): no orphan runner.
@@ -241,11 +252,9 @@ export class GenerationEngine {
       log(`ctxr: ${error.message}`);
       scheduler.runnerCrashed();
     });
-    const engine = new GenerationEngine(options.servedModelName ?? source.name, dir, tokenizer, runner, scheduler, model.addBos, device, chunkCache);
+    const engine = new GenerationEngine(options.servedModelName ?? source.name, dir, tokenizer, runner, scheduler, model.addBos, device, chunkCache, prompts, tokenizerThread, chatTurns);
     engine.grammarLimits = { ...DEFAULT_GRAMMAR_LIMITS, ...options.grammarLimits };
     engine.log = log;
-    engine.tokenizerThread = new TokenizerThread(source, log);
-    engine.prompts = new OffThreadTokenizer(tokenizer, engine.tokenizerThread);
     engine.toolCallFormat = options.toolCallParser ?? null;
     engine.reasoningParser = resolveReasoningParser(options.reasoningParser ?? "auto", tokenizer.chatTemplateSource);
     const capacities = chunkCache.capacities;
@@ -268,9 +277,6 @@ export class GenerationEngine {
   }
 
   private grammarCompiler: GrammarCompiler | null = null;
-  private tokenizerThread: TokenizerThread | null = null;
-  /** Prompt ids as promises, long prompts tokenized on the tokenizer thread (the request routes use these). */
-  private prompts!: OffThreadTokenizer;
   /** The server's --tool-call-parser (null: detect from the chat template). */
   toolCallFormat: ToolCallFormat | null = null;
   /** The server's --reasoning-parser (null: answers are not split into reasoning and content). */
@@ -329,12 +335,18 @@ export class GenerationEngine {
       tokenizer: this.tokenizer,
       completionBos: this.addBos ? this.tokenizer.bosTokenId : null,
       encode: (text, bos) => this.prompts.encode(text, bos ?? null),
-      encodeChat: (messages, options) => this.prompts.encodeChat(messages, options),
+      encodeChat: (messages, options, cacheSalt) => this.rememberedChatPromptIds(messages, options, cacheSalt),
     };
     return preparePrompt(this.promptTokenizing, request);
   }
 
   private promptTokenizing: PromptTokenizing | null = null;
+
+  /** A chat's prompt ids, starting with the ids of an earlier turn and its answer where the chat resends them (rememberedChatPrompt.ts). */
+  private async rememberedChatPromptIds(messages: readonly ChatTemplateMessage[], options: ChatTemplateOptions, cacheSalt?: string): Promise<number[]> {
+    if (this.chatTurns.empty) return this.prompts.encodeChat(messages, options);
+    return this.chatTurns.promptIds(await this.prompts.renderChat(messages, options), cacheSalt);
+  }
 
   /** Queues a request (see GenerationScheduler.submit); eos ids are added to stopTokenIds unless ignoreEos. */
   generate(request: GenerationRequest & { ignoreEos?: boolean }): GenerationHandle {

@@ -127,7 +127,7 @@ export class GenerationScheduler {
     if (timeout !== null && !(Number.isFinite(timeout) && timeout > 0)) throw new RangeError(`requestTimeoutMs must be a positive number, got ${timeout}`);
     if (!Number.isSafeInteger(this.prefillChunk) || this.prefillChunk < 1) throw new RangeError(`prefillChunk must be a positive integer, got ${this.prefillChunk}`);
     if (!Number.isSafeInteger(this.maxBatch) || this.maxBatch < 1) throw new RangeError(`maxBatch must be a positive integer, got ${this.maxBatch}`);
-    this.output = new SequenceOutput(this.counters, () => this.maxModelLen, options.latency, this.tokenAccount);
+    this.output = new SequenceOutput(this.counters, () => this.maxModelLen, options.latency, this.tokenAccount, options.finished);
     this.blocks = new BlockManager(runner, runner.info, {
       chunkCache: options.chunkCache ?? null,
       ...(options.prefixCache !== undefined ? { prefixCache: options.prefixCache } : {}),

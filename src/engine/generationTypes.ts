@@ -58,6 +58,12 @@ export interface GenerationRequest {
   kvBudget?: number | null;
   /** Cancel the request if it has not finished this many ms after submission (the scheduler's requestTimeoutMs caps it). */
   deadlineMs?: number;
+  /**
+   * A chat's turn: once answered, its prompt and answer ids are remembered by their text, so that
+   * the next turn, which sends the answer back as text, is prompted with these very ids
+   * (generatedTokenMemory.ts) and finds their KV in the prefix cache.
+   */
+  rememberAnswer?: boolean;
 }
 
 /** What happened to a request's prompt and KV (usage.ctxr). */

@@ -12,7 +12,7 @@ import { ChatTemplateError, ModelTokenizerError, type ChatTemplateMessage, type 
 /** What a request asks to be prompted with. */
 export type PromptRequest =
   /** Messages through the chat template; with documents, each document a reusable chunk. */
-  | { kind: "chat"; messages: readonly ChatTemplateMessage[]; documents?: readonly FieldDocument[]; template?: ChatTemplateOptions }
+  | { kind: "chat"; messages: readonly ChatTemplateMessage[]; documents?: readonly FieldDocument[]; template?: ChatTemplateOptions; cacheSalt?: string }
   /** Completion prompts, each a text (BOS added as the model's tokenizer does) or token ids as given. */
   | { kind: "completion"; prompts: readonly (string | readonly number[])[] }
   /** Completion segments: chunks, then the question; BOS as the head when the model adds one. */
@@ -42,14 +42,15 @@ export interface PromptTokenizing {
   /** BOS to put first on a completion prompt (null: the model adds none). */
   completionBos: number | null;
   encode(text: string, bos?: number | null): Promise<number[]>;
-  encodeChat(messages: readonly ChatTemplateMessage[], options: ChatTemplateOptions): Promise<number[]>;
+  /** `cacheSalt`: the request's (the engine may prompt a chat with ids it generated for the same salt). */
+  encodeChat(messages: readonly ChatTemplateMessage[], options: ChatTemplateOptions, cacheSalt?: string): Promise<number[]>;
 }
 
 export async function preparePrompt(tokenizing: PromptTokenizing, request: PromptRequest): Promise<PreparedPrompt> {
   try {
     switch (request.kind) {
       case "chat":
-        return await prepareChat(tokenizing, request.messages, request.documents ?? [], request.template ?? {});
+        return await prepareChat(tokenizing, request.messages, request.documents ?? [], request.template ?? {}, request.cacheSalt);
       case "completion":
         return { promptIds: await Promise.all(request.prompts.map((prompt) => (typeof prompt === "string" ? tokenizing.encode(prompt, tokenizing.completionBos) : [...prompt]))) };
       case "segments":
@@ -62,8 +63,8 @@ export async function preparePrompt(tokenizing: PromptTokenizing, request: Promp
   }
 }
 
-async function prepareChat(tokenizing: PromptTokenizing, messages: readonly ChatTemplateMessage[], documents: readonly FieldDocument[], template: ChatTemplateOptions): Promise<PreparedPrompt> {
-  if (documents.length === 0) return { promptIds: [await tokenizing.encodeChat(messages, template)] };
+async function prepareChat(tokenizing: PromptTokenizing, messages: readonly ChatTemplateMessage[], documents: readonly FieldDocument[], template: ChatTemplateOptions, cacheSalt: string | undefined): Promise<PreparedPrompt> {
+  if (documents.length === 0) return { promptIds: [await tokenizing.encodeChat(messages, template, cacheSalt)] };
   const texts = chatSegmentTexts(tokenizing.tokenizer, messages, documents, template);
   const [head, question, ...chunks] = await Promise.all([texts.head, texts.question, ...texts.chunks].map((text) => tokenizing.encode(text)));
   return withSegments(segmentTokens(head!, chunks, question!));

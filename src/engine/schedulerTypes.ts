@@ -7,6 +7,7 @@ import type { ContextScores } from "../kv/reuseScores.ts";
 import type { PrefixCacheEvents } from "../kv/prefixBlockCache.ts";
 import type { SparseDecodeRunner } from "../kv/sparseDecode.ts";
 import type { UncertaintyTriggerOptions } from "../kv/uncertaintyTrigger.ts";
+import type { GenerationRequest } from "./generationTypes.ts";
 
 /** The recompute policy and ratio of requests that name none, when the server sets none. */
 export const DEFAULT_KV_POLICY: RecomputePolicy = "prophet";
@@ -58,6 +59,8 @@ export interface SchedulerOptions {
   sparseTrigger?: UncertaintyTriggerOptions;
   /** Told each request's latencies as they happen (Prometheus histograms). */
   latency?: LatencyObserver;
+  /** Told each request that finished (not failed or cancelled) with its ids: prompt, then generated. */
+  finished?: (request: GenerationRequest, tokens: readonly number[]) => void;
   /** Requests (each choice counts) that may wait for admission; beyond, submit throws QueueFullError (default DEFAULT_MAX_WAITING). */
   maxWaiting?: number;
   /** Every request's deadline in ms after submission (default none); a request's own deadlineMs may only be shorter. */

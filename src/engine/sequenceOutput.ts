@@ -5,7 +5,7 @@
  */
 import type { EngineTokenAccount } from "../accounting/tokenAccounts.ts";
 import { GrammarRuntimeError } from "./grammar/grammarErrors.ts";
-import type { FinishReason, GeneratedToken } from "./generationTypes.ts";
+import type { FinishReason, GeneratedToken, GenerationRequest } from "./generationTypes.ts";
 import type { LatencyObserver } from "./schedulerTypes.ts";
 import type { Sequence } from "./sequence.ts";
 import { appendToken, deltaEvent, finishEvent, outputToken, samplingLogits } from "./tokenOutput.ts";
@@ -24,6 +24,7 @@ export class SequenceOutput {
     private readonly latency?: LatencyObserver,
     /** Told each finished request's prompt usage (what ctxr saved: /v1/stats, /metrics, the stats line). */
     private readonly tokenAccount?: EngineTokenAccount,
+    private readonly finished?: (request: GenerationRequest, tokens: readonly number[]) => void,
   ) {}
 
   /** Ends the sequence with an error (its consumer gets it); nothing when it has ended already. */
@@ -50,6 +51,7 @@ export class SequenceOutput {
     if (finalText !== "" || tokens.length > 0) sequence.events.push({ type: "delta", text: finalText, tokens });
     sequence.events.push(event);
     sequence.events.end();
+    this.finished?.(sequence.request, sequence.tokens);
   }
 
   /**

@@ -19,12 +19,15 @@ export interface SlidingCheckpointStats {
   blocks: number;
   referenced: number;
   evictions: number;
+  /** Checkpoints dropped because a later one of the same prefix took over (dropSuperseded). */
+  superseded: number;
 }
 
 export class SlidingCheckpointCache {
   private readonly byHash = new Map<string, Checkpoint>();
   private tick = 0;
   private evictions = 0;
+  private superseded = 0;
 
   get size(): number {
     return this.byHash.size;
@@ -86,10 +89,28 @@ export class SlidingCheckpointCache {
     return { blocks, hashes };
   }
 
+  /**
+   * Drops the unreferenced checkpoints among `hashes` (blocks of a prefix that a later checkpoint
+   * extends). Returns the freed blocks and their hashes.
+   */
+  dropSuperseded(hashes: readonly string[]): { blocks: number[]; hashes: string[] } {
+    const blocks: number[] = [];
+    const dropped: string[] = [];
+    for (const hash of hashes) {
+      const entry = this.byHash.get(hash);
+      if (entry === undefined || entry.refs > 0) continue;
+      this.byHash.delete(hash);
+      blocks.push(entry.block);
+      dropped.push(hash);
+      this.superseded++;
+    }
+    return { blocks, hashes: dropped };
+  }
+
   get stats(): SlidingCheckpointStats {
     let referenced = 0;
     for (const entry of this.byHash.values()) if (entry.refs > 0) referenced++;
-    return { blocks: this.byHash.size, referenced, evictions: this.evictions };
+    return { blocks: this.byHash.size, referenced, evictions: this.evictions, superseded: this.superseded };
   }
 
   private entry(hash: string, what: string): Checkpoint {

@@ -14,6 +14,11 @@
  *   chained hashes.
  * - A prefix hit of P blocks needs full-attention blocks 0..P−1 and the checkpoints covering the
  *   window before P (slidingWindowSpan.ts); the lookup takes the longest P with both.
+ * - A sequence that resumed from a checkpoint has moved its conversation past the checkpoints
+ *   before it (same chained hashes: the same prefix): when it leaves, those unreferenced are
+ *   dropped, so that a conversation holds the checkpoint it resumed from and its own two (its
+ *   prompt's end and its end), not two for every turn. Only a request that branches off before
+ *   the checkpoint it resumed from (an edit of an older message) loses by it.
  */
 import type { KvGroupInfo } from "../runner/runnerProtocol.ts";
 import { KvBlockPool, KvBlockTable, NO_BLOCK, type BlockRunner, type GrowRequest } from "./kvBlockTable.ts";
@@ -24,6 +29,8 @@ import { checkpointSpan, firstLiveBlock, longestSlidingResume } from "./slidingW
 /** A sequence's sliding-window table and the checkpoint blocks it reads (block index → hash). */
 class SlidingTable extends KvBlockTable {
   readonly checkpointed = new Map<number, string>();
+  /** The first block of the checkpoint span it resumed from (0: it resumed from none). */
+  resumedFrom = 0;
 }
 
 export class SlidingWindowGroup {
@@ -117,6 +124,7 @@ export class SlidingWindowGroup {
     const table = this.slidingOf(full);
     const { first, end } = checkpointSpan(blocks, this.window, this.blockSize);
     table.blocks.length = 0;
+    table.resumedFrom = first;
     for (let i = 0; i < first; i++) table.blocks.push(NO_BLOCK);
     for (let i = first; i < end; i++) {
       table.blocks.push(this.checkpoints!.acquire(hashes[i]!));
@@ -143,6 +151,11 @@ export class SlidingWindowGroup {
     table.length = 0;
     this.tables.delete(full);
     if (stored.length > 0) this.events?.stored(stored);
+    if (this.checkpoints !== null && table.resumedFrom > 0) {
+      const superseded = this.checkpoints.dropSuperseded(hashes.slice(0, table.resumedFrom));
+      spare.blocks.push(...superseded.blocks);
+      if (superseded.hashes.length > 0) this.events?.removed(superseded.hashes, this.tag);
+    }
     await this.pool.release([spare]);
   }
 

@@ -19,6 +19,7 @@ import { readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { Template } from "@huggingface/jinja";
 import { Tokenizer } from "@huggingface/tokenizers";
+import { AddedTokenBoundary } from "./addedTokenBoundary.ts";
 import { byteToUnicode } from "./byteTokenizer.ts";
 
 export interface ChatTemplateMessage {
@@ -77,6 +78,17 @@ export interface ModelTokenizer {
   readonly prependsSpace: boolean;
   /** Every id's token string as tokenizer.json writes it ("" for ids it has none), for grammar engines. */
   encodedVocab(): string[];
+  /**
+   * Whether encode(text) is provably encode(text.slice(0, at)) followed by encode(text.slice(at)):
+   * the cut is in front of an added token the tokenizer splits out whole (addedTokenBoundary.ts).
+   */
+  splitsAt(text: string, at: number): boolean;
+  /**
+   * The text ids stand for, exactly: decode without skipping special tokens or cleaning up
+   * spaces; null when that is not exact (an id the tokenizer does not know, a partial UTF-8
+   * character).
+   */
+  exactText(ids: readonly number[]): string | null;
 }
 
 export class ModelTokenizerError extends Error {
@@ -347,6 +359,10 @@ export function modelTokenizerFromJson(parts: ModelTokenizerParts): ModelTokeniz
     const prepared = beforeEncode(text);
     return prepared.length === 0 ? [] : tokenizer.encode(prepared, { add_special_tokens: false }).ids;
   };
+  const boundary = new AddedTokenBoundary(
+    [...added.values()].map((token) => ({ content: token.content, lstrip: token.lstrip, normalized: token.normalized })),
+    tokenizerJson.normalizer !== null && tokenizerJson.normalizer !== undefined,
+  );
 
   return {
     dir,
@@ -417,6 +433,12 @@ export function modelTokenizerFromJson(parts: ModelTokenizerParts): ModelTokeniz
     },
     isSpecialToken(id) {
       return specialIds.has(id);
+    },
+    splitsAt: (text, at) => boundary.splitsAt(text, at),
+    exactText(ids) {
+      if (ids.some((id) => !Number.isSafeInteger(id) || id < 0 || tokenizer.id_to_token(id) === undefined)) return null;
+      const text = ids.length === 0 ? "" : tokenizer.decode(ids as number[], { skip_special_tokens: false, clean_up_tokenization_spaces: false });
+      return text.includes("\uFFFD") ? null : text;
     },
     vocabType: byteLevel ? "byte_level" : byteFallback ? "byte_fallback" : "raw",
     prependsSpace: prependsSpaceMark(tokenizerJson.normalizer) || prependsSpaceMark(tokenizerJson.pre_tokenizer),

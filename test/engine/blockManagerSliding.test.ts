@@ -175,4 +175,50 @@ describe("BlockManager with a sliding-window group", () => {
     // The full group's blocks stayed (it had room).
     expect(runner.held(0)).toBe(7);
   });
+
+  test("a conversation's checkpoints do not add up: a turn that resumed from one drops the older ones of its prefix when it leaves", async () => {
+    const { runner, manager, recorded } = setup();
+    const slidingHashes = () => recorded.stored.filter((block) => block.group?.index === 1).map((block) => block.hash);
+    /** A turn: the prompt computed, then `answer` tokens generated one a step; then it leaves. */
+    const turn = async (promptIds: number[], answer: number): Promise<Sequence> => {
+      const seq = sequence(promptIds);
+      manager.admit(seq);
+      await run(manager, seq, 8);
+      for (let k = 0; k < answer; k++) {
+        seq.tokens.push(500 + seq.tokens.length);
+        await run(manager, seq, 1);
+      }
+      await manager.release([seq.table]);
+      return seq;
+    };
+    const first = await turn(PROMPT, 20);
+    // Turn 1's checkpoints: its prompt's end (28: blocks 5, 6) and its end (48: blocks 10, 11).
+    expect(runner.held(1)).toBe(4);
+    const firstCheckpoints = slidingHashes();
+    expect(firstCheckpoints).toHaveLength(4);
+    const second = await turn([...first.tokens, 60, 61, 62, 63, 64, 65, 66, 67, 68, 69], 8);
+    expect(second.prefixCachedTokens).toBe(48);
+    // Turn 2 resumed at 48 (blocks 10, 11): turn 1's prompt checkpoint is dropped, with its KV events; 10, 11 and turn 2's own stay.
+    const removed = () => recorded.removed.filter((event) => event.group?.index === 1).flatMap((event) => event.hashes);
+    expect(removed()).toEqual(firstCheckpoints.slice(0, 2));
+    expect(manager.sliding!.checkpointStats).toMatchObject({ superseded: 2, evictions: 0 });
+    const secondCheckpoints = slidingHashes().slice(4);
+    // Its prompt's end (60: blocks 13, 14) and its end (68: blocks 15, 16).
+    expect(secondCheckpoints).toHaveLength(4);
+    expect(runner.held(1)).toBe(6);
+    const third = await turn([...second.tokens, 70, 71, 72, 73, 74, 75], 8);
+    expect(third.prefixCachedTokens).toBe(68);
+    // Turn 3 resumed at 68 (blocks 15, 16): everything of the conversation before block 15 goes.
+    expect(removed()).toEqual([...firstCheckpoints, ...secondCheckpoints.slice(0, 2)]);
+    expect(runner.held(1)).toBeLessThanOrEqual(6);
+    // Regenerating turn 3 (its prompt again) resumes at its prompt's end; branching off before turn 3's resume point starts over.
+    const again = sequence([...second.tokens, 70, 71, 72, 73, 74, 75]);
+    manager.admit(again);
+    expect(again.prefixCachedTokens).toBe(72);
+    await manager.release([again.table]);
+    const edited = sequence([...PROMPT, 90, 91, 92, 93]);
+    manager.admit(edited);
+    expect(edited.prefixCachedTokens).toBe(0);
+    await manager.release([edited.table]);
+  });
 });

@@ -10,14 +10,14 @@ describe("SlidingCheckpointCache", () => {
     expect(cache.blockOf("a")).toBe(10);
     expect(cache.insert("b", 12)).toBe(true);
     expect(cache.acquire("a")).toBe(10);
-    expect(cache.stats).toEqual({ blocks: 2, referenced: 1, evictions: 0 });
+    expect(cache.stats).toEqual({ blocks: 2, referenced: 1, evictions: 0, superseded: 0 });
     expect(cache.evict(5)).toEqual({ blocks: [12], hashes: ["b"] });
     expect(cache.has("a")).toBe(true);
     cache.release("a");
     expect(() => cache.release("a")).toThrow(/not referenced/);
     expect(() => cache.acquire("zz")).toThrow(/not cached/);
     expect(cache.evict(5)).toEqual({ blocks: [10], hashes: ["a"] });
-    expect(cache.stats).toEqual({ blocks: 0, referenced: 0, evictions: 2 });
+    expect(cache.stats).toEqual({ blocks: 0, referenced: 0, evictions: 2, superseded: 0 });
   });
 
   test("eviction order: checkpoints whose full-attention prefix is gone first, then least recently used", () => {
@@ -28,5 +28,15 @@ describe("SlidingCheckpointCache", () => {
     expect(cache.evict(1, (hash) => hash === "stranded").hashes).toEqual(["stranded"]);
     expect(cache.evict(2).hashes).toEqual(["mid", "new"]);
     expect(cache.evict(0).hashes).toEqual([]);
+  });
+
+  test("superseded checkpoints: the unreferenced ones among the hashes given are dropped, referenced and unknown ones stay", () => {
+    const cache = new SlidingCheckpointCache();
+    for (const [i, hash] of ["h0", "h1", "h2", "other"].entries()) cache.insert(hash, i);
+    cache.acquire("h1");
+    expect(cache.dropSuperseded(["h0", "h1", "h2", "missing"])).toEqual({ blocks: [0, 2], hashes: ["h0", "h2"] });
+    expect(cache.has("h1")).toBe(true);
+    expect(cache.has("other")).toBe(true);
+    expect(cache.stats).toEqual({ blocks: 2, referenced: 1, evictions: 0, superseded: 2 });
   });
 });

@@ -14,6 +14,9 @@ import { TokenizerThreadError, type TokenizerThread } from "./tokenizerThread.ts
  */
 export const INLINE_TOKENIZE_CHARS = 4096;
 
+/** Ids up to this many are decoded inline (decoding runs at about 1 µs an id). */
+export const INLINE_DECODE_IDS = 2048;
+
 /** The characters a chat's template will tokenize, near enough to choose inline or not. */
 export function chatChars(messages: readonly ChatTemplateMessage[], options: ChatTemplateOptions): number {
   let chars = options.tools !== undefined && options.tools.length > 0 ? JSON.stringify(options.tools).length : 0;
@@ -54,6 +57,29 @@ export class OffThreadTokenizer {
     const inline = () => withBos(this.tokenizer.encode(this.tokenizer.applyChatTemplate(messages, options)), bos);
     if (this.thread === null || chatChars(messages, options) <= this.inlineChars) return inline();
     return this.offThread(() => this.thread!.encodeChat(messages, options, bos), inline);
+  }
+
+  /** A chat rendered by the chat template, a long one on the tokenizer thread (errors as applyChatTemplate raises them). */
+  async renderChat(messages: readonly ChatTemplateMessage[], options: ChatTemplateOptions = {}): Promise<string> {
+    const inline = () => this.tokenizer.applyChatTemplate(messages, options);
+    if (this.thread === null || chatChars(messages, options) <= this.inlineChars) return inline();
+    try {
+      return await this.thread.renderChat(messages, options);
+    } catch (error) {
+      if (error instanceof TokenizerThreadError) return inline();
+      throw error;
+    }
+  }
+
+  /** ModelTokenizer.exactText without holding up the request thread for many ids. */
+  async exactText(ids: readonly number[]): Promise<string | null> {
+    if (this.thread === null || ids.length <= INLINE_DECODE_IDS) return this.tokenizer.exactText(ids);
+    try {
+      return await this.thread.exactText(ids);
+    } catch (error) {
+      if (error instanceof TokenizerThreadError) return this.tokenizer.exactText(ids);
+      throw error;
+    }
   }
 
   private async offThread(request: () => Promise<Int32Array>, inline: () => number[]): Promise<number[]> {

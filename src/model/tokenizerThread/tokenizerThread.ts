@@ -30,7 +30,7 @@ function workerEntry(): string {
 }
 
 interface Pending {
-  resolve(ids: Int32Array): void;
+  resolve(value: Int32Array | string | null): void;
   reject(error: Error): void;
 }
 
@@ -57,6 +57,16 @@ export class TokenizerThread {
     return this.request((id) => ({ kind: "chat", id, messages: [...messages], options, bos }));
   }
 
+  /** A chat rendered by the chat template (ChatTemplateError / ModelTokenizerError as applyChatTemplate raises them). */
+  renderChat(messages: readonly ChatTemplateMessage[], options: ChatTemplateOptions): Promise<string> {
+    return this.request((id) => ({ kind: "render", id, messages: [...messages], options }));
+  }
+
+  /** The text ids stand for exactly, or null (ModelTokenizer.exactText). */
+  exactText(ids: readonly number[]): Promise<string | null> {
+    return this.request((id) => ({ kind: "text", id, ids: Int32Array.from(ids) }));
+  }
+
   /** Requests waiting for their ids. */
   get waiting(): number {
     return this.pending.size;
@@ -67,7 +77,7 @@ export class TokenizerThread {
     this.stop(new TokenizerThreadError(this.givenUp));
   }
 
-  private request(message: (id: number) => TokenizerThreadIn): Promise<Int32Array> {
+  private request<T extends Int32Array | string | null>(message: (id: number) => TokenizerThreadIn): Promise<T> {
     if (this.givenUp !== null) return Promise.reject(new TokenizerThreadError(this.givenUp));
     if (this.worker === null) {
       try {
@@ -78,8 +88,8 @@ export class TokenizerThread {
       }
     }
     const id = this.nextId++;
-    return new Promise<Int32Array>((resolve, reject) => {
-      this.pending.set(id, { resolve, reject });
+    return new Promise<T>((resolve, reject) => {
+      this.pending.set(id, { resolve: resolve as (value: Int32Array | string | null) => void, reject });
       this.worker!.postMessage(message(id));
     });
   }
@@ -102,6 +112,7 @@ export class TokenizerThread {
     if (pending === undefined) return;
     this.pending.delete(reply.id);
     if (reply.kind === "ids") return pending.resolve(reply.ids);
+    if (reply.kind === "text") return pending.resolve(reply.text);
     pending.reject(reply.error === "chat_template" ? new ChatTemplateError(reply.message) : reply.error === "tokenizer" ? new ModelTokenizerError(reply.message) : new Error(reply.message));
   }
 

@@ -44,6 +44,14 @@ async function handle(request: TokenizerThreadIn): Promise<void> {
     return;
   }
   try {
+    if (request.kind === "text") {
+      send({ kind: "text", id: request.id, text: tokenizer!.exactText(Array.from(request.ids)) });
+      return;
+    }
+    if (request.kind === "render") {
+      send({ kind: "text", id: request.id, text: tokenizer!.applyChatTemplate(request.messages, request.options) });
+      return;
+    }
     const text = request.kind === "encode" ? request.text : tokenizer!.applyChatTemplate(request.messages, request.options);
     send({ kind: "ids", id: request.id, ids: withBos(tokenizer!.encode(text), request.bos) });
     // The tokenizer's working memory is ~150 times a long text's: given back now, not whenever this thread's heap next grows.

@@ -53,6 +53,8 @@ export async function prepareChatGeneration(engine: GenerationEngine, body: Chat
     ...toolOptions,
     ...(segments !== undefined ? { segments } : {}),
     promptIds: segments === undefined ? truncatePrompt(body, ids) : ids,
+    // A plain chat's turn: the next turn may resend its answer (a chat with documents is prompted by its segments).
+    ...(segments === undefined ? { rememberAnswer: true } : {}),
     maxTokens,
     logprobs: topLogprobs,
     ...(reasoning !== null && reasoning !== "content" ? { reasoning: { start: reasoning, vocabulary: engine.reasoningVocabulary } } : {}),
@@ -87,5 +89,11 @@ function chatPrompt(body: ChatCompletionBody, tools: ToolRequest | null): Prompt
     ...(body.add_generation_prompt != null ? { addGenerationPrompt: body.add_generation_prompt } : {}),
     ...(tools !== null ? { tools: tools.tools } : {}),
   };
-  return { kind: "chat", messages, template, ...(body.documents && body.documents.length > 0 ? { documents: body.documents } : {}) };
+  return {
+    kind: "chat",
+    messages,
+    template,
+    ...(body.documents && body.documents.length > 0 ? { documents: body.documents } : {}),
+    ...(body.cache_salt != null ? { cacheSalt: body.cache_salt } : {}),
+  };
 }

@@ -8,7 +8,7 @@ import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { resolveModelSource } from "../../../src/model/modelSource.ts";
 import { ChatTemplateError, loadModelTokenizer, type ModelTokenizer } from "../../../src/model/modelTokenizer.ts";
-import { INLINE_TOKENIZE_CHARS, OffThreadTokenizer } from "../../../src/model/tokenizerThread/offThreadTokenizer.ts";
+import { INLINE_DECODE_IDS, INLINE_TOKENIZE_CHARS, OffThreadTokenizer } from "../../../src/model/tokenizerThread/offThreadTokenizer.ts";
 import { TokenizerThread, TokenizerThreadError } from "../../../src/model/tokenizerThread/tokenizerThread.ts";
 import { tempFolder } from "../../helpers/cli.ts";
 import { byteLevelBpeFolder } from "../../helpers/tokenizerFolders.ts";
@@ -81,6 +81,18 @@ describe("TokenizerThread", () => {
     const refused = await failure(thread.encodeChat([{ role: "bad", content: LONG }], {}, null));
     expect(refused).toBeInstanceOf(ChatTemplateError);
     expect(refused.message).toBe("no bad roles here");
+    expect(await thread.renderChat(messages, options)).toBe(tokenizer.applyChatTemplate(messages, options));
+    expect(await failure(thread.renderChat([{ role: "bad", content: LONG }], {}))).toBeInstanceOf(ChatTemplateError);
+  });
+
+  test("many ids' exact text is the inline tokenizer's; none for a partial character or an unknown id", async () => {
+    const ids = tokenizer.encode(LONG);
+    expect(ids.length).toBeGreaterThan(INLINE_DECODE_IDS);
+    expect(await thread.exactText(ids)).toBe(LONG);
+    expect(tokenizer.exactText(ids)).toBe(LONG);
+    const cut = tokenizer.encode("é").length > 1 ? [...ids, tokenizer.encode("é")[0]!] : [...ids, tokenizer.vocabSize + 5];
+    expect(await thread.exactText(cut)).toBeNull();
+    expect(await thread.exactText([...ids, tokenizer.vocabSize + 5])).toBeNull();
   });
 
   test("a thread that cannot load the tokenizer fails with TokenizerThreadError, then at once", async () => {
@@ -134,6 +146,9 @@ describe("OffThreadTokenizer", () => {
           const messages = [{ role: "user", content: text }];
           expect(await prompts.encodeChat(messages)).toEqual(tokenizer.encode(tokenizer.applyChatTemplate(messages)));
           expect(await failure(prompts.encodeChat([{ role: "bad", content: text }]))).toBeInstanceOf(ChatTemplateError);
+          expect(await prompts.exactText(tokenizer.encode(text))).toBe(text);
+          expect(await prompts.renderChat(messages)).toBe(tokenizer.applyChatTemplate(messages));
+          expect(await failure(prompts.renderChat([{ role: "bad", content: text }]))).toBeInstanceOf(ChatTemplateError);
         }
       }
     } finally {

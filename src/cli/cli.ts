@@ -9,7 +9,8 @@ import { CALIBRATE_SPARSE_HELP, calibrateSparseCommand } from "./commands/calibr
 import { MODEL_HELP, MODEL_TINY_HELP, modelTinyCommand } from "./commands/model.ts";
 import { MODEL_QUANTIZE_HELP, modelQuantizeCommand } from "./commands/modelQuantize.ts";
 import { MODEL_PULL_HELP, modelPullCommand } from "./commands/modelPull.ts";
-import { SERVE_HELP, serveCommand } from "./commands/serve.ts";
+import { serveCommand } from "./commands/serve.ts";
+import { SERVE_HELP } from "./commands/serveHelp.ts";
 import { SIMULATE_HELP, simulateCommand } from "./commands/simulate.ts";
 import type { Command, CommandIo } from "./commands/types.ts";
 import { VERSION } from "../version.ts";

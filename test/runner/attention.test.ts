@@ -25,6 +25,8 @@ const ATTENTION_TESTS = [
   "attention.f16_cache_decode_and_prefill",
   "attention.f16_cache_chunk_statistics",
   "attention.f16_backend_cache",
+  "attention.sliding_window",
+  "attention.sliding_window_freed_blocks",
 ];
 
 describe("CPU attention unit tests", () => {

@@ -17,6 +17,7 @@ const TESTS = [
   "quant32.simd_dot_matches_reference",
   "quant32.linear_matches_f32_on_dequantized",
   "quant32.gemm_matches_row_dots",
+  "quant32.activation_group_kernels_match_reference",
 ];
 
 beforeAll(() => {

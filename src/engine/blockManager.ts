@@ -324,6 +324,14 @@ export class BlockManager {
     await sliding.evict(sliding.shortfall(requests) - sliding.pool.free, (hash) => prefix === null || prefix.blockOf(hash) === undefined);
   }
 
+  /** Frees window checkpoints until the sliding group has `blocks` free (or none is left to evict); those whose full-attention prefix is gone first. */
+  async makeSlidingRoom(blocks: number): Promise<void> {
+    const sliding = this.slidingGroup;
+    if (sliding === null || blocks <= sliding.pool.free) return;
+    const prefix = this.prefix;
+    await sliding.evict(blocks - sliding.pool.free, (hash) => prefix === null || prefix.blockOf(hash) === undefined);
+  }
+
   /** Frees at least `blocks` pool blocks if cached KV can give them: chunk caches first, then unreferenced prefix blocks. */
   async makeRoom(blocks: number): Promise<void> {
     if (blocks <= this.blockPool.free) return;

@@ -95,6 +95,7 @@ ModelConfig model_config_from_json_text(const std::string& text) {
   c.max_position_embeddings = positive_int(json, "max_position_embeddings", 4096);
   if (c.heads % c.kv_heads != 0) bad("num_attention_heads is not a multiple of num_key_value_heads");
   if (c.head_dim % 2 != 0) bad("head_dim must be even");
+  if (c.head_dim > 1024) bad("head_dim must be at most 1024");
   const bool gemma3 = c.architecture == "Gemma3ForCausalLM";
   if (const JsonValue* act = json.find("hidden_act"); !gemma3 && act && !(act->is_string() && act->string == "silu"))
     bad("hidden_act must be silu");

@@ -19,6 +19,8 @@ namespace {
 
 constexpr int kChunk = 64;     // K/V entries per chunk of a prefill tile
 constexpr int kTileRows = 64;  // target query rows (tokens x group) of a prefill tile
+// A K/V row of zeros (f32 or f16: both all-zero bits), for entries without a block.
+alignas(64) constexpr unsigned char kZeroRow[4096] = {};
 
 // ---------------------------------------------------------------------------------------------
 // Lane k of the result is the horizontal sum of a[k].
@@ -183,6 +185,13 @@ struct Job {
     while (s < c0 + n) {
       int blk = s / block_size, within = s % block_size;
       int take = std::min(block_size - within, c0 + n - s);
+      if (tab[blk] < 0) {
+        // No block (a sliding window's entries freed before a chunk's aligned start): masked
+        // entries, read as zeros so that they add exactly 0 (0 · garbage can be NaN).
+        for (int j = 0; j < take; j++) dst[s - c0 + j] = reinterpret_cast<const T*>(kZeroRow);
+        s += take;
+        continue;
+      }
       const T* base = static_cast<const T*>(cache) + (static_cast<size_t>(tab[blk]) * block_size + within) * kv_width + off;
       for (int j = 0; j < take; j++) dst[s - c0 + j] = base + static_cast<size_t>(j) * kv_width;
       s += take;
@@ -194,10 +203,14 @@ struct Job {
     if (!half) return rows(cache, tab, off, c0, n, dst);
     for (int j = 0; j < n; j++) {
       const int s = c0 + j;
+      dst[j] = wide + static_cast<size_t>(j) * hd;
+      if (tab[s / block_size] < 0) {
+        std::fill_n(wide + static_cast<size_t>(j) * hd, hd, 0.f);
+        continue;
+      }
       const uint16_t* src = static_cast<const uint16_t*>(cache) +
                             (static_cast<size_t>(tab[s / block_size]) * block_size + s % block_size) * kv_width + off;
       widen_halves(src, hd, wide + static_cast<size_t>(j) * hd);
-      dst[j] = wide + static_cast<size_t>(j) * hd;
     }
   }
 };

@@ -572,3 +572,29 @@ RUNNER_TEST(attention, sliding_window) {
     }
   }
 }
+
+// A sliding group frees the blocks wholly before every token's window (its table holds -1 there)
+// and gives their memory to others: the prefill tiles, whose K/V chunks start 64-aligned below the
+// window, must neither read outside the pool nor let the masked garbage there (NaN) through.
+RUNNER_TEST(attention, sliding_window_freed_blocks) {
+  uint32_t seed = 950;
+  for (int window : {7, 40}) {
+    for (int hd : {64, 20}) {
+      Layout L = make_layout(6, 2, hd, 16, mixed_seqs(), false, seed++);
+      L.window = window;
+      const size_t row = static_cast<size_t>(L.kv_width());
+      for (size_t s = 0; s < L.seqs.size(); s++) {
+        int first = INT32_MAX;
+        for (int t = 0; t < L.n; t++)
+          if (L.token_seq[t] == static_cast<int>(s)) first = std::min(first, std::max(0, L.token_len[t] - window));
+        for (int b = 0; (b + 1) * L.block_size <= first; b++) {
+          int32_t& id = L.tables[s * L.max_blocks + b];
+          std::fill_n(L.k.begin() + static_cast<size_t>(id) * L.block_size * row, L.block_size * row, NAN);
+          std::fill_n(L.v.begin() + static_cast<size_t>(id) * L.block_size * row, L.block_size * row, NAN);
+          id = -1;
+        }
+      }
+      run_and_check(L, false, "sliding window, freed blocks");
+    }
+  }
+}

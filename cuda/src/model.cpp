@@ -36,7 +36,7 @@ constexpr int kMlpRows = 256;
 // prefills in 512-token chunks); larger ones are released after the op that grew them.
 constexpr int kRetainTokens = 512;
 
-enum ScratchBuffer { kTokens, kPositions, kSlots, kTables, kTokenSeq, kTokenLen, kStatRow, kX, kH, kQkv, kAttn, kTmp, kGateUp, kAct, kLogitRows, kLogitX, kLogits, kStats, kStatChunkOf, kKeepRows, kDstSlots, kDstPositions, kSlidingSlots, kSlidingTables, kScratchCount };
+enum ScratchBuffer { kTokens, kPositions, kSlots, kTables, kTokenSeq, kTokenLen, kStatRow, kX, kH, kQkv, kAttn, kTmp, kGateUp, kAct, kLogitRows, kLogitX, kLogits, kStats, kStatChunkOf, kKeepRows, kDstSlots, kDstPositions, kSlidingSlots, kSlidingTables, kSlidingDstSlots, kScratchCount };
 
 }  // namespace
 
@@ -625,44 +625,75 @@ ForwardResult Model::forward(const std::vector<SequenceStep>& steps, const Forwa
   return result;
 }
 
-void Model::export_kv(const std::vector<int32_t>& slots, const std::vector<int32_t>& positions, std::vector<float>& out) {
+void Model::kv_slots_for(const std::vector<int32_t>& slots, size_t entries, const char* op) const {
+  if (slots.size() != entries) throw std::logic_error(std::string(op) + ": one slot per entry is needed");
+}
+
+const std::vector<int32_t>* Model::sliding_slots_for(const std::vector<int32_t>* sliding, size_t entries, const char* op) const {
+  if (!kv_groups_.two_groups()) return nullptr;
+  if (sliding == nullptr || sliding->size() != entries) throw std::logic_error(std::string(op) + ": a model with two KV groups needs the sliding group's slots of every entry");
+  return sliding;
+}
+
+void Model::export_kv(const std::vector<int32_t>& slots, const std::vector<int32_t>& positions, std::vector<float>& out,
+                      const std::vector<int32_t>* sliding_slots, int groups) {
   TrimOnReturn trim{this};
-  int count = static_cast<int>(slots.size());
+  if (!kv_groups_.two_groups()) groups = 3;
+  if (groups & 1) kv_slots_for(slots, positions.size(), "export_kv");
+  sliding_slots = groups & 2 ? sliding_slots_for(sliding_slots, positions.size(), "export_kv") : nullptr;
+  int count = static_cast<int>(positions.size());
   int kv = kv_width();
   size_t per = static_cast<size_t>(count) * kv;
   out.resize(per * 2 * config_.layers);
   if (count == 0) return;
-  auto* d_slots = static_cast<int32_t*>(buffer(kSlots, slots.size() * 4));
-  backend_->to_device(d_slots, slots.data(), slots.size() * 4);
-  auto* d_positions = static_cast<int32_t*>(buffer(kPositions, positions.size() * 4));
-  backend_->to_device(d_positions, positions.data(), positions.size() * 4);
+  auto upload = [&](int which, const std::vector<int32_t>& v) {
+    auto* p = static_cast<int32_t*>(buffer(which, v.size() * 4));
+    backend_->to_device(p, v.data(), v.size() * 4);
+    return p;
+  };
+  int32_t* d_slots = groups & 1 ? upload(kSlots, slots) : nullptr;
+  int32_t* d_sliding = sliding_slots ? upload(kSlidingSlots, *sliding_slots) : nullptr;
+  int32_t* d_positions = upload(kPositions, positions);
   auto* k = static_cast<float*>(buffer(kTmp, per * 4));
   auto* v = static_cast<float*>(buffer(kAttn, per * 4));
   for (int l = 0; l < config_.layers; l++) {
-    backend_->kv_read(l, d_slots, count, k, v);
+    if (!in_groups(l, groups)) {
+      std::fill(out.begin() + per * 2 * l, out.begin() + per * 2 * (l + 1), 0.f);
+      continue;
+    }
+    backend_->kv_read(l, in_sliding_group(l) ? d_sliding : d_slots, count, k, v);
     rotate(k, kv, count, config_.kv_heads, d_positions, layers_[l].inv_freq, -1);
     backend_->to_host(out.data() + per * 2 * l, k, per * 4);
     backend_->to_host(out.data() + per * (2 * l + 1), v, per * 4);
   }
 }
 
-void Model::import_kv(const std::vector<int32_t>& slots, const std::vector<int32_t>& positions, const float* data) {
+void Model::import_kv(const std::vector<int32_t>& slots, const std::vector<int32_t>& positions, const float* data,
+                      const std::vector<int32_t>* sliding_slots, int groups) {
   TrimOnReturn trim{this};
-  int count = static_cast<int>(slots.size());
+  if (!kv_groups_.two_groups()) groups = 3;
+  if (groups & 1) kv_slots_for(slots, positions.size(), "import_kv");
+  sliding_slots = groups & 2 ? sliding_slots_for(sliding_slots, positions.size(), "import_kv") : nullptr;
+  int count = static_cast<int>(positions.size());
   if (count == 0) return;
   int kv = kv_width();
   size_t per = static_cast<size_t>(count) * kv;
-  auto* d_slots = static_cast<int32_t*>(buffer(kSlots, slots.size() * 4));
-  backend_->to_device(d_slots, slots.data(), slots.size() * 4);
-  auto* d_positions = static_cast<int32_t*>(buffer(kPositions, positions.size() * 4));
-  backend_->to_device(d_positions, positions.data(), positions.size() * 4);
+  auto upload = [&](int which, const std::vector<int32_t>& v) {
+    auto* p = static_cast<int32_t*>(buffer(which, v.size() * 4));
+    backend_->to_device(p, v.data(), v.size() * 4);
+    return p;
+  };
+  int32_t* d_slots = groups & 1 ? upload(kSlots, slots) : nullptr;
+  int32_t* d_sliding = sliding_slots ? upload(kSlidingSlots, *sliding_slots) : nullptr;
+  int32_t* d_positions = upload(kPositions, positions);
   auto* k = static_cast<float*>(buffer(kTmp, per * 4));
   auto* v = static_cast<float*>(buffer(kAttn, per * 4));
   for (int l = 0; l < config_.layers; l++) {
+    if (!in_groups(l, groups)) continue;
     backend_->to_device(k, data + per * 2 * l, per * 4);
     backend_->to_device(v, data + per * (2 * l + 1), per * 4);
     rotate(k, kv, count, config_.kv_heads, d_positions, layers_[l].inv_freq, 1);
-    backend_->kv_write(l, k, v, kv, d_slots, count);
+    backend_->kv_write(l, k, v, kv, in_sliding_group(l) ? d_sliding : d_slots, count);
   }
 }
 
@@ -672,8 +703,10 @@ constexpr int kSlotPiece = 4096;
 }  // namespace
 
 void Model::relocate_kv(const std::vector<int32_t>& src, const std::vector<int32_t>& from, const std::vector<int32_t>& dst,
-                        const std::vector<int32_t>& to) {
+                        const std::vector<int32_t>& to, const std::vector<int32_t>* sliding_src, const std::vector<int32_t>* sliding_dst) {
   TrimOnReturn trim{this};
+  sliding_src = sliding_slots_for(sliding_src, src.size(), "relocate_kv");
+  sliding_dst = sliding_slots_for(sliding_dst, dst.size(), "relocate_kv");
   const int kv = kv_width(), total = static_cast<int>(src.size());
   for (int first = 0; first < total; first += kSlotPiece) {
     const int count = std::min(kSlotPiece, total - first);
@@ -686,13 +719,17 @@ void Model::relocate_kv(const std::vector<int32_t>& src, const std::vector<int32
     int32_t* d_from = piece(kPositions, from);
     int32_t* d_dst = piece(kDstSlots, dst);
     int32_t* d_to = piece(kDstPositions, to);
+    int32_t* d_sliding_src = sliding_src ? piece(kSlidingSlots, *sliding_src) : nullptr;
+    int32_t* d_sliding_dst = sliding_dst ? piece(kSlidingDstSlots, *sliding_dst) : nullptr;
     auto* k = static_cast<float*>(buffer(kTmp, static_cast<size_t>(count) * kv * 4));
     auto* v = static_cast<float*>(buffer(kAttn, static_cast<size_t>(count) * kv * 4));
     for (int l = 0; l < config_.layers; l++) {
-      backend_->kv_read(l, d_src, count, k, v);
+      const bool sliding = in_sliding_group(l);
+      backend_->kv_read(l, sliding ? d_sliding_src : d_src, count, k, v);
+      // Each layer's own table: a sliding layer of Gemma 3 turns at base 1e4, a global one at 1e6.
       rotate(k, kv, count, config_.kv_heads, d_from, layers_[l].inv_freq, -1);
       rotate(k, kv, count, config_.kv_heads, d_to, layers_[l].inv_freq, 1);
-      backend_->kv_write(l, k, v, kv, d_dst, count);
+      backend_->kv_write(l, k, v, kv, sliding ? d_sliding_dst : d_dst, count);
     }
   }
 }

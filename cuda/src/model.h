@@ -101,14 +101,22 @@ class Model {
   // The profile since the last call, then zeroed.
   ForwardProfile take_profile();
 
+  // The KV ops below address `slots` for every layer; with two KV groups a sliding-window layer
+  // reads and writes `sliding_slots` instead (the same entries' slots in the sliding pool; must then
+  // be given, one per entry). Every layer's K is (un)rotated with its own RoPE table. `groups`
+  // (two groups only): bit 0 the global layers, bit 1 the sliding ones; the layers of a group left
+  // out are not read (zeros) or written, and its slots need not be given (n = positions.size()).
   // K (rotation removed) and V of `slots` at `positions`, per layer: K[n][kv_width], V[n][kv_width].
-  void export_kv(const std::vector<int32_t>& slots, const std::vector<int32_t>& positions, std::vector<float>& out);
+  void export_kv(const std::vector<int32_t>& slots, const std::vector<int32_t>& positions, std::vector<float>& out,
+                 const std::vector<int32_t>* sliding_slots = nullptr, int groups = 3);
   // The inverse: `data` holds per layer K (unrotated) then V for n slots; K is rotated to positions.
-  void import_kv(const std::vector<int32_t>& slots, const std::vector<int32_t>& positions, const float* data);
+  void import_kv(const std::vector<int32_t>& slots, const std::vector<int32_t>& positions, const float* data,
+                 const std::vector<int32_t>* sliding_slots = nullptr, int groups = 3);
   // Copies K and V of src[i] (stored rotated at from[i]) to dst[i], K re-rotated to to[i], all
-  // layers. dst[i] may be src[i]; no other dst slot may be a src slot.
+  // layers. dst[i] may be src[i]; no other dst slot may be a src slot (in either group).
   void relocate_kv(const std::vector<int32_t>& src, const std::vector<int32_t>& from, const std::vector<int32_t>& dst,
-                   const std::vector<int32_t>& to);
+                   const std::vector<int32_t>& to, const std::vector<int32_t>* sliding_src = nullptr,
+                   const std::vector<int32_t>* sliding_dst = nullptr);
   // Per group g < groups: the mean over the slots i with group[i] == g of K without RoPE (slot i
   // rotated at positions[i]), per layer: out[g][layer * kv_width + j]; zeros for an empty group.
   std::vector<float> key_means(const std::vector<int32_t>& slots, const std::vector<int32_t>& positions,
@@ -180,6 +188,13 @@ class Model {
   float* load_fused_vector(const std::vector<std::string>& names, const std::vector<int>& sizes);
   // backend_->rope() with this model's rotary shape (partial rotary, LongRoPE's factor).
   void rotate(float* x, int stride, int n, int heads, const int32_t* positions, const float* inv_freq, int sign);
+  // Whether layer l keeps its K/V in the sliding group's pool (a model with two KV groups).
+  bool in_sliding_group(int l) const { return kv_groups_.two_groups() && layers_[l].window > 0; }
+  // Whether a KV op with `groups` (export_kv) addresses layer l.
+  bool in_groups(int l, int groups) const { return (groups >> (in_sliding_group(l) ? 1 : 0)) & 1; }
+  // The sliding slots a KV op was given for a model with two groups (checked: one per entry).
+  const std::vector<int32_t>* sliding_slots_for(const std::vector<int32_t>* sliding, size_t entries, const char* op) const;
+  void kv_slots_for(const std::vector<int32_t>& slots, size_t entries, const char* op) const;
 };
 
 }  // namespace ctxr

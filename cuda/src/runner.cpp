@@ -19,6 +19,22 @@ std::vector<int32_t> table_from(BodyReader& r, const KvBlocks& blocks, const cha
   return table;
 }
 
+// Slots of sequence indices start..start+count-1 of `table` in `blocks`' pool, checked: within the
+// table, and (a sliding table) no block that has left the window.
+std::vector<int32_t> pool_span_slots(const KvBlocks& blocks, const std::vector<int32_t>& table, uint32_t start, uint32_t count, const std::string& what) {
+  uint64_t capacity = static_cast<uint64_t>(table.size()) * blocks.block_size();
+  if (static_cast<uint64_t>(start) + count > capacity)
+    throw BadRequest(what + ": span " + std::to_string(start) + "+" + std::to_string(count) + " exceeds the block table's " + std::to_string(capacity) + " slots");
+  std::vector<int32_t> slots(count);
+  for (uint32_t i = 0; i < count; i++) {
+    const int index = static_cast<int>(start + i);
+    if (table[index / blocks.block_size()] == kNoBlock)
+      throw BadRequest(what + ": sequence index " + std::to_string(index) + " lies in a sliding block that has left the window (the span needs every block)");
+    slots[i] = blocks.slot(table, index);
+  }
+  return slots;
+}
+
 }  // namespace
 
 std::string Runner::info_json() const {
@@ -75,7 +91,33 @@ KvBlocks& Runner::group_blocks(BodyReader& r, const char* op) {
 
 void Runner::refuse_with_two_groups(const char* op) const {
   if (two_groups())
-    throw BadRequest(std::string(op) + " is not supported on a model with sliding-window layers (two KV groups): chunk reuse and KV export need one table per group");
+    throw BadRequest(std::string(op) + " is not supported on a model with sliding-window layers (two KV groups): it addresses whole blocks of one pool");
+}
+
+std::vector<int32_t> Runner::sliding_table_from(BodyReader& r, const char* op) const {
+  if (!two_groups()) return {};
+  uint32_t nb = r.u32("the sliding block count");
+  std::vector<int32_t> table = r.i32s(nb, "the sliding block table");
+  std::vector<int32_t> held;
+  for (int32_t id : table)
+    if (id != kNoBlock) held.push_back(id);
+  sliding_.check_allocated(held, op);
+  return table;
+}
+
+std::vector<int32_t> Runner::sliding_span_slots(const std::vector<int32_t>& table, uint32_t start, uint32_t count, const std::string& what) const {
+  return pool_span_slots(sliding_, table, start, count, what + " (sliding group)");
+}
+
+void Runner::check_sliding_positions(const std::vector<int32_t>& sliding, const std::vector<int32_t>& positions, uint32_t start, const char* op) const {
+  for (size_t i = 0; i < sliding.size(); i++) {
+    const int32_t held = sliding_.position(sliding[i]);
+    if (held == positions[i]) continue;
+    const std::string index = std::to_string(start + i);
+    if (held == KvBlocks::kUnwritten) throw BadRequest(std::string(op) + ": sequence index " + index + " has not been written in the sliding group");
+    throw BadRequest(std::string(op) + ": sequence index " + index + " holds position " + std::to_string(held) + " in the sliding group but " + std::to_string(positions[i]) +
+                     " in the global one");
+  }
 }
 
 std::vector<uint8_t> Runner::handle(const std::vector<uint8_t>& request, bool& shutdown) {
@@ -206,28 +248,37 @@ void Runner::copy_blocks(const uint8_t* body, size_t size, bool move) {
 }
 
 std::vector<int32_t> Runner::span_slots(const std::vector<int32_t>& table, uint32_t start, uint32_t count, const char* op) const {
-  uint64_t capacity = static_cast<uint64_t>(table.size()) * blocks_.block_size();
-  if (static_cast<uint64_t>(start) + count > capacity)
-    throw BadRequest(std::string(op) + ": span " + std::to_string(start) + "+" + std::to_string(count) + " exceeds the block table's " + std::to_string(capacity) + " slots");
-  std::vector<int32_t> slots(count);
-  for (uint32_t i = 0; i < count; i++) slots[i] = blocks_.slot(table, static_cast<int>(start + i));
-  return slots;
+  return pool_span_slots(blocks_, table, start, count, op);
+}
+
+int Runner::groups_from(BodyReader& r, const char* op) const {
+  if (r.left() == 0) return 3;
+  uint32_t groups = r.u32("the KV groups");
+  if (!two_groups()) throw BadRequest(std::string(op) + ": KV groups are given but the model has one group");
+  if (groups < 1 || groups > 3) throw BadRequest(std::string(op) + ": KV groups must be 1 (global layers), 2 (sliding-window layers) or 3 (both), got " + std::to_string(groups));
+  return static_cast<int>(groups);
 }
 
 std::vector<uint8_t> Runner::export_span(const uint8_t* body, size_t size) {
-  refuse_with_two_groups("EXPORT");
   BodyReader r(body, size);
   std::vector<int32_t> table = table_from(r, blocks_, "EXPORT");
+  std::vector<int32_t> sliding_table = sliding_table_from(r, "EXPORT");
   uint32_t start = r.u32("start"), count = r.u32("count");
+  const int groups = groups_from(r, "EXPORT");
   r.end("EXPORT");
-  std::vector<int32_t> slots = span_slots(table, start, count, "EXPORT");
+  std::vector<int32_t> slots = groups & 1 ? span_slots(table, start, count, "EXPORT") : std::vector<int32_t>{};
+  std::vector<int32_t> sliding = two_groups() && (groups & 2) ? sliding_span_slots(sliding_table, start, count, "EXPORT") : std::vector<int32_t>{};
   std::vector<int32_t> positions(count);
+  const KvBlocks& first = groups & 1 ? blocks_ : sliding_;
+  const std::vector<int32_t>& first_slots = groups & 1 ? slots : sliding;
   for (uint32_t i = 0; i < count; i++) {
-    positions[i] = blocks_.position(slots[i]);
-    if (positions[i] == KvBlocks::kUnwritten) throw BadRequest("EXPORT: sequence index " + std::to_string(start + i) + " has not been written");
+    positions[i] = first.position(first_slots[i]);
+    if (positions[i] == KvBlocks::kUnwritten)
+      throw BadRequest("EXPORT: sequence index " + std::to_string(start + i) + " has not been written" + (groups & 1 ? "" : " in the sliding group"));
   }
+  if ((groups & 3) == 3 && two_groups()) check_sliding_positions(sliding, positions, start, "EXPORT");
   std::vector<float> kv;
-  model_.export_kv(slots, positions, kv);
+  model_.export_kv(slots, positions, kv, two_groups() ? &sliding : nullptr, groups);
   BodyWriter w;
   w.append(positions.data(), positions.size() * 4);
   w.append(kv.data(), kv.size() * 4);
@@ -235,17 +286,22 @@ std::vector<uint8_t> Runner::export_span(const uint8_t* body, size_t size) {
 }
 
 void Runner::import_span(const uint8_t* body, size_t size) {
-  refuse_with_two_groups("IMPORT");
   BodyReader r(body, size);
   std::vector<int32_t> table = table_from(r, blocks_, "IMPORT");
+  std::vector<int32_t> sliding_table = sliding_table_from(r, "IMPORT");
   uint32_t start = r.u32("start"), count = r.u32("count");
-  std::vector<int32_t> slots = span_slots(table, start, count, "IMPORT");
   std::vector<int32_t> positions = r.i32s(count, "the positions");
+  for (uint32_t i = 0; i < count; i++)
+    if (positions[i] == KvBlocks::kUnwritten) throw BadRequest("IMPORT: position " + std::to_string(positions[i]) + " is reserved (it marks unwritten slots)");
   size_t floats = static_cast<size_t>(count) * model_.kv_width() * 2 * model_.config().layers;
   const float* data = r.floats(floats, "the K/V data");
+  const int groups = groups_from(r, "IMPORT");
   r.end("IMPORT");
-  model_.import_kv(slots, positions, data);
-  for (uint32_t i = 0; i < count; i++) blocks_.set_position(slots[i], positions[i]);
+  std::vector<int32_t> slots = groups & 1 ? span_slots(table, start, count, "IMPORT") : std::vector<int32_t>{};
+  std::vector<int32_t> sliding = two_groups() && (groups & 2) ? sliding_span_slots(sliding_table, start, count, "IMPORT") : std::vector<int32_t>{};
+  model_.import_kv(slots, positions, data, two_groups() ? &sliding : nullptr, groups);
+  for (size_t i = 0; i < slots.size(); i++) blocks_.set_position(slots[i], positions[i]);
+  for (size_t i = 0; i < sliding.size(); i++) sliding_.set_position(sliding[i], positions[i]);
 }
 
 void Runner::read_forward_stats(BodyReader& r, SequenceStep& s, uint32_t flags, const std::string& which) const {
@@ -288,6 +344,12 @@ void Runner::read_forward_stats(BodyReader& r, SequenceStep& s, uint32_t flags, 
     if (c < 0 || c == s.question_chunk) continue;
     int32_t held = blocks_.position(blocks_.slot(s.table, s.indices[i]));
     if (held == KvBlocks::kUnwritten) continue;
+    if (two_groups()) {
+      // The sliding layers after the stop keep the sliding group's copy (check_sliding_table: its block is there).
+      int32_t held_sliding = sliding_.position(sliding_.slot(s.sliding_table, s.indices[i]));
+      if (held_sliding == KvBlocks::kUnwritten) continue;
+      if (held == s.positions[i]) held = held_sliding;
+    }
     if (held != s.positions[i])
       throw BadRequest(which + ": token " + std::to_string(i) + " may stop early but index " + std::to_string(s.indices[i]) + " holds position " + std::to_string(held) +
                        ", not its position " + std::to_string(s.positions[i]) + " (the layers after the stop would keep K rotated there)");
@@ -301,8 +363,6 @@ std::vector<uint8_t> Runner::forward(const uint8_t* body, size_t size) {
   if (flags > (kForwardStats | kForwardChunkMass | kForwardEarlyStop)) throw BadRequest("FORWARD: unknown flags " + std::to_string(flags));
   if ((flags & (kForwardChunkMass | kForwardEarlyStop)) && !(flags & kForwardStats))
     throw BadRequest("FORWARD: flags bit 1 (chunk mass) and bit 2 (early stop) need bit 0 (attention statistics)");
-  if (flags != 0 && two_groups())
-    throw BadRequest("FORWARD: attention statistics and early stop (flags " + std::to_string(flags) + ") are not supported on a model with sliding-window layers (two KV groups)");
   ForwardFlags mode;
   mode.stats = flags & kForwardStats;
   mode.chunk_mass = flags & kForwardChunkMass;
@@ -376,11 +436,12 @@ std::vector<uint8_t> Runner::forward(const uint8_t* body, size_t size) {
 }
 
 void Runner::relocate(const uint8_t* body, size_t size) {
-  refuse_with_two_groups("RELOCATE");
   BodyReader r(body, size);
   std::vector<int32_t> src_table = table_from(r, blocks_, "RELOCATE");
+  std::vector<int32_t> src_sliding_table = sliding_table_from(r, "RELOCATE");
   uint32_t src_start = r.u32("the source start"), count = r.u32("the count");
   std::vector<int32_t> dst_table = table_from(r, blocks_, "RELOCATE");
+  std::vector<int32_t> dst_sliding_table = sliding_table_from(r, "RELOCATE");
   uint32_t dst_start = r.u32("the destination start");
   std::vector<int32_t> positions = r.i32s(count, "the positions");
   r.end("RELOCATE");
@@ -400,8 +461,28 @@ void Runner::relocate(const uint8_t* body, size_t size) {
   for (uint32_t i = 0; i < count; i++)
     if (dst[i] != src[i] && std::binary_search(sorted_src.begin(), sorted_src.end(), dst[i]))
       throw BadRequest("RELOCATE: destination index " + std::to_string(dst_start + i) + " is the slot of another source entry; source and destination may overlap only in place (the same slots)");
-  model_.relocate_kv(src, from, dst, positions);
+  std::vector<int32_t> sliding_src, sliding_dst;
+  if (two_groups()) {
+    sliding_src = sliding_span_slots(src_sliding_table, src_start, count, "RELOCATE source");
+    sliding_dst = sliding_span_slots(dst_sliding_table, dst_start, count, "RELOCATE destination");
+    check_sliding_positions(sliding_src, from, src_start, "RELOCATE source");
+    std::vector<int32_t> sorted_sliding_src(sliding_src), sorted_sliding_dst(sliding_dst);
+    std::sort(sorted_sliding_src.begin(), sorted_sliding_src.end());
+    std::sort(sorted_sliding_dst.begin(), sorted_sliding_dst.end());
+    if (std::adjacent_find(sorted_sliding_src.begin(), sorted_sliding_src.end()) != sorted_sliding_src.end() ||
+        std::adjacent_find(sorted_sliding_dst.begin(), sorted_sliding_dst.end()) != sorted_sliding_dst.end())
+      throw BadRequest("RELOCATE: two indices are the same slot of the sliding group (a block is listed twice)");
+    for (uint32_t i = 0; i < count; i++)
+      if (sliding_dst[i] != sliding_src[i] && std::binary_search(sorted_sliding_src.begin(), sorted_sliding_src.end(), sliding_dst[i]))
+        throw BadRequest("RELOCATE: destination index " + std::to_string(dst_start + i) + " is the sliding slot of another source entry; source and destination may overlap only in place");
+    // In place in one group only would re-rotate the other group's copy from a position it no longer holds.
+    for (uint32_t i = 0; i < count; i++)
+      if ((dst[i] == src[i]) != (sliding_dst[i] == sliding_src[i]))
+        throw BadRequest("RELOCATE: index " + std::to_string(dst_start + i) + " is in place in one KV group but not in the other");
+  }
+  model_.relocate_kv(src, from, dst, positions, two_groups() ? &sliding_src : nullptr, two_groups() ? &sliding_dst : nullptr);
   for (uint32_t i = 0; i < count; i++) blocks_.set_position(dst[i], positions[i]);
+  for (size_t i = 0; i < sliding_dst.size(); i++) sliding_.set_position(sliding_dst[i], positions[i]);
 }
 
 std::vector<uint8_t> Runner::key_summary(const uint8_t* body, size_t size) {

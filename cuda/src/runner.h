@@ -39,8 +39,17 @@ class Runner {
   bool two_groups() const { return model_.kv_groups().two_groups(); }
   // The pool of ALLOC/FREE's optional trailing group (0 when absent).
   KvBlocks& group_blocks(BodyReader& r, const char* op);
-  // Ops that address one table's K/V of every layer (chunk reuse) have no sliding group yet.
+  // Ops that address whole blocks of one pool (COPY, MOVE, KEY_SUMMARY) are refused with two groups.
   void refuse_with_two_groups(const char* op) const;
+  // With two groups: the sliding table that follows a block table in EXPORT, IMPORT and RELOCATE
+  // (kNoBlock or allocated blocks); empty with one group, where nothing follows.
+  std::vector<int32_t> sliding_table_from(BodyReader& r, const char* op) const;
+  // Sliding-pool slots of a span (every block of it held), checked.
+  std::vector<int32_t> sliding_span_slots(const std::vector<int32_t>& table, uint32_t start, uint32_t count, const std::string& what) const;
+  // The optional trailing KV-group mask of EXPORT and IMPORT (two groups only; default 3: both).
+  int groups_from(BodyReader& r, const char* op) const;
+  // A span's sliding slots must hold `positions` (what the global group holds there).
+  void check_sliding_positions(const std::vector<int32_t>& sliding, const std::vector<int32_t>& positions, uint32_t start, const char* op) const;
 
   std::vector<uint8_t> dispatch(uint32_t op, const uint8_t* body, size_t size, bool& shutdown);
   std::vector<uint8_t> forward(const uint8_t* body, size_t size);

@@ -231,12 +231,14 @@ export class BlockManager {
   }
 
   /**
-   * The window checkpoint at the end of a plain prompt (its last full block), once those full
-   * blocks are cached: the sliding group keeps it as the sequence slides past.
+   * The window checkpoint at the end of a prompt (its last full block), once those full blocks
+   * are cached as exact KV: the sliding group keeps it as the sequence slides past. A segmented
+   * prompt's too, when its managed prefill was exact that far (a repeat then resumes from the
+   * prefix cache, which may reach past the chunk cache's exact-prefix variants).
    */
   private promptCheckpoint(sequence: Sequence): { keep?: { blocks: number; hashes: readonly string[]; tokens: readonly number[] } } {
     const blocks = Math.floor(sequence.promptLength / this.blockSize);
-    if (this.prefix === null || sequence.request.segments !== undefined || blocks === 0 || sequence.prefixHashes.length < blocks) return {};
+    if (this.prefix === null || blocks === 0 || sequence.prefixHashes.length < blocks) return {};
     return { keep: { blocks, hashes: sequence.prefixHashes, tokens: sequence.tokens } };
   }
 
@@ -322,6 +324,14 @@ export class BlockManager {
     if (sliding === null) return;
     const prefix = this.prefix;
     await sliding.evict(sliding.shortfall(requests) - sliding.pool.free, (hash) => prefix === null || prefix.blockOf(hash) === undefined);
+  }
+
+  /** Frees window checkpoints until the sliding group has `blocks` free (or none is left to evict); those whose full-attention prefix is gone first. */
+  async makeSlidingRoom(blocks: number): Promise<void> {
+    const sliding = this.slidingGroup;
+    if (sliding === null || blocks <= sliding.pool.free) return;
+    const prefix = this.prefix;
+    await sliding.evict(blocks - sliding.pool.free, (hash) => prefix === null || prefix.blockOf(hash) === undefined);
   }
 
   /** Frees at least `blocks` pool blocks if cached KV can give them: chunk caches first, then unreferenced prefix blocks. */

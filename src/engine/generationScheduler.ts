@@ -215,14 +215,14 @@ export class GenerationScheduler {
   }
 
   /**
-   * A model with sliding-window layers keeps their KV in a group of its own, which the KV-managed
-   * prefill (chunk reuse: EXPORT/IMPORT/RELOCATE of one table) and sparse decode do not address
-   * yet: such requests are refused rather than computed wrong.
+   * A model with sliding-window layers keeps their KV in a group of its own. Chunk reuse addresses
+   * both groups (managedPrefill.ts, slidingPrefillWindow.ts); sparse decode, which selects KV pages
+   * of one pool by their key summaries (KEY_SUMMARY), does not: a KV budget is refused rather than
+   * computed wrong.
    */
   private checkSlidingWindowSupport(request: GenerationRequest): void {
     if (this.blocks.sliding === null) return;
     const model = `this model has sliding-window layers (${this.runner.info.architecture}, two KV cache groups)`;
-    if (request.segments !== undefined) throw new PromptTooLongError(`KV-managed prompts (segments, chunk reuse) are not supported: ${model}; send a plain prompt (the automatic prefix cache still applies)`, "prompt");
     if (request.kvBudget != null && request.kvBudget < 1) throw new PromptTooLongError(`a KV budget (sparse decode) is not supported: ${model}`, "prompt");
   }
 

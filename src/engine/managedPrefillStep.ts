@@ -2,6 +2,10 @@
  * The scheduler's step for a KV-managed prompt (segments): it runs alone, through
  * managedPrefill.ts (chunk caches reused at any position, the recompute policy's tokens computed),
  * then samples the first token and stores the new chunks back.
+ *
+ * On a model with sliding-window layers the step's sequence holds in the sliding group what a
+ * prefill chunk holds — its window, one block and a chunk (slidingPrefillWindow.ts) — and after
+ * the step (cacheStepBlocks) its window plus one block, as a plain prompt does.
  */
 import type { ChunkCache } from "../kv/chunkCache.ts";
 import { managedPrefill } from "../kv/managedPrefill.ts";
@@ -36,8 +40,13 @@ export class ManagedPrefillStep {
     const need = sequence.table.blocksNeeded(entries);
     await this.fetchRemoteChunks(sequence);
     await this.blocks.makeRoom(need);
-    if (need > this.blocks.pool.free && othersRunning) return false;
-    await this.blocks.grow([{ table: sequence.table, entries }]);
+    const sliding = this.blocks.sliding;
+    const span = this.options.prefillChunk ?? 512;
+    const slidingNeed = sliding === null ? 0 : sliding.blocksPerSequence(span);
+    if (sliding !== null) await this.blocks.makeSlidingRoom(slidingNeed);
+    if ((need > this.blocks.pool.free || (sliding !== null && slidingNeed > sliding.pool.free)) && othersRunning) return false;
+    // The global layers' blocks for the whole prompt; the sliding group's are taken as its window moves.
+    await this.blocks.pool.grow([{ table: sequence.table, entries }]);
     const request = sequence.request;
     this.counters.forwards++;
     const result = await managedPrefill(this.runner, this.chunkCache, request.segments!, sequence.table.blocks, {
@@ -50,6 +59,7 @@ export class ManagedPrefillStep {
       measureShift: (this.options.contextScores ?? "shift") === "shift" && (request.kvPolicy === "cachecraft" || (this.options.kvPolicy ?? DEFAULT_KV_POLICY) === "cachecraft"),
       ...(this.options.prophetSpanDecay !== undefined ? { prophetSpanDecay: this.options.prophetSpanDecay } : {}),
       prophetQueryRows: this.options.prophetQueryRows ?? "all",
+      ...(sliding === null ? {} : { sliding: { table: sliding.tableOf(sequence.table).blocks, blocks: sliding.blockSource(), window: sliding.window, span } }),
     });
     sequence.table.length = sequence.promptLength;
     sequence.managedPending = false;

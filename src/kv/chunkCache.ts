@@ -15,6 +15,12 @@
  *   calls reclaim() when requests need the device blocks.
  * - Disk files carry the model's identity and a checksum; a damaged one is
  *   discarded when read (DiskKvTier) and the variant is forgotten.
+ * - On a model with two KV cache groups (global and sliding-window layers, Gemma 3) a variant holds
+ *   every layer's K/V of all its tokens (the sliding layers' too, not only the window a later
+ *   request reads: the chunk may be placed anywhere). The request's sequence passes its sliding
+ *   table beside its block table; the device tier is off there (a device copy would hold sliding
+ *   blocks outside any window), so variants live in the host and disk tiers and are placed by IMPORT,
+ *   which rotates each layer's K with that layer's own RoPE base.
  * - With a remote tier (--kv-remote, RemoteKvTier), a chunk with no variant here is looked up
  *   there before its request is planned (fetchRemote): the variants found are kept in the host
  *   tier (or on disk) like any other, and their first hit counts as a remote one. Every variant
@@ -35,6 +41,22 @@ import type { SegmentedPrompt } from "./segmentedPrompt.ts";
 export type KvTier = "device" | "host" | "disk" | "remote";
 /** The tiers a variant is kept in here. */
 export type LocalKvTier = Exclude<KvTier, "remote">;
+
+/**
+ * Placing a chunk in a sequence with two KV groups: its sliding-window table, and, when the
+ * prefill holds only a window of it (slidingPrefillWindow.ts), who takes the chunk's K/V — the
+ * IMPORT then writes the global layers alone, the sliding ones as windows need them.
+ */
+export interface SlidingPlacement {
+  table: readonly number[];
+  windowed?: (data: KvData) => void;
+}
+
+/** Storing a chunk of a sequence with two KV groups: its sliding table, or the chunk's K/V as the prefill kept it (SlidingPrefillWindow.kvOf). */
+export interface SlidingStore {
+  table: readonly number[];
+  data?: KvData;
+}
 
 /** The runner ops the chunk cache uses (RunnerProcess has them). */
 export interface ChunkCacheRunner {
@@ -281,7 +303,7 @@ export class ChunkCache {
    * given rotary positions. Returns the tier it came from, or null when its
    * disk file was damaged (the variant is forgotten; compute the chunk instead).
    */
-  async place(variant: ChunkVariant, table: readonly number[], start: number, positions: Int32Array): Promise<KvTier | null> {
+  async place(variant: ChunkVariant, table: readonly number[], start: number, positions: Int32Array, sliding?: SlidingPlacement): Promise<KvTier | null> {
     const count = variant.tokenCount;
     const onDevice = this.device.get(variant.id);
     if (onDevice !== undefined) {
@@ -298,7 +320,11 @@ export class ChunkCache {
       if (read === null) return null;
       data = read;
     }
-    await this.runner.import({ table, start, count }, { positions, layers: data.layers });
+    if (sliding?.windowed === undefined) await this.runner.import({ table, ...slidingTableOf(sliding), start, count }, { positions, layers: data.layers });
+    else {
+      await this.runner.import({ table, slidingTable: sliding.table, start, count, groups: 1 }, { positions, layers: data.layers });
+      sliding.windowed(data);
+    }
     if (this.fromRemote.delete(variant.id)) {
       tier = "remote";
       this.remote?.touch(this.remote.keys.variant(variant.chunkHash, variant.prefix, variant.exact));
@@ -346,7 +372,7 @@ export class ChunkCache {
    */
   async promote(variant: ChunkVariant, table: readonly number[], start: number): Promise<void> {
     const tier = this.tierOf(variant.id);
-    if (tier === null || tier === "device") return;
+    if (tier === null || tier === "device" || this.twoGroups) return;
     const copy = await this.copyToDevice(table, start, variant.tokenCount);
     if (copy === null) return;
     this.device.set(variant.id, copy);
@@ -365,7 +391,7 @@ export class ChunkCache {
   // Stores
 
   /** Stores a chunk computed in a request's sequence (indices start..start+count-1) as a new variant. */
-  async store(table: readonly number[], start: number, meta: Omit<StoredVariantMeta, "frequencyReuse">): Promise<ChunkVariant | null> {
+  async store(table: readonly number[], start: number, meta: Omit<StoredVariantMeta, "frequencyReuse">, sliding?: SlidingStore): Promise<ChunkVariant | null> {
     if (this.index.variantsOf(meta.chunkHash).some((v) => v.exact === meta.exact && sameList(v.prefix, meta.prefix))) return null;
     // Ids stay unique across restarts (the disk tier keeps files named after them).
     const variant = variantFromStored(`${meta.chunkHash.slice(0, 16)}-${randomUUID().slice(0, 8)}`, { ...meta, frequencyReuse: 0 }, this.tokenBytes);
@@ -377,7 +403,7 @@ export class ChunkCache {
       if (this.remote !== null) this.writeRemote(variant, this.runner.export({ table: copy.blocks, start: 0, count: meta.tokenCount }));
     } else {
       // No device room: straight to the host tier (or disk).
-      const data = await this.runner.export({ table, start, count: meta.tokenCount });
+      const data = sliding?.data ?? (await this.runner.export({ table, ...slidingTableOf(sliding), start, count: meta.tokenCount }));
       if (this.remote !== null) this.writeRemote(variant, Promise.resolve(data));
       if (!this.host.put(variant.id, data, storedMeta(variant)) && !(await this.writeDisk(variant, data))) return null;
     }
@@ -454,11 +480,13 @@ export class ChunkCache {
 
   /**
    * Runs `use` with a scratch table of `entries` entries from the cache's block pool, freed
-   * afterwards; null (and `use` not run) when the pool has no room for it right now.
+   * afterwards; null (and `use` not run) when the pool has no room for it right now, or the model
+   * has two KV groups.
    */
   async withScratch<T>(entries: number, use: (table: readonly number[]) => Promise<T>): Promise<T | null> {
     const scratch = new KvBlockTable(this.blocks.blockSize);
-    if (this.blocks.free < scratch.blocksNeeded(entries)) return null;
+    // Two KV groups: a scratch table would need sliding blocks too; callers then go without (null).
+    if (this.twoGroups || this.blocks.free < scratch.blocksNeeded(entries)) return null;
     await this.blocks.grow([{ table: scratch, entries }]);
     try {
       return await use(scratch.blocks);
@@ -467,7 +495,13 @@ export class ChunkCache {
     }
   }
 
+  /** Whether the runner keeps two KV cache groups (the device tier is off then). */
+  get twoGroups(): boolean {
+    return this.runner.info.kv_groups !== undefined;
+  }
+
   private async copyToDevice(table: readonly number[], start: number, count: number): Promise<KvBlockTable | null> {
+    if (this.twoGroups) return null;
     const copy = new KvBlockTable(this.blocks.blockSize);
     const need = copy.blocksNeeded(count);
     if (need > this.deviceBlockLimit) return null;
@@ -583,6 +617,11 @@ export class ChunkCache {
     if (this.disk?.has(variant.id)) await this.disk.delete(variant.id);
     this.counters.evicted++;
   }
+}
+
+/** The sliding table of a range, when the sequence has one. */
+function slidingTableOf(sliding: { table: readonly number[] } | undefined): { slidingTable?: readonly number[] } {
+  return sliding === undefined ? {} : { slidingTable: sliding.table };
 }
 
 function sameList(a: readonly string[], b: readonly string[]): boolean {

@@ -21,6 +21,12 @@
  * 4. return the last question token's logits, the usage accounting and the
  *    store-back (new chunks into the cache, hits promoted), which the caller runs
  *    after the first token has gone out.
+ *
+ * On a model with two KV cache groups (sliding-window layers, Gemma 3; options.sliding) the
+ * sliding-window group holds only what a prefill chunk would (slidingPrefillWindow.ts): placing
+ * writes a reused chunk's global layers, its sliding layers are written as the windows of the
+ * FORWARDs reach them (each layer's K rotated with its own RoPE base), and the FORWARDs run in
+ * parts of at most the scheduler's chunk, so computed and recomputed tokens write both groups.
  */
 import type { ForwardRequest, ForwardResult, ForwardSequence, RunnerInfo } from "../runner/runnerProtocol.ts";
 import type { ChunkCache, KvTier, LocalKvTier } from "./chunkCache.ts";
@@ -30,6 +36,7 @@ import { DEFAULT_PROPHET_SPAN_DECAY, cacheCraftSelection, prophetSelection, type
 import { measureContextShift, type ContextShiftRunner } from "./contextShift.ts";
 import { tokenScores, type ContextScores } from "./reuseScores.ts";
 import { promptTokens, segmentBounds, type SegmentedPrompt } from "./segmentedPrompt.ts";
+import { SlidingPrefillWindow, type SlidingPrefillSettings, type SlidingWindowRunner } from "./slidingPrefillWindow.ts";
 
 export interface ManagedPrefillRunner {
   readonly info: RunnerInfo;
@@ -37,6 +44,8 @@ export interface ManagedPrefillRunner {
   /** With both, stored variants get their measured context shift (contextShift.ts). */
   export?: ContextShiftRunner["export"];
   relocate?: ContextShiftRunner["relocate"];
+  /** Needed on a runner with two KV groups (with export). */
+  import?: SlidingWindowRunner["import"];
 }
 
 export interface ManagedPrefillOptions {
@@ -72,6 +81,11 @@ export interface ManagedPrefillOptions {
    * is computed from there on and not stored as a variant (its metadata would be partial).
    */
   cachedTokens?: number;
+  /**
+   * On a runner with two KV groups, required: the sequence's sliding-window table and its pool,
+   * the window, and the most entries one FORWARD may span (slidingPrefillWindow.ts).
+   */
+  sliding?: SlidingPrefillSettings;
 }
 
 export interface ManagedPrefillUsage {
@@ -106,7 +120,7 @@ export interface ManagedPrefillResult {
 /** Runs FORWARDs of the new tokens at `indices` (sorted), split so none exceeds `max` tokens; returns the last one's result. */
 async function forwardSpans(
   runner: ManagedPrefillRunner,
-  table: readonly number[],
+  table: SequenceTables,
   tokens: readonly number[],
   indices: Uint32Array,
   max: number,
@@ -116,7 +130,7 @@ async function forwardSpans(
     const part = indices.subarray(from, Math.min(indices.length, from + max));
     const isLast = from + max >= indices.length;
     const seq: ForwardSequence = {
-      table,
+      ...table,
       tokens: Array.from(part, (i) => tokens[i]!),
       indices: part,
       logitRows: isLast ? [part.length - 1] : [],
@@ -124,6 +138,11 @@ async function forwardSpans(
     result = await runner.forward({ sequences: [seq] });
   }
   return result!;
+}
+
+/** A sequence's block table (ForwardSequence's field; a SlidingPrefillWindow adds the sliding one). */
+interface SequenceTables {
+  table: readonly number[];
 }
 
 function range(start: number, end: number): number[] {
@@ -146,6 +165,11 @@ export async function managedPrefill(
   const maxForward = options.maxForwardTokens ?? 8192;
   const scores = options.contextScores ?? "shift";
   const cachedTokens = options.cachedTokens ?? 0;
+  if (runner.info.kv_groups !== undefined && options.sliding === undefined) throw new Error("managedPrefill: the runner has two KV groups; options.sliding (the sequence's sliding-window table) is required");
+  const tables: SequenceTables = { table };
+  const windowed = options.sliding === undefined ? null : newSlidingWindow(runner, table, options.sliding, cachedTokens, length);
+  // The FORWARDs: straight to the runner, or through the sliding window's parts.
+  const compute: ManagedPrefillRunner = windowed === null ? runner : { info: runner.info, forward: (request) => windowed.forward(request) };
   if (!(Number.isSafeInteger(cachedTokens) && cachedTokens >= 0 && cachedTokens < length)) throw new RangeError(`managedPrefill: cachedTokens must be in [0, ${length}), got ${cachedTokens}`);
   const usage: ManagedPrefillUsage = {
     prompt_tokens_prefix_reused: 0,
@@ -167,7 +191,8 @@ export async function managedPrefill(
     const plan = plans[s]!;
     if (plan.kind === "compute" || plan.kind === "blocks") continue;
     const positions = Int32Array.from(range(bounds[s]!, bounds[s + 1]!));
-    const tier = await cache!.place(plan.variant, table, bounds[s]!, positions);
+    const start = bounds[s]!;
+    const tier = await cache!.place(plan.variant, table, start, positions, windowed === null ? undefined : { table: windowed.table, windowed: (data) => windowed.addSource(start, data) });
     if (tier === null) {
       plans[s] = { kind: "compute" };
       continue;
@@ -196,12 +221,12 @@ export async function managedPrefill(
   if (options.policy === "prophet" && budget > 0 && reusedTokens > 0) {
     // Stage I: missing chunks, then the question over the reused KV, its attention recorded per layer.
     if (computeIndices.length > 0) {
-      if (options.collectMetadata ?? true) metadataStats = await statsForward(runner, table, tokens, computeIndices, chunkBounds);
-      else await forwardSpans(runner, table, tokens, Uint32Array.from(computeIndices), maxForward);
+      if (options.collectMetadata ?? true) metadataStats = await statsForward(compute, tables, tokens, computeIndices, chunkBounds);
+      else await forwardSpans(compute, tables, tokens, Uint32Array.from(computeIndices), maxForward);
     }
-    const stage1 = await runner.forward({
+    const stage1 = await compute.forward({
       stats: true,
-      sequences: [{ table, tokens: questionIndices.map((i) => tokens[i]!), indices: Uint32Array.from(questionIndices), logitRows: [], queryRows: range(0, questionIndices.length), chunkBounds: [0] }],
+      sequences: [{ ...tables, tokens: questionIndices.map((i) => tokens[i]!), indices: Uint32Array.from(questionIndices), logitRows: [], queryRows: range(0, questionIndices.length), chunkBounds: [0] }],
     });
     const layers = stage1.stats![0]!;
     const candidates = reusedSegments.map((s) => ({ start: bounds[s]!, end: bounds[s + 1]! }));
@@ -233,19 +258,21 @@ export async function managedPrefill(
   for (const i of questionIndices) pass.add(i);
   const passIndices = Uint32Array.from([...pass].sort((a, b) => a - b));
   let result: ForwardResult;
-  const focus = options.policy === "cachecraft" && (options.focusWindow ?? 0) > 0 && recompute.length > 0 && prompt.segments.length >= 3;
+  // With a sliding window the early stop needs the pass in one FORWARD part (it decides across all its tokens).
+  const focus =
+    options.policy === "cachecraft" && (options.focusWindow ?? 0) > 0 && recompute.length > 0 && prompt.segments.length >= 3 && (windowed === null || windowed.fitsOnePart(passIndices));
   if (focus) {
     // Cache-Craft focused-chunk early stop: the runner stops recomputing the chunks the question does not focus on.
     const indices = Array.from(passIndices);
     const rowOf = new Map(indices.map((index, row) => [index, row] as const));
     const metadataRows = !stageOneRan && storing ? computeIndices : [];
-    result = await runner.forward({
+    result = await compute.forward({
       stats: true,
       chunkMass: true,
       earlyStop: true,
       sequences: [
         {
-          table,
+          ...tables,
           tokens: indices.map((i) => tokens[i]!),
           indices: passIndices,
           logitRows: [indices.length - 1],
@@ -258,10 +285,10 @@ export async function managedPrefill(
     if (metadataRows.length > 0) metadataStats = result;
     usage.focus_cutoff_layer = result.earlyStop![0]!.cutoffLayer < runner.info.layers ? result.earlyStop![0]!.cutoffLayer : null;
   } else if (!stageOneRan && computeIndices.length > 0 && storing) {
-    result = await statsForward(runner, table, tokens, Array.from(passIndices), chunkBounds, computeIndices);
+    result = await statsForward(compute, tables, tokens, Array.from(passIndices), chunkBounds, computeIndices);
     metadataStats = result;
   } else {
-    result = await forwardSpans(runner, table, tokens, passIndices, maxForward);
+    result = await forwardSpans(compute, tables, tokens, passIndices, maxForward);
   }
   const logitsAll = result.logits[0]!;
   const logits = logitsAll.subarray(logitsAll.length - runner.info.vocab);
@@ -328,7 +355,12 @@ export async function managedPrefill(
         const segment = prompt.segments[s]!;
         const meta = variantMetadataFromStats(metadataStats!, computeIndices, s, chunkBounds, prompt.segments.map((g) => g.hash));
         const tokenShift = await shiftOf(s);
-        await cache.store(table, bounds[s]!, { chunkHash: segment.hash, tokenCount: segment.tokens.length, prefix: prompt.segments.slice(0, s).map((g) => g.hash), exact: exactSoFar, ...meta, ...(tokenShift !== null ? { tokenShift } : {}) });
+        await cache.store(
+          table,
+          bounds[s]!,
+          { chunkHash: segment.hash, tokenCount: segment.tokens.length, prefix: prompt.segments.slice(0, s).map((g) => g.hash), exact: exactSoFar, ...meta, ...(tokenShift !== null ? { tokenShift } : {}) },
+          windowed === null ? undefined : { table: windowed.table, data: await windowed.kvOf(bounds[s]!, segment.tokens.length) },
+        );
       }
     } finally {
       cache.computed(computing);
@@ -339,13 +371,19 @@ export async function managedPrefill(
   return { logits, usage, recomputed: Uint32Array.from(recompute).sort(), exactTokens, computing, storeBack };
 }
 
+/** The sliding window of a prefill on a runner with two KV groups (it needs EXPORT and IMPORT). */
+function newSlidingWindow(runner: ManagedPrefillRunner, table: readonly number[], settings: SlidingPrefillSettings, cachedTokens: number, length: number): SlidingPrefillWindow {
+  if (runner.export === undefined || runner.import === undefined) throw new Error("managedPrefill: a runner with two KV groups needs export and import");
+  return new SlidingPrefillWindow(runner as SlidingWindowRunner, table, settings, cachedTokens, length);
+}
+
 /**
  * A FORWARD of `indices` (sorted) with per-token chunk attention recorded for the
  * tokens in `statRows` (default: all of them), chunk bounds over the whole prompt.
  */
 async function statsForward(
   runner: ManagedPrefillRunner,
-  table: readonly number[],
+  table: SequenceTables,
   tokens: readonly number[],
   indices: number[],
   chunkBounds: Uint32Array,
@@ -361,6 +399,6 @@ async function statsForward(
   return runner.forward({
     stats: true,
     chunkMass: true,
-    sequences: [{ table, tokens: indices.map((i) => tokens[i]!), indices: Uint32Array.from(indices), logitRows: [indices.length - 1], queryRows, chunkBounds: bounds }],
+    sequences: [{ ...table, tokens: indices.map((i) => tokens[i]!), indices: Uint32Array.from(indices), logitRows: [indices.length - 1], queryRows, chunkBounds: bounds }],
   } as ForwardRequest);
 }

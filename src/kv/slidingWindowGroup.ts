@@ -172,6 +172,22 @@ export class SlidingWindowGroup {
     await this.pool.release([spare]);
   }
 
+  /** ALLOC and FREE of this group's blocks one at a time, for a prefill that moves its window itself (slidingPrefillWindow.ts). */
+  blockSource(): { alloc(count: number): Promise<number[]>; free(ids: readonly number[]): Promise<void> } {
+    return {
+      alloc: async (count) => {
+        const spare = new KvBlockTable(this.blockSize);
+        await this.pool.grow([{ table: spare, entries: count * this.blockSize }]);
+        return spare.blocks;
+      },
+      free: async (ids) => {
+        const spare = new KvBlockTable(this.blockSize);
+        spare.blocks.push(...ids);
+        await this.pool.release([spare]);
+      },
+    };
+  }
+
   private slidingOf(full: KvBlockTable): SlidingTable {
     let table = this.tables.get(full);
     if (table === undefined) {

@@ -34,6 +34,7 @@ import {
   encodeProfile,
   encodeRelocate,
   encodeRequest,
+  ProtocolError,
   type BlockPair,
   type ForwardRequest,
   type ForwardResult,
@@ -249,17 +250,27 @@ export class RunnerProcess {
 
   async export(range: KvRange): Promise<KvData> {
     const info = this.info;
+    this.checkSlidingTables("EXPORT", range.slidingTable !== undefined);
     const frame = await this.call(Op.EXPORT, encodeExport(range));
     return decodeExportResponse(frame.body, range.count, info);
   }
 
   async import(range: KvRange, data: KvData): Promise<void> {
+    this.checkSlidingTables("IMPORT", range.slidingTable !== undefined);
     await this.call(Op.IMPORT, encodeImport(range, data, this.info));
   }
 
   /** Copies K/V between sequence entries, K re-rotated to new positions (RELOCATE). */
   async relocate(request: RelocateRequest): Promise<void> {
+    this.checkSlidingTables("RELOCATE", request.srcSlidingTable !== undefined && request.dstSlidingTable !== undefined);
     await this.call(Op.RELOCATE, encodeRelocate(request));
+  }
+
+  /** A span op on a runner with two KV groups addresses both: its sliding tables must be given (and only then). */
+  private checkSlidingTables(op: string, given: boolean): void {
+    const twoGroups = this.info.kv_groups !== undefined;
+    if (twoGroups && !given) throw new ProtocolError(`${op}: this model has two KV cache groups (sliding-window layers); give the sequence's sliding table too`);
+    if (!twoGroups && given) throw new ProtocolError(`${op}: a sliding table was given but this model has one KV cache group`);
   }
 
   /** Per block: its written slot count and mean K without RoPE over them, all layers (KEY_SUMMARY). */

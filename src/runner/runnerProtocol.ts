@@ -329,9 +329,20 @@ export function decodeForwardResponse(body: Uint8Array, request: ForwardRequest,
 
 export interface KvRange {
   table: readonly number[];
+  /**
+   * On a runner with two KV groups, required: the sliding-window group's table, indexed like
+   * `table`; every block of the span must be there (the span covers every layer).
+   */
+  slidingTable?: readonly number[];
   /** First sequence index. */
   start: number;
   count: number;
+  /**
+   * Two KV groups only: which layers EXPORT reads and IMPORT writes, 1 the global layers, 2 the
+   * sliding-window ones, 3 (default) both; a group left out is not touched (EXPORT: zeros) and its
+   * table need not hold the span.
+   */
+  groups?: 1 | 2 | 3;
 }
 
 export interface LayerKv {
@@ -345,8 +356,21 @@ export interface KvData {
   layers: LayerKv[];
 }
 
+/** A block table, then (two KV groups) its sliding-window table. */
+function writeTables(writer: BodyWriter, table: readonly number[], slidingTable: readonly number[] | undefined): BodyWriter {
+  writer.u32(table.length).u32s(table);
+  if (slidingTable !== undefined) writer.u32(slidingTable.length).u32s(slidingTable);
+  return writer;
+}
+
+function tablesBytes(table: readonly number[], slidingTable: readonly number[] | undefined): number {
+  return 4 + 4 * table.length + (slidingTable === undefined ? 0 : 4 + 4 * slidingTable.length);
+}
+
 export function encodeExport(range: KvRange): Uint8Array {
-  return new BodyWriter(12 + 4 * range.table.length).u32(range.table.length).u32s(range.table).u32(range.start).u32(range.count).finish();
+  const writer = writeTables(new BodyWriter(8 + tablesBytes(range.table, range.slidingTable) + (range.groups === undefined ? 0 : 4)), range.table, range.slidingTable).u32(range.start).u32(range.count);
+  if (range.groups !== undefined) writer.u32(range.groups);
+  return writer.finish();
 }
 
 export function decodeExportResponse(body: Uint8Array, count: number, info: Pick<RunnerInfo, "layers" | "kv_heads" | "head_dim">): KvData {
@@ -373,9 +397,10 @@ export function encodeImport(range: KvRange, data: KvData, info: Pick<RunnerInfo
       throw new ProtocolError(`IMPORT: layer ${i} K/V must hold ${count} × ${width} values each, got ${layer.k.length} and ${layer.v.length}`);
     }
   });
-  const writer = new BodyWriter(12 + 4 * range.table.length + 4 * count + info.layers * 2 * 4 * count * width);
-  writer.u32(range.table.length).u32s(range.table).u32(range.start).u32(count).i32s(data.positions);
+  const writer = new BodyWriter(8 + tablesBytes(range.table, range.slidingTable) + 4 * count + info.layers * 2 * 4 * count * width + (range.groups === undefined ? 0 : 4));
+  writeTables(writer, range.table, range.slidingTable).u32(range.start).u32(count).i32s(data.positions);
   for (const layer of data.layers) writer.f32s(layer.k).f32s(layer.v);
+  if (range.groups !== undefined) writer.u32(range.groups);
   return writer.finish();
 }
 
@@ -389,6 +414,9 @@ export function encodeImport(range: KvRange, data: KvData, info: Pick<RunnerInfo
  */
 export interface RelocateRequest {
   srcTable: readonly number[];
+  /** On a runner with two KV groups, required: the sliding-window tables of source and destination (KvRange.slidingTable). */
+  srcSlidingTable?: readonly number[];
+  dstSlidingTable?: readonly number[];
   srcStart: number;
   count: number;
   dstTable: readonly number[];
@@ -400,9 +428,10 @@ export interface RelocateRequest {
 export function encodeRelocate(request: RelocateRequest): Uint8Array {
   const { count } = request;
   if (request.positions.length !== count) throw new ProtocolError(`RELOCATE: ${request.positions.length} positions for ${count} entries`);
-  const writer = new BodyWriter(4 * (5 + request.srcTable.length + request.dstTable.length + count));
-  writer.u32(request.srcTable.length).u32s(request.srcTable).u32(request.srcStart).u32(count);
-  writer.u32(request.dstTable.length).u32s(request.dstTable).u32(request.dstStart);
+  if ((request.srcSlidingTable === undefined) !== (request.dstSlidingTable === undefined)) throw new ProtocolError("RELOCATE: sliding tables are given for both source and destination or for neither");
+  const writer = new BodyWriter(12 + tablesBytes(request.srcTable, request.srcSlidingTable) + tablesBytes(request.dstTable, request.dstSlidingTable) + 4 * count);
+  writeTables(writer, request.srcTable, request.srcSlidingTable).u32(request.srcStart).u32(count);
+  writeTables(writer, request.dstTable, request.dstSlidingTable).u32(request.dstStart);
   writer.i32s(request.positions);
   return writer.finish();
 }

@@ -4,7 +4,8 @@
  * freed as they leave the window (slidingWindowSpan.ts) give the logits of the keep-everything
  * cache (`--kv-groups 1`); the sliding group never holds more than ceil(window / block) + 1 blocks
  * between steps (INFO's free-block counts); a sliding table that lacks a block inside the window,
- * an unknown group and the ops chunk reuse needs are refused with a clear error.
+ * an unknown group and the whole-block ops (COPY, MOVE) are refused with a clear error. Chunk
+ * reuse's span ops on two groups: gemma3ChunkRelocate.test.ts.
  */
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
 import { mkdtempSync, rmSync } from "node:fs";
@@ -117,7 +118,7 @@ describe("gemma3 KV cache groups", () => {
     }
   });
 
-  test("a sliding table without a block inside the window, an unknown group and chunk-reuse ops are refused", async () => {
+  test("a sliding table without a block inside the window, an unknown group and whole-block ops are refused", async () => {
     const runner = await start(model.gguf, 2);
     try {
       const table = await runner.alloc(3);
@@ -133,7 +134,7 @@ describe("gemma3 KV cache groups", () => {
       expect(result.logits[0]!.length).toBe(model.vocab);
       await expect(runner.forward({ sequences: [{ table, tokens: [7], indices: [41], logitRows: [0] }] })).rejects.toThrow(/ctxr-runner FORWARD failed/);
       await expect(runner.alloc(1, 2)).rejects.toThrow(/KV group 2 does not exist \(the model has 2 groups\)/);
-      await expect(runner.export({ table, start: 0, count: 4 })).rejects.toThrow(/EXPORT is not supported on a model with sliding-window layers/);
+      await expect(runner.copy([{ src: table[0]!, dst: table[1]! }])).rejects.toThrow(/COPY is not supported on a model with sliding-window layers/);
       await expect(runner.free([sliding[0]!, sliding[0]!], 1)).rejects.toThrow(/listed twice/);
     } finally {
       await runner.shutdown();

@@ -11,7 +11,7 @@ beforeAll(async () => {
 afterAll(async () => fake.stop());
 
 describe("UpstreamMonitor", () => {
-  test("an upstream that does not answer within the probe's time limit is not serving; it is detected once it answers", { timeout: 20_000 }, async () => {
+  test("an upstream that does not answer within the probe's time limit is not serving; it is detected once it answers", async () => {
     fake.hang();
     const ctxr = await startProxy({ upstreams: [fake.url], engine: "auto", probeIntervalMs: 100, probeTimeoutMs: 200 });
     try {
@@ -27,7 +27,7 @@ describe("UpstreamMonitor", () => {
       await ctxr.close();
       fake.recover();
     }
-  });
+  }, 20_000);
 
   test("without probes (the library default), readiness follows routing failures", async () => {
     const gone = await startFakeUpstream();

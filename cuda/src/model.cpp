@@ -230,6 +230,12 @@ void Model::rotate(float* x, int stride, int n, int heads, const int32_t* positi
   backend_->rope(x, stride, n, heads, shape, positions, inv_freq, sign);
 }
 
+int32_t* Model::upload_ints(int which, const std::vector<int32_t>& values) {
+  auto* p = static_cast<int32_t*>(buffer(which, std::max<size_t>(1, values.size()) * 4));
+  if (!values.empty()) backend_->to_device(p, values.data(), values.size() * 4);
+  return p;
+}
+
 void* Model::buffer(int which, size_t bytes) {
   Scratch& s = scratch_[which];
   if (s.bytes < bytes) {
@@ -412,11 +418,6 @@ ForwardResult Model::forward(const std::vector<SequenceStep>& steps, const Forwa
   std::vector<int32_t> live(n);
   for (int t = 0; t < n; t++) live[t] = t;
   std::vector<uint8_t> stopped(n, 0);
-  auto upload = [&](int which, const std::vector<int32_t>& v) {
-    auto* p = static_cast<int32_t*>(buffer(which, std::max<size_t>(1, v.size()) * 4));
-    if (!v.empty()) backend_->to_device(p, v.data(), v.size() * 4);
-    return p;
-  };
   // The per-token arrays of the live rows.
   auto of_live = [&](const std::vector<int32_t>& all) {
     std::vector<int32_t> v;
@@ -424,22 +425,22 @@ ForwardResult Model::forward(const std::vector<SequenceStep>& steps, const Forwa
     for (int32_t t : live) v.push_back(all[t]);
     return v;
   };
-  int32_t* d_tokens = upload(kTokens, tokens);
-  int32_t* d_positions = upload(kPositions, positions);
-  int32_t* d_slots = upload(kSlots, slots);
-  int32_t* d_sliding_slots = two_groups ? upload(kSlidingSlots, sliding_slots) : nullptr;
+  int32_t* d_tokens = upload_ints(kTokens, tokens);
+  int32_t* d_positions = upload_ints(kPositions, positions);
+  int32_t* d_slots = upload_ints(kSlots, slots);
+  int32_t* d_sliding_slots = two_groups ? upload_ints(kSlidingSlots, sliding_slots) : nullptr;
   AttentionBatch batch{};
   batch.n_tokens = n;
   batch.heads = c.heads;
   batch.kv_heads = c.kv_heads;
   batch.head_dim = c.head_dim;
   batch.scale = static_cast<float>(c.attention_scale > 0 ? c.attention_scale : 1.0 / std::sqrt(static_cast<double>(c.head_dim)));
-  const int32_t* d_tables = upload(kTables, tables);
-  const int32_t* d_sliding_tables = two_groups ? upload(kSlidingTables, sliding_tables) : nullptr;
+  const int32_t* d_tables = upload_ints(kTables, tables);
+  const int32_t* d_sliding_tables = two_groups ? upload_ints(kSlidingTables, sliding_tables) : nullptr;
   batch.block_tables = d_tables;
   batch.max_blocks = max_blocks;
-  batch.token_seq = upload(kTokenSeq, token_seq);
-  batch.token_len = upload(kTokenLen, token_len);
+  batch.token_seq = upload_ints(kTokenSeq, token_seq);
+  batch.token_len = upload_ints(kTokenLen, token_len);
   batch.max_len = max_len;
   // Chunk masses straight from the attention kernel when the backend can (no [n][max_len] rows).
   const bool chunk_stats = with_stats && flags.chunk_mass && backend_->chunk_statistics();
@@ -448,7 +449,7 @@ ForwardResult Model::forward(const std::vector<SequenceStep>& steps, const Forwa
   const size_t stat_width = chunk_stats ? static_cast<size_t>(c.heads) * stat_chunks : static_cast<size_t>(max_len);
   if (with_stats) {
     // Statistics row of a token = its number in the batch (rows of stopped tokens go stale).
-    batch.stat_row = upload(kStatRow, live);
+    batch.stat_row = upload_ints(kStatRow, live);
     batch.stats = static_cast<float*>(buffer(kStats, static_cast<size_t>(n) * stat_width * 4));
   }
   if (chunk_stats) {
@@ -457,7 +458,7 @@ ForwardResult Model::forward(const std::vector<SequenceStep>& steps, const Forwa
       const std::vector<int> of = chunk_of_entries(steps[q].chunk_bounds, seq_len[q]);
       std::copy(of.begin(), of.end(), chunk_of.begin() + q * max_len);
     }
-    batch.stat_chunk_of = upload(kStatChunkOf, chunk_of);
+    batch.stat_chunk_of = upload_ints(kStatChunkOf, chunk_of);
     batch.stat_chunks = stat_chunks;
   }
 
@@ -485,16 +486,16 @@ ForwardResult Model::forward(const std::vector<SequenceStep>& steps, const Forwa
       }
     if (static_cast<int>(next.size()) == m) return;
     m = static_cast<int>(next.size());
-    if (m > 0) backend_->gather_rows(x, upload(kKeepRows, keep), m, c.hidden, h);
+    if (m > 0) backend_->gather_rows(x, upload_ints(kKeepRows, keep), m, c.hidden, h);
     std::swap(x, h);
     live.swap(next);
-    d_positions = upload(kPositions, of_live(positions));
-    d_slots = upload(kSlots, of_live(slots));
-    if (two_groups) d_sliding_slots = upload(kSlidingSlots, of_live(sliding_slots));
+    d_positions = upload_ints(kPositions, of_live(positions));
+    d_slots = upload_ints(kSlots, of_live(slots));
+    if (two_groups) d_sliding_slots = upload_ints(kSlidingSlots, of_live(sliding_slots));
     batch.n_tokens = m;
-    batch.token_seq = upload(kTokenSeq, of_live(token_seq));
-    batch.token_len = upload(kTokenLen, of_live(token_len));
-    if (with_stats) batch.stat_row = upload(kStatRow, live);
+    batch.token_seq = upload_ints(kTokenSeq, of_live(token_seq));
+    batch.token_len = upload_ints(kTokenLen, of_live(token_len));
+    if (with_stats) batch.stat_row = upload_ints(kStatRow, live);
   };
 
   std::vector<float> host_stats, matrix;
@@ -584,7 +585,7 @@ ForwardResult Model::forward(const std::vector<SequenceStep>& steps, const Forwa
     std::vector<int32_t> row_of(n, -1);
     for (int r = 0; r < m; r++) row_of[live[r]] = r;
     for (int32_t& t : logit_rows) t = row_of[t];
-    int32_t* d_rows = upload(kLogitRows, logit_rows);
+    int32_t* d_rows = upload_ints(kLogitRows, logit_rows);
     auto* xl = static_cast<float*>(buffer(kLogitX, static_cast<size_t>(n_logits) * c.hidden * 4));
     auto* logits = static_cast<float*>(buffer(kLogits, static_cast<size_t>(n_logits) * c.vocab * 4));
     backend_->gather_rows(x, d_rows, n_logits, c.hidden, xl);
@@ -646,14 +647,9 @@ void Model::export_kv(const std::vector<int32_t>& slots, const std::vector<int32
   size_t per = static_cast<size_t>(count) * kv;
   out.resize(per * 2 * config_.layers);
   if (count == 0) return;
-  auto upload = [&](int which, const std::vector<int32_t>& v) {
-    auto* p = static_cast<int32_t*>(buffer(which, v.size() * 4));
-    backend_->to_device(p, v.data(), v.size() * 4);
-    return p;
-  };
-  int32_t* d_slots = groups & 1 ? upload(kSlots, slots) : nullptr;
-  int32_t* d_sliding = sliding_slots ? upload(kSlidingSlots, *sliding_slots) : nullptr;
-  int32_t* d_positions = upload(kPositions, positions);
+  int32_t* d_slots = groups & 1 ? upload_ints(kSlots, slots) : nullptr;
+  int32_t* d_sliding = sliding_slots ? upload_ints(kSlidingSlots, *sliding_slots) : nullptr;
+  int32_t* d_positions = upload_ints(kPositions, positions);
   auto* k = static_cast<float*>(buffer(kTmp, per * 4));
   auto* v = static_cast<float*>(buffer(kAttn, per * 4));
   for (int l = 0; l < config_.layers; l++) {
@@ -678,14 +674,9 @@ void Model::import_kv(const std::vector<int32_t>& slots, const std::vector<int32
   if (count == 0) return;
   int kv = kv_width();
   size_t per = static_cast<size_t>(count) * kv;
-  auto upload = [&](int which, const std::vector<int32_t>& v) {
-    auto* p = static_cast<int32_t*>(buffer(which, v.size() * 4));
-    backend_->to_device(p, v.data(), v.size() * 4);
-    return p;
-  };
-  int32_t* d_slots = groups & 1 ? upload(kSlots, slots) : nullptr;
-  int32_t* d_sliding = sliding_slots ? upload(kSlidingSlots, *sliding_slots) : nullptr;
-  int32_t* d_positions = upload(kPositions, positions);
+  int32_t* d_slots = groups & 1 ? upload_ints(kSlots, slots) : nullptr;
+  int32_t* d_sliding = sliding_slots ? upload_ints(kSlidingSlots, *sliding_slots) : nullptr;
+  int32_t* d_positions = upload_ints(kPositions, positions);
   auto* k = static_cast<float*>(buffer(kTmp, per * 4));
   auto* v = static_cast<float*>(buffer(kAttn, per * 4));
   for (int l = 0; l < config_.layers; l++) {

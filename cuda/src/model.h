@@ -170,6 +170,8 @@ class Model {
   };
   std::vector<Scratch> scratch_;
   void* buffer(int which, size_t bytes);
+  // `values` copied to the device into scratch buffer `which`.
+  int32_t* upload_ints(int which, const std::vector<int32_t>& values);
   // Rows of one MLP tile in forward(): gate|up and its product are [mlp_rows_][..], not [n][..]
   // (CTXR_MLP_ROWS overrides, 0: the whole batch at once).
   int mlp_rows_ = 0;

@@ -136,6 +136,26 @@ void quantize_activations(const float* x, int cols, ActBlock* out) {
   }
 }
 
+void quantize_activations_256(const float* x, int cols, ActSuperBlock* out) {
+  for (int b = 0; b < cols / 256; b++) {
+    const float* v = x + 256 * b;
+    float amax = 0.f;
+    for (int i = 0; i < 256; i++) amax = std::max(amax, std::fabs(v[i]));
+    ActSuperBlock& a = out[b];
+    a.d = amax / 127.f;
+    const float inv = amax > 0 ? 127.f / amax : 0.f;
+    for (int j = 0; j < 16; j++) {
+      int sum = 0;
+      for (int i = 16 * j; i < 16 * j + 16; i++) {
+        const int q = static_cast<int>(std::nearbyint(v[i] * inv));
+        a.q[i] = static_cast<int8_t>(std::max(-127, std::min(127, q)));
+        sum += a.q[i];
+      }
+      a.sum16[j] = static_cast<int16_t>(sum);
+    }
+  }
+}
+
 uint16_t f32_to_f16_bits(float f) {
   uint32_t x;
   std::memcpy(&x, &f, 4);

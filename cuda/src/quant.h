@@ -17,7 +17,9 @@
 //
 // Activations are quantized per 32 elements (ActBlock): an f32 scale, int8 values in
 // [−127, 127] (never −128, so a sign flip cannot overflow) and the sums of each 16-element half
-// (for the offsets of Q4_0, the mins of Q4_K and the −32 of Q6_K).
+// (for the offsets of Q4_0, the mins of Q4_K and the −32 of Q6_K). Decode's K-quant kernels on
+// AVX-512 VNNI take them per 256 elements instead (ActSuperBlock, as llama.cpp's Q8_K): one
+// scale a super-block lets the integer products of a whole super-block add up in int32.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -54,6 +56,13 @@ struct ActBlock {
   int8_t q[32];
 };
 
+// 256 activations with one f32 scale, 64-byte aligned so that a 64-element chunk is one load.
+struct alignas(64) ActSuperBlock {
+  int8_t q[256];
+  int16_t sum16[16];  // Σ q over elements 16j..16j+15
+  float d;
+};
+
 bool dtype_quantized(DType t);
 int dtype_block_elements(DType t);  // 1 for F32/F16/BF16
 size_t dtype_block_bytes(DType t);
@@ -67,6 +76,8 @@ void dequantize_row(DType t, const void* row, int cols, float* out);
 
 // x[0..cols) (cols a multiple of 32) to cols / 32 activation blocks: d = max|x| / 127.
 void quantize_activations(const float* x, int cols, ActBlock* out);
+// cols a multiple of 256; the same rounding (to nearest, ties to even) and clamp as per 32.
+void quantize_activations_256(const float* x, int cols, ActSuperBlock* out);
 
 // float32 to IEEE half bits (round to nearest even), for tests and the CUDA build's widening.
 uint16_t f32_to_f16_bits(float f);

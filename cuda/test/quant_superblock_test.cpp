@@ -124,7 +124,7 @@ RUNNER_TEST(quant_superblock, gemm_matches_row_dots) {
     for (int n : {17, 64, 129}) {
       const std::vector<float> x = random_vector(static_cast<size_t>(n) * cols, rng);
       std::vector<float> rows_y(static_cast<size_t>(n) * m.rows), gemm_y(rows_y.size());
-      quant_linear(x.data(), n, m, nullptr, rows_y.data(), 2, isa, 1);
+      ctxr_test::per32_row_dots(m, x.data(), n, isa, rows_y.data());
       quant_linear(x.data(), n, m, nullptr, gemm_y.data(), 2, isa, 3);
       for (int i = 0; i < n; i++)
         for (int r = 0; r < m.rows; r++) {

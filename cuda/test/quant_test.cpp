@@ -157,16 +157,20 @@ RUNNER_TEST(quant, linear_matches_f32_on_dequantized) {
             quant_linear(x.data(), n, m, bias.data(), y.data(), threads, isa, path);
             for (int i = 0; i < n; i++) {
               const float* xi = x.data() + static_cast<size_t>(i) * cols;
-              float dmax[16] = {};
-              for (int b = 0; b < cols / 32; b++)
-                for (int e = 0; e < 32; e++) dmax[b] = std::max(dmax[b], std::fabs(xi[32 * b + e]) / 127.f);
+              // The activations' scales: per 32, or per 256 where decode's kernel takes them so.
+              float dmax32[16] = {}, dmax256[2] = {};
+              for (int k = 0; k < cols; k++) {
+                dmax32[k / 32] = std::max(dmax32[k / 32], std::fabs(xi[k]) / 127.f);
+                dmax256[k / 256] = std::max(dmax256[k / 256], std::fabs(xi[k]) / 127.f);
+              }
               for (int r = 0; r < rows; r++) {
                 const float* wr = wf.data() + static_cast<size_t>(r) * cols;
+                const bool per256 = path == 1 && isa == CpuIsa::Avx512Vnni && quant_dot_superacts_avx512(m.part_of(r).dtype, 1) != nullptr;
                 double ref = bias[r], mag = std::fabs(bias[r]), act = 0;
                 for (int k = 0; k < cols; k++) {
                   ref += static_cast<double>(wr[k]) * xi[k];
                   mag += std::fabs(static_cast<double>(wr[k]) * xi[k]);
-                  act += std::fabs(wr[k]) * dmax[k / 32] * 0.5;
+                  act += std::fabs(wr[k]) * (per256 ? dmax256[k / 256] : dmax32[k / 32]) * 0.5;
                 }
                 const double tol = (path != 2 ? act * 1.001 + 4 * mag * std::ldexp(1.0, -16) : 0) + (cols + 8) * std::ldexp(1.0, -23) * mag;
                 const double got = y[static_cast<size_t>(i) * rows + r];
@@ -231,8 +235,69 @@ RUNNER_TEST(quant, activation_group_kernels_match_one_row) {
   }
 }
 
-// The int8 GEMM and the row dot products quantize the activations the same way: they agree up
-// to float summation order, far closer than either agrees with f32 (tiles from 64 rows, tails of
+// Activations per 256: q·d within d/2 of x, never −128, the 16-element sums right, one scale
+// for the whole super-block.
+RUNNER_TEST(quant, activation_superblocks) {
+  std::mt19937 rng(6);
+  std::vector<float> x = random_vector(512, rng, 3.f);
+  x[300] = -1e3f;
+  std::vector<ActSuperBlock> a(2);
+  quantize_activations_256(x.data(), 512, a.data());
+  CHECK_NEAR(a[1].d, 1e3f / 127.f, 1e-6);
+  for (int b = 0; b < 2; b++)
+    for (int j = 0; j < 16; j++) {
+      int sum = 0;
+      for (int i = 16 * j; i < 16 * j + 16; i++) {
+        CHECK(a[b].q[i] >= -127);
+        CHECK_NEAR(a[b].q[i] * a[b].d, x[256 * b + i], a[b].d * 0.5001);
+        sum += a[b].q[i];
+      }
+      CHECK_EQ(a[b].sum16[j], sum);
+    }
+}
+
+// Decode's per-256 kernels against the dequantized row dotted (in double) with the dequantized
+// activations: float rounding only. A row against n activation rows gives bitwise what each row
+// gives alone.
+RUNNER_TEST(quant, superblock_activation_kernels) {
+  if (!cpu_has_avx512_vnni()) return;
+  std::mt19937 rng(10);
+  int kernels = 0;
+  for (DType t : kFormats) {
+    if (!quant_dot_superacts_avx512(t, 1)) continue;
+    kernels++;
+    for (int cols : {256, 768, 4096}) {
+      const std::vector<uint8_t> w = random_row(t, cols, rng);
+      std::vector<float> wf(cols);
+      dequantize_row(t, w.data(), cols, wf.data());
+      const int nsb = cols / 256;
+      std::vector<ActSuperBlock> a(static_cast<size_t>(quant_dot_max_acts()) * nsb);
+      for (int i = 0; i < quant_dot_max_acts(); i++) quantize_activations_256(random_vector(cols, rng, 2.f).data(), cols, a.data() + static_cast<size_t>(i) * nsb);
+      float one[quant_dot_max_acts()];
+      for (int i = 0; i < quant_dot_max_acts(); i++) {
+        const ActSuperBlock* ai = a.data() + static_cast<size_t>(i) * nsb;
+        quant_dot_superacts_avx512(t, 1)(w.data(), ai, nsb, 0, &one[i]);
+        double ref = 0, mag = 0;
+        for (int k = 0; k < cols; k++) {
+          const double p = static_cast<double>(wf[k]) * ai[k / 256].q[k % 256] * ai[k / 256].d;
+          ref += p;
+          mag += std::fabs(p);
+        }
+        CHECK_MSG(std::fabs(one[i] - ref) <= (cols / 16 + 8) * std::ldexp(1.0, -22) * mag,
+                  dtype_name(t) << " cols " << cols << ": " << one[i] << " vs " << ref << " (Σ|w·a| " << mag << ")");
+      }
+      for (int n = 2; n <= quant_dot_max_acts(); n++) {
+        float out[quant_dot_max_acts()];
+        quant_dot_superacts_avx512(t, n)(w.data(), a.data(), nsb, nsb, out);
+        for (int i = 0; i < n; i++) CHECK_MSG(std::memcmp(&one[i], &out[i], 4) == 0, dtype_name(t) << " cols " << cols << " n " << n << " row " << i);
+      }
+    }
+  }
+  CHECK(kernels >= 2);
+}
+
+// The int8 GEMM and the per-32 row dot products quantize the activations the same way: they agree
+// up to float summation order, far closer than either agrees with f32 (tiles from 64 rows, tails of
 // 16-row panels and 8-row activation blocks, a fused Q4_K|Q6_K|Q8_0 matrix).
 RUNNER_TEST(quant, gemm_matches_row_dots) {
   std::mt19937 rng(5);
@@ -261,7 +326,7 @@ RUNNER_TEST(quant, gemm_matches_row_dots) {
     std::vector<float> rows_y(static_cast<size_t>(n) * rows), gemm_y(rows_y.size());
     for (CpuIsa isa : isas()) {
       QuantMatrix sub = m;
-      quant_linear(x.data(), n, sub, nullptr, rows_y.data(), 2, isa, 1);
+      ctxr_test::per32_row_dots(sub, x.data(), n, isa, rows_y.data());
       quant_linear(x.data(), n, sub, nullptr, gemm_y.data(), 2, isa, 3);
       for (int i = 0; i < n; i++)
         for (int r = 0; r < sub.rows; r++) {

@@ -35,4 +35,10 @@ constexpr int quant_dot_max_acts() { return 4; }
 QuantDotActsFn quant_dot_acts_avx512(DType t, int n);
 QuantDotActsFn quant_dot_superblock_acts_avx512(DType t, int n);  // Q2_K, Q3_K, Q5_K, IQ4_XS
 
+// The same against activations quantized per 256 elements (quant.h), `superblocks` of them a row,
+// each row `stride` super-blocks after the last: AVX-512 VNNI Q4_K and Q6_K (null otherwise).
+// Where this has a kernel, decode takes it over quant_dot_acts_avx512.
+using QuantDotSuperActsFn = void (*)(const void* w, const ActSuperBlock* a, int superblocks, size_t stride, float* out);
+QuantDotSuperActsFn quant_dot_superacts_avx512(DType t, int n);
+
 }  // namespace ctxr

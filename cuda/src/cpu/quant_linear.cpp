@@ -22,26 +22,54 @@ namespace {
 constexpr int kInt8MaxRows = 16;
 constexpr int kTileRows = 256;  // weight rows dequantized per f32 GEMM tile (4 MB at k = 4096)
 
-void linear_int8(const float* x, int n, const QuantMatrix& w, const float* bias, float* y, int threads, CpuIsa isa) {
-  const int nb = w.cols / 32;
-  std::vector<ActBlock> act(static_cast<size_t>(n) * nb);
+// Decode's kernel families on AVX-512 VNNI: per-256 activations (Q4_K, Q6_K), per-32 activations
+// with contiguous side data (the other quantized types), or neither (AVX2: quant_dot).
+enum class DecodeKernel { PerRowDot, Acts32, Acts256 };
+
+DecodeKernel decode_kernel(DType t, CpuIsa isa) {
+  if (isa != CpuIsa::Avx512Vnni) return DecodeKernel::PerRowDot;
+  if (quant_dot_superacts_avx512(t, 1) != nullptr) return DecodeKernel::Acts256;
+  if (quant_dot_acts_avx512(t, 1) != nullptr) return DecodeKernel::Acts32;
+  return DecodeKernel::PerRowDot;
+}
+
+// The activation rows in each form some part of the matrix takes.
+struct DecodeActivations {
+  int nb = 0, nsb = 0;
+  std::vector<ActBlock> blocks;
+  std::vector<float> ad, adsum16;  // contiguous side data of `blocks` (quant_dot.h)
+  std::vector<ActSuperBlock> superblocks;
+
+  DecodeActivations(const float* x, int n, const QuantMatrix& w, int threads, CpuIsa isa) : nb(w.cols / 32), nsb(w.cols / 256) {
+    bool per32 = false, acts32 = false, per256 = false;
+    for (const QuantRows& p : w.parts) {
+      const DecodeKernel k = decode_kernel(p.dtype, isa);
+      per32 = per32 || k != DecodeKernel::Acts256;
+      acts32 = acts32 || k == DecodeKernel::Acts32;
+      per256 = per256 || k == DecodeKernel::Acts256;
+    }
+    if (per32) blocks.resize(static_cast<size_t>(n) * nb);
+    if (per256) superblocks.resize(static_cast<size_t>(n) * nsb);
 #pragma omp parallel for num_threads(threads) schedule(static) if (n > 1)
-  for (int i = 0; i < n; i++) quantize_activations(x + static_cast<size_t>(i) * w.cols, w.cols, act.data() + static_cast<size_t>(i) * nb);
-  // The activation-group kernels read the activations' scales and scaled sums as contiguous f32
-  // (quant_dot.h).
-  const auto grouped = [&](DType t) { return isa == CpuIsa::Avx512Vnni && quant_dot_acts_avx512(t, 1) != nullptr; };
-  bool any_grouped = false;
-  for (const QuantRows& p : w.parts) any_grouped = any_grouped || grouped(p.dtype);
-  std::vector<float> ad, adsum16;
-  if (any_grouped) {
-    ad.resize(act.size());
-    adsum16.resize(2 * act.size());
-    for (size_t b = 0; b < act.size(); b++) {
-      ad[b] = act[b].d;
-      adsum16[2 * b] = act[b].d * static_cast<float>(act[b].sum[0]);
-      adsum16[2 * b + 1] = act[b].d * static_cast<float>(act[b].sum[1]);
+    for (int i = 0; i < n; i++) {
+      const float* xi = x + static_cast<size_t>(i) * w.cols;
+      if (per32) quantize_activations(xi, w.cols, blocks.data() + static_cast<size_t>(i) * nb);
+      if (per256) quantize_activations_256(xi, w.cols, superblocks.data() + static_cast<size_t>(i) * nsb);
+    }
+    if (!acts32) return;
+    ad.resize(blocks.size());
+    adsum16.resize(2 * blocks.size());
+    for (size_t b = 0; b < blocks.size(); b++) {
+      ad[b] = blocks[b].d;
+      adsum16[2 * b] = blocks[b].d * static_cast<float>(blocks[b].sum[0]);
+      adsum16[2 * b + 1] = blocks[b].d * static_cast<float>(blocks[b].sum[1]);
     }
   }
+};
+
+void linear_int8(const float* x, int n, const QuantMatrix& w, const float* bias, float* y, int threads, CpuIsa isa) {
+  const DecodeActivations act(x, n, w, threads, isa);
+  const int nb = act.nb, nsb = act.nsb;
   constexpr int kChunk = 16;
   constexpr int kActs = quant_dot_max_acts();
   // Each thread reads its rows in one front-to-back stream, a row at a time, dotting the row with
@@ -56,18 +84,23 @@ void linear_int8(const float* x, int n, const QuantMatrix& w, const float* bias,
       const QuantRows& part = w.part_of(r);
       const uint8_t* row = part.data + static_cast<size_t>(r - part.first_row) * part.row_bytes;
       const float b = bias ? bias[r] : 0.f;
-      if (grouped(part.dtype)) {
-        for (int i0 = 0; i0 < n; i0 += kActs) {
-          const int m = std::min(kActs, n - i0);
-          const size_t at = static_cast<size_t>(i0) * nb;
-          float out[kActs];
-          quant_dot_acts_avx512(part.dtype, m)(row, act.data() + at, ad.data() + at, adsum16.data() + 2 * at, nb, nb, out);
-          for (int k = 0; k < m; k++) y[static_cast<size_t>(i0 + k) * w.rows + r] = out[k] + b;
-        }
+      const DecodeKernel kernel = decode_kernel(part.dtype, isa);
+      if (kernel == DecodeKernel::PerRowDot) {
+        const QuantDotFn dot = quant_dot(part.dtype, isa);
+        for (int i = 0; i < n; i++) y[static_cast<size_t>(i) * w.rows + r] = dot(row, act.blocks.data() + static_cast<size_t>(i) * nb, nb) + b;
         continue;
       }
-      const QuantDotFn dot = quant_dot(part.dtype, isa);
-      for (int i = 0; i < n; i++) y[static_cast<size_t>(i) * w.rows + r] = dot(row, act.data() + static_cast<size_t>(i) * nb, nb) + b;
+      for (int i0 = 0; i0 < n; i0 += kActs) {
+        const int m = std::min(kActs, n - i0);
+        float out[kActs];
+        if (kernel == DecodeKernel::Acts256) {
+          quant_dot_superacts_avx512(part.dtype, m)(row, act.superblocks.data() + static_cast<size_t>(i0) * nsb, nsb, nsb, out);
+        } else {
+          const size_t at = static_cast<size_t>(i0) * nb;
+          quant_dot_acts_avx512(part.dtype, m)(row, act.blocks.data() + at, act.ad.data() + at, act.adsum16.data() + 2 * at, nb, nb, out);
+        }
+        for (int k = 0; k < m; k++) y[static_cast<size_t>(i0 + k) * w.rows + r] = out[k] + b;
+      }
     }
   }
 }

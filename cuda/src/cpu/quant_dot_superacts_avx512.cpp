@@ -1,4 +1,4 @@
-// AVX-512 VNNI decode kernels of Q4_K and Q6_K against activations quantized per 256 elements
+// AVX-512 VNNI decode kernels of Q4_K, Q5_K and Q6_K against activations quantized per 256 elements
 // (ActSuperBlock, as llama.cpp's Q8_K): one weight row against N activation rows, the weight
 // bytes unpacked once, every activation row running exactly what N = 1 runs (bitwise).
 //
@@ -16,6 +16,7 @@
 #include "cpu/avx512_blocks.h"
 #include "cpu/quant_act_rows.h"
 #include "cpu/quant_dot.h"
+#include "quant_superblock.h"
 
 namespace ctxr {
 
@@ -34,7 +35,7 @@ CTXR_AVX512 inline __m512i lane_shifts(int lo_shift, int hi_shift) {
   return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set1_epi16(static_cast<int16_t>(lo_shift))), _mm256_set1_epi16(static_cast<int16_t>(hi_shift)), 1);
 }
 
-// Q4_K's eight six-bit scales and mins as bytes (the 12 packed bytes as three words).
+// Q4_K/Q5_K's eight six-bit scales and mins as bytes (the 12 packed bytes as three words).
 inline void q4k_scale_and_min_bytes(const uint8_t* packed, uint64_t& scales, uint64_t& mins) {
   uint32_t u[3];
   std::memcpy(u, packed, 12);
@@ -51,27 +52,30 @@ CTXR_AVX512 inline __m256i q4k_min_products(const ActSuperBlock& a, __m128i mins
   return _mm256_madd_epi16(_mm256_load_si256(reinterpret_cast<const __m256i*>(a.sum16)), _mm256_cvtepu8_epi16(mins_pairs));
 }
 
-template <int N>
-CTXR_AVX512 void q4_k_superacts(const void* wv, const ActSuperBlock* a0, int superblocks, size_t stride, float* out) {
-  const auto* w = static_cast<const BlockQ4_K*>(wv);
-  const __m512i m4 = _mm512_set1_epi8(15), nibble_shift = lane_shifts(0, 4);
+// Q4_K and Q5_K: chunk c's 64 values are the low nibbles of qs[32c..32c + 32) (sub-block 2c)
+// then their high nibbles (2c + 1), Q5_K's fifth bits in qh (bit 2c, 2c + 1 of byte l).
+template <int N, bool kFifthBit, typename Block>
+CTXR_AVX512 void q45_k_superacts(const void* wv, const ActSuperBlock* a0, int superblocks, size_t stride, float* out) {
+  const auto* w = static_cast<const Block*>(wv);
+  const __m512i m4 = _mm512_set1_epi8(15), one = _mm512_set1_epi8(1), nibble_shift = lane_shifts(0, 4);
   const __m512i spread[4] = {runs_of(0, 16), runs_of(2, 16), runs_of(4, 16), runs_of(6, 16)};
   __m512 acc[N];
   __m256 mins[N];
   for (int i = 0; i < N; i++) acc[i] = _mm512_setzero_ps(), mins[i] = _mm256_setzero_ps();
   for (int sb = 0; sb < superblocks; sb++) {
-    const BlockQ4_K& blk = w[sb];
+    const Block& blk = w[sb];
     prefetch_ahead(&blk, sizeof(blk));
     uint64_t sc_bytes, m_bytes;
     q4k_scale_and_min_bytes(blk.scales, sc_bytes, m_bytes);
     const __m512i sc16 = _mm512_castsi128_si512(_mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<int64_t>(sc_bytes))));
     const __m128i m_raw = _mm_cvtsi64_si128(static_cast<int64_t>(m_bytes));
     const __m128i mins_pairs = _mm_unpacklo_epi8(m_raw, m_raw);
+    __m512i fifth = _mm512_setzero_si512();
+    if constexpr (kFifthBit) fifth = _mm512_broadcast_i64x4(avx512::load256(blk.qh));
     __m512i sum[N];
     for (int c = 0; c < 4; c++) {
-      // Low nibbles (sub-block 2c) in bytes 0..31, high nibbles (2c + 1) in 32..63: elements
-      // 64c..64c + 63 in order.
-      const __m512i q = _mm512_and_si512(_mm512_srlv_epi16(_mm512_broadcast_i64x4(avx512::load256(blk.qs + 32 * c)), nibble_shift), m4);
+      __m512i q = _mm512_and_si512(_mm512_srlv_epi16(_mm512_broadcast_i64x4(avx512::load256(blk.qs + 32 * c)), nibble_shift), m4);
+      if constexpr (kFifthBit) q = _mm512_or_si512(q, _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi16(fifth, lane_shifts(2 * c, 2 * c + 1)), one), 4));
       const __m512i scale = _mm512_permutexvar_epi16(spread[c], sc16);
 #pragma GCC unroll 4
       for (int i = 0; i < N; i++) {
@@ -93,6 +97,15 @@ CTXR_AVX512 void q4_k_superacts(const void* wv, const ActSuperBlock* a0, int sup
     const __m128 m2f = _mm_add_ps(m4f, _mm_movehl_ps(m4f, m4f));
     out[i] = _mm512_reduce_add_ps(acc[i]) - _mm_cvtss_f32(_mm_add_ss(m2f, _mm_movehdup_ps(m2f)));
   }
+}
+
+template <int N>
+CTXR_AVX512 void q4_k_superacts(const void* w, const ActSuperBlock* a, int superblocks, size_t stride, float* out) {
+  q45_k_superacts<N, false, BlockQ4_K>(w, a, superblocks, stride, out);
+}
+template <int N>
+CTXR_AVX512 void q5_k_superacts(const void* w, const ActSuperBlock* a, int superblocks, size_t stride, float* out) {
+  q45_k_superacts<N, true, BlockQ5_K>(w, a, superblocks, stride, out);
 }
 
 template <int N>
@@ -142,11 +155,13 @@ CTXR_AVX512 void q6_k_superacts(const void* wv, const ActSuperBlock* a0, int sup
 
 QuantDotSuperActsFn quant_dot_superacts_avx512(DType t, int n) {
   static constexpr QuantDotSuperActsFn q4_k[] = {q4_k_superacts<1>, q4_k_superacts<2>, q4_k_superacts<3>, q4_k_superacts<4>};
+  static constexpr QuantDotSuperActsFn q5_k[] = {q5_k_superacts<1>, q5_k_superacts<2>, q5_k_superacts<3>, q5_k_superacts<4>};
   static constexpr QuantDotSuperActsFn q6_k[] = {q6_k_superacts<1>, q6_k_superacts<2>, q6_k_superacts<3>, q6_k_superacts<4>};
   static_assert(quant_dot_max_acts() == 4, "the activation-group kernels are instantiated for 1..4 rows");
   if (n < 1 || n > quant_dot_max_acts()) return nullptr;
   switch (t) {
     case DType::Q4_K: return q4_k[n - 1];
+    case DType::Q5_K: return q5_k[n - 1];
     case DType::Q6_K: return q6_k[n - 1];
     default: return nullptr;
   }

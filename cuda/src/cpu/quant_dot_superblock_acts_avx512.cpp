@@ -1,6 +1,5 @@
-// AVX-512 VNNI decode kernels of Q2_K, Q3_K, Q5_K and IQ4_XS: one weight row against N activation
-// rows with their side data contiguous (quant_act_rows.h), as quant_dot_avx512.cpp's Q4_K: the
-// weight bytes unpacked once, every activation row running exactly what N = 1 runs (bitwise).
+// AVX-512 VNNI decode kernels of Q2_K, Q3_K and IQ4_XS: one weight row against N activation
+// rows with their side data contiguous (quant_act_rows.h): the weight bytes unpacked once, every activation row running exactly what N = 1 runs (bitwise).
 // Per super-block the scales become one float vector (scale·d·d_a per 16- or 32-group), spread
 // onto the int32 lanes of each dpbusd result by a permute; mins and offsets stay vectors
 // (scale·d_a·Σa) summed once at the end.
@@ -33,57 +32,9 @@ CTXR_AVX512 inline __m512i spread16(int c) {
                           4 * c + 1, 4 * c, 4 * c, 4 * c, 4 * c);
 }
 
-// Q4_K/Q5_K's eight six-bit scales and mins as floats (the 12 packed bytes as three words).
-CTXR_AVX512 inline void k_scales_and_mins(const uint8_t* packed, __m256& sc, __m256& mn) {
-  uint32_t u[3];
-  std::memcpy(u, packed, 12);
-  const uint32_t sc_lo = u[0] & 0x3f3f3f3f, m_lo = u[1] & 0x3f3f3f3f;
-  const uint32_t sc_hi = (u[2] & 0x0f0f0f0f) | (((u[0] >> 6) & 0x03030303) << 4);
-  const uint32_t m_hi = ((u[2] >> 4) & 0x0f0f0f0f) | (((u[1] >> 6) & 0x03030303) << 4);
-  sc = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_set_epi32(0, 0, static_cast<int>(sc_hi), static_cast<int>(sc_lo))));
-  mn = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_set_epi32(0, 0, static_cast<int>(m_hi), static_cast<int>(m_lo))));
-}
-
 #define CTXR_ACTS_SIGNATURE(name) \
   template <int N>                  \
   CTXR_AVX512 void name(const void* wv, const ActBlock* a0, const float* ad, const float* adsum16, int nb, size_t stride, float* out)
-
-CTXR_ACTS_SIGNATURE(q5_k_acts) {
-  const ActRows x{a0, ad, adsum16, stride};
-  const auto* w = static_cast<const BlockQ5_K*>(wv);
-  __m512 acc[N], mins[N];
-  for (int i = 0; i < N; i++) acc[i] = mins[i] = _mm512_setzero_ps();
-  const __m256i m4 = _mm256_set1_epi8(15), sixteen = _mm256_set1_epi8(16);
-  for (int sb = 0; sb < nb / 8; sb++) {
-    const BlockQ5_K& blk = w[sb];
-    prefetch_ahead(&blk, sizeof(blk));
-    __m256 sc, mn;
-    k_scales_and_mins(blk.scales, sc, mn);
-    const __m256 scd = _mm256_mul_ps(sc, _mm256_set1_ps(_cvtsh_ss(blk.d)));
-    const __m512 mnd = _mm512_permutexvar_ps(dup_pairs(), _mm512_castps256_ps512(_mm256_mul_ps(mn, _mm256_set1_ps(_cvtsh_ss(blk.dmin)))));
-    __m512 f[N];
-#pragma GCC unroll 4
-    for (int i = 0; i < N; i++) {
-      f[i] = _mm512_castps256_ps512(_mm256_mul_ps(scd, _mm256_loadu_ps(x.d(i) + 8 * sb)));
-      mins[i] = _mm512_fmadd_ps(mnd, _mm512_loadu_ps(x.sums(i) + 16 * sb), mins[i]);
-    }
-    const __m256i hb = load256(blk.qh);
-    for (int c = 0; c < 4; c++) {
-      const __m256i bit_lo = _mm256_set1_epi8(static_cast<char>(1 << (2 * c))), bit_hi = _mm256_set1_epi8(static_cast<char>(2 << (2 * c)));
-      const __m256i raw = load256(blk.qs + 32 * c);
-      // The fifth bit: + 16 where qh's bit 2c (2c + 1) is set.
-      const __m256i lo = _mm256_mask_add_epi8(_mm256_and_si256(raw, m4), _mm256_test_epi8_mask(hb, bit_lo), _mm256_and_si256(raw, m4), sixteen);
-      const __m256i hi_nib = _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4);
-      const __m512i q = join(lo, _mm256_mask_add_epi8(hi_nib, _mm256_test_epi8_mask(hb, bit_hi), hi_nib, sixteen));
-#pragma GCC unroll 4
-      for (int i = 0; i < N; i++) {
-        const ActBlock* a = x.blocks(i) + 8 * sb;
-        acc[i] = _mm512_fmadd_ps(dot4(q, load2(a[2 * c].q, a[2 * c + 1].q)), _mm512_permutexvar_ps(spread32(c), f[i]), acc[i]);
-      }
-    }
-  }
-  for (int i = 0; i < N; i++) out[i] = _mm512_reduce_add_ps(acc[i]) - _mm512_reduce_add_ps(mins[i]);
-}
 
 // IQ4_XS's levels shifted to unsigned bytes (level + 128, 1..241) for dpbusd; the 128·Σa this
 // adds is taken off once at the end through the activations' sums (as Q6_K's 32).
@@ -203,14 +154,12 @@ CTXR_ACTS_SIGNATURE(q2_k_acts) {
 QuantDotActsFn quant_dot_superblock_acts_avx512(DType t, int n) {
   static constexpr QuantDotActsFn q2_k[] = {q2_k_acts<1>, q2_k_acts<2>, q2_k_acts<3>, q2_k_acts<4>};
   static constexpr QuantDotActsFn q3_k[] = {q3_k_acts<1>, q3_k_acts<2>, q3_k_acts<3>, q3_k_acts<4>};
-  static constexpr QuantDotActsFn q5_k[] = {q5_k_acts<1>, q5_k_acts<2>, q5_k_acts<3>, q5_k_acts<4>};
   static constexpr QuantDotActsFn iq4_xs[] = {iq4_xs_acts<1>, iq4_xs_acts<2>, iq4_xs_acts<3>, iq4_xs_acts<4>};
   static_assert(quant_dot_max_acts() == 4, "the activation-group kernels are instantiated for 1..4 rows");
   if (n < 1 || n > quant_dot_max_acts()) return nullptr;
   switch (t) {
     case DType::Q2_K: return q2_k[n - 1];
     case DType::Q3_K: return q3_k[n - 1];
-    case DType::Q5_K: return q5_k[n - 1];
     case DType::IQ4_XS: return iq4_xs[n - 1];
     default: return nullptr;
   }

@@ -9,6 +9,7 @@
 
 #include "cpu/quant_dot.h"
 #include "cpu/quant_linear.h"
+#include "cpu/quantize_activations.h"
 #include "halfs.h"
 #include "quant.h"
 #include "cpu_test_inputs.h"
@@ -254,6 +255,28 @@ RUNNER_TEST(quant, activation_superblocks) {
       }
       CHECK_EQ(a[b].sum16[j], sum);
     }
+}
+
+// The AVX-512 quantizers give bitwise what the scalar ones give (outliers, a zero block, ties).
+RUNNER_TEST(quant, activation_quantizers_agree) {
+  if (!cpu_has_avx512_vnni()) return;
+  std::mt19937 rng(12);
+  std::vector<float> x = random_vector(1024, rng, 3.f);
+  x[5] = 4e3f, x[700] = -9e2f;
+  for (int i = 256; i < 512; i++) x[i] = 0.f;
+  for (int i = 512; i < 544; i++) x[i] = 0.5f * static_cast<float>(i - 528);  // ties at the rounding
+  std::vector<ActBlock> a32(32), b32(32);
+  quantize_activations(x.data(), 1024, a32.data());
+  quantize_activations(x.data(), 1024, b32.data(), CpuIsa::Avx512Vnni);
+  CHECK(std::memcmp(a32.data(), b32.data(), a32.size() * sizeof(ActBlock)) == 0);
+  std::vector<ActSuperBlock> a256(4), b256(4);
+  quantize_activations_256(x.data(), 1024, a256.data());
+  quantize_activations_256(x.data(), 1024, b256.data(), CpuIsa::Avx512Vnni);
+  for (int b = 0; b < 4; b++) {
+    CHECK(std::memcmp(a256[b].q, b256[b].q, 256) == 0);
+    CHECK(std::memcmp(a256[b].sum16, b256[b].sum16, 32) == 0);
+    CHECK(std::memcmp(&a256[b].d, &b256[b].d, 4) == 0);
+  }
 }
 
 // Decode's per-256 kernels against the dequantized row dotted (in double) with the dequantized

@@ -11,7 +11,7 @@ import { REPO_ROOT, runProgram } from "../helpers/cli.ts";
 setDefaultTimeout(600_000);
 
 const CUDA_DIR = join(REPO_ROOT, "cuda");
-const QUANT_TESTS = ["quant.simd_dot_matches_reference", "quant.linear_matches_f32_on_dequantized", "quant.activation_blocks", "quant.isa_paths_agree", "quant.activation_group_kernels_match_one_row", "quant.activation_superblocks", "quant.superblock_activation_kernels", "quant.gemm_matches_row_dots"];
+const QUANT_TESTS = ["quant.simd_dot_matches_reference", "quant.linear_matches_f32_on_dequantized", "quant.activation_blocks", "quant.isa_paths_agree", "quant.activation_group_kernels_match_one_row", "quant.activation_superblocks", "quant.superblock_activation_kernels", "quant.activation_quantizers_agree", "quant.gemm_matches_row_dots"];
 const SUPERBLOCK_TESTS = ["quant_superblock.dequantize_matches_gguf_py", "quant_superblock.gemm_matches_row_dots"];
 const HALF_TESTS = ["half.widen_matches_scalar", "half.linear_matches_reference", "half.llama_shapes", "half.backend_in_place"];
 

@@ -12,6 +12,7 @@
 
 #include "cpu/quant_gemm32.h"
 #include "cpu/quant_unpack_superblock.h"
+#include "cpu/quantize_activations.h"
 #include "halfs.h"
 #include "quant.h"
 #include "quant_superblock.h"
@@ -311,7 +312,7 @@ void quant_gemm(const float* x, int n, const QuantMatrix& w, const float* bias, 
   const int k = w.cols, nb = k / 32;
   std::vector<ActBlock> act(static_cast<size_t>(n) * nb);
 #pragma omp parallel for num_threads(threads) schedule(static)
-  for (int i = 0; i < n; i++) quantize_activations(x + static_cast<size_t>(i) * k, k, act.data() + static_cast<size_t>(i) * nb);
+  for (int i = 0; i < n; i++) quantize_activations(x + static_cast<size_t>(i) * k, k, act.data() + static_cast<size_t>(i) * nb, isa);
 
   // Per part: its format and the activation sums its kernel reads.
   struct PartActs {

@@ -10,6 +10,7 @@
 
 #include "cpu/gemm.h"
 #include "cpu/quant_gemm.h"
+#include "cpu/quantize_activations.h"
 #include "quant.h"
 
 namespace ctxr {
@@ -53,8 +54,8 @@ struct DecodeActivations {
 #pragma omp parallel for num_threads(threads) schedule(static) if (n > 1)
     for (int i = 0; i < n; i++) {
       const float* xi = x + static_cast<size_t>(i) * w.cols;
-      if (per32) quantize_activations(xi, w.cols, blocks.data() + static_cast<size_t>(i) * nb);
-      if (per256) quantize_activations_256(xi, w.cols, superblocks.data() + static_cast<size_t>(i) * nsb);
+      if (per32) quantize_activations(xi, w.cols, blocks.data() + static_cast<size_t>(i) * nb, isa);
+      if (per256) quantize_activations_256(xi, w.cols, superblocks.data() + static_cast<size_t>(i) * nsb, isa);
     }
     if (!acts32) return;
     ad.resize(blocks.size());

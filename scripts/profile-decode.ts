@@ -7,6 +7,7 @@
 import { parseArgs } from "node:util";
 import { RunnerProcess } from "../src/runner/runnerProcess.ts";
 import { sequenceRange } from "../src/runner/runnerProtocol.ts";
+import { argmax } from "../src/engine/sampler.ts";
 
 const { values, positionals } = parseArgs({
   allowPositionals: true,
@@ -24,7 +25,6 @@ const [streams, context, steps, threads] = [values.streams, values.context, valu
 const blockSize = 16;
 const blocksPerStream = Math.ceil((context + steps + 1) / blockSize);
 const runner = await RunnerProcess.start({ executable: values.runner!, model, blocks: (streams + 1) * blocksPerStream, blockSize, threads, kvGroups: 1, log: () => {} });
-const argmax = (row: Float32Array) => row.reduce((best, value, i) => (value > row[best]! ? i : best), 0);
 try {
   const head = await runner.alloc(blocksPerStream);
   const tokens = Array.from({ length: context }, (_, i) => ((i * 7919) % 30000) + 10);
@@ -43,7 +43,7 @@ try {
   const began = performance.now();
   for (let step = 0; step < steps; step++) {
     const { logits } = await runner.forward({ sequences: tables.map((table, s) => ({ table, tokens: [last[s]!], indices: [context + step], logitRows: [0] })) });
-    last = logits.map(argmax);
+    last = logits.map((row) => argmax(row));
   }
   const seconds = (performance.now() - began) / 1000;
   const profile = await runner.profile(false);

@@ -157,8 +157,12 @@ export class BodyReader {
   f32s(count: number, field: string): Float32Array {
     this.need(count * 4, field);
     let out: Float32Array;
-    if (HOST_LITTLE_ENDIAN) {
-      // A copy: aligned, and independent of the frame buffer.
+    const at = this.bytes.byteOffset + this.offset;
+    if (HOST_LITTLE_ENDIAN && at % 4 === 0) {
+      // A view, not a copy (a decode step's logits are 600-800 KB): FrameReader gives every
+      // frame its own buffer, which nothing writes after.
+      out = new Float32Array(this.bytes.buffer, at, count);
+    } else if (HOST_LITTLE_ENDIAN) {
       out = new Float32Array(this.bytes.slice(this.offset, this.offset + count * 4).buffer);
     } else {
       out = new Float32Array(count);

@@ -12,7 +12,9 @@
  *             both sides (llama.cpp's default batch in llama_decode; ctxr's FORWARDs of at most
  *             512 prompt tokens, the chunk `ctxr serve` prefills per step), tokens/s
  *   decode    a (decode-after − 1)-token prompt, then --decode-steps single-token steps, each
- *             fed the argmax of the previous logits, tokens/s
+ *             fed the argmax of the previous logits, tokens/s (ctxr: FORWARD's greedy rows, the
+ *             argmax token the runner returns in place of the logits, as `ctxr serve` asks for a
+ *             greedy request without logprobs; llama.cpp: its logits read in-process)
  *   parallel  with --parallel N > 1: N sequences at decode-after tokens decoded together, one token
  *             each per step (ctxr: one FORWARD of N sequences, as `ctxr serve` batches streams;
  *             llama.cpp: one llama_decode of N sequences, llama_native --parallel N), total
@@ -144,8 +146,8 @@ async function runCtxr(options: VsLlamaCppOptions, file: string, contexts: numbe
     const began = performance.now();
     for (let step = 0; step < options.decodeSteps; step++) {
       const position = options.decodeAfter - 1 + step;
-      const { logits } = await runner.forward({ sequences: [{ table: head.table, tokens: [token], indices: [position], logitRows: [0] }] });
-      token = argmax(logits[0]!);
+      const { greedy } = await runner.forward({ sequences: [{ table: head.table, tokens: [token], indices: [position], logitRows: [0] }], greedyRows: true });
+      token = greedy![0]!.tokens[0]!;
     }
     const decode = options.decodeSteps / ((performance.now() - began) / 1000);
     await runner.free(head.table);
@@ -173,8 +175,8 @@ async function decodeStreams(runner: RunnerProcess, prefill: Prefill, options: V
   const began = performance.now();
   for (let step = 0; step < options.decodeSteps; step++) {
     const position = options.decodeAfter - 1 + step;
-    const { logits } = await runner.forward({ sequences: tables.map((table, s) => ({ table, tokens: [last[s]!], indices: [position], logitRows: [0] })) });
-    last = logits.map(argmax);
+    const { greedy } = await runner.forward({ sequences: tables.map((table, s) => ({ table, tokens: [last[s]!], indices: [position], logitRows: [0] })), greedyRows: true });
+    last = greedy!.map((rows) => rows.tokens[0]!);
   }
   const tokensPerSecond = (options.parallel * options.decodeSteps) / ((performance.now() - began) / 1000);
   await runner.free(tables.flat());
@@ -189,12 +191,6 @@ async function retryOnce<T>(what: string, run: () => Promise<T>): Promise<T> {
     progress(`  ${what} failed (${(error as Error).message.split("\n")[0]}); once more`);
     return await run();
   }
-}
-
-function argmax(values: Float32Array): number {
-  let best = 0;
-  for (let i = 1; i < values.length; i++) if (values[i]! > values[best]!) best = i;
-  return best;
 }
 
 const mib = (bytes: number) => (bytes / 2 ** 20).toFixed(0);

@@ -7,7 +7,6 @@
 import { parseArgs } from "node:util";
 import { RunnerProcess } from "../src/runner/runnerProcess.ts";
 import { sequenceRange } from "../src/runner/runnerProtocol.ts";
-import { argmax } from "../src/engine/sampler.ts";
 
 const { values, positionals } = parseArgs({
   allowPositionals: true,
@@ -42,8 +41,8 @@ try {
   let last = tables.map((_, s) => 100 + s);
   const began = performance.now();
   for (let step = 0; step < steps; step++) {
-    const { logits } = await runner.forward({ sequences: tables.map((table, s) => ({ table, tokens: [last[s]!], indices: [context + step], logitRows: [0] })) });
-    last = logits.map((row) => argmax(row));
+    const { greedy } = await runner.forward({ sequences: tables.map((table, s) => ({ table, tokens: [last[s]!], indices: [context + step], logitRows: [0] })), greedyRows: true });
+    last = greedy!.map((rows) => rows.tokens[0]!);
   }
   const seconds = (performance.now() - began) / 1000;
   const profile = await runner.profile(false);

@@ -1,11 +1,13 @@
 #include "runner.h"
 
+#include "greedy_row.h"
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <stdexcept>
 
 #include "frames.h"
+#include "greedy_row.h"
 #include "json.h"
 
 namespace ctxr {
@@ -360,7 +362,7 @@ void Runner::read_forward_stats(BodyReader& r, SequenceStep& s, uint32_t flags, 
 std::vector<uint8_t> Runner::forward(const uint8_t* body, size_t size) {
   BodyReader r(body, size);
   uint32_t flags = r.u32("flags");
-  if (flags > (kForwardStats | kForwardChunkMass | kForwardEarlyStop)) throw BadRequest("FORWARD: unknown flags " + std::to_string(flags));
+  if (flags > (kForwardStats | kForwardChunkMass | kForwardEarlyStop | kForwardGreedyRows)) throw BadRequest("FORWARD: unknown flags " + std::to_string(flags));
   if ((flags & (kForwardChunkMass | kForwardEarlyStop)) && !(flags & kForwardStats))
     throw BadRequest("FORWARD: flags bit 1 (chunk mass) and bit 2 (early stop) need bit 0 (attention statistics)");
   ForwardFlags mode;
@@ -425,7 +427,15 @@ std::vector<uint8_t> Runner::forward(const uint8_t* body, size_t size) {
       if (two_groups()) sliding_.set_position(sliding_.slot(s.sliding_table, s.indices[i]), s.positions[i]);
     }
   BodyWriter w;
-  w.append(result.logits.data(), result.logits.size() * 4);
+  if (flags & kForwardGreedyRows) {
+    for (size_t at = 0; at < result.logits.size(); at += static_cast<size_t>(vocab)) {
+      const GreedyRow g = greedy_row(result.logits.data() + at, vocab);
+      w.u32(static_cast<uint32_t>(g.token));
+      w.append(&g.logit, 4);
+    }
+  } else {
+    w.append(result.logits.data(), result.logits.size() * 4);
+  }
   w.append(result.stats.data(), result.stats.size() * 4);
   for (const EarlyStop& e : result.early_stop) {
     w.u32(static_cast<uint32_t>(e.cutoff_layer));

@@ -373,6 +373,7 @@ export class GenerationEngine {
     metric("ctxr_generation_forwards_total", "counter", "FORWARD calls to the model runner.", stats.forwards);
     metric("ctxr_generation_decode_steps_total", "counter", "Steps that decoded at least one sequence.", stats.decodeSteps);
     metric("ctxr_generation_batched_decode_steps_total", "counter", "Steps that decoded two or more sequences together.", stats.batchedDecodeSteps);
+    metric("ctxr_generation_greedy_row_steps_total", "counter", "Steps whose logits came back as the argmax token only (greedy, no logprobs, penalties or grammar).", stats.greedyRowSteps);
     metric("ctxr_generation_decode_tokens_total", "counter", "Tokens decoded (sequences per step, summed).", stats.decodeTokens);
     metric("ctxr_generation_max_decode_batch", "gauge", "The most sequences decoded in one step so far.", stats.maxDecodeBatch);
     metric("ctxr_generation_prefill_tokens_total", "counter", "Prompt tokens run (recomputed ones included).", stats.prefillTokens);

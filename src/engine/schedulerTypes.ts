@@ -94,6 +94,8 @@ export interface SchedulerStats {
   decodeSteps: number;
   /** FORWARD calls that decoded two or more sequences together. */
   batchedDecodeSteps: number;
+  /** FORWARD calls whose logits came back as greedy rows (argmax only: ForwardRequest.greedyRows). */
+  greedyRowSteps: number;
   /** Decode tokens over all steps (sum of sequences decoded per step). */
   decodeTokens: number;
   /** The most sequences decoded in one step. */

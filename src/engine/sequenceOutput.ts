@@ -7,6 +7,7 @@ import type { EngineTokenAccount } from "../accounting/tokenAccounts.ts";
 import { GrammarRuntimeError } from "./grammar/grammarErrors.ts";
 import type { FinishReason, GeneratedToken, GenerationRequest } from "./generationTypes.ts";
 import type { LatencyObserver } from "./schedulerTypes.ts";
+import { SamplingError } from "./sampler.ts";
 import type { Sequence } from "./sequence.ts";
 import { appendToken, deltaEvent, finishEvent, outputToken, samplingLogits } from "./tokenOutput.ts";
 
@@ -74,12 +75,24 @@ export class SequenceOutput {
     }
   }
 
+  /**
+   * The token the runner chose by its greedy rows (takesGreedyRow), as sampling would have: -1
+   * (no logit above -Infinity) is the sampler's error.
+   */
+  acceptGreedy(sequence: Sequence, id: number): void {
+    if (id < 0) throw new SamplingError("every logit is -Infinity or NaN");
+    this.take(sequence, { id });
+  }
+
   /** Samples the next token from the logits and passes its text on; ends the sequence on eos, a stop string or a length limit. */
   private accept(sequence: Sequence, logits: Float32Array): void {
     const id = sequence.sampler.sample(samplingLogits(sequence, logits));
     sequence.adjuster?.observe(id);
     sequence.constraint?.accept(id);
-    const token = outputToken(sequence, id, logits);
+    this.take(sequence, outputToken(sequence, id, logits));
+  }
+
+  private take(sequence: Sequence, token: GeneratedToken): void {
     const now = performance.now();
     if (sequence.ttftMs === null) {
       sequence.ttftMs = now - sequence.submittedAt;

@@ -28,6 +28,23 @@ export function samplingLogits(sequence: Sequence, logits: Float32Array): Float3
   return sampling;
 }
 
+/**
+ * Whether the runner's greedy row (argmax token, ForwardRequest.greedyRows) is all this step of the
+ * sequence needs: greedy sampling from the raw logits, nothing reading them (logprobs, penalties
+ * or bias, a grammar, no stop token yet under min_tokens, sparse decode's uncertainty).
+ */
+export function takesGreedyRow(sequence: Sequence): boolean {
+  const logprobs = sequence.request.logprobs;
+  return (
+    sequence.sampler.greedy &&
+    sequence.adjuster === null &&
+    sequence.constraint === null &&
+    sequence.sparse === null &&
+    (logprobs === undefined || logprobs === null) &&
+    sequence.generated >= (sequence.request.minTokens ?? 0)
+  );
+}
+
 /** The sampled token as the output reports it: with logprobs, its own and the top alternatives under the raw logits. */
 export function outputToken(sequence: Sequence, id: number, logits: Float32Array): GeneratedToken {
   const token: GeneratedToken = { id };

@@ -192,6 +192,18 @@ export interface ForwardRequest {
    * rows must lie in the question chunk or outside every chunk.
    */
   earlyStop?: boolean;
+  /**
+   * Each logit row comes back as its argmax token and that logit (flags bit 3), not vocab floats:
+   * all a greedy step without logprobs, penalties or a grammar needs (ForwardResult.greedy).
+   */
+  greedyRows?: boolean;
+}
+
+/** A sequence's greedy rows (ForwardRequest.greedyRows), one entry per logit row. */
+export interface GreedyRows {
+  /** The argmax token (lowest id among equals, NaN never chosen); -1 when no logit is above -Infinity. */
+  tokens: Int32Array;
+  logits: Float32Array;
 }
 
 export interface AttentionStats {
@@ -222,8 +234,10 @@ export interface EarlyStopResult {
 }
 
 export interface ForwardResult {
-  /** Per sequence: n_logits × vocab, row-major. */
+  /** Per sequence: n_logits × vocab, row-major (empty with greedy rows). */
   logits: Float32Array[];
+  /** With ForwardRequest.greedyRows: per sequence. */
+  greedy?: GreedyRows[];
   /** With statistics: per sequence, per layer. */
   stats?: AttentionStats[][];
   /** With early stop: per sequence. */
@@ -246,10 +260,10 @@ function forwardBodyBytes(request: ForwardRequest): number {
   return bytes;
 }
 
-/** FORWARD's flags word: bit 0 statistics, bit 1 chunk mass, bit 2 early stop. */
+/** FORWARD's flags word: bit 0 statistics, bit 1 chunk mass, bit 2 early stop, bit 3 greedy rows. */
 export function forwardFlags(request: ForwardRequest): number {
   if ((request.chunkMass || request.earlyStop) && !request.stats) throw new ProtocolError("FORWARD: chunkMass and earlyStop need stats");
-  return (request.stats ? 1 : 0) | (request.chunkMass ? 2 : 0) | (request.earlyStop ? 4 : 0);
+  return (request.stats ? 1 : 0) | (request.chunkMass ? 2 : 0) | (request.earlyStop ? 4 : 0) | (request.greedyRows ? 8 : 0);
 }
 
 export function encodeForward(request: ForwardRequest): Uint8Array {
@@ -292,7 +306,22 @@ export function statsLength(seq: ForwardSequence): number {
 
 export function decodeForwardResponse(body: Uint8Array, request: ForwardRequest, info: Pick<RunnerInfo, "vocab" | "layers">): ForwardResult {
   const reader = new BodyReader(body, "FORWARD response");
-  const logits = request.sequences.map((seq, s) => reader.f32s(seq.logitRows.length * info.vocab, `logits of sequence ${s}`));
+  let greedy: GreedyRows[] | undefined;
+  let logits: Float32Array[];
+  if (request.greedyRows) {
+    greedy = request.sequences.map((seq, s) => {
+      const rows = seq.logitRows.length;
+      const rowsOf: GreedyRows = { tokens: new Int32Array(rows), logits: new Float32Array(rows) };
+      for (let row = 0; row < rows; row++) {
+        rowsOf.tokens[row] = reader.u32(`greedy token of sequence ${s}, row ${row}`) | 0;
+        rowsOf.logits[row] = reader.f32s(1, `greedy logit of sequence ${s}, row ${row}`)[0]!;
+      }
+      return rowsOf;
+    });
+    logits = request.sequences.map(() => new Float32Array(0));
+  } else {
+    logits = request.sequences.map((seq, s) => reader.f32s(seq.logitRows.length * info.vocab, `logits of sequence ${s}`));
+  }
   let stats: AttentionStats[][] | undefined;
   if (request.stats) {
     stats = request.sequences.map((seq, s) => {
@@ -319,6 +348,7 @@ export function decodeForwardResponse(body: Uint8Array, request: ForwardRequest,
   }
   reader.end();
   const result: ForwardResult = { logits };
+  if (greedy !== undefined) result.greedy = greedy;
   if (stats !== undefined) result.stats = stats;
   if (earlyStop !== undefined) result.earlyStop = earlyStop;
   return result;

@@ -193,6 +193,26 @@ describe("KV reuse operations", () => {
     await runner.free(table);
   });
 
+  test("greedy rows: each logit row as its argmax token and logit, for every sequence of the batch", async () => {
+    const a = await runner.alloc(1);
+    const b = await runner.alloc(1);
+    const sequences = (table: number[]) => [
+      { table, tokens: chunk, indices: sequenceRange(0, n), logitRows: [1, n - 1] },
+      { table: b, tokens: chunk.slice(0, 5), indices: sequenceRange(0, 5), logitRows: [4] },
+    ];
+    const full = await runner.forward({ sequences: sequences(a) });
+    const greedy = await runner.forward({ sequences: sequences(a), greedyRows: true });
+    const vocab = full.logits[1]!.length;
+    expect(greedy.logits.every((rows) => rows.length === 0)).toBe(true);
+    expect(greedy.greedy!.map((g) => Array.from(g.tokens))).toEqual([
+      [argmax(full.logits[0]!.subarray(0, vocab)), argmax(full.logits[0]!.subarray(vocab))],
+      [argmax(full.logits[1]!)],
+    ]);
+    expect(greedy.greedy![1]!.logits[0]).toBe(Math.max(...full.logits[1]!));
+    await runner.free(a);
+    await runner.free(b);
+  });
+
   test("attention statistics: each query's mass is a distribution; chunk sums are causal and add up", async () => {
     const table = await runner.alloc(1);
     const bounds = [0, 4, 9, n];

@@ -338,6 +338,17 @@ describe("POST /v1/chat/completions", () => {
     expect(streamedEntries.map((e: any) => e.token)).toEqual(content.map((e: any) => e.token));
   });
 
+  test("greedy requests without logprobs take the runner's argmax rows; the same tokens as from whole logits", async () => {
+    const before = await metric("ctxr_generation_greedy_row_steps_total");
+    const plain = await api.post("/v1/chat/completions", { messages, temperature: 0, max_tokens: 6 });
+    const plainSteps = (await metric("ctxr_generation_greedy_row_steps_total")) - before;
+    expect(plainSteps).toBeGreaterThanOrEqual(5);
+    const withLogprobs = await api.post("/v1/chat/completions", { messages, temperature: 0, max_tokens: 6, logprobs: true });
+    expect(await metric("ctxr_generation_greedy_row_steps_total")).toBe(before + plainSteps);
+    expect(plain.body.choices[0].message.content).toBe(withLogprobs.body.choices[0].message.content);
+    expect(plain.body.usage.completion_tokens).toBe(withLogprobs.body.usage.completion_tokens);
+  });
+
   test("max_completion_tokens", async () => {
     const answer = await api.post("/v1/chat/completions", { messages, temperature: 0, max_completion_tokens: 3 });
     expect(answer.body.usage.completion_tokens).toBe(3);

@@ -316,7 +316,7 @@ RUNNER_TEST(quant, superblock_activation_kernels) {
       }
     }
   }
-  CHECK(kernels == 3);  // Q4_K, Q5_K, Q6_K
+  CHECK(kernels == 6);  // Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS
 }
 
 // The int8 GEMM and the per-32 row dot products quantize the activations the same way: they agree

@@ -29,15 +29,14 @@ QuantDotFn quant_dot_superblock_avx512(DType t);
 // adsum16), with the per-block f32 side data laid out contiguously so that a 256-element
 // super-block's scales are one load: ad[b] = a[b].d, adsum16[2b + h] = a[b].d·a[b].sum[h].
 // out[i] = the dot with activation row i, bitwise what n = 1 gives for that row. AVX-512 VNNI
-// the 32-element types, Q2_K, Q3_K and IQ4_XS (null otherwise).
+// the 32-element types (null otherwise).
 using QuantDotActsFn = void (*)(const void* w, const ActBlock* a, const float* ad, const float* adsum16, int blocks32, size_t stride, float* out);
 constexpr int quant_dot_max_acts() { return 4; }
 QuantDotActsFn quant_dot_acts_avx512(DType t, int n);
-QuantDotActsFn quant_dot_superblock_acts_avx512(DType t, int n);  // Q2_K, Q3_K, IQ4_XS
 
 // The same against activations quantized per 256 elements (quant.h), `superblocks` of them a row,
-// each row `stride` super-blocks after the last: AVX-512 VNNI Q4_K, Q5_K and Q6_K (null
-// otherwise; quant_dot_acts_avx512 has none for these).
+// each row `stride` super-blocks after the last: AVX-512 VNNI Q2_K, Q3_K, Q4_K, Q5_K, Q6_K and
+// IQ4_XS (null otherwise; quant_dot_acts_avx512 has none for these).
 using QuantDotSuperActsFn = void (*)(const void* w, const ActSuperBlock* a, int superblocks, size_t stride, float* out);
 QuantDotSuperActsFn quant_dot_superacts_avx512(DType t, int n);
 

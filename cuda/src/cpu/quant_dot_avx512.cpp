@@ -138,8 +138,7 @@ QuantDotFn quant_dot_avx512(DType t) {
 }
 
 QuantDotActsFn quant_dot_acts_avx512(DType t, int n) {
-  // Q4_K and Q6_K decode against per-256 activations (quant_dot_superacts_avx512.cpp).
-  if (QuantDotActsFn f = quant_dot_superblock_acts_avx512(t, n)) return f;
+  // The 256-element types decode against per-256 activations (quant_dot_superacts_avx512.cpp).
   return quant_dot32_acts_avx512(t, n);
 }
 

@@ -1,4 +1,4 @@
-// AVX-512 VNNI decode kernels of Q4_K, Q5_K and Q6_K against activations quantized per 256 elements
+// AVX-512 VNNI decode kernels of the K-quants (Q2_K..Q6_K) and IQ4_XS against activations quantized per 256 elements
 // (ActSuperBlock, as llama.cpp's Q8_K): one weight row against N activation rows, the weight
 // bytes unpacked once, every activation row running exactly what N = 1 runs (bitwise).
 //
@@ -16,6 +16,7 @@
 #include "cpu/avx512_blocks.h"
 #include "cpu/quant_act_rows.h"
 #include "cpu/quant_dot.h"
+#include "quant_blocks32.h"
 #include "quant_superblock.h"
 
 namespace ctxr {
@@ -33,6 +34,30 @@ CTXR_AVX512 inline __m512i runs_of(int first, int run) {
 // Bytes 0..31 as they are, bytes 32..63 shifted right by `hi_shift` within 16-bit lanes.
 CTXR_AVX512 inline __m512i lane_shifts(int lo_shift, int hi_shift) {
   return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set1_epi16(static_cast<int16_t>(lo_shift))), _mm256_set1_epi16(static_cast<int16_t>(hi_shift)), 1);
+}
+
+CTXR_AVX512 inline float hsum256(__m256 v) {
+  const __m128 four = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  const __m128 two = _mm_add_ps(four, _mm_movehl_ps(four, four));
+  return _mm_cvtss_f32(_mm_add_ss(two, _mm_movehdup_ps(two)));
+}
+
+// Q3_K's sixteen scales − 32 as int16 (quant_superblock.h's q3k_scales, in registers: bytes
+// written one by one and read as a vector would stall the store forwarding every super-block).
+CTXR_AVX512 inline __m256i q3k_scales16(const uint8_t* packed) {
+  uint32_t u[3];
+  std::memcpy(u, packed, 12);
+  const __m128i bytes = _mm_set_epi32(static_cast<int>((u[1] >> 4 & 0x0f0f0f0f) | (u[2] >> 6 & 0x03030303) << 4), static_cast<int>((u[0] >> 4 & 0x0f0f0f0f) | (u[2] >> 4 & 0x03030303) << 4),
+                                      static_cast<int>((u[1] & 0x0f0f0f0f) | (u[2] >> 2 & 0x03030303) << 4), static_cast<int>((u[0] & 0x0f0f0f0f) | (u[2] & 0x03030303) << 4));
+  return _mm256_sub_epi16(_mm256_cvtepu8_epi16(bytes), _mm256_set1_epi16(32));
+}
+
+// IQ4_XS's eight scales ls − 32 as int16: the low nibbles and high bit pairs deposited into bytes.
+CTXR_AVX512 inline __m128i iq4xs_scales16(const BlockIQ4_XS& blk) {
+  uint32_t low;
+  std::memcpy(&low, blk.scales_l, 4);
+  const uint64_t ls = _pdep_u64(low, 0x0f0f0f0f0f0f0f0full) | _pdep_u64(blk.scales_h, 0x3030303030303030ull);
+  return _mm_sub_epi16(_mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<int64_t>(ls))), _mm_set1_epi16(32));
 }
 
 // Q4_K/Q5_K's eight six-bit scales and mins as bytes (the 12 packed bytes as three words).
@@ -91,12 +116,7 @@ CTXR_AVX512 void q45_k_superacts(const void* wv, const ActSuperBlock* a0, int su
       mins[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(q4k_min_products(a, mins_pairs)), _mm256_set1_ps(dmin * a.d), mins[i]);
     }
   }
-  for (int i = 0; i < N; i++) {
-    const __m256 m = mins[i];
-    const __m128 m4f = _mm_add_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
-    const __m128 m2f = _mm_add_ps(m4f, _mm_movehl_ps(m4f, m4f));
-    out[i] = _mm512_reduce_add_ps(acc[i]) - _mm_cvtss_f32(_mm_add_ss(m2f, _mm_movehdup_ps(m2f)));
-  }
+  for (int i = 0; i < N; i++) out[i] = _mm512_reduce_add_ps(acc[i]) - hsum256(mins[i]);
 }
 
 template <int N>
@@ -151,15 +171,125 @@ CTXR_AVX512 void q6_k_superacts(const void* wv, const ActSuperBlock* a0, int sup
   for (int i = 0; i < N; i++) out[i] = _mm512_reduce_add_ps(acc[i]);
 }
 
+// Q2_K and Q3_K: register r (0..3) holds elements 64r..64r + 63, two-bit fields of qs[32h..32h + 32)
+// (h = r / 2) at bits 2j, 2j + 2 (j = 2·(r % 2)), in 16-element groups 4r..4r + 3. Q3_K's third
+// bit is hmask[l] bit 4h + j (+1); its values are q − 4, the 4 taken off through the sums.
+template <int N, bool kQ3>
+CTXR_AVX512 void q23_k_superacts(const void* wv, const ActSuperBlock* a0, int superblocks, size_t stride, float* out) {
+  const __m512i m2 = _mm512_set1_epi8(3), one = _mm512_set1_epi8(1), m4x16 = _mm512_set1_epi16(15);
+  const __m512i spread[4] = {runs_of(0, 8), runs_of(4, 8), runs_of(8, 8), runs_of(12, 8)};
+  const size_t block_bytes = kQ3 ? sizeof(BlockQ3_K) : sizeof(BlockQ2_K);
+  __m512 acc[N];
+  __m256 mins[N];
+  for (int i = 0; i < N; i++) acc[i] = _mm512_setzero_ps(), mins[i] = _mm256_setzero_ps();
+  for (int sb = 0; sb < superblocks; sb++) {
+    const uint8_t* at = static_cast<const uint8_t*>(wv) + sb * block_bytes;
+    prefetch_ahead(at, block_bytes);
+    const uint8_t* qs;
+    __m256i sc16, m16 = _mm256_setzero_si256();
+    __m512i high = _mm512_setzero_si512();
+    float d, dmin = 0.f;
+    if constexpr (kQ3) {
+      const auto& blk = *reinterpret_cast<const BlockQ3_K*>(at);
+      sc16 = q3k_scales16(blk.scales);
+      high = _mm512_broadcast_i64x4(avx512::load256(blk.hmask));
+      qs = blk.qs;
+      d = _cvtsh_ss(blk.d);
+    } else {
+      const auto& blk = *reinterpret_cast<const BlockQ2_K*>(at);
+      const __m256i packed = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk.scales)));
+      sc16 = _mm256_and_si256(packed, _mm512_castsi512_si256(m4x16));
+      m16 = _mm256_srli_epi16(packed, 4);
+      qs = blk.qs;
+      d = _cvtsh_ss(blk.d), dmin = _cvtsh_ss(blk.dmin);
+    }
+    __m512i sum[N];
+    for (int r = 0; r < 4; r++) {
+      const int h = r / 2, j = 2 * (r % 2);
+      __m512i q = _mm512_and_si512(_mm512_srlv_epi16(_mm512_broadcast_i64x4(avx512::load256(qs + 32 * h)), lane_shifts(2 * j, 2 * j + 2)), m2);
+      if constexpr (kQ3) q = _mm512_or_si512(q, _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi16(high, lane_shifts(4 * h + j, 4 * h + j + 1)), one), 2));
+      const __m512i scale = _mm512_permutexvar_epi16(spread[r], _mm512_castsi256_si512(sc16));
+#pragma GCC unroll 4
+      for (int i = 0; i < N; i++) {
+        const __m512i p = _mm512_maddubs_epi16(q, _mm512_load_si512(a0[i * stride + sb].q + 64 * r));
+        sum[i] = r == 0 ? _mm512_madd_epi16(p, scale) : _mm512_dpwssd_epi32(sum[i], p, scale);
+      }
+    }
+#pragma GCC unroll 4
+    for (int i = 0; i < N; i++) {
+      const ActSuperBlock& a = a0[i * stride + sb];
+      const __m256i sums = _mm256_load_si256(reinterpret_cast<const __m256i*>(a.sum16));
+      __m512i total = sum[i];
+      // Q3_K: −4·Σ_g scale_g·Σ q over group g, in int32.
+      if constexpr (kQ3) total = _mm512_sub_epi32(total, _mm512_zextsi256_si512(_mm256_slli_epi32(_mm256_madd_epi16(sums, sc16), 2)));
+      acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(total), _mm512_set1_ps(d * a.d), acc[i]);
+      if constexpr (!kQ3) mins[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16(sums, m16)), _mm256_set1_ps(dmin * a.d), mins[i]);
+    }
+  }
+  for (int i = 0; i < N; i++) out[i] = _mm512_reduce_add_ps(acc[i]) - (kQ3 ? 0.f : hsum256(mins[i]));
+}
+
+template <int N>
+CTXR_AVX512 void q2_k_superacts(const void* w, const ActSuperBlock* a, int superblocks, size_t stride, float* out) {
+  q23_k_superacts<N, false>(w, a, superblocks, stride, out);
+}
+template <int N>
+CTXR_AVX512 void q3_k_superacts(const void* w, const ActSuperBlock* a, int superblocks, size_t stride, float* out) {
+  q23_k_superacts<N, true>(w, a, superblocks, stride, out);
+}
+
+// IQ4_XS: chunk k (elements 64k..64k + 63) is qs[32k..32k + 32): the low nibbles of its first 16
+// bytes, their high nibbles, then the same of the next 16; each nibble a signed level. maddubs
+// takes |level| (≤ 127, so a pair stays within int16) against the activation with the level's sign.
+template <int N>
+CTXR_AVX512 void iq4_xs_superacts(const void* wv, const ActSuperBlock* a0, int superblocks, size_t stride, float* out) {
+  const auto* w = static_cast<const BlockIQ4_XS*>(wv);
+  const __m512i m4 = _mm512_set1_epi8(15), nibble_shift = lane_shifts(0, 4);
+  const __m512i levels = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4nlValues)));
+  const __m512i spread[4] = {runs_of(0, 16), runs_of(2, 16), runs_of(4, 16), runs_of(6, 16)};
+  __m512 acc[N];
+  for (int i = 0; i < N; i++) acc[i] = _mm512_setzero_ps();
+  for (int sb = 0; sb < superblocks; sb++) {
+    const BlockIQ4_XS& blk = w[sb];
+    prefetch_ahead(&blk, sizeof(blk));
+    const __m512i sc16 = _mm512_castsi128_si512(iq4xs_scales16(blk));
+    __m512i sum[N];
+    for (int k = 0; k < 4; k++) {
+      // 128-bit lanes [low of bytes 0..15, low of 16..31, high of 0..15, high of 16..31] → element order.
+      const __m512i nib = _mm512_and_si512(_mm512_srlv_epi16(_mm512_broadcast_i64x4(avx512::load256(blk.qs + 32 * k)), nibble_shift), m4);
+      const __m512i level = _mm512_shuffle_epi8(levels, _mm512_shuffle_i64x2(nib, nib, _MM_SHUFFLE(3, 1, 2, 0)));
+      const __mmask64 negative = _mm512_movepi8_mask(level);
+      const __m512i magnitude = _mm512_abs_epi8(level);
+      const __m512i scale = _mm512_permutexvar_epi16(spread[k], sc16);
+#pragma GCC unroll 4
+      for (int i = 0; i < N; i++) {
+        const __m512i x = _mm512_load_si512(a0[i * stride + sb].q + 64 * k);
+        const __m512i p = _mm512_maddubs_epi16(magnitude, _mm512_mask_sub_epi8(x, negative, _mm512_setzero_si512(), x));
+        sum[i] = k == 0 ? _mm512_madd_epi16(p, scale) : _mm512_dpwssd_epi32(sum[i], p, scale);
+      }
+    }
+    const float d = _cvtsh_ss(blk.d);
+#pragma GCC unroll 4
+    for (int i = 0; i < N; i++) acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum[i]), _mm512_set1_ps(d * a0[i * stride + sb].d), acc[i]);
+  }
+  for (int i = 0; i < N; i++) out[i] = _mm512_reduce_add_ps(acc[i]);
+}
+
 }  // namespace
 
 QuantDotSuperActsFn quant_dot_superacts_avx512(DType t, int n) {
+  static constexpr QuantDotSuperActsFn q2_k[] = {q2_k_superacts<1>, q2_k_superacts<2>, q2_k_superacts<3>, q2_k_superacts<4>};
+  static constexpr QuantDotSuperActsFn q3_k[] = {q3_k_superacts<1>, q3_k_superacts<2>, q3_k_superacts<3>, q3_k_superacts<4>};
+  static constexpr QuantDotSuperActsFn iq4_xs[] = {iq4_xs_superacts<1>, iq4_xs_superacts<2>, iq4_xs_superacts<3>, iq4_xs_superacts<4>};
   static constexpr QuantDotSuperActsFn q4_k[] = {q4_k_superacts<1>, q4_k_superacts<2>, q4_k_superacts<3>, q4_k_superacts<4>};
   static constexpr QuantDotSuperActsFn q5_k[] = {q5_k_superacts<1>, q5_k_superacts<2>, q5_k_superacts<3>, q5_k_superacts<4>};
   static constexpr QuantDotSuperActsFn q6_k[] = {q6_k_superacts<1>, q6_k_superacts<2>, q6_k_superacts<3>, q6_k_superacts<4>};
   static_assert(quant_dot_max_acts() == 4, "the activation-group kernels are instantiated for 1..4 rows");
   if (n < 1 || n > quant_dot_max_acts()) return nullptr;
   switch (t) {
+    case DType::Q2_K: return q2_k[n - 1];
+    case DType::Q3_K: return q3_k[n - 1];
+    case DType::IQ4_XS: return iq4_xs[n - 1];
     case DType::Q4_K: return q4_k[n - 1];
     case DType::Q5_K: return q5_k[n - 1];
     case DType::Q6_K: return q6_k[n - 1];

@@ -1,5 +1,5 @@
 /**
- * `hf:ORG/REPO[:QUANT|FILE]` on the command line (serve --model, model pull): the reference
+ * `hf:ORG/REPO[:QUANT|FILE][@REV]` on the command line (serve --model, model pull): the reference
  * checked, the environment read (HF_ENDPOINT, HF_TOKEN, CTXR_OFFLINE, HF_HUB_OFFLINE,
  * XDG_CACHE_HOME), the model fetched into the cache or found there, with progress on stderr.
  */

@@ -35,6 +35,7 @@ beforeAll(() => {
   gguf = servableTinyGguf();
   hub.addRepo(FOLDER_REPO, { files: { ...tinyModelFolderFiles(), "README.md": "a tiny safetensors model\n" } });
   hub.addRepo(REPO, { files: { "README.md": "tiny\n", "tiny-llama-Q8_0.gguf": gguf, "tiny-llama-F16.gguf": gguf.slice(0, 1000) } });
+  hub.addRepo(REPO, { revision: "v2", files: { "tiny-llama-Q8_0.gguf": "version two" } });
   env = { HF_ENDPOINT: hub.url, XDG_CACHE_HOME: join(folder.path, "cache"), CTXR_RUNNER: RUNNER_CPU, HF_TOKEN: "", CTXR_OFFLINE: "", HF_HUB_OFFLINE: "" };
 }, 60_000);
 
@@ -77,6 +78,23 @@ describe("ctxr model pull", () => {
     expect(offline.code).toBe(1);
     expect(offline.stderr).toContain(`offline (--offline, CTXR_OFFLINE=1 or HF_HUB_OFFLINE=1): ${REPO}: no GGUF file carries the quantization 'F16' in the cache`);
     expect(offline.stderr).toContain(`ctxr model pull hf:${REPO}:F16`);
+  }, 60_000);
+
+  test("@REV pulls a branch into its own snapshot; --offline finds it; an unknown revision is named", async () => {
+    const v2 = await cli(["model", "pull", `hf:${REPO}:Q8_0@v2`]);
+    expect(v2.code).toBe(0);
+    const summary = JSON.parse(v2.stdout.trimEnd().split("\n").at(-1)!);
+    expect(summary.commit).toBe(hub.commit(REPO, "v2"));
+    expect(summary.path).toBe(join(folder.path, "cache", "ctxr", "models", "models--test-org--tiny-llama-GGUF", "snapshots", hub.commit(REPO, "v2"), "tiny-llama-Q8_0.gguf"));
+    expect(readFileSync(summary.path, "utf8")).toBe("version two");
+    const offline = await cli(["model", "pull", `hf:${REPO}:Q8_0@v2`, "--offline"]);
+    expect(JSON.parse(offline.stdout.trimEnd().split("\n").at(-1)!)).toMatchObject({ path: summary.path, source: "offline" });
+    const unknown = await cli(["model", "pull", `hf:${REPO}@v9`]);
+    expect(unknown.code).toBe(1);
+    expect(unknown.stderr).toContain(`ctxr model pull: ${REPO} has no revision 'v9'`);
+    const bad = await cli(["model", "pull", `hf:${REPO}@../x`]);
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toContain("'../x' is not a branch, tag or commit name");
   }, 60_000);
 });
 

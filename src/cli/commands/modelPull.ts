@@ -1,11 +1,11 @@
-/** `ctxr model pull hf:ORG/REPO[:QUANT|FILE]`: fetches a model from the Hugging Face Hub into the cache. */
+/** `ctxr model pull hf:ORG/REPO[:QUANT|FILE][@REV]`: fetches a model from the Hugging Face Hub into the cache. */
 import { DEFAULT_QUANT } from "../../model/hub/hubFileChoice.ts";
 import { isHubReference } from "../../model/hub/hubReference.ts";
 import { EXIT_OK, UsageError, parseFlags, type FlagSpec } from "../args.ts";
 import { loadHubModel } from "../hubModelLoader.ts";
 import type { CommandIo } from "./types.ts";
 
-export const MODEL_PULL_HELP = `Usage: ctxr model pull hf:ORG/REPO[:QUANT|FILE] [--offline]
+export const MODEL_PULL_HELP = `Usage: ctxr model pull hf:ORG/REPO[:QUANT|FILE][@REV] [--offline]
 
 Downloads a model from the Hugging Face Hub into the model cache, where
 'ctxr serve --model hf:...' finds it (see docs/models-by-name.md):
@@ -14,6 +14,8 @@ Downloads a model from the Hugging Face Hub into the model cache, where
                            weights, tokenizer)
   hf:ORG/REPO:QUANT        the GGUF file whose name carries QUANT (e.g. Q8_0)
   hf:ORG/REPO:FILE         that GGUF file of the repository
+  ...@REV                  at that branch, tag or commit (default main); each
+                           revision has its own snapshot in the cache
 Downloads resume after a cut (run the command again) and are checked against
 the hub's sha256 before use. A progress bar shows on a terminal. The last line
 on stdout is a JSON summary: model, repo, commit, kind, path, files,
@@ -42,9 +44,9 @@ export async function modelPullCommand(args: string[], io: CommandIo & { err?(te
     io.out(MODEL_PULL_HELP);
     return EXIT_OK;
   }
-  if (flags.positionals.length !== 1) throw new UsageError(`give one model, hf:ORG/REPO[:QUANT|FILE] (got ${flags.positionals.length})`, COMMAND);
+  if (flags.positionals.length !== 1) throw new UsageError(`give one model, hf:ORG/REPO[:QUANT|FILE][@REV] (got ${flags.positionals.length})`, COMMAND);
   const model = flags.positionals[0]!;
-  if (!isHubReference(model)) throw new UsageError(`'${model}' is not a model on the hub: write hf:ORG/REPO[:QUANT|FILE]`, COMMAND);
+  if (!isHubReference(model)) throw new UsageError(`'${model}' is not a model on the hub: write hf:ORG/REPO[:QUANT|FILE][@REV]`, COMMAND);
   const err = io.err ?? ((text: string) => void process.stderr.write(text));
   const pulled = await loadHubModel(model, { offline: Boolean(flags.values.offline), command: COMMAND, terminal: io.progress, err });
   const bytes = pulled.files.reduce((sum, file) => sum + file.bytes, 0);

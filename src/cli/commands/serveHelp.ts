@@ -161,7 +161,7 @@ llama.cpp, hosted APIs):
 Engine (--model): built-in generation, OpenAI-compatible (POST /v1/chat/completions,
 /v1/completions, /v1/responses, GET /v1/models; continuous batching on the
 native model runner):
-  --model DIR|FILE.gguf|hf:ORG/REPO[:QUANT|FILE]
+  --model DIR|FILE.gguf|hf:ORG/REPO[:QUANT|FILE][@REV]
                            serve this Hugging Face model folder (config.json,
                            *.safetensors, tokenizer.json, tokenizer_config.json),
                            this GGUF file (tokenizer and chat template from its

@@ -1,5 +1,5 @@
 /**
- * Which files of a hub repository make the model `hf:ORG/REPO[:QUANT|FILE]` names (pure: from
+ * Which files of a hub repository make the model `hf:ORG/REPO[:QUANT|FILE][@REV]` names (pure: from
  * the repository's file list to the files to fetch).
  *
  * - A GGUF repository: `:FILE` names a file; `:QUANT` picks the one GGUF file whose name carries

@@ -1,5 +1,5 @@
 /**
- * A model by name, made local: `hf:ORG/REPO[:QUANT|FILE]` → the files it needs in the cache
+ * A model by name, made local: `hf:ORG/REPO[:QUANT|FILE][@REV]` → the files it needs in the cache
  * (modelCache.ts) → the path to serve (a GGUF file, or a snapshot folder).
  *
  * Online, one listing of the repository says the commit and its files; files already in that
@@ -81,7 +81,7 @@ export async function fetchHubModel(reference: HubReference, settings: HubSettin
     });
     cache.linkSnapshotFile(commit, file, blobName);
   }
-  cache.writeRef(reference.revision, commit);
+  if (reference.revision !== commit) cache.writeRef(reference.revision, commit); // a commit needs no ref (as huggingface_hub)
   return describeModel(reference, cache, commit, choice, fetchedBytes, "hub");
 }
 

@@ -214,6 +214,44 @@ describe("gated and missing models", () => {
   });
 });
 
+describe("revisions (@REV)", () => {
+  const V2_Q4 = new Uint8Array(200_000).map((_, i) => (i * 7 + 1) & 0xff);
+  beforeEach(() => hub.addRepo(GGUF_REPO, { revision: "v2", files: { [Q4]: V2_Q4 } }));
+
+  test("two revisions of one repository land in their own snapshots, each asked by name or commit; offline finds each", async () => {
+    const main = await fetchModel(`hf:${GGUF_REPO}:Q4_K_M`);
+    const v2 = await fetchModel(`hf:${GGUF_REPO}:Q4_K_M@v2`);
+    expect(v2.commit).toBe(hub.commit(GGUF_REPO, "v2"));
+    expect(v2.commit).not.toBe(main.commit);
+    expect(v2.path).toBe(join(settings().cacheDir, "models--test-org--tiny-GGUF", "snapshots", v2.commit, Q4));
+    expect(new Uint8Array(readFileSync(v2.path))).toEqual(V2_Q4);
+    expect(new Uint8Array(readFileSync(main.path))).toEqual(q4Bytes);
+    const resolved = hub.requests.filter((request) => request.method === "HEAD").map((request) => request.path);
+    expect(resolved).toEqual([`/${GGUF_REPO}/resolve/${main.commit}/${Q4}`, `/${GGUF_REPO}/resolve/${v2.commit}/${Q4}`]);
+    const refs = join(settings().cacheDir, "models--test-org--tiny-GGUF", "refs");
+    expect(readdirSync(refs).sort()).toEqual(["main", "v2"]);
+    expect(readFileSync(join(refs, "v2"), "utf8")).toBe(v2.commit);
+
+    const byCommit = await fetchModel(`hf:${GGUF_REPO}@${v2.commit}`);
+    expect(byCommit.path).toBe(v2.path);
+    expect(byCommit.fetchedBytes).toBe(0);
+    expect(readdirSync(refs).sort()).toEqual(["main", "v2"]); // a commit writes no ref
+
+    for (const [reference, expected] of [[`hf:${GGUF_REPO}@v2`, v2.path], [`hf:${GGUF_REPO}`, main.path], [`hf:${GGUF_REPO}@${v2.commit}`, v2.path]] as const) {
+      const offline = await fetchModel(reference, { offline: true });
+      expect(offline.path).toBe(expected);
+      expect(offline.source).toBe("offline");
+    }
+    // v2 has no Q8_0: the cache of main does not stand in for it.
+    await expect(fetchModel(`hf:${GGUF_REPO}:Q8_0@v2`, { offline: true })).rejects.toThrow(/no GGUF file carries the quantization 'Q8_0' in the cache/);
+  });
+
+  test("a revision the hub does not know is named, online and offline", async () => {
+    await expect(fetchModel(`hf:${GGUF_REPO}@v3`)).rejects.toThrow(/^test-org\/tiny-GGUF has no revision 'v3' on http:\/\/127\.0\.0\.1:\d+ \("Invalid rev id: v3"\)$/);
+    await expect(fetchModel(`hf:${GGUF_REPO}@v3`, { offline: true })).rejects.toThrow(/the cache has no copy of test-org\/tiny-GGUF \(revision v3\).*ctxr model pull hf:test-org\/tiny-GGUF@v3$/);
+  });
+});
+
 describe("a safetensors model by name", () => {
   test("the folder's files land in one snapshot folder; git files are checked by their blob id", async () => {
     hub.addRepo("test-org/tiny-folder", {

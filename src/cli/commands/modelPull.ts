@@ -1,7 +1,8 @@
 /** `ctxr model pull hf:ORG/REPO[:QUANT|FILE][@REV]`: fetches a model from the Hugging Face Hub into the cache. */
 import { DEFAULT_QUANT } from "../../model/hub/hubFileChoice.ts";
 import { isHubReference } from "../../model/hub/hubReference.ts";
-import { EXIT_OK, UsageError, parseFlags, type FlagSpec } from "../args.ts";
+import { EXIT_OK, UsageError, type FlagSpec, type ParsedFlags } from "../args.ts";
+import { parseSourcedFlags, withFlagSources } from "../sourcedFlags.ts";
 import { loadHubModel } from "../hubModelLoader.ts";
 import type { CommandIo } from "./types.ts";
 
@@ -24,6 +25,7 @@ fetched_bytes, source.
 Options:
   --offline                only the cache: say what is missing rather than download
                            (also CTXR_OFFLINE=1 or HF_HUB_OFFLINE=1)
+  --config FILE            options from a JSON or YAML file (keys: the long names)
   -h, --help               this help
 
 Environment:
@@ -36,14 +38,18 @@ Exit codes: 0 success, 2 bad usage, 1 the model could not be fetched.
 `;
 
 const COMMAND = "model pull";
-const FLAGS: FlagSpec = { offline: { type: "boolean" }, help: { type: "boolean", short: "h" } };
+const FLAGS: FlagSpec = { offline: { type: "boolean" }, config: { type: "string" }, help: { type: "boolean", short: "h" } };
 
 export async function modelPullCommand(args: string[], io: CommandIo & { err?(text: string): void }): Promise<number> {
-  const flags = parseFlags(args, FLAGS, COMMAND, true);
+  const flags = parseSourcedFlags(args, FLAGS, COMMAND, process.env, {}, true);
   if (flags.values.help) {
     io.out(MODEL_PULL_HELP);
     return EXIT_OK;
   }
+  return withFlagSources(flags, () => pullWithFlags(flags, io));
+}
+
+async function pullWithFlags(flags: ParsedFlags, io: CommandIo & { err?(text: string): void }): Promise<number> {
   if (flags.positionals.length !== 1) throw new UsageError(`give one model, hf:ORG/REPO[:QUANT|FILE][@REV] (got ${flags.positionals.length})`, COMMAND);
   const model = flags.positionals[0]!;
   if (!isHubReference(model)) throw new UsageError(`'${model}' is not a model on the hub: write hf:ORG/REPO[:QUANT|FILE][@REV]`, COMMAND);

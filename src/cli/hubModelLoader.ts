@@ -25,18 +25,22 @@ export async function loadHubModel(model: string, options: { offline: boolean; c
 }
 
 /**
- * A command's model argument as a local path: a model by name fetched into the cache (or found
- * there), any other text as it is. --offline typed on the command line applies only to a model
+ * A command's model argument as a local path (and, for a model by name, its repository's name
+ * without the organization, e.g. for general.name): a model by name fetched into the cache (or
+ * found there), any other text as it is. --offline typed on the command line applies only to a model
  * by name; set in the environment or a config file (`offlineFrom`), it is a standing setting that
  * a local path already satisfies.
  */
 export async function localModelPath(
   model: string,
   options: { offline: boolean; offlineFrom?: string; command: string; terminal: boolean; err(text: string): void },
-): Promise<string> {
-  if (isHubReference(model)) return (await loadHubModel(model, options)).path;
+): Promise<{ path: string; repoName: string | null }> {
+  if (isHubReference(model)) {
+    const fetched = await loadHubModel(model, options);
+    return { path: fetched.path, repoName: fetched.reference.repo.slice(fetched.reference.repo.indexOf("/") + 1) };
+  }
   if (options.offline && options.offlineFrom === undefined) {
     throw new UsageError(`--offline applies to a model by name, hf:ORG/REPO[:QUANT|FILE][@REV]; '${model}' is a local path`, options.command);
   }
-  return model;
+  return { path: model, repoName: null };
 }

@@ -180,7 +180,8 @@ async function calibrateWithFlags(flags: SourcedFlags, io: CommandIo & { err?(te
 
   const prompts = readPromptsFile(promptsPath);
   const err = io.err ?? ((text: string) => void process.stderr.write(text));
-  const source = resolveModelSource(await localModelPath(model, { offline: Boolean(flags.values.offline), offlineFrom: flags.origins.offline, command: COMMAND, terminal: io.progress, err }));
+  const local = await localModelPath(model, { offline: Boolean(flags.values.offline), offlineFrom: flags.origins.offline, command: COMMAND, terminal: io.progress, err });
+  const source = resolveModelSource(local.path);
   const dir = source.path;
   const { tokenizer, addBos } = await loadSourceTokenizer(source);
   const tokenized = prompts.map((prompt) => ({ ...prompt, ids: completionIds(tokenizer, addBos, prompt.text) }));

@@ -87,13 +87,14 @@ async function quantizeWithFlags(flags: SourcedFlags, io: CommandIo & { err?(tex
   if (!(QUANTIZE_TYPES as readonly string[]).includes(type)) throw new UsageError(`--type must be one of ${QUANTIZE_TYPES.join(", ")}, got '${rawType}'`, COMMAND);
   const threads = integerFlag(flags, "threads", COMMAND, 1) ?? availableParallelism();
   const err = io.err ?? ((text: string) => void process.stderr.write(text));
-  const input = await localModelPath(model, { offline: Boolean(flags.values.offline), offlineFrom: flags.origins.offline, command: COMMAND, terminal: io.progress, err });
+  const local = await localModelPath(model, { offline: Boolean(flags.values.offline), offlineFrom: flags.origins.offline, command: COMMAND, terminal: io.progress, err });
+  const input = local.path;
   checkOutput(input, output, Boolean(flags.values.force));
 
   const progress = lazyProgressBar(io.progress);
   let summary;
   try {
-    summary = await quantizeModel({ input, output, type, threads, onProgress: (done, total) => progress.onProgress("quantize", done, total) });
+    summary = await quantizeModel({ input, output, type, threads, ...(local.repoName === null ? {} : { modelName: local.repoName }), onProgress: (done, total) => progress.onProgress("quantize", done, total) });
   } catch (error) {
     if (
       error instanceof QuantizeInputError ||

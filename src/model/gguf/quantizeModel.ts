@@ -35,6 +35,8 @@ export interface QuantizeModelOptions {
   type: QuantizeType;
   /** Threads that quantize (default 1: inline). */
   threads?: number;
+  /** general.name of a folder's model (default: the folder's name; a hub snapshot's is its commit, so a model by name passes its repository's). */
+  modelName?: string;
   /** Called after each tensor is written: tensors done, total, the tensor's GGUF name. */
   onProgress?(done: number, total: number, name: string): void;
 }
@@ -79,12 +81,12 @@ function readJson(path: string, required: boolean): Record<string, unknown> | nu
   }
 }
 
-function fromFolder(folder: string, type: QuantizeType): Conversion {
+function fromFolder(folder: string, type: QuantizeType, modelName: string): Conversion {
   const config = readJson(join(folder, "config.json"), true)!;
   const tokenizerJson = readJson(join(folder, "tokenizer.json"), false);
   if (!tokenizerJson) throw new QuantizeInputError(`${join(folder, "tokenizer.json")} is missing (a GGUF file carries the tokenizer; folders with only tokenizer.model are not supported)`);
   const shape = hfModelShape(config);
-  const metadata = hfModelMetadata(config, basename(resolve(folder)));
+  const metadata = hfModelMetadata(config, modelName);
   metadata.set("general.file_type", ggufUint32(QUANTIZE_PLANS[type].fileType));
   metadata.set("general.quantization_version", ggufUint32(2));
   const templatePath = join(folder, "chat_template.jinja");
@@ -186,7 +188,7 @@ export async function quantizeModel(options: QuantizeModelOptions): Promise<Quan
     throw new QuantizeInputError(`cannot read ${options.input}: ${(error as NodeJS.ErrnoException).code ?? (error as Error).message}`);
   }
   let conversion: Conversion;
-  if (stats.isDirectory()) conversion = fromFolder(options.input, options.type);
+  if (stats.isDirectory()) conversion = fromFolder(options.input, options.type, options.modelName ?? basename(resolve(options.input)));
   else if (isGgufFile(options.input)) conversion = fromGguf(options.input, options.type);
   else throw new QuantizeInputError(`${options.input} is neither a model folder nor a GGUF file`);
 

@@ -13,7 +13,8 @@ import { openSafetensorsFolder } from "../safetensorsFolder.ts";
 import { hfModelMetadata, hfModelShape, hfRopeFactorTensors, hfTensorMapping, permuteQueryKeyRows } from "./hfToGguf.ts";
 import { type GgufMetadata, ggufUint32 } from "./ggufMetadata.ts";
 import { dequantizeValues } from "./ggufQuantize.ts";
-import { GGUF_MAGIC, readGgufFile, readGgufTensorData } from "./ggufReader.ts";
+import { GGUF_MAGIC, readGgufTensorData } from "./ggufReader.ts";
+import { ggufModelTensors, readGgufParts } from "./ggufSplit.ts";
 import { GGML_TYPE, ggmlElementCount, ggmlTypeName } from "./ggufTypes.ts";
 import { type GgufTensorToWriteAsync, writeGgufFileAsync } from "./ggufWriter.ts";
 import { QuantizePool } from "./quantizePool.ts";
@@ -122,13 +123,17 @@ function fromFolder(folder: string, type: QuantizeType, modelName: string): Conv
   return { kind: "folder", metadata, tensors };
 }
 
+/** A GGUF model, one file or the parts of a split one (written as one file: the split keys go). */
 function fromGguf(path: string, type: QuantizeType): Conversion {
-  const gguf = readGgufFile(path);
+  const parts = readGgufParts(path);
+  const gguf = parts[0]!.header;
   const metadata: GgufMetadata = new Map(gguf.metadata);
+  for (const key of ["split.no", "split.count", "split.tensors.count"]) metadata.delete(key);
   metadata.set("general.file_type", ggufUint32(QUANTIZE_PLANS[type].fileType));
   if (!metadata.has("general.quantization_version")) metadata.set("general.quantization_version", ggufUint32(2));
-  const planned = planTensorTypes(type, gguf.tensors, ggufModelFacts(gguf.metadata, gguf.tensors));
-  const tensors = gguf.tensors.map((info, i): TensorSource => {
+  const infos = parts.flatMap((part) => part.header.tensors.map((info) => ({ info, path: part.path })));
+  const planned = planTensorTypes(type, infos.map((entry) => entry.info), ggufModelFacts(gguf.metadata, ggufModelTensors(parts)));
+  const tensors = infos.map(({ info, path }, i): TensorSource => {
     const tensorType = planned[i] ?? info.type; // a tensor llama.cpp does not quantize keeps its type
     return {
       name: info.name,

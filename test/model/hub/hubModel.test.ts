@@ -1,6 +1,6 @@
 /** Models by name against a loopback hub (test/helpers/loopbackHub.ts): downloads, resume, checks, cache, offline, tokens. */
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, test } from "bun:test";
-import { existsSync, lstatSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
+import { existsSync, lstatSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { HubClient } from "../../../src/model/hub/hubClient.ts";
 import { diskShortage, type DownloadProgress } from "../../../src/model/hub/hubDownload.ts";
@@ -211,6 +211,39 @@ describe("gated and missing models", () => {
     await expect(fetchHubModel(parseHubReference(`hf:${GGUF_REPO}`, "v9"), settings(), { progress: quietProgress() })).rejects.toThrow(/test-org\/tiny-GGUF has no revision 'v9'/);
     const client = new HubClient(settings());
     await expect(client.headFile(GGUF_REPO, "main", "missing.gguf")).rejects.toThrow(/test-org\/tiny-GGUF: missing\.gguf: no such file at revision 'main'/);
+  });
+});
+
+describe("a split GGUF model by name", () => {
+  const SPLIT_REPO = "test-org/big-GGUF";
+  const parts = [1, 2, 3].map((no) => `big-Q4_K_M-0000${no}-of-00003.gguf`);
+  const partBytes = parts.map((_, index) => new Uint8Array(150_000 + index * 1000).map((__, i) => (i * (index + 3) + 1) & 0xff));
+  beforeEach(() => hub.addRepo(SPLIT_REPO, { files: { "README.md": "big\n", ...Object.fromEntries(parts.map((part, index) => [part, partBytes[index]!])), "big-Q8_0.gguf": q8Bytes } }));
+
+  test("every part lands in the snapshot, each checked and resumed like one file; the path is the first part; offline finds them", async () => {
+    hub.cutNextDownload(SPLIT_REPO, parts[1]!, 60_000);
+    const model = await fetchModel(`hf:${SPLIT_REPO}`);
+    expect(model.kind).toBe("gguf");
+    expect(model.path).toBe(join(settings().cacheDir, "models--test-org--big-GGUF", "snapshots", hub.commit(SPLIT_REPO), parts[0]!));
+    expect(model.files).toEqual(parts.map((path, index) => ({ path, bytes: partBytes[index]!.length })));
+    for (const [index, part] of parts.entries()) expect(new Uint8Array(readFileSync(join(model.path, "..", part)))).toEqual(partBytes[index]!);
+    expect(model.fetchedBytes).toBe(partBytes.reduce((sum, bytes) => sum + bytes.length, 0));
+    expect(hub.requests.filter((request) => request.server === "cdn").map((request) => request.range)).toEqual([null, null, "bytes=60000-", null]);
+    expect(blobsOf(SPLIT_REPO)).toEqual(parts.map((part) => hub.sha256(SPLIT_REPO, part)).sort());
+
+    const again = await fetchModel(`hf:${SPLIT_REPO}:${parts[2]}`);
+    expect(again.path).toBe(model.path);
+    expect(again.fetchedBytes).toBe(0);
+    const offline = await fetchModel(`hf:${SPLIT_REPO}`, { offline: true });
+    expect(offline.files.map((file) => file.path)).toEqual(parts);
+    rmSync(join(new RepoCache(settings().cacheDir, SPLIT_REPO).folder, "blobs", hub.sha256(SPLIT_REPO, parts[2]!)));
+    await expect(fetchModel(`hf:${SPLIT_REPO}`, { offline: true })).rejects.toThrow(`the repository in the cache lacks part ${parts[2]}; fetch it where the hub is reachable: ctxr model pull hf:${SPLIT_REPO}`);
+  });
+
+  test("a part whose sha256 is not the hub's is refused, and the model with it", async () => {
+    hub.corrupt(SPLIT_REPO, parts[2]!);
+    await expect(fetchModel(`hf:${SPLIT_REPO}`)).rejects.toThrow(new RegExp(`big-Q4_K_M-00003-of-00003\\.gguf: checksum mismatch`));
+    await expect(fetchModel(`hf:${SPLIT_REPO}`, { offline: true })).rejects.toThrow(/the cache has no copy of test-org\/big-GGUF/);
   });
 });
 

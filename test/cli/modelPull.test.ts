@@ -4,16 +4,18 @@
  * The CLI runs as a child process started asynchronously: the hub answers from this process.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { readdirSync, readFileSync } from "node:fs";
+import { mkdirSync, readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { scriptCommand, spawnPiped } from "../../src/runtime/childProcess.ts";
 import { CLI_ENTRY, REPO_ROOT, tempFolder } from "../helpers/cli.ts";
 import { RUNNER_CPU } from "../helpers/engineKit.ts";
+import { writeRandomGguf } from "../helpers/llamaOracle.ts";
 import { LoopbackHub } from "../helpers/loopbackHub.ts";
 import { servableTinyGguf, tinyModelFolderFiles } from "../helpers/servableGguf.ts";
 
 const REPO = "test-org/tiny-llama-GGUF";
 const FOLDER_REPO = "test-org/tiny-llama";
+const SPLIT_REPO = "test-org/random-split-GGUF";
 let hub: LoopbackHub;
 let folder: { path: string; cleanup(): void };
 let gguf: Uint8Array<ArrayBufferLike>;
@@ -148,6 +150,22 @@ describe("ctxr serve --model hf:...", () => {
     expect(stderr).toContain("ctxr: downloading model.safetensors (");
     const snapshot = join(cache, "ctxr", "models", "models--test-org--tiny-llama", "snapshots", hub.commit(FOLDER_REPO));
     expect(readdirSync(snapshot).sort()).toEqual(Object.keys(tinyModelFolderFiles()).sort()); // no README
+  }, 120_000);
+
+  test("pulls a GGUF model split in parts and serves it from its first part", async () => {
+    const scratch = join(folder.path, "split-source");
+    mkdirSync(scratch);
+    writeRandomGguf("llama", join(scratch, "random.gguf"), { hidden: 64, heads: 4, kvHeads: 2, ffn: 128, extraArgs: ["--split-max-tensors", "8"] });
+    const parts = readdirSync(scratch).sort();
+    expect(parts).toEqual(["random-00001-of-00003.gguf", "random-00002-of-00003.gguf", "random-00003-of-00003.gguf"]);
+    hub.addRepo(SPLIT_REPO, { files: Object.fromEntries(parts.map((part) => [part, new Uint8Array(readFileSync(join(scratch, part)))])) });
+    const pulled = await cli(["model", "pull", `hf:${SPLIT_REPO}`]);
+    expect(pulled.code).toBe(0);
+    const summary = JSON.parse(pulled.stdout.trimEnd().split("\n").at(-1)!);
+    expect(summary.files.map((file: { path: string }) => file.path)).toEqual(parts);
+    expect(summary.path.endsWith(`/snapshots/${hub.commit(SPLIT_REPO)}/random-00001-of-00003.gguf`)).toBe(true);
+    const stderr = await serveAndAsk(`hf:${SPLIT_REPO}`, SPLIT_REPO, join(folder.path, "cache"));
+    expect(stderr).not.toContain("downloading"); // the pull put every part in the cache
   }, 120_000);
 
   test("--model ORG/REPO that is no local path hints at hf:; --offline needs a model by name", async () => {

@@ -192,7 +192,10 @@ std::string gguf_model_path(const std::string& path) {
   bool safetensors = false;
   while (dirent* e = readdir(d)) {
     std::string name = e->d_name;
-    if (ends_with(name, ".gguf")) gguf.push_back(path + "/" + name);
+    // A split model's later parts (…-00002-of-00003.gguf) are found from its first.
+    const bool later_part = name.size() > 20 && name.compare(name.size() - 20, 1, "-") == 0 && name.compare(name.size() - 14, 4, "-of-") == 0 &&
+                            name.compare(name.size() - 19, 5, "00001") != 0;
+    if (ends_with(name, ".gguf") && !later_part) gguf.push_back(path + "/" + name);
     if (ends_with(name, ".safetensors")) safetensors = true;
   }
   closedir(d);

@@ -29,7 +29,8 @@ class GgufWeights final : public WeightSource {
 };
 
 // The GGUF file `path` names: itself when it is a file ending in .gguf, or the only .gguf of a
-// folder that holds no *.safetensors; "" otherwise (a safetensors folder).
+// folder that holds no *.safetensors (of a split model's parts, the first); "" otherwise (a
+// safetensors folder).
 std::string gguf_model_path(const std::string& path);
 
 // Row r of a llama.cpp-converted q or k projection (heads of head_dim rows) holds Hugging Face

@@ -17,6 +17,8 @@ Downloads a model from the Hugging Face Hub into the model cache, where
   hf:ORG/REPO:FILE         that GGUF file of the repository
   ...@REV                  at that branch, tag or commit (default main); each
                            revision has its own snapshot in the cache
+A GGUF model split in parts (NAME-00001-of-00003.gguf, ...) is fetched whole:
+every part, named by its quantization or any part's name; serve its first part.
 Downloads resume after a cut (run the command again) and are checked against
 the hub's sha256 before use. A progress bar shows on a terminal. The last line
 on stdout is a JSON summary: model, repo, commit, kind, path, files,

@@ -50,7 +50,7 @@ describe("picking a GGUF file by quantization", () => {
   test("a split GGUF brings every part, chosen by quantization, default or any part's name; a part missing from the list is named", () => {
     const parts = ["m-Q4_K_M-00001-of-00003.gguf", "m-Q4_K_M-00002-of-00003.gguf", "m-Q4_K_M-00003-of-00003.gguf"];
     const split = [...parts, "m-Q8_0.gguf"];
-    const whole = { kind: "gguf", file: parts[0], files: parts };
+    const whole = { kind: "gguf" as const, file: parts[0]!, files: parts };
     expect(chooseHubFiles(REPO, split, null)).toEqual(whole);
     expect(chooseHubFiles(REPO, split, "q4_k_m")).toEqual(whole);
     expect(chooseHubFiles(REPO, split, "m-Q4_K_M-00002-of-00003.gguf")).toEqual(whole);

@@ -175,5 +175,10 @@ describe("ctxr serve --model hf:...", () => {
     const offline = await cli(["serve", "--in-memory", "--port", "0", "--offline", "--model", join(REPO_ROOT, "none.gguf")]);
     expect(offline.code).toBe(2);
     expect(offline.stderr).toContain("--offline applies to a model by name: it needs --model hf:ORG/REPO[:QUANT|FILE]");
+    // CTXR_OFFLINE=1 (a deployment's standing setting) with a local model is no error: the model's own problem is told.
+    const standing = await cli(["serve", "--in-memory", "--port", "0", "--model", join(REPO_ROOT, "none.gguf")], { CTXR_OFFLINE: "1" });
+    expect(standing.code).not.toBe(0);
+    expect(standing.stderr).not.toContain("--offline");
+    expect(standing.stderr).toContain("none.gguf does not exist");
   }, 60_000);
 });

@@ -54,7 +54,7 @@ describe("ctxr model pull", () => {
     expect(first.code).toBe(0);
     const summary = JSON.parse(first.stdout.trimEnd().split("\n").at(-1)!);
     const path = join(folder.path, "cache", "ctxr", "models", "models--test-org--tiny-llama-GGUF", "snapshots", hub.commit(REPO), "tiny-llama-Q8_0.gguf");
-    expect(summary).toEqual({ model: `hf:${REPO}:Q8_0`, repo: REPO, commit: hub.commit(REPO), kind: "gguf", path, files: [{ path: "tiny-llama-Q8_0.gguf", bytes: gguf.length }], fetched_bytes: gguf.length, source: "hub" });
+    expect(summary).toEqual({ model: `hf:${REPO}:Q8_0`, repo: REPO, revision: "main", commit: hub.commit(REPO), kind: "gguf", path, files: [{ path: "tiny-llama-Q8_0.gguf", bytes: gguf.length }], fetched_bytes: gguf.length, source: "hub" });
     expect(new Uint8Array(readFileSync(path)) as Uint8Array<ArrayBufferLike>).toEqual(gguf);
 
     const second = await cli(["model", "pull", `hf:${REPO}:Q8_0`]);
@@ -87,6 +87,7 @@ describe("ctxr model pull", () => {
     expect(v2.code).toBe(0);
     const summary = JSON.parse(v2.stdout.trimEnd().split("\n").at(-1)!);
     expect(summary.commit).toBe(hub.commit(REPO, "v2"));
+    expect(summary.revision).toBe("v2");
     expect(summary.path).toBe(join(folder.path, "cache", "ctxr", "models", "models--test-org--tiny-llama-GGUF", "snapshots", hub.commit(REPO, "v2"), "tiny-llama-Q8_0.gguf"));
     expect(readFileSync(summary.path, "utf8")).toBe("version two");
     const offline = await cli(["model", "pull", `hf:${REPO}:Q8_0@v2`, "--offline"]);

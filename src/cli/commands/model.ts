@@ -28,14 +28,18 @@ const D = TINY_MODEL_DEFAULTS;
 export const MODEL_HELP = `Usage: ctxr model <subcommand> [options]
 
 Subcommands:
-  pull           download a model from the Hugging Face Hub by name, hf:ORG/REPO[:QUANT|FILE]
-                 (see 'ctxr model pull --help')
+  pull           download a model from the Hugging Face Hub by name,
+                 hf:ORG/REPO[:QUANT|FILE][@REV] (see 'ctxr model pull --help')
   tiny           write a deterministic tiny Llama checkpoint (see 'ctxr model tiny --help')
   calibrate-sparse
                  calibrate sparse decode's trigger thresholds for ctxr serve
                  (see 'ctxr model calibrate-sparse --help')
   quantize       write a model folder or GGUF file as a GGUF file of a weight type
                  (see 'ctxr model quantize --help')
+
+The commands that read a model (quantize, calibrate-sparse) also take one by name,
+hf:ORG/REPO..., as 'ctxr serve --model'. Every option is also settable as
+CTXR_<OPTION> or in --config FILE (see each command's --help).
 `;
 
 export const MODEL_TINY_HELP = `Usage: ctxr model tiny --out DIR [options]

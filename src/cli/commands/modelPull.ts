@@ -21,7 +21,7 @@ A GGUF model split in parts (NAME-00001-of-00003.gguf, ...) is fetched whole:
 every part, named by its quantization or any part's name; serve its first part.
 Downloads resume after a cut (run the command again) and are checked against
 the hub's sha256 before use. A progress bar shows on a terminal. The last line
-on stdout is a JSON summary: model, repo, commit, kind, path, files,
+on stdout is a JSON summary: model, repo, revision, commit, kind, path, files,
 fetched_bytes, source.
 
 Options:
@@ -66,6 +66,7 @@ async function pullWithFlags(flags: ParsedFlags, io: CommandIo & { err?(text: st
     JSON.stringify({
       model,
       repo: pulled.reference.repo,
+      revision: pulled.reference.revision,
       commit: pulled.commit,
       kind: pulled.kind,
       path: pulled.path,

@@ -72,7 +72,8 @@ function ggufChoice(repo: string, candidate: GgufCandidate, files: readonly stri
   const parts = ggufSplitPartPaths(candidate.file, candidate.parts);
   const missing = parts.filter((part) => !files.includes(part));
   if (missing.length > 0) {
-    throw new HubError(`${repo}: ${candidate.file} is the first of ${candidate.parts} parts of a split GGUF model, but the repository${where} lacks ${missing.length === 1 ? "part" : "parts"} ${missing.join(", ")}`);
+    const named = missing.length > 3 ? `${missing.slice(0, 3).join(", ")} and ${missing.length - 3} more` : missing.join(", ");
+    throw new HubError(`${repo}: ${candidate.file} is the first of ${candidate.parts} parts of a split GGUF model, but the repository${where} lacks ${missing.length === 1 ? "part" : "parts"} ${named}`);
   }
   return { kind: "gguf", file: candidate.file, files: parts };
 }

@@ -60,6 +60,7 @@ describe("picking a GGUF file by quantization", () => {
     expect(chooseHubFiles(REPO, sub, null)).toEqual({ kind: "gguf", file: sub[0], files: sub });
     expect(() => chooseHubFiles(REPO, [parts[0]!, parts[2]!], null)).toThrow(`${REPO}: m-Q4_K_M-00001-of-00003.gguf is the first of 3 parts of a split GGUF model, but the repository lacks part m-Q4_K_M-00002-of-00003.gguf`);
     expect(() => chooseHubFiles(REPO, [parts[0]!], null, " in the cache")).toThrow("but the repository in the cache lacks parts m-Q4_K_M-00002-of-00003.gguf, m-Q4_K_M-00003-of-00003.gguf");
+    expect(() => chooseHubFiles(REPO, ["x-00001-of-99999.gguf"], null)).toThrow(/lacks parts x-00002-of-99999\.gguf, x-00003-of-99999\.gguf, x-00004-of-99999\.gguf and 99995 more$/);
   });
 });
 

@@ -240,6 +240,16 @@ describe("a split GGUF model by name", () => {
     await expect(fetchModel(`hf:${SPLIT_REPO}`, { offline: true })).rejects.toThrow(`the repository in the cache lacks part ${parts[2]}; fetch it where the hub is reachable: ctxr model pull hf:${SPLIT_REPO}`);
   });
 
+  test("a split that cannot fit on the cache's disk is refused before its first byte; parts already there are not counted again", async () => {
+    const total = partBytes.reduce((sum, bytes) => sum + bytes.length, 0);
+    const fetchWithFree = (free: number) => fetchHubModel(parseHubReference(`hf:${SPLIT_REPO}`), settings(), { progress: quietProgress(), freeBytes: () => free });
+    await expect(fetchWithFree(total)).rejects.toThrow(new RegExp(`^${SPLIT_REPO}: the model's 3 files together: needs 0\\.4 MiB more and .*blobs has 0\\.4 MiB free; free some space, or set XDG_CACHE_HOME`));
+    expect(hub.count("cdn", "GET")).toBe(0);
+    await fetchModel(`hf:${SPLIT_REPO}`);
+    rmSync(join(new RepoCache(settings().cacheDir, SPLIT_REPO).folder, "snapshots"), { recursive: true }); // blobs stay
+    expect((await fetchWithFree(0)).fetchedBytes).toBe(0);
+  });
+
   test("a part whose sha256 is not the hub's is refused, and the model with it", async () => {
     hub.corrupt(SPLIT_REPO, parts[2]!);
     await expect(fetchModel(`hf:${SPLIT_REPO}`)).rejects.toThrow(new RegExp(`big-Q4_K_M-00003-of-00003\\.gguf: checksum mismatch`));

@@ -1,5 +1,7 @@
 #include "gguf_weights.h"
 
+#include "gguf_split.h"
+
 #include <dirent.h>
 #include <sys/stat.h>
 
@@ -107,50 +109,54 @@ int hf_row_of_gguf_row(int r, int head_dim) {
   return head * head_dim + (within % 2) * (head_dim / 2) + within / 2;
 }
 
-GgufWeights::GgufWeights(const std::string& path) : file_(std::make_unique<GgufFile>(path)) {
-  config_ = model_config_from_gguf(*file_);
+GgufWeights::GgufWeights(const std::string& path) : files_(open_gguf_parts(path)) {
+  std::vector<const GgufFile*> other_parts;
+  for (size_t i = 1; i < files_.size(); i++) other_parts.push_back(files_[i].get());
+  config_ = model_config_from_gguf(*files_[0], other_parts);
   const bool llama = config_.architecture == "LlamaForCausalLM";
   const bool gemma3 = config_.architecture == "Gemma3ForCausalLM";
   const bool phi3 = config_.architecture == "Phi3ForCausalLM";
-  for (const GgufTensor& t : file_->tensors()) {
-    if (t.name == "rope_freqs.weight") {
-      config_.rope_freq_factors = rope_factors(path, t, config_.rope_dim / 2);
-      continue;
+  for (const auto& file : files_) {
+    for (const GgufTensor& t : file->tensors()) {
+      if (t.name == "rope_freqs.weight") {
+        config_.rope_freq_factors = rope_factors(file->path(), t, config_.rope_dim / 2);
+        continue;
+      }
+      if (t.name == "rope_factors_long.weight" || t.name == "rope_factors_short.weight") {
+        (t.name == "rope_factors_long.weight" ? config_.rope_long_factors : config_.rope_short_factors) = rope_factors(file->path(), t, config_.rope_dim / 2);
+        continue;
+      }
+      std::string name = phi3 ? phi3_hf_name(t.name) : hf_name(t.name, gemma3);
+      if (name.empty()) continue;
+      TensorView v;
+      v.name = t.name;
+      v.file = file->path();
+      v.dtype = dtype_of(t.type);
+      for (auto d = t.dims.rbegin(); d != t.dims.rend(); ++d) v.shape.push_back(*d);
+      v.data = t.data;
+      v.bytes = t.bytes;
+      if (v.shape.size() == 1 && v.dtype != DType::F32 && v.dtype != DType::F16 && v.dtype != DType::BF16)
+        throw std::runtime_error(file->path() + ": tensor " + t.name + " is a vector in " + ggml_type_name(t.type) + " (only F32, F16, BF16 vectors are read)");
+      const bool q = ends_with(name, "q_proj.weight") || ends_with(name, "q_proj.bias");
+      const bool k = ends_with(name, "k_proj.weight") || ends_with(name, "k_proj.bias");
+      if (llama && (q || k)) {
+        const int rows = static_cast<int>(v.shape[0]);
+        if (rows % config_.head_dim != 0)
+          throw std::runtime_error(file->path() + ": tensor " + t.name + " has " + std::to_string(rows) + " rows, not whole heads of " + std::to_string(config_.head_dim));
+        // Whole rows move, so quantized rows are moved as they are.
+        const size_t row_bytes = v.bytes / rows;
+        std::vector<uint8_t> rows_hf(v.bytes);
+        for (int r = 0; r < rows; r++)
+          std::memcpy(rows_hf.data() + static_cast<size_t>(hf_row_of_gguf_row(r, config_.head_dim)) * row_bytes,
+                      t.data + static_cast<size_t>(r) * row_bytes, row_bytes);
+        copies_.push_back(std::move(rows_hf));
+        v.data = copies_.back().data();
+        // The original rows are not read again: their pages leave the resident set, so that the
+        // copy does not count twice.
+        file->drop_resident_pages(t.data, t.bytes);
+      }
+      views_[name] = v;
     }
-    if (t.name == "rope_factors_long.weight" || t.name == "rope_factors_short.weight") {
-      (t.name == "rope_factors_long.weight" ? config_.rope_long_factors : config_.rope_short_factors) = rope_factors(path, t, config_.rope_dim / 2);
-      continue;
-    }
-    std::string name = phi3 ? phi3_hf_name(t.name) : hf_name(t.name, gemma3);
-    if (name.empty()) continue;
-    TensorView v;
-    v.name = t.name;
-    v.file = path;
-    v.dtype = dtype_of(t.type);
-    for (auto d = t.dims.rbegin(); d != t.dims.rend(); ++d) v.shape.push_back(*d);
-    v.data = t.data;
-    v.bytes = t.bytes;
-    if (v.shape.size() == 1 && v.dtype != DType::F32 && v.dtype != DType::F16 && v.dtype != DType::BF16)
-      throw std::runtime_error(path + ": tensor " + t.name + " is a vector in " + ggml_type_name(t.type) + " (only F32, F16, BF16 vectors are read)");
-    const bool q = ends_with(name, "q_proj.weight") || ends_with(name, "q_proj.bias");
-    const bool k = ends_with(name, "k_proj.weight") || ends_with(name, "k_proj.bias");
-    if (llama && (q || k)) {
-      const int rows = static_cast<int>(v.shape[0]);
-      if (rows % config_.head_dim != 0)
-        throw std::runtime_error(path + ": tensor " + t.name + " has " + std::to_string(rows) + " rows, not whole heads of " + std::to_string(config_.head_dim));
-      // Whole rows move, so quantized rows are moved as they are.
-      const size_t row_bytes = v.bytes / rows;
-      std::vector<uint8_t> rows_hf(v.bytes);
-      for (int r = 0; r < rows; r++)
-        std::memcpy(rows_hf.data() + static_cast<size_t>(hf_row_of_gguf_row(r, config_.head_dim)) * row_bytes,
-                    t.data + static_cast<size_t>(r) * row_bytes, row_bytes);
-      copies_.push_back(std::move(rows_hf));
-      v.data = copies_.back().data();
-      // The original rows are not read again: their pages leave the resident set, so that the
-      // copy does not count twice.
-      file_->drop_resident_pages(t.data, t.bytes);
-    }
-    views_[name] = v;
   }
   if (config_.rope_long_factors.empty() != config_.rope_short_factors.empty())
     throw std::runtime_error(path + ": tensors rope_factors_long.weight and rope_factors_short.weight come together; the file has one");
@@ -159,9 +165,9 @@ GgufWeights::GgufWeights(const std::string& path) : file_(std::make_unique<GgufF
 
 const TensorView& GgufWeights::get(const std::string& name, const std::vector<int64_t>& shape) const {
   auto it = views_.find(name);
-  if (it == views_.end()) throw std::runtime_error(file_->path() + ": no tensor for " + name);
+  if (it == views_.end()) throw std::runtime_error(files_[0]->path() + ": no tensor for " + name);
   if (it->second.shape != shape)
-    throw std::runtime_error(file_->path() + ": tensor " + it->second.name + " has shape " + shape_text(it->second.shape) + ", expected " + shape_text(shape));
+    throw std::runtime_error(it->second.file + ": tensor " + it->second.name + " has shape " + shape_text(it->second.shape) + ", expected " + shape_text(shape));
   return it->second;
 }
 
@@ -172,7 +178,7 @@ void GgufWeights::loaded(bool still_read) {
   // a later read, such as an F32 embedding row, pages in again from the file).
   copies_.clear();
   copies_.shrink_to_fit();
-  file_->drop_resident_pages();
+  for (const auto& file : files_) file->drop_resident_pages();
 }
 
 std::string gguf_model_path(const std::string& path) {
@@ -186,7 +192,10 @@ std::string gguf_model_path(const std::string& path) {
   bool safetensors = false;
   while (dirent* e = readdir(d)) {
     std::string name = e->d_name;
-    if (ends_with(name, ".gguf")) gguf.push_back(path + "/" + name);
+    // A split model's later parts (…-00002-of-00003.gguf) are found from its first.
+    const bool later_part = name.size() > 20 && name.compare(name.size() - 20, 1, "-") == 0 && name.compare(name.size() - 14, 4, "-of-") == 0 &&
+                            name.compare(name.size() - 19, 5, "00001") != 0;
+    if (ends_with(name, ".gguf") && !later_part) gguf.push_back(path + "/" + name);
     if (ends_with(name, ".safetensors")) safetensors = true;
   }
   closedir(d);

@@ -1,5 +1,6 @@
-// A GGUF file as a WeightSource: llama.cpp tensor names mapped to Hugging Face ones, the model
-// config from its metadata, and the llama q/k row permutation undone.
+// A GGUF model as a WeightSource: one file or the parts of a split one (gguf_split.h), llama.cpp
+// tensor names mapped to Hugging Face ones, the model config from the (first) file's metadata,
+// and the llama q/k row permutation undone.
 #pragma once
 #include <memory>
 #include <string>
@@ -13,6 +14,7 @@ namespace ctxr {
 
 class GgufWeights final : public WeightSource {
  public:
+  // `path`: the file, or the first part of a split model (the other parts are found beside it).
   explicit GgufWeights(const std::string& path);
   bool has(const std::string& name) const override { return views_.count(name) != 0; }
   const TensorView& get(const std::string& name, const std::vector<int64_t>& shape) const override;
@@ -20,14 +22,15 @@ class GgufWeights final : public WeightSource {
   const ModelConfig& config() const { return config_; }
 
  private:
-  std::unique_ptr<GgufFile> file_;
+  std::vector<std::unique_ptr<GgufFile>> files_;  // the first holds the metadata
   ModelConfig config_;
   std::map<std::string, TensorView> views_;
   std::vector<std::vector<uint8_t>> copies_;  // unpermuted q/k rows
 };
 
 // The GGUF file `path` names: itself when it is a file ending in .gguf, or the only .gguf of a
-// folder that holds no *.safetensors; "" otherwise (a safetensors folder).
+// folder that holds no *.safetensors (of a split model's parts, the first); "" otherwise (a
+// safetensors folder).
 std::string gguf_model_path(const std::string& path);
 
 // Row r of a llama.cpp-converted q or k projection (heads of head_dim rows) holds Hugging Face

@@ -46,7 +46,8 @@ void choose_longrope_factors(ModelConfig& c, long long context_tokens);
 class GgufFile;
 // The same fields from a GGUF file's metadata ({arch}.embedding_length, ...; llama | qwen2 | qwen3).
 // Throws std::runtime_error("<file>: metadata KEY ...") naming the bad key.
-ModelConfig model_config_from_gguf(const GgufFile& file);
+// `other_parts`: the other files of a split model, whose tensors count too (gguf_split.h).
+ModelConfig model_config_from_gguf(const GgufFile& file, const std::vector<const GgufFile*>& other_parts = {});
 
 // Throws std::runtime_error("config.json: ...") naming the bad field.
 ModelConfig model_config_from_json_text(const std::string& text);

@@ -42,7 +42,13 @@ class Keys {
 
 }  // namespace
 
-ModelConfig model_config_from_gguf(const GgufFile& file) {
+ModelConfig model_config_from_gguf(const GgufFile& file, const std::vector<const GgufFile*>& other_parts) {
+  auto tensor = [&](const std::string& name) -> const GgufTensor* {
+    if (const GgufTensor* t = file.tensor(name)) return t;
+    for (const GgufFile* part : other_parts)
+      if (const GgufTensor* t = part->tensor(name)) return t;
+    return nullptr;
+  };
   const GgufValue* arch = file.find("general.architecture");
   if (!arch || arch->type != GgufValueType::String) throw std::runtime_error(file.path() + ": metadata general.architecture is missing");
   ModelConfig c;
@@ -94,9 +100,9 @@ ModelConfig model_config_from_gguf(const GgufFile& file) {
   const GgufValue* tokens = file.find("tokenizer.ggml.tokens");
   if (tokens && tokens->type == GgufValueType::Array && tokens->count > 0) c.vocab = static_cast<int>(tokens->count);
   else if (k.find("vocab_size")) c.vocab = k.positive_int("vocab_size");
-  else if (const GgufTensor* e = file.tensor("token_embd.weight"); e && e->dims.size() == 2) c.vocab = static_cast<int>(e->dims[1]);
+  else if (const GgufTensor* e = tensor("token_embd.weight"); e && e->dims.size() == 2) c.vocab = static_cast<int>(e->dims[1]);
   else throw std::runtime_error(file.path() + ": metadata tokenizer.ggml.tokens is missing (no vocabulary size)");
-  c.tie_word_embeddings = file.tensor("output.weight") == nullptr;
+  c.tie_word_embeddings = tensor("output.weight") == nullptr;
   if (arch->text == "gemma3") gemma3_config_from_gguf(file, c);
   return c;
 }

@@ -8,6 +8,8 @@
 #include <fstream>
 #include <string>
 
+#include "gguf_split.h"
+#include "gguf_weights.h"
 #include "json.h"
 #include "model_config.h"
 #include "runner_test.h"
@@ -127,4 +129,37 @@ RUNNER_TEST(loader, safetensors_header_checks) {
   write(R"({"w": )", 0);
   CHECK(contains(load_error(), "header"));
   std::system(("rm -rf " + dir).c_str());
+}
+
+RUNNER_TEST(loader, gguf_split_part_names) {
+  const auto paths = gguf_split_paths("/m/model-Q4_K_M-00001-of-00003.gguf", 3);
+  CHECK_EQ(paths.size(), 3u);
+  CHECK(paths[0] == "/m/model-Q4_K_M-00001-of-00003.gguf");
+  CHECK(paths[2] == "/m/model-Q4_K_M-00003-of-00003.gguf");
+  // The name's count must be the metadata's, and the file the first part.
+  CHECK(contains(error_of([] { gguf_split_paths("/m/model-00001-of-00002.gguf", 3); }), "not named as the first of them (PREFIX-00001-of-00003.gguf"));
+  CHECK(contains(error_of([] { gguf_split_paths("/m/model-00002-of-00003.gguf", 3); }), "split in 3 parts"));
+  CHECK(contains(error_of([] { gguf_split_paths("/m/model.gguf", 2); }), "/m/model.gguf: its split.count says"));
+  CHECK(contains(error_of([] { gguf_split_paths("-00001-of-00002.gguf", 2); }), "not named as the first"));
+}
+
+RUNNER_TEST(loader, gguf_folder_of_split_parts) {
+  char folder[] = "/tmp/ctxr-split-folder-XXXXXX";
+  CHECK(mkdtemp(folder) != nullptr);
+  const std::string dir = folder;
+  auto touch = [&](const std::string& name) { std::ofstream(dir + "/" + name) << "x"; };
+  touch("m-00001-of-00003.gguf");
+  touch("m-00002-of-00003.gguf");
+  touch("m-00003-of-00003.gguf");
+  CHECK(gguf_model_path(dir) == dir + "/m-00001-of-00003.gguf");
+  touch("other.gguf");
+  bool refused = false;
+  try {
+    gguf_model_path(dir);
+  } catch (const std::exception& e) {
+    refused = contains(e.what(), "holds 2 .gguf files");
+  }
+  CHECK(refused);
+  for (const char* name : {"m-00001-of-00003.gguf", "m-00002-of-00003.gguf", "m-00003-of-00003.gguf", "other.gguf"}) unlink((dir + "/" + name).c_str());
+  rmdir(folder);
 }

@@ -9,6 +9,7 @@ template, so that llama.cpp loads it, tokenizes with it and computes logits we c
         [--hidden 256] [--layers 2] [--heads 4] [--kv-heads 2] [--ffn 512] [--context 4096]
         [--sliding-window N]   (architectures with sliding-window layers; default theirs)
         [--vocab N] [--dtype f32|f16] [--vocab-type gpt2|spm] [--name NAME] [--special TOKEN ...]
+        [--split-max-tensors N]   (parts m-00001-of-0000K.gguf, ... in place of m.gguf)
 
 --vocab N pads the vocabulary with ordinary tokens (never produced by the merges) up to N entries,
 so that the embedding and output matrices have a real model's size (Qwen3: 151936, Gemma 3:
@@ -113,6 +114,7 @@ def main():
     parser.add_argument("--dtype", choices=["f32", "f16"], default="f32", help="the matrices' type (norms stay f32)")
     parser.add_argument("--vocab-type", choices=["gpt2", "spm"], default="gpt2", help="byte-level BPE (default) or SentencePiece")
     parser.add_argument("--name", help="general.name (llama.cpp sets token attributes by it: a name containing phi3 or phi-3 right-strips its special tokens)")
+    parser.add_argument("--split-max-tensors", type=int, default=0, help="split the file in parts of at most this many tensors, as gguf-split (OUT-00001-of-0000N.gguf, ...); the weights are those of the unsplit file")
     parser.add_argument("--gguf-py", default=os.environ.get("GGUF_PY"))
     args = parser.parse_args()
     if args.gguf_py:
@@ -142,7 +144,7 @@ def main():
     shape = Shape(args.hidden, args.layers, args.heads, args.kv_heads, args.head_dim or args.hidden // args.heads, args.ffn, args.context, len(tokens), options, args.sliding_window)
     rng = np.random.default_rng(args.seed)
 
-    writer = gguf.GGUFWriter(args.out, getattr(arch, "GGUF_ARCH", args.arch))
+    writer = gguf.GGUFWriter(args.out, getattr(arch, "GGUF_ARCH", args.arch), split_max_tensors=args.split_max_tensors)
     writer.add_name(args.name or getattr(arch, "MODEL_NAME", f"random {args.arch}"))
     writer.add_file_type(1 if args.dtype == "f16" else 0)  # MOSTLY_F16 / ALL_F32
     writer.add_context_length(shape.context)

@@ -13,9 +13,10 @@ export function parseSourcedFlags(
   command: string,
   env: Record<string, string | undefined> = process.env,
   aliases: FlagAliases = {},
+  allowPositionals = false,
 ): SourcedFlags {
   const renamed = renameAliasedArgs(args, aliases, command);
-  const cli = parseFlags(renamed.args, spec, command);
+  const cli = parseFlags(renamed.args, spec, command, allowPositionals);
   if (cli.values.help) return { ...cli, origins: {}, notes: renamed.notes, typedAs: renamed.typedAs };
   const configArg = cli.values.config;
   if (configArg === "") throw new UsageError("--config needs a file", command);

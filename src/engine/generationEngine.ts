@@ -27,7 +27,7 @@ import { DiskKvTier } from "../kv/diskKvTier.ts";
 import { DEFAULT_REMOTE_KV_BYTES, RemoteKvTier, remoteNamespace } from "../kv/remoteKvTier.ts";
 import type { RedisUrl } from "../state/redisUrl.ts";
 import { ggufModelIdentity, modelIdentity } from "../kv/modelIdentity.ts";
-import { readGgufFile } from "../model/gguf/ggufReader.ts";
+import { ggufModelTensors, readGgufParts } from "../model/gguf/ggufSplit.ts";
 import { ggufModelConfig } from "../model/gguf/ggufModelConfig.ts";
 import { ggufModelTokenizer } from "../model/gguf/ggufTokenizer.ts";
 import { resolveModelSource, type ModelSource } from "../model/modelSource.ts";
@@ -144,10 +144,12 @@ async function loadModel(source: ModelSource): Promise<LoadedModel> {
     const tokenizer = await loadModelTokenizer(source.path);
     return { tokenizer, addBos: await completionsAddBos(source.path, tokenizer), identity: () => modelIdentity(source.path) };
   }
-  const header = readGgufFile(source.path);
-  ggufModelConfig(header.metadata, header.tensors);
+  const parts = readGgufParts(source.path);
+  const header = parts[0]!.header;
+  ggufModelConfig(header.metadata, ggufModelTensors(parts));
   const { tokenizer, addBos } = ggufModelTokenizer(header.metadata, source.path);
-  return { tokenizer, addBos, identity: () => ggufModelIdentity(source.path, header.dataStart) };
+  const otherParts = parts.slice(1).map((part) => ({ path: part.path, dataStart: part.header.dataStart }));
+  return { tokenizer, addBos, identity: () => ggufModelIdentity(source.path, header.dataStart, otherParts) };
 }
 
 export class GenerationEngine {

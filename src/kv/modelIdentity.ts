@@ -105,24 +105,31 @@ export async function modelIdentity(modelDir: string): Promise<string> {
 
 /**
  * The identity of a GGUF model file (64 lowercase hex digits): its size and its first
- * `dataStart` bytes (the header up to the tensor data, as the GGUF reader reports it).
+ * `dataStart` bytes (the header up to the tensor data, as the GGUF reader reports it). A model
+ * split in parts adds, after the first part's, each other part's size and header (a one-file
+ * model's digest is unchanged by that).
  */
-export async function ggufModelIdentity(path: string, dataStart: number): Promise<string> {
+export async function ggufModelIdentity(path: string, dataStart: number, otherParts: readonly { path: string; dataStart: number }[] = []): Promise<string> {
+  const hash = createHash("sha256");
+  const tag = new TextEncoder().encode(GGUF_IDENTITY_TAG);
+  hash.update(u64(tag.length));
+  hash.update(tag);
+  await hashGgufHeader(hash, path, dataStart);
+  if (otherParts.length > 0) hash.update(u64(otherParts.length));
+  for (const part of otherParts) await hashGgufHeader(hash, part.path, part.dataStart);
+  return hash.digest("hex");
+}
+
+async function hashGgufHeader(hash: ReturnType<typeof createHash>, path: string, dataStart: number): Promise<void> {
   const handle = await open(path, "r");
   try {
     const size = (await handle.stat()).size;
     if (!Number.isSafeInteger(dataStart) || dataStart < 0 || dataStart > size) throw new ModelIdentityError(`${path}: header end ${dataStart} is outside the file (${size} bytes)`);
     const header = new Uint8Array(dataStart);
     await readExactly(handle, header, 0, path);
-    const hash = createHash("sha256");
-    const encoder = new TextEncoder();
-    const tag = encoder.encode(GGUF_IDENTITY_TAG);
-    hash.update(u64(tag.length));
-    hash.update(tag);
     hash.update(u64(size));
     hash.update(u64(header.length));
     hash.update(header);
-    return hash.digest("hex");
   } finally {
     await handle.close();
   }

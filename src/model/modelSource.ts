@@ -1,7 +1,9 @@
 /**
  * What `--model` names: a Hugging Face model folder (config.json, *.safetensors, tokenizer
- * files), a GGUF file, or a folder holding exactly one .gguf file and no safetensors. The
- * model's default id in the API: the folder's name, or the GGUF file's name without .gguf.
+ * files), a GGUF file (or the first part of a split one, PREFIX-00001-of-0000N.gguf), or a folder
+ * holding exactly one GGUF model (a file, or the parts of one split) and no safetensors. The
+ * model's default id in the API: the folder's name, or the GGUF file's name without .gguf (and
+ * without a split's part suffix).
  *
  * A ModelSourceError says what is wrong: the path is missing, a file that is not .gguf, a
  * folder with several .gguf files or with both GGUF and safetensors files (naming them), or
@@ -9,6 +11,7 @@
  */
 import { existsSync, readdirSync, statSync } from "node:fs";
 import { basename, join, resolve } from "node:path";
+import { SPLIT_PART_NAME } from "./gguf/ggufSplit.ts";
 
 export type ModelSource =
   | { kind: "folder"; /** Absolute path of the folder. */ path: string; /** Default served model id. */ name: string }
@@ -22,7 +25,15 @@ export class ModelSourceError extends Error {
 }
 
 const isGguf = (name: string): boolean => name.toLowerCase().endsWith(".gguf");
-const ggufName = (file: string): string => basename(file).replace(/\.gguf$/i, "");
+const ggufName = (file: string): string => basename(file).replace(SPLIT_PART_NAME, "").replace(/\.gguf$/i, "");
+
+/** A folder's GGUF models: each file, except that a split's parts count as one, its first part. */
+function ggufModels(ggufs: readonly string[]): string[] {
+  return ggufs.filter((name) => {
+    const part = SPLIT_PART_NAME.exec(name);
+    return part === null || Number(part[1]) === 1;
+  });
+}
 
 /** Resolves --model; a ModelSourceError when it names no model ctxr can load. */
 export function resolveModelSource(model: string): ModelSource {
@@ -42,7 +53,9 @@ export function resolveModelSource(model: string): ModelSource {
     .filter((entry) => entry.isFile() || entry.isSymbolicLink())
     .map((entry) => entry.name)
     .sort();
-  const ggufs = files.filter(isGguf);
+  const ggufs = ggufModels(files.filter(isGguf));
+  const parts = files.filter((name) => SPLIT_PART_NAME.test(name));
+  if (ggufs.length === 0 && parts.length > 0) throw new ModelSourceError(`${model} holds parts of a split GGUF model (${parts.join(", ")}) but not its first part, PREFIX-00001-of-NNNNN.gguf`);
   const safetensors = files.filter((name) => name.endsWith(".safetensors"));
   if (ggufs.length > 1) throw new ModelSourceError(`${model} holds ${ggufs.length} GGUF files (${ggufs.join(", ")}); give --model the one to serve`);
   if (ggufs.length === 1 && safetensors.length > 0) {

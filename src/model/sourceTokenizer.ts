@@ -8,7 +8,7 @@
  */
 import { completionsAddBos } from "./completionPrompt.ts";
 import { ggufModelConfig } from "./gguf/ggufModelConfig.ts";
-import { readGgufFile } from "./gguf/ggufReader.ts";
+import { ggufModelTensors, readGgufParts } from "./gguf/ggufSplit.ts";
 import { ggufModelTokenizer } from "./gguf/ggufTokenizer.ts";
 import type { ModelSource } from "./modelSource.ts";
 import { loadModelTokenizer, type ModelTokenizer } from "./modelTokenizer.ts";
@@ -24,7 +24,8 @@ export async function loadSourceTokenizer(source: ModelSource): Promise<SourceTo
     const tokenizer = await loadModelTokenizer(source.path);
     return { tokenizer, addBos: await completionsAddBos(source.path, tokenizer) };
   }
-  const header = readGgufFile(source.path);
-  ggufModelConfig(header.metadata, header.tensors);
+  const parts = readGgufParts(source.path);
+  const header = parts[0]!.header;
+  ggufModelConfig(header.metadata, ggufModelTensors(parts));
   return ggufModelTokenizer(header.metadata, source.path);
 }

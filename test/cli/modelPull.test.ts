@@ -4,16 +4,18 @@
  * The CLI runs as a child process started asynchronously: the hub answers from this process.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { readdirSync, readFileSync } from "node:fs";
+import { mkdirSync, readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { scriptCommand, spawnPiped } from "../../src/runtime/childProcess.ts";
 import { CLI_ENTRY, REPO_ROOT, tempFolder } from "../helpers/cli.ts";
 import { RUNNER_CPU } from "../helpers/engineKit.ts";
+import { writeRandomGguf } from "../helpers/llamaOracle.ts";
 import { LoopbackHub } from "../helpers/loopbackHub.ts";
 import { servableTinyGguf, tinyModelFolderFiles } from "../helpers/servableGguf.ts";
 
 const REPO = "test-org/tiny-llama-GGUF";
 const FOLDER_REPO = "test-org/tiny-llama";
+const SPLIT_REPO = "test-org/random-split-GGUF";
 let hub: LoopbackHub;
 let folder: { path: string; cleanup(): void };
 let gguf: Uint8Array<ArrayBufferLike>;
@@ -35,6 +37,7 @@ beforeAll(() => {
   gguf = servableTinyGguf();
   hub.addRepo(FOLDER_REPO, { files: { ...tinyModelFolderFiles(), "README.md": "a tiny safetensors model\n" } });
   hub.addRepo(REPO, { files: { "README.md": "tiny\n", "tiny-llama-Q8_0.gguf": gguf, "tiny-llama-F16.gguf": gguf.slice(0, 1000) } });
+  hub.addRepo(REPO, { revision: "v2", files: { "tiny-llama-Q8_0.gguf": "version two" } });
   env = { HF_ENDPOINT: hub.url, XDG_CACHE_HOME: join(folder.path, "cache"), CTXR_RUNNER: RUNNER_CPU, HF_TOKEN: "", CTXR_OFFLINE: "", HF_HUB_OFFLINE: "" };
 }, 60_000);
 
@@ -51,7 +54,7 @@ describe("ctxr model pull", () => {
     expect(first.code).toBe(0);
     const summary = JSON.parse(first.stdout.trimEnd().split("\n").at(-1)!);
     const path = join(folder.path, "cache", "ctxr", "models", "models--test-org--tiny-llama-GGUF", "snapshots", hub.commit(REPO), "tiny-llama-Q8_0.gguf");
-    expect(summary).toEqual({ model: `hf:${REPO}:Q8_0`, repo: REPO, commit: hub.commit(REPO), kind: "gguf", path, files: [{ path: "tiny-llama-Q8_0.gguf", bytes: gguf.length }], fetched_bytes: gguf.length, source: "hub" });
+    expect(summary).toEqual({ model: `hf:${REPO}:Q8_0`, repo: REPO, revision: "main", commit: hub.commit(REPO), kind: "gguf", path, files: [{ path: "tiny-llama-Q8_0.gguf", bytes: gguf.length }], fetched_bytes: gguf.length, source: "hub" });
     expect(new Uint8Array(readFileSync(path)) as Uint8Array<ArrayBufferLike>).toEqual(gguf);
 
     const second = await cli(["model", "pull", `hf:${REPO}:Q8_0`]);
@@ -77,6 +80,24 @@ describe("ctxr model pull", () => {
     expect(offline.code).toBe(1);
     expect(offline.stderr).toContain(`offline (--offline, CTXR_OFFLINE=1 or HF_HUB_OFFLINE=1): ${REPO}: no GGUF file carries the quantization 'F16' in the cache`);
     expect(offline.stderr).toContain(`ctxr model pull hf:${REPO}:F16`);
+  }, 60_000);
+
+  test("@REV pulls a branch into its own snapshot; --offline finds it; an unknown revision is named", async () => {
+    const v2 = await cli(["model", "pull", `hf:${REPO}:Q8_0@v2`]);
+    expect(v2.code).toBe(0);
+    const summary = JSON.parse(v2.stdout.trimEnd().split("\n").at(-1)!);
+    expect(summary.commit).toBe(hub.commit(REPO, "v2"));
+    expect(summary.revision).toBe("v2");
+    expect(summary.path).toBe(join(folder.path, "cache", "ctxr", "models", "models--test-org--tiny-llama-GGUF", "snapshots", hub.commit(REPO, "v2"), "tiny-llama-Q8_0.gguf"));
+    expect(readFileSync(summary.path, "utf8")).toBe("version two");
+    const offline = await cli(["model", "pull", `hf:${REPO}:Q8_0@v2`, "--offline"]);
+    expect(JSON.parse(offline.stdout.trimEnd().split("\n").at(-1)!)).toMatchObject({ path: summary.path, source: "offline" });
+    const unknown = await cli(["model", "pull", `hf:${REPO}@v9`]);
+    expect(unknown.code).toBe(1);
+    expect(unknown.stderr).toContain(`ctxr model pull: ${REPO} has no revision 'v9'`);
+    const bad = await cli(["model", "pull", `hf:${REPO}@../x`]);
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toContain("'../x' is not a branch, tag or commit name");
   }, 60_000);
 });
 
@@ -132,6 +153,22 @@ describe("ctxr serve --model hf:...", () => {
     expect(readdirSync(snapshot).sort()).toEqual(Object.keys(tinyModelFolderFiles()).sort()); // no README
   }, 120_000);
 
+  test("pulls a GGUF model split in parts and serves it from its first part", async () => {
+    const scratch = join(folder.path, "split-source");
+    mkdirSync(scratch);
+    writeRandomGguf("llama", join(scratch, "random.gguf"), { hidden: 64, heads: 4, kvHeads: 2, ffn: 128, extraArgs: ["--split-max-tensors", "8"] });
+    const parts = readdirSync(scratch).sort();
+    expect(parts).toEqual(["random-00001-of-00003.gguf", "random-00002-of-00003.gguf", "random-00003-of-00003.gguf"]);
+    hub.addRepo(SPLIT_REPO, { files: Object.fromEntries(parts.map((part) => [part, new Uint8Array(readFileSync(join(scratch, part)))])) });
+    const pulled = await cli(["model", "pull", `hf:${SPLIT_REPO}`]);
+    expect(pulled.code).toBe(0);
+    const summary = JSON.parse(pulled.stdout.trimEnd().split("\n").at(-1)!);
+    expect(summary.files.map((file: { path: string }) => file.path)).toEqual(parts);
+    expect(summary.path.endsWith(`/snapshots/${hub.commit(SPLIT_REPO)}/random-00001-of-00003.gguf`)).toBe(true);
+    const stderr = await serveAndAsk(`hf:${SPLIT_REPO}`, SPLIT_REPO, join(folder.path, "cache"));
+    expect(stderr).not.toContain("downloading"); // the pull put every part in the cache
+  }, 120_000);
+
   test("--model ORG/REPO that is no local path hints at hf:; --offline needs a model by name", async () => {
     const hint = await cli(["serve", "--in-memory", "--port", "0", "--model", "meta-llama/Llama-3.2-1B-Instruct"]);
     expect(hint.code).not.toBe(0);
@@ -139,5 +176,10 @@ describe("ctxr serve --model hf:...", () => {
     const offline = await cli(["serve", "--in-memory", "--port", "0", "--offline", "--model", join(REPO_ROOT, "none.gguf")]);
     expect(offline.code).toBe(2);
     expect(offline.stderr).toContain("--offline applies to a model by name: it needs --model hf:ORG/REPO[:QUANT|FILE]");
+    // CTXR_OFFLINE=1 (a deployment's standing setting) with a local model is no error: the model's own problem is told.
+    const standing = await cli(["serve", "--in-memory", "--port", "0", "--model", join(REPO_ROOT, "none.gguf")], { CTXR_OFFLINE: "1" });
+    expect(standing.code).not.toBe(0);
+    expect(standing.stderr).not.toContain("--offline");
+    expect(standing.stderr).toContain("none.gguf does not exist");
   }, 60_000);
 });

@@ -10,6 +10,7 @@ import { encodeSafetensors, readSafetensors } from "../../src/model/safetensors.
 import { openSafetensorsFolder } from "../../src/model/safetensorsFolder.ts";
 import { lastJsonLine, runCli } from "../helpers/cli.ts";
 import { tinyModelFolder } from "../helpers/engineKit.ts";
+import { writeRandomGguf } from "../helpers/llamaOracle.ts";
 
 // hidden 256 so that the K-quants apply to the projections' rows (256 values a block).
 const llama = tinyModelFolder({ hidden: 256, heads: 4, kvHeads: 2, intermediate: 512, ropeScaling: "llama3" }, "llama");
@@ -177,5 +178,28 @@ describe("ctxr model quantize", () => {
     expect(run.code).toBe(2);
     expect(run.stderr).toMatch(/model.norm.weight: I32 is not a float dtype/);
     expect(readdirSync(out).filter((name) => name.includes("late.gguf"))).toEqual([]);
+  });
+
+  test("a split GGUF model (its first part) quantizes to the file its unsplit twin gives, tensor for tensor; a missing part is refused", () => {
+    const shape = { hidden: 256, heads: 4, kvHeads: 2, ffn: 512, layers: 2, seed: 5 };
+    const whole = writeRandomGguf("llama", join(out, "twin.gguf"), shape);
+    writeRandomGguf("llama", join(out, "twin-split.gguf"), { ...shape, extraArgs: ["--split-max-tensors", "8"] });
+    const first = join(out, "twin-split-00001-of-00003.gguf");
+    for (const [input, output] of [[whole, "twin-q4_k_m.gguf"], [first, "twin-split-q4_k_m.gguf"]] as const) {
+      const run = runCli(["model", "quantize", input, join(out, output), "--type", "q4_k_m", "--threads", "1"]);
+      expect(run.stderr).toBe("");
+      expect(run.code).toBe(0);
+    }
+    const [a, b] = ["twin-q4_k_m.gguf", "twin-split-q4_k_m.gguf"].map((name) => readGgufFile(join(out, name)));
+    expect(b!.metadata.has("split.count")).toBe(false);
+    expect(b!.tensors.map((t) => `${t.name} ${t.type}`).sort()).toEqual(a!.tensors.map((t) => `${t.name} ${t.type}`).sort());
+    for (const tensor of a!.tensors) {
+      const twin = b!.tensors.find((t) => t.name === tensor.name)!;
+      expect(Buffer.from(readGgufTensorData(join(out, "twin-split-q4_k_m.gguf"), twin)).equals(Buffer.from(readGgufTensorData(join(out, "twin-q4_k_m.gguf"), tensor)))).toBe(true);
+    }
+    rmSync(join(out, "twin-split-00003-of-00003.gguf"));
+    const missing = runCli(["model", "quantize", first, join(out, "none.gguf"), "--type", "q8_0"]);
+    expect(missing.code).toBe(2);
+    expect(missing.stderr).toContain(`part 3 of 3 of this split model is missing: ${join(out, "twin-split-00003-of-00003.gguf")}`);
   });
 });

@@ -9,6 +9,8 @@
  *                                     blob id), Content-Length, X-Repo-Commit
  * - GET  the same URL                 an LFS file: 302 to the CDN; a git file: its bytes
  * - 401 for a gated repository without its token, 404 (X-Error-Code) for an unknown repo, revision or file.
+ * A repository may hold several revisions (branches or tags, each a commit with its own files); a
+ * revision is asked by its name or its commit.
  * The CDN serves blobs by sha256, with Range (206 and Content-Range). A test can make the next
  * download of a file cut the connection after N bytes, or serve bytes other than its sha256 says.
  */
@@ -22,6 +24,8 @@ export interface HubRepoSpec {
   /** When set, the repository is gated: every hub request must carry "Authorization: Bearer <token>". */
   token?: string;
   commit?: string;
+  /** The branch or tag this commit is (default "main"); adding a repository again under another revision adds that revision. */
+  revision?: string;
 }
 
 export interface HubRequest {
@@ -39,6 +43,11 @@ interface StoredFile {
   gitSha1: string;
 }
 
+interface StoredRevision {
+  commit: string;
+  files: Map<string, StoredFile>;
+}
+
 const isLfs = (path: string): boolean => /\.(gguf|safetensors)$/i.test(path);
 const sha256Of = (bytes: Uint8Array): string => createHash("sha256").update(bytes).digest("hex");
 const gitSha1Of = (bytes: Uint8Array): string => createHash("sha1").update(`blob ${bytes.length}\0`).update(bytes).digest("hex");
@@ -47,7 +56,7 @@ export class LoopbackHub {
   readonly requests: HubRequest[] = [];
   /** When true the CDN answers every GET with the whole file (200), as a server without Range support. */
   ignoreRanges = false;
-  private readonly repos = new Map<string, { commit: string; token?: string; files: Map<string, StoredFile> }>();
+  private readonly repos = new Map<string, { token?: string; revisions: Map<string, StoredRevision> }>();
   private readonly cuts = new Map<string, { afterBytes: number; then: "cut" | "stall" }>();
   private readonly corrupted = new Set<string>();
   private constructor(
@@ -77,31 +86,38 @@ export class LoopbackHub {
       const bytes = typeof content === "string" ? new TextEncoder().encode(content) : content;
       files.set(path, { bytes, lfs: isLfs(path), sha256: sha256Of(bytes), gitSha1: gitSha1Of(bytes) });
     }
-    const commit = spec.commit ?? createHash("sha1").update(repo + [...files.values()].map((file) => file.sha256).join()).digest("hex");
-    this.repos.set(repo, { commit, ...(spec.token === undefined ? {} : { token: spec.token }), files });
+    const revision = spec.revision ?? "main";
+    const commit = spec.commit ?? createHash("sha1").update(repo + revision + [...files.values()].map((file) => file.sha256).join()).digest("hex");
+    const revisions = this.repos.get(repo)?.revisions ?? new Map<string, StoredRevision>();
+    revisions.set(revision, { commit, files });
+    this.repos.set(repo, { ...(spec.token === undefined ? {} : { token: spec.token }), revisions });
+  }
+
+  private stored(repo: string, path: string, revision = "main"): StoredFile {
+    return this.repos.get(repo)!.revisions.get(revision)!.files.get(path)!;
   }
 
   /** The next CDN download of this file sends `afterBytes` bytes of the asked range, then breaks the connection. */
   cutNextDownload(repo: string, path: string, afterBytes: number): void {
-    this.cuts.set(this.repos.get(repo)!.files.get(path)!.sha256, { afterBytes, then: "cut" });
+    this.cuts.set(this.stored(repo, path).sha256, { afterBytes, then: "cut" });
   }
 
   /** The next CDN download of this file sends `afterBytes` bytes of the asked range, then nothing more, keeping the connection open. */
   stallNextDownload(repo: string, path: string, afterBytes: number): void {
-    this.cuts.set(this.repos.get(repo)!.files.get(path)!.sha256, { afterBytes, then: "stall" });
+    this.cuts.set(this.stored(repo, path).sha256, { afterBytes, then: "stall" });
   }
 
   /** From now on the CDN serves this file with its last byte flipped (its sha256 no longer matches). */
   corrupt(repo: string, path: string): void {
-    this.corrupted.add(this.repos.get(repo)!.files.get(path)!.sha256);
+    this.corrupted.add(this.stored(repo, path).sha256);
   }
 
-  sha256(repo: string, path: string): string {
-    return this.repos.get(repo)!.files.get(path)!.sha256;
+  sha256(repo: string, path: string, revision = "main"): string {
+    return this.stored(repo, path, revision).sha256;
   }
 
-  commit(repo: string): string {
-    return this.repos.get(repo)!.commit;
+  commit(repo: string, revision = "main"): string {
+    return this.repos.get(repo)!.revisions.get(revision)!.commit;
   }
 
   /** Forgets every repository, cut, corruption and logged request (between tests). */
@@ -143,21 +159,22 @@ export class LoopbackHub {
       return error(401, "GatedRepo", `Access to model ${repoName} is restricted. You must have access to it and be authenticated to access it.`);
     }
     const revision = decodeURIComponent((listing ?? resolve)![2]!);
-    if (revision !== "main" && revision !== repo.commit) return error(404, "RevisionNotFound", `Invalid rev id: ${revision}`);
+    const stored = repo.revisions.get(revision) ?? [...repo.revisions.values()].find((entry) => entry.commit === revision);
+    if (stored === undefined) return error(404, "RevisionNotFound", `Invalid rev id: ${revision}`);
     if (listing !== null) {
       if (url.searchParams.get("blobs") !== "true") return error(400, "BadRequest", "this loopback hub only lists with blobs=true");
-      const siblings = [...repo.files].map(([path, file]) => ({
+      const siblings = [...stored.files].map(([path, file]) => ({
         rfilename: path,
         size: file.bytes.length,
         blobId: file.gitSha1,
         ...(file.lfs ? { lfs: { sha256: file.sha256, size: file.bytes.length, pointerSize: 134 } } : {}),
       }));
-      return Response.json({ id: repoName, sha: repo.commit, siblings });
+      return Response.json({ id: repoName, sha: stored.commit, siblings });
     }
     const path = resolve![3]!.split("/").map(decodeURIComponent).join("/");
-    const file = repo.files.get(path);
+    const file = stored.files.get(path);
     if (file === undefined) return error(404, "EntryNotFound", `${path} does not exist on "${revision}"`);
-    const common = { "X-Repo-Commit": repo.commit };
+    const common = { "X-Repo-Commit": stored.commit };
     if (file.lfs) {
       return new Response(null, {
         status: 302,
@@ -170,7 +187,7 @@ export class LoopbackHub {
   private answerCdn(request: Request): Response {
     this.log("cdn", request);
     const sha = /^\/blobs\/([0-9a-f]{64})$/.exec(new URL(request.url).pathname)?.[1];
-    const file = sha === undefined ? undefined : [...this.repos.values()].flatMap((repo) => [...repo.files.values()]).find((entry) => entry.sha256 === sha);
+    const file = sha === undefined ? undefined : [...this.repos.values()].flatMap((repo) => [...repo.revisions.values()].flatMap((revision) => [...revision.files.values()])).find((entry) => entry.sha256 === sha);
     if (file === undefined) return new Response("no such blob", { status: 404 });
     let bytes = file.bytes;
     if (this.corrupted.has(sha!)) {

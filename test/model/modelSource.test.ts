@@ -18,6 +18,17 @@ beforeAll(() => {
 afterAll(() => folder.cleanup());
 
 describe("resolveModelSource", () => {
+  test("a split GGUF model: its first part, or a folder of its parts, named without the part suffix", () => {
+    const dir = make("split-folder", ["Qwen3-8B-Q4_K_M-00001-of-00003.gguf", "Qwen3-8B-Q4_K_M-00002-of-00003.gguf", "Qwen3-8B-Q4_K_M-00003-of-00003.gguf", "README.md"]);
+    const first = join(dir, "Qwen3-8B-Q4_K_M-00001-of-00003.gguf");
+    expect(resolveModelSource(dir)).toEqual({ kind: "gguf", path: first, name: "Qwen3-8B-Q4_K_M" });
+    expect(resolveModelSource(first)).toEqual({ kind: "gguf", path: first, name: "Qwen3-8B-Q4_K_M" });
+    const two = make("two-splits", ["a-00001-of-00002.gguf", "a-00002-of-00002.gguf", "b-00001-of-00002.gguf", "b-00002-of-00002.gguf"]);
+    expect(() => resolveModelSource(two)).toThrow("holds 2 GGUF files (a-00001-of-00002.gguf, b-00001-of-00002.gguf)");
+    const headless = make("headless", ["a-00002-of-00002.gguf"]);
+    expect(() => resolveModelSource(headless)).toThrow("holds parts of a split GGUF model (a-00002-of-00002.gguf) but not its first part");
+  });
+
   test("a Hugging Face folder, a .gguf file, a folder with one .gguf (named by the file)", () => {
     const hf = make("hf-model", ["config.json", "model.safetensors", "tokenizer.json"]);
     expect(resolveModelSource(hf)).toEqual({ kind: "folder", path: hf, name: "hf-model" });

@@ -18,8 +18,11 @@ import {
   type TokenUncertainty,
   windowedMeans,
 } from "../../kv/uncertaintyTrigger.ts";
-import { EXIT_OK, InputError, UsageError, integerFlag, numberFlag, parseFlags, requiredString } from "../args.ts";
+import { EXIT_OK, InputError, UsageError, integerFlag, numberFlag, requiredString } from "../args.ts";
 import type { FlagSpec } from "../args.ts";
+import type { SourcedFlags } from "../flagSources.ts";
+import { localModelPath } from "../hubModelLoader.ts";
+import { parseSourcedFlags, withFlagSources } from "../sourcedFlags.ts";
 import { lazyProgressBar } from "../progress.ts";
 import type { CommandIo } from "./types.ts";
 
@@ -28,7 +31,7 @@ const DEFAULT_QUANTILE = 0.99;
 const BLOCK_SIZE = 16;
 const PREFILL_CHUNK = 512;
 
-export const CALIBRATE_SPARSE_HELP = `Usage: ctxr model calibrate-sparse --model DIR|FILE.gguf --prompts FILE [options]
+export const CALIBRATE_SPARSE_HELP = `Usage: ctxr model calibrate-sparse --model DIR|FILE.gguf|hf:ORG/REPO[:QUANT|FILE][@REV] --prompts FILE [options]
 
 Calibrates sparse decode's reconstruction trigger (ctxr serve --sparse-*) for a
 model: greedy decodes each prompt reading the whole KV cache, takes the entropy
@@ -44,7 +47,11 @@ most useful thresholds.
 
 Options:
   --model M          the model as for ctxr serve --model: a Hugging Face model
-                     folder, a .gguf file, or a folder holding one .gguf file
+                     folder, a .gguf file, a folder holding one .gguf file, or
+                     a model on the Hugging Face Hub by name, hf:ORG/REPO[:QUANT|FILE][@REV]
+                     (fetched into the model cache first, as 'ctxr model pull')
+  --offline          with --model hf:...: only the model cache, no download
+                     (also CTXR_OFFLINE=1 or HF_HUB_OFFLINE=1)
   --prompts FILE     the calibration prompts (JSONL)
   --max-tokens N     tokens decoded per prompt, fewer when it ends (default ${DEFAULT_MAX_TOKENS})
   --quantile Q       quantile of the windowed means, 0..1 (default ${DEFAULT_QUANTILE})
@@ -53,7 +60,11 @@ Options:
   --device D         cpu (default), cuda or cuda:N
   --threads N        CPU threads of the runner (default: all cores)
   --json             print a JSON object instead of text
+  --config FILE      options from a JSON or YAML file (keys: the long names)
   -h, --help         this help
+
+Every option can also be set as CTXR_<OPTION> (e.g. CTXR_PROMPTS=prompts.jsonl) or
+in --config FILE; the command line wins over the environment, which wins over the file.
 
 Exit codes: 0 success, 2 bad usage or a bad prompts file (or too few decode steps
 to fill a window), 1 failure (model not loadable, runner failure).
@@ -70,6 +81,8 @@ const FLAGS: FlagSpec = {
   device: { type: "string" },
   threads: { type: "string" },
   json: { type: "boolean" },
+  offline: { type: "boolean" },
+  config: { type: "string" },
   help: { type: "boolean", short: "h" },
 };
 
@@ -145,12 +158,16 @@ const flagNumber = (x: number) => String(Number(x.toPrecision(4)));
 
 const shellWord = (word: string) => (/^[\w@%+=:,./-]+$/.test(word) ? word : `'${word.replaceAll("'", `'\\''`)}'`);
 
-export async function calibrateSparseCommand(args: string[], io: CommandIo): Promise<number> {
-  const flags = parseFlags(args, FLAGS, COMMAND);
+export async function calibrateSparseCommand(args: string[], io: CommandIo & { err?(text: string): void }): Promise<number> {
+  const flags = parseSourcedFlags(args, FLAGS, COMMAND);
   if (flags.values.help) {
     io.out(CALIBRATE_SPARSE_HELP);
     return EXIT_OK;
   }
+  return withFlagSources(flags, () => calibrateWithFlags(flags, io));
+}
+
+async function calibrateWithFlags(flags: SourcedFlags, io: CommandIo & { err?(text: string): void }): Promise<number> {
   const model = requiredString(flags, "model", COMMAND);
   const promptsPath = requiredString(flags, "prompts", COMMAND);
   const maxTokens = integerFlag(flags, "max-tokens", COMMAND, 1) ?? DEFAULT_MAX_TOKENS;
@@ -162,7 +179,9 @@ export async function calibrateSparseCommand(args: string[], io: CommandIo): Pro
   const threads = integerFlag(flags, "threads", COMMAND, 1);
 
   const prompts = readPromptsFile(promptsPath);
-  const source = resolveModelSource(model);
+  const err = io.err ?? ((text: string) => void process.stderr.write(text));
+  const local = await localModelPath(model, { offline: Boolean(flags.values.offline), offlineFrom: flags.origins.offline, command: COMMAND, terminal: io.progress, err });
+  const source = resolveModelSource(local.path);
   const dir = source.path;
   const { tokenizer, addBos } = await loadSourceTokenizer(source);
   const tokenized = prompts.map((prompt) => ({ ...prompt, ids: completionIds(tokenizer, addBos, prompt.text) }));

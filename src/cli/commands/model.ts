@@ -17,8 +17,10 @@ import {
   tinyModelParameterCount,
 } from "../../model/tinyModel.ts";
 import { ModelFolderError, writeModelFolder } from "../../model/writeModelFolder.ts";
-import { EXIT_OK, InputError, UsageError, choiceFlag, integerFlag, numberFlag, parseFlags, requiredString } from "../args.ts";
-import type { FlagSpec } from "../args.ts";
+import { EXIT_OK, InputError, UsageError, choiceFlag, integerFlag, numberFlag, requiredString } from "../args.ts";
+import type { FlagSpec, ParsedFlags } from "../args.ts";
+import { attributeToSource } from "../flagSources.ts";
+import { parseSourcedFlags } from "../sourcedFlags.ts";
 import type { CommandIo } from "./types.ts";
 
 const D = TINY_MODEL_DEFAULTS;
@@ -26,14 +28,18 @@ const D = TINY_MODEL_DEFAULTS;
 export const MODEL_HELP = `Usage: ctxr model <subcommand> [options]
 
 Subcommands:
-  pull           download a model from the Hugging Face Hub by name, hf:ORG/REPO[:QUANT|FILE]
-                 (see 'ctxr model pull --help')
+  pull           download a model from the Hugging Face Hub by name,
+                 hf:ORG/REPO[:QUANT|FILE][@REV] (see 'ctxr model pull --help')
   tiny           write a deterministic tiny Llama checkpoint (see 'ctxr model tiny --help')
   calibrate-sparse
                  calibrate sparse decode's trigger thresholds for ctxr serve
                  (see 'ctxr model calibrate-sparse --help')
   quantize       write a model folder or GGUF file as a GGUF file of a weight type
                  (see 'ctxr model quantize --help')
+
+The commands that read a model (quantize, calibrate-sparse) also take one by name,
+hf:ORG/REPO..., as 'ctxr serve --model'. Every option is also settable as
+CTXR_<OPTION> or in --config FILE (see each command's --help).
 `;
 
 export const MODEL_TINY_HELP = `Usage: ctxr model tiny --out DIR [options]
@@ -65,7 +71,11 @@ Options:
   --head-dim N             head size, heads · N need not be --hidden (default: hidden / heads)
   --attention-gain X       q_proj and k_proj std times X: sharper attention (default ${D.attentionGain})
   --force                  overwrite the files in a non-empty folder
+  --config FILE            options from a JSON or YAML file (keys: the long names)
   -h, --help               this help
+
+Every option can also be set as CTXR_<OPTION> (e.g. CTXR_LAYERS=4) or in
+--config FILE; the command line wins over the environment, which wins over the file.
 
 Exit codes: 0 success, 2 bad usage or unusable folder, 1 other failure.
 `;
@@ -91,13 +101,24 @@ const FLAGS: FlagSpec = {
   "head-dim": { type: "string" },
   "attention-gain": { type: "string" },
   force: { type: "boolean" },
+  config: { type: "string" },
   help: { type: "boolean", short: "h" },
 };
 
-/** The model options from the flags; bad values and impossible shapes are UsageErrors. */
-export function tinyModelOptionsFromFlags(args: string[]): { out: string; force: boolean; options: TinyModelOptions } | "help" {
-  const flags = parseFlags(args, FLAGS, COMMAND);
+type TinyModelRequest = { out: string; force: boolean; options: TinyModelOptions };
+
+/** The model options from the flags (the command line, CTXR_<OPTION>, --config); bad values and impossible shapes are UsageErrors naming their source. */
+export function tinyModelOptionsFromFlags(args: string[], env: Record<string, string | undefined> = process.env): TinyModelRequest | "help" {
+  const flags = parseSourcedFlags(args, FLAGS, COMMAND, env);
   if (flags.values.help) return "help";
+  try {
+    return tinyModelRequest(flags);
+  } catch (error) {
+    throw attributeToSource(error, flags);
+  }
+}
+
+function tinyModelRequest(flags: ParsedFlags): TinyModelRequest {
   const out = requiredString(flags, "out", COMMAND);
   const options: TinyModelOptions = {
     seed: integerFlag(flags, "seed", COMMAND, 0) ?? D.seed,

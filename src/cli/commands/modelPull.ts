@@ -1,11 +1,12 @@
-/** `ctxr model pull hf:ORG/REPO[:QUANT|FILE]`: fetches a model from the Hugging Face Hub into the cache. */
+/** `ctxr model pull hf:ORG/REPO[:QUANT|FILE][@REV]`: fetches a model from the Hugging Face Hub into the cache. */
 import { DEFAULT_QUANT } from "../../model/hub/hubFileChoice.ts";
 import { isHubReference } from "../../model/hub/hubReference.ts";
-import { EXIT_OK, UsageError, parseFlags, type FlagSpec } from "../args.ts";
+import { EXIT_OK, UsageError, type FlagSpec, type ParsedFlags } from "../args.ts";
+import { parseSourcedFlags, withFlagSources } from "../sourcedFlags.ts";
 import { loadHubModel } from "../hubModelLoader.ts";
 import type { CommandIo } from "./types.ts";
 
-export const MODEL_PULL_HELP = `Usage: ctxr model pull hf:ORG/REPO[:QUANT|FILE] [--offline]
+export const MODEL_PULL_HELP = `Usage: ctxr model pull hf:ORG/REPO[:QUANT|FILE][@REV] [--offline]
 
 Downloads a model from the Hugging Face Hub into the model cache, where
 'ctxr serve --model hf:...' finds it (see docs/models-by-name.md):
@@ -14,14 +15,19 @@ Downloads a model from the Hugging Face Hub into the model cache, where
                            weights, tokenizer)
   hf:ORG/REPO:QUANT        the GGUF file whose name carries QUANT (e.g. Q8_0)
   hf:ORG/REPO:FILE         that GGUF file of the repository
+  ...@REV                  at that branch, tag or commit (default main); each
+                           revision has its own snapshot in the cache
+A GGUF model split in parts (NAME-00001-of-00003.gguf, ...) is fetched whole:
+every part, named by its quantization or any part's name; serve its first part.
 Downloads resume after a cut (run the command again) and are checked against
 the hub's sha256 before use. A progress bar shows on a terminal. The last line
-on stdout is a JSON summary: model, repo, commit, kind, path, files,
+on stdout is a JSON summary: model, repo, revision, commit, kind, path, files,
 fetched_bytes, source.
 
 Options:
   --offline                only the cache: say what is missing rather than download
                            (also CTXR_OFFLINE=1 or HF_HUB_OFFLINE=1)
+  --config FILE            options from a JSON or YAML file (keys: the long names)
   -h, --help               this help
 
 Environment:
@@ -34,17 +40,21 @@ Exit codes: 0 success, 2 bad usage, 1 the model could not be fetched.
 `;
 
 const COMMAND = "model pull";
-const FLAGS: FlagSpec = { offline: { type: "boolean" }, help: { type: "boolean", short: "h" } };
+const FLAGS: FlagSpec = { offline: { type: "boolean" }, config: { type: "string" }, help: { type: "boolean", short: "h" } };
 
 export async function modelPullCommand(args: string[], io: CommandIo & { err?(text: string): void }): Promise<number> {
-  const flags = parseFlags(args, FLAGS, COMMAND, true);
+  const flags = parseSourcedFlags(args, FLAGS, COMMAND, process.env, {}, true);
   if (flags.values.help) {
     io.out(MODEL_PULL_HELP);
     return EXIT_OK;
   }
-  if (flags.positionals.length !== 1) throw new UsageError(`give one model, hf:ORG/REPO[:QUANT|FILE] (got ${flags.positionals.length})`, COMMAND);
+  return withFlagSources(flags, () => pullWithFlags(flags, io));
+}
+
+async function pullWithFlags(flags: ParsedFlags, io: CommandIo & { err?(text: string): void }): Promise<number> {
+  if (flags.positionals.length !== 1) throw new UsageError(`give one model, hf:ORG/REPO[:QUANT|FILE][@REV] (got ${flags.positionals.length})`, COMMAND);
   const model = flags.positionals[0]!;
-  if (!isHubReference(model)) throw new UsageError(`'${model}' is not a model on the hub: write hf:ORG/REPO[:QUANT|FILE]`, COMMAND);
+  if (!isHubReference(model)) throw new UsageError(`'${model}' is not a model on the hub: write hf:ORG/REPO[:QUANT|FILE][@REV]`, COMMAND);
   const err = io.err ?? ((text: string) => void process.stderr.write(text));
   const pulled = await loadHubModel(model, { offline: Boolean(flags.values.offline), command: COMMAND, terminal: io.progress, err });
   const bytes = pulled.files.reduce((sum, file) => sum + file.bytes, 0);
@@ -56,6 +66,7 @@ export async function modelPullCommand(args: string[], io: CommandIo & { err?(te
     JSON.stringify({
       model,
       repo: pulled.reference.repo,
+      revision: pulled.reference.revision,
       commit: pulled.commit,
       kind: pulled.kind,
       path: pulled.path,

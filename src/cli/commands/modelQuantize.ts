@@ -14,8 +14,11 @@ import { QuantizeInputError, quantizeModel } from "../../model/gguf/quantizeMode
 import { QUANTIZE_TYPES, type QuantizeType } from "../../model/gguf/quantizeTypePlan.ts";
 import { TokenizerConversionError } from "../../model/gguf/tokenizerToGguf.ts";
 import { SafetensorsError } from "../../model/safetensors.ts";
-import { EXIT_OK, InputError, UsageError, integerFlag, parseFlags } from "../args.ts";
+import { EXIT_OK, InputError, UsageError, integerFlag } from "../args.ts";
 import type { FlagSpec } from "../args.ts";
+import type { SourcedFlags } from "../flagSources.ts";
+import { localModelPath } from "../hubModelLoader.ts";
+import { parseSourcedFlags, withFlagSources } from "../sourcedFlags.ts";
 import { lazyProgressBar } from "../progress.ts";
 import type { CommandIo } from "./types.ts";
 
@@ -23,7 +26,9 @@ export const MODEL_QUANTIZE_HELP = `Usage: ctxr model quantize IN OUT --type T
 
 Writes the model IN as the GGUF file OUT with weights of type T. IN is a Hugging
 Face model folder (config.json, *.safetensors, tokenizer.json, tokenizer_config.json;
-Llama, Mistral or Qwen2) or a GGUF file (re-quantized: metadata kept). The file
+Llama, Mistral or Qwen2), a GGUF file (re-quantized: metadata kept), or a model on
+the Hugging Face Hub by name, hf:ORG/REPO[:QUANT|FILE][@REV], fetched into the model
+cache first (as 'ctxr model pull'). The file
 follows llama.cpp's conventions (tensor names, metadata, tokenizer, q/k row order).
 
 Types: ${QUANTIZE_TYPES.join(" | ")}
@@ -41,7 +46,13 @@ Options:
   --type T       the weight type (required)
   --threads N    threads that quantize (default: the CPUs available)
   --force        replace OUT when it exists
+  --offline      with IN hf:...: only the model cache, no download (also
+                 CTXR_OFFLINE=1 or HF_HUB_OFFLINE=1)
+  --config FILE  options from a JSON or YAML file (keys: the long names)
   -h, --help     this help
+
+Every option can also be set as CTXR_<OPTION> (e.g. CTXR_TYPE=q8_0) or in
+--config FILE; the command line wins over the environment, which wins over the file.
 
 OUT appears only when complete (written to a temporary file, then renamed).
 The last line on stdout is a JSON summary: tensors, bytes, seconds, types.
@@ -49,27 +60,41 @@ Exit codes: 0 success, 2 bad usage or unusable input, 1 other failure.
 `;
 
 const COMMAND = "model quantize";
-const FLAGS: FlagSpec = { type: { type: "string" }, threads: { type: "string" }, force: { type: "boolean" }, help: { type: "boolean", short: "h" } };
+const FLAGS: FlagSpec = {
+  type: { type: "string" },
+  threads: { type: "string" },
+  force: { type: "boolean" },
+  offline: { type: "boolean" },
+  config: { type: "string" },
+  help: { type: "boolean", short: "h" },
+};
 
-export async function modelQuantizeCommand(args: string[], io: CommandIo): Promise<number> {
-  const flags = parseFlags(args, FLAGS, COMMAND, true);
+export async function modelQuantizeCommand(args: string[], io: CommandIo & { err?(text: string): void }): Promise<number> {
+  const flags = parseSourcedFlags(args, FLAGS, COMMAND, process.env, {}, true);
   if (flags.values.help) {
     io.out(MODEL_QUANTIZE_HELP);
     return EXIT_OK;
   }
+  return withFlagSources(flags, () => quantizeWithFlags(flags, io));
+}
+
+async function quantizeWithFlags(flags: SourcedFlags, io: CommandIo & { err?(text: string): void }): Promise<number> {
   if (flags.positionals.length !== 2) throw new UsageError(`expected IN and OUT, got ${flags.positionals.length} argument${flags.positionals.length === 1 ? "" : "s"}`, COMMAND);
-  const [input, output] = flags.positionals as [string, string];
+  const [model, output] = flags.positionals as [string, string];
   const rawType = flags.values.type;
   if (typeof rawType !== "string") throw new UsageError("missing --type", COMMAND);
   const type = rawType.toLowerCase() as QuantizeType;
   if (!(QUANTIZE_TYPES as readonly string[]).includes(type)) throw new UsageError(`--type must be one of ${QUANTIZE_TYPES.join(", ")}, got '${rawType}'`, COMMAND);
   const threads = integerFlag(flags, "threads", COMMAND, 1) ?? availableParallelism();
+  const err = io.err ?? ((text: string) => void process.stderr.write(text));
+  const local = await localModelPath(model, { offline: Boolean(flags.values.offline), offlineFrom: flags.origins.offline, command: COMMAND, terminal: io.progress, err });
+  const input = local.path;
   checkOutput(input, output, Boolean(flags.values.force));
 
   const progress = lazyProgressBar(io.progress);
   let summary;
   try {
-    summary = await quantizeModel({ input, output, type, threads, onProgress: (done, total) => progress.onProgress("quantize", done, total) });
+    summary = await quantizeModel({ input, output, type, threads, ...(local.repoName === null ? {} : { modelName: local.repoName }), onProgress: (done, total) => progress.onProgress("quantize", done, total) });
   } catch (error) {
     if (
       error instanceof QuantizeInputError ||

@@ -196,7 +196,8 @@ async function serveWithFlags(flags: SourcedFlags, io: CommandIo, err: (text: st
   const modelOnly = ["max-response-bytes", "device", "kv-blocks", "kv-sliding-blocks", "threads", "kv-dtype", "served-model-name", "max-waiting-requests", "request-timeout", "max-grammar-step-ms", "max-grammar-compile-ms", "max-grammar-tools", "kv-policy", "recompute-ratio", "kv-device-blocks", "kv-host-bytes", "kv-dir", "kv-disk-bytes", "kv-remote", "kv-remote-bytes", "kv-remote-secret", "kv-remote-secret-file", "focus-window", "context-scores", "prophet-span-decay", "prophet-query-rows", "no-prefix-cache", "tool-call-parser", "reasoning-parser", "kv-events-publish", "sparse-entropy-threshold", "sparse-varentropy-threshold", "sparse-trigger-window", "kv-events-max-connections", "kv-events-handshake-timeout"].find((name) => flags.values[name] !== undefined);
   if (model === null && modelOnly !== undefined) throw new UsageError(`--${modelOnly} needs --model`, COMMAND);
   if (model !== null && upstreams.length > 0) throw new UsageError("give --model (serve a model) or --upstream (proxy engines), not both", COMMAND);
-  if (flags.values.offline && (model === null || !isHubReference(model))) throw new UsageError("--offline applies to a model by name: it needs --model hf:ORG/REPO[:QUANT|FILE]", COMMAND);
+  // From the environment or a config file, --offline is a standing setting that a local model (or the proxy) satisfies.
+  if (flags.values.offline && flags.origins.offline === undefined && (model === null || !isHubReference(model))) throw new UsageError("--offline applies to a model by name: it needs --model hf:ORG/REPO[:QUANT|FILE][@REV]", COMMAND);
   const device = typeof flags.values.device === "string" ? flags.values.device : "cpu";
   if (!/^(cpu|cuda(:\d+)?)$/.test(device)) throw new UsageError(`--device must be cpu, cuda or cuda:N, got '${device}'`, COMMAND);
   const blockSize = integerFlag(flags, "block-size", COMMAND, 1);

@@ -161,14 +161,14 @@ llama.cpp, hosted APIs):
 Engine (--model): built-in generation, OpenAI-compatible (POST /v1/chat/completions,
 /v1/completions, /v1/responses, GET /v1/models; continuous batching on the
 native model runner):
-  --model DIR|FILE.gguf|hf:ORG/REPO[:QUANT|FILE]
+  --model DIR|FILE.gguf|hf:ORG/REPO[:QUANT|FILE][@REV]
                            serve this Hugging Face model folder (config.json,
                            *.safetensors, tokenizer.json, tokenizer_config.json),
                            this GGUF file (tokenizer and chat template from its
-                           metadata), a folder holding one .gguf file, or a model
-                           on the Hugging Face Hub by name, downloaded into
-                           $XDG_CACHE_HOME/ctxr/models once (see 'ctxr model pull
-                           --help'; HF_TOKEN, HF_ENDPOINT)
+                           metadata; of a split one, its first part), a folder
+                           holding one GGUF model, or a model on the Hugging Face
+                           Hub by name, downloaded into $XDG_CACHE_HOME/ctxr/models
+                           once (see 'ctxr model pull --help'; HF_TOKEN, HF_ENDPOINT)
   --offline                with --model hf:...: only the cache, no download (also
                            CTXR_OFFLINE=1 or HF_HUB_OFFLINE=1)
   --device D               cpu (default), cuda or cuda:N

@@ -13,7 +13,8 @@ import { openSafetensorsFolder } from "../safetensorsFolder.ts";
 import { hfModelMetadata, hfModelShape, hfRopeFactorTensors, hfTensorMapping, permuteQueryKeyRows } from "./hfToGguf.ts";
 import { type GgufMetadata, ggufUint32 } from "./ggufMetadata.ts";
 import { dequantizeValues } from "./ggufQuantize.ts";
-import { GGUF_MAGIC, readGgufFile, readGgufTensorData } from "./ggufReader.ts";
+import { GGUF_MAGIC, readGgufTensorData } from "./ggufReader.ts";
+import { ggufModelTensors, readGgufParts } from "./ggufSplit.ts";
 import { GGML_TYPE, ggmlElementCount, ggmlTypeName } from "./ggufTypes.ts";
 import { type GgufTensorToWriteAsync, writeGgufFileAsync } from "./ggufWriter.ts";
 import { QuantizePool } from "./quantizePool.ts";
@@ -35,6 +36,8 @@ export interface QuantizeModelOptions {
   type: QuantizeType;
   /** Threads that quantize (default 1: inline). */
   threads?: number;
+  /** general.name of a folder's model (default: the folder's name; a hub snapshot's is its commit, so a model by name passes its repository's). */
+  modelName?: string;
   /** Called after each tensor is written: tensors done, total, the tensor's GGUF name. */
   onProgress?(done: number, total: number, name: string): void;
 }
@@ -79,12 +82,12 @@ function readJson(path: string, required: boolean): Record<string, unknown> | nu
   }
 }
 
-function fromFolder(folder: string, type: QuantizeType): Conversion {
+function fromFolder(folder: string, type: QuantizeType, modelName: string): Conversion {
   const config = readJson(join(folder, "config.json"), true)!;
   const tokenizerJson = readJson(join(folder, "tokenizer.json"), false);
   if (!tokenizerJson) throw new QuantizeInputError(`${join(folder, "tokenizer.json")} is missing (a GGUF file carries the tokenizer; folders with only tokenizer.model are not supported)`);
   const shape = hfModelShape(config);
-  const metadata = hfModelMetadata(config, basename(resolve(folder)));
+  const metadata = hfModelMetadata(config, modelName);
   metadata.set("general.file_type", ggufUint32(QUANTIZE_PLANS[type].fileType));
   metadata.set("general.quantization_version", ggufUint32(2));
   const templatePath = join(folder, "chat_template.jinja");
@@ -120,13 +123,17 @@ function fromFolder(folder: string, type: QuantizeType): Conversion {
   return { kind: "folder", metadata, tensors };
 }
 
+/** A GGUF model, one file or the parts of a split one (written as one file: the split keys go). */
 function fromGguf(path: string, type: QuantizeType): Conversion {
-  const gguf = readGgufFile(path);
+  const parts = readGgufParts(path);
+  const gguf = parts[0]!.header;
   const metadata: GgufMetadata = new Map(gguf.metadata);
+  for (const key of ["split.no", "split.count", "split.tensors.count"]) metadata.delete(key);
   metadata.set("general.file_type", ggufUint32(QUANTIZE_PLANS[type].fileType));
   if (!metadata.has("general.quantization_version")) metadata.set("general.quantization_version", ggufUint32(2));
-  const planned = planTensorTypes(type, gguf.tensors, ggufModelFacts(gguf.metadata, gguf.tensors));
-  const tensors = gguf.tensors.map((info, i): TensorSource => {
+  const infos = parts.flatMap((part) => part.header.tensors.map((info) => ({ info, path: part.path })));
+  const planned = planTensorTypes(type, infos.map((entry) => entry.info), ggufModelFacts(gguf.metadata, ggufModelTensors(parts)));
+  const tensors = infos.map(({ info, path }, i): TensorSource => {
     const tensorType = planned[i] ?? info.type; // a tensor llama.cpp does not quantize keeps its type
     return {
       name: info.name,
@@ -186,7 +193,7 @@ export async function quantizeModel(options: QuantizeModelOptions): Promise<Quan
     throw new QuantizeInputError(`cannot read ${options.input}: ${(error as NodeJS.ErrnoException).code ?? (error as Error).message}`);
   }
   let conversion: Conversion;
-  if (stats.isDirectory()) conversion = fromFolder(options.input, options.type);
+  if (stats.isDirectory()) conversion = fromFolder(options.input, options.type, options.modelName ?? basename(resolve(options.input)));
   else if (isGgufFile(options.input)) conversion = fromGguf(options.input, options.type);
   else throw new QuantizeInputError(`${options.input} is neither a model folder nor a GGUF file`);
 

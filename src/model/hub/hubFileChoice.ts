@@ -1,16 +1,18 @@
 /**
- * Which files of a hub repository make the model `hf:ORG/REPO[:QUANT|FILE]` names (pure: from
+ * Which files of a hub repository make the model `hf:ORG/REPO[:QUANT|FILE][@REV]` names (pure: from
  * the repository's file list to the files to fetch).
  *
  * - A GGUF repository: `:FILE` names a file; `:QUANT` picks the one GGUF file whose name carries
  *   that quantization (case-insensitive, as a whole word: Q4_K does not match Q4_K_M); without
  *   either, the file carrying DEFAULT_QUANT, else the only GGUF file. Vision projectors
  *   (mmproj*.gguf) are picked only by their file name. A GGUF split in parts (`-00001-of-00003.gguf`)
- *   is refused: the runner loads one file.
+ *   is chosen by its first part (or any part's name, or its quantization) and brings every part;
+ *   one missing from the list is named.
  * - A safetensors repository (config.json and *.safetensors at the top): the folder's weights,
  *   config and tokenizer files.
  * Every refusal names what the repository does hold.
  */
+import { SPLIT_PART_NAME, ggufSplitPartPaths } from "../gguf/ggufSplit.ts";
 import { HubError } from "./hubErrors.ts";
 
 export const DEFAULT_QUANT = "Q4_K_M";
@@ -19,7 +21,6 @@ export type HubFileChoice =
   | { kind: "gguf"; /** Path of the GGUF file in the repository. */ file: string; files: string[] }
   | { kind: "folder"; files: string[] };
 
-const SPLIT_PART = /-(\d{5})-of-(\d{5})\.gguf$/i;
 const isGguf = (name: string): boolean => name.toLowerCase().endsWith(".gguf");
 const baseName = (path: string): string => path.slice(path.lastIndexOf("/") + 1);
 const isProjector = (path: string): boolean => baseName(path).toLowerCase().includes("mmproj");
@@ -49,7 +50,7 @@ interface GgufCandidate {
 function ggufCandidates(files: readonly string[]): GgufCandidate[] {
   const candidates: GgufCandidate[] = [];
   for (const file of files.filter(isGguf)) {
-    const split = SPLIT_PART.exec(file);
+    const split = SPLIT_PART_NAME.exec(file);
     if (split === null) candidates.push({ file, parts: 1 });
     else if (Number(split[1]) === 1) candidates.push({ file, parts: Number(split[2]) });
   }
@@ -66,16 +67,15 @@ export function carriesQuant(file: string, quant: string): boolean {
   return new RegExp(`(^|[-._])${escaped}($|[-.])`, "i").test(baseName(file));
 }
 
-function refuseSplit(repo: string, candidate: GgufCandidate): never {
-  throw new HubError(
-    `${repo}: ${candidate.file} is the first of ${candidate.parts} parts of a split GGUF model; ctxr serves a single GGUF file: ` +
-      `merge the parts with llama.cpp's 'llama-gguf-split --merge' and serve the merged file, or pick a quantization stored as one file`,
-  );
-}
-
-function ggufChoice(repo: string, candidate: GgufCandidate): HubFileChoice {
-  if (candidate.parts > 1) refuseSplit(repo, candidate);
-  return { kind: "gguf", file: candidate.file, files: [candidate.file] };
+function ggufChoice(repo: string, candidate: GgufCandidate, files: readonly string[], where: string): HubFileChoice {
+  if (candidate.parts <= 1) return { kind: "gguf", file: candidate.file, files: [candidate.file] };
+  const parts = ggufSplitPartPaths(candidate.file, candidate.parts);
+  const missing = parts.filter((part) => !files.includes(part));
+  if (missing.length > 0) {
+    const named = missing.length > 3 ? `${missing.slice(0, 3).join(", ")} and ${missing.length - 3} more` : missing.join(", ");
+    throw new HubError(`${repo}: ${candidate.file} is the first of ${candidate.parts} parts of a split GGUF model, but the repository${where} lacks ${missing.length === 1 ? "part" : "parts"} ${named}`);
+  }
+  return { kind: "gguf", file: candidate.file, files: parts };
 }
 
 const listed = (names: readonly string[]): string => (names.length === 0 ? "no files" : names.join(", "));
@@ -92,8 +92,11 @@ export function chooseHubFiles(repo: string, files: readonly string[], selector:
     const named = files.find((file) => file === selector) ?? files.find((file) => file.toLowerCase() === selector.toLowerCase());
     if (named !== undefined) {
       if (!isGguf(named)) throw new HubError(`${repo}: ${named} is not a GGUF file; a safetensors model is fetched as a whole folder: write hf:${repo} without ':${selector}'`);
-      const split = SPLIT_PART.exec(named);
-      return ggufChoice(repo, split === null ? { file: named, parts: 1 } : { file: named, parts: Number(split[2]) });
+      const split = SPLIT_PART_NAME.exec(named);
+      if (split === null) return ggufChoice(repo, { file: named, parts: 1 }, files, where);
+      // Any part names the whole split.
+      const count = Number(split[2]);
+      return ggufChoice(repo, { file: named.replace(SPLIT_PART_NAME, `-00001-of-${split[2]}.gguf`), parts: count }, files, where);
     }
     if (isGguf(selector) || selector.includes("/")) throw new HubError(`${repo} has no file ${selector}${where}; ${ggufList}`);
     if (candidates.length === 0) {
@@ -102,12 +105,12 @@ export function chooseHubFiles(repo: string, files: readonly string[], selector:
     const matches = models.filter((candidate) => carriesQuant(candidate.file, selector));
     if (matches.length === 0) throw new HubError(`${repo}: no GGUF file carries the quantization '${selector}'${where}; ${ggufList}`);
     if (matches.length > 1) throw new HubError(`${repo}: the quantization '${selector}' matches ${matches.length} GGUF files${where} (${matches.map(describe).join(", ")}); name one with hf:${repo}:FILE`);
-    return ggufChoice(repo, matches[0]!);
+    return ggufChoice(repo, matches[0]!, files, where);
   }
   if (models.length > 0) {
     const preferred = models.filter((candidate) => carriesQuant(candidate.file, DEFAULT_QUANT));
-    if (preferred.length === 1) return ggufChoice(repo, preferred[0]!);
-    if (models.length === 1) return ggufChoice(repo, models[0]!);
+    if (preferred.length === 1) return ggufChoice(repo, preferred[0]!, files, where);
+    if (models.length === 1) return ggufChoice(repo, models[0]!, files, where);
     throw new HubError(
       `${repo} holds ${models.length} GGUF models${where} and ${preferred.length === 0 ? "none" : "several"} ${preferred.length === 0 ? "is" : "are"} ${DEFAULT_QUANT}: ` +
         `pick one with hf:${repo}:QUANT or hf:${repo}:FILE; ${ggufList}`,

@@ -1,5 +1,5 @@
 /**
- * A model by name, made local: `hf:ORG/REPO[:QUANT|FILE]` → the files it needs in the cache
+ * A model by name, made local: `hf:ORG/REPO[:QUANT|FILE][@REV]` → the files it needs in the cache
  * (modelCache.ts) → the path to serve (a GGUF file, or a snapshot folder).
  *
  * Online, one listing of the repository says the commit and its files; files already in that
@@ -10,12 +10,13 @@
 import { formatHubReference, type HubReference } from "./hubReference.ts";
 import { chooseHubFiles } from "./hubFileChoice.ts";
 import { expectedDigest, unquoteEtag } from "./hubChecksum.ts";
-import { HubClient } from "./hubClient.ts";
-import { downloadBlob, type DownloadProgress } from "./hubDownload.ts";
+import { HubClient, type RepoFile } from "./hubClient.ts";
+import { dirname } from "node:path";
+import { diskShortage, downloadBlob, type DownloadProgress } from "./hubDownload.ts";
 import { HubError, HubUnreachableError } from "./hubErrors.ts";
 import type { HubSettings } from "./hubSettings.ts";
 import { RepoCache } from "./modelCache.ts";
-import { statSync } from "node:fs";
+import { existsSync, statSync, statfsSync } from "node:fs";
 
 export interface HubModel {
   reference: HubReference;
@@ -39,7 +40,14 @@ export interface FetchHubModelOptions {
   client?: HubClient;
   /** Download tuning for tests (see BlobDownload). */
   download?: { attempts?: number; stallMs?: number; retryDelayMs?: number };
+  /** Free bytes on the disk of a folder; tests replace it (default: statfs). */
+  freeBytes?: (folder: string) => number;
 }
+
+const statfsFree = (folder: string): number => {
+  const { bavail, bsize } = statfsSync(folder);
+  return Number(bavail) * Number(bsize);
+};
 
 const OFFLINE_HOW = "--offline, CTXR_OFFLINE=1 or HF_HUB_OFFLINE=1";
 
@@ -58,6 +66,7 @@ export async function fetchHubModel(reference: HubReference, settings: HubSettin
   }
   const { commit } = listing;
   const choice = chooseHubFiles(reference.repo, listing.files.map((file) => file.path), reference.selector);
+  checkModelFits(reference.repo, cache, commit, choice.files, listing.files, options.freeBytes ?? statfsFree);
   let fetchedBytes = 0;
   for (const file of choice.files) {
     if (cache.hasSnapshotFile(commit, file)) continue;
@@ -81,8 +90,32 @@ export async function fetchHubModel(reference: HubReference, settings: HubSettin
     });
     cache.linkSnapshotFile(commit, file, blobName);
   }
-  cache.writeRef(reference.revision, commit);
+  if (reference.revision !== commit) cache.writeRef(reference.revision, commit); // a commit needs no ref (as huggingface_hub)
   return describeModel(reference, cache, commit, choice, fetchedBytes, "hub");
+}
+
+/**
+ * Refuses a model of several files (a split GGUF, a sharded folder) that cannot fit on the cache's
+ * disk before its first byte: each file's own check (hubDownload.ts) would only find out at a
+ * later part. Blobs already complete, and LFS parts already downloaded, are not counted again.
+ */
+function checkModelFits(repo: string, cache: RepoCache, commit: string, files: readonly string[], listed: readonly RepoFile[], freeBytes: (folder: string) => number): void {
+  if (files.length < 2) return;
+  let needed = 0;
+  for (const file of files) {
+    if (cache.hasSnapshotFile(commit, file)) continue;
+    const entry = listed.find((candidate) => candidate.path === file);
+    if (entry?.size == null) continue;
+    const blob = entry.lfsSha256 === null ? null : cache.blobPath(entry.lfsSha256);
+    if (blob !== null && existsSync(blob)) continue;
+    const part = blob === null ? 0 : existsSync(`${blob}.part`) ? statSync(`${blob}.part`).size : 0;
+    needed += Math.max(0, entry.size - part);
+  }
+  if (needed === 0) return;
+  cache.prepareBlobs();
+  const folder = dirname(cache.blobPath("x"));
+  const shortage = diskShortage(needed, freeBytes(folder), folder);
+  if (shortage !== null) throw new HubError(`${repo}: the model's ${files.length} files together: ${shortage}`);
 }
 
 function fromCache(reference: HubReference, cache: RepoCache, source: "offline" | "unreachable", why: string): HubModel {

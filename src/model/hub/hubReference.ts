@@ -1,7 +1,8 @@
 /**
- * `hf:ORG/REPO[:QUANT|FILE]`: a model on the Hugging Face Hub by name. The part after the
+ * `hf:ORG/REPO[:QUANT|FILE][@REV]`: a model on the Hugging Face Hub by name. The part after the
  * repository picks a GGUF file, by its quantization (`:Q4_K_M`) or its path in the repository
- * (`:model-Q4_K_M.gguf`); without it, hubFileChoice.ts picks a default.
+ * (`:model-Q4_K_M.gguf`); without it, hubFileChoice.ts picks a default. `@REV` names a branch,
+ * tag or commit (default `main`), as `huggingface-cli download --revision`.
  */
 import { HubError } from "./hubErrors.ts";
 
@@ -25,10 +26,31 @@ export function isHubReference(model: string): boolean {
 // folder name joins ORG and REPO with "--", so that rule also keeps the folder names unambiguous).
 const NAME = /^[A-Za-z0-9][A-Za-z0-9._-]*$/;
 
-export function parseHubReference(text: string, revision = "main"): HubReference {
-  const usage = `write it as hf:ORG/REPO, hf:ORG/REPO:QUANT (e.g. :Q4_K_M) or hf:ORG/REPO:FILE.gguf`;
+export const DEFAULT_REVISION = "main";
+
+// A git ref name (git check-ref-format) or a commit: no "..", "//", "@{", no leading or trailing
+// "/" or ".", no ".lock" ending; also the cache's refs/<revision> file stays inside refs/.
+const REVISION = /^[A-Za-z0-9_][A-Za-z0-9._\/-]*$/;
+
+function checkRevision(text: string, revision: string): void {
+  const why =
+    revision === ""
+      ? "nothing after '@'"
+      : !REVISION.test(revision) || revision.includes("..") || revision.includes("//") || revision.endsWith("/") || revision.endsWith(".") || revision.endsWith(".lock") || revision.split("/").some((part) => part.startsWith("."))
+        ? `'${revision}' is not a branch, tag or commit name (letters, digits, '.', '_', '-', '/')`
+        : null;
+  if (why !== null) throw new HubError(`'${text}': ${why}; write the revision as @main, @v1.0 or @<commit sha>`);
+}
+
+/** `defaultRevision` applies when the text has no @REV. */
+export function parseHubReference(text: string, defaultRevision = DEFAULT_REVISION): HubReference {
+  const usage = `write it as hf:ORG/REPO, hf:ORG/REPO:QUANT (e.g. :Q4_K_M) or hf:ORG/REPO:FILE.gguf, each with an optional @REVISION`;
   if (!isHubReference(text)) throw new HubError(`'${text}' is not a model on the hub: ${usage}`);
-  const body = text.slice(HUB_PREFIX.length);
+  const whole = text.slice(HUB_PREFIX.length);
+  const at = whole.indexOf("@");
+  const body = at < 0 ? whole : whole.slice(0, at);
+  const revision = at < 0 ? defaultRevision : whole.slice(at + 1);
+  checkRevision(text, revision);
   const colon = body.indexOf(":");
   const repo = colon < 0 ? body : body.slice(0, colon);
   const selector = colon < 0 ? null : body.slice(colon + 1);
@@ -48,5 +70,7 @@ export function parseHubReference(text: string, revision = "main"): HubReference
 
 /** The reference as the user writes it. */
 export function formatHubReference(reference: HubReference): string {
-  return `${HUB_PREFIX}${reference.repo}${reference.selector === null ? "" : `:${reference.selector}`}`;
+  const selector = reference.selector === null ? "" : `:${reference.selector}`;
+  const revision = reference.revision === DEFAULT_REVISION ? "" : `@${reference.revision}`;
+  return `${HUB_PREFIX}${reference.repo}${selector}${revision}`;
 }

@@ -47,12 +47,20 @@ describe("picking a GGUF file by quantization", () => {
     expect(() => chooseHubFiles(REPO, GGUF_REPO, "README.md")).toThrow(/README\.md is not a GGUF file/);
   });
 
-  test("a split GGUF is refused, naming llama-gguf-split", () => {
-    const split = ["m-Q4_K_M-00001-of-00003.gguf", "m-Q4_K_M-00002-of-00003.gguf", "m-Q4_K_M-00003-of-00003.gguf", "m-Q8_0.gguf"];
-    expect(() => chooseHubFiles(REPO, split, null)).toThrow(/first of 3 parts of a split GGUF model.*llama-gguf-split --merge/);
-    expect(() => chooseHubFiles(REPO, split, "m-Q4_K_M-00002-of-00003.gguf")).toThrow(/split GGUF/);
-    expect(chooseHubFiles(REPO, split, "Q8_0")).toMatchObject({ file: "m-Q8_0.gguf" });
+  test("a split GGUF brings every part, chosen by quantization, default or any part's name; a part missing from the list is named", () => {
+    const parts = ["m-Q4_K_M-00001-of-00003.gguf", "m-Q4_K_M-00002-of-00003.gguf", "m-Q4_K_M-00003-of-00003.gguf"];
+    const split = [...parts, "m-Q8_0.gguf"];
+    const whole = { kind: "gguf" as const, file: parts[0]!, files: parts };
+    expect(chooseHubFiles(REPO, split, null)).toEqual(whole);
+    expect(chooseHubFiles(REPO, split, "q4_k_m")).toEqual(whole);
+    expect(chooseHubFiles(REPO, split, "m-Q4_K_M-00002-of-00003.gguf")).toEqual(whole);
+    expect(chooseHubFiles(REPO, split, "Q8_0")).toMatchObject({ file: "m-Q8_0.gguf", files: ["m-Q8_0.gguf"] });
     expect(() => chooseHubFiles(REPO, split, "Q6_K")).toThrow(/m-Q4_K_M-00001-of-00003\.gguf \(split in 3 parts\)/);
+    const sub = ["Q4_K_M/m-00001-of-00002.gguf", "Q4_K_M/m-00002-of-00002.gguf"];
+    expect(chooseHubFiles(REPO, sub, null)).toEqual({ kind: "gguf", file: sub[0], files: sub });
+    expect(() => chooseHubFiles(REPO, [parts[0]!, parts[2]!], null)).toThrow(`${REPO}: m-Q4_K_M-00001-of-00003.gguf is the first of 3 parts of a split GGUF model, but the repository lacks part m-Q4_K_M-00002-of-00003.gguf`);
+    expect(() => chooseHubFiles(REPO, [parts[0]!], null, " in the cache")).toThrow("but the repository in the cache lacks parts m-Q4_K_M-00002-of-00003.gguf, m-Q4_K_M-00003-of-00003.gguf");
+    expect(() => chooseHubFiles(REPO, ["x-00001-of-99999.gguf"], null)).toThrow(/lacks parts x-00002-of-99999\.gguf, x-00003-of-99999\.gguf, x-00004-of-99999\.gguf and 99995 more$/);
   });
 });
 

@@ -1,6 +1,6 @@
 /** Models by name against a loopback hub (test/helpers/loopbackHub.ts): downloads, resume, checks, cache, offline, tokens. */
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, test } from "bun:test";
-import { existsSync, lstatSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
+import { existsSync, lstatSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { HubClient } from "../../../src/model/hub/hubClient.ts";
 import { diskShortage, type DownloadProgress } from "../../../src/model/hub/hubDownload.ts";
@@ -211,6 +211,87 @@ describe("gated and missing models", () => {
     await expect(fetchHubModel(parseHubReference(`hf:${GGUF_REPO}`, "v9"), settings(), { progress: quietProgress() })).rejects.toThrow(/test-org\/tiny-GGUF has no revision 'v9'/);
     const client = new HubClient(settings());
     await expect(client.headFile(GGUF_REPO, "main", "missing.gguf")).rejects.toThrow(/test-org\/tiny-GGUF: missing\.gguf: no such file at revision 'main'/);
+  });
+});
+
+describe("a split GGUF model by name", () => {
+  const SPLIT_REPO = "test-org/big-GGUF";
+  const parts = [1, 2, 3].map((no) => `big-Q4_K_M-0000${no}-of-00003.gguf`);
+  const partBytes = parts.map((_, index) => new Uint8Array(150_000 + index * 1000).map((__, i) => (i * (index + 3) + 1) & 0xff));
+  beforeEach(() => hub.addRepo(SPLIT_REPO, { files: { "README.md": "big\n", ...Object.fromEntries(parts.map((part, index) => [part, partBytes[index]!])), "big-Q8_0.gguf": q8Bytes } }));
+
+  test("every part lands in the snapshot, each checked and resumed like one file; the path is the first part; offline finds them", async () => {
+    hub.cutNextDownload(SPLIT_REPO, parts[1]!, 60_000);
+    const model = await fetchModel(`hf:${SPLIT_REPO}`);
+    expect(model.kind).toBe("gguf");
+    expect(model.path).toBe(join(settings().cacheDir, "models--test-org--big-GGUF", "snapshots", hub.commit(SPLIT_REPO), parts[0]!));
+    expect(model.files).toEqual(parts.map((path, index) => ({ path, bytes: partBytes[index]!.length })));
+    for (const [index, part] of parts.entries()) expect(new Uint8Array(readFileSync(join(model.path, "..", part)))).toEqual(partBytes[index]!);
+    expect(model.fetchedBytes).toBe(partBytes.reduce((sum, bytes) => sum + bytes.length, 0));
+    expect(hub.requests.filter((request) => request.server === "cdn").map((request) => request.range)).toEqual([null, null, "bytes=60000-", null]);
+    expect(blobsOf(SPLIT_REPO)).toEqual(parts.map((part) => hub.sha256(SPLIT_REPO, part)).sort());
+
+    const again = await fetchModel(`hf:${SPLIT_REPO}:${parts[2]}`);
+    expect(again.path).toBe(model.path);
+    expect(again.fetchedBytes).toBe(0);
+    const offline = await fetchModel(`hf:${SPLIT_REPO}`, { offline: true });
+    expect(offline.files.map((file) => file.path)).toEqual(parts);
+    rmSync(join(new RepoCache(settings().cacheDir, SPLIT_REPO).folder, "blobs", hub.sha256(SPLIT_REPO, parts[2]!)));
+    await expect(fetchModel(`hf:${SPLIT_REPO}`, { offline: true })).rejects.toThrow(`the repository in the cache lacks part ${parts[2]}; fetch it where the hub is reachable: ctxr model pull hf:${SPLIT_REPO}`);
+  });
+
+  test("a split that cannot fit on the cache's disk is refused before its first byte; parts already there are not counted again", async () => {
+    const total = partBytes.reduce((sum, bytes) => sum + bytes.length, 0);
+    const fetchWithFree = (free: number) => fetchHubModel(parseHubReference(`hf:${SPLIT_REPO}`), settings(), { progress: quietProgress(), freeBytes: () => free });
+    await expect(fetchWithFree(total)).rejects.toThrow(new RegExp(`^${SPLIT_REPO}: the model's 3 files together: needs 0\\.4 MiB more and .*blobs has 0\\.4 MiB free; free some space, or set XDG_CACHE_HOME`));
+    expect(hub.count("cdn", "GET")).toBe(0);
+    await fetchModel(`hf:${SPLIT_REPO}`);
+    rmSync(join(new RepoCache(settings().cacheDir, SPLIT_REPO).folder, "snapshots"), { recursive: true }); // blobs stay
+    expect((await fetchWithFree(0)).fetchedBytes).toBe(0);
+  });
+
+  test("a part whose sha256 is not the hub's is refused, and the model with it", async () => {
+    hub.corrupt(SPLIT_REPO, parts[2]!);
+    await expect(fetchModel(`hf:${SPLIT_REPO}`)).rejects.toThrow(new RegExp(`big-Q4_K_M-00003-of-00003\\.gguf: checksum mismatch`));
+    await expect(fetchModel(`hf:${SPLIT_REPO}`, { offline: true })).rejects.toThrow(/the cache has no copy of test-org\/big-GGUF/);
+  });
+});
+
+describe("revisions (@REV)", () => {
+  const V2_Q4 = new Uint8Array(200_000).map((_, i) => (i * 7 + 1) & 0xff);
+  beforeEach(() => hub.addRepo(GGUF_REPO, { revision: "v2", files: { [Q4]: V2_Q4 } }));
+
+  test("two revisions of one repository land in their own snapshots, each asked by name or commit; offline finds each", async () => {
+    const main = await fetchModel(`hf:${GGUF_REPO}:Q4_K_M`);
+    const v2 = await fetchModel(`hf:${GGUF_REPO}:Q4_K_M@v2`);
+    expect(v2.commit).toBe(hub.commit(GGUF_REPO, "v2"));
+    expect(v2.commit).not.toBe(main.commit);
+    expect(v2.path).toBe(join(settings().cacheDir, "models--test-org--tiny-GGUF", "snapshots", v2.commit, Q4));
+    expect(new Uint8Array(readFileSync(v2.path))).toEqual(V2_Q4);
+    expect(new Uint8Array(readFileSync(main.path))).toEqual(q4Bytes);
+    const resolved = hub.requests.filter((request) => request.method === "HEAD").map((request) => request.path);
+    expect(resolved).toEqual([`/${GGUF_REPO}/resolve/${main.commit}/${Q4}`, `/${GGUF_REPO}/resolve/${v2.commit}/${Q4}`]);
+    const refs = join(settings().cacheDir, "models--test-org--tiny-GGUF", "refs");
+    expect(readdirSync(refs).sort()).toEqual(["main", "v2"]);
+    expect(readFileSync(join(refs, "v2"), "utf8")).toBe(v2.commit);
+
+    const byCommit = await fetchModel(`hf:${GGUF_REPO}@${v2.commit}`);
+    expect(byCommit.path).toBe(v2.path);
+    expect(byCommit.fetchedBytes).toBe(0);
+    expect(readdirSync(refs).sort()).toEqual(["main", "v2"]); // a commit writes no ref
+
+    for (const [reference, expected] of [[`hf:${GGUF_REPO}@v2`, v2.path], [`hf:${GGUF_REPO}`, main.path], [`hf:${GGUF_REPO}@${v2.commit}`, v2.path]] as const) {
+      const offline = await fetchModel(reference, { offline: true });
+      expect(offline.path).toBe(expected);
+      expect(offline.source).toBe("offline");
+    }
+    // v2 has no Q8_0: the cache of main does not stand in for it.
+    await expect(fetchModel(`hf:${GGUF_REPO}:Q8_0@v2`, { offline: true })).rejects.toThrow(/no GGUF file carries the quantization 'Q8_0' in the cache/);
+  });
+
+  test("a revision the hub does not know is named, online and offline", async () => {
+    await expect(fetchModel(`hf:${GGUF_REPO}@v3`)).rejects.toThrow(/^test-org\/tiny-GGUF has no revision 'v3' on http:\/\/127\.0\.0\.1:\d+ \("Invalid rev id: v3"\)$/);
+    await expect(fetchModel(`hf:${GGUF_REPO}@v3`, { offline: true })).rejects.toThrow(/the cache has no copy of test-org\/tiny-GGUF \(revision v3\).*ctxr model pull hf:test-org\/tiny-GGUF@v3$/);
   });
 });
 

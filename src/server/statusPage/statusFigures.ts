@@ -29,7 +29,11 @@ export interface StatusFigures {
   cached_tokens: number;
   /** Prompt tokens computed (engine: run through the model; proxy: forwarded less cached; index: reordered less estimated hits). */
   computed_tokens: number;
-  /** First tokens of requests that reused cached KV and of those that did not (null: not measured in this mode). */
+  /**
+   * First tokens of requests that reused cached KV and of those that did not (null: not measured in
+   * this mode). Proxy: its streamed answers, timed from sending to the first event with a token,
+   * "reused" when the upstream reported cached prompt tokens (Σ upstreams' first_token).
+   */
   ttft_reused: FirstTokenFigures | null;
   ttft_not_reused: FirstTokenFigures | null;
   /** Engine: requests waiting for admission; proxy: requests in flight at the upstreams. */
@@ -79,6 +83,17 @@ export function statusFigures(stats: unknown): StatusFigures {
       prompt_tokens: count(upstream.prompt_tokens_forwarded),
     }));
     const mirrored = upstreamList.filter((upstream) => upstream.kv_events !== undefined);
+    // The proxy's own TTFT (sent to first token) of streamed answers, by what the upstreams reported cached.
+    const firstTokens = (bucket: "reused" | "not_reused"): FirstTokenFigures => {
+      let requests = 0;
+      let seconds = 0;
+      for (const upstream of upstreamList) {
+        const figures = record(record(upstream.first_token)[bucket]);
+        requests += count(figures.requests);
+        seconds += count(figures.seconds);
+      }
+      return { requests, seconds };
+    };
     let cached = 0;
     let computed = 0;
     let inFlight = 0;
@@ -91,8 +106,8 @@ export function statusFigures(stats: unknown): StatusFigures {
       mode: "proxy",
       cached_tokens: cached,
       computed_tokens: computed,
-      ttft_reused: null,
-      ttft_not_reused: null,
+      ttft_reused: firstTokens("reused"),
+      ttft_not_reused: firstTokens("not_reused"),
       queue_depth: inFlight,
       running: null,
       kv_blocks_used: mirrored.length === 0 ? null : mirrored.reduce((sum, upstream) => sum + count(record(upstream.kv_events).blocks), 0),

@@ -27,7 +27,7 @@ export interface StatusFigures {
   mode: "engine" | "proxy" | "index";
   /** Prompt tokens whose KV came from a cache (engine: prefix or chunk cache; proxy: as the upstreams reported; index: estimated prefix hits). */
   cached_tokens: number;
-  /** Prompt tokens computed (engine: run through the model; proxy: forwarded less cached; index: reordered less estimated hits). */
+  /** Prompt tokens computed (engine: run through the model; proxy: the upstreams' reported prompt tokens less cached; index: reordered less estimated hits). */
   computed_tokens: number;
   /**
    * First tokens of requests that reused cached KV and of those that did not (null: not measured in
@@ -97,11 +97,15 @@ export function statusFigures(stats: unknown): StatusFigures {
     let cached = 0;
     let computed = 0;
     let inFlight = 0;
-    for (const upstream of upstreams) {
+    // Computed in the model's tokens where the upstreams' usage reports are there (saved_tokens, the
+    // same order): the forwarded count is the proxy's own estimate, in another unit than cached_tokens.
+    const reports = Array.isArray(record(body.saved_tokens).upstreams) ? (record(body.saved_tokens).upstreams as unknown[]).map(record) : null;
+    upstreams.forEach((upstream, i) => {
       cached += upstream.cached_tokens;
-      computed += Math.max(0, upstream.prompt_tokens - upstream.cached_tokens);
+      const reported = reports?.[i];
+      computed += reported === undefined ? Math.max(0, upstream.prompt_tokens - upstream.cached_tokens) : Math.max(0, count(reported.prompt_tokens) - count(reported.cached_tokens));
       inFlight += upstream.in_flight;
-    }
+    });
     return {
       mode: "proxy",
       cached_tokens: cached,

@@ -51,6 +51,13 @@ describe("statusFigures: /v1/stats to the page's figures", () => {
       { url: "http://b:8000", healthy: false, requests: 4, in_flight: 2, cached_tokens: 150, prompt_tokens: 100 },
     ]);
     expect(statusFigures({ upstreams: [upstream("http://a:8000", {})] }).kv_blocks_used).toBeNull(); // no mirror
+    // With the upstreams' usage reports (saved_tokens), computed is in the model's tokens: reported prompt less cached.
+    const reported = statusFigures({
+      upstreams: [upstream("http://a:8000", {}), upstream("http://b:8000", { cached_tokens: 150 })],
+      saved_tokens: { upstreams: [{ prompt_tokens: 400, cached_tokens: 30 }, { prompt_tokens: 120, cached_tokens: 150 }] },
+    });
+    expect(reported.computed_tokens).toBe(370);
+    expect(reported.cached_tokens).toBe(180);
   });
 
   test("online API alone: the index's estimated prefix hits", () => {

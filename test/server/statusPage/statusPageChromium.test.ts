@@ -134,7 +134,11 @@ describe.skipIf(chromium === null)("the status page in headless Chromium", () =>
     expect(row).toContain(upstream.url);
     expect([...row!.matchAll(/data-value="(\d+)"/g)].map((match) => Number(match[1]))).toEqual([upstream.requests, upstream.in_flight, upstream.prompt_tokens_forwarded, upstream.cached_tokens]);
     expect(Number(figure(dom, "cached_tokens"))).toBe(upstream.cached_tokens);
-    expect(Number(figure(dom, "computed_tokens"))).toBe(Math.max(0, upstream.prompt_tokens_forwarded - upstream.cached_tokens));
+    // Computed in the model's tokens: what the engine reported as prompt, less cached (not the proxy's 4-characters estimate).
+    const reported = stats.saved_tokens.upstreams[0];
+    expect(reported.usage_reports).toBe(4);
+    expect(Number(figure(dom, "computed_tokens"))).toBe(reported.prompt_tokens - reported.cached_tokens);
+    expect(reported.prompt_tokens - reported.cached_tokens).toBeGreaterThan(0); // PROMPT_C was computed
     expect(Number(figure(dom, "queue_depth"))).toBe(upstream.in_flight);
     expect(Number(figure(dom, "ttft_reused_ms"))).toBeCloseTo((first.reused.seconds / first.reused.requests) * 1000, 9);
     expect(Number(figure(dom, "ttft_not_reused_ms"))).toBeCloseTo((first.not_reused.seconds / first.not_reused.requests) * 1000, 9);

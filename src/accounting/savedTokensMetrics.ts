@@ -29,6 +29,7 @@ export function renderSavedTokensMetrics(report: SavedTokensReport): string {
       family("ctxr_upstream_estimated_cached_tokens_total", "Prompt tokens the live index expected the upstream to have cached, in the order sent.", (u) => u.estimated_cached_tokens) +
       family("ctxr_upstream_input_order_estimated_cached_tokens_total", "The same estimate for the documents in the order the clients sent them.", (u) => u.input_order_estimated_cached_tokens) +
       family("ctxr_upstream_prompt_tokens_total", "Prompt tokens the upstream reported (usage.prompt_tokens).", (u) => u.prompt_tokens) +
+      family("ctxr_upstream_completion_tokens_total", "Completion tokens the upstream reported (usage.completion_tokens; streamed answers too).", (u) => u.completion_tokens) +
       family("ctxr_upstream_cached_tokens_total", "Cached prompt tokens the upstream reported (usage.prompt_tokens_details.cached_tokens, plus a ctxr engine's reused chunks).", (u) => u.cached_tokens) +
       family("ctxr_upstream_recomputed_tokens_total", "Recomputed prompt tokens a ctxr upstream reported (usage.ctxr).", (u) => u.recomputed_tokens) +
       family("ctxr_upstream_usage_reports_total", "Answers whose usage report was read.", (u) => u.usage_reports) +

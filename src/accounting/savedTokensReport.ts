@@ -30,6 +30,8 @@ export interface EngineSavedTokens extends SavedTokensTotals {
 export interface UpstreamSavedTokens extends SavedTokensTotals {
   url: string;
   unit: ProxyTokenUnit;
+  /** The upstream's usage.completion_tokens. */
+  completion_tokens: number;
   prompt_tokens_received: number;
   prompt_tokens_forwarded: number;
   estimated_cached_tokens: number;
@@ -70,6 +72,7 @@ export function upstreamSavedTokens(url: string, account: UpstreamTokenAccount):
     cached_tokens: account.cachedTokens,
     recomputed_tokens: account.recomputedTokens,
     cached_ratio: ratio(account.cachedTokens, account.promptTokens),
+    completion_tokens: account.completionTokens,
     prompt_tokens_received: account.promptTokensReceived,
     prompt_tokens_forwarded: account.promptTokensForwarded,
     estimated_cached_tokens: account.estimatedCachedTokens,

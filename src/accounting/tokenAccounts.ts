@@ -57,6 +57,8 @@ export interface ForwardedPrompt {
 /** An answer's usage report, as the upstream gave it (null: a figure it left out). */
 export interface UpstreamUsage {
   promptTokens: number | null;
+  /** usage.completion_tokens. */
+  completionTokens: number | null;
   /** usage.prompt_tokens_details.cached_tokens. */
   cachedTokens: number | null;
   /** A ctxr engine's usage.ctxr: chunk KV reused and recomputed (null from other engines). */
@@ -75,8 +77,9 @@ export class UpstreamTokenAccount {
   usageReports = 0;
   /** Of those, the ones that said how many tokens were cached. */
   cachedTokensReports = 0;
-  /** The upstream's own figures: usage.prompt_tokens, cached tokens (prefix and chunk), recomputed. */
+  /** The upstream's own figures: usage.prompt_tokens, usage.completion_tokens, cached tokens (prefix and chunk), recomputed. */
   promptTokens = 0;
+  completionTokens = 0;
   cachedTokens = 0;
   recomputedTokens = 0;
 
@@ -93,6 +96,7 @@ export class UpstreamTokenAccount {
   recordUsage(usage: UpstreamUsage): void {
     this.usageReports++;
     this.promptTokens += usage.promptTokens ?? 0;
+    this.completionTokens += usage.completionTokens ?? 0;
     if (usage.cachedTokens !== null || usage.chunkReusedTokens !== null) this.cachedTokensReports++;
     this.cachedTokens += (usage.cachedTokens ?? 0) + (usage.chunkReusedTokens ?? 0);
     this.recomputedTokens += usage.recomputedTokens ?? 0;

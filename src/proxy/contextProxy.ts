@@ -35,6 +35,8 @@ import { mirrorBlockKeys } from "./engineCacheMirror.ts";
 import type { ContentKey } from "./contentKey.ts";
 import type { EnginePromptTokenizer } from "./enginePromptTokens.ts";
 import { UpstreamCacheSync } from "./upstreamCacheSync.ts";
+import { refusesStreamOptions, withUsageRequested } from "./streamUsage.ts";
+import { firstTokenReuse } from "./firstTokenTimes.ts";
 import type { KvEventSubscriberStats } from "./kvEventSubscriber.ts";
 
 export interface ProxyOptions {
@@ -100,8 +102,13 @@ interface Dispatch {
   /** The engine's path (the client's, or the rest of an /engine/ path). */
   path: string;
   body: Uint8Array | string | null;
-  /** A rewritten body, for the engine of the upstream it goes to (instead of `body`). */
-  bodyFor?: (engine: Engine) => string;
+  /**
+   * The body for the engine of the upstream it goes to (instead of `body`): rewritten, and with
+   * `askUsage` asking for the streamed answer's usage (streamUsage.ts).
+   */
+  bodyFor?: (engine: Engine, askUsage: boolean) => Uint8Array | string;
+  /** A streamed request whose client did not ask for usage: the proxy asks for it (unless the upstream refuses) and hides it. */
+  asksUsage?: boolean;
   /** Rewritten routes: decompressed, scanned for usage; passthrough: bytes as they come unless there are secrets to redact. */
   rewrite: RewriteResult | null;
   plan: RoutingPlan;
@@ -292,20 +299,25 @@ export class ContextProxy {
     const estimate = !this.pool.routes ? EMPTY_PLAN : kind === "completion" ? completionRoutingPlan(result) : chatRoutingPlan(asChat, result);
     const blockKeys = this.promptBlockKeys(kind, asChat);
     const plan = blockKeys === undefined ? estimate : { ...estimate, blockKeys };
+    // A streamed answer's usage is asked for even when the client did not (the accounting needs it); Responses streams always end with theirs.
+    const asksUsage = kind !== "responses" && withUsageRequested(received) !== null;
     // The request id goes in the field of the engine the request is routed to (engines differ with --engine auto).
     const bodies = new Map<string, string>();
-    const bodyFor = (engine: Engine) => {
+    const bodyFor = (engine: Engine, askUsage: boolean): Uint8Array | string => {
+      if (unchanged && !askUsage) return bytes;
       const field = requestIdField(engine) ?? "";
-      let text = bodies.get(field);
+      const key = `${field}|${askUsage}`;
+      let text = bodies.get(key);
       if (text === undefined) {
-        const sent = field === "" ? result.body : { ...result.body };
+        const base = unchanged ? received : result.body;
+        const sent = askUsage ? (withUsageRequested(base) ?? { ...base }) : field === "" ? base : { ...base };
         setEngineRequestId(sent, engine, result.requestId);
         text = JSON.stringify(sent);
-        bodies.set(field, text);
+        bodies.set(key, text);
       }
       return text;
     };
-    return this.dispatch(c, { method: "POST", path: rawPath(c), body: unchanged ? bytes : null, bodyFor: unchanged ? undefined : bodyFor, rewrite: result, plan });
+    return this.dispatch(c, { method: "POST", path: rawPath(c), body: unchanged ? bytes : null, bodyFor, asksUsage, rewrite: result, plan });
   }
 
   /** Any other request: method, path (default the client's), query, headers and body as they came. */
@@ -397,7 +409,8 @@ export class ContextProxy {
       tried.add(upstream);
       const idHeader = requestIdHeader(upstream.engine);
       const override: [string, string][] = idHeader === null || requestId === null ? [] : [[idHeader, requestId]];
-      const sentBody = request.bodyFor === undefined ? request.body : request.bodyFor(upstream.engine);
+      const askUsage = request.asksUsage === true && !upstream.refusesStreamOptions;
+      const sentBody = request.bodyFor === undefined ? request.body : request.bodyFor(upstream.engine, askUsage);
       upstream.inFlight++;
       upstream.counters.requests++;
       const keys = request.plan.blockKeys;
@@ -417,6 +430,7 @@ export class ContextProxy {
       // Until the upstream's headers come (bounded by timeoutMs), nothing is written to the client:
       // a request without a body would otherwise be cut by the server's idle timeout.
       const releaseIdleTimeout = holdIdleTimeout(c.req.raw);
+      const sentAt = performance.now();
       const outcome = await sendToUpstream(upstreamRequestUrl(upstream.target, request.path, query), {
         method: request.method,
         headers: upstreamRequestHeaders(c.req.raw.headers, {
@@ -451,7 +465,7 @@ export class ContextProxy {
       }
 
       if (upstream.markUp()) this.log(`ctxr serve: upstream ${upstream.url} is back in rotation\n`);
-      const response = outcome.response;
+      let response = outcome.response;
       // Asked for identity, the upstream may still answer encoded: fetch decodes the usual codings; any other cannot be scanned.
       const undecoded = decode ? undecodedEncoding(response.headers.get("content-encoding")) : null;
       if (undecoded !== null && this.secrets.length > 0) {
@@ -464,6 +478,18 @@ export class ContextProxy {
         return errorResponse(c, 502, redactText(message, this.secrets));
       }
       const decoded = decode && undecoded === null;
+      if (askUsage && (response.status === 400 || response.status === 422)) {
+        const text = await response.text();
+        if (refusesStreamOptions(response.status, text)) {
+          // Remembered: every later request goes to this upstream as its client sent it, and this one again now.
+          settle();
+          upstream.refusesStreamOptions = true;
+          this.log(`ctxr serve: upstream ${upstream.url} refused stream_options (${response.status}); streamed requests now go to it as clients send them, and their token usage is counted only when a client asks for it\n`);
+          tried.delete(upstream);
+          continue;
+        }
+        response = new Response(text, { status: response.status, statusText: response.statusText, headers: response.headers });
+      }
       const accepted = response.status < 400;
       const rewrite = request.rewrite;
       if (!accepted) {
@@ -494,15 +520,20 @@ export class ContextProxy {
         if (!shared) rewrite.commit();
       }
       const eventStream = (response.headers.get("content-type") ?? "").toLowerCase().startsWith("text/event-stream");
+      const scanned = accepted && rewrite !== null && decoded;
+      let firstTokenAt: number | null = null;
       const body = relayBody(response.body, {
-        scan: accepted && rewrite !== null && decoded ? (eventStream ? "sse" : "json") : null,
+        scan: scanned ? (eventStream ? "sse" : "json") : null,
         secrets: this.secrets,
         stallMs: this.clientStallMs,
         sse: eventStream ? { keepAliveMs: this.sseKeepAliveMs } : null,
+        hideUsage: scanned && eventStream && askUsage,
+        ...(scanned && eventStream ? { onFirstToken: () => void (firstTokenAt = performance.now()) } : {}),
         onDone: ({ usage, error }) => {
           settle();
           // Only answers to rewritten requests are scanned for usage: the same requests recordForwarded counted.
           if (usage !== null) upstream.account.recordUsage(usage);
+          if (firstTokenAt !== null) upstream.counters.firstToken.record((firstTokenAt - sentAt) / 1000, firstTokenReuse(usage));
           if (error) this.log(`ctxr serve: upstream ${upstream.url}: answer broke off: ${error instanceof Error ? error.message : String(error)}\n`);
         },
       });

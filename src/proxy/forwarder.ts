@@ -15,6 +15,8 @@ import type { UpstreamUsage } from "../accounting/tokenAccounts.ts";
 import { errorBody } from "../http/errors.ts";
 import { redactText, StreamRedactor } from "./redact.ts";
 import { IdleTicker, SseBoundary } from "../http/sseKeepAlive.ts";
+import { HiddenUsageFilter } from "./streamUsage.ts";
+import { FirstTokenWatch } from "./firstTokenWatch.ts";
 import { fetchWithDecompress } from "../runtime/httpClient.ts";
 
 /** Hop-by-hop headers (RFC 9110 §7.6.1) and others a proxy must not pass on (the body is complete: no Expect). */
@@ -153,7 +155,7 @@ export class UsageScanner {
     }
     this.text = "";
     const usage = this.usage as
-      | { prompt_tokens?: unknown; prompt_tokens_details?: { cached_tokens?: unknown } | null; ctxr?: { prompt_tokens_chunk_reused?: unknown; prompt_tokens_recomputed?: unknown } | null }
+      | { prompt_tokens?: unknown; completion_tokens?: unknown; prompt_tokens_details?: { cached_tokens?: unknown } | null; ctxr?: { prompt_tokens_chunk_reused?: unknown; prompt_tokens_recomputed?: unknown } | null }
       | undefined;
     if (usage === undefined || usage === null || typeof usage !== "object") return null;
     const count = (value: unknown) => (typeof value === "number" && Number.isFinite(value) && value >= 0 ? Math.floor(value) : null);
@@ -161,6 +163,7 @@ export class UsageScanner {
     const ctxr = usage.ctxr !== null && typeof usage.ctxr === "object" ? usage.ctxr : null;
     return {
       promptTokens: count(usage.prompt_tokens),
+      completionTokens: count(usage.completion_tokens),
       cachedTokens: count(usage.prompt_tokens_details?.cached_tokens),
       chunkReusedTokens: count(ctxr?.prompt_tokens_chunk_reused),
       recomputedTokens: count(ctxr?.prompt_tokens_recomputed),
@@ -209,6 +212,10 @@ export interface RelayOptions {
    * of a cut connection.
    */
   sse?: { keepAliveMs: number | null } | null;
+  /** Take out the usage the proxy asked for and the client did not (streamUsage.ts; an event stream, decoded). */
+  hideUsage?: boolean;
+  /** Called once, when the first event carrying a token goes by (an event stream; firstTokenWatch.ts). */
+  onFirstToken?: () => void;
 }
 
 const encoder = new TextEncoder();
@@ -238,6 +245,20 @@ export function relayBody(body: ReadableStream<Uint8Array> | null, options: Rela
   const reader = body.getReader();
   const scanner = options.scan === null ? null : new UsageScanner(options.scan);
   const redactor = options.secrets.length === 0 ? null : new StreamRedactor(options.secrets);
+  const hider = options.hideUsage === true ? { filter: new HiddenUsageFilter(), decoder: new TextDecoder() } : null;
+  const unhidden = (bytes: Uint8Array) => (hider === null ? bytes : encoder.encode(hider.filter.push(hider.decoder.decode(bytes, { stream: true }))));
+  const hiddenTail = () => (hider === null ? new Uint8Array(0) : encoder.encode(hider.filter.push(hider.decoder.decode()) + hider.filter.flush()));
+  const cleaned = (bytes: Uint8Array) => (redactor === null ? bytes : redactor.push(bytes));
+  const tailBytes = () => {
+    const hidden = cleaned(hiddenTail());
+    const rest = redactor?.flush();
+    if (rest === undefined || rest.length === 0) return hidden;
+    const out = new Uint8Array(hidden.length + rest.length);
+    out.set(hidden);
+    out.set(rest, hidden.length);
+    return out;
+  };
+  const firstToken = options.onFirstToken === undefined ? null : { watch: new FirstTokenWatch(), seen: options.onFirstToken };
   const stallMs = options.stallMs ?? null;
   let stall: ReturnType<typeof setTimeout> | null = null;
   const stopWatching = () => {
@@ -278,22 +299,23 @@ export function relayBody(body: ReadableStream<Uint8Array> | null, options: Rela
             controller.error(error);
             return;
           }
-          const tail = redactor?.flush();
-          if (tail !== undefined && tail.length > 0) handOn(controller, tail);
+          const tail = tailBytes();
+          if (tail.length > 0) handOn(controller, tail);
           controller.enqueue(brokenStreamEnding(boundary, error));
           controller.close();
           return;
         }
         if (read.done) {
           stopKeepAlive();
-          const tail = redactor?.flush();
-          if (tail !== undefined && tail.length > 0) controller.enqueue(tail);
+          const tail = tailBytes();
+          if (tail.length > 0) controller.enqueue(tail);
           finish(scanner?.finish() ?? null, null);
           controller.close();
           return;
         }
+        if (firstToken?.watch.push(read.value)) firstToken.seen();
         scanner?.push(read.value);
-        const out = redactor === null ? read.value : redactor.push(read.value);
+        const out = cleaned(unhidden(read.value));
         if (out.length > 0) {
           handOn(controller, out);
           if (stallMs !== null) {

@@ -7,6 +7,7 @@
  */
 import type { UpstreamTokenAccount } from "../accounting/tokenAccounts.ts";
 import { metricFamily } from "../http/prometheus.ts";
+import { FirstTokenTimes, type FirstTokenReuse, type FirstTokenTotals } from "./firstTokenTimes.ts";
 import type { CacheSyncStats, UpstreamCacheSync } from "./upstreamCacheSync.ts";
 import type { KvEventSubscriberStats } from "./kvEventSubscriber.ts";
 
@@ -19,6 +20,8 @@ export class UpstreamCounters {
   documentsDeduplicated = 0;
   /** Prompt tokens the engine's cache mirror (KV events) showed cached where the request went. */
   mirroredCachedTokens = 0;
+  /** Time to first token of the streamed answers, by reuse. */
+  readonly firstToken = new FirstTokenTimes();
 }
 
 export interface UpstreamState {
@@ -92,6 +95,7 @@ export interface UpstreamStats {
   estimated_cached_tokens: number;
   cached_tokens: number;
   cached_tokens_reports: number;
+  first_token: Record<FirstTokenReuse, FirstTokenTotals>;
   consecutive_failures: number;
   retry_in_ms: number | null;
   last_error: string | null;
@@ -115,6 +119,7 @@ export function upstreamStats(state: UpstreamState, now: number): UpstreamStats 
     estimated_cached_tokens: a.estimatedCachedTokens,
     cached_tokens: a.cachedTokens,
     cached_tokens_reports: a.cachedTokensReports,
+    first_token: c.firstToken.snapshot(),
     consecutive_failures: state.consecutiveFailures,
     retry_in_ms: state.retryAt === null ? null : Math.max(0, state.retryAt - now),
     last_error: state.lastError,
@@ -158,6 +163,11 @@ export function renderUpstreamMetrics(states: readonly UpstreamState[]): string 
   for (const [name, type, help, value] of SERIES) {
     out += metricFamily(name, type, help, states.map((state) => ({ labels: { upstream: state.url }, value: value(state) })));
   }
+  const byReuse = (value: (totals: FirstTokenTotals) => number) =>
+    states.flatMap((state) => (["reused", "not_reused", "unknown"] as const).map((reuse) => ({ labels: { upstream: state.url, reuse }, value: value(state.counters.firstToken[reuse]) })));
+  out +=
+    metricFamily("ctxr_upstream_first_token_seconds_total", "counter", "Summed time to first token of streamed answers (sent to first event carrying a token), by reuse: reused (the upstream reported cached prompt tokens), not_reused, unknown.", byReuse((t) => t.seconds)) +
+    metricFamily("ctxr_upstream_first_token_requests_total", "counter", "Streamed answers whose first token was timed, by reuse (as ctxr_upstream_first_token_seconds_total).", byReuse((t) => t.requests));
   const synced = states.filter((state): state is UpstreamState & { sync: UpstreamCacheSync } => state.sync !== null);
   if (synced.length === 0) return out;
   for (const [name, type, help, value] of SYNC_SERIES) {

@@ -104,6 +104,8 @@ export class Upstream implements UpstreamState {
   retryAt: number | null = null;
   lastError: string | null = null;
   readonly counters = new UpstreamCounters();
+  /** It refused the stream_options the proxy adds to streamed requests: they go to it as the client sent them. */
+  refusesStreamOptions = false;
   /** Its token account; the proxy gives it one in the unit it counts in. */
   account = new UpstreamTokenAccount();
   index: LiveContextIndex;

@@ -173,6 +173,7 @@ export function createSchemas(limits: ServerLimits) {
     })
     .openapi("RecoveryReport", { description: "What the journal found at start-up (null without a data dir)." });
 
+  const FirstTokenTotals = z.object({ requests: z.int(), seconds: z.number().openapi({ description: "Summed time to first token." }) });
   const UpstreamStats = z
     .object({
       url: z.string().openapi({ description: "The upstream URL, without credentials." }),
@@ -187,6 +188,13 @@ export function createSchemas(limits: ServerLimits) {
       estimated_cached_tokens: z.int().openapi({ description: "Prompt tokens the live index expected the upstream to have cached." }),
       cached_tokens: z.int().openapi({ description: "Sum of usage.prompt_tokens_details.cached_tokens the upstream reported (plus the reused chunks a ctxr upstream reports in usage.ctxr)." }),
       cached_tokens_reports: z.int().openapi({ description: "Answers whose usage reported cached tokens." }),
+      first_token: z
+        .object({
+          reused: FirstTokenTotals.openapi({ description: "Streamed answers whose usage reported cached prompt tokens (> 0)." }),
+          not_reused: FirstTokenTotals.openapi({ description: "Streamed answers whose usage reported no cached prompt token." }),
+          unknown: FirstTokenTotals.openapi({ description: "Streamed answers whose usage said nothing of cached tokens, or was not read." }),
+        })
+        .openapi({ description: "Time to first token as the proxy measures it: from sending a streamed request to the first event carrying a token." }),
       consecutive_failures: z.int(),
       retry_in_ms: z.number().nullable().openapi({ description: "When an upstream out of rotation is tried again." }),
       last_error: z.string().nullable(),
@@ -259,12 +267,13 @@ export function createSchemas(limits: ServerLimits) {
           z.object({
             url: z.string(),
             ...savedTotals,
+            completion_tokens: z.int().openapi({ description: "Completion tokens the upstream reported (usage.completion_tokens)." }),
             unit: z.enum(["tokenizer", "estimate"]).openapi({ description: "The unit of the four figures below: the served model's tokenizer (--tokenizer) or 4 characters a token." }),
             prompt_tokens_received: z.int().openapi({ description: "Prompt tokens of the messages as clients sent them (documents field rendered)." }),
             prompt_tokens_forwarded: z.int().openapi({ description: "Prompt tokens of the messages as forwarded (history with the documents sent before, notes for repeated ones)." }),
             estimated_cached_tokens: z.int().openapi({ description: "Tokens of documents the live index expected the upstream to have cached, in the order sent." }),
             input_order_estimated_cached_tokens: z.int().openapi({ description: "The same estimate for the documents in the order the clients sent them." }),
-            usage_reports: z.int().openapi({ description: "Answers whose usage report was read (streamed answers report usage only with stream_options.include_usage)." }),
+            usage_reports: z.int().openapi({ description: "Answers whose usage report was read (streamed answers too: the proxy asks the upstream for their usage, and hides it from clients that did not ask)." }),
             cached_tokens_reports: z.int().openapi({ description: "Of those, the ones that said how many tokens were cached." }),
           }),
         )

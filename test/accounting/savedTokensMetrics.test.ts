@@ -15,7 +15,7 @@ describe("its Prometheus text", () => {
   test("the same figures as the report, in well-formed families", () => {
     const upstream = new UpstreamTokenAccount("estimate");
     upstream.recordForwarded({ receivedTokens: 5, forwardedTokens: 7, estimatedCachedTokens: 3, inputOrderCachedTokens: 1 });
-    upstream.recordUsage({ promptTokens: 9, cachedTokens: 4, chunkReusedTokens: null, recomputedTokens: null });
+    upstream.recordUsage({ promptTokens: 9, completionTokens: 11, cachedTokens: 4, chunkReusedTokens: null, recomputedTokens: null });
     const report = savedTokensReport({ engine: engineAccount(), upstreams: [{ url: 'http://x/"q"', account: upstream }] });
     const families = parsePrometheusText(renderSavedTokensMetrics(report));
     const value = (name: string) => families.get(name)!.samples[0]!.value;
@@ -27,6 +27,7 @@ describe("its Prometheus text", () => {
     expect(value("ctxr_engine_computed_tokens_total")).toBe(120);
     expect(families.get("ctxr_upstream_prompt_tokens_forwarded_total")!.samples[0]).toMatchObject({ labels: { upstream: 'http://x/"q"' }, value: 7 });
     expect(value("ctxr_upstream_input_order_estimated_cached_tokens_total")).toBe(1);
+    expect(value("ctxr_upstream_completion_tokens_total")).toBe(11);
     expect(families.get("ctxr_upstream_token_unit")!.samples[0]!.labels).toEqual({ upstream: 'http://x/"q"', unit: "estimate" });
   });
 

@@ -31,7 +31,7 @@ describe("the stats line", () => {
     const account = new UpstreamTokenAccount("estimate");
     const before = savedTokensReport({ upstreams: [{ url: "u", account }] });
     account.recordForwarded({ receivedTokens: 287, forwardedTokens: 370, estimatedCachedTokens: 0, inputOrderCachedTokens: 0 });
-    account.recordUsage({ promptTokens: 1561, cachedTokens: 608, chunkReusedTokens: null, recomputedTokens: null });
+    account.recordUsage({ promptTokens: 1561, completionTokens: 40, cachedTokens: 608, chunkReusedTokens: null, recomputedTokens: null });
     const line = statsLine(before, savedTokensReport({ upstreams: [{ url: "u", account }] }), 0.5)!;
     expect(line).toContain("last 0.5 s: 1 requests, 1561 prompt tokens, 608 cached (38.9%)");
     expect(line).toEndWith("; proxy: 287 received, 370 forwarded (estimate tokens)");

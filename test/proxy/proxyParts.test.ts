@@ -146,20 +146,20 @@ describe("usage scanning", () => {
 
   test("SSE: the last usage wins, lines split across chunks are joined", () => {
     const usage1 = 'data: {"choices":[],"usage":{"prompt_tokens":10,"prompt_tokens_details":{"cached_tokens":3}}}\n\n';
-    const usage2 = 'data: {"choices":[],"usage":{"prompt_tokens":10,"prompt_tokens_details":{"cached_tokens":7}}}\n\n';
+    const usage2 = 'data: {"choices":[],"usage":{"prompt_tokens":10,"completion_tokens":6,"prompt_tokens_details":{"cached_tokens":7}}}\n\n';
     const text = `data: {"choices":[{"delta":{"content":"usage"}}]}\n\n${usage1}${usage2}data: [DONE]\n\n`;
-    for (let cut = 0; cut < text.length; cut += 7) expect(scan("sse", [text.slice(0, cut), text.slice(cut)])).toEqual({ promptTokens: 10, cachedTokens: 7, chunkReusedTokens: null, recomputedTokens: null });
+    for (let cut = 0; cut < text.length; cut += 7) expect(scan("sse", [text.slice(0, cut), text.slice(cut)])).toEqual({ promptTokens: 10, completionTokens: 6, cachedTokens: 7, chunkReusedTokens: null, recomputedTokens: null });
     expect(scan("sse", ['data: {"choices":[]}\n\n'])).toBeNull();
-    expect(scan("sse", ['data: {"usage": {"prompt_tokens": 5, "prompt_tokens_details": null}}\n\n'])).toEqual({ promptTokens: 5, cachedTokens: null, chunkReusedTokens: null, recomputedTokens: null });
+    expect(scan("sse", ['data: {"usage": {"prompt_tokens": 5, "prompt_tokens_details": null}}\n\n'])).toEqual({ promptTokens: 5, completionTokens: null, cachedTokens: null, chunkReusedTokens: null, recomputedTokens: null });
   });
 
   test("JSON: usage of the whole body; malformed bodies report nothing", () => {
     const body = JSON.stringify({ id: "x", usage: { prompt_tokens: 4, prompt_tokens_details: { cached_tokens: 2 } } });
-    expect(scan("json", [body.slice(0, 9), body.slice(9)])).toEqual({ promptTokens: 4, cachedTokens: 2, chunkReusedTokens: null, recomputedTokens: null });
+    expect(scan("json", [body.slice(0, 9), body.slice(9)])).toEqual({ promptTokens: 4, completionTokens: null, cachedTokens: 2, chunkReusedTokens: null, recomputedTokens: null });
     expect(scan("json", ["{broken"])).toBeNull();
     const ctxrUsage = JSON.stringify({ usage: { prompt_tokens: 40, prompt_tokens_details: { cached_tokens: 16 }, ctxr: { prompt_tokens_chunk_reused: 12, prompt_tokens_recomputed: 3 } } });
-    expect(scan("json", [ctxrUsage])).toEqual({ promptTokens: 40, cachedTokens: 16, chunkReusedTokens: 12, recomputedTokens: 3 });
-    expect(scan("json", ['{"usage": {"prompt_tokens": -1, "prompt_tokens_details": {"cached_tokens": "3"}}}'])).toEqual({ promptTokens: null, cachedTokens: null, chunkReusedTokens: null, recomputedTokens: null });
+    expect(scan("json", [ctxrUsage])).toEqual({ promptTokens: 40, completionTokens: null, cachedTokens: 16, chunkReusedTokens: 12, recomputedTokens: 3 });
+    expect(scan("json", ['{"usage": {"prompt_tokens": -1, "prompt_tokens_details": {"cached_tokens": "3"}}}'])).toEqual({ promptTokens: null, completionTokens: null, cachedTokens: null, chunkReusedTokens: null, recomputedTokens: null });
   });
 
   test("relayBody hands each chunk on, reports usage once at the end, and once on cancel", async () => {
@@ -175,7 +175,7 @@ describe("usage scanning", () => {
     const chunks: string[] = [];
     for await (const chunk of relayed) chunks.push(decoder.decode(chunk));
     expect(chunks).toEqual(['data: {"usage":{"prompt_tokens_details":{"cached_tokens":5}}}\n\n', "data: [DONE]\n\n"]);
-    expect(outcomes).toEqual([{ usage: { promptTokens: null, cachedTokens: 5, chunkReusedTokens: null, recomputedTokens: null }, error: null }]);
+    expect(outcomes).toEqual([{ usage: { promptTokens: null, completionTokens: null, cachedTokens: 5, chunkReusedTokens: null, recomputedTokens: null }, error: null }]);
 
     let cancelled = false;
     const endless = new ReadableStream<Uint8Array>({

@@ -14,6 +14,7 @@ import { DEFAULT_LIMITS } from "../../http/limits.ts";
 import { MAX_DEADLINE_MS } from "../../server/openaiSchemas.ts";
 import { DEFAULT_HOST, DEFAULT_PORT, LOG_LEVELS, runServer, type LogLevel, type SharedStateConfig } from "../../server/serve.ts";
 import { DEFAULT_STATS_INTERVAL_MS } from "../../server/statsLog.ts";
+import { DEFAULT_STATUS_SAMPLE_EVERY_MS } from "../../server/statusPage/statusHistory.ts";
 import { DEFAULT_PROPHET_SPAN_DECAY, PROPHET_QUERY_ROWS, RECOMPUTE_POLICIES, type ProphetQueryRows, type RecomputePolicy } from "../../kv/recomputeSelection.ts";
 import { CONTEXT_SCORES, type ContextScores } from "../../kv/reuseScores.ts";
 import { SHARED_READS } from "../../state/sharedState.ts";
@@ -55,7 +56,7 @@ function budgetFlag(flags: ParsedFlags, name: string): number | null | undefined
 const VALUE_FLAGS = [
   "host", "port", "data-dir", "state", "state-prefix", "state-snapshot-every", "state-reads",
   "state-queue-bytes", "redis-ca", "api-key", "capacity-tokens", "ttl-seconds", "document-tokens",
-  "max-body-bytes", "max-contexts", "max-documents", "config", "stats-interval", "max-index-bytes", "max-dedup-bytes",
+  "max-body-bytes", "max-contexts", "max-documents", "config", "stats-interval", "status-sample-interval", "max-index-bytes", "max-dedup-bytes",
   "max-history-bytes", "max-response-bytes", "max-routing-bytes", "max-annotation-bytes",
   "max-template-placeholders", "max-upstream-requests", "client-stall-seconds", "upstream-key",
   "engine", "probe-interval", "upstream-timeout", "document-template", "kv-events-max-bytes", "tokenizer", "routing",
@@ -187,6 +188,7 @@ async function serveWithFlags(flags: SourcedFlags, io: CommandIo, err: (text: st
   const timeoutSeconds = numberFlag(flags, "upstream-timeout", COMMAND, DEFAULT_UPSTREAM_TIMEOUT_MS / 1000, { min: 0 });
   if (timeoutSeconds <= 0) throw new UsageError(`--upstream-timeout must be a positive number, got '${flags.values["upstream-timeout"]}'`, COMMAND);
   const statsIntervalSeconds = numberFlag(flags, "stats-interval", COMMAND, DEFAULT_STATS_INTERVAL_MS / 1000, { min: 0, max: 86400 });
+  const statusSampleSeconds = numberFlag(flags, "status-sample-interval", COMMAND, DEFAULT_STATUS_SAMPLE_EVERY_MS / 1000, { min: 0.1, max: 3600 });
   const stallSeconds = flags.values["client-stall-seconds"] === undefined ? undefined : numberFlag(flags, "client-stall-seconds", COMMAND, 0, { min: 0 });
   const template = flags.values["document-template"];
   if (template === "") throw new UsageError("--document-template must not be empty", COMMAND);
@@ -264,6 +266,7 @@ async function serveWithFlags(flags: SourcedFlags, io: CommandIo, err: (text: st
       ttlMs: ttlSeconds === null ? null : ttlSeconds * 1000,
       blockTokens,
       statsIntervalMs: Math.round(statsIntervalSeconds * 1000),
+      statusSampleEveryMs: Math.round(statusSampleSeconds * 1000),
       maxIndexBytes: budgetFlag(flags, "max-index-bytes"),
       maxDedupBytes: budgetFlag(flags, "max-dedup-bytes"),
       maxResponseBytes: budgetFlag(flags, "max-response-bytes"),

@@ -10,6 +10,7 @@ import { DEFAULT_LIMITS } from "../../http/limits.ts";
 import { DEFAULT_MAX_WAITING } from "../../engine/schedulerTypes.ts";
 import { DEFAULT_PROBE_INTERVAL_MS } from "../../proxy/upstreamMonitor.ts";
 import { DEFAULT_STATS_INTERVAL_MS } from "../../server/statsLog.ts";
+import { DEFAULT_STATUS_SAMPLE_EVERY_MS, DEFAULT_STATUS_SAMPLES } from "../../server/statusPage/statusHistory.ts";
 import { ENGINES } from "../../proxy/engineRequestId.ts";
 
 export const DEFAULT_DATA_DIR = "./ctxr-data";
@@ -63,6 +64,10 @@ Common options (every mode):
   --stats-interval S       every S seconds with traffic, print one line of what ctxr
                            saved: prompt tokens, cached, recomputed (default
                            ${DEFAULT_STATS_INTERVAL_MS / 1000}; 0: never; docs/saved-tokens.md)
+  --status-sample-interval S
+                           sample the status page's figures (GET /,
+                           /v1/stats/history) every S seconds, keeping the last
+                           ${DEFAULT_STATUS_SAMPLES} (default ${DEFAULT_STATUS_SAMPLE_EVERY_MS / 1000}; 0.1 to 3600; docs/status-page.md)
   --state redis://HOST:PORT[/DB]
                            share the state (live index, conversations, request ids,
                            proxy histories) with every instance given the same URL,

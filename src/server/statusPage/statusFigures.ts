@@ -27,9 +27,13 @@ export interface StatusFigures {
   mode: "engine" | "proxy" | "index";
   /** Prompt tokens whose KV came from a cache (engine: prefix or chunk cache; proxy: as the upstreams reported; index: estimated prefix hits). */
   cached_tokens: number;
-  /** Prompt tokens computed (engine: run through the model; proxy: forwarded less cached; index: reordered less estimated hits). */
+  /** Prompt tokens computed (engine: run through the model; proxy: the upstreams' reported prompt tokens less cached; index: reordered less estimated hits). */
   computed_tokens: number;
-  /** First tokens of requests that reused cached KV and of those that did not (null: not measured in this mode). */
+  /**
+   * First tokens of requests that reused cached KV and of those that did not (null: not measured in
+   * this mode). Proxy: its streamed answers, timed from sending to the first event with a token,
+   * "reused" when the upstream reported cached prompt tokens (Σ upstreams' first_token).
+   */
   ttft_reused: FirstTokenFigures | null;
   ttft_not_reused: FirstTokenFigures | null;
   /** Engine: requests waiting for admission; proxy: requests in flight at the upstreams. */
@@ -79,20 +83,35 @@ export function statusFigures(stats: unknown): StatusFigures {
       prompt_tokens: count(upstream.prompt_tokens_forwarded),
     }));
     const mirrored = upstreamList.filter((upstream) => upstream.kv_events !== undefined);
+    // The proxy's own TTFT (sent to first token) of streamed answers, by what the upstreams reported cached.
+    const firstTokens = (bucket: "reused" | "not_reused"): FirstTokenFigures => {
+      let requests = 0;
+      let seconds = 0;
+      for (const upstream of upstreamList) {
+        const figures = record(record(upstream.first_token)[bucket]);
+        requests += count(figures.requests);
+        seconds += count(figures.seconds);
+      }
+      return { requests, seconds };
+    };
     let cached = 0;
     let computed = 0;
     let inFlight = 0;
-    for (const upstream of upstreams) {
+    // Computed in the model's tokens where the upstreams' usage reports are there (saved_tokens, the
+    // same order): the forwarded count is the proxy's own estimate, in another unit than cached_tokens.
+    const reports = Array.isArray(record(body.saved_tokens).upstreams) ? (record(body.saved_tokens).upstreams as unknown[]).map(record) : null;
+    upstreams.forEach((upstream, i) => {
       cached += upstream.cached_tokens;
-      computed += Math.max(0, upstream.prompt_tokens - upstream.cached_tokens);
+      const reported = reports?.[i];
+      computed += reported === undefined ? Math.max(0, upstream.prompt_tokens - upstream.cached_tokens) : Math.max(0, count(reported.prompt_tokens) - count(reported.cached_tokens));
       inFlight += upstream.in_flight;
-    }
+    });
     return {
       mode: "proxy",
       cached_tokens: cached,
       computed_tokens: computed,
-      ttft_reused: null,
-      ttft_not_reused: null,
+      ttft_reused: firstTokens("reused"),
+      ttft_not_reused: firstTokens("not_reused"),
       queue_depth: inFlight,
       running: null,
       kv_blocks_used: mirrored.length === 0 ? null : mirrored.reduce((sum, upstream) => sum + count(record(upstream.kv_events).blocks), 0),

@@ -26,8 +26,8 @@ const StatusFiguresSchema = z
   .object({
     mode: z.enum(["engine", "proxy", "index"]),
     cached_tokens: z.number().openapi({ description: "Prompt tokens whose KV came from a cache (engine: prefix or chunk cache; proxy: as the upstreams reported; index: estimated prefix hits)." }),
-    computed_tokens: z.number().openapi({ description: "Prompt tokens computed (engine: run through the model; proxy: forwarded less cached; index: reordered less estimated hits)." }),
-    ttft_reused: FirstTokenFigures.openapi({ description: "Engine: first tokens of requests that reused cached KV, and their summed TTFT in seconds." }),
+    computed_tokens: z.number().openapi({ description: "Prompt tokens computed (engine: run through the model; proxy: the upstreams' reported prompt tokens less cached; index: reordered less estimated hits)." }),
+    ttft_reused: FirstTokenFigures.openapi({ description: "First tokens of requests that reused cached KV, and their summed TTFT in seconds (engine: its own; proxy: streamed answers, Σ upstreams' first_token.reused)." }),
     ttft_not_reused: FirstTokenFigures,
     queue_depth: z.number().nullable().openapi({ description: "Engine: requests waiting for admission; proxy: requests in flight at the upstreams." }),
     running: z.number().nullable(),

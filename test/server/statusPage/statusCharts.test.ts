@@ -49,9 +49,11 @@ describe("statusCharts: samples to time series", () => {
     expect(charts.tokens.series.map((series) => series.values)).toEqual([[20], [30]]);
   });
 
-  test("proxy: one series per upstream (an upstream seen later starts from zero); what the mode does not measure is left out", () => {
+  test("proxy: one series per upstream (an upstream seen later starts from zero); TTFT from its first_token; what the mode does not measure is left out", () => {
+    // Each upstream's first tokens so far: `requests` reused ones of 0.1 s each, none without reuse.
+    const firstToken = (requests: number) => ({ reused: { requests, seconds: requests * 0.1 }, not_reused: { requests: 0, seconds: 0 } });
     const proxy = (a: number, b: number | null) =>
-      statusFigures({ upstreams: [{ url: "http://a", requests: a }, ...(b === null ? [] : [{ url: "http://b", requests: b }])] });
+      statusFigures({ upstreams: [{ url: "http://a", requests: a, first_token: firstToken(a) }, ...(b === null ? [] : [{ url: "http://b", requests: b, first_token: firstToken(b) }])] });
     const charts = statusCharts([
       { time_ms: 0, figures: proxy(1, null) },
       { time_ms: 1, figures: proxy(4, null) },
@@ -61,7 +63,9 @@ describe("statusCharts: samples to time series", () => {
       { name: "http://a", values: [3, 0] },
       { name: "http://b", values: [null, 2] },
     ]);
-    expect(charts.ttft.series).toEqual([]);
+    expect(charts.ttft.series.map((series) => series.name)).toEqual(["with reuse", "without reuse"]);
+    expect(charts.ttft.series[0]!.values.map((v) => (v === null ? null : Math.round(v)))).toEqual([100, 100]);
+    expect(charts.ttft.series[1]!.values).toEqual([null, null]);
     expect(charts.queue.series.map((series) => series.name)).toEqual(["in flight"]);
     expect(charts.kvBlocks.series).toEqual([]);
   });

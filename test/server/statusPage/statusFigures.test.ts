@@ -31,7 +31,10 @@ describe("statusFigures: /v1/stats to the page's figures", () => {
     const figures = statusFigures({
       prompt_tokens: 999,
       prefix_hit_tokens: 0,
-      upstreams: [upstream("http://a:8000", { kv_events: { blocks: 12 } }), upstream("http://b:8000", { healthy: false, in_flight: 2, cached_tokens: 150 })],
+      upstreams: [
+        upstream("http://a:8000", { kv_events: { blocks: 12 }, first_token: { reused: { requests: 2, seconds: 0.5 }, not_reused: { requests: 1, seconds: 0.25 }, unknown: { requests: 9, seconds: 9 } } }),
+        upstream("http://b:8000", { healthy: false, in_flight: 2, cached_tokens: 150, first_token: { reused: { requests: 3, seconds: 0.25 }, not_reused: { requests: 0, seconds: 0 } } }),
+      ],
       proxy: { routing_decisions: { events: 2, estimate: 1, round_robin: 0, events_unavailable: "x" } },
     });
     expect(figures.routing_decisions).toEqual({ events: 2, estimate: 1, round_robin: 0, events_unavailable: 0 });
@@ -40,11 +43,21 @@ describe("statusFigures: /v1/stats to the page's figures", () => {
     expect(figures.computed_tokens).toBe(70); // 70 + max(0, 100 - 150)
     expect(figures.queue_depth).toBe(3);
     expect(figures.kv_blocks_used).toBe(12);
+    // The proxy's TTFT: Σ upstreams' first_token, answers of unknown reuse left out.
+    expect(figures.ttft_reused).toEqual({ requests: 5, seconds: 0.75 });
+    expect(figures.ttft_not_reused).toEqual({ requests: 1, seconds: 0.25 });
     expect(figures.upstreams).toEqual([
       { url: "http://a:8000", healthy: true, requests: 4, in_flight: 1, cached_tokens: 30, prompt_tokens: 100 },
       { url: "http://b:8000", healthy: false, requests: 4, in_flight: 2, cached_tokens: 150, prompt_tokens: 100 },
     ]);
     expect(statusFigures({ upstreams: [upstream("http://a:8000", {})] }).kv_blocks_used).toBeNull(); // no mirror
+    // With the upstreams' usage reports (saved_tokens), computed is in the model's tokens: reported prompt less cached.
+    const reported = statusFigures({
+      upstreams: [upstream("http://a:8000", {}), upstream("http://b:8000", { cached_tokens: 150 })],
+      saved_tokens: { upstreams: [{ prompt_tokens: 400, cached_tokens: 30 }, { prompt_tokens: 120, cached_tokens: 150 }] },
+    });
+    expect(reported.computed_tokens).toBe(370);
+    expect(reported.cached_tokens).toBe(180);
   });
 
   test("online API alone: the index's estimated prefix hits", () => {

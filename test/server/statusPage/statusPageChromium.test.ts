@@ -22,6 +22,14 @@ if (chromium === null) console.warn("status page test skipped: chromium is not i
 const OUTPUT = join(REPO_ROOT, "test-output", "status-page");
 const PROMPT_A = "The status page shows what ctxr saved. ".repeat(8);
 const PROMPT_B = "A second prompt that shares nothing with the first one. ".repeat(5);
+const PROMPT_C = "Streamed through the proxy, a third prompt nobody sent before. ".repeat(5);
+
+/** A streamed completion through `server`, read to its end. */
+async function streamedCompletion(server: TestServer, body: Record<string, unknown>): Promise<void> {
+  const answer = await fetch(`${server.url}/v1/completions`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ ...body, stream: true }) });
+  expect(answer.status).toBe(200);
+  expect(await answer.text()).toEndWith("data: [DONE]\n\n");
+}
 
 /** data-value of the element with this id (the exact number behind a card). */
 function figure(dom: string, name: string): string {
@@ -101,17 +109,24 @@ describe.skipIf(chromium === null)("the status page in headless Chromium", () =>
     expect(routes).toEqual(["/", "/v1/stats", "/v1/stats/history"]);
   }, 120_000);
 
-  test("serve --upstream: the per-upstream row and the saved tokens equal /v1/stats", async () => {
+  test("serve --upstream: the per-upstream row, the saved tokens and TTFT with and without reuse equal /v1/stats", async () => {
     for (const prompt of [PROMPT_B, PROMPT_B]) {
       const answer = await proxy.post("/v1/completions", { model: engine.modelId, prompt, max_tokens: 3, temperature: 0 });
       expect(answer.status).toBe(200);
     }
+    // Streamed (the proxy times their first token): one from the prefix cache, one the engine never saw.
+    await streamedCompletion(proxy, { model: engine.modelId, prompt: PROMPT_B, max_tokens: 3, temperature: 0 });
+    await streamedCompletion(proxy, { model: engine.modelId, prompt: PROMPT_C, max_tokens: 3, temperature: 0 });
     await Bun.sleep(600);
     const { dom, routes } = await openPage(proxy, "proxy");
     const stats = (await proxy.get("/v1/stats")).body;
     const upstream = stats.upstreams[0];
-    expect(upstream.requests).toBe(2);
+    expect(upstream.requests).toBe(4);
     expect(upstream.cached_tokens).toBeGreaterThan(0); // the engine reported its prefix-cache hit
+    const first = upstream.first_token;
+    expect(first.reused.requests).toBe(1);
+    expect(first.not_reused.requests).toBe(1);
+    expect(first.unknown.requests).toBe(0);
 
     expect(dom).toContain("proxy (serve --upstream)");
     const row = dom.match(/<tr data-upstream="0">(.*?)<\/tr>/s)?.[1];
@@ -119,8 +134,20 @@ describe.skipIf(chromium === null)("the status page in headless Chromium", () =>
     expect(row).toContain(upstream.url);
     expect([...row!.matchAll(/data-value="(\d+)"/g)].map((match) => Number(match[1]))).toEqual([upstream.requests, upstream.in_flight, upstream.prompt_tokens_forwarded, upstream.cached_tokens]);
     expect(Number(figure(dom, "cached_tokens"))).toBe(upstream.cached_tokens);
-    expect(Number(figure(dom, "computed_tokens"))).toBe(Math.max(0, upstream.prompt_tokens_forwarded - upstream.cached_tokens));
+    // Computed in the model's tokens: what the engine reported as prompt, less cached (not the proxy's 4-characters estimate).
+    const reported = stats.saved_tokens.upstreams[0];
+    expect(reported.usage_reports).toBe(4);
+    expect(Number(figure(dom, "computed_tokens"))).toBe(reported.prompt_tokens - reported.cached_tokens);
+    expect(reported.prompt_tokens - reported.cached_tokens).toBeGreaterThan(0); // PROMPT_C was computed
     expect(Number(figure(dom, "queue_depth"))).toBe(upstream.in_flight);
+    expect(Number(figure(dom, "ttft_reused_ms"))).toBeCloseTo((first.reused.seconds / first.reused.requests) * 1000, 9);
+    expect(Number(figure(dom, "ttft_not_reused_ms"))).toBeCloseTo((first.not_reused.seconds / first.not_reused.requests) * 1000, 9);
+    // The TTFT chart has both series, each with its point for the interval of the streamed requests.
+    const ttftChart = dom.match(/<div class="chart" id="chart-ttft">.*?<\/div>/s)?.[0] ?? "";
+    expect(ttftChart).not.toContain("not in this mode");
+    expect(ttftChart).toContain("with reuse");
+    expect(ttftChart).toContain("without reuse");
+    expect(ttftChart).toMatch(/<(polyline|circle)/);
     expect(dom.match(/<div class="chart" id="chart-upstreams">.*?<\/div>/s)?.[0]).toContain(upstream.url);
     const routing = Object.fromEntries([...dom.matchAll(/data-routing="(\w+)" data-value="(\d+)"/g)].map((match) => [match[1], Number(match[2])]));
     expect(routing).toEqual(stats.proxy.routing_decisions);

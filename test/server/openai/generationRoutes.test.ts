@@ -645,6 +645,9 @@ describe("ctxr serve --model (CLI)", () => {
       [["--model", model.path, "--context-scores", "mass"], /--context-scores must be one of shift, attention/],
       [["--model", model.path, "--prophet-span-decay", "1"], /--prophet-span-decay must be at least 0 and below 1/],
       [["--model", model.path, "--prophet-query-rows", "first"], /--prophet-query-rows must be one of all, last/],
+      [["--model", model.path, "--prophet-scores", "fused"], /--prophet-scores must be one of attention, shift, product, rank-sum, shift-gated/],
+      [["--prophet-scores", "product"], /--prophet-scores needs --model/],
+      [["--model", model.path, "--kv-policy", "legolink"], /--kv-policy must be one of cachecraft, prophet, epic, none, full, prefix/],
       [["--no-prefix-cache"], /--no-prefix-cache needs --model/],
       [["--model", model.path, "--prophet-span-decay=-0.5"], /--prophet-span-decay must be a non-negative number/],
     ];

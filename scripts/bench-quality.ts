@@ -53,7 +53,7 @@ import { exampleSeed } from "../src/quality/qualityRandom.ts";
 import { RECALL_POLICIES, RecomputeRecall, type RecallCell, type RecallPolicy, type RecallResult } from "../src/quality/recomputeRecall.ts";
 import { findRunner } from "../src/runner/runnerExecutable.ts";
 import { CONTEXT_SCORES, type ContextScores } from "../src/kv/reuseScores.ts";
-import { DEFAULT_PROPHET_SPAN_DECAY, PROPHET_QUERY_ROWS, PROPHET_SCORES, type ProphetQueryRows, type ProphetScores } from "../src/kv/recomputeSelection.ts";
+import { DEFAULT_PROPHET_SCORES, DEFAULT_PROPHET_SPAN_DECAY, PROPHET_QUERY_ROWS, PROPHET_SCORES, type ProphetQueryRows, type ProphetScores } from "../src/kv/recomputeSelection.ts";
 import {
   DEFAULT_RETRIEVAL_BYTES,
   QUALITY_FAMILIES,
@@ -87,7 +87,7 @@ const { values } = parseArgs({
     "context-scores": { type: "string", default: "shift" },
     "prophet-span-decay": { type: "string", default: String(DEFAULT_PROPHET_SPAN_DECAY) },
     "prophet-query-rows": { type: "string", default: "all" },
-    "prophet-scores": { type: "string", default: "attention" },
+    "prophet-scores": { type: "string", default: DEFAULT_PROPHET_SCORES },
     "recall-prophet-scores": { type: "string" },
     "skip-recall": { type: "boolean" },
     json: { type: "string" },

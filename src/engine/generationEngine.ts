@@ -37,7 +37,7 @@ import type { RecomputePolicy } from "../kv/recomputeSelection.ts";
 import { preparePrompt, type PreparedPrompt, type PromptRequest, type PromptTokenizing } from "./promptPreparation.ts";
 import type { UncertaintyTriggerOptions } from "../kv/uncertaintyTrigger.ts";
 import type { ContextScores } from "../kv/reuseScores.ts";
-import { DEFAULT_PROPHET_SPAN_DECAY, type ProphetQueryRows, type ProphetScores } from "../kv/recomputeSelection.ts";
+import { DEFAULT_PROPHET_SCORES, DEFAULT_PROPHET_SPAN_DECAY, type ProphetQueryRows, type ProphetScores } from "../kv/recomputeSelection.ts";
 import type { PrefixCacheEvents } from "../kv/prefixBlockCache.ts";
 import { GeneratedTokenMemory } from "./generatedTokenMemory.ts";
 import { RememberedChatTurns } from "./rememberedChatPrompt.ts";
@@ -100,7 +100,7 @@ export interface EngineOptions {
   prophetSpanDecay?: number;
   /** ProphetKV's scoring rows (default "all"). */
   prophetQueryRows?: ProphetQueryRows;
-  /** What ranks ProphetKV's tokens (default "attention", the paper). */
+  /** What ranks ProphetKV's tokens (default DEFAULT_PROPHET_SCORES). */
   prophetScores?: ProphetScores;
   /** Automatic prefix caching of plain prompts (default true). */
   prefixCache?: boolean;
@@ -274,7 +274,7 @@ export class GenerationEngine {
       contextScores: options.contextScores ?? "shift",
       prophetSpanDecay: options.prophetSpanDecay ?? DEFAULT_PROPHET_SPAN_DECAY,
       prophetQueryRows: options.prophetQueryRows ?? "all",
-      prophetScores: options.prophetScores ?? "attention",
+      prophetScores: options.prophetScores ?? DEFAULT_PROPHET_SCORES,
       trigger: options.sparseTrigger ?? {},
     };
     engine.kvSettings = describeKvSettings(kvSettings);

@@ -12,7 +12,7 @@ import { managedPrefill } from "../kv/managedPrefill.ts";
 import type { BlockManager } from "./blockManager.ts";
 import { DEFAULT_KV_POLICY, DEFAULT_RECOMPUTE_RATIO, type SchedulerOptions, type SchedulerRunner } from "./schedulerTypes.ts";
 import type { Sequence } from "./sequence.ts";
-import type { ProphetScores, RecomputePolicy } from "../kv/recomputeSelection.ts";
+import { DEFAULT_PROPHET_SCORES, type ProphetScores, type RecomputePolicy } from "../kv/recomputeSelection.ts";
 import type { SequenceOutput } from "./sequenceOutput.ts";
 
 export class ManagedPrefillStep {
@@ -60,7 +60,7 @@ export class ManagedPrefillStep {
       measureShift: (this.options.contextScores ?? "shift") === "shift" && (usesShift(request.kvPolicy, this.options.prophetScores) || usesShift(this.options.kvPolicy ?? DEFAULT_KV_POLICY, this.options.prophetScores)),
       ...(this.options.prophetSpanDecay !== undefined ? { prophetSpanDecay: this.options.prophetSpanDecay } : {}),
       prophetQueryRows: this.options.prophetQueryRows ?? "all",
-      prophetScores: this.options.prophetScores ?? "attention",
+      prophetScores: this.options.prophetScores ?? DEFAULT_PROPHET_SCORES,
       ...(sliding === null ? {} : { sliding: { table: sliding.tableOf(sequence.table).blocks, blocks: sliding.blockSource(), window: sliding.window, span } }),
     });
     sequence.table.length = sequence.promptLength;
@@ -101,6 +101,6 @@ export class ManagedPrefillStep {
 }
 
 /** Whether a policy reads the stored variants' measured shift: cachecraft, and prophet unless it ranks by attention alone. */
-function usesShift(policy: RecomputePolicy | undefined, prophetScores: ProphetScores = "attention"): boolean {
+function usesShift(policy: RecomputePolicy | undefined, prophetScores: ProphetScores = DEFAULT_PROPHET_SCORES): boolean {
   return policy === "cachecraft" || (policy === "prophet" && prophetScores !== "attention");
 }

@@ -46,7 +46,7 @@ export interface SchedulerOptions {
   prophetSpanDecay?: number;
   /** ProphetKV's scoring rows (default "all"). */
   prophetQueryRows?: ProphetQueryRows;
-  /** What ranks ProphetKV's tokens (default "attention", the paper). */
+  /** What ranks ProphetKV's tokens (default DEFAULT_PROPHET_SCORES). */
   prophetScores?: ProphetScores;
   /**
    * Automatic prefix caching of plain prompts (default true): full KV blocks stay cached after

@@ -36,6 +36,7 @@ import type { ChunkCache, KvTier, LocalKvTier } from "./chunkCache.ts";
 import { variantMetadataFromStats } from "./variantMetadata.ts";
 import { planPrefill, type SegmentPlan } from "./prefillPlan.ts";
 import {
+  DEFAULT_PROPHET_SCORES,
   DEFAULT_PROPHET_SPAN_DECAY,
   cacheCraftSelection,
   epicSelection,
@@ -80,8 +81,9 @@ export interface ManagedPrefillOptions {
    */
   prophetQueryRows?: ProphetQueryRows;
   /**
-   * ProphetKV: what ranks the reused tokens (default "attention", the paper). The others need every
-   * reused variant's measured shift; a request meeting a variant without one ranks by attention.
+   * ProphetKV: what ranks the reused tokens (default DEFAULT_PROPHET_SCORES; "attention" is the
+   * paper). All but "attention" need every reused variant's measured shift; a request meeting a
+   * variant without one ranks by attention alone.
    */
   prophetScores?: ProphetScores;
   /** What Cache-Craft's scores and the variant choice use (default "shift": measured KV shift where a variant has it). */
@@ -252,7 +254,7 @@ export async function managedPrefill(
     const len = layers[0]!.len;
     const lastOnly = (options.prophetQueryRows ?? "all") === "last";
     const masses = layers.map((l) => (lastOnly ? l.mass.subarray((queries - 1) * len, queries * len) : l.mass));
-    recompute = Array.from(prophetSelection(masses, lastOnly ? 1 : queries, len, candidates, budget, options.prophetSpanDecay ?? DEFAULT_PROPHET_SPAN_DECAY, prophetFusion(options.prophetScores ?? "attention", plans, reusedSegments, bounds, len)));
+    recompute = Array.from(prophetSelection(masses, lastOnly ? 1 : queries, len, candidates, budget, options.prophetSpanDecay ?? DEFAULT_PROPHET_SPAN_DECAY, prophetFusion(options.prophetScores ?? DEFAULT_PROPHET_SCORES, plans, reusedSegments, bounds, len)));
   } else if (options.policy === "epic" && budget > 0 && reusedTokens > 0) {
     const chosen = epicSelection(reusedSegments.map((s) => prompt.segments[s]!.tokens.length), budget);
     reusedSegments.forEach((s, k) => {
@@ -339,7 +341,7 @@ export async function managedPrefill(
   const shiftRunner = runner.export !== undefined && runner.relocate !== undefined ? (runner as ContextShiftRunner) : null;
   const shiftOf = async (s: number): Promise<number[] | null> => {
     const tokens = prompt.segments[s]!.tokens;
-    if (!(options.measureShift ?? (scores === "shift" && (options.policy === "cachecraft" || (options.policy === "prophet" && (options.prophetScores ?? "attention") !== "attention")))) || cache === null || tokens.length === 0) return null;
+    if (!(options.measureShift ?? (scores === "shift" && (options.policy === "cachecraft" || (options.policy === "prophet" && (options.prophetScores ?? DEFAULT_PROPHET_SCORES) !== "attention")))) || cache === null || tokens.length === 0) return null;
     if (bounds[s] === headLength) return tokens.map(() => 0);
     if (shiftRunner === null) return null;
     const shift = await cache.withScratch(headLength + tokens.length, (scratch) => measureContextShift(shiftRunner, table, headLength, bounds[s]!, tokens, scratch));

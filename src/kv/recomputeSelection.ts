@@ -302,6 +302,13 @@ export type ProphetScores = "attention" | "shift" | "product" | "rank-sum" | "sh
 
 export const PROPHET_SCORES: readonly ProphetScores[] = ["attention", "shift", "product", "rank-sum", "shift-gated"];
 
+/**
+ * What ranks prophet's tokens unless configured (`ctxr serve --prophet-scores`): attention × shift.
+ * On the quality model's family b it recovers the oracle's tokens as well as the shift alone and
+ * answers 98.3% at ratio 0.2 against the paper's 56.7% (BENCHMARKS.md, issue 31).
+ */
+export const DEFAULT_PROPHET_SCORES: ProphetScores = "product";
+
 /** prophetSelection's fusion: the scores and every sequence position's measured shift (length len; only reused positions are read). */
 export interface ProphetFusion {
   scores: ProphetScores;

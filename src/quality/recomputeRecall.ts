@@ -22,7 +22,7 @@ import { sequenceRange, type KvData } from "../runner/runnerProtocol.ts";
 import { ChunkCache } from "../kv/chunkCache.ts";
 import { kvDeviation } from "../kv/contextShift.ts";
 import type { ContextScores } from "../kv/reuseScores.ts";
-import type { ProphetQueryRows, ProphetScores } from "../kv/recomputeSelection.ts";
+import { DEFAULT_PROPHET_SCORES, type ProphetQueryRows, type ProphetScores } from "../kv/recomputeSelection.ts";
 import { managedPrefill, type ManagedPrefillOptions, type ManagedPrefillResult } from "../kv/managedPrefill.ts";
 import { promptTokens, segmentBounds, segmentTokens, type SegmentedPrompt } from "../kv/segmentedPrompt.ts";
 import { warmupOrder } from "./qualityClient.ts";
@@ -102,7 +102,7 @@ export class RecomputeRecall {
   static async open(options: { executable: string; model: string; threads: number; blocks?: number; contextScores?: ContextScores; prophetSpanDecay?: number; prophetQueryRows?: ProphetQueryRows; prophetScores?: ProphetScores }): Promise<RecomputeRecall> {
     const blockSize = 16;
     const runner = await RunnerProcess.start({ executable: options.executable, model: options.model, blocks: options.blocks ?? 2048, blockSize, threads: options.threads });
-    return new RecomputeRecall(runner, new KvBlockPool(runner, blockSize, runner.info.free_blocks), blockSize, options.contextScores ?? "shift", options.prophetSpanDecay, options.prophetQueryRows ?? "all", options.prophetScores ?? "attention");
+    return new RecomputeRecall(runner, new KvBlockPool(runner, blockSize, runner.info.free_blocks), blockSize, options.contextScores ?? "shift", options.prophetSpanDecay, options.prophetQueryRows ?? "all", options.prophetScores ?? DEFAULT_PROPHET_SCORES);
   }
 
   private get width(): number {

@@ -105,8 +105,8 @@ describe("KV-managed generation over HTTP", () => {
     const u = reordered.body.usage.ctxr;
     expect(u.policy).toBe("prophet");
     expect(u.prompt_tokens_recomputed).toBe(Math.ceil(0.2 * (u.prompt_tokens_chunk_reused + u.prompt_tokens_recomputed)));
-    // The paper's scores (the default) leave the shift unmeasured: nothing reads it.
-    const { api: plain, engine: plainEngine } = await open();
+    // The paper's scores leave the shift unmeasured: nothing reads it.
+    const { api: plain, engine: plainEngine } = await open({ prophetScores: "attention" });
     await plain.post("/v1/chat/completions", chat(DOCS));
     expect(plainEngine.chunkCache.index.all().every((variant) => variant.meta.tokenShift === undefined)).toBe(true);
   });

@@ -14,7 +14,7 @@ import { DEFAULT_LIMITS } from "../../http/limits.ts";
 import { MAX_DEADLINE_MS } from "../../server/openaiSchemas.ts";
 import { DEFAULT_HOST, DEFAULT_PORT, LOG_LEVELS, runServer, type LogLevel, type SharedStateConfig } from "../../server/serve.ts";
 import { DEFAULT_STATS_INTERVAL_MS } from "../../server/statsLog.ts";
-import { DEFAULT_PROPHET_SPAN_DECAY, PROPHET_QUERY_ROWS, PROPHET_SCORES, RECOMPUTE_POLICIES, type ProphetQueryRows, type ProphetScores, type RecomputePolicy } from "../../kv/recomputeSelection.ts";
+import { DEFAULT_PROPHET_SCORES, DEFAULT_PROPHET_SPAN_DECAY, PROPHET_QUERY_ROWS, PROPHET_SCORES, RECOMPUTE_POLICIES, type ProphetQueryRows, type ProphetScores, type RecomputePolicy } from "../../kv/recomputeSelection.ts";
 import { CONTEXT_SCORES, type ContextScores } from "../../kv/reuseScores.ts";
 import { SHARED_READS } from "../../state/sharedState.ts";
 import { parseRedisUrl, type RedisUrl } from "../../state/redisUrl.ts";
@@ -329,7 +329,7 @@ async function serveWithFlags(flags: SourcedFlags, io: CommandIo, err: (text: st
               ...(flags.values["tool-call-parser"] !== undefined ? { toolCallParser: choiceFlag<ToolCallFormat>(flags, "tool-call-parser", COMMAND, TOOL_CALL_FORMATS, "hermes") } : {}),
               reasoningParser: choiceFlag<ReasoningParserChoice>(flags, "reasoning-parser", COMMAND, REASONING_PARSER_CHOICES, "auto"),
               prophetQueryRows: choiceFlag<ProphetQueryRows>(flags, "prophet-query-rows", COMMAND, PROPHET_QUERY_ROWS, "all"),
-              prophetScores: choiceFlag<ProphetScores>(flags, "prophet-scores", COMMAND, PROPHET_SCORES, "attention"),
+              prophetScores: choiceFlag<ProphetScores>(flags, "prophet-scores", COMMAND, PROPHET_SCORES, DEFAULT_PROPHET_SCORES),
               sparseTrigger,
             },
       kvEventsPublish,

@@ -258,10 +258,10 @@ CacheCraft, ProphetKV, CHESS):
                            the paper: the question's attention alone)
   --prophet-query-rows R   prophet: whose attention scores the tokens, all of the
                            question's tokens (default, the paper) or its last one
-  --prophet-scores S       prophet: what ranks the reused tokens: attention
-                           (default, the paper), shift (each chunk's measured KV
-                           shift), or attention fused with the shift: product,
-                           rank-sum or shift-gated (docs/reuse-policies.md)
+  --prophet-scores S       prophet: what ranks the reused tokens: product (default:
+                           the question's attention × each chunk's measured KV
+                           shift), attention (the paper), shift, rank-sum or
+                           shift-gated (docs/reuse-policies.md)
   --context-scores S       what cachecraft's token ranking, chunk budget split and
                            the variant choice use: shift (default: each stored
                            chunk's measured KV shift against the chunk alone) or

@@ -623,7 +623,7 @@ describe("ctxr serve --model (CLI)", () => {
     const spawned = await spawnServer(["--in-memory", "--model", model.path, "--kv-blocks", "32", "--threads", "1", "--log-level", "debug", "--sparse-trigger-window", "8"], { CTXR_RUNNER: runnerPath }, 60_000);
     try {
       expect(spawned.startLines).toContain(
-        "ctxr serve: debug: prophet span decay 0.8; cachecraft scores shift, focused-chunk early stop off; " +
+        "ctxr serve: debug: prophet span decay 0.8, prophet scores product; cachecraft scores shift, focused-chunk early stop off; " +
           "sparse-decode trigger: entropy 3 nats, varentropy 5 nats², window 8 steps (the built-in thresholds; ctxr model calibrate-sparse fits them to a model)",
       );
       // (A request first: a SIGTERM sent the instant the ready line appears can beat Bun's signal handler.)

@@ -2,11 +2,13 @@
  * Answer quality under KV reuse (issue 12, item 3), through the real server.
  *
  *   npx bun scripts/bench-quality.ts [--model models/quality] [--questions 300]
- *        [--families lookup,dependence,retrieval,order] [--policies full,prefix,none,cachecraft,prophet]
+ *        [--families lookup,dependence,retrieval,order] [--policies full,prefix,none,cachecraft,prophet,epic]
  *        [--ratios 0.05,0.1,0.2,0.4] [--kv-budgets 0.01,0.02,0.05,0.1] [--retrieval-bytes 2048]
  *        [--seed 0xBE4C0000] [--threads 2] [--skip-sparse] [--skip-order-variants] [--json FILE]
  *        [--recall-questions 100] [--skip-recall] [--context-scores shift|attention]
  *        [--prophet-span-decay 0.8] [--prophet-query-rows all|last]
+ *        [--prophet-scores attention|shift|product|rank-sum|shift-gated]
+ *        [--recall-prophet-scores attention,product,...]
  *
  * One `ctxr serve --model DIR --in-memory --port 0` child for the whole run. Examples come
  * from qualityTasks.ts, example i of family f from exampleSeed(seed + index of f, i): the
@@ -25,9 +27,11 @@
  * --retrieval-bytes; the order family's four variants (original/annotated × dedup) under
  * full prefill and prophet@0.2; TTFT (usage.ctxr.ttft_ms, medians) of each policy at ratio
  * 0.2 against full prefill on the longest family run; and, in-process on the same model
- * (src/quality/recomputeRecall.ts), which reused tokens cachecraft and prophet recompute
+ * (src/quality/recomputeRecall.ts), which reused tokens cachecraft, prophet and epic recompute
  * against the ones whose KV is furthest from full prefill's (the oracle), on the dependence
- * family. --context-scores picks cachecraft's scores on the server and in that probe.
+ * family. --context-scores picks cachecraft's scores on the server and in that probe;
+ * --prophet-scores prophet's on the server (and the probe's default), --recall-prophet-scores
+ * a prophet row per scores in the probe (to compare them on the same examples).
  *
  * Prints the machine, the command and markdown tables on stdout (progress on stderr); the
  * last line is the whole result as JSON (also written to --json FILE).
@@ -46,10 +50,10 @@ import {
   type QualityPolicy,
 } from "../src/quality/qualityClient.ts";
 import { exampleSeed } from "../src/quality/qualityRandom.ts";
-import { RecomputeRecall, type RecallCell, type RecallResult } from "../src/quality/recomputeRecall.ts";
+import { RECALL_POLICIES, RecomputeRecall, type RecallCell, type RecallPolicy, type RecallResult } from "../src/quality/recomputeRecall.ts";
 import { findRunner } from "../src/runner/runnerExecutable.ts";
 import { CONTEXT_SCORES, type ContextScores } from "../src/kv/reuseScores.ts";
-import { DEFAULT_PROPHET_SPAN_DECAY, PROPHET_QUERY_ROWS, type ProphetQueryRows } from "../src/kv/recomputeSelection.ts";
+import { DEFAULT_PROPHET_SCORES, DEFAULT_PROPHET_SPAN_DECAY, PROPHET_QUERY_ROWS, PROPHET_SCORES, type ProphetQueryRows, type ProphetScores } from "../src/kv/recomputeSelection.ts";
 import {
   DEFAULT_RETRIEVAL_BYTES,
   QUALITY_FAMILIES,
@@ -62,8 +66,8 @@ import {
 
 const REPO = resolve(import.meta.dir, "..");
 const CLI_ENTRY = join(REPO, "src", "cli", "main.ts");
-const POLICIES: readonly QualityPolicy[] = ["full", "prefix", "none", "cachecraft", "prophet"];
-const RATIO_POLICIES: readonly QualityPolicy[] = ["cachecraft", "prophet"];
+const POLICIES: readonly QualityPolicy[] = ["full", "prefix", "none", "cachecraft", "prophet", "epic"];
+const RATIO_POLICIES: readonly QualityPolicy[] = ["cachecraft", "prophet", "epic"];
 const TTFT_RATIO = 0.2;
 
 const { values } = parseArgs({
@@ -83,6 +87,8 @@ const { values } = parseArgs({
     "context-scores": { type: "string", default: "shift" },
     "prophet-span-decay": { type: "string", default: String(DEFAULT_PROPHET_SPAN_DECAY) },
     "prophet-query-rows": { type: "string", default: "all" },
+    "prophet-scores": { type: "string", default: DEFAULT_PROPHET_SCORES },
+    "recall-prophet-scores": { type: "string" },
     "skip-recall": { type: "boolean" },
     json: { type: "string" },
   },
@@ -100,6 +106,9 @@ const threads = Number(values.threads);
 const contextScores = values["context-scores"] as ContextScores;
 const spanDecay = Number(values["prophet-span-decay"]);
 const queryRows = values["prophet-query-rows"] as ProphetQueryRows;
+const prophetScores = values["prophet-scores"] as ProphetScores;
+const recallProphetScores = list(values["recall-prophet-scores"] ?? prophetScores) as ProphetScores[];
+for (const s of [prophetScores, ...recallProphetScores]) if (!PROPHET_SCORES.includes(s)) throw new Error(`--prophet-scores must be one of ${PROPHET_SCORES.join(", ")} (got '${s}')`);
 if (!PROPHET_QUERY_ROWS.includes(queryRows)) throw new Error(`--prophet-query-rows must be one of ${PROPHET_QUERY_ROWS.join(", ")}`);
 if (!CONTEXT_SCORES.includes(contextScores)) throw new Error(`--context-scores must be one of ${CONTEXT_SCORES.join(", ")}`);
 for (const f of families) if (!QUALITY_FAMILIES.includes(f)) throw new Error(`unknown family '${f}' (${QUALITY_FAMILIES.join(", ")})`);
@@ -194,7 +203,7 @@ interface Server {
 async function startServer(model: string): Promise<Server> {
   // Without the automatic prefix cache: a full prefill's exact blocks would serve the reusing
   // cells of the same prompt, and the policies' own quality would go unmeasured.
-  const child = Bun.spawn([process.execPath, CLI_ENTRY, "serve", "--model", model, "--in-memory", "--port", "0", "--threads", String(threads), "--context-scores", contextScores, "--prophet-span-decay", String(spanDecay), "--prophet-query-rows", queryRows, "--no-prefix-cache"], {
+  const child = Bun.spawn([process.execPath, CLI_ENTRY, "serve", "--model", model, "--in-memory", "--port", "0", "--threads", String(threads), "--context-scores", contextScores, "--prophet-span-decay", String(spanDecay), "--prophet-query-rows", queryRows, "--prophet-scores", prophetScores, "--no-prefix-cache"], {
     cwd: REPO,
     env: { ...process.env, NO_COLOR: "1" },
     stdin: "ignore",
@@ -301,12 +310,17 @@ try {
 // Recall of the recompute sets against the oracle (in-process: the server does not say which tokens it recomputed).
 type RecallRow = { cell: string; questions: number; budget_median: number; recall: number; coverage: number; referrer_value_recall: number | null; first_token_agrees: number };
 let recall: { family: string; questions: number; none_first_token_agrees: number; oracle_referrer_rank_median: number | null; rows: RecallRow[] } | null = null;
-const recallCells: RecallCell[] = policies.filter((p): p is "cachecraft" | "prophet" => p === "cachecraft" || p === "prophet").flatMap((policy) => ratios.map((ratio) => ({ policy, ratio })));
+const recallCells: RecallCell[] = policies
+  .filter((p): p is RecallPolicy => (RECALL_POLICIES as readonly string[]).includes(p))
+  .flatMap((policy): Omit<RecallCell, "ratio">[] => (policy === "prophet" ? recallProphetScores.map((prophetScores) => ({ policy, prophetScores })) : [{ policy }]))
+  .flatMap((cell) => ratios.map((ratio) => ({ ...cell, ratio })));
+/** "prophet@0.2", or "prophet product@0.2" when the probe compares several prophet scores. */
+const recallLabel = (c: RecallCell) => `${c.policy}${c.policy === "prophet" && recallProphetScores.length > 1 ? ` ${c.prophetScores}` : ""}@${c.ratio}`;
 if (!values["skip-recall"] && families.includes("dependence") && recallCells.length > 0) {
   const n = Number(values["recall-questions"]);
-  const probe = await RecomputeRecall.open({ executable: await findRunner("cpu", { log: () => {} }), model: values.model!, threads, contextScores, prophetSpanDecay: spanDecay, prophetQueryRows: queryRows });
+  const probe = await RecomputeRecall.open({ executable: await findRunner("cpu", { log: () => {} }), model: values.model!, threads, contextScores, prophetSpanDecay: spanDecay, prophetQueryRows: queryRows, prophetScores });
   try {
-    const per = new Map(recallCells.map((c) => [`${c.policy}@${c.ratio}`, [] as RecallResult[]] as const));
+    const per = new Map(recallCells.map((c) => [recallLabel(c), [] as RecallResult[]] as const));
     let noneAgrees = 0;
     const referrerRanks: number[] = [];
     const examples = examplesOf("dependence").slice(0, n);
@@ -316,7 +330,7 @@ if (!values["skip-recall"] && families.includes("dependence") && recallCells.len
       if (measured.noneAgrees) noneAgrees++;
       const rank = measured.oracle.findIndex((o) => measured.referrerValuePositions.includes(o.position));
       if (rank >= 0) referrerRanks.push(rank + 1);
-      for (const r of measured.cells) per.get(`${r.cell.policy}@${r.cell.ratio}`)!.push(r);
+      for (const r of measured.cells) per.get(recallLabel(r.cell))!.push(r);
       if ((i + 1) % 25 === 0 || i + 1 === examples.length) progress(`recall: ${i + 1}/${examples.length} examples`);
     }
     const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / Math.max(1, xs.length);
@@ -348,7 +362,7 @@ const machine = `${cpu}, ${cpus().length} cores, ${(totalmem() / 2 ** 30).toFixe
 const command = `npx bun scripts/bench-quality.ts ${process.argv.slice(2).join(" ")}`.trimEnd();
 console.log(`machine: ${machine}`);
 console.log(`command: ${command}`);
-console.log(`model ${values.model}, CPU runner, ${threads} threads, cachecraft scores ${contextScores}, prophet span decay ${spanDecay}, prophet query rows ${queryRows}; ${questions} questions a cell, greedy, exact match, 95% Wilson intervals (%); retrieval ${retrievalBytes} bytes; seed base 0x${seedBase.toString(16)}`);
+console.log(`model ${values.model}, CPU runner, ${threads} threads, cachecraft scores ${contextScores}, prophet span decay ${spanDecay}, prophet query rows ${queryRows}, prophet scores ${prophetScores}; ${questions} questions a cell, greedy, exact match, 95% Wilson intervals (%); retrieval ${retrievalBytes} bytes; seed base 0x${seedBase.toString(16)}`);
 
 for (const family of families) {
   const rows = grid[family]!.filter((s) => s.kv_budget === null);
@@ -419,7 +433,7 @@ if (recall !== null) {
   for (const r of recall.rows) console.log(`| ${r.cell} | ${r.budget_median} | ${pct(r.recall)}% | ${pct(r.coverage)}% | ${pct(r.referrer_value_recall)}% | ${pct(r.first_token_agrees)}% |`);
 }
 
-const result = { bench: "quality", machine, command, model: values.model, questions, retrieval_bytes: retrievalBytes, seed_base: seedBase, threads, context_scores: contextScores, prophet_span_decay: spanDecay, prophet_query_rows: queryRows, grid, order_variants: orderVariants, ttft, recall };
+const result = { bench: "quality", machine, command, model: values.model, questions, retrieval_bytes: retrievalBytes, seed_base: seedBase, threads, context_scores: contextScores, prophet_span_decay: spanDecay, prophet_query_rows: queryRows, prophet_scores: prophetScores, grid, order_variants: orderVariants, ttft, recall };
 const line = JSON.stringify(result);
 if (values.json) writeFileSync(values.json, `${JSON.stringify(result, null, 2)}\n`);
 console.log("");

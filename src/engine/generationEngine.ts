@@ -37,7 +37,7 @@ import type { RecomputePolicy } from "../kv/recomputeSelection.ts";
 import { preparePrompt, type PreparedPrompt, type PromptRequest, type PromptTokenizing } from "./promptPreparation.ts";
 import type { UncertaintyTriggerOptions } from "../kv/uncertaintyTrigger.ts";
 import type { ContextScores } from "../kv/reuseScores.ts";
-import { DEFAULT_PROPHET_SPAN_DECAY, type ProphetQueryRows } from "../kv/recomputeSelection.ts";
+import { DEFAULT_PROPHET_SCORES, DEFAULT_PROPHET_SPAN_DECAY, type ProphetQueryRows, type ProphetScores } from "../kv/recomputeSelection.ts";
 import type { PrefixCacheEvents } from "../kv/prefixBlockCache.ts";
 import { GeneratedTokenMemory } from "./generatedTokenMemory.ts";
 import { RememberedChatTurns } from "./rememberedChatPrompt.ts";
@@ -100,6 +100,8 @@ export interface EngineOptions {
   prophetSpanDecay?: number;
   /** ProphetKV's scoring rows (default "all"). */
   prophetQueryRows?: ProphetQueryRows;
+  /** What ranks ProphetKV's tokens (default DEFAULT_PROPHET_SCORES). */
+  prophetScores?: ProphetScores;
   /** Automatic prefix caching of plain prompts (default true). */
   prefixCache?: boolean;
   /** Told every block the prefix cache stores and evicts, and when it is dropped (KV events out). */
@@ -236,6 +238,7 @@ export class GenerationEngine {
         contextScores: options.contextScores,
         prophetSpanDecay: options.prophetSpanDecay,
         prophetQueryRows: options.prophetQueryRows,
+        prophetScores: options.prophetScores,
         prefixCache: options.prefixCache ?? true,
         prefixSeed: prefixSeed(identity, runner.info),
         ...(options.prefixEvents !== undefined ? { prefixEvents: options.prefixEvents } : {}),
@@ -271,6 +274,7 @@ export class GenerationEngine {
       contextScores: options.contextScores ?? "shift",
       prophetSpanDecay: options.prophetSpanDecay ?? DEFAULT_PROPHET_SPAN_DECAY,
       prophetQueryRows: options.prophetQueryRows ?? "all",
+      prophetScores: options.prophetScores ?? DEFAULT_PROPHET_SCORES,
       trigger: options.sparseTrigger ?? {},
     };
     engine.kvSettings = describeKvSettings(kvSettings);

@@ -3,7 +3,7 @@
  * recompute policy and ratio, the chunk-cache tiers) and, at --log-level debug, one line of
  * tuning details (the papers' knobs, the sparse decode trigger's thresholds).
  */
-import { DEFAULT_PROPHET_SPAN_DECAY, type ProphetQueryRows, type RecomputePolicy } from "../kv/recomputeSelection.ts";
+import { DEFAULT_PROPHET_SCORES, DEFAULT_PROPHET_SPAN_DECAY, type ProphetQueryRows, type ProphetScores, type RecomputePolicy } from "../kv/recomputeSelection.ts";
 import type { ContextScores } from "../kv/reuseScores.ts";
 import { DEFAULT_ENTROPY_THRESHOLD, DEFAULT_TRIGGER_WINDOW, DEFAULT_VARENTROPY_THRESHOLD, type UncertaintyTriggerOptions } from "../kv/uncertaintyTrigger.ts";
 
@@ -22,6 +22,8 @@ export interface KvSettings {
   prophetSpanDecay?: number;
   /** ProphetKV's scoring rows (default "all"). */
   prophetQueryRows?: ProphetQueryRows;
+  /** What ranks ProphetKV's tokens (default DEFAULT_PROPHET_SCORES). */
+  prophetScores?: ProphetScores;
   trigger: UncertaintyTriggerOptions;
 }
 
@@ -50,7 +52,7 @@ export function describeKvTuning(s: KvSettings): string {
   const window = s.trigger.windowSteps ?? DEFAULT_TRIGGER_WINDOW;
   const calibrated = s.trigger.entropyThreshold !== undefined || s.trigger.varentropyThreshold !== undefined;
   return [
-    `prophet span decay ${s.prophetSpanDecay ?? DEFAULT_PROPHET_SPAN_DECAY}${(s.prophetQueryRows ?? "all") === "last" ? ", last question token only" : ""}`,
+    `prophet span decay ${s.prophetSpanDecay ?? DEFAULT_PROPHET_SPAN_DECAY}${(s.prophetQueryRows ?? "all") === "last" ? ", last question token only" : ""}, prophet scores ${s.prophetScores ?? DEFAULT_PROPHET_SCORES}`,
     `cachecraft scores ${s.contextScores ?? "shift"}, focused-chunk early stop ${s.focusWindow > 0 ? `after ${s.focusWindow} stable layers` : "off"}`,
     `sparse-decode trigger: entropy ${entropy} nats, varentropy ${varentropy} nats², window ${window} steps` +
       (calibrated ? " (as given)" : " (the built-in thresholds; ctxr model calibrate-sparse fits them to a model)"),

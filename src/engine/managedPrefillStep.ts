@@ -12,6 +12,7 @@ import { managedPrefill } from "../kv/managedPrefill.ts";
 import type { BlockManager } from "./blockManager.ts";
 import { DEFAULT_KV_POLICY, DEFAULT_RECOMPUTE_RATIO, type SchedulerOptions, type SchedulerRunner } from "./schedulerTypes.ts";
 import type { Sequence } from "./sequence.ts";
+import { DEFAULT_PROPHET_SCORES, type ProphetScores, type RecomputePolicy } from "../kv/recomputeSelection.ts";
 import type { SequenceOutput } from "./sequenceOutput.ts";
 
 export class ManagedPrefillStep {
@@ -55,10 +56,11 @@ export class ManagedPrefillStep {
       recomputeRatio: request.recomputeRatio ?? this.options.recomputeRatio ?? DEFAULT_RECOMPUTE_RATIO,
       focusWindow: this.options.focusWindow ?? 0,
       contextScores: this.options.contextScores ?? "shift",
-      // The shift is metadata for cachecraft: measured when this request or the server's default uses it.
-      measureShift: (this.options.contextScores ?? "shift") === "shift" && (request.kvPolicy === "cachecraft" || (this.options.kvPolicy ?? DEFAULT_KV_POLICY) === "cachecraft"),
+      // The shift is metadata for cachecraft (and prophet's shift scores): measured when this request or the server's default uses it.
+      measureShift: (this.options.contextScores ?? "shift") === "shift" && (usesShift(request.kvPolicy, this.options.prophetScores) || usesShift(this.options.kvPolicy ?? DEFAULT_KV_POLICY, this.options.prophetScores)),
       ...(this.options.prophetSpanDecay !== undefined ? { prophetSpanDecay: this.options.prophetSpanDecay } : {}),
       prophetQueryRows: this.options.prophetQueryRows ?? "all",
+      prophetScores: this.options.prophetScores ?? DEFAULT_PROPHET_SCORES,
       ...(sliding === null ? {} : { sliding: { table: sliding.tableOf(sequence.table).blocks, blocks: sliding.blockSource(), window: sliding.window, span } }),
     });
     sequence.table.length = sequence.promptLength;
@@ -96,4 +98,9 @@ export class ManagedPrefillStep {
     }
     await cache.fetchRemote(hashes);
   }
+}
+
+/** Whether a policy reads the stored variants' measured shift: cachecraft, and prophet unless it ranks by attention alone. */
+function usesShift(policy: RecomputePolicy | undefined, prophetScores: ProphetScores = DEFAULT_PROPHET_SCORES): boolean {
+  return policy === "cachecraft" || (policy === "prophet" && prophetScores !== "attention");
 }

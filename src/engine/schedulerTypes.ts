@@ -2,7 +2,7 @@
 import type { RunnerInfo, ForwardResult, ForwardRequest } from "../runner/runnerProtocol.ts";
 import type { BlockRunner } from "../kv/kvBlockTable.ts";
 import type { ChunkCache } from "../kv/chunkCache.ts";
-import type { RecomputePolicy, ProphetQueryRows } from "../kv/recomputeSelection.ts";
+import type { RecomputePolicy, ProphetQueryRows, ProphetScores } from "../kv/recomputeSelection.ts";
 import type { ContextScores } from "../kv/reuseScores.ts";
 import type { PrefixCacheEvents } from "../kv/prefixBlockCache.ts";
 import type { SparseDecodeRunner } from "../kv/sparseDecode.ts";
@@ -46,6 +46,8 @@ export interface SchedulerOptions {
   prophetSpanDecay?: number;
   /** ProphetKV's scoring rows (default "all"). */
   prophetQueryRows?: ProphetQueryRows;
+  /** What ranks ProphetKV's tokens (default DEFAULT_PROPHET_SCORES). */
+  prophetScores?: ProphetScores;
   /**
    * Automatic prefix caching of plain prompts (default true): full KV blocks stay cached after
    * their sequence ends, named by a chained hash seeded with `prefixSeed` (the model identity and

@@ -14,8 +14,11 @@
  *      chunk (budget-normalised), recomputed with the question in one pass, with
  *      focused-chunk early stop;
  *    - prophet: stage I runs the question over the reused KV and records its
- *      attention in every layer; the fused scores give one global top set; stage
- *      II recomputes it with the question;
+ *      attention in every layer; the fused scores (optionally with each variant's
+ *      measured shift) give one global top set; stage II recomputes it with the
+ *      question;
+ *    - epic (EPIC's LegoLink): the first k tokens of every reused chunk, the
+ *      budget spread evenly over the chunks, recomputed with the question;
  *    - none: only the missing chunks and the question;
  *    - prefix: exact prefix reuse only; full: no cache at all;
  * 4. return the last question token's logits, the usage accounting and the
@@ -32,7 +35,17 @@ import type { ForwardRequest, ForwardResult, ForwardSequence, RunnerInfo } from 
 import type { ChunkCache, KvTier, LocalKvTier } from "./chunkCache.ts";
 import { variantMetadataFromStats } from "./variantMetadata.ts";
 import { planPrefill, type SegmentPlan } from "./prefillPlan.ts";
-import { DEFAULT_PROPHET_SPAN_DECAY, cacheCraftSelection, prophetSelection, type ProphetQueryRows, type RecomputePolicy } from "./recomputeSelection.ts";
+import {
+  DEFAULT_PROPHET_SCORES,
+  DEFAULT_PROPHET_SPAN_DECAY,
+  cacheCraftSelection,
+  epicSelection,
+  prophetSelection,
+  type ProphetFusion,
+  type ProphetQueryRows,
+  type ProphetScores,
+  type RecomputePolicy,
+} from "./recomputeSelection.ts";
 import { measureContextShift, type ContextShiftRunner } from "./contextShift.ts";
 import { tokenScores, type ContextScores } from "./reuseScores.ts";
 import { promptTokens, segmentBounds, type SegmentedPrompt } from "./segmentedPrompt.ts";
@@ -67,11 +80,18 @@ export interface ManagedPrefillOptions {
    * paper) or only its "last" token (the one the first answer token comes from).
    */
   prophetQueryRows?: ProphetQueryRows;
+  /**
+   * ProphetKV: what ranks the reused tokens (default DEFAULT_PROPHET_SCORES; "attention" is the
+   * paper). All but "attention" need every reused variant's measured shift; a request meeting a
+   * variant without one ranks by attention alone.
+   */
+  prophetScores?: ProphetScores;
   /** What Cache-Craft's scores and the variant choice use (default "shift": measured KV shift where a variant has it). */
   contextScores?: ContextScores;
   /**
    * Measure each stored variant's context shift (needs a runner with export and relocate).
-   * Default: with "shift" scores and policy cachecraft, the only policy that reads it; it costs
+   * Default: with "shift" scores and policy cachecraft, or prophet with shift-using prophetScores
+   * (the policies that read it); it costs
    * about one more prefill of the new chunks at store time.
    */
   measureShift?: boolean;
@@ -234,7 +254,12 @@ export async function managedPrefill(
     const len = layers[0]!.len;
     const lastOnly = (options.prophetQueryRows ?? "all") === "last";
     const masses = layers.map((l) => (lastOnly ? l.mass.subarray((queries - 1) * len, queries * len) : l.mass));
-    recompute = Array.from(prophetSelection(masses, lastOnly ? 1 : queries, len, candidates, budget, options.prophetSpanDecay ?? DEFAULT_PROPHET_SPAN_DECAY));
+    recompute = Array.from(prophetSelection(masses, lastOnly ? 1 : queries, len, candidates, budget, options.prophetSpanDecay ?? DEFAULT_PROPHET_SPAN_DECAY, prophetFusion(options.prophetScores ?? DEFAULT_PROPHET_SCORES, plans, reusedSegments, bounds, len)));
+  } else if (options.policy === "epic" && budget > 0 && reusedTokens > 0) {
+    const chosen = epicSelection(reusedSegments.map((s) => prompt.segments[s]!.tokens.length), budget);
+    reusedSegments.forEach((s, k) => {
+      for (const local of chosen[k]!) recompute.push(bounds[s]! + local);
+    });
   } else if (options.policy === "cachecraft" && budget > 0 && reusedTokens > 0) {
     const chosen = cacheCraftSelection(
       reusedSegments.map((s) => {
@@ -316,7 +341,7 @@ export async function managedPrefill(
   const shiftRunner = runner.export !== undefined && runner.relocate !== undefined ? (runner as ContextShiftRunner) : null;
   const shiftOf = async (s: number): Promise<number[] | null> => {
     const tokens = prompt.segments[s]!.tokens;
-    if (!(options.measureShift ?? (scores === "shift" && options.policy === "cachecraft")) || cache === null || tokens.length === 0) return null;
+    if (!(options.measureShift ?? (scores === "shift" && (options.policy === "cachecraft" || (options.policy === "prophet" && (options.prophetScores ?? DEFAULT_PROPHET_SCORES) !== "attention")))) || cache === null || tokens.length === 0) return null;
     if (bounds[s] === headLength) return tokens.map(() => 0);
     if (shiftRunner === null) return null;
     const shift = await cache.withScratch(headLength + tokens.length, (scratch) => measureContextShift(shiftRunner, table, headLength, bounds[s]!, tokens, scratch));
@@ -369,6 +394,21 @@ export async function managedPrefill(
   const firstInexact = recomputedAll && options.policy !== "none" ? undefined : reusedSegments[0];
   const exactTokens = firstInexact === undefined ? Infinity : bounds[firstInexact]!;
   return { logits, usage, recomputed: Uint32Array.from(recompute).sort(), exactTokens, computing, storeBack };
+}
+
+/**
+ * prophetSelection's fusion: the reused variants' measured shifts at their positions, or undefined
+ * (the paper's attention) for "attention" or when any reused variant has no measured shift.
+ */
+function prophetFusion(scores: ProphetScores, plans: readonly SegmentPlan[], reusedSegments: readonly number[], bounds: readonly number[], len: number): ProphetFusion | undefined {
+  if (scores === "attention") return undefined;
+  const shift = new Float32Array(len);
+  for (const s of reusedSegments) {
+    const tokenShift = (plans[s] as Extract<SegmentPlan, { kind: "reuse" }>).variant.meta.tokenShift;
+    if (tokenShift === undefined) return undefined;
+    shift.set(tokenShift.subarray(0, Math.max(0, Math.min(tokenShift.length, len - bounds[s]!))), bounds[s]!);
+  }
+  return { scores, shift };
 }
 
 /** The sliding window of a prefill on a runner with two KV groups (it needs EXPORT and IMPORT). */

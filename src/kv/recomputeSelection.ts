@@ -7,6 +7,8 @@
  *   its query rows and fused over all layers, one global top-budget over the reused positions.
  * - Cache-Craft Algorithm 1 (§3.2.2): the "focused" chunks after which recomputation of the
  *   others stops.
+ * - EPIC's LegoLink (Hu et al. 2024, §4): the first k tokens of every reused chunk, the ones that
+ *   acted as that chunk's attention sink when it was computed after another prefix.
  *
  * Pure functions, no I/O; selections are sorted ascending.
  */
@@ -14,13 +16,14 @@ import { kernels } from "../kernels/index.ts";
 
 /**
  * How reused chunk-caches are fixed: "cachecraft" (eq. 14 per chunk), "prophet" (query-driven
- * global top-k), "none" (reuse as is), "full" (recompute everything: no reuse), "prefix" (exact
+ * global top-k), "epic" (EPIC/LegoLink: the first tokens of every reused chunk, the peer
+ * baseline), "none" (reuse as is), "full" (recompute everything: no reuse), "prefix" (exact
  * prefix caching only: reuse only the cached run that matches the prompt's start exactly, the
  * benchmark baseline).
  */
-export type RecomputePolicy = "cachecraft" | "prophet" | "none" | "full" | "prefix";
+export type RecomputePolicy = "cachecraft" | "prophet" | "epic" | "none" | "full" | "prefix";
 
-export const RECOMPUTE_POLICIES: readonly RecomputePolicy[] = ["cachecraft", "prophet", "none", "full", "prefix"];
+export const RECOMPUTE_POLICIES: readonly RecomputePolicy[] = ["cachecraft", "prophet", "epic", "none", "full", "prefix"];
 
 /** One reused chunk for cacheCraftSelection. */
 export interface CacheCraftChunk {
@@ -139,6 +142,60 @@ export function cacheCraftSelection(chunks: readonly CacheCraftChunk[], budgetTo
   });
 }
 
+/**
+ * EPIC's per-chunk k from a token budget: the budget spread evenly over the reused chunks, so the
+ * same recompute ratio means the same number of tokens as for the other policies. Every chunk gets
+ * floor(budget / n); a chunk shorter than its share is recomputed whole and what it cannot take is
+ * spread evenly over the longer ones (water-filling with equal weights); the tokens left after the
+ * floors, one each, go to the earliest chunks that still have room. So the counts sum to exactly
+ * min(floor(budgetTokens), Σ|C_i|), each at most |C_i|, and differ by at most one between chunks
+ * that are not recomputed whole. (The paper fixes k per deployment, e.g. 16 or 32 tokens; fixing
+ * the total instead makes the policies comparable token for token.)
+ */
+export function epicShares(chunkSizes: readonly number[], budgetTokens: number): number[] {
+  const fn = "epicSelection";
+  chunkSizes.forEach((size, i) => {
+    if (!Number.isInteger(size) || size < 0) throw new RangeError(`${fn}: chunk ${i} size must be a non-negative integer (got ${size})`);
+  });
+  const total = chunkSizes.reduce((sum, size) => sum + size, 0);
+  let remaining = Math.min(checkBudget(fn, budgetTokens), total);
+  const shares = chunkSizes.map(() => 0);
+  // Smallest chunks first: those that fit under the even share are taken whole.
+  const bySize = chunkSizes.map((_, i) => i).sort((p, q) => chunkSizes[p]! - chunkSizes[q]! || p - q);
+  let open = bySize.length;
+  let next = 0;
+  while (next < bySize.length && chunkSizes[bySize[next]!]! <= Math.floor(remaining / open)) {
+    const i = bySize[next]!;
+    shares[i] = chunkSizes[i]!;
+    remaining -= chunkSizes[i]!;
+    open--;
+    next++;
+  }
+  if (open === 0) return shares;
+  const even = Math.floor(remaining / open);
+  const rest = bySize.slice(next).sort((p, q) => p - q);
+  for (const i of rest) shares[i] = even;
+  remaining -= even * open;
+  for (const i of rest) {
+    if (remaining === 0) break;
+    if (shares[i]! < chunkSizes[i]!) {
+      shares[i]!++;
+      remaining--;
+    }
+  }
+  return shares;
+}
+
+/**
+ * EPIC's LegoLink selection: per reused chunk (its size), the local indices 0..k_i−1 of its first
+ * k_i tokens, k_i from epicShares. The first tokens of a chunk computed after some prefix are
+ * where its attention sank; recomputed after the new prefix they stop pulling the chunk's
+ * attention (and the question's) away from the tokens that follow.
+ */
+export function epicSelection(chunkSizes: readonly number[], budgetTokens: number): Uint32Array[] {
+  return epicShares(chunkSizes, budgetTokens).map((k) => Uint32Array.from({ length: k }, (_, t) => t));
+}
+
 /** A half-open range [start, end) of sequence positions. */
 export interface PositionRange {
   start: number;
@@ -191,6 +248,10 @@ export const DEFAULT_PROPHET_SPAN_DECAY = 0.8;
  * name), whose following tokens the question itself barely attends to. Measured on the quality
  * model (BENCHMARKS.md, issue 12): with d = 0 the first answer token is right and the rest come
  * from stale KV.
+ *
+ * `fusion` (default: the paper's attention alone) ranks by the measured shift instead, or by
+ * attention fused with it (ProphetScores): the question's attention says what the answer needs,
+ * the shift what went stale; the span decay applies to the attention before fusing.
  */
 export function prophetSelection(
   perLayerMass: readonly Float32Array[],
@@ -199,6 +260,7 @@ export function prophetSelection(
   candidates: readonly PositionRange[],
   budgetTokens: number,
   spanDecay = 0,
+  fusion?: ProphetFusion,
 ): Uint32Array {
   const fn = "prophetSelection";
   if (!Number.isInteger(queries) || queries < 0) throw new RangeError(`${fn}: queries must be a non-negative integer (got ${queries})`);
@@ -225,9 +287,76 @@ export function prophetSelection(
       if (positions[c] === positions[c - 1]! + 1 && !starts.has(positions[c]!)) fused[c]! += spanDecay * fused[c - 1]!;
     }
   }
-  const scores = Float32Array.from(fused);
+  const scores = fusion === undefined || fusion.scores === "attention" ? Float32Array.from(fused) : fuseWithShift(fused, positions, fusion, budget);
   const top = kernels().topK(scores, budget);
   return Uint32Array.from(top, (c) => positions[c]!).sort();
+}
+
+/**
+ * What ranks prophet's reused tokens: "attention" (the paper: the question's fused attention, with
+ * the span decay), "shift" (the measured KV shift alone: what went stale, question-blind), or a
+ * fusion of both: "product" (attention × d/(1+d)), "rank-sum" (the sum of the two ranks) or
+ * "shift-gated" (attention among the 2·budget stalest tokens only).
+ */
+export type ProphetScores = "attention" | "shift" | "product" | "rank-sum" | "shift-gated";
+
+export const PROPHET_SCORES: readonly ProphetScores[] = ["attention", "shift", "product", "rank-sum", "shift-gated"];
+
+/**
+ * What ranks prophet's tokens unless configured (`ctxr serve --prophet-scores`): attention × shift.
+ * On the quality model's family b it recovers the oracle's tokens as well as the shift alone and
+ * answers 98.3% at ratio 0.2 against the paper's 56.7% (BENCHMARKS.md, issue 31).
+ */
+export const DEFAULT_PROPHET_SCORES: ProphetScores = "product";
+
+/** prophetSelection's fusion: the scores and every sequence position's measured shift (length len; only reused positions are read). */
+export interface ProphetFusion {
+  scores: ProphetScores;
+  shift: Float32Array;
+}
+
+/** 0 for the highest score, ties to the lower candidate. */
+function ranks(values: ArrayLike<number>): Float64Array {
+  const order = Array.from({ length: values.length }, (_, c) => c).sort((p, q) => values[q]! - values[p]! || p - q);
+  const out = new Float64Array(values.length);
+  order.forEach((c, r) => (out[c] = r));
+  return out;
+}
+
+/**
+ * The candidates' scores under a shift-using ProphetScores, for a top-budget (ties to the lower
+ * position). The shift is normalised as d/(1+d) in [0, 1) (as shiftContextualization does), so a
+ * product does not let one huge shift outweigh any attention.
+ */
+function fuseWithShift(attention: Float64Array, positions: Uint32Array, fusion: ProphetFusion, budget: number): Float32Array {
+  const fn = "prophetSelection";
+  const n = positions.length;
+  const stale = new Float64Array(n);
+  for (let c = 0; c < n; c++) {
+    const d = fusion.shift[positions[c]!];
+    if (d === undefined || !(d >= 0) || !Number.isFinite(d)) throw new RangeError(`${fn}: the shift at position ${positions[c]} must be finite and >= 0 (got ${d})`);
+    stale[c] = d / (1 + d);
+  }
+  switch (fusion.scores) {
+    case "shift":
+      return Float32Array.from(stale);
+    case "product":
+      return Float32Array.from(attention, (a, c) => a * stale[c]!);
+    case "rank-sum": {
+      const byAttention = ranks(attention);
+      const byShift = ranks(stale);
+      return Float32Array.from(byAttention, (r, c) => 2 * n - r - byShift[c]!);
+    }
+    case "shift-gated": {
+      // Outside the gate a token ranks below every gated one (attention is >= 0), in attention order.
+      const gate = Math.min(n, 2 * budget);
+      const gated = new Set(Array.from(ranks(stale)).flatMap((r, c) => (r < gate ? [c] : [])));
+      const ceiling = attention.reduce((m, a) => Math.max(m, a), 0) + 1;
+      return Float32Array.from(attention, (a, c) => (gated.has(c) ? a + ceiling : a));
+    }
+    default:
+      throw new RangeError(`${fn}: unknown scores '${fusion.scores}'`);
+  }
 }
 
 /**

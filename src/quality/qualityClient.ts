@@ -15,8 +15,8 @@
  * cachecraft requests). Policy `full` would not do: managedPrefill stores nothing
  * under `full`.
  *
- * Store-back of the measured requests. `full` stores nothing; `none`, `cachecraft`
- * and `prophet` store only chunks they computed (none, once warmed up); `prefix`
+ * Store-back of the measured requests. `full` stores nothing; `none`, `cachecraft`,
+ * `prophet` and `epic` store only chunks they computed (none, once warmed up); `prefix`
  * computes and stores every chunk *in the measured order*, which would hand the next
  * policy correct (or exact-prefix) KV. So of one example's cells, run `prefix` last
  * (`orderCells` does it), or warm up again.
@@ -24,12 +24,12 @@
 import { ANSWER_END, type QualityExample } from "./qualityTasks.ts";
 import { QualityRandom } from "./qualityRandom.ts";
 
-export type QualityPolicy = "full" | "prefix" | "none" | "cachecraft" | "prophet";
+export type QualityPolicy = "full" | "prefix" | "none" | "cachecraft" | "prophet" | "epic";
 
 /** One measured configuration. */
 export interface QualityCell {
   policy: QualityPolicy;
-  /** recompute_ratio (cachecraft, prophet). */
+  /** recompute_ratio (cachecraft, prophet, epic). */
   ratio?: number;
   /** ctxr.kv_budget: sparse decode over this share of the KV (absent: dense). */
   kvBudget?: number;
@@ -67,7 +67,7 @@ export function cellLabel(cell: QualityCell): string {
 
 /** Policies that must find the warmed chunks in the cache (so a miss is worth counting). */
 export function expectsChunkReuse(cell: QualityCell): boolean {
-  return cell.policy === "none" || cell.policy === "cachecraft" || cell.policy === "prophet";
+  return cell.policy === "none" || cell.policy === "cachecraft" || cell.policy === "prophet" || cell.policy === "epic";
 }
 
 /** The cells of one example in a safe order: `prefix` (which stores the measured order) last. */

@@ -22,7 +22,7 @@ import { sequenceRange, type KvData } from "../runner/runnerProtocol.ts";
 import { ChunkCache } from "../kv/chunkCache.ts";
 import { kvDeviation } from "../kv/contextShift.ts";
 import type { ContextScores } from "../kv/reuseScores.ts";
-import type { ProphetQueryRows } from "../kv/recomputeSelection.ts";
+import { DEFAULT_PROPHET_SCORES, type ProphetQueryRows, type ProphetScores } from "../kv/recomputeSelection.ts";
 import { managedPrefill, type ManagedPrefillOptions, type ManagedPrefillResult } from "../kv/managedPrefill.ts";
 import { promptTokens, segmentBounds, segmentTokens, type SegmentedPrompt } from "../kv/segmentedPrompt.ts";
 import { warmupOrder } from "./qualityClient.ts";
@@ -46,9 +46,16 @@ export function oracleTop(deviation: Float64Array, candidates: readonly number[]
   return [...candidates].sort((p, q) => deviation[q]! - deviation[p]! || p - q).slice(0, k);
 }
 
+/** The policies that choose a recompute set from a ratio. */
+export type RecallPolicy = "cachecraft" | "prophet" | "epic";
+
+export const RECALL_POLICIES: readonly RecallPolicy[] = ["cachecraft", "prophet", "epic"];
+
 export interface RecallCell {
-  policy: "cachecraft" | "prophet";
+  policy: RecallPolicy;
   ratio: number;
+  /** prophet's scores (default: the probe's). */
+  prophetScores?: ProphetScores;
 }
 
 export interface RecallResult {
@@ -89,12 +96,13 @@ export class RecomputeRecall {
     private readonly contextScores: ContextScores,
     private readonly prophetSpanDecay: number | undefined,
     private readonly prophetQueryRows: ProphetQueryRows,
+    private readonly prophetScores: ProphetScores,
   ) {}
 
-  static async open(options: { executable: string; model: string; threads: number; blocks?: number; contextScores?: ContextScores; prophetSpanDecay?: number; prophetQueryRows?: ProphetQueryRows }): Promise<RecomputeRecall> {
+  static async open(options: { executable: string; model: string; threads: number; blocks?: number; contextScores?: ContextScores; prophetSpanDecay?: number; prophetQueryRows?: ProphetQueryRows; prophetScores?: ProphetScores }): Promise<RecomputeRecall> {
     const blockSize = 16;
     const runner = await RunnerProcess.start({ executable: options.executable, model: options.model, blocks: options.blocks ?? 2048, blockSize, threads: options.threads });
-    return new RecomputeRecall(runner, new KvBlockPool(runner, blockSize, runner.info.free_blocks), blockSize, options.contextScores ?? "shift", options.prophetSpanDecay, options.prophetQueryRows ?? "all");
+    return new RecomputeRecall(runner, new KvBlockPool(runner, blockSize, runner.info.free_blocks), blockSize, options.contextScores ?? "shift", options.prophetSpanDecay, options.prophetQueryRows ?? "all", options.prophetScores ?? DEFAULT_PROPHET_SCORES);
   }
 
   private get width(): number {
@@ -144,7 +152,7 @@ export class RecomputeRecall {
       const referrerValue = referrerValuePositions(example, bounds);
       const results: RecallResult[] = [];
       for (const cell of cells) {
-        const { result } = await this.managed(cache, prompt, { policy: cell.policy, recomputeRatio: cell.ratio, contextScores: this.contextScores, ...(this.prophetSpanDecay !== undefined ? { prophetSpanDecay: this.prophetSpanDecay } : {}), prophetQueryRows: this.prophetQueryRows }, false);
+        const { result } = await this.managed(cache, prompt, { policy: cell.policy, recomputeRatio: cell.ratio, contextScores: this.contextScores, ...(this.prophetSpanDecay !== undefined ? { prophetSpanDecay: this.prophetSpanDecay } : {}), prophetQueryRows: this.prophetQueryRows, prophetScores: cell.prophetScores ?? this.prophetScores }, false);
         const chosen = Array.from(result.recomputed);
         const budget = chosen.length;
         const top = new Set(oracleTop(deviation, candidates, budget));

@@ -89,7 +89,7 @@ export function createOpenAiSchemas() {
     ctxr: nullable(
       z
         .object({
-          policy: z.enum(["prophet", "cachecraft", "none", "prefix", "full"]).optional().openapi({ description: "How cached chunk KV is reused: prophet (ProphetKV, default), cachecraft (Cache-Craft), none (reuse as is), prefix (exact prefix only), full (no cache)." }),
+          policy: z.enum(["prophet", "cachecraft", "epic", "none", "prefix", "full"]).optional().openapi({ description: "How cached chunk KV is reused: prophet (ProphetKV, default), cachecraft (Cache-Craft), epic (EPIC's LegoLink: the first tokens of every reused chunk), none (reuse as is), prefix (exact prefix only), full (no cache)." }),
           recompute_ratio: z.number().min(0).max(1).optional().openapi({ description: "Share of the reused chunks' tokens to recompute (default 0.2)." }),
           kv_budget: z.number().gt(0).max(1).optional().openapi({ description: "Sparse decode (CHESS): the share of the KV cache each decode step reads; 1 or absent: all." }),
           deadline_ms: z

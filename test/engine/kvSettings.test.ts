@@ -21,7 +21,7 @@ describe("describeKvSettings (the information line)", () => {
 describe("describeKvTuning (the debug line)", () => {
   test("defaults: the knobs and the trigger's built-in thresholds, said to be built in", () => {
     expect(describeKvTuning(base)).toBe(
-      "prophet span decay 0.8; cachecraft scores shift, focused-chunk early stop off; " +
+      "prophet span decay 0.8, prophet scores product; cachecraft scores shift, focused-chunk early stop off; " +
         "sparse-decode trigger: entropy 3 nats, varentropy 5 nats², window 16 steps (the built-in thresholds; ctxr model calibrate-sparse fits them to a model)",
     );
   });
@@ -32,9 +32,10 @@ describe("describeKvTuning (the debug line)", () => {
       focusWindow: 2,
       contextScores: "attention",
       prophetQueryRows: "last",
+      prophetScores: "rank-sum",
       trigger: { entropyThreshold: 2.913, varentropyThreshold: 4.02, windowSteps: 8 },
     });
-    expect(line).toContain("prophet span decay 0.8, last question token only");
+    expect(line).toContain("prophet span decay 0.8, last question token only, prophet scores rank-sum");
     expect(line).toContain("cachecraft scores attention, focused-chunk early stop after 2 stable layers");
     expect(line).toContain("entropy 2.913 nats, varentropy 4.02 nats², window 8 steps (as given)");
     expect(line).not.toContain("built-in");

@@ -145,6 +145,62 @@ describe("managedPrefill", () => {
     expect(maxAbsDiff(early.logits, plain.logits)).toBeGreaterThan(1e-4);
   });
 
+  test("epic recomputes the first tokens of every reused chunk, the budget spread evenly", async () => {
+    const s = await setup();
+    await managed(s, prompt([0, 1, 2, 3]), { policy: "prefix", recomputeRatio: 0 });
+    const p = prompt([2, 0, 3, 1]);
+    const sizes = [2, 0, 3, 1].map((i) => CHUNKS[i]!.length); // 48, 40, 21, 33: 142 reused tokens
+    const result = await managed(s, p, { policy: "epic", recomputeRatio: 0.2 });
+    // ⌈0.2·142⌉ = 29 tokens over 4 chunks: 8, 7, 7, 7.
+    const starts = [HEAD.length];
+    for (const size of sizes.slice(0, -1)) starts.push(starts.at(-1)! + size);
+    const expected = [8, 7, 7, 7].flatMap((k, c) => Array.from({ length: k }, (_, t) => starts[c]! + t));
+    expect(Array.from(result.recomputed)).toEqual(expected);
+    expect(result.usage.policy).toBe("epic");
+    expect(result.usage.prompt_tokens_recomputed).toBe(29);
+    expect(result.usage.prompt_tokens_chunk_reused).toBe(142 - 29);
+    // Recomputing changes what the question sees; at ratio 1 it is full prefill.
+    const none = await managed(s, p, { policy: "none", recomputeRatio: 0 });
+    expect(maxAbsDiff(result.logits, none.logits)).toBeGreaterThan(1e-4);
+    const all = await managed(s, p, { policy: "epic", recomputeRatio: 1 });
+    expect(maxAbsDiff(all.logits, await fullPrefillLogits(s.runner, s.pool, p))).toBeLessThanOrEqual(1e-4);
+  });
+
+  test("prophet's shift scores: the stalest tokens by the stored variants' measured shift, attention where a variant has none", async () => {
+    const order = [4, 2, 0, 1, 3];
+    const measured = await setup();
+    await managed(measured, prompt([0, 1, 2, 3, 4]), { policy: "prefix", recomputeRatio: 0, measureShift: true });
+    const p = prompt(order);
+    const attention = await managed(measured, p, { policy: "prophet", recomputeRatio: 0.1, prophetScores: "attention" });
+    const shift = await managed(measured, p, { policy: "prophet", recomputeRatio: 0.1, prophetScores: "shift" });
+    const product = await managed(measured, p, { policy: "prophet", recomputeRatio: 0.1, prophetScores: "product" });
+    expect(shift.recomputed.length).toBe(attention.recomputed.length);
+    expect(Array.from(shift.recomputed)).not.toEqual(Array.from(attention.recomputed));
+    expect(product.recomputed.length).toBe(attention.recomputed.length);
+    // "shift" is the global top by the stored shift: check it against the variants' metadata.
+    const bounds = [HEAD.length];
+    for (const i of order) bounds.push(bounds.at(-1)! + CHUNKS[i]!.length);
+    const byPosition: { position: number; stale: number }[] = [];
+    order.forEach((i, c) => {
+      const variants = measured.cache.index.variantsOf(p.segments[c + 1]!.hash);
+      expect(variants.length).toBe(1);
+      Array.from(variants[0]!.meta.tokenShift!).forEach((d, t) => byPosition.push({ position: bounds[c]! + t, stale: d / (1 + d) }));
+    });
+    // Every chunk moved (4 was last in the warm-up), so every chunk is reused at a new position.
+    const expected = byPosition
+      .sort((a, b) => b.stale - a.stale || a.position - b.position)
+      .slice(0, shift.recomputed.length)
+      .map((x) => x.position)
+      .sort((a, b) => a - b);
+    expect(Array.from(shift.recomputed)).toEqual(expected);
+    // Variants stored without a shift: the shift scores fall back to the question's attention.
+    const unmeasured = await setup();
+    await managed(unmeasured, prompt([0, 1, 2, 3, 4]), { policy: "prefix", recomputeRatio: 0, measureShift: false });
+    const fallback = await managed(unmeasured, p, { policy: "prophet", recomputeRatio: 0.1, prophetScores: "shift" });
+    const plain = await managed(unmeasured, p, { policy: "prophet", recomputeRatio: 0.1, prophetScores: "attention" });
+    expect(Array.from(fallback.recomputed)).toEqual(Array.from(plain.recomputed));
+  });
+
   test("prophet scored by the question's last token only: the same as all rows for a one-token question, another choice for a longer one", async () => {
     const s = await setup();
     await managed(s, prompt([0, 1, 2, 3, 4]), { policy: "prefix", recomputeRatio: 0 });

@@ -3,9 +3,13 @@ import {
   cacheCraftSelection,
   cacheCraftShares,
   candidatePositions,
+  epicSelection,
+  epicShares,
   focusedChunks,
+  PROPHET_SCORES,
   prophetSelection,
   RECOMPUTE_POLICIES,
+  type ProphetScores,
 } from "../../src/kv/recomputeSelection.ts";
 
 /** Small deterministic PRNG (mulberry32). */
@@ -24,7 +28,7 @@ const sizesOnly = (sizes: number[], cfos: number[]) => sizes.map((tokenCount, i)
 const sum = (xs: number[]) => xs.reduce((a, b) => a + b, 0);
 
 test("RECOMPUTE_POLICIES lists every policy", () => {
-  expect([...RECOMPUTE_POLICIES].sort()).toEqual(["cachecraft", "full", "none", "prefix", "prophet"]);
+  expect([...RECOMPUTE_POLICIES].sort()).toEqual(["cachecraft", "epic", "full", "none", "prefix", "prophet"]);
 });
 
 describe("cacheCraftShares (eq. 14 counts, α fitted to the budget)", () => {
@@ -315,5 +319,92 @@ describe("focusedChunks (Cache-Craft Algorithm 1)", () => {
     expect(() => focusedChunks([[1, 2, 3]], 0)).toThrow(RangeError);
     expect(() => focusedChunks([[1, 2, 3], [1, 2]], 1)).toThrow(RangeError);
     expect(() => focusedChunks([[1, Number.NaN, 3]], 1)).toThrow(RangeError);
+  });
+});
+
+describe("epicShares / epicSelection (EPIC's LegoLink: the first k tokens of every reused chunk)", () => {
+  test("the budget spread evenly, the leftover one each to the earliest chunks", () => {
+    expect(epicShares([10, 10, 10], 6)).toEqual([2, 2, 2]);
+    expect(epicShares([10, 10, 10], 7)).toEqual([3, 2, 2]);
+    expect(epicShares([10, 10, 10], 8)).toEqual([3, 3, 2]);
+    expect(epicShares([10, 10, 10], 8.9)).toEqual([3, 3, 2]);
+  });
+
+  test("a chunk shorter than its share is taken whole and the rest is spread over the longer ones", () => {
+    expect(epicShares([1, 10, 10], 9)).toEqual([1, 4, 4]);
+    expect(epicShares([1, 10, 10], 10)).toEqual([1, 5, 4]);
+    expect(epicShares([10, 2, 3, 10], 20)).toEqual([8, 2, 3, 7]);
+  });
+
+  test("edges: no budget, a budget past every token, no chunks, empty chunks", () => {
+    expect(epicShares([5, 7], 0)).toEqual([0, 0]);
+    expect(epicShares([5, 7], 100)).toEqual([5, 7]);
+    expect(epicShares([], 4)).toEqual([]);
+    expect(epicShares([0, 6], 3)).toEqual([0, 3]);
+  });
+
+  test("random chunks: the counts sum to the budget, fit their chunk, and differ by at most one where not whole", () => {
+    const next = random(31);
+    for (let trial = 0; trial < 500; trial++) {
+      const sizes = Array.from({ length: 1 + Math.floor(next() * 8) }, () => Math.floor(next() * 30));
+      const budget = Math.floor(next() * (sum(sizes) + 10));
+      const shares = epicShares(sizes, budget);
+      expect(sum(shares)).toBe(Math.min(budget, sum(sizes)));
+      shares.forEach((k, i) => {
+        expect(k).toBeGreaterThanOrEqual(0);
+        expect(k).toBeLessThanOrEqual(sizes[i]!);
+        // A chunk not recomputed whole gets at least as much as any other, less one.
+        if (k < sizes[i]!) for (const other of shares) expect(other).toBeLessThanOrEqual(k + 1);
+      });
+    }
+  });
+
+  test("the selection is each chunk's first k local indices", () => {
+    expect(epicSelection([4, 6, 2], 7).map((chunk) => Array.from(chunk))).toEqual([[0, 1, 2], [0, 1], [0, 1]]);
+    expect(epicSelection([4, 6], 0).map((chunk) => Array.from(chunk))).toEqual([[], []]);
+  });
+
+  test("bad input is refused with the problem named", () => {
+    expect(() => epicShares([3, -1], 2)).toThrow(/chunk 1 size must be a non-negative integer/);
+    expect(() => epicShares([3, 1.5], 2)).toThrow(/chunk 1 size/);
+    expect(() => epicShares([3], -1)).toThrow(/budgetTokens must be >= 0/);
+    expect(() => epicShares([3], Number.NaN)).toThrow(/budgetTokens/);
+  });
+});
+
+describe("prophetSelection with the measured shift (ProphetScores)", () => {
+  // One layer, one query row over 8 positions; reused chunks [1, 4) and [4, 7).
+  const mass = Float32Array.from([0, 0.5, 0.1, 0.05, 0.2, 0.1, 0.01, 0]);
+  const shift = Float32Array.from([0, 0, 3, 1, 0.1, 0, 9, 0]);
+  const chunks = [{ start: 1, end: 4 }, { start: 4, end: 7 }];
+  const pick = (scores: ProphetScores, budget = 2) => Array.from(prophetSelection([mass], 1, 8, chunks, budget, 0, { scores, shift }));
+
+  test("each scores picks its own tokens", () => {
+    expect(pick("attention")).toEqual([1, 4]); // the question's attention alone (the paper)
+    expect(pick("shift")).toEqual([2, 6]); // the stalest tokens: d/(1+d) = 0.75 and 0.9
+    expect(pick("product")).toEqual([2, 3]); // attention × d/(1+d): 0.075, 0.025 (position 1 has no shift, 6 little attention)
+    // Ranks (attention, shift): 1 → (0, 4), 2 → (2, 1), 4 → (1, 3): sums 4, 3, 4; the tie goes to the lower position.
+    expect(pick("rank-sum")).toEqual([1, 2]);
+    // The 2·budget stalest are 6, 2, 3, 4; among them attention picks 4 and 2.
+    expect(pick("shift-gated")).toEqual([2, 4]);
+    expect(Array.from(prophetSelection([mass], 1, 8, chunks, 2))).toEqual(pick("attention"));
+  });
+
+  test("every scores is listed, and each takes the whole candidate set when the budget covers it", () => {
+    expect([...PROPHET_SCORES].sort()).toEqual(["attention", "product", "rank-sum", "shift", "shift-gated"]);
+    for (const scores of PROPHET_SCORES) expect(pick(scores, 6)).toEqual([1, 2, 3, 4, 5, 6]);
+  });
+
+  test("the span decay shapes the attention before it is fused", () => {
+    // Without decay the products are 0.075 (2), 0.025 (3), 0.018 (4), 0.009 (6). With decay 0.8 the
+    // attention of 6 becomes 0.01 + 0.8·(0.1 + 0.8·0.2) = 0.218, its product 0.196, ahead of 4's 0.018.
+    expect(pick("product", 3)).toEqual([2, 3, 4]);
+    expect(Array.from(prophetSelection([mass], 1, 8, chunks, 3, 0.8, { scores: "product", shift }))).toEqual([2, 3, 6]);
+  });
+
+  test("a missing or bad shift is refused", () => {
+    expect(() => prophetSelection([mass], 1, 8, chunks, 2, 0, { scores: "product", shift: new Float32Array(4) })).toThrow(/shift at position 4/);
+    expect(() => prophetSelection([mass], 1, 8, chunks, 2, 0, { scores: "shift", shift: Float32Array.from([0, 0, Number.NaN, 0, 0, 0, 0, 0]) })).toThrow(/shift at position 2/);
+    expect(() => prophetSelection([mass], 1, 8, chunks, 2, 0, { scores: "rank-sum", shift: Float32Array.from([0, 0, -1, 0, 0, 0, 0, 0]) })).toThrow(RangeError);
   });
 });

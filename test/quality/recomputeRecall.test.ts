@@ -69,4 +69,28 @@ describe("RecomputeRecall on the real runner (random weights)", () => {
     expect(partial.recall).toBeLessThanOrEqual(1);
     expect(partial.coverage).toBeLessThanOrEqual(1 + 1e-9);
   });
+
+  test("epic chooses the first tokens of every reused document, the budget spread evenly; prophet's scores are per cell", async () => {
+    const example = qualityExample("dependence", exampleSeed(0x7e57, 5));
+    const measured = await probe.measure(example, [
+      { policy: "epic", ratio: 0.5 },
+      { policy: "prophet", ratio: 0.5, prophetScores: "attention" },
+      { policy: "prophet", ratio: 0.5, prophetScores: "shift" },
+    ]);
+    const bounds = segmentBounds(examplePrompt(example));
+    const reusedStart = bounds.at(-1)! - measured.reusedTokens;
+    // bounds: where the head, each document and the question start; the reused documents run up to the question.
+    const chunks = bounds.slice(0, -1).map((start, i) => ({ start, end: bounds[i + 1]! })).filter((c) => c.start >= reusedStart);
+    const [epic, attention, shift] = measured.cells;
+    expect(epic!.budget).toBe(Math.ceil(0.5 * measured.reusedTokens - 1e-9));
+    const perChunk = chunks.map((c) => epic!.chosen.filter((t) => t >= c.start && t < c.end));
+    // Each chunk's chosen tokens are its first ones, and the counts differ by at most one.
+    perChunk.forEach((chosen, i) => expect(chosen).toEqual(Array.from({ length: chosen.length }, (_, t) => chunks[i]!.start + t)));
+    const counts = perChunk.map((c) => c.length);
+    expect(Math.max(...counts) - Math.min(...counts)).toBeLessThanOrEqual(1);
+    expect(counts.reduce((a, b) => a + b, 0)).toBe(epic!.budget);
+    // Each prophet cell ranks with its own scores: the same budget, another choice.
+    expect(shift!.budget).toBe(attention!.budget);
+    expect(shift!.chosen).not.toEqual(attention!.chosen);
+  });
 });

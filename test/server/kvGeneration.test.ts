@@ -4,7 +4,8 @@
  * completion `segments` become chunks whose KV is cached and reused at any
  * position; usage.ctxr reports what happened; policy `full` and ratio 1.0 give
  * the same greedy text as a plain prompt; sparse decode (kv_budget) answers; a
- * disk tier (--kv-dir) survives a restart; bad options get a 400 naming them.
+ * disk tier (--kv-dir) survives a restart; bad options get a 400 naming them; the epic policy
+ * and prophet's shift scores work end to end.
  */
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
 import { GenerationEngine } from "../../src/engine/generationEngine.ts";
@@ -72,6 +73,42 @@ describe("KV-managed generation over HTTP", () => {
     expect(u2.tier_hits.device).toBe(5);
     // The field OpenAI, vLLM and SGLang clients read: the exact-prefix hits.
     expect(second.body.usage.prompt_tokens_details).toEqual({ cached_tokens: u2.prompt_tokens_prefix_reused });
+  });
+
+  test("policy epic (EPIC's LegoLink) is accepted and recomputes the ratio's budget, the first tokens of each reused chunk", async () => {
+    const { api: fresh } = await open();
+    await fresh.post("/v1/chat/completions", chat(DOCS));
+    const reordered = await fresh.post("/v1/chat/completions", chat([DOCS[3]!, DOCS[1]!, DOCS[0]!, DOCS[2]!], { ctxr: { policy: "epic", recompute_ratio: 0.25 } }));
+    expect(reordered.status).toBe(200);
+    const u = reordered.body.usage.ctxr;
+    expect(u.policy).toBe("epic");
+    const reused = u.prompt_tokens_chunk_reused + u.prompt_tokens_recomputed;
+    expect(reused).toBeGreaterThan(50);
+    expect(u.prompt_tokens_recomputed).toBe(Math.ceil(0.25 * reused));
+    expect(u.prompt_tokens_prefix_reused + reused + u.prompt_tokens_computed).toBe(reordered.body.usage.prompt_tokens);
+    // At ratio 1 it recomputes every reused token: the same text as full prefill.
+    const order = [DOCS[2]!, DOCS[0]!, DOCS[3]!, DOCS[1]!];
+    const all = await fresh.post("/v1/chat/completions", chat(order, { ctxr: { policy: "epic", recompute_ratio: 1 } }));
+    const full = await fresh.post("/v1/chat/completions", chat(order, { ctxr: { policy: "full" } }));
+    expect(all.body.usage.ctxr.prompt_tokens_chunk_reused).toBe(0);
+    expect(all.body.usage.ctxr.prompt_tokens_recomputed).toBeGreaterThan(50);
+    expect(all.body.choices[0].message.content).toBe(full.body.choices[0].message.content);
+  });
+
+  test("prophet with shift scores: the stored variants get their measured shift, and the reused request recomputes the ratio's budget", async () => {
+    const { api: fresh, engine } = await open({ prophetScores: "product" });
+    await fresh.post("/v1/chat/completions", chat(DOCS));
+    const variants = engine.chunkCache.index.all();
+    expect(variants.length).toBeGreaterThan(0);
+    for (const variant of variants) expect(variant.meta.tokenShift?.length).toBe(variant.meta.tokenInter.length);
+    const reordered = await fresh.post("/v1/chat/completions", chat([DOCS[1]!, DOCS[2]!, DOCS[3]!, DOCS[0]!], { ctxr: { recompute_ratio: 0.2 } }));
+    const u = reordered.body.usage.ctxr;
+    expect(u.policy).toBe("prophet");
+    expect(u.prompt_tokens_recomputed).toBe(Math.ceil(0.2 * (u.prompt_tokens_chunk_reused + u.prompt_tokens_recomputed)));
+    // The paper's scores leave the shift unmeasured: nothing reads it.
+    const { api: plain, engine: plainEngine } = await open({ prophetScores: "attention" });
+    await plain.post("/v1/chat/completions", chat(DOCS));
+    expect(plainEngine.chunkCache.index.all().every((variant) => variant.meta.tokenShift === undefined)).toBe(true);
   });
 
   test("policy full and recompute ratio 1.0 give the same greedy text as full prefill", async () => {

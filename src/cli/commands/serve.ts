@@ -15,7 +15,7 @@ import { MAX_DEADLINE_MS } from "../../server/openaiSchemas.ts";
 import { DEFAULT_HOST, DEFAULT_PORT, LOG_LEVELS, runServer, type LogLevel, type SharedStateConfig } from "../../server/serve.ts";
 import { DEFAULT_STATS_INTERVAL_MS } from "../../server/statsLog.ts";
 import { DEFAULT_STATUS_SAMPLE_EVERY_MS } from "../../server/statusPage/statusHistory.ts";
-import { DEFAULT_PROPHET_SPAN_DECAY, PROPHET_QUERY_ROWS, RECOMPUTE_POLICIES, type ProphetQueryRows, type RecomputePolicy } from "../../kv/recomputeSelection.ts";
+import { DEFAULT_PROPHET_SCORES, DEFAULT_PROPHET_SPAN_DECAY, PROPHET_QUERY_ROWS, PROPHET_SCORES, RECOMPUTE_POLICIES, type ProphetQueryRows, type ProphetScores, type RecomputePolicy } from "../../kv/recomputeSelection.ts";
 import { CONTEXT_SCORES, type ContextScores } from "../../kv/reuseScores.ts";
 import { SHARED_READS } from "../../state/sharedState.ts";
 import { parseRedisUrl, type RedisUrl } from "../../state/redisUrl.ts";
@@ -65,7 +65,7 @@ const VALUE_FLAGS = [
   "max-grammar-compile-ms", "max-grammar-tools", "kv-policy", "recompute-ratio",
   "kv-device-blocks", "kv-host-bytes", "kv-dir", "kv-disk-bytes", "kv-remote", "kv-remote-bytes",
   "kv-remote-secret", "kv-remote-secret-file", "focus-window", "context-scores",
-  "prophet-span-decay", "prophet-query-rows", "tool-call-parser", "reasoning-parser", "kv-events-publish",
+  "prophet-span-decay", "prophet-query-rows", "prophet-scores", "tool-call-parser", "reasoning-parser", "kv-events-publish",
   "kv-events-max-connections", "kv-events-handshake-timeout", "sparse-entropy-threshold",
   "sparse-varentropy-threshold", "sparse-trigger-window", "log-level",
 ] as const;
@@ -195,7 +195,7 @@ async function serveWithFlags(flags: SourcedFlags, io: CommandIo, err: (text: st
 
   const model = typeof flags.values.model === "string" ? flags.values.model : null;
   if (model === "") throw new UsageError("--model must not be empty", COMMAND);
-  const modelOnly = ["max-response-bytes", "device", "kv-blocks", "kv-sliding-blocks", "threads", "kv-dtype", "served-model-name", "max-waiting-requests", "request-timeout", "max-grammar-step-ms", "max-grammar-compile-ms", "max-grammar-tools", "kv-policy", "recompute-ratio", "kv-device-blocks", "kv-host-bytes", "kv-dir", "kv-disk-bytes", "kv-remote", "kv-remote-bytes", "kv-remote-secret", "kv-remote-secret-file", "focus-window", "context-scores", "prophet-span-decay", "prophet-query-rows", "no-prefix-cache", "tool-call-parser", "reasoning-parser", "kv-events-publish", "sparse-entropy-threshold", "sparse-varentropy-threshold", "sparse-trigger-window", "kv-events-max-connections", "kv-events-handshake-timeout"].find((name) => flags.values[name] !== undefined);
+  const modelOnly = ["max-response-bytes", "device", "kv-blocks", "kv-sliding-blocks", "threads", "kv-dtype", "served-model-name", "max-waiting-requests", "request-timeout", "max-grammar-step-ms", "max-grammar-compile-ms", "max-grammar-tools", "kv-policy", "recompute-ratio", "kv-device-blocks", "kv-host-bytes", "kv-dir", "kv-disk-bytes", "kv-remote", "kv-remote-bytes", "kv-remote-secret", "kv-remote-secret-file", "focus-window", "context-scores", "prophet-span-decay", "prophet-query-rows", "prophet-scores", "no-prefix-cache", "tool-call-parser", "reasoning-parser", "kv-events-publish", "sparse-entropy-threshold", "sparse-varentropy-threshold", "sparse-trigger-window", "kv-events-max-connections", "kv-events-handshake-timeout"].find((name) => flags.values[name] !== undefined);
   if (model === null && modelOnly !== undefined) throw new UsageError(`--${modelOnly} needs --model`, COMMAND);
   if (model !== null && upstreams.length > 0) throw new UsageError("give --model (serve a model) or --upstream (proxy engines), not both", COMMAND);
   // From the environment or a config file, --offline is a standing setting that a local model (or the proxy) satisfies.
@@ -332,6 +332,7 @@ async function serveWithFlags(flags: SourcedFlags, io: CommandIo, err: (text: st
               ...(flags.values["tool-call-parser"] !== undefined ? { toolCallParser: choiceFlag<ToolCallFormat>(flags, "tool-call-parser", COMMAND, TOOL_CALL_FORMATS, "hermes") } : {}),
               reasoningParser: choiceFlag<ReasoningParserChoice>(flags, "reasoning-parser", COMMAND, REASONING_PARSER_CHOICES, "auto"),
               prophetQueryRows: choiceFlag<ProphetQueryRows>(flags, "prophet-query-rows", COMMAND, PROPHET_QUERY_ROWS, "all"),
+              prophetScores: choiceFlag<ProphetScores>(flags, "prophet-scores", COMMAND, PROPHET_SCORES, DEFAULT_PROPHET_SCORES),
               sparseTrigger,
             },
       kvEventsPublish,

@@ -237,8 +237,8 @@ native model runner):
 Engine: KV-cache managed generation (requests with "documents" or "segments";
 every document's KV is cached and reused at any position; README glossary:
 CacheCraft, ProphetKV, CHESS):
-  --kv-policy P            prophet (default), cachecraft, none, prefix or full;
-                           a request's "ctxr": {"policy"} overrides it
+  --kv-policy P            prophet (default), cachecraft, epic, none, prefix or
+                           full; a request's "ctxr": {"policy"} overrides it
   --recompute-ratio R      share of reused tokens to recompute, 0..1 (default 0.2)
   --kv-device-blocks N     KV blocks the chunk cache may keep in the runner
                            (default: a quarter of --kv-blocks)
@@ -263,6 +263,10 @@ CacheCraft, ProphetKV, CHESS):
                            the paper: the question's attention alone)
   --prophet-query-rows R   prophet: whose attention scores the tokens, all of the
                            question's tokens (default, the paper) or its last one
+  --prophet-scores S       prophet: what ranks the reused tokens: product (default:
+                           the question's attention × each chunk's measured KV
+                           shift), attention (the paper), shift, rank-sum or
+                           shift-gated (docs/reuse-policies.md)
   --context-scores S       what cachecraft's token ranking, chunk budget split and
                            the variant choice use: shift (default: each stored
                            chunk's measured KV shift against the chunk alone) or

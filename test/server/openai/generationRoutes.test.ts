@@ -623,7 +623,7 @@ describe("ctxr serve --model (CLI)", () => {
     const spawned = await spawnServer(["--in-memory", "--model", model.path, "--kv-blocks", "32", "--threads", "1", "--log-level", "debug", "--sparse-trigger-window", "8"], { CTXR_RUNNER: runnerPath }, 60_000);
     try {
       expect(spawned.startLines).toContain(
-        "ctxr serve: debug: prophet span decay 0.8; cachecraft scores shift, focused-chunk early stop off; " +
+        "ctxr serve: debug: prophet span decay 0.8, prophet scores product; cachecraft scores shift, focused-chunk early stop off; " +
           "sparse-decode trigger: entropy 3 nats, varentropy 5 nats², window 8 steps (the built-in thresholds; ctxr model calibrate-sparse fits them to a model)",
       );
       // (A request first: a SIGTERM sent the instant the ready line appears can beat Bun's signal handler.)
@@ -645,6 +645,9 @@ describe("ctxr serve --model (CLI)", () => {
       [["--model", model.path, "--context-scores", "mass"], /--context-scores must be one of shift, attention/],
       [["--model", model.path, "--prophet-span-decay", "1"], /--prophet-span-decay must be at least 0 and below 1/],
       [["--model", model.path, "--prophet-query-rows", "first"], /--prophet-query-rows must be one of all, last/],
+      [["--model", model.path, "--prophet-scores", "fused"], /--prophet-scores must be one of attention, shift, product, rank-sum, shift-gated/],
+      [["--prophet-scores", "product"], /--prophet-scores needs --model/],
+      [["--model", model.path, "--kv-policy", "legolink"], /--kv-policy must be one of cachecraft, prophet, epic, none, full, prefix/],
       [["--no-prefix-cache"], /--no-prefix-cache needs --model/],
       [["--model", model.path, "--prophet-span-decay=-0.5"], /--prophet-span-decay must be a non-negative number/],
     ];

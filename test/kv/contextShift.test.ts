@@ -98,9 +98,13 @@ describe("on the real runner", () => {
     await cache.reclaim(Number.MAX_SAFE_INTEGER);
   });
 
-  test("other policies, and measureShift false, store no shift (cachecraft then falls back to the attention scores)", async () => {
+  test("prophet on the paper's attention scores, and measureShift false, store no shift (cachecraft then falls back to the attention scores)", async () => {
     const prompt = segmentTokens(HEAD, [B, A], [63]);
-    for (const options of [{ policy: "prophet" as const, recomputeRatio: 0.2 }, { policy: "cachecraft" as const, recomputeRatio: 0.2, measureShift: false }]) {
+    for (const options of [
+      { policy: "prophet" as const, recomputeRatio: 0.2, prophetScores: "attention" as const },
+      { policy: "none" as const, recomputeRatio: 0.2 },
+      { policy: "cachecraft" as const, recomputeRatio: 0.2, measureShift: false },
+    ]) {
       const cache = new ChunkCache(runner, { hostBytes: 0 });
       cache.attachPool(pool);
       const table = new KvBlockTable(16);

@@ -13,6 +13,7 @@ import type { BlockManager } from "./blockManager.ts";
 import { DEFAULT_KV_POLICY, DEFAULT_RECOMPUTE_RATIO, type SchedulerOptions, type SchedulerRunner } from "./schedulerTypes.ts";
 import type { Sequence } from "./sequence.ts";
 import type { SequenceOutput } from "./sequenceOutput.ts";
+import type { ReuseScoring } from "./reuseScoring.ts";
 
 export class ManagedPrefillStep {
   constructor(
@@ -22,6 +23,8 @@ export class ManagedPrefillStep {
     private readonly options: SchedulerOptions,
     /** The scheduler's counts this step adds to. */
     private readonly counters: { forwards: number; prefillTokens: number },
+    /** When stored variants get their measured shift, and the count of reused ones without. */
+    private readonly reuseScoring: ReuseScoring,
   ) {}
 
   private get chunkCache(): ChunkCache | null {
@@ -49,14 +52,17 @@ export class ManagedPrefillStep {
     await this.blocks.pool.grow([{ table: sequence.table, entries }]);
     const request = sequence.request;
     this.counters.forwards++;
+    const scores = this.options.contextScores ?? "shift";
+    // Every stored variant's shift: measured in the engine's idle time (or here, with --reuse-scoring sync).
+    const measurement = this.reuseScoring.measurement(scores);
     const result = await managedPrefill(this.runner, this.chunkCache, request.segments!, sequence.table.blocks, {
       cachedTokens: sequence.table.length,
       policy: request.kvPolicy ?? this.options.kvPolicy ?? DEFAULT_KV_POLICY,
       recomputeRatio: request.recomputeRatio ?? this.options.recomputeRatio ?? DEFAULT_RECOMPUTE_RATIO,
       focusWindow: this.options.focusWindow ?? 0,
-      contextScores: this.options.contextScores ?? "shift",
-      // The shift is metadata for cachecraft: measured when this request or the server's default uses it.
-      measureShift: (this.options.contextScores ?? "shift") === "shift" && (request.kvPolicy === "cachecraft" || (this.options.kvPolicy ?? DEFAULT_KV_POLICY) === "cachecraft"),
+      contextScores: scores,
+      measureShift: measurement !== "none",
+      ...(measurement === "defer" ? { deferShift: (job) => this.reuseScoring.defer(job) } : {}),
       ...(this.options.prophetSpanDecay !== undefined ? { prophetSpanDecay: this.options.prophetSpanDecay } : {}),
       prophetQueryRows: this.options.prophetQueryRows ?? "all",
       ...(sliding === null ? {} : { sliding: { table: sliding.tableOf(sequence.table).blocks, blocks: sliding.blockSource(), window: sliding.window, span } }),
@@ -65,6 +71,7 @@ export class ManagedPrefillStep {
     sequence.managedPending = false;
     sequence.exactTokens = result.exactTokens;
     this.counters.prefillTokens += result.usage.prompt_tokens_computed + result.usage.prompt_tokens_recomputed;
+    this.reuseScoring.countUnscored(result.usage.policy, result.usage.chunks_unscored ?? 0);
     const first = sequence.generated === 0;
     if (first) sequence.usage = result.usage;
     if (first && !sequence.cancelled && !sequence.done) {

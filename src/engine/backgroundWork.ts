@@ -54,6 +54,10 @@ export class BackgroundWork {
   private readonly kinds = new Map<string, BackgroundKindStats>();
   /** Leading queue entries already counted as deferred (they are marked in order). */
   private markedDeferred = 0;
+  /** Whether a piece is running now. */
+  private running = false;
+  /** Callers of idle(), resolved once nothing waits or runs. */
+  private idleWaiters: (() => void)[] = [];
 
   constructor(
     share: number,
@@ -117,6 +121,7 @@ export class BackgroundWork {
     const stats = this.statsOf(entry.job.kind);
     stats.pending--;
     const start = this.now();
+    this.running = true;
     try {
       const outcome = await entry.job.run();
       if (outcome === "done") stats.run++;
@@ -128,7 +133,22 @@ export class BackgroundWork {
       const end = this.now();
       this.budget.record(start, end);
       stats.runnerSeconds += (end - start) / 1000;
+      this.running = false;
+      this.wakeIdle();
     }
+  }
+
+  /** Resolves once no job waits or runs (tests, benchmarks: "every stored variant is scored now"). */
+  idle(): Promise<void> {
+    if (this.queue.length === 0 && !this.running) return Promise.resolve();
+    return new Promise((resolve) => this.idleWaiters.push(resolve));
+  }
+
+  private wakeIdle(): void {
+    if (this.queue.length > 0 || this.running) return;
+    const waiters = this.idleWaiters;
+    this.idleWaiters = [];
+    for (const wake of waiters) wake();
   }
 
   /** Drops every waiting job (counted as dropped): the runner restarted, or the engine closes. */
@@ -140,6 +160,7 @@ export class BackgroundWork {
     }
     this.queue.length = 0;
     this.markedDeferred = 0;
+    this.wakeIdle();
   }
 
   get stats(): BackgroundWorkStats {

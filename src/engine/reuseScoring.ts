@@ -38,11 +38,13 @@ export class ReuseScoring {
 
   /**
    * How a KV-managed prefill with these scores measures the shift of what it stores: "sync" in its
-   * store-back, "defer" through `defer`, or "none" (attention scores, which never read it; or a
-   * budget of 0 in idle mode).
+   * store-back, "defer" through `defer`, or "none" (attention scores, which never read it; a model
+   * with two KV groups; or a budget of 0 in idle mode).
    */
   measurement(scores: "shift" | "attention"): "sync" | "defer" | "none" {
     if (scores !== "shift" || this.cache === null || this.runner.export === undefined) return "none";
+    // Two KV groups (sliding-window layers): no scratch table can hold the head-only pass.
+    if (this.runner.info.kv_groups !== undefined) return "none";
     if (this.mode === "sync") return "sync";
     return this.backgroundEnabled ? "defer" : "none";
   }

@@ -56,4 +56,20 @@ describe("BackgroundWork", () => {
     small.clear();
     expect(small.stats.kinds.a).toMatchObject({ pending: 0, dropped: 3 });
   });
+
+  test("idle() resolves once no job waits or runs", async () => {
+    const work = new BackgroundWork(1);
+    await work.idle();
+    let release = () => {};
+    work.enqueue({ kind: "a", run: () => new Promise((resolve) => (release = () => resolve("done"))) });
+    let idle = false;
+    const waiting = work.idle().then(() => (idle = true));
+    const running = work.runNext();
+    await Promise.resolve();
+    expect(idle).toBe(false);
+    release();
+    await running;
+    await waiting;
+    expect(idle).toBe(true);
+  });
 });

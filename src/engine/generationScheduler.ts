@@ -60,6 +60,8 @@ import { sleep } from "../runtime/sleep.ts";
 const MASK_GRACE_MS = 5;
 /** A step with nothing to run but held logits checks their masks this often. */
 const MASK_POLL_MS = 5;
+/** How long the engine must have been without live work before a background piece starts. */
+const BACKGROUND_IDLE_GRACE_MS = 20;
 
 /** Waits until every promise settles, or `limitMs` passes (null: no limit); never throws. */
 async function settleWithin(promises: Promise<unknown>[], limitMs: number | null): Promise<void> {
@@ -91,8 +93,10 @@ export class GenerationScheduler {
   readonly background: BackgroundWork;
   /** Stored variants' shift measurement and the count of reused chunks that had none. */
   readonly reuseScoring: ReuseScoring;
-  /** Set while the budget holds background work back: it kicks the loop when it may run again. */
+  /** Set while the budget (or the idle grace) holds background work back: it kicks the loop when it may run again. */
   private backgroundTimer: ReturnType<typeof setTimeout> | null = null;
+  /** When the last live step ended (performance.now()): background work starts only after BACKGROUND_IDLE_GRACE_MS of quiet. */
+  private lastLiveStepAt = -Infinity;
   private loop: Promise<void> | null = null;
   private prefetching: Promise<void> | null = null;
   private closed = false;
@@ -340,6 +344,7 @@ export class GenerationScheduler {
       } catch (error) {
         await this.recover(error);
       }
+      this.lastLiveStepAt = performance.now();
     }
   }
 
@@ -354,14 +359,15 @@ export class GenerationScheduler {
    */
   private async runBackgroundPiece(): Promise<boolean> {
     if (!this.backgroundReady()) return false;
-    const wait = this.background.waitMs();
+    // Back-to-back requests leave gaps of a few ms between them: not idle time worth a piece.
+    const wait = Math.max(this.background.waitMs(), this.lastLiveStepAt + BACKGROUND_IDLE_GRACE_MS - performance.now());
     if (wait > 0) {
       this.background.defer();
       if (Number.isFinite(wait)) {
         this.backgroundTimer = setTimeout(() => {
           this.backgroundTimer = null;
           this.kick();
-        }, wait);
+        }, Math.ceil(wait));
         (this.backgroundTimer as { unref?: () => void }).unref?.();
       }
       return false;

@@ -3,7 +3,7 @@
  * (issue 31, item 1), through the real HTTP server on models/quality.
  *
  *   npx bun scripts/bench-reuse-scoring.ts [--model models/quality] [--requests 24] [--concurrency 2]
- *        [--family lookup] [--rounds 2] [--threads 2] [--json FILE]
+ *        [--family lookup] [--rounds 2] [--threads 2] [--think-ms 0] [--json FILE]
  *
  * Modes, each an engine of its own (`--no-prefix-cache`, prophet at 0.2, the defaults), run in
  * turn for --rounds rounds (so drift on a shared machine hits them alike), after one discarded run:
@@ -12,7 +12,9 @@
  * - sync: --reuse-scoring sync (measured in the storing request, between its first and second token).
  * Every request carries documents no earlier request sent (examples of --family drawn from their
  * own seeds), so every chunk is new and stored, and each stored variant (but the one right after
- * the head) is one measurement. --concurrency clients send back to back (a closed loop).
+ * the head) is one measurement. --concurrency clients send back to back (a closed loop), each
+ * pausing --think-ms after every answer (with a pause over the engine's 20 ms idle grace, the
+ * jobs run between requests instead of after the run).
  *
  * Per mode: requests per second over the run (median over rounds), median TTFT and latency, and
  * after the run the background jobs' figures from /v1/stats and the time they took to drain.
@@ -36,6 +38,7 @@ const { values } = parseArgs({
     family: { type: "string", default: "lookup" },
     rounds: { type: "string", default: "2" },
     threads: { type: "string", default: "2" },
+    "think-ms": { type: "string", default: "0" },
     json: { type: "string" },
   },
 });
@@ -44,6 +47,8 @@ const concurrency = Number(values.concurrency);
 const rounds = Number(values.rounds);
 const threads = Number(values.threads);
 const family = values.family as QualityFamily;
+const thinkMs = Number(values["think-ms"]);
+if (!(Number.isFinite(thinkMs) && thinkMs >= 0)) throw new Error("--think-ms must be a non-negative number");
 if (!QUALITY_FAMILIES.includes(family)) throw new Error(`--family must be one of ${QUALITY_FAMILIES.join(", ")}`);
 for (const [name, value] of [["requests", requests], ["concurrency", concurrency], ["rounds", rounds], ["threads", threads]] as const) {
   if (!(Number.isSafeInteger(value) && value >= 1)) throw new Error(`--${name} must be a positive integer`);
@@ -104,6 +109,7 @@ async function runMode(mode: (typeof MODES)[number], round: number): Promise<Run
           latency.push(performance.now() - sent);
           ttft.push(body.usage.ctxr.ttft_ms);
           promptTokens += body.usage.prompt_tokens;
+          if (thinkMs > 0) await Bun.sleep(thinkMs);
           chunkReusedTokens += body.usage.ctxr.prompt_tokens_chunk_reused + body.usage.ctxr.prompt_tokens_recomputed;
         }
       }),
@@ -142,8 +148,15 @@ for (let round = 0; round < rounds; round++) {
 }
 await service.close();
 
+function cachedShare(): string {
+  const runs = Object.values(results).flat();
+  const cached = runs.reduce((n, r) => n + r.chunkReusedTokens, 0);
+  const prompt = runs.reduce((n, r) => n + r.promptTokens, 0);
+  return `${((100 * cached) / Math.max(1, prompt)).toFixed(1)}%`;
+}
+
 const command = `npx bun scripts/bench-reuse-scoring.ts ${process.argv.slice(2).join(" ")}`.trim();
-console.log(`${cpus().length} CPUs (${cpus()[0]?.model ?? "?"}), load ${loadavg().map((l) => l.toFixed(2)).join(" ")}; model ${values.model}, CPU runner, ${threads} threads; ${requests} requests a run of family ${family}, all chunks new, ${concurrency} clients, ${rounds} rounds`);
+console.log(`${cpus().length} CPUs (${cpus()[0]?.model ?? "?"}), load ${loadavg().map((l) => l.toFixed(2)).join(" ")}; model ${values.model}, CPU runner, ${threads} threads; ${requests} requests a run of family ${family}, documents new to each request (${cachedShare()} of prompt tokens still found in cached chunks: records that repeat), ${concurrency} clients${thinkMs > 0 ? ` pausing ${thinkMs} ms after each answer` : ""}, ${rounds} rounds`);
 console.log(`\n\`${command}\`\n`);
 console.log("| mode | req/s (median of rounds) | vs off | median TTFT ms | median latency ms | shift jobs run / deferred / dropped | job runner s | drain s after the run |");
 console.log("| --- | --- | --- | --- | --- | --- | --- | --- |");
@@ -160,6 +173,6 @@ for (const mode of MODES) {
   );
   summary[mode.name] = { requests_per_second: rate, ratio_to_off: rate / offRate, runs };
 }
-const result = { bench: "reuse-scoring", command, model: values.model, family, requests, concurrency, rounds, threads, modes: summary };
+const result = { bench: "reuse-scoring", command, model: values.model, family, requests, concurrency, think_ms: thinkMs, rounds, threads, modes: summary };
 if (values.json) writeFileSync(values.json, JSON.stringify(result, null, 2));
 console.log(JSON.stringify(result));

@@ -10,7 +10,9 @@
  *        [--prophet-scores attention|shift|product|rank-sum|shift-gated]
  *        [--recall-prophet-scores attention,product,...]
  *
- * One `ctxr serve --model DIR --in-memory --port 0` child for the whole run. Examples come
+ * One `ctxr serve --model DIR --in-memory --port 0 --reuse-scoring sync` child for the whole run
+ * (sync: the warm-up's variants carry their measured shift before the first question comes, as
+ * they did before shifts were measured in the idle time). Examples come
  * from qualityTasks.ts, example i of family f from exampleSeed(seed + index of f, i): the
  * training script draws from seed 1's stream and its evaluation from 0x51A11E + family, so
  * the default seed base 0xBE4C0000 gives other examples.
@@ -203,7 +205,7 @@ interface Server {
 async function startServer(model: string): Promise<Server> {
   // Without the automatic prefix cache: a full prefill's exact blocks would serve the reusing
   // cells of the same prompt, and the policies' own quality would go unmeasured.
-  const child = Bun.spawn([process.execPath, CLI_ENTRY, "serve", "--model", model, "--in-memory", "--port", "0", "--threads", String(threads), "--context-scores", contextScores, "--prophet-span-decay", String(spanDecay), "--prophet-query-rows", queryRows, "--prophet-scores", prophetScores, "--no-prefix-cache"], {
+  const child = Bun.spawn([process.execPath, CLI_ENTRY, "serve", "--model", model, "--in-memory", "--port", "0", "--threads", String(threads), "--context-scores", contextScores, "--prophet-span-decay", String(spanDecay), "--prophet-query-rows", queryRows, "--prophet-scores", prophetScores, "--no-prefix-cache", "--reuse-scoring", "sync"], {
     cwd: REPO,
     env: { ...process.env, NO_COLOR: "1" },
     stdin: "ignore",

@@ -334,6 +334,14 @@ export class BlockManager {
     await sliding.evict(blocks - sliding.pool.free, (hash) => prefix === null || prefix.blockOf(hash) === undefined);
   }
 
+  /** Frees up to `blocks` pool blocks from unreferenced prefix blocks only (chunk caches stay): room for background work's scratch tables. */
+  async makeScratchRoom(blocks: number): Promise<void> {
+    if (blocks <= this.blockPool.free || this.prefix === null) return;
+    const evicted = new KvBlockTable(this.blockSize);
+    evicted.blocks.push(...this.prefix.evict(blocks - this.blockPool.free));
+    await this.blockPool.release([evicted]);
+  }
+
   /** Frees at least `blocks` pool blocks if cached KV can give them: chunk caches first, then unreferenced prefix blocks. */
   async makeRoom(blocks: number): Promise<void> {
     if (blocks <= this.blockPool.free) return;

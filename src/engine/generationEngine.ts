@@ -10,7 +10,7 @@ import type { RedisTlsSettings } from "../state/redisDiagnosis.ts";
 import type { GenerationHandle } from "./generationHandle.ts";
 import { GenerationScheduler } from "./generationScheduler.ts";
 import type { GenerationRequest } from "./generationTypes.ts";
-import { DEFAULT_KV_POLICY, DEFAULT_RECOMPUTE_RATIO, type LatencyObserver, type SchedulerStats } from "./schedulerTypes.ts";
+import { DEFAULT_KV_POLICY, DEFAULT_RECOMPUTE_RATIO, type LatencyObserver, type ReuseScoringMode, type SchedulerStats } from "./schedulerTypes.ts";
 import { describeKvSettings, describeKvTuning, type KvSettings } from "./kvSettings.ts";
 import { GrammarCompiler } from "./grammarCompiler.ts";
 import { DEFAULT_GRAMMAR_LIMITS, type GrammarLimits } from "./grammar/grammarBudget.ts";
@@ -41,6 +41,7 @@ import { DEFAULT_PROPHET_SCORES, DEFAULT_PROPHET_SPAN_DECAY, type ProphetQueryRo
 import type { PrefixCacheEvents } from "../kv/prefixBlockCache.ts";
 import { GeneratedTokenMemory } from "./generatedTokenMemory.ts";
 import { RememberedChatTurns } from "./rememberedChatPrompt.ts";
+import { backgroundWorkMetrics } from "./backgroundWorkMetrics.ts";
 
 export interface EngineOptions {
   /** The model folder (config.json, *.safetensors, tokenizer.json, tokenizer_config.json), a .gguf file, or a folder holding one .gguf file. */
@@ -104,6 +105,10 @@ export interface EngineOptions {
   prophetScores?: ProphetScores;
   /** Automatic prefix caching of plain prompts (default true). */
   prefixCache?: boolean;
+  /** Share of wall time background work (stored variants' shift measurement) may keep the runner busy (--reuse-scoring-budget; default 0.2; 0: none). */
+  reuseScoringBudget?: number;
+  /** When stored variants' shift is measured: in the idle time (default) or on the request path (--reuse-scoring sync). */
+  reuseScoring?: ReuseScoringMode;
   /** Told every block the prefix cache stores and evicts, and when it is dropped (KV events out). */
   prefixEvents?: PrefixCacheEvents;
   /** Told each request's queue time, time to first token, inter-token gaps and end-to-end time. */
@@ -240,6 +245,8 @@ export class GenerationEngine {
         prophetQueryRows: options.prophetQueryRows,
         prophetScores: options.prophetScores,
         prefixCache: options.prefixCache ?? true,
+        ...(options.reuseScoringBudget !== undefined ? { backgroundBudget: options.reuseScoringBudget } : {}),
+        ...(options.reuseScoring !== undefined ? { reuseScoring: options.reuseScoring } : {}),
         prefixSeed: prefixSeed(identity, runner.info),
         ...(options.prefixEvents !== undefined ? { prefixEvents: options.prefixEvents } : {}),
         ...(options.latency !== undefined ? { latency: options.latency } : {}),
@@ -425,6 +432,7 @@ export class GenerationEngine {
       metric("ctxr_kv_remote_skipped_total", "counter", "Remote-tier operations skipped while its Redis was unreachable.", remote.skipped);
       metric("ctxr_kv_remote_bytes", "gauge", "Bytes the remote tier holds for this model, as the last write saw them.", remote.bytes);
     }
+    out += backgroundWorkMetrics(this.scheduler.background.stats, this.scheduler.reuseScoring.stats);
     metric("ctxr_kv_stored_total", "counter", "Chunk-cache variants stored.", cache.stored);
     metric("ctxr_kv_evicted_total", "counter", "Chunk-cache variants dropped.", cache.evicted);
     metric("ctxr_kv_discarded_total", "counter", "Damaged or foreign cache files discarded.", cache.discarded);

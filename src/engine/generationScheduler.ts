@@ -28,7 +28,9 @@
  * the public types (generationTypes.ts, schedulerTypes.ts), errors (generationErrors.ts), a
  * request's state (sequence.ts) and handle (generationHandle.ts), the checks at submission
  * (requestChecks.ts), the KV blocks and prefix cache (blockManager.ts), the token output
- * (tokenOutput.ts, sequenceOutput.ts) and the KV-managed prefill's step (managedPrefillStep.ts).
+ * (tokenOutput.ts, sequenceOutput.ts), the KV-managed prefill's step (managedPrefillStep.ts) and
+ * the lowest-priority background work that runs only when no live request needs the runner
+ * (backgroundWork.ts; stored variants' shift measurement, reuseScoring.ts).
  */
 import { EngineTokenAccount } from "../accounting/tokenAccounts.ts";
 import type { ForwardResult, ForwardSequence } from "../runner/runnerProtocol.ts";
@@ -44,6 +46,8 @@ import { BlockManager } from "./blockManager.ts";
 import { GenerationFailedError, PromptTooLongError, QueueFullError, DeadlineExceededError, SchedulerClosedError } from "./generationErrors.ts";
 import { GenerationHandle } from "./generationHandle.ts";
 import { ManagedPrefillStep } from "./managedPrefillStep.ts";
+import { BackgroundWork, DEFAULT_BACKGROUND_BUDGET, type BackgroundJob } from "./backgroundWork.ts";
+import { ReuseScoring } from "./reuseScoring.ts";
 import type { GenerationRequest } from "./generationTypes.ts";
 import { checkGenerationRequest, completionBudget } from "./requestChecks.ts";
 import { DEFAULT_MAX_WAITING, type SchedulerOptions, type SchedulerRunner, type SchedulerStats } from "./schedulerTypes.ts";
@@ -56,6 +60,8 @@ import { sleep } from "../runtime/sleep.ts";
 const MASK_GRACE_MS = 5;
 /** A step with nothing to run but held logits checks their masks this often. */
 const MASK_POLL_MS = 5;
+/** How long the engine must have been without live work before a background piece starts. */
+const BACKGROUND_IDLE_GRACE_MS = 20;
 
 /** Waits until every promise settles, or `limitMs` passes (null: no limit); never throws. */
 async function settleWithin(promises: Promise<unknown>[], limitMs: number | null): Promise<void> {
@@ -83,6 +89,14 @@ export class GenerationScheduler {
   private readonly blocks: BlockManager;
   private readonly output: SequenceOutput;
   private readonly managedPrefill: ManagedPrefillStep;
+  /** Jobs run only while no live sequence needs the runner, one piece at a time, within a budget. */
+  readonly background: BackgroundWork;
+  /** Stored variants' shift measurement and the count of reused chunks that had none. */
+  readonly reuseScoring: ReuseScoring;
+  /** Set while the budget (or the idle grace) holds background work back: it kicks the loop when it may run again. */
+  private backgroundTimer: ReturnType<typeof setTimeout> | null = null;
+  /** When the last live step ended (performance.now()): background work starts only after BACKGROUND_IDLE_GRACE_MS of quiet. */
+  private lastLiveStepAt = -Infinity;
   private loop: Promise<void> | null = null;
   private prefetching: Promise<void> | null = null;
   private closed = false;
@@ -136,7 +150,9 @@ export class GenerationScheduler {
       ...(options.prefixEvents !== undefined ? { prefixEvents: options.prefixEvents } : {}),
       ...(options.kvPolicy !== undefined ? { kvPolicy: options.kvPolicy } : {}),
     });
-    this.managedPrefill = new ManagedPrefillStep(runner, this.blocks, this.output, options, this.counters);
+    this.background = new BackgroundWork(options.backgroundBudget ?? DEFAULT_BACKGROUND_BUDGET, { ...(options.log !== undefined ? { log: options.log } : {}) });
+    this.reuseScoring = new ReuseScoring(options.reuseScoring ?? "idle", runner, options.chunkCache ?? null, this.blocks, (job) => this.enqueueBackground(job), this.background.enabled);
+    this.managedPrefill = new ManagedPrefillStep(runner, this.blocks, this.output, options, this.counters, this.reuseScoring);
     const sliding = this.blocks.sliding;
     if (sliding !== null && sliding.pool.totalBlocks < sliding.blocksPerSequence(this.prefillChunk))
       throw new RangeError(
@@ -258,9 +274,23 @@ export class GenerationScheduler {
     }
   }
 
+  /**
+   * Queues a lowest-priority job (backgroundWork.ts): it runs once no live sequence needs the
+   * runner and the budget allows; false (counted as dropped) when the budget is 0 or the queue full.
+   */
+  enqueueBackground(job: BackgroundJob): boolean {
+    if (this.closed || !this.background.enqueue(job)) return false;
+    if (this.hasWork()) this.background.defer();
+    this.kick();
+    return true;
+  }
+
   /** Fails every request and stops the loop (the runner is the owner's to shut down). */
   async close(): Promise<void> {
     this.closed = true;
+    if (this.backgroundTimer !== null) clearTimeout(this.backgroundTimer);
+    this.backgroundTimer = null;
+    this.background.clear();
     for (const sequence of [...this.waiting, ...this.running]) this.output.fail(sequence, new SchedulerClosedError());
     this.waiting.length = 0;
     await this.loop;
@@ -290,7 +320,7 @@ export class GenerationScheduler {
     this.loop = this.run().finally(() => {
       this.loop = null;
       // Work that arrived as the loop was ending.
-      if (this.hasWork()) this.kick();
+      if (this.hasWork() || this.backgroundReady()) this.kick();
     });
   }
 
@@ -299,17 +329,51 @@ export class GenerationScheduler {
   }
 
   private async run(): Promise<void> {
-    while (this.hasWork()) {
+    for (;;) {
+      if (!this.hasWork()) {
+        if (!(await this.runBackgroundPiece())) return;
+        continue;
+      }
       if (this.needsRestart || !this.runner.alive) {
         if (!(await this.restartRunner())) return;
         continue;
       }
+      if (this.background.pending > 0) this.background.defer();
       try {
         await this.step();
       } catch (error) {
         await this.recover(error);
       }
+      this.lastLiveStepAt = performance.now();
     }
+  }
+
+  /** Whether a background piece could start now if the loop ran (no budget timer pending). */
+  private backgroundReady(): boolean {
+    return !this.closed && !this.needsRestart && this.runner.alive && this.background.pending > 0 && this.backgroundTimer === null;
+  }
+
+  /**
+   * With no live work: one background piece, if the budget allows it now (true); otherwise false,
+   * and a timer kicks the loop when the budget will allow it.
+   */
+  private async runBackgroundPiece(): Promise<boolean> {
+    if (!this.backgroundReady()) return false;
+    // Back-to-back requests leave gaps of a few ms between them: not idle time worth a piece.
+    const wait = Math.max(this.background.waitMs(), this.lastLiveStepAt + BACKGROUND_IDLE_GRACE_MS - performance.now());
+    if (wait > 0) {
+      this.background.defer();
+      if (Number.isFinite(wait)) {
+        this.backgroundTimer = setTimeout(() => {
+          this.backgroundTimer = null;
+          this.kick();
+        }, Math.ceil(wait));
+        (this.backgroundTimer as { unref?: () => void }).unref?.();
+      }
+      return false;
+    }
+    await this.background.runNext();
+    return true;
   }
 
   /** Restarts the runner; on failure fails the waiting requests (the next request tries again). */

@@ -12,8 +12,9 @@ import { managedPrefill } from "../kv/managedPrefill.ts";
 import type { BlockManager } from "./blockManager.ts";
 import { DEFAULT_KV_POLICY, DEFAULT_RECOMPUTE_RATIO, type SchedulerOptions, type SchedulerRunner } from "./schedulerTypes.ts";
 import type { Sequence } from "./sequence.ts";
-import { DEFAULT_PROPHET_SCORES, type ProphetScores, type RecomputePolicy } from "../kv/recomputeSelection.ts";
+import { DEFAULT_PROPHET_SCORES } from "../kv/recomputeSelection.ts";
 import type { SequenceOutput } from "./sequenceOutput.ts";
+import type { ReuseScoring } from "./reuseScoring.ts";
 
 export class ManagedPrefillStep {
   constructor(
@@ -23,6 +24,8 @@ export class ManagedPrefillStep {
     private readonly options: SchedulerOptions,
     /** The scheduler's counts this step adds to. */
     private readonly counters: { forwards: number; prefillTokens: number },
+    /** When stored variants get their measured shift, and the count of reused ones without. */
+    private readonly reuseScoring: ReuseScoring,
   ) {}
 
   private get chunkCache(): ChunkCache | null {
@@ -50,14 +53,17 @@ export class ManagedPrefillStep {
     await this.blocks.pool.grow([{ table: sequence.table, entries }]);
     const request = sequence.request;
     this.counters.forwards++;
+    const scores = this.options.contextScores ?? "shift";
+    // Every stored variant's shift: measured in the engine's idle time (or here, with --reuse-scoring sync).
+    const measurement = this.reuseScoring.measurement(scores);
     const result = await managedPrefill(this.runner, this.chunkCache, request.segments!, sequence.table.blocks, {
       cachedTokens: sequence.table.length,
       policy: request.kvPolicy ?? this.options.kvPolicy ?? DEFAULT_KV_POLICY,
       recomputeRatio: request.recomputeRatio ?? this.options.recomputeRatio ?? DEFAULT_RECOMPUTE_RATIO,
       focusWindow: this.options.focusWindow ?? 0,
-      contextScores: this.options.contextScores ?? "shift",
-      // The shift is metadata for cachecraft (and prophet's shift scores): measured when this request or the server's default uses it.
-      measureShift: (this.options.contextScores ?? "shift") === "shift" && (usesShift(request.kvPolicy, this.options.prophetScores) || usesShift(this.options.kvPolicy ?? DEFAULT_KV_POLICY, this.options.prophetScores)),
+      contextScores: scores,
+      measureShift: measurement !== "none",
+      ...(measurement === "defer" ? { deferShift: (job) => this.reuseScoring.defer(job) } : {}),
       ...(this.options.prophetSpanDecay !== undefined ? { prophetSpanDecay: this.options.prophetSpanDecay } : {}),
       prophetQueryRows: this.options.prophetQueryRows ?? "all",
       prophetScores: this.options.prophetScores ?? DEFAULT_PROPHET_SCORES,
@@ -67,6 +73,7 @@ export class ManagedPrefillStep {
     sequence.managedPending = false;
     sequence.exactTokens = result.exactTokens;
     this.counters.prefillTokens += result.usage.prompt_tokens_computed + result.usage.prompt_tokens_recomputed;
+    this.reuseScoring.countUnscored(result.usage.policy, result.usage.chunks_unscored ?? 0);
     const first = sequence.generated === 0;
     if (first) sequence.usage = result.usage;
     if (first && !sequence.cancelled && !sequence.done) {
@@ -98,9 +105,4 @@ export class ManagedPrefillStep {
     }
     await cache.fetchRemote(hashes);
   }
-}
-
-/** Whether a policy reads the stored variants' measured shift: cachecraft, and prophet unless it ranks by attention alone. */
-function usesShift(policy: RecomputePolicy | undefined, prophetScores: ProphetScores = DEFAULT_PROPHET_SCORES): boolean {
-  return policy === "cachecraft" || (policy === "prophet" && prophetScores !== "attention");
 }

@@ -67,7 +67,19 @@ export interface SchedulerOptions {
   maxWaiting?: number;
   /** Every request's deadline in ms after submission (default none); a request's own deadlineMs may only be shorter. */
   requestTimeoutMs?: number | null;
+  /** Share of wall time background work (backgroundWork.ts) may keep the runner busy, 0..1 (default DEFAULT_BACKGROUND_BUDGET; 0: none runs). */
+  backgroundBudget?: number;
+  /**
+   * When a stored variant's context shift is measured (with "shift" scores): "idle" (default), by
+   * a background job in the engine's idle time; "sync", in the store-back of the request that
+   * stored it, between its first and second token (what benchmarks that need every shift at once use).
+   */
+  reuseScoring?: ReuseScoringMode;
 }
+
+/** When stored variants get their measured shift (SchedulerOptions.reuseScoring). */
+export type ReuseScoringMode = "idle" | "sync";
+export const REUSE_SCORING_MODES: readonly ReuseScoringMode[] = ["idle", "sync"];
 
 /** A request's prompt tokens by where their KV came from, when its first token was generated. */
 export interface PromptReuse {

@@ -145,6 +145,30 @@ export class ChunkCache {
     this.remote = options.remote ?? null;
   }
 
+  /**
+   * A variant's KV where reading it is cheap (for measuring its context shift off the request
+   * path): exported from its device blocks, or the host tier's copy; null when it is on disk only
+   * or gone.
+   */
+  async residentKv(id: string): Promise<KvData | null> {
+    const variant = this.index.get(id);
+    if (variant === undefined) return null;
+    const onDevice = this.device.get(id);
+    if (onDevice !== undefined) return this.runner.export({ table: onDevice.blocks, start: 0, count: variant.tokenCount });
+    return this.host.get(id)?.data ?? null;
+  }
+
+  /** Records a variant's measured context shift (contextShift.ts); false when the variant is gone. */
+  setTokenShift(id: string, shift: Float32Array): boolean {
+    const variant = this.index.get(id);
+    if (variant === undefined) return false;
+    if (shift.length !== variant.tokenCount) throw new RangeError(`setTokenShift: ${shift.length} shifts for a variant of ${variant.tokenCount} tokens`);
+    variant.meta.tokenShift = shift;
+    const hosted = this.host.get(id);
+    if (hosted !== undefined) (hosted.meta as StoredVariantMeta).tokenShift = Array.from(shift);
+    return true;
+  }
+
   /** Whether a remote tier is configured. */
   get hasRemote(): boolean {
     return this.remote !== null;

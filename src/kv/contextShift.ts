@@ -9,8 +9,8 @@
  * neighbour's content (a record that copies the value before it) are not told apart (measured
  * in BENCHMARKS.md, issue 12). The KV itself says it directly: a token whose KV barely moves
  * when its prefix is taken away cannot go stale when the prefix changes; one whose KV moves a lot
- * is what a new prefix breaks. Measured once per stored variant, after the first token (the
- * store-back), at the cost of one more pass over the chunk's tokens.
+ * is what a new prefix breaks. Measured once per stored variant, at the cost of one more pass over
+ * the chunk's tokens: in the engine's idle time (variantShiftScoring.ts), or in the store-back.
  */
 import type { ForwardRequest, ForwardResult, KvData, KvRange, RunnerInfo } from "../runner/runnerProtocol.ts";
 

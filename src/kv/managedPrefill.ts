@@ -47,6 +47,7 @@ import {
   type RecomputePolicy,
 } from "./recomputeSelection.ts";
 import { measureContextShift, type ContextShiftRunner } from "./contextShift.ts";
+import type { ShiftScoringRequest } from "./variantShiftScoring.ts";
 import { tokenScores, type ContextScores } from "./reuseScores.ts";
 import { promptTokens, segmentBounds, type SegmentedPrompt } from "./segmentedPrompt.ts";
 import { SlidingPrefillWindow, type SlidingPrefillSettings, type SlidingWindowRunner } from "./slidingPrefillWindow.ts";
@@ -96,6 +97,12 @@ export interface ManagedPrefillOptions {
    */
   measureShift?: boolean;
   /**
+   * Given with measureShift: the shift of a stored variant is not measured in storeBack but handed
+   * here, once the variant is stored, to be measured later (variantShiftScoring.ts, in the engine's
+   * idle time). A chunk right after the head still gets its shift (zeros) at once.
+   */
+  deferShift?: (request: ShiftScoringRequest) => void;
+  /**
    * The prompt's first tokens whose KV the table already holds, exact (blocks of the automatic
    * prefix cache; shared, so never written): planned as "blocks", and a segment they end inside
    * is computed from there on and not stored as a variant (its metadata would be partial).
@@ -118,6 +125,11 @@ export interface ManagedPrefillUsage {
   policy: RecomputePolicy;
   /** Cache-Craft early stop: layers the unfocused chunks' recomputed tokens ran through (null: they never stopped). */
   focus_cutoff_layer?: number | null;
+  /**
+   * With "shift" scores: reused chunks whose variant had no measured shift yet, so its choice (and
+   * cachecraft's recompute set) fell back to the attention scores.
+   */
+  chunks_unscored?: number;
 }
 
 export interface ManagedPrefillResult {
@@ -220,6 +232,12 @@ export async function managedPrefill(
     usage.tier_hits[tier] = (usage.tier_hits[tier] ?? 0) + 1;
     hits.push({ segment: s, tier });
     cache!.recordUse(plan.variant, plan.kind === "reuse" ? plan.cfo : 0);
+  }
+  if (scores === "shift" && cache !== null && options.policy !== "full" && options.policy !== "prefix") {
+    usage.chunks_unscored = hits.filter(({ segment }) => {
+      const plan = plans[segment]!;
+      return plan.kind === "reuse" && plan.variant.meta.tokenShift === undefined;
+    }).length;
   }
 
   // Exactness: a segment's KV equals full prefill's when everything before it does and it is computed or fully recomputed.
@@ -339,11 +357,13 @@ export async function managedPrefill(
   // or relocate, or no scratch room in the pool, leaves it unmeasured (the attention scores then).
   const headLength = prompt.segments[0]?.kind === "head" ? bounds[1]! : 0;
   const shiftRunner = runner.export !== undefined && runner.relocate !== undefined ? (runner as ContextShiftRunner) : null;
+  const measuring = options.measureShift ?? (scores === "shift" && (options.policy === "cachecraft" || (options.policy === "prophet" && (options.prophetScores ?? DEFAULT_PROPHET_SCORES) !== "attention")));
   const shiftOf = async (s: number): Promise<number[] | null> => {
     const tokens = prompt.segments[s]!.tokens;
-    if (!(options.measureShift ?? (scores === "shift" && (options.policy === "cachecraft" || (options.policy === "prophet" && (options.prophetScores ?? DEFAULT_PROPHET_SCORES) !== "attention")))) || cache === null || tokens.length === 0) return null;
-    if (bounds[s] === headLength) return tokens.map(() => 0);
-    if (shiftRunner === null) return null;
+    if (!measuring || cache === null || tokens.length === 0) return null;
+    // The head itself, and the chunk right after it, have no other chunk as context.
+    if (bounds[s]! <= headLength) return tokens.map(() => 0);
+    if (shiftRunner === null || options.deferShift !== undefined) return null;
     const shift = await cache.withScratch(headLength + tokens.length, (scratch) => measureContextShift(shiftRunner, table, headLength, bounds[s]!, tokens, scratch));
     return shift === null ? null : Array.from(shift);
   };
@@ -380,12 +400,15 @@ export async function managedPrefill(
         const segment = prompt.segments[s]!;
         const meta = variantMetadataFromStats(metadataStats!, computeIndices, s, chunkBounds, prompt.segments.map((g) => g.hash));
         const tokenShift = await shiftOf(s);
-        await cache.store(
+        const stored = await cache.store(
           table,
           bounds[s]!,
           { chunkHash: segment.hash, tokenCount: segment.tokens.length, prefix: prompt.segments.slice(0, s).map((g) => g.hash), exact: exactSoFar, ...meta, ...(tokenShift !== null ? { tokenShift } : {}) },
           windowed === null ? undefined : { table: windowed.table, data: await windowed.kvOf(bounds[s]!, segment.tokens.length) },
         );
+        if (stored !== null && tokenShift === null && measuring && options.deferShift !== undefined && segment.tokens.length > 0) {
+          options.deferShift({ variantId: stored.id, head: prompt.segments[0]?.kind === "head" ? prompt.segments[0].tokens : [], tokens: segment.tokens });
+        }
       }
     } finally {
       cache.computed(computing);

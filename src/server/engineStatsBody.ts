@@ -5,8 +5,23 @@
  */
 import type { SchedulerStats } from "../engine/schedulerTypes.ts";
 import type { FirstTokenTotals } from "./latencyMetrics.ts";
+import type { BackgroundWorkStats } from "../engine/backgroundWork.ts";
+import type { ReuseScoringStats } from "../engine/reuseScoring.ts";
 
-export function engineStatsBody(stats: SchedulerStats, firstTokens: FirstTokenTotals | null) {
+/** /v1/stats `engine.reuse_scoring`: the background work and every stored variant's scoring. */
+export function reuseScoringBody(background: BackgroundWorkStats, scoring: ReuseScoringStats) {
+  return {
+    mode: scoring.mode,
+    budget: background.budget,
+    jobs: Object.fromEntries(
+      Object.entries(background.kinds).map(([kind, k]) => [kind, { pending: k.pending, run: k.run, deferred: k.deferred, dropped: k.dropped, failed: k.failed, runner_seconds: k.runnerSeconds }]),
+    ),
+    measurements: { ...scoring.outcomes },
+    unscored_chunks: { ...scoring.unscoredChunks },
+  };
+}
+
+export function engineStatsBody(stats: SchedulerStats, firstTokens: FirstTokenTotals | null, reuseScoring?: ReturnType<typeof reuseScoringBody>) {
   return {
     running: stats.running,
     waiting: stats.waiting,
@@ -17,5 +32,6 @@ export function engineStatsBody(stats: SchedulerStats, firstTokens: FirstTokenTo
     prefill_tokens: stats.prefillTokens,
     prefix_cache_hit_tokens: stats.prefixBlocksHit * stats.blockSize,
     first_token: firstTokens,
+    ...(reuseScoring === undefined ? {} : { reuse_scoring: reuseScoring }),
   };
 }

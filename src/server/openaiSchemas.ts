@@ -181,6 +181,10 @@ export function createOpenAiSchemas() {
       prompt_tokens_computed: z.int().openapi({ description: "Prompt tokens computed from scratch." }),
       tier_hits: z.object({ device: z.int(), host: z.int(), disk: z.int(), remote: z.int().optional().openapi({ description: "With --kv-remote: segments fetched from the shared remote tier." }) }).optional().openapi({ description: "Cached segments by the tier they came from." }),
       policy: z.string().optional(),
+      chunks_unscored: z
+        .int()
+        .optional()
+        .openapi({ description: "Reused chunks whose variant had no measured KV shift yet (it is measured in the engine's idle time): their choice and cachecraft's recompute set used the attention scores." }),
       ttft_ms: z.number().openapi({ description: "Time from arrival to the first token." }),
       queue_ms: z.number().openapi({ description: "Time the request waited in the engine's queue before it was first scheduled." }),
       sparse_decode_steps: z.int().optional(),

@@ -241,6 +241,21 @@ export function createSchemas(limits: ServerLimits) {
         })
         .nullable()
         .openapi({ description: "Counted when each request's first token is generated (null when the server keeps no latency figures)." }),
+      reuse_scoring: z
+        .object({
+          mode: z.enum(["idle", "sync"]).openapi({ description: "--reuse-scoring: stored variants' shift measured in the idle time or on the request path." }),
+          budget: z.number().openapi({ description: "--reuse-scoring-budget: share of wall time background work may keep the runner busy (0: off)." }),
+          jobs: z
+            .record(
+              z.string(),
+              z.object({ pending: z.int(), run: z.int(), deferred: z.int(), dropped: z.int(), failed: z.int(), runner_seconds: z.number() }),
+            )
+            .openapi({ description: "Background jobs by kind (shift_scoring): waiting, run, deferred at least once, dropped, failed, and the runner seconds they took." }),
+          measurements: z.record(z.string(), z.int()).openapi({ description: "Shift measurements by outcome: scored, gone, not-resident, no-room." }),
+          unscored_chunks: z.record(z.string(), z.int()).openapi({ description: "Reused chunks whose variant had no measured shift yet, by policy (they fell back to the attention scores)." }),
+        })
+        .optional()
+        .openapi({ description: "Every stored chunk variant's measured shift (docs/reuse-scoring.md)." }),
     })
     .openapi("EngineStats");
   const savedTotals = {

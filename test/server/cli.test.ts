@@ -128,6 +128,38 @@ describe("ctxr serve", () => {
     }
   });
 
+  test("--reuse-scoring-budget and --reuse-scoring: listed in --help, validated, model-only; CTXR_REUSE_SCORING_BUDGET sets the budget", async () => {
+    const help = runCli(["serve", "--help"]).stdout;
+    for (const flag of ["--reuse-scoring-budget F", "--reuse-scoring M"]) expect(help).toContain(flag);
+    const missing = ["--model", join(folder.path, "no-model-here")];
+    const cases: [string[], string][] = [
+      [["--reuse-scoring-budget", "1.5"], "--reuse-scoring-budget must be a number from 0 to 1, got '1.5'"],
+      [["--reuse-scoring-budget", "some"], "--reuse-scoring-budget must be a number from 0 to 1, got 'some'"],
+      [["--reuse-scoring-budget=-0.1"], "--reuse-scoring-budget must be a number from 0 to 1, got '-0.1'"],
+      [["--reuse-scoring", "eager"], "--reuse-scoring must be one of idle, sync, got 'eager'"],
+    ];
+    for (const [args, message] of cases) {
+      const run = runCli(["serve", "--in-memory", "--port", "0", ...missing, ...args]);
+      expect({ args, code: run.code }).toEqual({ args, code: 2 });
+      expect(run.stderr).toContain(`ctxr serve: ${message}`);
+    }
+    for (const [flag, value] of [["--reuse-scoring-budget", "0.1"], ["--reuse-scoring", "sync"]]) {
+      const run = runCli(["serve", "--in-memory", "--port", "0", flag!, value!]);
+      expect(run.code).toBe(2);
+      expect(run.stderr).toContain(`ctxr serve: ${flag} needs --model`);
+    }
+    const model = tinyModelFolder({}, "tiny");
+    const server = await spawnServer(["--in-memory", "--model", model.path, "--threads", "1", "--kv-blocks", "128", "--reuse-scoring", "sync"], { CTXR_RUNNER: buildRunner(), CTXR_REUSE_SCORING_BUDGET: "0.05" });
+    try {
+      expect((await server.get("/metrics")).text).toContain("ctxr_background_budget 0.05\n");
+      expect((await server.get("/v1/stats")).body.engine.reuse_scoring).toMatchObject({ mode: "sync", budget: 0.05 });
+    } finally {
+      server.process.kill("SIGTERM");
+      await server.exited;
+      model.cleanup();
+    }
+  });
+
   test("--kv-dtype: listed in --help, validated, model-only, f16 refused on cuda", () => {
     expect(runCli(["serve", "--help"]).stdout).toContain("--kv-dtype K");
     const model = ["--model", join(folder.path, "no-model-here")];

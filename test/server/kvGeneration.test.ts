@@ -182,8 +182,9 @@ describe("KV-managed generation over HTTP", () => {
     // 64 blocks of 16 tokens; the chunk cache may keep 16 of them on the device.
     const small = await open({ kvBlocks: 64, kvDeviceBlocks: 16 });
     for (const order of [DOCS, [...DOCS].reverse()]) expect((await small.api.post("/v1/chat/completions", chat(order))).status).toBe(200);
-    // Nothing runs now: every block in use is cached KV (chunk variants on the device, exact prompt
-    // blocks in the prefix cache).
+    // Once the idle-time scoring of the new variants is done, nothing runs: every block in use is
+    // cached KV (chunk variants on the device, exact prompt blocks in the prefix cache).
+    await small.engine.scheduler.background.idle();
     const cached = small.engine.scheduler.stats;
     expect(cached.kvBlocksUsed).toBeGreaterThan(8);
     expect(cached.kvBlocksUsed).toBe(cached.kvBlocksPrefixCached + small.engine.chunkCache.stats.deviceBlocks);

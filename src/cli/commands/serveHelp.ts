@@ -8,6 +8,7 @@ import { DEFAULT_BUDGETS } from "../../online/stateBudgets.ts";
 import { DEFAULT_KV_EVENT_MAX_BYTES } from "../../proxy/kvEventSubscriber.ts";
 import { DEFAULT_LIMITS } from "../../http/limits.ts";
 import { DEFAULT_MAX_WAITING } from "../../engine/schedulerTypes.ts";
+import { DEFAULT_BACKGROUND_BUDGET } from "../../engine/backgroundWork.ts";
 import { DEFAULT_PROBE_INTERVAL_MS } from "../../proxy/upstreamMonitor.ts";
 import { DEFAULT_STATS_INTERVAL_MS } from "../../server/statsLog.ts";
 import { DEFAULT_STATUS_SAMPLE_EVERY_MS, DEFAULT_STATUS_SAMPLES } from "../../server/statusPage/statusHistory.ts";
@@ -256,6 +257,13 @@ CacheCraft, ProphetKV, CHESS):
                            it, anyone who can write to that Redis can steer answers
   --kv-remote-secret-file FILE
                            the same, the secret read from FILE
+  --reuse-scoring-budget F share of wall time, 0..1, the engine's idle-time work
+                           (measuring each stored chunk's KV shift) may keep the
+                           runner busy over a 10 s window (default ${DEFAULT_BACKGROUND_BUDGET}; 0: off,
+                           chunks stay unscored); live requests always go first
+  --reuse-scoring M        idle (default): shift measured in the idle time; sync:
+                           in the storing request, between its first and second
+                           token (benchmarks that need every shift at once)
   --focus-window L         Cache-Craft focused-chunk early stop after L stable
                            layers (default 0: off)
   --prophet-span-decay D   prophet: share of a token's score that carries on to

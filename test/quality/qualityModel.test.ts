@@ -68,8 +68,9 @@ describe.skipIf(!haveModel)("the committed quality model under KV reuse (depende
 
   beforeAll(async () => {
     // Without the automatic prefix cache, as bench-quality runs: the full cell's exact blocks would
-    // otherwise serve the reusing cells of the same prompt.
-    engine = await GenerationEngine.open({ model: MODEL, runner: buildRunner(), threads: 2, prefixCache: false });
+    // otherwise serve the reusing cells of the same prompt. And, as it does, with the shift measured
+    // when a variant is stored (the warm-up's chunks are reused at once, before any idle time).
+    engine = await GenerationEngine.open({ model: MODEL, runner: buildRunner(), threads: 2, prefixCache: false, reuseScoring: "sync" });
     service = await ContextService.open({ dataDir: null });
     server = startServer(service, { host: "127.0.0.1", port: 0, engine, log: () => {} });
     const client = new QualityClient(server.url);

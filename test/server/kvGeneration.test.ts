@@ -98,6 +98,7 @@ describe("KV-managed generation over HTTP", () => {
   test("prophet with shift scores: the stored variants get their measured shift, and the reused request recomputes the ratio's budget", async () => {
     const { api: fresh, engine } = await open({ prophetScores: "product" });
     await fresh.post("/v1/chat/completions", chat(DOCS));
+    await engine.scheduler.background.idle(); // the shift is measured in the engine's idle time
     const variants = engine.chunkCache.index.all();
     expect(variants.length).toBeGreaterThan(0);
     for (const variant of variants) expect(variant.meta.tokenShift?.length).toBe(variant.meta.tokenInter.length);
@@ -105,9 +106,10 @@ describe("KV-managed generation over HTTP", () => {
     const u = reordered.body.usage.ctxr;
     expect(u.policy).toBe("prophet");
     expect(u.prompt_tokens_recomputed).toBe(Math.ceil(0.2 * (u.prompt_tokens_chunk_reused + u.prompt_tokens_recomputed)));
-    // The paper's scores leave the shift unmeasured: nothing reads it.
-    const { api: plain, engine: plainEngine } = await open({ prophetScores: "attention" });
+    // Without a scoring budget nothing measures it (the reuse then counts its chunks as unscored).
+    const { api: plain, engine: plainEngine } = await open({ prophetScores: "attention", reuseScoringBudget: 0 });
     await plain.post("/v1/chat/completions", chat(DOCS));
+    await plainEngine.scheduler.background.idle();
     expect(plainEngine.chunkCache.index.all().every((variant) => variant.meta.tokenShift === undefined)).toBe(true);
   });
 

@@ -35,7 +35,7 @@
 import { EngineTokenAccount } from "../accounting/tokenAccounts.ts";
 import type { ForwardResult, ForwardSequence } from "../runner/runnerProtocol.ts";
 import { RunnerCrashedError } from "../runner/runnerProcess.ts";
-import { blocksFor, type GrowRequest, type KvBlockTable } from "../kv/kvBlockTable.ts";
+import { blocksFor, type KvBlockTable } from "../kv/kvBlockTable.ts";
 import type { ChunkCache } from "../kv/chunkCache.ts";
 import type { ChunkVariant } from "../kv/chunkVariantIndex.ts";
 import { cacheAwareOrder, type QueuedPrefill } from "../kv/cacheAwareOrder.ts";
@@ -53,7 +53,9 @@ import { checkGenerationRequest, completionBudget } from "./requestChecks.ts";
 import { DEFAULT_MAX_WAITING, type SchedulerOptions, type SchedulerRunner, type SchedulerStats } from "./schedulerTypes.ts";
 import { Sequence } from "./sequence.ts";
 import { SequenceOutput } from "./sequenceOutput.ts";
-import { recordPromptLogprobs, takesGreedyRow, wantsPromptRows } from "./tokenOutput.ts";
+import { recordPromptLogprobs, wantsPromptRows } from "./tokenOutput.ts";
+import { greedyRowsSuffice, growRequests, type StepRun } from "./stepRun.ts";
+import { settleWithin } from "../runtime/settleWithin.ts";
 import { sleep } from "../runtime/sleep.ts";
 
 /** How long the masks of a step wait for each other when sequences without one share the batch. */
@@ -62,26 +64,6 @@ const MASK_GRACE_MS = 5;
 const MASK_POLL_MS = 5;
 /** How long the engine must have been without live work before a background piece starts. */
 const BACKGROUND_IDLE_GRACE_MS = 20;
-
-/** Waits until every promise settles, or `limitMs` passes (null: no limit); never throws. */
-async function settleWithin(promises: Promise<unknown>[], limitMs: number | null): Promise<void> {
-  if (promises.length === 0) return;
-  const all = Promise.allSettled(promises);
-  if (limitMs === null) await all;
-  else await Promise.race([all, sleep(limitMs)]);
-}
-
-/** One sequence's share of a step: the tokens it runs, and whether it is a decode (one token, logits of row 0). */
-interface StepRun {
-  sequence: Sequence;
-  count: number;
-  decode: boolean;
-}
-
-/** The tables of a step's runs, each to hold its entries after the step. */
-function growRequests(plan: readonly StepRun[]): GrowRequest[] {
-  return plan.map((p) => ({ table: p.sequence.table, entries: p.sequence.table.length + p.count }));
-}
 
 export class GenerationScheduler {
   private readonly waiting: Sequence[] = [];
@@ -712,20 +694,4 @@ export class GenerationScheduler {
     await Promise.race(limitMs === null ? waits : [...waits, sleep(limitMs)]);
   }
 
-}
-
-/**
- * Whether the step's logits can come back as greedy rows (argmax only: 8 bytes a row instead of
- * 600 KB-1 MB at the vocabularies of Qwen3, Phi-3/4 and Gemma 3): every sequence that samples
- * this step takes one row and needs nothing but its argmax.
- */
-function greedyRowsSuffice(plan: readonly StepRun[], sequences: readonly ForwardSequence[]): boolean {
-  let sampling = false;
-  for (let i = 0; i < plan.length; i++) {
-    const rows = sequences[i]!.logitRows.length;
-    if (rows === 0) continue;
-    if (rows > 1 || !takesGreedyRow(plan[i]!.sequence)) return false;
-    sampling = true;
-  }
-  return sampling;
 }

@@ -117,42 +117,45 @@ void dequantize_row(DType t, const void* row, int cols, float* out) {
   }
 }
 
+namespace {
+
+// The scale of `n` activations: d = max|v| / 127 (and 1/d, 0 for an all-zero run).
+float activation_scale(const float* v, int n, float& inv) {
+  float amax = 0.f;
+  for (int i = 0; i < n; i++) amax = std::max(amax, std::fabs(v[i]));
+  inv = amax > 0 ? 127.f / amax : 0.f;
+  return amax / 127.f;
+}
+
+// 16 activations times inv, rounded to nearest even and clamped to [−127, 127]; their sum.
+int16_t quantize16(const float* v, float inv, int8_t* q) {
+  int sum = 0;
+  for (int i = 0; i < 16; i++) {
+    q[i] = static_cast<int8_t>(std::max(-127, std::min(127, static_cast<int>(std::nearbyint(v[i] * inv)))));
+    sum += q[i];
+  }
+  return static_cast<int16_t>(sum);
+}
+
+}  // namespace
+
 void quantize_activations(const float* x, int cols, ActBlock* out) {
   for (int b = 0; b < cols / 32; b++) {
     const float* v = x + 32 * b;
-    float amax = 0.f;
-    for (int i = 0; i < 32; i++) amax = std::max(amax, std::fabs(v[i]));
     ActBlock& a = out[b];
-    a.d = amax / 127.f;
-    const float inv = amax > 0 ? 127.f / amax : 0.f;
-    int sums[2] = {0, 0};
-    for (int i = 0; i < 32; i++) {
-      const int q = static_cast<int>(std::nearbyint(v[i] * inv));
-      a.q[i] = static_cast<int8_t>(std::max(-127, std::min(127, q)));
-      sums[i / 16] += a.q[i];
-    }
-    a.sum[0] = static_cast<int16_t>(sums[0]);
-    a.sum[1] = static_cast<int16_t>(sums[1]);
+    float inv;
+    a.d = activation_scale(v, 32, inv);
+    for (int h = 0; h < 2; h++) a.sum[h] = quantize16(v + 16 * h, inv, a.q + 16 * h);
   }
 }
 
 void quantize_activations_256(const float* x, int cols, ActSuperBlock* out) {
   for (int b = 0; b < cols / 256; b++) {
     const float* v = x + 256 * b;
-    float amax = 0.f;
-    for (int i = 0; i < 256; i++) amax = std::max(amax, std::fabs(v[i]));
     ActSuperBlock& a = out[b];
-    a.d = amax / 127.f;
-    const float inv = amax > 0 ? 127.f / amax : 0.f;
-    for (int j = 0; j < 16; j++) {
-      int sum = 0;
-      for (int i = 16 * j; i < 16 * j + 16; i++) {
-        const int q = static_cast<int>(std::nearbyint(v[i] * inv));
-        a.q[i] = static_cast<int8_t>(std::max(-127, std::min(127, q)));
-        sum += a.q[i];
-      }
-      a.sum16[j] = static_cast<int16_t>(sum);
-    }
+    float inv;
+    a.d = activation_scale(v, 256, inv);
+    for (int j = 0; j < 16; j++) a.sum16[j] = quantize16(v + 16 * j, inv, a.q + 16 * j);
   }
 }
 

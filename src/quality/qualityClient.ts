@@ -48,6 +48,8 @@ export interface CtxrUsage {
   prompt_tokens_computed: number;
   ttft_ms: number;
   policy?: string;
+  /** Segments (the head and documents) placed from the chunk cache, by tier. */
+  tier_hits?: Record<string, number>;
   /** Reused chunks whose variant had no measured shift yet (they used the attention scores). */
   chunks_unscored?: number;
   sparse_decode_steps?: number;

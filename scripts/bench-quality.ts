@@ -30,7 +30,8 @@
  * repeats the grid once per storing policy, the warm-ups using that policy, and --reuse-scoring
  * once per server mode (`idle`: the question comes right after the warm-up, so a variant may not
  * be scored yet; usage.ctxr.chunks_unscored counts it, and the "unscored" column counts the
- * answers that met one). A fresh server for each (mode, storer), so no storer reuses another's
+ * answers that met one; `idle-settled`: idle, each question waiting until /v1/stats shows no
+ * shift measurement pending). A fresh server for each (mode, storer), so no storer reuses another's
  * chunks. The warm-up reports how many chunks it stored (ctxr_kv_stored_total): an example whose
  * warm-up stored nothing (`full` stores nothing) is not asked under that storer, and the table
  * says so. The sections below the grid (order variants, TTFT, recall) come from the first
@@ -63,7 +64,7 @@ import {
   type QualityCell,
   type QualityPolicy,
 } from "../src/quality/qualityClient.ts";
-import { parseReuseScoringModes, parseStorePolicies, warmUpStored, WarmUpTally, type ReuseScoringMode } from "../src/quality/storeMatrix.ts";
+import { parseReuseScoringModes, parseStorePolicies, serverReuseScoring, warmUpStored, WarmUpTally, type ReuseScoringMode } from "../src/quality/storeMatrix.ts";
 import { exampleSeed } from "../src/quality/qualityRandom.ts";
 import { RECALL_POLICIES, RecomputeRecall, type RecallCell, type RecallPolicy, type RecallResult } from "../src/quality/recomputeRecall.ts";
 import { findRunner } from "../src/runner/runnerExecutable.ts";
@@ -229,7 +230,7 @@ interface Server {
 async function startServer(model: string, reuseScoring: ReuseScoringMode): Promise<Server> {
   // Without the automatic prefix cache: a full prefill's exact blocks would serve the reusing
   // cells of the same prompt, and the policies' own quality would go unmeasured.
-  const child = Bun.spawn([process.execPath, CLI_ENTRY, "serve", "--model", model, "--in-memory", "--port", "0", "--threads", String(threads), "--context-scores", contextScores, "--prophet-span-decay", String(spanDecay), "--prophet-query-rows", queryRows, "--prophet-scores", prophetScores, "--no-prefix-cache", "--reuse-scoring", reuseScoring], {
+  const child = Bun.spawn([process.execPath, CLI_ENTRY, "serve", "--model", model, "--in-memory", "--port", "0", "--threads", String(threads), "--context-scores", contextScores, "--prophet-span-decay", String(spanDecay), "--prophet-query-rows", queryRows, "--prophet-scores", prophetScores, "--no-prefix-cache", "--reuse-scoring", serverReuseScoring(reuseScoring)], {
     cwd: REPO,
     env: { ...process.env, NO_COLOR: "1" },
     stdin: "ignore",
@@ -282,7 +283,15 @@ function examplesOf(family: QualityFamily, options: QualityOptions = {}): Qualit
  * Asks every example under every cell (one warm-up per example, by `storer`); one tally per cell.
  * An example whose warm-up stored no chunk is not asked (see the header).
  */
-async function runCells(client: QualityClient, name: string, examples: readonly QualityExample[], cells: readonly QualityCell[], storer: QualityPolicy = storePolicies[0]!, warmUps = new WarmUpTally()): Promise<Tally[]> {
+async function runCells(
+  client: QualityClient,
+  name: string,
+  examples: readonly QualityExample[],
+  cells: readonly QualityCell[],
+  storer: QualityPolicy = storePolicies[0]!,
+  warmUps = new WarmUpTally(),
+  settle = false,
+): Promise<Tally[]> {
   const ordered = orderCells(cells);
   const tallies = new Map(ordered.map((c) => [cellLabel(c), new Tally(c)] as const));
   const started = performance.now();
@@ -290,6 +299,7 @@ async function runCells(client: QualityClient, name: string, examples: readonly 
     const example = examples[i]!;
     const warmUp = await client.warmUp(example, storer);
     warmUps.add(warmUp);
+    if (settle) warmUps.settledMs.push(await client.settleScoring());
     if (warmUpStored(warmUp)) for (const cell of ordered) tallies.get(cellLabel(cell))!.add(example, await client.ask(example, cell));
     if ((i + 1) % 25 === 0 || i + 1 === examples.length) {
       const seconds = (performance.now() - started) / 1000;
@@ -323,23 +333,26 @@ interface StoreRun {
   /** Per family: what the warm-ups stored. */
   warm_up: Record<string, ReturnType<WarmUpTally["summary"]>>;
   grid: Record<string, CellSummary[]>;
+  /** /v1/stats at the end of the run: shift measurements done, and still waiting. */
+  scoring: { scored: number; pending: number } | null;
 }
 const storeRuns: StoreRun[] = [];
 const orderVariants: { order: OrderVariant; dedup: boolean; cells: CellSummary[] }[] = [];
 for (const mode of reuseScoringModes) {
   for (const storer of storePolicies) {
     const first = storeRuns.length === 0;
-    const run: StoreRun = { reuse_scoring: mode, stored_by: storer, warm_up: {}, grid: {} };
+    const run: StoreRun = { reuse_scoring: mode, stored_by: storer, warm_up: {}, grid: {}, scoring: null };
     const server = await startServer(values.model!, mode);
     const client = new QualityClient(server.url);
     const tag = reuseScoringModes.length > 1 || storePolicies.length > 1 ? ` (${mode}, stored by ${storer})` : "";
     try {
       for (const family of families) {
         const warmUps = new WarmUpTally();
-        const tallies = await runCells(client, `${family}${tag}`, examplesOf(family), gridCells(family), storer, warmUps);
+        const tallies = await runCells(client, `${family}${tag}`, examplesOf(family), gridCells(family), storer, warmUps, mode === "idle-settled");
         run.grid[family] = tallies.map((t) => t.summary());
         run.warm_up[family] = warmUps.summary();
       }
+      run.scoring = await client.scoringQueue();
       if (first && families.includes("order") && !values["skip-order-variants"]) {
         const cells: QualityCell[] = [{ policy: "full" }, { policy: "prophet", ratio: TTFT_RATIO }];
         for (const order of ["original", "annotated"] as const) {
@@ -420,7 +433,7 @@ const vsFullOf = (rows: readonly CellSummary[], s: CellSummary) => {
   return full && full.n > 0 && full.accuracy > 0 && s.n > 0 ? (s.accuracy / full.accuracy).toFixed(2) : "–";
 };
 const warmUpText = (w: ReturnType<WarmUpTally["summary"]>) =>
-  `warm-ups stored ${w.chunks_stored} of ${w.documents} chunks (${w.partial} examples fewer than all, ${w.empty} none: not asked)`;
+  `warm-ups stored ${w.chunks_stored} of ${w.documents} chunks (${w.partial} examples fewer than all, ${w.empty} none: not asked)${w.settle_ms_median === null ? "" : `, then waited ${w.settle_ms_median.toFixed(0)} ms (median) for the idle time to score them`}`;
 const matrixShown = storeRuns.length > 1;
 
 for (const mode of reuseScoringModes) {
@@ -443,7 +456,10 @@ for (const mode of reuseScoringModes) {
         console.log(`| ${cell.cell} | ${entries.join(" | ")} |`);
       }
       console.log("");
-      for (const r of runs) console.log(`- stored by ${r.stored_by}: ${warmUpText(r.warm_up[family]!)}; served as ${r.warm_up[family]!.served_policies.join(", ") || "–"}`);
+      for (const r of runs) {
+        const scoring = r.scoring === null ? "" : `; at the end of the run ${r.scoring.scored} shifts measured in the idle time, ${r.scoring.pending} waiting`;
+        console.log(`- stored by ${r.stored_by}: ${warmUpText(r.warm_up[family]!)}; served as ${r.warm_up[family]!.served_policies.join(", ") || "–"}${mode === "sync" ? "" : scoring}`);
+      }
     }
     console.log("");
     console.log(`| ${matrixShown ? "stored by | " : ""}cell | accuracy % [95% CI] | × full | stale-answer % | reuse missing | answers meeting unscored chunks | recomputed tokens (median) | TTFT ms (median) |`);
@@ -517,7 +533,7 @@ if (recall !== null) {
   for (const r of recall.rows) console.log(`| ${r.cell} | ${r.budget_median} | ${pct(r.recall)}% | ${pct(r.coverage)}% | ${pct(r.referrer_value_recall)}% | ${pct(r.first_token_agrees)}% |`);
 }
 
-const storeMatrix = storeRuns.map((r) => ({ reuse_scoring: r.reuse_scoring, stored_by: r.stored_by, warm_up: r.warm_up, grid: r.grid }));
+const storeMatrix = storeRuns.map((r) => ({ reuse_scoring: r.reuse_scoring, stored_by: r.stored_by, warm_up: r.warm_up, scoring: r.scoring, grid: r.grid }));
 const result = { bench: "quality", machine, command, model: values.model, questions, store_policies: storePolicies, reuse_scoring: reuseScoringModes, store_matrix: storeMatrix, retrieval_bytes: retrievalBytes, seed_base: seedBase, threads, context_scores: contextScores, prophet_span_decay: spanDecay, prophet_query_rows: queryRows, prophet_scores: prophetScores, grid, order_variants: orderVariants, ttft, recall };
 const line = JSON.stringify(result);
 if (values.json) writeFileSync(values.json, `${JSON.stringify(result, null, 2)}\n`);

@@ -131,6 +131,29 @@ export class QualityClient {
     return Number(match[1]);
   }
 
+  /** /v1/stats engine.reuse_scoring: shift measurements waiting, and scored so far. */
+  async scoringQueue(): Promise<{ pending: number; scored: number }> {
+    const response = await fetch(`${this.baseUrl}/v1/stats`);
+    const text = await response.text();
+    if (response.status !== 200) throw new Error(`GET /v1/stats: ${response.status} ${text.slice(0, 200)}`);
+    const scoring = JSON.parse(text).engine?.reuse_scoring;
+    if (scoring === undefined) throw new Error("GET /v1/stats: no engine.reuse_scoring (is the server running --model?)");
+    return { pending: scoring.jobs?.shift_scoring?.pending ?? 0, scored: scoring.measurements?.scored ?? 0 };
+  }
+
+  /**
+   * Waits until the engine has no shift measurement pending (`--reuse-scoring idle` runs them in
+   * its idle time), polling every `pollMs`; throws after `timeoutMs`. Returns the milliseconds waited.
+   */
+  async settleScoring(timeoutMs = 30_000, pollMs = 5): Promise<number> {
+    const started = performance.now();
+    for (;;) {
+      if ((await this.scoringQueue()).pending === 0) return performance.now() - started;
+      if (performance.now() - started > timeoutMs) throw new Error(`shift measurements still pending after ${timeoutMs} ms`);
+      await Bun.sleep(pollMs);
+    }
+  }
+
   /**
    * Caches the example's chunks after other neighbours (see the header), with a request of the
    * storing policy. The response comes at the first token, before the store-back: a one-token

@@ -10,9 +10,19 @@ import type { QualityPolicy, WarmUpResult } from "./qualityClient.ts";
 /** Policies a warm-up may use (the request API's ctxr.policy values). */
 export const STORING_POLICIES: readonly QualityPolicy[] = ["cachecraft", "prophet", "epic", "none", "prefix", "full"];
 
-/** `ctxr serve --reuse-scoring` modes the benchmark can run under. */
-export const REUSE_SCORING_MODES = ["sync", "idle"] as const;
+/**
+ * How the benchmark's server scores stored variants: `sync` and `idle` are `ctxr serve
+ * --reuse-scoring` modes (idle: the question comes right after the warm-up, before the idle time
+ * may have scored its chunks); `idle-settled` is `idle` with each question waiting until no shift
+ * measurement is pending (what a request meets once the engine has had its idle time).
+ */
+export const REUSE_SCORING_MODES = ["sync", "idle", "idle-settled"] as const;
 export type ReuseScoringMode = (typeof REUSE_SCORING_MODES)[number];
+
+/** The server's `--reuse-scoring` for a benchmark mode. */
+export function serverReuseScoring(mode: ReuseScoringMode): "sync" | "idle" {
+  return mode === "sync" ? "sync" : "idle";
+}
 
 /** Today's behaviour: chunks stored by a cachecraft request (at ratio 0), shifts measured in the store-back. */
 export const DEFAULT_STORE_POLICIES: readonly QualityPolicy[] = ["cachecraft"];
@@ -37,7 +47,7 @@ export function parseStorePolicies(text: string): QualityPolicy[] {
   return parseList("--store-policies", text, STORING_POLICIES);
 }
 
-/** `--reuse-scoring sync,idle`. */
+/** `--reuse-scoring sync,idle,idle-settled`. */
 export function parseReuseScoringModes(text: string): ReuseScoringMode[] {
   return parseList("--reuse-scoring", text, REUSE_SCORING_MODES);
 }
@@ -62,6 +72,8 @@ export class WarmUpTally {
   /** Examples whose warm-up stored nothing (their cells were not asked). */
   empty = 0;
   readonly servedPolicies = new Set<string>();
+  /** idle-settled: how long each question waited for the idle time to score the warm-up's chunks (ms). */
+  readonly settledMs: number[] = [];
 
   add(warmUp: WarmUpResult): void {
     this.examples++;
@@ -73,6 +85,16 @@ export class WarmUpTally {
   }
 
   summary() {
-    return { examples: this.examples, documents: this.documents, chunks_stored: this.chunksStored, partial: this.partial, empty: this.empty, served_policies: [...this.servedPolicies] };
+    const settled = [...this.settledMs].sort((a, b) => a - b);
+    const settleMedian = settled.length === 0 ? null : settled.length % 2 ? settled[settled.length >> 1]! : (settled[settled.length / 2 - 1]! + settled[settled.length / 2]!) / 2;
+    return {
+      examples: this.examples,
+      documents: this.documents,
+      chunks_stored: this.chunksStored,
+      partial: this.partial,
+      empty: this.empty,
+      served_policies: [...this.servedPolicies],
+      settle_ms_median: settleMedian,
+    };
   }
 }

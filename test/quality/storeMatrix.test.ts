@@ -1,7 +1,7 @@
 /** The quality benchmark's storing-policy axis: its flags' parsing and the warm-up tally (src/quality/storeMatrix.ts). */
 import { describe, expect, test } from "bun:test";
 import { join } from "node:path";
-import { parseReuseScoringModes, parseStorePolicies, warmUpStored, WarmUpTally } from "../../src/quality/storeMatrix.ts";
+import { parseReuseScoringModes, parseStorePolicies, serverReuseScoring, warmUpStored, WarmUpTally, type ReuseScoringMode } from "../../src/quality/storeMatrix.ts";
 import type { WarmUpResult } from "../../src/quality/qualityClient.ts";
 import { REPO_ROOT, runProgram } from "../helpers/cli.ts";
 import { scriptCommand } from "../../src/runtime/childProcess.ts";
@@ -13,7 +13,8 @@ describe("--store-policies and --reuse-scoring", () => {
     expect(parseStorePolicies("cachecraft,prophet, epic ,none,full")).toEqual(["cachecraft", "prophet", "epic", "none", "full"]);
     expect(parseStorePolicies("prefix")).toEqual(["prefix"]);
     expect(parseReuseScoringModes("sync,idle")).toEqual(["sync", "idle"]);
-    expect(parseReuseScoringModes("idle")).toEqual(["idle"]);
+    expect(parseReuseScoringModes("idle,idle-settled")).toEqual(["idle", "idle-settled"]);
+    expect(["sync", "idle", "idle-settled"].map((m) => serverReuseScoring(m as ReuseScoringMode))).toEqual(["sync", "idle", "idle"]);
   });
 
   test("unknown, repeated or empty entries are refused with a message naming the flag and the entry", () => {
@@ -21,7 +22,7 @@ describe("--store-policies and --reuse-scoring", () => {
     expect(() => parseStorePolicies("prophet,prophet")).toThrow("--store-policies: 'prophet' given twice");
     expect(() => parseStorePolicies("prophet,,epic")).toThrow("--store-policies: empty entry");
     expect(() => parseStorePolicies("")).toThrow("--store-policies needs at least one of");
-    expect(() => parseReuseScoringModes("sync,later")).toThrow("--reuse-scoring: unknown 'later' (one of sync, idle)");
+    expect(() => parseReuseScoringModes("sync,later")).toThrow("--reuse-scoring: unknown 'later' (one of sync, idle, idle-settled)");
   });
 
   test("bench-quality refuses a bad --store-policies before it starts a server", () => {
@@ -45,6 +46,8 @@ describe("what the warm-ups stored", () => {
     tally.add(warmUp(7));
     tally.add(warmUp(5));
     tally.add(warmUp(0, 6, "full"));
-    expect(tally.summary()).toEqual({ examples: 3, documents: 18, chunks_stored: 11, partial: 1, empty: 1, served_policies: ["prophet", "full"] });
+    expect(tally.summary()).toEqual({ examples: 3, documents: 18, chunks_stored: 11, partial: 1, empty: 1, served_policies: ["prophet", "full"], settle_ms_median: null });
+    tally.settledMs.push(30, 10, 20, 40);
+    expect(tally.summary().settle_ms_median).toBe(25);
   });
 });

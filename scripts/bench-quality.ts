@@ -9,7 +9,7 @@
  *        [--prophet-span-decay 0.8] [--prophet-query-rows all|last]
  *        [--prophet-scores attention|shift|product|rank-sum|shift-gated]
  *        [--recall-prophet-scores attention,product,...]
- *        [--store-policies cachecraft,prophet,epic,none,full] [--reuse-scoring sync,idle]
+ *        [--store-policies cachecraft,prophet,epic,none,full] [--reuse-scoring sync,idle,idle-settled]
  *
  * One `ctxr serve --model DIR --in-memory --port 0 --reuse-scoring sync` child for the whole run
  * (sync: the warm-up's variants carry their measured shift before the first question comes, as

@@ -150,7 +150,7 @@ export class QualityClient {
     for (;;) {
       if ((await this.scoringQueue()).pending === 0) return performance.now() - started;
       if (performance.now() - started > timeoutMs) throw new Error(`shift measurements still pending after ${timeoutMs} ms`);
-      await Bun.sleep(pollMs);
+      await new Promise((resolve) => setTimeout(resolve, pollMs));
     }
   }
 

@@ -71,3 +71,36 @@ describe.skipIf(!haveModel)("QualityClient.warmUp stores the chunks with the sto
     });
   });
 });
+
+describe.skipIf(!haveModel)("QualityClient.settleScoring (--reuse-scoring idle)", () => {
+  let engine: GenerationEngine;
+  let service: ContextService;
+  let server: RunningServer;
+
+  beforeAll(async () => {
+    engine = await GenerationEngine.open({ model: MODEL, runner: buildRunner(), threads: 2, prefixCache: false, reuseScoring: "idle" });
+    service = await ContextService.open({ dataDir: null });
+    server = startServer(service, { host: "127.0.0.1", port: 0, engine, log: () => {} });
+  });
+
+  afterAll(async () => {
+    await server?.stop(1000);
+    await engine?.close();
+    await service?.close();
+  });
+
+  test("waits until the idle time has scored what the warm-up stored: the question then meets no unscored chunk", async () => {
+    const client = new QualityClient(server.url);
+    const example = qualityExample("dependence", exampleSeed(SEED, 100));
+    const warmUp = await client.warmUp(example, "prophet");
+    expect(warmUp.chunksStored).toBeGreaterThanOrEqual(example.documents.length);
+    await client.settleScoring(20_000);
+    const queue = await client.scoringQueue();
+    expect(queue.pending).toBe(0);
+    // Every stored chunk but the one right after the head (its shift is zeros at once) was a job.
+    expect(queue.scored).toBe(example.documents.length - 1);
+    const answer = await client.ask(example, { policy: "cachecraft", ratio: 0.2 });
+    expect(answer.chunksReused).toBe(true);
+    expect(answer.usage!.chunks_unscored).toBe(0);
+  });
+});

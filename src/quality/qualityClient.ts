@@ -142,13 +142,27 @@ export class QualityClient {
   }
 
   /**
-   * Waits until the engine has no shift measurement pending (`--reuse-scoring idle` runs them in
-   * its idle time), polling every `pollMs`; throws after `timeoutMs`. Returns the milliseconds waited.
+   * A one-token request (policy full: it neither reuses nor stores) that answers only after the
+   * engine has finished what it was doing: a store-back, or a background piece (a live request
+   * waits for the one that runs).
+   */
+  private async fence(prompt: string): Promise<void> {
+    await this.complete({ prompt, temperature: 0, max_tokens: 1, ctxr: { policy: "full" } });
+  }
+
+  /**
+   * Waits until the engine has no shift measurement pending or running (`--reuse-scoring idle`
+   * runs them in its idle time), polling every `pollMs`; throws after `timeoutMs`. Returns the
+   * milliseconds waited. `pending` drops when a job starts, so a fence then waits out the one
+   * that may still run.
    */
   async settleScoring(timeoutMs = 30_000, pollMs = 5): Promise<number> {
     const started = performance.now();
     for (;;) {
-      if ((await this.scoringQueue()).pending === 0) return performance.now() - started;
+      if ((await this.scoringQueue()).pending === 0) {
+        await this.fence("settle");
+        if ((await this.scoringQueue()).pending === 0) return performance.now() - started;
+      }
       if (performance.now() - started > timeoutMs) throw new Error(`shift measurements still pending after ${timeoutMs} ms`);
       await new Promise((resolve) => setTimeout(resolve, pollMs));
     }
@@ -165,7 +179,7 @@ export class QualityClient {
     const ctxr: Record<string, unknown> = { policy: storer };
     if (RATIO_POLICIES.includes(storer)) ctxr.recompute_ratio = 0;
     const body = await this.complete({ segments: [...order.map((d) => example.documents[d]!), example.question], temperature: 0, max_tokens: 1, ctxr });
-    await this.complete({ prompt: example.question, temperature: 0, max_tokens: 1, ctxr: { policy: "full" } });
+    await this.fence(example.question);
     return { storer, servedPolicy: body.usage?.ctxr?.policy ?? null, documents: order.length, chunksStored: (await this.storedVariants()) - before };
   }
 

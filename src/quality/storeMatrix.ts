@@ -14,7 +14,7 @@ export const STORING_POLICIES: readonly QualityPolicy[] = ["cachecraft", "prophe
  * How the benchmark's server scores stored variants: `sync` and `idle` are `ctxr serve
  * --reuse-scoring` modes (idle: the question comes right after the warm-up, before the idle time
  * may have scored its chunks); `idle-settled` is `idle` with each question waiting until no shift
- * measurement is pending (what a request meets once the engine has had its idle time).
+ * measurement is pending or running (what a request meets once the engine has had its idle time).
  */
 export const REUSE_SCORING_MODES = ["sync", "idle", "idle-settled"] as const;
 export type ReuseScoringMode = (typeof REUSE_SCORING_MODES)[number];

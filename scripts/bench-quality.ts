@@ -9,6 +9,7 @@
  *        [--prophet-span-decay 0.8] [--prophet-query-rows all|last]
  *        [--prophet-scores attention|shift|product|rank-sum|shift-gated]
  *        [--recall-prophet-scores attention,product,...]
+ *        [--store-policies cachecraft,prophet,epic,none,full] [--reuse-scoring sync,idle,idle-settled]
  *
  * One `ctxr serve --model DIR --in-memory --port 0 --reuse-scoring sync` child for the whole run
  * (sync: the warm-up's variants carry their measured shift before the first question comes, as
@@ -17,13 +18,24 @@
  * training script draws from seed 1's stream and its evaluation from 0x51A11E + family, so
  * the default seed base 0xBE4C0000 gives other examples.
  *
- * Per example (src/quality/qualityClient.ts): a warm-up request caches every chunk after
- * other neighbours (dependence: the example's warmOrder, where the referrer follows another
+ * Per example (src/quality/qualityClient.ts): a warm-up request (policy cachecraft at ratio 0
+ * unless --store-policies says otherwise) caches every chunk after other neighbours (dependence: the example's warmOrder, where the referrer follows another
  * record; the others: a seeded shuffle), then each cell asks the question in the example's
  * own order, greedy, with its policy and recompute ratio; `prefix`, which stores the
  * measured order, runs last. A cell is exact match over the questions with a 95% Wilson
  * interval; "reuse missing" counts the answers of none/cachecraft/prophet whose usage.ctxr
  * shows no chunk reused (a warm-up that did not take: those answers are not measuring reuse).
+ *
+ * The storing-policy axis (issue 31, item 7; src/quality/storeMatrix.ts): --store-policies
+ * repeats the grid once per storing policy, the warm-ups using that policy, and --reuse-scoring
+ * once per server mode (`idle`: the question comes right after the warm-up, so a variant may not
+ * be scored yet; usage.ctxr.chunks_unscored counts it, and the "unscored" column counts the
+ * answers that met one; `idle-settled`: idle, each question waiting until /v1/stats shows no
+ * shift measurement pending). A fresh server for each (mode, storer), so no storer reuses another's
+ * chunks. The warm-up reports how many chunks it stored (ctxr_kv_stored_total): an example whose
+ * warm-up stored nothing (`full` stores nothing) is not asked under that storer, and the table
+ * says so. The sections below the grid (order variants, TTFT, recall) come from the first
+ * (mode, storer) only.
  *
  * Also: sparse decode (ctxr.kv_budget, dense prefill) on the retrieval family at
  * --retrieval-bytes; the order family's four variants (original/annotated × dedup) under
@@ -47,10 +59,12 @@ import {
   cellLabel,
   expectsChunkReuse,
   orderCells,
+  RATIO_POLICIES,
   type QualityAnswer,
   type QualityCell,
   type QualityPolicy,
 } from "../src/quality/qualityClient.ts";
+import { parseReuseScoringModes, parseStorePolicies, serverReuseScoring, warmUpStored, WarmUpTally, type ReuseScoringMode } from "../src/quality/storeMatrix.ts";
 import { exampleSeed } from "../src/quality/qualityRandom.ts";
 import { RECALL_POLICIES, RecomputeRecall, type RecallCell, type RecallPolicy, type RecallResult } from "../src/quality/recomputeRecall.ts";
 import { findRunner } from "../src/runner/runnerExecutable.ts";
@@ -69,7 +83,6 @@ import {
 const REPO = resolve(import.meta.dir, "..");
 const CLI_ENTRY = join(REPO, "src", "cli", "main.ts");
 const POLICIES: readonly QualityPolicy[] = ["full", "prefix", "none", "cachecraft", "prophet", "epic"];
-const RATIO_POLICIES: readonly QualityPolicy[] = ["cachecraft", "prophet", "epic"];
 const TTFT_RATIO = 0.2;
 
 const { values } = parseArgs({
@@ -92,6 +105,8 @@ const { values } = parseArgs({
     "prophet-scores": { type: "string", default: DEFAULT_PROPHET_SCORES },
     "recall-prophet-scores": { type: "string" },
     "skip-recall": { type: "boolean" },
+    "store-policies": { type: "string", default: "cachecraft" },
+    "reuse-scoring": { type: "string", default: "sync" },
     json: { type: "string" },
   },
 });
@@ -109,6 +124,8 @@ const contextScores = values["context-scores"] as ContextScores;
 const spanDecay = Number(values["prophet-span-decay"]);
 const queryRows = values["prophet-query-rows"] as ProphetQueryRows;
 const prophetScores = values["prophet-scores"] as ProphetScores;
+const storePolicies = parseStorePolicies(values["store-policies"]!);
+const reuseScoringModes = parseReuseScoringModes(values["reuse-scoring"]!);
 const recallProphetScores = list(values["recall-prophet-scores"] ?? prophetScores) as ProphetScores[];
 for (const s of [prophetScores, ...recallProphetScores]) if (!PROPHET_SCORES.includes(s)) throw new Error(`--prophet-scores must be one of ${PROPHET_SCORES.join(", ")} (got '${s}')`);
 if (!PROPHET_QUERY_ROWS.includes(queryRows)) throw new Error(`--prophet-query-rows must be one of ${PROPHET_QUERY_ROWS.join(", ")}`);
@@ -146,6 +163,9 @@ class Tally {
   stale = 0;
   staleAsked = 0;
   reuseMissing = 0;
+  /** Answers that reused at least one chunk whose variant had no measured shift yet. */
+  unscoredAnswers = 0;
+  unscoredChunks = 0;
   sparseSteps = 0;
   promptTokens = 0;
   readonly ttft: number[] = [];
@@ -166,6 +186,9 @@ class Tally {
       this.ttft.push(answer.usage.ttft_ms);
       this.recomputed.push(answer.usage.prompt_tokens_recomputed);
       this.sparseSteps += answer.usage.sparse_decode_steps ?? 0;
+      const unscored = answer.usage.chunks_unscored ?? 0;
+      if (unscored > 0) this.unscoredAnswers++;
+      this.unscoredChunks += unscored;
     }
   }
 
@@ -186,6 +209,8 @@ class Tally {
       ci95: [low, high] as [number, number],
       stale_rate: this.staleAsked === 0 ? null : this.stale / this.staleAsked,
       reuse_missing: expectsChunkReuse(this.cell) ? this.reuseMissing : null,
+      unscored_answers: this.unscoredAnswers,
+      unscored_chunks: this.unscoredChunks,
       ttft_ms_median: median(this.ttft),
       recomputed_tokens_median: median(this.recomputed),
       mean_prompt_tokens: this.n === 0 ? 0 : this.promptTokens / this.n,
@@ -202,10 +227,10 @@ interface Server {
   stop(): Promise<void>;
 }
 
-async function startServer(model: string): Promise<Server> {
+async function startServer(model: string, reuseScoring: ReuseScoringMode): Promise<Server> {
   // Without the automatic prefix cache: a full prefill's exact blocks would serve the reusing
   // cells of the same prompt, and the policies' own quality would go unmeasured.
-  const child = Bun.spawn([process.execPath, CLI_ENTRY, "serve", "--model", model, "--in-memory", "--port", "0", "--threads", String(threads), "--context-scores", contextScores, "--prophet-span-decay", String(spanDecay), "--prophet-query-rows", queryRows, "--prophet-scores", prophetScores, "--no-prefix-cache", "--reuse-scoring", "sync"], {
+  const child = Bun.spawn([process.execPath, CLI_ENTRY, "serve", "--model", model, "--in-memory", "--port", "0", "--threads", String(threads), "--context-scores", contextScores, "--prophet-span-decay", String(spanDecay), "--prophet-query-rows", queryRows, "--prophet-scores", prophetScores, "--no-prefix-cache", "--reuse-scoring", serverReuseScoring(reuseScoring)], {
     cwd: REPO,
     env: { ...process.env, NO_COLOR: "1" },
     stdin: "ignore",
@@ -254,15 +279,28 @@ function examplesOf(family: QualityFamily, options: QualityOptions = {}): Qualit
   return Array.from({ length: questions }, (_, i) => qualityExample(family, exampleSeed(set, i), opts));
 }
 
-/** Asks every example under every cell (one warm-up per example); one tally per cell. */
-async function runCells(client: QualityClient, name: string, examples: readonly QualityExample[], cells: readonly QualityCell[]): Promise<Tally[]> {
+/**
+ * Asks every example under every cell (one warm-up per example, by `storer`); one tally per cell.
+ * An example whose warm-up stored no chunk is not asked (see the header).
+ */
+async function runCells(
+  client: QualityClient,
+  name: string,
+  examples: readonly QualityExample[],
+  cells: readonly QualityCell[],
+  storer: QualityPolicy = storePolicies[0]!,
+  warmUps = new WarmUpTally(),
+  settle = false,
+): Promise<Tally[]> {
   const ordered = orderCells(cells);
   const tallies = new Map(ordered.map((c) => [cellLabel(c), new Tally(c)] as const));
   const started = performance.now();
   for (let i = 0; i < examples.length; i++) {
     const example = examples[i]!;
-    await client.warmUp(example);
-    for (const cell of ordered) tallies.get(cellLabel(cell))!.add(example, await client.ask(example, cell));
+    const warmUp = await client.warmUp(example, storer);
+    warmUps.add(warmUp);
+    if (settle) warmUps.settledMs.push(await client.settleScoring());
+    if (warmUpStored(warmUp)) for (const cell of ordered) tallies.get(cellLabel(cell))!.add(example, await client.ask(example, cell));
     if ((i + 1) % 25 === 0 || i + 1 === examples.length) {
       const seconds = (performance.now() - started) / 1000;
       progress(`${name}: ${i + 1}/${examples.length} examples, ${seconds.toFixed(0)} s`);
@@ -287,27 +325,51 @@ function gridCells(family: QualityFamily): QualityCell[] {
 const pct = (x: number | null) => (x === null || Number.isNaN(x) ? "–" : (100 * x).toFixed(1));
 const accuracyText = (s: ReturnType<Tally["summary"]>) => `${pct(s.accuracy)} [${pct(s.ci95[0])}, ${pct(s.ci95[1])}]`;
 
-const server = await startServer(values.model!);
-const client = new QualityClient(server.url);
-const grid: Record<string, ReturnType<Tally["summary"]>[]> = {};
-const orderVariants: { order: OrderVariant; dedup: boolean; cells: ReturnType<Tally["summary"]>[] }[] = [];
-try {
-  for (const family of families) {
-    const tallies = await runCells(client, family, examplesOf(family), gridCells(family));
-    grid[family] = tallies.map((t) => t.summary());
-  }
-  if (families.includes("order") && !values["skip-order-variants"]) {
-    const cells: QualityCell[] = [{ policy: "full" }, { policy: "prophet", ratio: TTFT_RATIO }];
-    for (const order of ["original", "annotated"] as const) {
-      for (const dedup of [false, true]) {
-        const tallies = await runCells(client, `order ${order} dedup ${dedup}`, examplesOf("order", { order, dedup }), cells);
-        orderVariants.push({ order, dedup, cells: tallies.map((t) => t.summary()) });
-      }
-    }
-  }
-} finally {
-  await server.stop();
+type CellSummary = ReturnType<Tally["summary"]>;
+/** One (reuse scoring mode, storing policy) run of the grid, on its own server. */
+interface StoreRun {
+  reuse_scoring: ReuseScoringMode;
+  stored_by: QualityPolicy;
+  /** Per family: what the warm-ups stored. */
+  warm_up: Record<string, ReturnType<WarmUpTally["summary"]>>;
+  grid: Record<string, CellSummary[]>;
+  /** /v1/stats at the end of the run: shift measurements done, and still waiting. */
+  scoring: { scored: number; pending: number } | null;
 }
+const storeRuns: StoreRun[] = [];
+const orderVariants: { order: OrderVariant; dedup: boolean; cells: CellSummary[] }[] = [];
+for (const mode of reuseScoringModes) {
+  for (const storer of storePolicies) {
+    const first = storeRuns.length === 0;
+    const run: StoreRun = { reuse_scoring: mode, stored_by: storer, warm_up: {}, grid: {}, scoring: null };
+    const server = await startServer(values.model!, mode);
+    const client = new QualityClient(server.url);
+    const tag = reuseScoringModes.length > 1 || storePolicies.length > 1 ? ` (${mode}, stored by ${storer})` : "";
+    try {
+      for (const family of families) {
+        const warmUps = new WarmUpTally();
+        const tallies = await runCells(client, `${family}${tag}`, examplesOf(family), gridCells(family), storer, warmUps, mode === "idle-settled");
+        run.grid[family] = tallies.map((t) => t.summary());
+        run.warm_up[family] = warmUps.summary();
+      }
+      run.scoring = await client.scoringQueue();
+      if (first && families.includes("order") && !values["skip-order-variants"]) {
+        const cells: QualityCell[] = [{ policy: "full" }, { policy: "prophet", ratio: TTFT_RATIO }];
+        for (const order of ["original", "annotated"] as const) {
+          for (const dedup of [false, true]) {
+            const tallies = await runCells(client, `order ${order} dedup ${dedup}`, examplesOf("order", { order, dedup }), cells, storer);
+            orderVariants.push({ order, dedup, cells: tallies.map((t) => t.summary()) });
+          }
+        }
+      }
+    } finally {
+      await server.stop();
+    }
+    storeRuns.push(run);
+  }
+}
+/** The first run whose warm-ups stored chunks: the sections below the grid (and the JSON's `grid`) read it. */
+const grid = (storeRuns.find((r) => Object.values(r.warm_up).some((w) => w.chunks_stored > 0)) ?? storeRuns[0]!).grid;
 
 // Recall of the recompute sets against the oracle (in-process: the server does not say which tokens it recomputed).
 type RecallRow = { cell: string; questions: number; budget_median: number; recall: number; coverage: number; referrer_value_recall: number | null; first_token_agrees: number };
@@ -364,19 +426,55 @@ const machine = `${cpu}, ${cpus().length} cores, ${(totalmem() / 2 ** 30).toFixe
 const command = `npx bun scripts/bench-quality.ts ${process.argv.slice(2).join(" ")}`.trimEnd();
 console.log(`machine: ${machine}`);
 console.log(`command: ${command}`);
-console.log(`model ${values.model}, CPU runner, ${threads} threads, cachecraft scores ${contextScores}, prophet span decay ${spanDecay}, prophet query rows ${queryRows}, prophet scores ${prophetScores}; ${questions} questions a cell, greedy, exact match, 95% Wilson intervals (%); retrieval ${retrievalBytes} bytes; seed base 0x${seedBase.toString(16)}`);
+console.log(`model ${values.model}, CPU runner, ${threads} threads, cachecraft scores ${contextScores}, prophet span decay ${spanDecay}, prophet query rows ${queryRows}, prophet scores ${prophetScores}; ${questions} questions a cell, greedy, exact match, 95% Wilson intervals (%); retrieval ${retrievalBytes} bytes; seed base 0x${seedBase.toString(16)}; chunks stored by ${storePolicies.join(", ")} (warm-ups at ratio 0); --reuse-scoring ${reuseScoringModes.join(", ")}`);
 
-for (const family of families) {
-  const rows = grid[family]!.filter((s) => s.kv_budget === null);
-  const full = rows.find((s) => s.policy === "full");
-  console.log("");
-  console.log(`### ${family} (mean prompt ${rows[0] ? rows[0].mean_prompt_tokens.toFixed(0) : "?"} tokens)`);
-  console.log("");
-  console.log("| cell | accuracy % [95% CI] | × full | stale-answer % | reuse missing | recomputed tokens (median) | TTFT ms (median) |");
-  console.log("|---|---|---|---|---|---|---|");
-  for (const s of rows) {
-    const vsFull = full && full.accuracy > 0 ? (s.accuracy / full.accuracy).toFixed(2) : "–";
-    console.log(`| ${s.cell} | ${accuracyText(s)} | ${vsFull} | ${pct(s.stale_rate)} | ${s.reuse_missing ?? "–"} | ${s.recomputed_tokens_median} | ${s.ttft_ms_median.toFixed(1)} |`);
+const vsFullOf = (rows: readonly CellSummary[], s: CellSummary) => {
+  const full = rows.find((r) => r.policy === "full" && r.kv_budget === null);
+  return full && full.n > 0 && full.accuracy > 0 && s.n > 0 ? (s.accuracy / full.accuracy).toFixed(2) : "–";
+};
+const warmUpText = (w: ReturnType<WarmUpTally["summary"]>) =>
+  `warm-ups stored ${w.chunks_stored} of ${w.documents} chunks (${w.partial} examples fewer than all, ${w.empty} none: not asked)${w.settle_ms_median === null ? "" : `, then waited ${w.settle_ms_median.toFixed(0)} ms (median) for the idle time to score them`}`;
+const matrixShown = storeRuns.length > 1;
+
+for (const mode of reuseScoringModes) {
+  const runs = storeRuns.filter((r) => r.reuse_scoring === mode);
+  for (const family of families) {
+    const heading = runs[0]!.grid[family]!.find((s) => s.n > 0) ?? runs[0]!.grid[family]![0];
+    console.log("");
+    console.log(`### ${family} (mean prompt ${heading ? heading.mean_prompt_tokens.toFixed(0) : "?"} tokens)${matrixShown ? `, --reuse-scoring ${mode}` : ""}`);
+    if (matrixShown) {
+      // The headline: each cell's accuracy (× full) by the policy that stored the chunks.
+      console.log("");
+      console.log(`| cell | ${runs.map((r) => `stored by ${r.stored_by}`).join(" | ")} |`);
+      console.log(`|---|${runs.map(() => "---|").join("")}`);
+      for (const cell of runs[0]!.grid[family]!.filter((s) => s.kv_budget === null)) {
+        const entries = runs.map((r) => {
+          const rows = r.grid[family]!;
+          const s = rows.find((x) => x.cell === cell.cell)!;
+          return s.n === 0 ? "not asked" : `${pct(s.accuracy)} (${vsFullOf(rows, s)})`;
+        });
+        console.log(`| ${cell.cell} | ${entries.join(" | ")} |`);
+      }
+      console.log("");
+      for (const r of runs) {
+        const scoring = r.scoring === null ? "" : `; at the end of the run ${r.scoring.scored} shifts measured in the idle time, ${r.scoring.pending} waiting`;
+        console.log(`- stored by ${r.stored_by}: ${warmUpText(r.warm_up[family]!)}; served as ${r.warm_up[family]!.served_policies.join(", ") || "–"}${mode === "sync" ? "" : scoring}`);
+      }
+    }
+    console.log("");
+    console.log(`| ${matrixShown ? "stored by | " : ""}cell | accuracy % [95% CI] | × full | stale-answer % | reuse missing | answers meeting unscored chunks | recomputed tokens (median) | TTFT ms (median) |`);
+    console.log(`|${matrixShown ? "---|" : ""}---|---|---|---|---|---|---|---|`);
+    for (const r of runs) {
+      const rows = r.grid[family]!.filter((s) => s.kv_budget === null);
+      const by = matrixShown ? `${r.stored_by} | ` : "";
+      if (rows.every((s) => s.n === 0)) {
+        console.log(`| ${by}every cell | not asked: ${warmUpText(r.warm_up[family]!)} | | | | | | |`);
+        continue;
+      }
+      for (const s of rows) {
+        console.log(`| ${by}${s.cell} | ${accuracyText(s)} | ${vsFullOf(rows, s)} | ${pct(s.stale_rate)} | ${s.reuse_missing ?? "–"} | ${s.unscored_answers} | ${s.recomputed_tokens_median} | ${s.ttft_ms_median.toFixed(1)} |`);
+      }
+    }
   }
 }
 
@@ -435,7 +533,8 @@ if (recall !== null) {
   for (const r of recall.rows) console.log(`| ${r.cell} | ${r.budget_median} | ${pct(r.recall)}% | ${pct(r.coverage)}% | ${pct(r.referrer_value_recall)}% | ${pct(r.first_token_agrees)}% |`);
 }
 
-const result = { bench: "quality", machine, command, model: values.model, questions, retrieval_bytes: retrievalBytes, seed_base: seedBase, threads, context_scores: contextScores, prophet_span_decay: spanDecay, prophet_query_rows: queryRows, prophet_scores: prophetScores, grid, order_variants: orderVariants, ttft, recall };
+const storeMatrix = storeRuns.map((r) => ({ reuse_scoring: r.reuse_scoring, stored_by: r.stored_by, warm_up: r.warm_up, scoring: r.scoring, grid: r.grid }));
+const result = { bench: "quality", machine, command, model: values.model, questions, store_policies: storePolicies, reuse_scoring: reuseScoringModes, store_matrix: storeMatrix, retrieval_bytes: retrievalBytes, seed_base: seedBase, threads, context_scores: contextScores, prophet_span_decay: spanDecay, prophet_query_rows: queryRows, prophet_scores: prophetScores, grid, order_variants: orderVariants, ttft, recall };
 const line = JSON.stringify(result);
 if (values.json) writeFileSync(values.json, `${JSON.stringify(result, null, 2)}\n`);
 console.log("");

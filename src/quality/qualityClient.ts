@@ -9,11 +9,13 @@
  * dependence examples use their own `warmOrder` (the referrer follows another
  * record there, so its cached KV holds a stale value); the other families a seeded
  * shuffle whose first document differs (so no chunk but the head is an exact
- * prefix). The warm-up runs with policy `cachecraft` at recompute ratio 0: the
- * chunks, none of them cached yet, are computed and stored back after the first
- * token, with the context shift cachecraft's scores need (measured only for
- * cachecraft requests). Policy `full` would not do: managedPrefill stores nothing
- * under `full`.
+ * prefix). The warm-up runs with the storing policy (default `cachecraft`, at
+ * recompute ratio 0 for the ratio policies): the chunks, none of them cached yet,
+ * are computed and stored back after the first token; their measured shift comes
+ * in that store-back (`--reuse-scoring sync`) or in the engine's idle time, for
+ * every storing policy (issue 31, item 1). Policy `full` stores nothing
+ * (managedPrefill leaves the cache alone under `full`): the warm-up reports how
+ * many chunks it stored (ctxr_kv_stored_total in /metrics), so a caller can tell.
  *
  * Store-back of the measured requests. `full` stores nothing; `none`, `cachecraft`,
  * `prophet` and `epic` store only chunks they computed (none, once warmed up); `prefix`
@@ -25,6 +27,9 @@ import { ANSWER_END, type QualityExample } from "./qualityTasks.ts";
 import { QualityRandom } from "./qualityRandom.ts";
 
 export type QualityPolicy = "full" | "prefix" | "none" | "cachecraft" | "prophet" | "epic";
+
+/** Policies with a recompute ratio. */
+export const RATIO_POLICIES: readonly QualityPolicy[] = ["cachecraft", "prophet", "epic"];
 
 /** One measured configuration. */
 export interface QualityCell {
@@ -43,8 +48,23 @@ export interface CtxrUsage {
   prompt_tokens_computed: number;
   ttft_ms: number;
   policy?: string;
+  /** Segments (the head and documents) placed from the chunk cache, by tier. */
+  tier_hits?: Record<string, number>;
+  /** Reused chunks whose variant had no measured shift yet (they used the attention scores). */
+  chunks_unscored?: number;
   sparse_decode_steps?: number;
   sparse_reconstructions?: number;
+}
+
+/** What one warm-up left in the cache. */
+export interface WarmUpResult {
+  storer: QualityPolicy;
+  /** The policy the server says it served the warm-up with (usage.ctxr.policy). */
+  servedPolicy: string | null;
+  /** The example's documents (one chunk each). */
+  documents: number;
+  /** Variants the chunk cache stored during the warm-up (the increase of ctxr_kv_stored_total). */
+  chunksStored: number;
 }
 
 export interface QualityAnswer {
@@ -101,14 +121,66 @@ export class QualityClient {
     return JSON.parse(text);
   }
 
-  /** Caches the example's chunks after other neighbours (see the header). */
-  async warmUp(example: QualityExample, order: readonly number[] = warmupOrder(example)): Promise<void> {
-    await this.complete({
-      segments: [...order.map((d) => example.documents[d]!), example.question],
-      temperature: 0,
-      max_tokens: 1,
-      ctxr: { policy: "cachecraft", recompute_ratio: 0 },
-    });
+  /** The chunk cache's stored-variant counter (ctxr_kv_stored_total). */
+  async storedVariants(): Promise<number> {
+    const response = await fetch(`${this.baseUrl}/metrics`);
+    const text = await response.text();
+    if (response.status !== 200) throw new Error(`GET /metrics: ${response.status} ${text.slice(0, 200)}`);
+    const match = /^ctxr_kv_stored_total (\d+)$/m.exec(text);
+    if (match === null) throw new Error("GET /metrics: no ctxr_kv_stored_total (is the server running --model?)");
+    return Number(match[1]);
+  }
+
+  /** /v1/stats engine.reuse_scoring: shift measurements waiting, and scored so far. */
+  async scoringQueue(): Promise<{ pending: number; scored: number }> {
+    const response = await fetch(`${this.baseUrl}/v1/stats`);
+    const text = await response.text();
+    if (response.status !== 200) throw new Error(`GET /v1/stats: ${response.status} ${text.slice(0, 200)}`);
+    const scoring = JSON.parse(text).engine?.reuse_scoring;
+    if (scoring === undefined) throw new Error("GET /v1/stats: no engine.reuse_scoring (is the server running --model?)");
+    return { pending: scoring.jobs?.shift_scoring?.pending ?? 0, scored: scoring.measurements?.scored ?? 0 };
+  }
+
+  /**
+   * A one-token request (policy full: it neither reuses nor stores) that answers only after the
+   * engine has finished what it was doing: a store-back, or a background piece (a live request
+   * waits for the one that runs).
+   */
+  private async fence(prompt: string): Promise<void> {
+    await this.complete({ prompt, temperature: 0, max_tokens: 1, ctxr: { policy: "full" } });
+  }
+
+  /**
+   * Waits until the engine has no shift measurement pending or running (`--reuse-scoring idle`
+   * runs them in its idle time), polling every `pollMs`; throws after `timeoutMs`. Returns the
+   * milliseconds waited. `pending` drops when a job starts, so a fence then waits out the one
+   * that may still run.
+   */
+  async settleScoring(timeoutMs = 30_000, pollMs = 5): Promise<number> {
+    const started = performance.now();
+    for (;;) {
+      if ((await this.scoringQueue()).pending === 0) {
+        await this.fence("settle");
+        if ((await this.scoringQueue()).pending === 0) return performance.now() - started;
+      }
+      if (performance.now() - started > timeoutMs) throw new Error(`shift measurements still pending after ${timeoutMs} ms`);
+      await new Promise((resolve) => setTimeout(resolve, pollMs));
+    }
+  }
+
+  /**
+   * Caches the example's chunks after other neighbours (see the header), with a request of the
+   * storing policy. The response comes at the first token, before the store-back: a one-token
+   * request of the question alone (policy full, which neither reuses nor stores) follows, and
+   * answers only after the engine has finished the warm-up, store-back included.
+   */
+  async warmUp(example: QualityExample, storer: QualityPolicy = "cachecraft", order: readonly number[] = warmupOrder(example)): Promise<WarmUpResult> {
+    const before = await this.storedVariants();
+    const ctxr: Record<string, unknown> = { policy: storer };
+    if (RATIO_POLICIES.includes(storer)) ctxr.recompute_ratio = 0;
+    const body = await this.complete({ segments: [...order.map((d) => example.documents[d]!), example.question], temperature: 0, max_tokens: 1, ctxr });
+    await this.fence(example.question);
+    return { storer, servedPolicy: body.usage?.ctxr?.policy ?? null, documents: order.length, chunksStored: (await this.storedVariants()) - before };
   }
 
   /** The measured request: greedy, answer length + 1 tokens, stop at ANSWER_END. */

@@ -88,14 +88,26 @@ export class BackgroundWork {
     return stats;
   }
 
-  /** Queues a job; false (counted as dropped) when the budget is 0 or the queue is full. */
-  enqueue(job: BackgroundJob): boolean {
+  /**
+   * Queues a job at the end, or at the front when `first` (a live request is waiting on its
+   * result); false (counted as dropped) when the budget is 0 or the queue is full.
+   */
+  enqueue(job: BackgroundJob, first = false): boolean {
     const stats = this.statsOf(job.kind);
     if (!this.enabled || this.queue.length >= (this.options.maxPending ?? DEFAULT_MAX_PENDING_JOBS)) {
       stats.dropped++;
       return false;
     }
-    this.queue.push({ job });
+    if (first) {
+      this.queue.unshift({ job });
+      // The marked entries lead the queue: a job put before them is marked with them.
+      if (this.markedDeferred > 0) {
+        this.markedDeferred++;
+        stats.deferred++;
+      }
+    } else {
+      this.queue.push({ job });
+    }
     stats.pending++;
     return true;
   }

@@ -133,7 +133,7 @@ export class GenerationScheduler {
       ...(options.kvPolicy !== undefined ? { kvPolicy: options.kvPolicy } : {}),
     });
     this.background = new BackgroundWork(options.backgroundBudget ?? DEFAULT_BACKGROUND_BUDGET, { ...(options.log !== undefined ? { log: options.log } : {}) });
-    this.reuseScoring = new ReuseScoring(options.reuseScoring ?? "idle", runner, options.chunkCache ?? null, this.blocks, (job) => this.enqueueBackground(job), this.background.enabled);
+    this.reuseScoring = new ReuseScoring(options.reuseScoring ?? "idle", runner, options.chunkCache ?? null, this.blocks, (job, first) => this.enqueueBackground(job, first), this.background.enabled);
     this.managedPrefill = new ManagedPrefillStep(runner, this.blocks, this.output, options, this.counters, this.reuseScoring);
     const sliding = this.blocks.sliding;
     if (sliding !== null && sliding.pool.totalBlocks < sliding.blocksPerSequence(this.prefillChunk))
@@ -260,8 +260,8 @@ export class GenerationScheduler {
    * Queues a lowest-priority job (backgroundWork.ts): it runs once no live sequence needs the
    * runner and the budget allows; false (counted as dropped) when the budget is 0 or the queue full.
    */
-  enqueueBackground(job: BackgroundJob): boolean {
-    if (this.closed || !this.background.enqueue(job)) return false;
+  enqueueBackground(job: BackgroundJob, first = false): boolean {
+    if (this.closed || !this.background.enqueue(job, first)) return false;
     if (this.hasWork()) this.background.defer();
     this.kick();
     return true;

@@ -63,7 +63,7 @@ export class ManagedPrefillStep {
       focusWindow: this.options.focusWindow ?? 0,
       contextScores: scores,
       measureShift: measurement !== "none",
-      ...(measurement === "defer" ? { deferShift: (job) => this.reuseScoring.defer(job) } : {}),
+      ...(measurement === "defer" ? { deferShift: (job, reason) => this.reuseScoring.defer(job, reason) } : {}),
       ...(this.options.prophetSpanDecay !== undefined ? { prophetSpanDecay: this.options.prophetSpanDecay } : {}),
       prophetQueryRows: this.options.prophetQueryRows ?? "all",
       prophetScores: this.options.prophetScores ?? DEFAULT_PROPHET_SCORES,

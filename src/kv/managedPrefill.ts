@@ -101,7 +101,7 @@ export interface ManagedPrefillOptions {
    * here, once the variant is stored, to be measured later (variantShiftScoring.ts, in the engine's
    * idle time). A chunk right after the head still gets its shift (zeros) at once.
    */
-  deferShift?: (request: ShiftScoringRequest) => void;
+  deferShift?: (request: ShiftScoringRequest, reason: "stored" | "reused-unscored") => void;
   /**
    * The prompt's first tokens whose KV the table already holds, exact (blocks of the automatic
    * prefix cache; shared, so never written): planned as "blocks", and a segment they end inside
@@ -177,6 +177,11 @@ interface SequenceTables {
   table: readonly number[];
 }
 
+/** The prompt's head tokens (the system part before the first chunk), or none. */
+function headTokens(prompt: SegmentedPrompt): readonly number[] {
+  return prompt.segments[0]?.kind === "head" ? prompt.segments[0].tokens : [];
+}
+
 function range(start: number, end: number): number[] {
   const out: number[] = [];
   for (let i = start; i < end; i++) out.push(i);
@@ -234,10 +239,15 @@ export async function managedPrefill(
     cache!.recordUse(plan.variant, plan.kind === "reuse" ? plan.cfo : 0);
   }
   if (scores === "shift" && cache !== null && options.policy !== "full" && options.policy !== "prefix") {
-    usage.chunks_unscored = hits.filter(({ segment }) => {
+    const unscored = hits.filter(({ segment }) => {
       const plan = plans[segment]!;
       return plan.kind === "reuse" && plan.variant.meta.tokenShift === undefined;
-    }).length;
+    });
+    usage.chunks_unscored = unscored.length;
+    for (const { segment } of unscored) {
+      const plan = plans[segment]! as Extract<SegmentPlan, { kind: "reuse" }>;
+      options.deferShift?.({ variantId: plan.variant.id, head: headTokens(prompt), tokens: prompt.segments[segment]!.tokens }, "reused-unscored");
+    }
   }
 
   // Exactness: a segment's KV equals full prefill's when everything before it does and it is computed or fully recomputed.
@@ -407,7 +417,7 @@ export async function managedPrefill(
           windowed === null ? undefined : { table: windowed.table, data: await windowed.kvOf(bounds[s]!, segment.tokens.length) },
         );
         if (stored !== null && tokenShift === null && measuring && options.deferShift !== undefined && segment.tokens.length > 0) {
-          options.deferShift({ variantId: stored.id, head: prompt.segments[0]?.kind === "head" ? prompt.segments[0].tokens : [], tokens: segment.tokens });
+          options.deferShift({ variantId: stored.id, head: headTokens(prompt), tokens: segment.tokens }, "stored");
         }
       }
     } finally {

@@ -18,6 +18,7 @@ export function reuseScoringBody(background: BackgroundWorkStats, scoring: Reuse
     ),
     measurements: { ...scoring.outcomes },
     unscored_chunks: { ...scoring.unscoredChunks },
+    reused_unscored_queued: scoring.reusedUnscoredQueued,
   };
 }
 

@@ -253,6 +253,7 @@ export function createSchemas(limits: ServerLimits) {
             .openapi({ description: "Background jobs by kind (shift_scoring): waiting, run, deferred at least once, dropped, failed, and the runner seconds they took." }),
           measurements: z.record(z.string(), z.int()).openapi({ description: "Shift measurements by outcome: scored, gone, not-resident, no-room." }),
           unscored_chunks: z.record(z.string(), z.int()).openapi({ description: "Reused chunks whose variant had no measured shift yet, by policy (they fell back to the attention scores)." }),
+          reused_unscored_queued: z.int().openapi({ description: "Shift measurements moved to the front of the background queue because a request reused their variant before it was scored." }),
         })
         .optional()
         .openapi({ description: "Every stored chunk variant's measured shift (docs/reuse-scoring.md)." }),

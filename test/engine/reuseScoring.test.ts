@@ -115,6 +115,26 @@ describe("every stored variant scored in the idle time", () => {
     expect((await reuseScoring(api)).jobs.test_piece).toMatchObject({ pending: 0, run: JOBS });
   });
 
+  test("a variant reused before it was scored is measured first: its job jumps a queue of older work", async () => {
+    const { engine, api } = await open({ reuseScoringBudget: 1 });
+    const PIECE_MS = 40;
+    const OLDER = 40;
+    let ran = 0;
+    for (let i = 0; i < OLDER; i++) engine.scheduler.enqueueBackground({ kind: "test_piece", run: async () => (await sleep(PIECE_MS), ran++, "done") });
+    // Stored by prophet: three measurements queued behind the older pieces.
+    expect((await api.post("/v1/chat/completions", chat(DOCS, { ctxr: { policy: "prophet" } }))).status).toBe(200);
+    const reordered = await api.post("/v1/chat/completions", chat([DOCS[2]!, DOCS[0]!, DOCS[3]!, DOCS[1]!], { ctxr: { policy: "cachecraft" } }));
+    expect(reordered.status).toBe(200);
+    const unscored = reordered.body.usage.ctxr.chunks_unscored;
+    expect(unscored).toBeGreaterThan(0);
+    const deadline = performance.now() + 20_000;
+    while (chunkVariants(engine).scored < DOCS.length && performance.now() < deadline) await sleep(10);
+    expect(chunkVariants(engine).scored).toBe(DOCS.length);
+    // Scored after a few of the older pieces, not after all of them (FIFO would need 1.6 s of them first).
+    expect(ran).toBeLessThan(OLDER / 2);
+    expect((await reuseScoring(api)).reused_unscored_queued).toBe(unscored);
+  });
+
   test("--reuse-scoring-budget 0: nothing is measured, and a reuse of the unscored variants is counted in usage.ctxr, /metrics and /v1/stats", async () => {
     const { engine, api } = await open({ reuseScoringBudget: 0 });
     expect((await api.post("/v1/chat/completions", chat(DOCS, { ctxr: { policy: "prophet" } }))).status).toBe(200);

@@ -15,6 +15,7 @@ import type { Sequence } from "./sequence.ts";
 import { DEFAULT_PROPHET_SCORES } from "../kv/recomputeSelection.ts";
 import type { SequenceOutput } from "./sequenceOutput.ts";
 import type { ReuseScoring } from "./reuseScoring.ts";
+import type { ReuseAudit } from "./reuseAudit.ts";
 
 export class ManagedPrefillStep {
   constructor(
@@ -26,6 +27,8 @@ export class ManagedPrefillStep {
     private readonly counters: { forwards: number; prefillTokens: number },
     /** When stored variants get their measured shift, and the count of reused ones without. */
     private readonly reuseScoring: ReuseScoring,
+    /** The live quality audit: a sampled request's reused side is captured here, before it decodes. */
+    private readonly reuseAudit: ReuseAudit,
   ) {}
 
   private get chunkCache(): ChunkCache | null {
@@ -76,6 +79,7 @@ export class ManagedPrefillStep {
     this.reuseScoring.countUnscored(result.usage.policy, result.usage.chunks_unscored ?? 0);
     const first = sequence.generated === 0;
     if (first) sequence.usage = result.usage;
+    if (first && result.usage.prompt_tokens_chunk_reused + result.usage.prompt_tokens_recomputed > 0) await this.audit(sequence, result.usage.policy, result.logits);
     if (first && !sequence.cancelled && !sequence.done) {
       await sequence.constraint?.ready().catch(() => {});
       sequence.sparse?.observe(result.logits);
@@ -85,6 +89,13 @@ export class ManagedPrefillStep {
     await this.blocks.cacheStepBlocks([sequence]);
     if (sequence.sparse !== null && !sequence.done) await sequence.sparse.sync(this.runner, sequence.table);
     return true;
+  }
+
+  /** Offers a request served with reused chunks to the audit (which samples, and copies its reused side if picked). */
+  private async audit(sequence: Sequence, policy: string, row: Float32Array): Promise<void> {
+    if (this.reuseAudit.rate === 0) return;
+    const ratio = policy === "none" ? 0 : (sequence.request.recomputeRatio ?? this.options.recomputeRatio ?? DEFAULT_RECOMPUTE_RATIO);
+    await this.reuseAudit.served({ policy, ratio, promptTokens: sequence.tokens.slice(0, sequence.promptLength), row, table: sequence.table.blocks });
   }
 
   /**

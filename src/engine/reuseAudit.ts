@@ -19,6 +19,8 @@ import { ReuseAuditRun, type AuditBlocks, type AuditRunner } from "./reuseAuditR
 export const AUDIT_JOB = "audit";
 /** Greedy tokens compared by default (--reuse-audit-tokens). */
 export const DEFAULT_AUDIT_TOKENS = 8;
+/** The most greedy tokens an audit compares (each is one more FORWARD a side). */
+export const MAX_AUDIT_TOKENS = 256;
 /** Recent agreement below which a warning is logged by default (--reuse-audit-warn-below). */
 export const DEFAULT_AUDIT_WARN_BELOW = 0.9;
 /**

@@ -48,7 +48,7 @@ describe.skipIf(!haveModel)("the live audit on the quality model (dependence fam
         await engine.scheduler.background.idle();
       }
     }
-    const stats = await (await fetch(`${server.url}/v1/stats`)).json();
+    const stats: any = await (await fetch(`${server.url}/v1/stats`)).json();
     cells = stats.engine.reuse_audit.cells;
     console.log(`reuseAudit.test.ts: ${JSON.stringify(cells)}`);
   }, 120_000);

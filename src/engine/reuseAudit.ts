@@ -63,7 +63,7 @@ export interface ServedReuse {
   policy: string;
   ratio: number;
   promptTokens: readonly number[];
-  /** The served prefill's first-token logits (copied if audited). */
+  /** The served prefill's first-token logits (a copy the audit keeps). */
   row: Float32Array;
   /** The sequence's block table (its prompt KV, not yet decoded past). */
   table: readonly number[];
@@ -118,13 +118,17 @@ export class ReuseAudit {
     return () => this.listeners.delete(listener);
   }
 
+  /** A request served with reused chunks under `policy`: whether to audit it (the sampler's turn). */
+  picks(policy: string): boolean {
+    return auditsPolicy(policy) && this.sampler.next();
+  }
+
   /**
-   * A request served with reused chunks under a reuse policy: when the sampler picks it, its
-   * reused side is captured (prompt KV snapshot, first-token row) and its audit queued. Called
-   * right after its prefill, before it decodes.
+   * A picked request's reused side is captured (its prompt KV snapshot; `row` must be a copy taken
+   * before sampling) and its audit queued. Called before the request's table holds anything past
+   * its first token's entry.
    */
-  async served(request: ServedReuse): Promise<void> {
-    if (!auditsPolicy(request.policy) || !this.sampler.next()) return;
+  async capture(request: ServedReuse): Promise<void> {
     const snapshot = await this.snapshot(request);
     if (snapshot === null) {
       this.dropped++;
@@ -133,7 +137,7 @@ export class ReuseAudit {
     const run = new ReuseAuditRun(
       this.runner,
       this.blocks,
-      { promptTokens: [...request.promptTokens], reusedRow: Float32Array.from(request.row), reusedTable: snapshot, tokens: this.tokensFor(request.promptTokens.length), pool: this.blocks.pool },
+      { promptTokens: [...request.promptTokens], reusedRow: request.row, reusedTable: snapshot, tokens: this.tokensFor(request.promptTokens.length), pool: this.blocks.pool },
       this.prefillChunk,
     );
     this.queue.push({ run, policy: request.policy, ratio: request.ratio });

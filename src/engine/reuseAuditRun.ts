@@ -4,8 +4,8 @@
  * arrives waits at most one of them.
  *
  * - The reused side: the served prefill's first-token logit row (taken when the request was
- *   served), and a snapshot of its prompt KV (its blocks copied into a scratch table right after
- *   that prefill, before the request decoded), from which the next greedy tokens are decoded.
+ *   served), and a snapshot of its prompt KV (its blocks copied into a scratch table after its
+ *   first token went out, before it decoded further), from which the next greedy tokens are decoded.
  * - The full side: the same prompt tokens computed from scratch into a second scratch table (in
  *   pieces of at most the scheduler's prefill chunk), its last row the first-token reference, then
  *   greedy decoding from it.

@@ -83,8 +83,11 @@ describe("the live quality audit", () => {
     expect(full.usage.ctxr.policy ?? "full").toBe("full");
     expect((await reuseAudit(api)).audited).toBe(0);
 
+    const blocksBefore = engine.scheduler.stats.kvBlocksUsed;
     const reused = await served(engine, api, chat(REORDERED, { ctxr: { policy: "none" } }));
     expect(chunksReused(reused)).toBeGreaterThan(0);
+    // The audit's two scratch tables went back (none stores nothing: the chunks were all cached).
+    expect(engine.scheduler.stats.kvBlocksUsed).toBe(blocksBefore);
     const audit = await reuseAudit(api);
     expect(audit).toMatchObject({ rate: 1, tokens: 6, warn_below: 0.9, audited: 1, pending: 0, dropped: 0, failed: 0 });
     expect(audit.cells).toHaveLength(1);
@@ -108,8 +111,6 @@ describe("the live quality audit", () => {
     expect(metricValue(metrics, "ctxr_reuse_audit_dropped_total")).toBe(0);
     // Its pieces are background work of kind "audit": the full prefill in pieces of the prefill chunk (512), then 5 decodes.
     expect(metricValue(metrics, 'ctxr_background_jobs_run_total{kind="audit"}')).toBe(Math.ceil(reused.usage.prompt_tokens / 512) + 5);
-    // The scratch tables went back: nothing but the cached chunks holds blocks.
-    expect(engine.scheduler.stats.running).toBe(0);
   });
 
   test("cachecraft recomputing every reused token agrees with full prefill (KL ≈ 0), where none does not match it exactly", async () => {
@@ -148,6 +149,26 @@ describe("the live quality audit", () => {
     expect(audited).toEqual([0, 1, 1, 2]);
   });
 
+  test("requests sampled while 2 audits are pending, or with background work off, are dropped and counted", async () => {
+    const { engine, api } = await open({ reuseAuditRate: 1, reuseAuditTokens: 4 });
+    await served(engine, api, chat(DOCS, { ctxr: { policy: "prophet" } }));
+    const orders = [REORDERED, [DOCS[1]!, DOCS[3]!, DOCS[0]!, DOCS[2]!], [DOCS[3]!, DOCS[2]!, DOCS[1]!, DOCS[0]!], [DOCS[2]!, DOCS[3]!, DOCS[0]!, DOCS[1]!], [DOCS[1]!, DOCS[0]!, DOCS[3]!, DOCS[2]!]];
+    const bodies = await Promise.all(orders.map((order) => api.post("/v1/chat/completions", chat(order, { ctxr: { policy: "none" } }))));
+    for (const body of bodies) expect(chunksReused(body.body)).toBeGreaterThan(0);
+    await engine.scheduler.background.idle();
+    const audit = await reuseAudit(api);
+    // Every sampled request is either audited or dropped; never more than 2 wait at once.
+    expect(audit.audited + audit.dropped).toBe(orders.length);
+    expect(audit.audited).toBeGreaterThanOrEqual(2);
+    expect(audit.pending).toBe(0);
+    expect(metricValue((await api.get("/metrics")).text, "ctxr_reuse_audit_dropped_total")).toBe(audit.dropped);
+
+    const off = await open({ reuseAuditRate: 1, reuseScoringBudget: 0 });
+    await served(off.engine, off.api, chat(DOCS, { ctxr: { policy: "prophet" } }));
+    await served(off.engine, off.api, chat(REORDERED, { ctxr: { policy: "none" } }));
+    expect(await reuseAudit(off.api)).toMatchObject({ audited: 0, dropped: 1, pending: 0 });
+  });
+
   test("the warning is logged once when a cell's agreement falls below --reuse-audit-warn-below", async () => {
     // Threshold 1: any disagreement falls below it (the tiny random model's stale KV changes its answer).
     const { engine, api, logs } = await open({ reuseAuditRate: 1, reuseAuditWarnBelow: 1, reuseAuditTokens: 4 });
@@ -173,11 +194,24 @@ describe("the live quality audit", () => {
     while ((background.stats.kinds.audit?.run ?? 0) < 3 && performance.now() < deadline) await Bun.sleep(1);
     const before = background.stats.kinds.audit!.run;
     expect(engine.scheduler.reuseAudit.stats.pending).toBe(1);
-    const live = await engine.scheduler.submit({ promptIds: [1, 2, 3, 4, 5, 6, 7, 8], maxTokens: 8, sampling: { temperature: 0, topP: 1, topK: 0 } }).result();
+    // Every FORWARD that starts while the live request is in flight: its own, and the audit's.
+    const runner = engine.runner;
+    const forward = runner.forward.bind(runner);
+    let forwards = 0;
+    runner.forward = (request) => (forwards++, forward(request));
+    let live;
+    try {
+      live = await engine.scheduler.submit({ promptIds: [1, 2, 3, 4, 5, 6, 7, 8], maxTokens: 8, sampling: { temperature: 0, topP: 1, topK: 0 } }).result();
+    } finally {
+      runner.forward = forward;
+    }
     const during = background.stats.kinds.audit!.run - before;
     expect(live.tokens.length).toBe(8);
     // The piece in flight when it came finished; no other started until the live request was done.
     expect(during).toBeLessThanOrEqual(1);
+    // The live request's own: one prefill of its 8 tokens and 7 decodes; at most one more (a piece is one FORWARD).
+    expect(forwards).toBeGreaterThanOrEqual(8);
+    expect(forwards).toBeLessThanOrEqual(9);
     expect(engine.scheduler.reuseAudit.stats.pending).toBe(1);
     await background.idle();
     const audit = await reuseAudit(api);

@@ -169,6 +169,25 @@ describe("the live quality audit", () => {
     expect(await reuseAudit(off.api)).toMatchObject({ audited: 0, dropped: 1, pending: 0 });
   });
 
+  test("an audit pending when the runner dies is dropped or failed, never left pending, and the engine carries on", async () => {
+    const { engine, api } = await open({ reuseAuditRate: 1, reuseAuditTokens: 60, prefillChunk: 8 });
+    await served(engine, api, chat(DOCS, { ctxr: { policy: "prophet" } }));
+    expect((await api.post("/v1/chat/completions", chat(REORDERED, { ctxr: { policy: "none" } }))).status).toBe(200);
+    expect(engine.scheduler.reuseAudit.stats.pending).toBe(1);
+    process.kill(engine.runner.pid!, "SIGKILL");
+    const deadline = performance.now() + 20_000;
+    while (engine.scheduler.reuseAudit.stats.pending > 0 && performance.now() < deadline) await Bun.sleep(20);
+    // The next request restarts the runner and is served.
+    const after = await api.post("/v1/chat/completions", { messages: [{ role: "user", content: "Hello" }], max_tokens: 4, temperature: 0 });
+    expect(after.status).toBe(200);
+    await engine.scheduler.background.idle();
+    const audit = await reuseAudit(api);
+    expect(audit.pending).toBe(0);
+    expect(audit.audited).toBe(0);
+    expect(audit.dropped + audit.failed).toBe(1);
+    expect(engine.scheduler.stats.runnerRestarts).toBeGreaterThanOrEqual(1);
+  });
+
   test("the warning is logged once when a cell's agreement falls below --reuse-audit-warn-below", async () => {
     // Threshold 1: any disagreement falls below it (the tiny random model's stale KV changes its answer).
     const { engine, api, logs } = await open({ reuseAuditRate: 1, reuseAuditWarnBelow: 1, reuseAuditTokens: 4 });

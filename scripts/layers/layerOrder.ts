@@ -22,15 +22,16 @@ export const LAYER_ORDER: readonly string[] = [
   "online",
   "state",
   // the built-in engine: model files and tokenizers; chat messages and the documents field as both
-  // the engine and the proxy read them; the runner process, KV caches, generation
+  // the engine and the proxy read them; the runner process, KV caches, answer quality under reuse
+  // (its definitions of agreement, which the engine's live audit uses), generation
   "model",
   "chat",
   "runner",
   "kv",
+  "quality",
   "engine",
-  // the proxy in front of OpenAI-compatible engines, the HTTP server, offline quality tools, the CLI
+  // the proxy in front of OpenAI-compatible engines, the HTTP server, the CLI
   "proxy",
   "server",
-  "quality",
   "cli",
 ];

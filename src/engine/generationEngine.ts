@@ -42,6 +42,7 @@ import type { PrefixCacheEvents } from "../kv/prefixBlockCache.ts";
 import { GeneratedTokenMemory } from "./generatedTokenMemory.ts";
 import { RememberedChatTurns } from "./rememberedChatPrompt.ts";
 import { backgroundWorkMetrics } from "./backgroundWorkMetrics.ts";
+import { ReuseAuditMetrics } from "./reuseAuditMetrics.ts";
 
 export interface EngineOptions {
   /** The model folder (config.json, *.safetensors, tokenizer.json, tokenizer_config.json), a .gguf file, or a folder holding one .gguf file. */
@@ -109,6 +110,12 @@ export interface EngineOptions {
   reuseScoringBudget?: number;
   /** When stored variants' shift is measured: in the idle time (default) or on the request path (--reuse-scoring sync). */
   reuseScoring?: ReuseScoringMode;
+  /** The live quality audit (docs/reuse-audit.md): share of requests served with reused chunks compared with full prefill (--reuse-audit-rate; default 0: off). */
+  reuseAuditRate?: number;
+  /** Greedy tokens the audit compares (--reuse-audit-tokens; default 8). */
+  reuseAuditTokens?: number;
+  /** A cell's recent agreement below which the audit logs a warning (--reuse-audit-warn-below; default 0.9). */
+  reuseAuditWarnBelow?: number;
   /** Told every block the prefix cache stores and evicts, and when it is dropped (KV events out). */
   prefixEvents?: PrefixCacheEvents;
   /** Told each request's queue time, time to first token, inter-token gaps and end-to-end time. */
@@ -184,7 +191,12 @@ export class GenerationEngine {
     private readonly tokenizerThread: TokenizerThread,
     /** The ids of the chats answered, by their text: a conversation's next turn is prompted with them. */
     private readonly chatTurns: RememberedChatTurns,
-  ) {}
+  ) {
+    this.auditMetrics = new ReuseAuditMetrics(scheduler.reuseAudit);
+  }
+
+  /** The live quality audit's histograms (fed by its samples). */
+  private readonly auditMetrics: ReuseAuditMetrics;
 
   static async open(options: EngineOptions): Promise<GenerationEngine> {
     const source = resolveModelSource(options.model);
@@ -247,6 +259,12 @@ export class GenerationEngine {
         prefixCache: options.prefixCache ?? true,
         ...(options.reuseScoringBudget !== undefined ? { backgroundBudget: options.reuseScoringBudget } : {}),
         ...(options.reuseScoring !== undefined ? { reuseScoring: options.reuseScoring } : {}),
+        reuseAudit: {
+          rate: options.reuseAuditRate ?? 0,
+          ...(options.reuseAuditTokens !== undefined ? { tokens: options.reuseAuditTokens } : {}),
+          ...(options.reuseAuditWarnBelow !== undefined ? { warnBelow: options.reuseAuditWarnBelow } : {}),
+          model: options.servedModelName ?? source.name,
+        },
         prefixSeed: prefixSeed(identity, runner.info),
         ...(options.prefixEvents !== undefined ? { prefixEvents: options.prefixEvents } : {}),
         ...(options.latency !== undefined ? { latency: options.latency } : {}),
@@ -433,6 +451,7 @@ export class GenerationEngine {
       metric("ctxr_kv_remote_bytes", "gauge", "Bytes the remote tier holds for this model, as the last write saw them.", remote.bytes);
     }
     out += backgroundWorkMetrics(this.scheduler.background.stats, this.scheduler.reuseScoring.stats);
+    out += this.auditMetrics.render(this.scheduler.reuseAudit.stats, this.scheduler.background.stats);
     metric("ctxr_kv_stored_total", "counter", "Chunk-cache variants stored.", cache.stored);
     metric("ctxr_kv_evicted_total", "counter", "Chunk-cache variants dropped.", cache.evicted);
     metric("ctxr_kv_discarded_total", "counter", "Damaged or foreign cache files discarded.", cache.discarded);

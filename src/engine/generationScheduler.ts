@@ -28,9 +28,8 @@
  * the public types (generationTypes.ts, schedulerTypes.ts), errors (generationErrors.ts), a
  * request's state (sequence.ts) and handle (generationHandle.ts), the checks at submission
  * (requestChecks.ts), the KV blocks and prefix cache (blockManager.ts), the token output
- * (tokenOutput.ts, sequenceOutput.ts), the KV-managed prefill's step (managedPrefillStep.ts) and
- * the lowest-priority background work that runs only when no live request needs the runner
- * (backgroundWork.ts; stored variants' shift measurement, reuseScoring.ts).
+ * (tokenOutput.ts, sequenceOutput.ts), the KV-managed prefill's step (managedPrefillStep.ts), the
+ * lowest-priority background work (backgroundWork.ts: reuseScoring.ts, the audit reuseAudit.ts).
  */
 import { EngineTokenAccount } from "../accounting/tokenAccounts.ts";
 import type { ForwardResult, ForwardSequence } from "../runner/runnerProtocol.ts";
@@ -43,13 +42,14 @@ import type { PrefixBlockCacheStats } from "../kv/prefixBlockCache.ts";
 import { SparseDecode } from "../kv/sparseDecode.ts";
 import type { StreamDecoder } from "./textStream.ts";
 import { BlockManager } from "./blockManager.ts";
-import { GenerationFailedError, PromptTooLongError, QueueFullError, DeadlineExceededError, SchedulerClosedError } from "./generationErrors.ts";
+import { GenerationFailedError, QueueFullError, DeadlineExceededError, SchedulerClosedError } from "./generationErrors.ts";
 import { GenerationHandle } from "./generationHandle.ts";
 import { ManagedPrefillStep } from "./managedPrefillStep.ts";
 import { BackgroundWork, DEFAULT_BACKGROUND_BUDGET, type BackgroundJob } from "./backgroundWork.ts";
 import { ReuseScoring } from "./reuseScoring.ts";
+import { ReuseAudit } from "./reuseAudit.ts";
 import type { GenerationRequest } from "./generationTypes.ts";
-import { checkGenerationRequest, completionBudget } from "./requestChecks.ts";
+import { checkGenerationRequest, checkSlidingWindowSupport, completionBudget } from "./requestChecks.ts";
 import { DEFAULT_MAX_WAITING, type SchedulerOptions, type SchedulerRunner, type SchedulerStats } from "./schedulerTypes.ts";
 import { Sequence } from "./sequence.ts";
 import { SequenceOutput } from "./sequenceOutput.ts";
@@ -75,6 +75,8 @@ export class GenerationScheduler {
   readonly background: BackgroundWork;
   /** Stored variants' shift measurement and the count of reused chunks that had none. */
   readonly reuseScoring: ReuseScoring;
+  /** The live quality audit: its figures, and `onSample` for whoever adapts to them (the adaptive ratio). */
+  readonly reuseAudit: ReuseAudit;
   /** Set while the budget (or the idle grace) holds background work back: it kicks the loop when it may run again. */
   private backgroundTimer: ReturnType<typeof setTimeout> | null = null;
   /** When the last live step ended (performance.now()): background work starts only after BACKGROUND_IDLE_GRACE_MS of quiet. */
@@ -134,7 +136,8 @@ export class GenerationScheduler {
     });
     this.background = new BackgroundWork(options.backgroundBudget ?? DEFAULT_BACKGROUND_BUDGET, { ...(options.log !== undefined ? { log: options.log } : {}) });
     this.reuseScoring = new ReuseScoring(options.reuseScoring ?? "idle", runner, options.chunkCache ?? null, this.blocks, (job, first) => this.enqueueBackground(job, first), this.background.enabled);
-    this.managedPrefill = new ManagedPrefillStep(runner, this.blocks, this.output, options, this.counters, this.reuseScoring);
+    this.reuseAudit = new ReuseAudit(options.reuseAudit ?? { rate: 0, model: "" }, runner, this.blocks, (job) => this.enqueueBackground(job), this.background.enabled, this.prefillChunk, options.log);
+    this.managedPrefill = new ManagedPrefillStep(runner, this.blocks, this.output, options, this.counters, this.reuseScoring, this.reuseAudit);
     const sliding = this.blocks.sliding;
     if (sliding !== null && sliding.pool.totalBlocks < sliding.blocksPerSequence(this.prefillChunk))
       throw new RangeError(
@@ -198,7 +201,7 @@ export class GenerationScheduler {
   submit(request: GenerationRequest): GenerationHandle {
     if (this.closed) throw new SchedulerClosedError();
     const maxTokens = checkGenerationRequest(request, this.runner.info.vocab, this.maxModelLen);
-    this.checkSlidingWindowSupport(request);
+    checkSlidingWindowSupport(request, this.blocks.sliding !== null, this.runner.info.architecture);
     if (this.waiting.length >= this.maxWaiting) {
       this.counters.rejected++;
       throw new QueueFullError(this.maxWaiting, Math.min(60, Math.max(1, Math.ceil(this.recentQueueMs / 1000))));
@@ -211,18 +214,6 @@ export class GenerationScheduler {
     this.waiting.push(sequence);
     this.kick();
     return handle;
-  }
-
-  /**
-   * A model with sliding-window layers keeps their KV in a group of its own. Chunk reuse addresses
-   * both groups (managedPrefill.ts, slidingPrefillWindow.ts); sparse decode, which selects KV pages
-   * of one pool by their key summaries (KEY_SUMMARY), does not: a KV budget is refused rather than
-   * computed wrong.
-   */
-  private checkSlidingWindowSupport(request: GenerationRequest): void {
-    if (this.blocks.sliding === null) return;
-    const model = `this model has sliding-window layers (${this.runner.info.architecture}, two KV cache groups)`;
-    if (request.kvBudget != null && request.kvBudget < 1) throw new PromptTooLongError(`a KV budget (sparse decode) is not supported: ${model}`, "prompt");
   }
 
   /** Arms the sequence's deadline: the shorter of its own and the server's request timeout. */
@@ -693,5 +684,4 @@ export class GenerationScheduler {
     if (waits.length === 0) return;
     await Promise.race(limitMs === null ? waits : [...waits, sleep(limitMs)]);
   }
-
 }

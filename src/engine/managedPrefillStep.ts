@@ -15,6 +15,7 @@ import type { Sequence } from "./sequence.ts";
 import { DEFAULT_PROPHET_SCORES } from "../kv/recomputeSelection.ts";
 import type { SequenceOutput } from "./sequenceOutput.ts";
 import type { ReuseScoring } from "./reuseScoring.ts";
+import type { ReuseAudit } from "./reuseAudit.ts";
 
 export class ManagedPrefillStep {
   constructor(
@@ -26,6 +27,8 @@ export class ManagedPrefillStep {
     private readonly counters: { forwards: number; prefillTokens: number },
     /** When stored variants get their measured shift, and the count of reused ones without. */
     private readonly reuseScoring: ReuseScoring,
+    /** The live quality audit: a sampled request's reused side is captured here, before it decodes. */
+    private readonly reuseAudit: ReuseAudit,
   ) {}
 
   private get chunkCache(): ChunkCache | null {
@@ -76,15 +79,29 @@ export class ManagedPrefillStep {
     this.reuseScoring.countUnscored(result.usage.policy, result.usage.chunks_unscored ?? 0);
     const first = sequence.generated === 0;
     if (first) sequence.usage = result.usage;
+    // The live audit's copy of the served first-token row, taken before anything samples from it.
+    const auditRow = first && this.picksForAudit(result.usage) ? Float32Array.from(result.logits) : null;
     if (first && !sequence.cancelled && !sequence.done) {
       await sequence.constraint?.ready().catch(() => {});
       sequence.sparse?.observe(result.logits);
       if (this.output.acceptOrFail(sequence, result.logits)) await this.output.jumpAhead(sequence);
     }
+    if (auditRow !== null) await this.captureForAudit(sequence, result.usage.policy, auditRow);
     await result.storeBack();
     await this.blocks.cacheStepBlocks([sequence]);
     if (sequence.sparse !== null && !sequence.done) await sequence.sparse.sync(this.runner, sequence.table);
     return true;
+  }
+
+  /** Whether the live audit takes this request: served with reused chunks, and the sampler's pick. */
+  private picksForAudit(usage: { policy: string; prompt_tokens_chunk_reused: number; prompt_tokens_recomputed: number }): boolean {
+    return this.reuseAudit.rate > 0 && usage.prompt_tokens_chunk_reused + usage.prompt_tokens_recomputed > 0 && this.reuseAudit.picks(usage.policy);
+  }
+
+  /** The audited request's reused side: its prompt KV (the prompt's entries are as the prefill left them) and first-token row. */
+  private async captureForAudit(sequence: Sequence, policy: string, row: Float32Array): Promise<void> {
+    const ratio = policy === "none" ? 0 : (sequence.request.recomputeRatio ?? this.options.recomputeRatio ?? DEFAULT_RECOMPUTE_RATIO);
+    await this.reuseAudit.capture({ policy, ratio, promptTokens: sequence.tokens.slice(0, sequence.promptLength), row, table: sequence.table.blocks });
   }
 
   /**

@@ -8,6 +8,7 @@ import type { PrefixCacheEvents } from "../kv/prefixBlockCache.ts";
 import type { SparseDecodeRunner } from "../kv/sparseDecode.ts";
 import type { UncertaintyTriggerOptions } from "../kv/uncertaintyTrigger.ts";
 import type { GenerationRequest } from "./generationTypes.ts";
+import type { ReuseAuditSettings } from "./reuseAudit.ts";
 
 /** The recompute policy and ratio of requests that name none, when the server sets none. */
 export const DEFAULT_KV_POLICY: RecomputePolicy = "prophet";
@@ -75,6 +76,8 @@ export interface SchedulerOptions {
    * stored it, between its first and second token (what benchmarks that need every shift at once use).
    */
   reuseScoring?: ReuseScoringMode;
+  /** The live quality audit (reuseAudit.ts; default rate 0: off). */
+  reuseAudit?: ReuseAuditSettings;
 }
 
 /** When stored variants get their measured shift (SchedulerOptions.reuseScoring). */

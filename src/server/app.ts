@@ -34,7 +34,7 @@ import { DEFAULT_BUDGETS } from "../online/stateBudgets.ts";
 import { createSchemas } from "./schemas.ts";
 import { mountNoModelTokenizeRoutes, mountTokenizeRoutes, TOKENIZE_PATHS } from "./tokenizeRoutes.ts";
 import { collectGarbage } from "../runtime/garbageCollector.ts";
-import { engineStatsBody, reuseScoringBody } from "./engineStatsBody.ts";
+import { engineStatsOf } from "./engineStatsBody.ts";
 import type { FirstTokenTotals } from "./latencyMetrics.ts";
 import { mountStatusPageRoutes, STATUS_PAGE_PATHS } from "./statusPage/statusPageRoutes.ts";
 import { StatusHistory, statusSampleFailed } from "./statusPage/statusHistory.ts";
@@ -170,7 +170,7 @@ export function createApp(service: ContextService, options: AppOptions = {}): Op
       saved_tokens: serverSavedTokens(engine, proxy),
       recovery: service.recovery,
       ...(proxy === null ? {} : { upstreams: proxy.stats(), proxy: proxy.state() }),
-      ...(engine === null ? {} : { engine: engineStatsBody(engine.stats, options.latency?.firstTokenTotals?.() ?? null, reuseScoringBody(engine.scheduler.background.stats, engine.scheduler.reuseScoring.stats)) }),
+      ...(engine === null ? {} : { engine: engineStatsOf(engine, options.latency?.firstTokenTotals?.() ?? null) }),
       ...(remote === null ? {} : { kv_remote: remoteKvStatsBody(remote, engine!.chunkCache.stats, engine!.chunkCache.capacities.remote?.url ?? "") }),
     };
   };

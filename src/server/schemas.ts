@@ -257,6 +257,35 @@ export function createSchemas(limits: ServerLimits) {
         })
         .optional()
         .openapi({ description: "Every stored chunk variant's measured shift (docs/reuse-scoring.md)." }),
+      reuse_audit: z
+        .object({
+          rate: z.number().openapi({ description: "--reuse-audit-rate: share of requests served with reused chunks compared with full prefill (0: off)." }),
+          tokens: z.int().openapi({ description: "--reuse-audit-tokens: greedy tokens compared." }),
+          warn_below: z.number().openapi({ description: "--reuse-audit-warn-below: a cell's recent agreement below it logs a warning." }),
+          audited: z.int().openapi({ description: "Audits run to the end (samples)." }),
+          pending: z.int().openapi({ description: "Audits captured and not finished." }),
+          dropped: z.int().openapi({ description: "Sampled requests not audited (no blocks, too many pending, background work off, runner restart)." }),
+          deferred: z.int().openapi({ description: "Audit pieces that waited at least once for live requests or the budget." }),
+          failed: z.int().openapi({ description: "Audits that failed (logged)." }),
+          cells: z
+            .array(
+              z.object({
+                model: z.string(),
+                policy: z.string(),
+                ratio: z.number(),
+                count: z.int(),
+                top1_share: z.number().openapi({ description: "Share of samples whose first token (top-1) was full prefill's." }),
+                kl_mean: z.number().openapi({ description: "Mean first-token KL(full || reused), nats." }),
+                kl_p50: z.number().openapi({ description: "Median KL over the newest 1,000 samples." }),
+                kl_p90: z.number().openapi({ description: "90th percentile KL over the newest 1,000 samples." }),
+                agreement_mean: z.number().openapi({ description: "Mean greedy-token agreement (common prefix share)." }),
+                recent_agreement: z.number().openapi({ description: "Mean agreement of the newest 20 samples (what the warning watches)." }),
+              }),
+            )
+            .openapi({ description: "Figures by model, policy and recompute ratio." }),
+        })
+        .optional()
+        .openapi({ description: "The live quality audit (docs/reuse-audit.md)." }),
     })
     .openapi("EngineStats");
   const savedTotals = {

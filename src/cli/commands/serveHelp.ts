@@ -9,6 +9,7 @@ import { DEFAULT_KV_EVENT_MAX_BYTES } from "../../proxy/kvEventSubscriber.ts";
 import { DEFAULT_LIMITS } from "../../http/limits.ts";
 import { DEFAULT_MAX_WAITING } from "../../engine/schedulerTypes.ts";
 import { DEFAULT_BACKGROUND_BUDGET } from "../../engine/backgroundWork.ts";
+import { DEFAULT_AUDIT_TOKENS, DEFAULT_AUDIT_WARN_BELOW } from "../../engine/reuseAudit.ts";
 import { DEFAULT_PROBE_INTERVAL_MS } from "../../proxy/upstreamMonitor.ts";
 import { DEFAULT_STATS_INTERVAL_MS } from "../../server/statsLog.ts";
 import { DEFAULT_STATUS_SAMPLE_EVERY_MS, DEFAULT_STATUS_SAMPLES } from "../../server/statusPage/statusHistory.ts";
@@ -264,6 +265,16 @@ CacheCraft, ProphetKV, CHESS):
   --reuse-scoring M        idle (default): shift measured in the idle time; sync:
                            in the storing request, between its first and second
                            token (benchmarks that need every shift at once)
+  --reuse-audit-rate R     live quality audit: share, 0..1, of the requests served
+                           with reused chunks (any policy but full and prefix) whose
+                           answer is compared with full prefill of the same prompt,
+                           in the idle time within --reuse-scoring-budget (default 0:
+                           off); figures in /metrics and /v1/stats engine.reuse_audit
+  --reuse-audit-tokens N   greedy tokens the audit compares (default ${DEFAULT_AUDIT_TOKENS})
+  --reuse-audit-warn-below A
+                           log a warning when a model/policy/ratio's agreement over
+                           its last 20 audits falls below A, and when it recovers
+                           (default ${DEFAULT_AUDIT_WARN_BELOW})
   --focus-window L         Cache-Craft focused-chunk early stop after L stable
                            layers (default 0: off)
   --prophet-span-decay D   prophet: share of a token's score that carries on to

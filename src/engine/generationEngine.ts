@@ -12,6 +12,7 @@ import { GenerationScheduler } from "./generationScheduler.ts";
 import type { GenerationRequest } from "./generationTypes.ts";
 import { DEFAULT_KV_POLICY, DEFAULT_RECOMPUTE_RATIO, type LatencyObserver, type ReuseScoringMode, type SchedulerStats } from "./schedulerTypes.ts";
 import { describeKvSettings, describeKvTuning, type KvSettings } from "./kvSettings.ts";
+import { ReuseTarget, type ReuseTargetSettings } from "./reuseTarget.ts";
 import { GrammarCompiler } from "./grammarCompiler.ts";
 import { DEFAULT_GRAMMAR_LIMITS, type GrammarLimits } from "./grammar/grammarBudget.ts";
 import { completionIds, completionsAddBos } from "../model/completionPrompt.ts";
@@ -107,6 +108,8 @@ export interface EngineOptions {
   prefixCache?: boolean;
   /** Share of wall time background work (stored variants' shift measurement) may keep the runner busy (--reuse-scoring-budget; default 0.2; 0: none). */
   reuseScoringBudget?: number;
+  /** --reuse-target-agreement with --min-ratio and --max-ratio (null: the ratio stays --recompute-ratio). */
+  reuseTarget?: ReuseTargetSettings | null;
   /** When stored variants' shift is measured: in the idle time (default) or on the request path (--reuse-scoring sync). */
   reuseScoring?: ReuseScoringMode;
   /** Told every block the prefix cache stores and evicts, and when it is dropped (KV events out). */
@@ -228,6 +231,8 @@ export class GenerationEngine {
     const tokenizerThread = new TokenizerThread(source, log);
     const prompts = new OffThreadTokenizer(tokenizer, tokenizerThread);
     const chatTurns = new RememberedChatTurns(new GeneratedTokenMemory(), { tokenizer, encode: (text) => prompts.encode(text), exactText: (ids) => prompts.exactText(ids) }, log);
+    const modelId = options.servedModelName ?? source.name;
+    const reuseTarget = options.reuseTarget ? new ReuseTarget(modelId, options.reuseTarget, options.recomputeRatio ?? DEFAULT_RECOMPUTE_RATIO) : null;
     let scheduler: GenerationScheduler;
     try {
       scheduler = new GenerationScheduler(runner, tokenizer, {
@@ -239,6 +244,7 @@ export class GenerationEngine {
         chunkCache,
         kvPolicy: options.kvPolicy,
         recomputeRatio: options.recomputeRatio,
+        ...(reuseTarget === null ? {} : { recomputeRatioFor: (policy: RecomputePolicy) => reuseTarget.ratioFor(policy) }),
         focusWindow: options.focusWindow,
         contextScores: options.contextScores,
         prophetSpanDecay: options.prophetSpanDecay,
@@ -264,8 +270,9 @@ export class GenerationEngine {
       log(`ctxr: ${error.message}`);
       scheduler.runnerCrashed();
     });
-    const engine = new GenerationEngine(options.servedModelName ?? source.name, dir, tokenizer, runner, scheduler, model.addBos, device, chunkCache, prompts, tokenizerThread, chatTurns);
+    const engine = new GenerationEngine(modelId, dir, tokenizer, runner, scheduler, model.addBos, device, chunkCache, prompts, tokenizerThread, chatTurns);
     engine.grammarLimits = { ...DEFAULT_GRAMMAR_LIMITS, ...options.grammarLimits };
+    engine.reuseTarget = reuseTarget;
     engine.log = log;
     engine.toolCallFormat = options.toolCallParser ?? null;
     engine.reasoningParser = resolveReasoningParser(options.reasoningParser ?? "auto", tokenizer.chatTemplateSource);
@@ -290,6 +297,8 @@ export class GenerationEngine {
   }
 
   private grammarCompiler: GrammarCompiler | null = null;
+  /** --reuse-target-agreement: the recompute ratio per policy, fed by the audit's samples (null: off). */
+  reuseTarget: ReuseTarget | null = null;
   /** The server's --tool-call-parser (null: detect from the chat template). */
   toolCallFormat: ToolCallFormat | null = null;
   /** The server's --reasoning-parser (null: answers are not split into reasoning and content). */
@@ -433,6 +442,7 @@ export class GenerationEngine {
       metric("ctxr_kv_remote_bytes", "gauge", "Bytes the remote tier holds for this model, as the last write saw them.", remote.bytes);
     }
     out += backgroundWorkMetrics(this.scheduler.background.stats, this.scheduler.reuseScoring.stats);
+    if (this.reuseTarget !== null) out += this.reuseTarget.metrics();
     metric("ctxr_kv_stored_total", "counter", "Chunk-cache variants stored.", cache.stored);
     metric("ctxr_kv_evicted_total", "counter", "Chunk-cache variants dropped.", cache.evicted);
     metric("ctxr_kv_discarded_total", "counter", "Damaged or foreign cache files discarded.", cache.discarded);

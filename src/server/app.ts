@@ -170,7 +170,7 @@ export function createApp(service: ContextService, options: AppOptions = {}): Op
       saved_tokens: serverSavedTokens(engine, proxy),
       recovery: service.recovery,
       ...(proxy === null ? {} : { upstreams: proxy.stats(), proxy: proxy.state() }),
-      ...(engine === null ? {} : { engine: engineStatsBody(engine.stats, options.latency?.firstTokenTotals?.() ?? null, reuseScoringBody(engine.scheduler.background.stats, engine.scheduler.reuseScoring.stats)) }),
+      ...(engine === null ? {} : { engine: engineStatsBody(engine.stats, options.latency?.firstTokenTotals?.() ?? null, reuseScoringBody(engine.scheduler.background.stats, engine.scheduler.reuseScoring.stats), engine.reuseTarget?.body()) }),
       ...(remote === null ? {} : { kv_remote: remoteKvStatsBody(remote, engine!.chunkCache.stats, engine!.chunkCache.capacities.remote?.url ?? "") }),
     };
   };

@@ -7,6 +7,9 @@ import type { SchedulerStats } from "../engine/schedulerTypes.ts";
 import type { FirstTokenTotals } from "./latencyMetrics.ts";
 import type { BackgroundWorkStats } from "../engine/backgroundWork.ts";
 import type { ReuseScoringStats } from "../engine/reuseScoring.ts";
+import type { ReuseTarget } from "../engine/reuseTarget.ts";
+
+type ReuseTargetBody = ReturnType<ReuseTarget["body"]>;
 
 /** /v1/stats `engine.reuse_scoring`: the background work and every stored variant's scoring. */
 export function reuseScoringBody(background: BackgroundWorkStats, scoring: ReuseScoringStats) {
@@ -21,7 +24,7 @@ export function reuseScoringBody(background: BackgroundWorkStats, scoring: Reuse
   };
 }
 
-export function engineStatsBody(stats: SchedulerStats, firstTokens: FirstTokenTotals | null, reuseScoring?: ReturnType<typeof reuseScoringBody>) {
+export function engineStatsBody(stats: SchedulerStats, firstTokens: FirstTokenTotals | null, reuseScoring?: ReturnType<typeof reuseScoringBody>, reuseTarget?: ReuseTargetBody | null) {
   return {
     running: stats.running,
     waiting: stats.waiting,
@@ -33,5 +36,6 @@ export function engineStatsBody(stats: SchedulerStats, firstTokens: FirstTokenTo
     prefix_cache_hit_tokens: stats.prefixBlocksHit * stats.blockSize,
     first_token: firstTokens,
     ...(reuseScoring === undefined ? {} : { reuse_scoring: reuseScoring }),
+    ...(reuseTarget === undefined || reuseTarget === null ? {} : { reuse_target: reuseTarget }),
   };
 }

@@ -41,6 +41,7 @@ import { DEFAULT_BACKGROUND_BUDGET } from "../../engine/backgroundWork.ts";
 import { REUSE_SCORING_MODES, type ReuseScoringMode } from "../../engine/schedulerTypes.ts";
 
 import { DEFAULT_DATA_DIR, SERVE_HELP } from "./serveHelp.ts";
+import { REUSE_TARGET_FLAGS, reuseTargetFromFlags } from "./reuseTargetFlags.ts";
 
 export { DEFAULT_DATA_DIR };
 
@@ -70,6 +71,7 @@ const VALUE_FLAGS = [
   "prophet-span-decay", "prophet-query-rows", "prophet-scores", "tool-call-parser", "reasoning-parser", "kv-events-publish",
   "kv-events-max-connections", "kv-events-handshake-timeout", "sparse-entropy-threshold",
   "sparse-varentropy-threshold", "sparse-trigger-window", "log-level", "reuse-scoring-budget", "reuse-scoring",
+  ...REUSE_TARGET_FLAGS,
 ] as const;
 
 /** Old option names, still accepted (with a note): "block" alone now means only a KV block. */
@@ -197,7 +199,7 @@ async function serveWithFlags(flags: SourcedFlags, io: CommandIo, err: (text: st
 
   const model = typeof flags.values.model === "string" ? flags.values.model : null;
   if (model === "") throw new UsageError("--model must not be empty", COMMAND);
-  const modelOnly = ["max-response-bytes", "device", "kv-blocks", "kv-sliding-blocks", "threads", "kv-dtype", "served-model-name", "max-waiting-requests", "request-timeout", "max-grammar-step-ms", "max-grammar-compile-ms", "max-grammar-tools", "kv-policy", "recompute-ratio", "kv-device-blocks", "kv-host-bytes", "kv-dir", "kv-disk-bytes", "kv-remote", "kv-remote-bytes", "kv-remote-secret", "kv-remote-secret-file", "focus-window", "context-scores", "prophet-span-decay", "prophet-query-rows", "prophet-scores", "no-prefix-cache", "tool-call-parser", "reasoning-parser", "kv-events-publish", "sparse-entropy-threshold", "sparse-varentropy-threshold", "sparse-trigger-window", "kv-events-max-connections", "kv-events-handshake-timeout", "reuse-scoring-budget", "reuse-scoring"].find((name) => flags.values[name] !== undefined);
+  const modelOnly = ["max-response-bytes", "device", "kv-blocks", "kv-sliding-blocks", "threads", "kv-dtype", "served-model-name", "max-waiting-requests", "request-timeout", "max-grammar-step-ms", "max-grammar-compile-ms", "max-grammar-tools", "kv-policy", "recompute-ratio", "kv-device-blocks", "kv-host-bytes", "kv-dir", "kv-disk-bytes", "kv-remote", "kv-remote-bytes", "kv-remote-secret", "kv-remote-secret-file", "focus-window", "context-scores", "prophet-span-decay", "prophet-query-rows", "prophet-scores", "no-prefix-cache", "tool-call-parser", "reasoning-parser", "kv-events-publish", "sparse-entropy-threshold", "sparse-varentropy-threshold", "sparse-trigger-window", "kv-events-max-connections", "kv-events-handshake-timeout", "reuse-scoring-budget", "reuse-scoring", ...REUSE_TARGET_FLAGS].find((name) => flags.values[name] !== undefined);
   if (model === null && modelOnly !== undefined) throw new UsageError(`--${modelOnly} needs --model`, COMMAND);
   if (model !== null && upstreams.length > 0) throw new UsageError("give --model (serve a model) or --upstream (proxy engines), not both", COMMAND);
   // From the environment or a config file, --offline is a standing setting that a local model (or the proxy) satisfies.
@@ -220,6 +222,7 @@ async function serveWithFlags(flags: SourcedFlags, io: CommandIo, err: (text: st
   if (recomputeRatio > 1) throw new UsageError(`--recompute-ratio must be from 0 to 1, got '${flags.values["recompute-ratio"]}'`, COMMAND);
   const reuseScoringBudget = numberFlag(flags, "reuse-scoring-budget", COMMAND, DEFAULT_BACKGROUND_BUDGET, { min: 0, max: 1 });
   const reuseScoring = choiceFlag<ReuseScoringMode>(flags, "reuse-scoring", COMMAND, REUSE_SCORING_MODES, "idle");
+  const reuseTarget = reuseTargetFromFlags(flags, COMMAND);
   const spanDecay = numberFlag(flags, "prophet-span-decay", COMMAND, DEFAULT_PROPHET_SPAN_DECAY, { min: 0 });
   if (spanDecay >= 1) throw new UsageError(`--prophet-span-decay must be at least 0 and below 1, got '${flags.values["prophet-span-decay"]}'`, COMMAND);
   const kvDir = flags.values["kv-dir"];
@@ -334,6 +337,7 @@ async function serveWithFlags(flags: SourcedFlags, io: CommandIo, err: (text: st
               prophetSpanDecay: spanDecay,
               reuseScoringBudget,
               reuseScoring,
+              reuseTarget,
               prefixCache: flags.values["no-prefix-cache"] !== true,
               ...(flags.values["tool-call-parser"] !== undefined ? { toolCallParser: choiceFlag<ToolCallFormat>(flags, "tool-call-parser", COMMAND, TOOL_CALL_FORMATS, "hermes") } : {}),
               reasoningParser: choiceFlag<ReasoningParserChoice>(flags, "reasoning-parser", COMMAND, REASONING_PARSER_CHOICES, "auto"),

@@ -4,7 +4,7 @@
  * an `AgreementSample` fits `AgreementObservation`, so wiring the audit is
  * `audit.onSample((sample) => ratios.observe(sample))`).
  *
- * The rule, per (model, policy) cell, with target A, margin m and windows U ≤ W:
+ * The rule, per (model, policy) cell, with target A, margin m and window W:
  *
  * - **Which samples count.** Agreement is taken to rise with the ratio. A sample taken at the
  *   cell's current ratio counts. One taken at another ratio (the audit runs after the request,
@@ -12,18 +12,20 @@
  *   something about the current ratio: below the target at a higher ratio (the current one can
  *   do no better), or at least A + m at a lower ratio (the current one does at least as well).
  *   Every other sample is dropped. The window restarts at each move.
- * - **Up at once.** After each counted sample, when the mean of the window's last U samples
- *   (default 4) is below A, the ratio rises: by `upStep` (default 0.1: from 0.05 to 0.6 in six samples) when
- *   the mean is 1 − A or more below the target (agreement collapsed), by that share of `upStep`
- *   for a smaller shortfall, never by less than two `downStep`s (noise near the target). While
- *   fewer than U samples have counted, the missing ones are taken as A + m (a prior that the
- *   current ratio is just enough), so one sample far below the target moves it at once and
- *   one a little below does not. The ratio that failed becomes the cell's known-low ratio.
- * - **Down slowly.** When W samples (default 16) have counted and their mean is at least A + m (m: default
- *   a fifth of 1 − A, the disagreement the target allows), the ratio
- *   falls by `downStep` (default 0.01), never to or below the known-low ratio. The known-low
- *   ratio is forgotten after `probeAfter` counted samples without a move up, so a workload
- *   that gets easier is followed down again.
+ * - **Up at once.** After each counted sample, when the mean of the window's last W samples
+ *   (default 16) is below A, the ratio rises, with no confirmation wait: by `upStep` (default
+ *   0.1: from 0.05 to 0.6 in six moves) when the mean is 1 − A or more below the target
+ *   (agreement collapsed), by that share of `upStep` for a smaller shortfall, never by less than
+ *   two `downStep`s (noise near the target). While fewer than W samples have counted, the
+ *   missing ones are taken as A + m (a prior that the current ratio is just enough), so samples
+ *   far below the target move it at once (at A = 0.9, two requests that agree on nothing; at
+ *   A = 0.99, one) and one a little below does not. The ratio that failed becomes the cell's
+ *   known-low ratio.
+ * - **Down slowly.** When W samples have counted and their mean is at least A + m (m: default
+ *   a fifth of 1 − A, the disagreement the target allows), the ratio falls by `downStep`
+ *   (default 0.01), never to or below the known-low ratio. The known-low ratio is forgotten
+ *   after `probeAfter` counted samples without a move up, so a workload that gets easier is
+ *   followed down again.
  * - Always within [min, max].
  *
  * Settling: the cell walks down to one `downStep` above the highest ratio that failed, where
@@ -51,15 +53,13 @@ export interface AdaptiveRatioSettings {
   margin?: number;
   /** Samples a move down needs, and the span of their mean (default 16). */
   window?: number;
-  /** The span of the mean a move up looks at (default 4, at most window). */
-  upWindow?: number;
   upStep?: number;
   downStep?: number;
   /** Counted samples after which the known-low ratio is forgotten (default 20 windows). */
   probeAfter?: number;
 }
 
-export const ADAPTIVE_RATIO_DEFAULTS = { marginShare: 0.2, window: 16, upWindow: 4, upStep: 0.1, downStep: 0.01 } as const;
+export const ADAPTIVE_RATIO_DEFAULTS = { marginShare: 0.2, window: 16, upStep: 0.1, downStep: 0.01 } as const;
 
 /** One cell's figures (/v1/stats, /metrics). */
 export interface AdaptiveRatioCell {
@@ -107,7 +107,6 @@ export class AdaptiveRecomputeRatios {
   readonly initialRatio: number;
   readonly margin: number;
   readonly window: number;
-  readonly upWindow: number;
   readonly upStep: number;
   readonly downStep: number;
   readonly probeAfter: number;
@@ -122,11 +121,10 @@ export class AdaptiveRecomputeRatios {
     this.initialRatio = this.clamp(settings.initialRatio);
     this.margin = settings.margin ?? ADAPTIVE_RATIO_DEFAULTS.marginShare * (1 - target);
     this.window = settings.window ?? ADAPTIVE_RATIO_DEFAULTS.window;
-    this.upWindow = Math.min(this.window, settings.upWindow ?? ADAPTIVE_RATIO_DEFAULTS.upWindow);
     this.upStep = settings.upStep ?? ADAPTIVE_RATIO_DEFAULTS.upStep;
     this.downStep = settings.downStep ?? ADAPTIVE_RATIO_DEFAULTS.downStep;
     this.probeAfter = settings.probeAfter ?? 20 * this.window;
-    if (!(this.margin >= 0 && this.window >= 1 && this.upWindow >= 1 && this.upStep > 0 && this.downStep > 0 && this.probeAfter >= 1)) {
+    if (!(this.margin >= 0 && this.window >= 1 && this.upStep > 0 && this.downStep > 0 && this.probeAfter >= 1)) {
       throw new RangeError("margin ≥ 0, window ≥ 1, steps > 0 and probeAfter ≥ 1 are needed");
     }
   }
@@ -150,13 +148,10 @@ export class AdaptiveRecomputeRatios {
 
     const prior = Math.min(1, this.target + this.margin);
     const windowMean = (sum(cell.window) + (this.window - cell.window.length) * prior) / this.window;
-    const recent = cell.window.slice(-this.upWindow);
-    const recentMean = (sum(recent) + (this.upWindow - recent.length) * prior) / this.upWindow;
-    const collapsed = recentMean < this.target - (1 - this.target);
-    if (windowMean < this.target || collapsed) {
+    if (windowMean < this.target) {
       if (cell.ratio < this.maxRatio - SAME) {
         cell.knownLow = cell.ratio;
-        this.move(cell, Math.min(this.maxRatio, cell.ratio + this.upStepFor(this.target - Math.min(windowMean, recentMean))));
+        this.move(cell, Math.min(this.maxRatio, cell.ratio + this.upStepFor(this.target - windowMean)));
         cell.movesUp++;
       }
       cell.sinceUp = 0;

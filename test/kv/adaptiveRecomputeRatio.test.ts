@@ -48,6 +48,24 @@ describe("AdaptiveRecomputeRatios", () => {
     });
   }
 
+  test("moves up by the window's shortfall: one stray failure among agreeing requests does not move it, two do", () => {
+    const ratios = new AdaptiveRecomputeRatios({ target: 0.9, minRatio: 0.05, maxRatio: 0.6, initialRatio: 0.2 });
+    const at = (agreement: number) => ratios.observe({ model: "m", policy: "p", ratio: ratios.ratioFor("m", "p"), agreement });
+    for (let i = 0; i < 16; i++) at(1);
+    expect(ratios.ratioFor("m", "p")).toBeCloseTo(0.19, 9);
+    for (let i = 0; i < 14; i++) at(1);
+    // A request agreeing on nothing: (14 + 0 + one prior sample at 0.92)/16 = 0.9325, above the target.
+    expect(at(0)).toBeCloseTo(0.19, 9);
+    // A second: 14/16 = 0.875, 0.025 short: up by max(0.02, 0.025 / 0.1 · 0.1) at once.
+    expect(at(0)).toBeCloseTo(0.215, 9);
+    // Right after the move the window is empty: a zero gives (0 + 15·0.92)/16 = 0.8625, up by 0.0375.
+    expect(at(0)).toBeCloseTo(0.2525, 9);
+    // Agreement collapsed (window 4: (0.1 + 3·0.92)/4 = 0.715, at least 1 − target short): a full step.
+    const collapsed = new AdaptiveRecomputeRatios({ target: 0.9, minRatio: 0.05, maxRatio: 0.6, initialRatio: 0.2, window: 4 });
+    collapsed.observe({ model: "m", policy: "p", ratio: 0.2, agreement: 0.1 });
+    expect(collapsed.ratioFor("m", "p")).toBeCloseTo(0.3, 9);
+  });
+
   test("rises at once on a drop in agreement, and keeps rising until the target is met again", () => {
     const ratios = new AdaptiveRecomputeRatios({ target: 0.9, minRatio: 0.05, maxRatio: 0.6, initialRatio: 0.2 });
     run(ratios, curve(0.5, 0.1), 2000, gaussian(3), 0.02);
@@ -104,7 +122,8 @@ describe("AdaptiveRecomputeRatios", () => {
   test("keeps one ratio per model and policy", () => {
     const ratios = new AdaptiveRecomputeRatios({ target: 0.9, minRatio: 0.05, maxRatio: 0.6, initialRatio: 0.2 });
     ratios.observe({ model: "a", policy: "prophet", ratio: 0.2, agreement: 0 });
-    expect(ratios.ratioFor("a", "prophet")).toBeCloseTo(0.3, 9);
+    // One request that agreed on nothing: the window's mean (with the prior) is 0.8625, 0.0375 short: up by 0.0375.
+    expect(ratios.ratioFor("a", "prophet")).toBeCloseTo(0.2375, 9);
     expect(ratios.ratioFor("a", "cachecraft")).toBe(0.2);
     expect(ratios.ratioFor("b", "prophet")).toBe(0.2);
     expect(ratios.cellStats.map((c) => `${c.model}/${c.policy}`).sort()).toEqual(["a/cachecraft", "a/prophet", "b/prophet"]);

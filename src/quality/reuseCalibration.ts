@@ -7,8 +7,9 @@
  * 2. the reference: full prefill of the measured prompt, its first token's logits and N greedy
  *    tokens;
  * 3. each policy at each ratio: managedPrefill reusing the cached chunks, its first token's logits
- *    and N greedy tokens, compared with the reference by answerAgreement.ts. These policies store
- *    only chunks they computed (none, after the warm-up), so the cells do not disturb each other.
+ *    and N greedy tokens, compared with the reference by answerAgreement.ts. A cell stores
+ *    nothing (its computed question would be stored and reused by the next cell), so every cell
+ *    meets the cache as the warm-up left it.
  *
  * Greedy decoding stops at an end-of-sequence token (which counts as one of the N).
  */
@@ -110,7 +111,9 @@ export class ReuseCalibration {
       });
       const outcomes: RequestOutcome[] = [];
       for (const cell of cells) {
-        const options: ManagedPrefillOptions = { policy: cell.policy, recomputeRatio: cell.ratio };
+        // Nothing stored: a cell's question (computed after the reused chunks) would otherwise be
+        // stored as a variant, and the next cell would reuse its KV, computed under this cell's repair.
+        const options: ManagedPrefillOptions = { policy: cell.policy, recomputeRatio: cell.ratio, collectMetadata: false };
         outcomes.push(
           await this.withTable(entries, async (table) => {
             const result = await managedPrefill(this.runner, cache, prompt, table.blocks, options);

@@ -60,6 +60,19 @@ describe("ctxr reuse calibrate", () => {
     expect(report.policies.map((p: any) => p.policy)).toEqual(["prophet", "cachecraft"]);
   });
 
+  test("every cell meets the cache as the warm-up left it: a policy's figures do not depend on the cells before it", () => {
+    const requests = requestsFile("four.jsonl", readFileSync(EXAMPLES, "utf8").split("\n").slice(0, 4));
+    const report = (policies: string) => {
+      const json = join(folder.path, `${policies}.json`);
+      const run = calibrate(["--requests", requests, "--target", "0.9", "--tokens", "4", "--policies", policies, "--ratios", "0.05,0.15", "--json", json]);
+      expect(run.code).toBe(0);
+      return JSON.parse(readFileSync(json, "utf8")).cells as { policy: string; ratio: number }[];
+    };
+    const alone = report("cachecraft");
+    const after = report("prophet,cachecraft").filter((c) => c.policy === "cachecraft");
+    expect(after).toEqual(alone);
+  });
+
   test("a malformed line is an error naming the file and line, exit 2", () => {
     const cases: [string[], string][] = [
       [['{"documents": ["A1\\n"], "question": "?A"}', "{not json"], "line 2: not valid JSON"],

@@ -290,6 +290,7 @@ export class GenerationEngine {
       prophetQueryRows: options.prophetQueryRows ?? "all",
       prophetScores: options.prophetScores ?? DEFAULT_PROPHET_SCORES,
       trigger: options.sparseTrigger ?? {},
+      reuseTarget: options.reuseTarget ?? null,
     };
     engine.kvSettings = describeKvSettings(kvSettings);
     engine.kvTuning = describeKvTuning(kvSettings);

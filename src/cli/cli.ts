@@ -12,6 +12,7 @@ import { MODEL_PULL_HELP, modelPullCommand } from "./commands/modelPull.ts";
 import { serveCommand } from "./commands/serve.ts";
 import { SERVE_HELP } from "./commands/serveHelp.ts";
 import { SIMULATE_HELP, simulateCommand } from "./commands/simulate.ts";
+import { REUSE_CALIBRATE_HELP, REUSE_HELP, reuseCalibrateCommand } from "./commands/reuseCalibrate.ts";
 import type { Command, CommandIo } from "./commands/types.ts";
 import { VERSION } from "../version.ts";
 
@@ -33,6 +34,8 @@ Commands:
   model calibrate-sparse
                  calibrate sparse decode's trigger thresholds for ctxr serve --model
   model quantize write a model folder or GGUF file as a GGUF file (f16, q8_0, q4_k, ...)
+  reuse calibrate
+                 the smallest recompute ratio per policy meeting an agreement target
 
 Global options:
   -h, --help     show help (also: ctxr <command> --help)
@@ -63,10 +66,11 @@ const COMMANDS: Record<string, CommandEntry> = {
   "model tiny": { run: modelTinyCommand, help: MODEL_TINY_HELP },
   "model calibrate-sparse": { run: calibrateSparseCommand, help: CALIBRATE_SPARSE_HELP },
   "model quantize": { run: modelQuantizeCommand, help: MODEL_QUANTIZE_HELP },
+  "reuse calibrate": { run: reuseCalibrateCommand, help: REUSE_CALIBRATE_HELP },
 };
 
 /** Groups of subcommands: their help when called without a subcommand. */
-const GROUPS: Record<string, string> = { index: INDEX_HELP, model: MODEL_HELP };
+const GROUPS: Record<string, string> = { index: INDEX_HELP, model: MODEL_HELP, reuse: REUSE_HELP };
 
 export interface CliIo extends CommandIo {
   err(text: string): void;

@@ -12,6 +12,7 @@ import { GenerationScheduler } from "./generationScheduler.ts";
 import type { GenerationRequest } from "./generationTypes.ts";
 import { DEFAULT_KV_POLICY, DEFAULT_RECOMPUTE_RATIO, type LatencyObserver, type ReuseScoringMode, type SchedulerStats } from "./schedulerTypes.ts";
 import { describeKvSettings, describeKvTuning, type KvSettings } from "./kvSettings.ts";
+import { ReuseTarget, type ReuseTargetSettings } from "./reuseTarget.ts";
 import { GrammarCompiler } from "./grammarCompiler.ts";
 import { DEFAULT_GRAMMAR_LIMITS, type GrammarLimits } from "./grammar/grammarBudget.ts";
 import { completionIds, completionsAddBos } from "../model/completionPrompt.ts";
@@ -108,6 +109,8 @@ export interface EngineOptions {
   prefixCache?: boolean;
   /** Share of wall time background work (stored variants' shift measurement) may keep the runner busy (--reuse-scoring-budget; default 0.2; 0: none). */
   reuseScoringBudget?: number;
+  /** --reuse-target-agreement with --min-ratio and --max-ratio (null: the ratio stays --recompute-ratio). */
+  reuseTarget?: ReuseTargetSettings | null;
   /** When stored variants' shift is measured: in the idle time (default) or on the request path (--reuse-scoring sync). */
   reuseScoring?: ReuseScoringMode;
   /** The live quality audit (docs/reuse-audit.md): share of requests served with reused chunks compared with full prefill (--reuse-audit-rate; default 0: off). */
@@ -240,6 +243,8 @@ export class GenerationEngine {
     const tokenizerThread = new TokenizerThread(source, log);
     const prompts = new OffThreadTokenizer(tokenizer, tokenizerThread);
     const chatTurns = new RememberedChatTurns(new GeneratedTokenMemory(), { tokenizer, encode: (text) => prompts.encode(text), exactText: (ids) => prompts.exactText(ids) }, log);
+    const modelId = options.servedModelName ?? source.name;
+    const reuseTarget = options.reuseTarget ? new ReuseTarget(modelId, options.reuseTarget, options.recomputeRatio ?? DEFAULT_RECOMPUTE_RATIO) : null;
     let scheduler: GenerationScheduler;
     try {
       scheduler = new GenerationScheduler(runner, tokenizer, {
@@ -251,6 +256,7 @@ export class GenerationEngine {
         chunkCache,
         kvPolicy: options.kvPolicy,
         recomputeRatio: options.recomputeRatio,
+        ...(reuseTarget === null ? {} : { recomputeRatioFor: (policy: RecomputePolicy) => reuseTarget.ratioFor(policy) }),
         focusWindow: options.focusWindow,
         contextScores: options.contextScores,
         prophetSpanDecay: options.prophetSpanDecay,
@@ -260,7 +266,8 @@ export class GenerationEngine {
         ...(options.reuseScoringBudget !== undefined ? { backgroundBudget: options.reuseScoringBudget } : {}),
         ...(options.reuseScoring !== undefined ? { reuseScoring: options.reuseScoring } : {}),
         reuseAudit: {
-          rate: options.reuseAuditRate ?? 0,
+          // A quality target needs samples: its audit rate unless the audit's own was given.
+          rate: options.reuseAuditRate ?? options.reuseTarget?.auditRate ?? 0,
           ...(options.reuseAuditTokens !== undefined ? { tokens: options.reuseAuditTokens } : {}),
           ...(options.reuseAuditWarnBelow !== undefined ? { warnBelow: options.reuseAuditWarnBelow } : {}),
           model: options.servedModelName ?? source.name,
@@ -282,8 +289,10 @@ export class GenerationEngine {
       log(`ctxr: ${error.message}`);
       scheduler.runnerCrashed();
     });
-    const engine = new GenerationEngine(options.servedModelName ?? source.name, dir, tokenizer, runner, scheduler, model.addBos, device, chunkCache, prompts, tokenizerThread, chatTurns);
+    const engine = new GenerationEngine(modelId, dir, tokenizer, runner, scheduler, model.addBos, device, chunkCache, prompts, tokenizerThread, chatTurns);
     engine.grammarLimits = { ...DEFAULT_GRAMMAR_LIMITS, ...options.grammarLimits };
+    engine.reuseTarget = reuseTarget;
+    if (reuseTarget !== null) scheduler.reuseAudit.onSample((sample) => reuseTarget.observe(sample));
     engine.log = log;
     engine.toolCallFormat = options.toolCallParser ?? null;
     engine.reasoningParser = resolveReasoningParser(options.reasoningParser ?? "auto", tokenizer.chatTemplateSource);
@@ -301,6 +310,7 @@ export class GenerationEngine {
       prophetQueryRows: options.prophetQueryRows ?? "all",
       prophetScores: options.prophetScores ?? DEFAULT_PROPHET_SCORES,
       trigger: options.sparseTrigger ?? {},
+      reuseTarget: options.reuseTarget ?? null,
     };
     engine.kvSettings = describeKvSettings(kvSettings);
     engine.kvTuning = describeKvTuning(kvSettings);
@@ -308,6 +318,8 @@ export class GenerationEngine {
   }
 
   private grammarCompiler: GrammarCompiler | null = null;
+  /** --reuse-target-agreement: the recompute ratio per policy, fed by the audit's samples (null: off). */
+  reuseTarget: ReuseTarget | null = null;
   /** The server's --tool-call-parser (null: detect from the chat template). */
   toolCallFormat: ToolCallFormat | null = null;
   /** The server's --reasoning-parser (null: answers are not split into reasoning and content). */
@@ -452,6 +464,7 @@ export class GenerationEngine {
     }
     out += backgroundWorkMetrics(this.scheduler.background.stats, this.scheduler.reuseScoring.stats);
     out += this.auditMetrics.render(this.scheduler.reuseAudit.stats, this.scheduler.background.stats);
+    if (this.reuseTarget !== null) out += this.reuseTarget.metrics();
     metric("ctxr_kv_stored_total", "counter", "Chunk-cache variants stored.", cache.stored);
     metric("ctxr_kv_evicted_total", "counter", "Chunk-cache variants dropped.", cache.evicted);
     metric("ctxr_kv_discarded_total", "counter", "Damaged or foreign cache files discarded.", cache.discarded);

@@ -75,6 +75,8 @@ export interface CtxrUsage extends Partial<ManagedPrefillUsage> {
   ttft_ms: number;
   /** Submission to first admission (time spent waiting in the queue). */
   queue_ms: number;
+  /** The recompute ratio the prompt's reused chunks got (policies that take one): the request's, the target's (--reuse-target-agreement) or --recompute-ratio. */
+  recompute_ratio?: number;
   /** Sparse decode: steps decoded from a page subset, and selections made. */
   sparse_decode_steps?: number;
   sparse_reconstructions?: number;

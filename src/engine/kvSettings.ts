@@ -25,9 +25,18 @@ export interface KvSettings {
   /** What ranks ProphetKV's tokens (default DEFAULT_PROPHET_SCORES). */
   prophetScores?: ProphetScores;
   trigger: UncertaintyTriggerOptions;
+  /** --reuse-target-agreement: the ratio follows the audit between min and max (absent: fixed). */
+  reuseTarget?: { target: number; minRatio: number; maxRatio: number } | null;
 }
 
 const GIB = 2 ** 30;
+const percent = (ratio: number) => `${+(100 * ratio).toFixed(1)}%`;
+
+function recomputed(s: KvSettings): string {
+  const t = s.reuseTarget;
+  if (!t) return `${percent(s.recomputeRatio)} recomputed`;
+  return `${percent(Math.min(t.maxRatio, Math.max(t.minRatio, s.recomputeRatio)))} recomputed to start, then ${percent(t.minRatio)}–${percent(t.maxRatio)} as set by the target agreement ${t.target}`;
+}
 const bytes = (n: number) => (n >= GIB ? `${+(n / GIB).toFixed(2)} GiB` : `${+(n / 2 ** 20).toFixed(1)} MiB`);
 
 /**
@@ -38,7 +47,7 @@ export function describeKvSettings(s: KvSettings): string {
   const tiers = [`${s.deviceBlocks} device blocks`, `${bytes(s.hostBytes)} of host memory`];
   if (s.disk !== null) tiers.push(`disk ${s.disk.dir} (${bytes(s.disk.bytes)})`);
   if (s.remote) tiers.push(`remote ${s.remote.url} (${bytes(s.remote.bytes)})`);
-  const reuse = s.policy === "full" ? "recomputed in full (--kv-policy full)" : s.policy === "prefix" ? "reused as a prefix only (--kv-policy prefix)" : `reused at any position (${s.policy}, ${+(100 * s.recomputeRatio).toFixed(1)}% recomputed)`;
+  const reuse = s.policy === "full" ? "recomputed in full (--kv-policy full)" : s.policy === "prefix" ? "reused as a prefix only (--kv-policy prefix)" : `reused at any position (${s.policy}, ${recomputed(s)})`;
   return `documents' KV caches are ${reuse}; chunk cache: ${tiers.join(", ")}`;
 }
 

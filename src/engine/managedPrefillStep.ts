@@ -16,6 +16,7 @@ import { DEFAULT_PROPHET_SCORES } from "../kv/recomputeSelection.ts";
 import type { SequenceOutput } from "./sequenceOutput.ts";
 import type { ReuseScoring } from "./reuseScoring.ts";
 import type { ReuseAudit } from "./reuseAudit.ts";
+import { RATIO_POLICIES } from "./reuseTarget.ts";
 
 export class ManagedPrefillStep {
   constructor(
@@ -59,10 +60,13 @@ export class ManagedPrefillStep {
     const scores = this.options.contextScores ?? "shift";
     // Every stored variant's shift: measured in the engine's idle time (or here, with --reuse-scoring sync).
     const measurement = this.reuseScoring.measurement(scores);
+    const policy = request.kvPolicy ?? this.options.kvPolicy ?? DEFAULT_KV_POLICY;
+    // A request's own ratio wins; then the quality target's for its policy (--reuse-target-agreement).
+    const recomputeRatio = request.recomputeRatio ?? this.options.recomputeRatioFor?.(policy) ?? this.options.recomputeRatio ?? DEFAULT_RECOMPUTE_RATIO;
     const result = await managedPrefill(this.runner, this.chunkCache, request.segments!, sequence.table.blocks, {
       cachedTokens: sequence.table.length,
-      policy: request.kvPolicy ?? this.options.kvPolicy ?? DEFAULT_KV_POLICY,
-      recomputeRatio: request.recomputeRatio ?? this.options.recomputeRatio ?? DEFAULT_RECOMPUTE_RATIO,
+      policy,
+      recomputeRatio,
       focusWindow: this.options.focusWindow ?? 0,
       contextScores: scores,
       measureShift: measurement !== "none",
@@ -78,7 +82,7 @@ export class ManagedPrefillStep {
     this.counters.prefillTokens += result.usage.prompt_tokens_computed + result.usage.prompt_tokens_recomputed;
     this.reuseScoring.countUnscored(result.usage.policy, result.usage.chunks_unscored ?? 0);
     const first = sequence.generated === 0;
-    if (first) sequence.usage = result.usage;
+    if (first) sequence.usage = RATIO_POLICIES.includes(policy) ? { ...result.usage, recompute_ratio: recomputeRatio } : result.usage;
     // The live audit's copy of the served first-token row, taken before anything samples from it.
     const auditRow = first && this.picksForAudit(result.usage) ? Float32Array.from(result.logits) : null;
     if (first && !sequence.cancelled && !sequence.done) {

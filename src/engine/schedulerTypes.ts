@@ -39,6 +39,8 @@ export interface SchedulerOptions {
   /** Default recompute policy and ratio of KV-managed prefills (prophet, 0.2). */
   kvPolicy?: RecomputePolicy;
   recomputeRatio?: number;
+  /** With --reuse-target-agreement: the ratio a request that names none gets now, by policy (undefined: recomputeRatio). */
+  recomputeRatioFor?: (policy: RecomputePolicy) => number | undefined;
   /** Cache-Craft focused-chunk early stop window in layers (0: off; default 0). */
   focusWindow?: number;
   /** What Cache-Craft's scores and the variant choice use (default "shift"). */

@@ -43,7 +43,7 @@ export class Sequence {
   /** When it was first admitted (queue time ends), and when its last token came. */
   firstAdmittedAt: number | null = null;
   lastTokenAt: number | null = null;
-  usage: ManagedPrefillUsage | null = null;
+  usage: (ManagedPrefillUsage & { recompute_ratio?: number }) | null = null;
   sparse: SparseDecode | null = null;
   /** Prefix-cache blocks this sequence holds (acquired at admission, released with its table). */
   prefixHashes: string[] = [];

@@ -9,6 +9,9 @@ import type { FirstTokenTotals } from "./latencyMetrics.ts";
 import type { BackgroundWorkStats } from "../engine/backgroundWork.ts";
 import type { ReuseScoringStats } from "../engine/reuseScoring.ts";
 import { AUDIT_JOB, type ReuseAuditStats } from "../engine/reuseAudit.ts";
+import type { ReuseTarget } from "../engine/reuseTarget.ts";
+
+type ReuseTargetBody = ReturnType<ReuseTarget["body"]>;
 
 /** /v1/stats `engine.reuse_scoring`: the background work and every stored variant's scoring. */
 export function reuseScoringBody(background: BackgroundWorkStats, scoring: ReuseScoringStats) {
@@ -55,6 +58,7 @@ export function engineStatsBody(
   firstTokens: FirstTokenTotals | null,
   reuseScoring?: ReturnType<typeof reuseScoringBody>,
   reuseAudit?: ReturnType<typeof reuseAuditBody>,
+  reuseTarget?: ReuseTargetBody | null,
 ) {
   return {
     running: stats.running,
@@ -68,6 +72,7 @@ export function engineStatsBody(
     first_token: firstTokens,
     ...(reuseScoring === undefined ? {} : { reuse_scoring: reuseScoring }),
     ...(reuseAudit === undefined ? {} : { reuse_audit: reuseAudit }),
+    ...(reuseTarget === undefined || reuseTarget === null ? {} : { reuse_target: reuseTarget }),
   };
 }
 
@@ -75,5 +80,5 @@ export function engineStatsBody(
 export function engineStatsOf(engine: GenerationEngine, firstTokens: FirstTokenTotals | null) {
   const scheduler = engine.scheduler;
   const background = scheduler.background.stats;
-  return engineStatsBody(engine.stats, firstTokens, reuseScoringBody(background, scheduler.reuseScoring.stats), reuseAuditBody(scheduler.reuseAudit.stats, background));
+  return engineStatsBody(engine.stats, firstTokens, reuseScoringBody(background, scheduler.reuseScoring.stats), reuseAuditBody(scheduler.reuseAudit.stats, background), engine.reuseTarget?.body());
 }

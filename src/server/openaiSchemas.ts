@@ -181,6 +181,10 @@ export function createOpenAiSchemas() {
       prompt_tokens_computed: z.int().openapi({ description: "Prompt tokens computed from scratch." }),
       tier_hits: z.object({ device: z.int(), host: z.int(), disk: z.int(), remote: z.int().optional().openapi({ description: "With --kv-remote: segments fetched from the shared remote tier." }) }).optional().openapi({ description: "Cached segments by the tier they came from." }),
       policy: z.string().optional(),
+      recompute_ratio: z
+        .number()
+        .optional()
+        .openapi({ description: "The recompute ratio the reused chunks got (policies that take one): the request's, the target's (--reuse-target-agreement) or --recompute-ratio." }),
       chunks_unscored: z
         .int()
         .optional()

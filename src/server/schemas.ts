@@ -286,6 +286,29 @@ export function createSchemas(limits: ServerLimits) {
         })
         .optional()
         .openapi({ description: "The live quality audit (docs/reuse-audit.md)." }),
+      reuse_target: z
+        .object({
+          target: z.number().openapi({ description: "--reuse-target-agreement." }),
+          min_ratio: z.number().openapi({ description: "--min-ratio." }),
+          max_ratio: z.number().openapi({ description: "--max-ratio." }),
+          audit_rate: z.number().openapi({ description: "Share of reused requests the audit samples for the target." }),
+          cells: z
+            .array(
+              z.object({
+                model: z.string(),
+                policy: z.string(),
+                ratio: z.number().openapi({ description: "The recompute ratio a request of this policy that names none gets now." }),
+                samples: z.int().openapi({ description: "Audit samples taken." }),
+                counted: z.int().openapi({ description: "Of them, those that said something about the current ratio (docs/reuse-target.md)." }),
+                moves_up: z.int(),
+                moves_down: z.int(),
+                window_agreement: z.number().nullable().openapi({ description: "Mean agreement of the samples since the last move (null: none yet)." }),
+              }),
+            )
+            .openapi({ description: "One per model and policy that takes a ratio." }),
+        })
+        .optional()
+        .openapi({ description: "With --reuse-target-agreement: the recompute ratio set by a quality target (docs/reuse-target.md)." }),
     })
     .openapi("EngineStats");
   const savedTotals = {

@@ -18,6 +18,12 @@ describe("describeKvSettings (the information line)", () => {
   });
 });
 
+test("with --reuse-target-agreement: the starting ratio (clamped) and the range the target moves it in", () => {
+  expect(describeKvSettings({ ...base, recomputeRatio: 0.02, reuseTarget: { target: 0.95, minRatio: 0.05, maxRatio: 0.6 } })).toStartWith(
+    "documents' KV caches are reused at any position (prophet, 5% recomputed to start, then 5%–60% as set by the target agreement 0.95); chunk cache:",
+  );
+});
+
 describe("describeKvTuning (the debug line)", () => {
   test("defaults: the knobs and the trigger's built-in thresholds, said to be built in", () => {
     expect(describeKvTuning(base)).toBe(

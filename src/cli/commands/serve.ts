@@ -42,6 +42,7 @@ import { DEFAULT_AUDIT_TOKENS, DEFAULT_AUDIT_WARN_BELOW, MAX_AUDIT_TOKENS } from
 import { REUSE_SCORING_MODES, type ReuseScoringMode } from "../../engine/schedulerTypes.ts";
 
 import { DEFAULT_DATA_DIR, SERVE_HELP } from "./serveHelp.ts";
+import { REUSE_TARGET_FLAGS, reuseTargetFromFlags } from "./reuseTargetFlags.ts";
 
 export { DEFAULT_DATA_DIR };
 
@@ -72,6 +73,7 @@ const VALUE_FLAGS = [
   "kv-events-max-connections", "kv-events-handshake-timeout", "sparse-entropy-threshold",
   "sparse-varentropy-threshold", "sparse-trigger-window", "log-level", "reuse-scoring-budget", "reuse-scoring",
   "reuse-audit-rate", "reuse-audit-tokens", "reuse-audit-warn-below",
+  ...REUSE_TARGET_FLAGS,
 ] as const;
 
 /** Old option names, still accepted (with a note): "block" alone now means only a KV block. */
@@ -199,7 +201,7 @@ async function serveWithFlags(flags: SourcedFlags, io: CommandIo, err: (text: st
 
   const model = typeof flags.values.model === "string" ? flags.values.model : null;
   if (model === "") throw new UsageError("--model must not be empty", COMMAND);
-  const modelOnly = ["max-response-bytes", "device", "kv-blocks", "kv-sliding-blocks", "threads", "kv-dtype", "served-model-name", "max-waiting-requests", "request-timeout", "max-grammar-step-ms", "max-grammar-compile-ms", "max-grammar-tools", "kv-policy", "recompute-ratio", "kv-device-blocks", "kv-host-bytes", "kv-dir", "kv-disk-bytes", "kv-remote", "kv-remote-bytes", "kv-remote-secret", "kv-remote-secret-file", "focus-window", "context-scores", "prophet-span-decay", "prophet-query-rows", "prophet-scores", "no-prefix-cache", "tool-call-parser", "reasoning-parser", "kv-events-publish", "sparse-entropy-threshold", "sparse-varentropy-threshold", "sparse-trigger-window", "kv-events-max-connections", "kv-events-handshake-timeout", "reuse-scoring-budget", "reuse-scoring", "reuse-audit-rate", "reuse-audit-tokens", "reuse-audit-warn-below"].find((name) => flags.values[name] !== undefined);
+  const modelOnly = ["max-response-bytes", "device", "kv-blocks", "kv-sliding-blocks", "threads", "kv-dtype", "served-model-name", "max-waiting-requests", "request-timeout", "max-grammar-step-ms", "max-grammar-compile-ms", "max-grammar-tools", "kv-policy", "recompute-ratio", "kv-device-blocks", "kv-host-bytes", "kv-dir", "kv-disk-bytes", "kv-remote", "kv-remote-bytes", "kv-remote-secret", "kv-remote-secret-file", "focus-window", "context-scores", "prophet-span-decay", "prophet-query-rows", "prophet-scores", "no-prefix-cache", "tool-call-parser", "reasoning-parser", "kv-events-publish", "sparse-entropy-threshold", "sparse-varentropy-threshold", "sparse-trigger-window", "kv-events-max-connections", "kv-events-handshake-timeout", "reuse-scoring-budget", "reuse-scoring", "reuse-audit-rate", "reuse-audit-tokens", "reuse-audit-warn-below", ...REUSE_TARGET_FLAGS].find((name) => flags.values[name] !== undefined);
   if (model === null && modelOnly !== undefined) throw new UsageError(`--${modelOnly} needs --model`, COMMAND);
   if (model !== null && upstreams.length > 0) throw new UsageError("give --model (serve a model) or --upstream (proxy engines), not both", COMMAND);
   // From the environment or a config file, --offline is a standing setting that a local model (or the proxy) satisfies.
@@ -222,7 +224,9 @@ async function serveWithFlags(flags: SourcedFlags, io: CommandIo, err: (text: st
   if (recomputeRatio > 1) throw new UsageError(`--recompute-ratio must be from 0 to 1, got '${flags.values["recompute-ratio"]}'`, COMMAND);
   const reuseScoringBudget = numberFlag(flags, "reuse-scoring-budget", COMMAND, DEFAULT_BACKGROUND_BUDGET, { min: 0, max: 1 });
   const reuseScoring = choiceFlag<ReuseScoringMode>(flags, "reuse-scoring", COMMAND, REUSE_SCORING_MODES, "idle");
-  const reuseAuditRate = numberFlag(flags, "reuse-audit-rate", COMMAND, 0, { min: 0, max: 1 });
+  const reuseTarget = reuseTargetFromFlags(flags, COMMAND);
+  // With a target and no rate of its own, the audit runs at the target's rate.
+  const reuseAuditRate = numberFlag(flags, "reuse-audit-rate", COMMAND, reuseTarget?.auditRate ?? 0, { min: 0, max: 1 });
   if (reuseAuditRate > 0 && reuseScoringBudget === 0) throw new UsageError("--reuse-audit-rate needs background work: its audits run within --reuse-scoring-budget, which is 0", COMMAND);
   const reuseAuditTokens = integerFlag(flags, "reuse-audit-tokens", COMMAND, 1) ?? DEFAULT_AUDIT_TOKENS;
   if (reuseAuditTokens > MAX_AUDIT_TOKENS) throw new UsageError(`--reuse-audit-tokens must be a positive integer, at most ${MAX_AUDIT_TOKENS}, got '${flags.values["reuse-audit-tokens"]}'`, COMMAND);
@@ -344,6 +348,7 @@ async function serveWithFlags(flags: SourcedFlags, io: CommandIo, err: (text: st
               reuseAuditRate,
               reuseAuditTokens,
               reuseAuditWarnBelow,
+              reuseTarget,
               prefixCache: flags.values["no-prefix-cache"] !== true,
               ...(flags.values["tool-call-parser"] !== undefined ? { toolCallParser: choiceFlag<ToolCallFormat>(flags, "tool-call-parser", COMMAND, TOOL_CALL_FORMATS, "hermes") } : {}),
               reasoningParser: choiceFlag<ReasoningParserChoice>(flags, "reasoning-parser", COMMAND, REASONING_PARSER_CHOICES, "auto"),

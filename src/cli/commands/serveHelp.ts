@@ -10,6 +10,7 @@ import { DEFAULT_LIMITS } from "../../http/limits.ts";
 import { DEFAULT_MAX_WAITING } from "../../engine/schedulerTypes.ts";
 import { DEFAULT_BACKGROUND_BUDGET } from "../../engine/backgroundWork.ts";
 import { DEFAULT_AUDIT_TOKENS, DEFAULT_AUDIT_WARN_BELOW } from "../../engine/reuseAudit.ts";
+import { DEFAULT_MAX_RATIO, DEFAULT_MIN_RATIO, DEFAULT_TARGET_AUDIT_RATE } from "../../engine/reuseTarget.ts";
 import { DEFAULT_PROBE_INTERVAL_MS } from "../../proxy/upstreamMonitor.ts";
 import { DEFAULT_STATS_INTERVAL_MS } from "../../server/statsLog.ts";
 import { DEFAULT_STATUS_SAMPLE_EVERY_MS, DEFAULT_STATUS_SAMPLES } from "../../server/statusPage/statusHistory.ts";
@@ -275,6 +276,15 @@ CacheCraft, ProphetKV, CHESS):
                            log a warning when a model/policy/ratio's agreement over
                            its last 20 audits falls below A, and when it recovers
                            (default ${DEFAULT_AUDIT_WARN_BELOW})
+  --reuse-target-agreement A
+                           set the recompute ratio per policy from the live
+                           audit's agreement with full prefill, 0 < A <= 1 (default
+                           off): up at once when it falls below A, down slowly;
+                           a request's own recompute_ratio still wins. Turns the
+                           audit on at ${DEFAULT_TARGET_AUDIT_RATE} of reused requests unless
+                           --reuse-audit-rate says otherwise (docs/reuse-target.md)
+  --min-ratio R            the lowest ratio the target may set (default ${DEFAULT_MIN_RATIO})
+  --max-ratio R            the highest ratio the target may set (default ${DEFAULT_MAX_RATIO})
   --focus-window L         Cache-Craft focused-chunk early stop after L stable
                            layers (default 0: off)
   --prophet-span-decay D   prophet: share of a token's score that carries on to

@@ -28,6 +28,7 @@ export function usageOf(results: readonly { promptTokens: number; completionToke
       if (u.tier_hits.remote !== undefined) hits.remote = (hits.remote ?? 0) + u.tier_hits.remote;
     }
     if (u.policy !== undefined) ctxr.policy = u.policy;
+    if (u.recompute_ratio !== undefined) ctxr.recompute_ratio = u.recompute_ratio;
     if (u.chunks_unscored !== undefined) ctxr.chunks_unscored = (ctxr.chunks_unscored ?? 0) + u.chunks_unscored;
     if (u.sparse_decode_steps !== undefined) ctxr.sparse_decode_steps = (ctxr.sparse_decode_steps ?? 0) + u.sparse_decode_steps;
     if (u.sparse_reconstructions !== undefined) ctxr.sparse_reconstructions = (ctxr.sparse_reconstructions ?? 0) + u.sparse_reconstructions;

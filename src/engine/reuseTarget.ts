@@ -1,8 +1,8 @@
 /**
  * `--reuse-target-agreement`: the engine's recompute ratio per policy, set by the audit's
  * agreement samples (kv/adaptiveRecomputeRatio.ts has the rule). A request that names no ratio
- * gets its policy's current one; the audit feeds `observe` (wiring: `audit.onSample((sample) =>
- * engine.reuseTarget?.observe(sample))`). Its cells go to /v1/stats `engine.reuse_target` and
+ * gets its policy's current one; every audit sample reaches `observe` (GenerationEngine.open
+ * subscribes it to the audit's onSample). Its cells go to /v1/stats `engine.reuse_target` and
  * /metrics.
  */
 import { metricFamily, singleMetric } from "../http/prometheus.ts";
@@ -24,7 +24,7 @@ export interface ReuseTargetSettings {
   target: number;
   minRatio: number;
   maxRatio: number;
-  /** Share of reused requests the audit samples (the lead's --reuse-audit-rate; a target needs one above 0). */
+  /** Share of reused requests the audit samples (--reuse-audit-rate, or the target's default; a target needs one above 0). */
   auditRate: number;
 }
 

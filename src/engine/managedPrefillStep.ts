@@ -90,7 +90,7 @@ export class ManagedPrefillStep {
       sequence.sparse?.observe(result.logits);
       if (this.output.acceptOrFail(sequence, result.logits)) await this.output.jumpAhead(sequence);
     }
-    if (auditRow !== null) await this.captureForAudit(sequence, result.usage.policy, auditRow);
+    if (auditRow !== null) await this.captureForAudit(sequence, result.usage.policy, result.usage.policy === "none" ? 0 : recomputeRatio, auditRow);
     await result.storeBack();
     await this.blocks.cacheStepBlocks([sequence]);
     if (sequence.sparse !== null && !sequence.done) await sequence.sparse.sync(this.runner, sequence.table);
@@ -102,9 +102,11 @@ export class ManagedPrefillStep {
     return this.reuseAudit.rate > 0 && usage.prompt_tokens_chunk_reused + usage.prompt_tokens_recomputed > 0 && this.reuseAudit.picks(usage.policy);
   }
 
-  /** The audited request's reused side: its prompt KV (the prompt's entries are as the prefill left them) and first-token row. */
-  private async captureForAudit(sequence: Sequence, policy: string, row: Float32Array): Promise<void> {
-    const ratio = policy === "none" ? 0 : (sequence.request.recomputeRatio ?? this.options.recomputeRatio ?? DEFAULT_RECOMPUTE_RATIO);
+  /**
+   * The audited request's reused side: its prompt KV (the prompt's entries are as the prefill left
+   * them) and first-token row, with the ratio it was served at (the quality target's, if it set it).
+   */
+  private async captureForAudit(sequence: Sequence, policy: string, ratio: number, row: Float32Array): Promise<void> {
     await this.reuseAudit.capture({ policy, ratio, promptTokens: sequence.tokens.slice(0, sequence.promptLength), row, table: sequence.table.blocks });
   }
 

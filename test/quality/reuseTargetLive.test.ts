@@ -71,6 +71,9 @@ describe.skipIf(!haveModel)("a quality target steered by the live audit", () => 
     expect(cell.moves_up).toBeGreaterThanOrEqual(1);
     // The warm-ups (cachecraft at ratio 0) are audited too when they reuse a chunk an earlier example stored.
     expect(stats.engine.reuse_audit.audited).toBeGreaterThanOrEqual(6);
+    // Each audit is filed under the ratio its request was served at, the controller's.
+    const auditedRatios = stats.engine.reuse_audit.cells.filter((c: any) => c.policy === "prophet").map((c: any) => c.ratio);
+    expect(auditedRatios.sort()).toEqual([...new Set(served)].sort());
     // A request that names its ratio keeps it (and is audited, but at its own ratio).
     const named = await client.ask(qualityExample("dependence", exampleSeed(TEST_SEED, 99)), { policy: "prophet", ratio: 0.3 });
     expect((named.usage as { recompute_ratio?: number }).recompute_ratio).toBe(0.3);

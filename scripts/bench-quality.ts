@@ -9,6 +9,7 @@
  *        [--prophet-span-decay 0.8] [--prophet-query-rows all|last]
  *        [--prophet-scores attention|shift|product|rank-sum|shift-gated]
  *        [--recall-prophet-scores attention,product,...]
+ *        [--sparse-anchor newest|newest-centered|window] [--sparse-anchor-tokens N]
  *
  * One `ctxr serve --model DIR --in-memory --port 0 --reuse-scoring sync` child for the whole run
  * (sync: the warm-up's variants carry their measured shift before the first question comes, as
@@ -56,6 +57,7 @@ import { RECALL_POLICIES, RecomputeRecall, type RecallCell, type RecallPolicy, t
 import { findRunner } from "../src/runner/runnerExecutable.ts";
 import { CONTEXT_SCORES, type ContextScores } from "../src/kv/reuseScores.ts";
 import { DEFAULT_PROPHET_SCORES, DEFAULT_PROPHET_SPAN_DECAY, PROPHET_QUERY_ROWS, PROPHET_SCORES, type ProphetQueryRows, type ProphetScores } from "../src/kv/recomputeSelection.ts";
+import { DEFAULT_ANCHOR_TOKENS, DEFAULT_SPARSE_ANCHOR } from "../src/kv/sparseAnchor.ts";
 import {
   DEFAULT_RETRIEVAL_BYTES,
   QUALITY_FAMILIES,
@@ -92,6 +94,9 @@ const { values } = parseArgs({
     "prophet-scores": { type: "string", default: DEFAULT_PROPHET_SCORES },
     "recall-prophet-scores": { type: "string" },
     "skip-recall": { type: "boolean" },
+    // Passed to the server as they are (it says what is wrong with a bad value).
+    "sparse-anchor": { type: "string", default: DEFAULT_SPARSE_ANCHOR },
+    "sparse-anchor-tokens": { type: "string", default: String(DEFAULT_ANCHOR_TOKENS) },
     json: { type: "string" },
   },
 });
@@ -205,7 +210,7 @@ interface Server {
 async function startServer(model: string): Promise<Server> {
   // Without the automatic prefix cache: a full prefill's exact blocks would serve the reusing
   // cells of the same prompt, and the policies' own quality would go unmeasured.
-  const child = Bun.spawn([process.execPath, CLI_ENTRY, "serve", "--model", model, "--in-memory", "--port", "0", "--threads", String(threads), "--context-scores", contextScores, "--prophet-span-decay", String(spanDecay), "--prophet-query-rows", queryRows, "--prophet-scores", prophetScores, "--no-prefix-cache", "--reuse-scoring", "sync"], {
+  const child = Bun.spawn([process.execPath, CLI_ENTRY, "serve", "--model", model, "--in-memory", "--port", "0", "--threads", String(threads), "--context-scores", contextScores, "--prophet-span-decay", String(spanDecay), "--prophet-query-rows", queryRows, "--prophet-scores", prophetScores, "--no-prefix-cache", "--reuse-scoring", "sync", "--sparse-anchor", values["sparse-anchor"]!, ...(values["sparse-anchor"] === "window" ? [] : ["--sparse-anchor-tokens", values["sparse-anchor-tokens"]!])], {
     cwd: REPO,
     env: { ...process.env, NO_COLOR: "1" },
     stdin: "ignore",

@@ -23,7 +23,8 @@
  * table is returned unchanged (dense decode).
  *
  * Anchor "newest": the caller gives the newest tokens' keys (`setNewestKeys`) before a call that
- * reconstructs (`needsNewestKeys` says when); without them the window anchor is used.
+ * reconstructs (`needsNewestKeys` says when); without fresh ones the last keys given are used,
+ * and the window anchor before any.
  */
 import type { IndexKernels } from "../kernels/index.ts";
 import { type PageHierarchyOptions, PageHierarchy } from "./pageHierarchy.ts";
@@ -168,6 +169,7 @@ export class SparseDecodePlanner {
       this.hierarchy = PageHierarchy.fromPages(vectors.length / count, vectors, count, this.hierarchyOptions);
     }
     this.clearSelection();
+    this.newestKeys = undefined;
     this.lastLength = -1;
     this.trigger.reset();
   }
@@ -250,7 +252,6 @@ export class SparseDecodePlanner {
         pages = withKeptPages([], totalPages, 0, this.sinkPages, this.windowPages);
       }
       this.unscoredAtSelection = [Math.min(this.pageCount, lastPage), lastPage];
-      this.newestKeys = undefined;
       this.trigger.reset();
       this.reconstructionCount++;
     } else {

@@ -53,7 +53,7 @@ describe("SparseDecodePlanner: the newest tokens' keys as the anchor", () => {
     expect(window.selection!.length).toBe(newest.selection!.length);
   });
 
-  test("asks for the keys only before a selection; without them it falls back to the window anchor", () => {
+  test("asks for the keys only before a selection; before any it falls back to the window anchor", () => {
     const { vectors } = scene(4);
     const newest = planner("newest");
     newest.setPages(vectors, PAGES);
@@ -69,6 +69,21 @@ describe("SparseDecodePlanner: the newest tokens' keys as the anchor", () => {
     const dense = new SparseDecodePlanner({ blockSize: B, budgetFraction: 1, anchor: "newest" });
     dense.setPages(vectors, PAGES);
     expect(dense.needsNewestKeys(LENGTH)).toBe(false);
+  });
+
+  test("a selection without fresh keys uses the last ones given; setPages forgets them", () => {
+    const { vectors, question } = scene(3);
+    const newest = planner("newest");
+    newest.setPages(vectors, PAGES);
+    newest.setNewestKeys(question);
+    newest.tableFor(full, LENGTH + 1);
+    // A shorter sequence selects again: with the question's keys still.
+    expect(newest.needsNewestKeys(LENGTH)).toBe(true);
+    expect(newest.tableFor(full, LENGTH).reconstructed).toBe(true);
+    expect(newest.selection).toContain(ANSWER_PAGE);
+    newest.setPages(vectors, PAGES);
+    newest.tableFor(full, LENGTH);
+    expect(newest.selection).not.toContain(ANSWER_PAGE);
   });
 
   test("refuses keys of another width than the page vectors, and an unknown anchor", () => {

@@ -287,6 +287,7 @@ export class GenerationEngine {
       prophetQueryRows: options.prophetQueryRows ?? "all",
       prophetScores: options.prophetScores ?? DEFAULT_PROPHET_SCORES,
       trigger: options.sparseTrigger ?? {},
+      ...(options.sparseAnchor !== undefined ? { sparseAnchor: options.sparseAnchor } : {}),
     };
     engine.kvSettings = describeKvSettings(kvSettings);
     engine.kvTuning = describeKvTuning(kvSettings);

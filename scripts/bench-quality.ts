@@ -10,6 +10,7 @@
  *        [--prophet-scores attention|shift|product|rank-sum|shift-gated]
  *        [--recall-prophet-scores attention,product,...]
  *        [--store-policies cachecraft,prophet,epic,none,full] [--reuse-scoring sync,idle,idle-settled]
+ *        [--sparse-anchor newest|newest-centered|window] [--sparse-anchor-tokens N]
  *
  * One `ctxr serve --model DIR --in-memory --port 0 --reuse-scoring sync` child for the whole run
  * (sync: the warm-up's variants carry their measured shift before the first question comes, as
@@ -70,6 +71,7 @@ import { RECALL_POLICIES, RecomputeRecall, type RecallCell, type RecallPolicy, t
 import { findRunner } from "../src/runner/runnerExecutable.ts";
 import { CONTEXT_SCORES, type ContextScores } from "../src/kv/reuseScores.ts";
 import { DEFAULT_PROPHET_SCORES, DEFAULT_PROPHET_SPAN_DECAY, PROPHET_QUERY_ROWS, PROPHET_SCORES, type ProphetQueryRows, type ProphetScores } from "../src/kv/recomputeSelection.ts";
+import { DEFAULT_ANCHOR_TOKENS, DEFAULT_SPARSE_ANCHOR } from "../src/kv/sparseAnchor.ts";
 import {
   DEFAULT_RETRIEVAL_BYTES,
   QUALITY_FAMILIES,
@@ -107,6 +109,9 @@ const { values } = parseArgs({
     "skip-recall": { type: "boolean" },
     "store-policies": { type: "string", default: "cachecraft" },
     "reuse-scoring": { type: "string", default: "sync" },
+    // Passed to the server as they are (it says what is wrong with a bad value).
+    "sparse-anchor": { type: "string", default: DEFAULT_SPARSE_ANCHOR },
+    "sparse-anchor-tokens": { type: "string", default: String(DEFAULT_ANCHOR_TOKENS) },
     json: { type: "string" },
   },
 });
@@ -230,7 +235,7 @@ interface Server {
 async function startServer(model: string, reuseScoring: ReuseScoringMode): Promise<Server> {
   // Without the automatic prefix cache: a full prefill's exact blocks would serve the reusing
   // cells of the same prompt, and the policies' own quality would go unmeasured.
-  const child = Bun.spawn([process.execPath, CLI_ENTRY, "serve", "--model", model, "--in-memory", "--port", "0", "--threads", String(threads), "--context-scores", contextScores, "--prophet-span-decay", String(spanDecay), "--prophet-query-rows", queryRows, "--prophet-scores", prophetScores, "--no-prefix-cache", "--reuse-scoring", serverReuseScoring(reuseScoring)], {
+  const child = Bun.spawn([process.execPath, CLI_ENTRY, "serve", "--model", model, "--in-memory", "--port", "0", "--threads", String(threads), "--context-scores", contextScores, "--prophet-span-decay", String(spanDecay), "--prophet-query-rows", queryRows, "--prophet-scores", prophetScores, "--no-prefix-cache", "--reuse-scoring", serverReuseScoring(reuseScoring), "--sparse-anchor", values["sparse-anchor"]!, ...(values["sparse-anchor"] === "window" ? [] : ["--sparse-anchor-tokens", values["sparse-anchor-tokens"]!])], {
     cwd: REPO,
     env: { ...process.env, NO_COLOR: "1" },
     stdin: "ignore",

@@ -58,6 +58,7 @@ import time
 
 import torch
 import torch.nn.functional as F
+import torch.utils.checkpoint
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import quality_tasks as qt  # noqa: E402
@@ -86,9 +87,32 @@ def rotate_half(x):
     return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
 
 
+def attention(q, k, v, mask):
+    scores = torch.matmul(q, k.transpose(-1, -2)) / math.sqrt(q.shape[-1])
+    scores = scores.masked_fill(~mask, float("-inf"))
+    return torch.matmul(torch.softmax(scores, dim=-1), v)
+
+
+def blocked_attention(q, k, v, mask, block):
+    """The same attention, --attention-block queries at a time, each block recomputed in the
+    backward pass (checkpointed): the T x T scores of a long prompt are never all alive at once
+    (at 8,192 tokens they are 1 GB a head group and layer), so long retrieval prompts fit."""
+    out = []
+    for start in range(0, q.shape[2], block):
+        end = min(q.shape[2], start + block)
+        # Causal: a block's queries see keys up to its end only.
+        args = (q[:, :, start:end], k[:, :, :end], v[:, :, :end], mask[:, :, start:end, :end])
+        if torch.is_grad_enabled():
+            out.append(torch.utils.checkpoint.checkpoint(attention, *args, use_reentrant=False))
+        else:
+            out.append(attention(*args))
+    return torch.cat(out, dim=2)
+
+
 class Layer(torch.nn.Module):
     def __init__(self, cfg):
         super().__init__()
+        self.attention_block = cfg.get("attention_block", 0)
         h, hd = cfg["hidden"], cfg["head_dim"]
         self.heads, self.kv_heads, self.head_dim = cfg["heads"], cfg["kv_heads"], hd
         self.input_layernorm = RMSNorm(h)
@@ -113,9 +137,11 @@ class Layer(torch.nn.Module):
         if group > 1:
             k = k.repeat_interleave(group, dim=1)
             v = v.repeat_interleave(group, dim=1)
-        scores = torch.matmul(q, k.transpose(-1, -2)) / math.sqrt(self.head_dim)
-        scores = scores.masked_fill(~mask, float("-inf"))
-        attn = torch.matmul(torch.softmax(scores, dim=-1), v)
+        block = self.attention_block
+        if block and t > block:
+            attn = blocked_attention(q, k, v, mask, block)
+        else:
+            attn = attention(q, k, v, mask)
         x = x + self.o_proj(attn.transpose(1, 2).reshape(b, t, -1))
         y = self.post_attention_layernorm(x)
         return x + self.down_proj(F.silu(self.gate_proj(y)) * self.up_proj(y))
@@ -414,6 +440,8 @@ class TrainingData:
         for _ in range(self.args.retrieval_batch):
             ex = self.next_example("retrieval", retrieval_bytes=nbytes)
             tokens, answer_at = example_tokens(ex, self.args.retrieval_extra_questions, self.rng)
+            # The extra questions of a prompt near --max-positions may not fit: drop them.
+            tokens, answer_at = tokens[: self.args.max_positions], [a for a in answer_at if a < self.args.max_positions - 1]
             w = [self.args.lm_weight] * (len(tokens) - 1) + [0.0]
             for a in answer_at:
                 w[a] = 1.0
@@ -553,6 +581,7 @@ def main():
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--log", help="append the log here too")
+    p.add_argument("--attention-block", type=int, default=0, help="attend this many queries at a time, recomputing each block in the backward pass (peak memory for long retrieval prompts; 0: whole sequences)")
     p.add_argument("--init", help="start from the weights of this folder (same shape) instead of random ones")
     args = p.parse_args()
 
@@ -575,6 +604,7 @@ def main():
         "layers": args.layers, "hidden": args.hidden, "heads": args.heads, "kv_heads": args.kv_heads,
         "head_dim": args.hidden // args.heads, "intermediate": args.intermediate,
         "rope_theta": args.rope_theta, "max_positions": args.max_positions,
+        "attention_block": args.attention_block,
     }
     model = QualityLlama(cfg)
     if args.init:

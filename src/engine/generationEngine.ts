@@ -36,6 +36,7 @@ import { OffThreadTokenizer } from "../model/tokenizerThread/offThreadTokenizer.
 import { TokenizerThread } from "../model/tokenizerThread/tokenizerThread.ts";
 import type { RecomputePolicy } from "../kv/recomputeSelection.ts";
 import { preparePrompt, type PreparedPrompt, type PromptRequest, type PromptTokenizing } from "./promptPreparation.ts";
+import type { SparseAnchorOptions } from "../kv/sparseAnchor.ts";
 import type { UncertaintyTriggerOptions } from "../kv/uncertaintyTrigger.ts";
 import type { ContextScores } from "../kv/reuseScores.ts";
 import { DEFAULT_PROPHET_SCORES, DEFAULT_PROPHET_SPAN_DECAY, type ProphetQueryRows, type ProphetScores } from "../kv/recomputeSelection.ts";
@@ -129,6 +130,8 @@ export interface EngineOptions {
   reasoningParser?: ReasoningParserChoice;
   /** Sparse decode's reconstruction trigger (default: uncertaintyTrigger.ts's placeholders; calibrate with `ctxr model calibrate-sparse`). */
   sparseTrigger?: UncertaintyTriggerOptions;
+  /** What sparse decode ranks pages against (--sparse-anchor, --sparse-anchor-tokens). */
+  sparseAnchor?: SparseAnchorOptions;
 }
 
 /** The runner settings besides the model that change a chunk's K/V (the remote tier's namespace). */
@@ -276,6 +279,7 @@ export class GenerationEngine {
         ...(options.prefixEvents !== undefined ? { prefixEvents: options.prefixEvents } : {}),
         ...(options.latency !== undefined ? { latency: options.latency } : {}),
         sparseTrigger: options.sparseTrigger,
+        ...(options.sparseAnchor !== undefined ? { sparseAnchor: options.sparseAnchor } : {}),
         finished: (request, tokens) => chatTurns.remember(request, tokens),
       });
     } catch (error) {
@@ -311,6 +315,7 @@ export class GenerationEngine {
       prophetScores: options.prophetScores ?? DEFAULT_PROPHET_SCORES,
       trigger: options.sparseTrigger ?? {},
       reuseTarget: options.reuseTarget ?? null,
+      ...(options.sparseAnchor !== undefined ? { sparseAnchor: options.sparseAnchor } : {}),
     };
     engine.kvSettings = describeKvSettings(kvSettings);
     engine.kvTuning = describeKvTuning(kvSettings);

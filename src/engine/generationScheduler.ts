@@ -208,7 +208,7 @@ export class GenerationScheduler {
     }
     const sequence = new Sequence(request, this.decoder, this.runner.info.block_size, maxTokens);
     const budget = request.kvBudget ?? null;
-    if (budget !== null && budget < 1) sequence.sparse = new SparseDecode(this.runner.info, budget, this.options.sparseTrigger);
+    if (budget !== null && budget < 1) sequence.sparse = new SparseDecode(this.runner.info, budget, this.options.sparseTrigger, this.options.sparseAnchor);
     const handle = new GenerationHandle(sequence, () => this.onCancel(sequence));
     this.startDeadline(sequence);
     this.waiting.push(sequence);

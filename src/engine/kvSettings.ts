@@ -5,6 +5,7 @@
  */
 import { DEFAULT_PROPHET_SCORES, DEFAULT_PROPHET_SPAN_DECAY, type ProphetQueryRows, type ProphetScores, type RecomputePolicy } from "../kv/recomputeSelection.ts";
 import type { ContextScores } from "../kv/reuseScores.ts";
+import { type SparseAnchorOptions, usesNewestKeys } from "../kv/sparseAnchor.ts";
 import { DEFAULT_ENTROPY_THRESHOLD, DEFAULT_TRIGGER_WINDOW, DEFAULT_VARENTROPY_THRESHOLD, type UncertaintyTriggerOptions } from "../kv/uncertaintyTrigger.ts";
 
 export interface KvSettings {
@@ -27,6 +28,8 @@ export interface KvSettings {
   trigger: UncertaintyTriggerOptions;
   /** --reuse-target-agreement: the ratio follows the audit between min and max (absent: fixed). */
   reuseTarget?: { target: number; minRatio: number; maxRatio: number } | null;
+  /** What sparse decode ranks pages against (--sparse-anchor); said when given. */
+  sparseAnchor?: SparseAnchorOptions;
 }
 
 const GIB = 2 ** 30;
@@ -65,5 +68,11 @@ export function describeKvTuning(s: KvSettings): string {
     `cachecraft scores ${s.contextScores ?? "shift"}, focused-chunk early stop ${s.focusWindow > 0 ? `after ${s.focusWindow} stable layers` : "off"}`,
     `sparse-decode trigger: entropy ${entropy} nats, varentropy ${varentropy} nats², window ${window} steps` +
       (calibrated ? " (as given)" : " (the built-in thresholds; ctxr model calibrate-sparse fits them to a model)"),
+    ...(s.sparseAnchor === undefined ? [] : [`sparse-decode anchor ${describeAnchor(s.sparseAnchor)}`]),
   ].join("; ");
+}
+
+function describeAnchor(anchor: SparseAnchorOptions): string {
+  if (!usesNewestKeys(anchor.kind)) return anchor.kind;
+  return `${anchor.kind} (${anchor.tokens} token${anchor.tokens === 1 ? "" : "s"})`;
 }

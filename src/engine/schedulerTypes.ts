@@ -6,6 +6,7 @@ import type { RecomputePolicy, ProphetQueryRows, ProphetScores } from "../kv/rec
 import type { ContextScores } from "../kv/reuseScores.ts";
 import type { PrefixCacheEvents } from "../kv/prefixBlockCache.ts";
 import type { SparseDecodeRunner } from "../kv/sparseDecode.ts";
+import type { SparseAnchorOptions } from "../kv/sparseAnchor.ts";
 import type { UncertaintyTriggerOptions } from "../kv/uncertaintyTrigger.ts";
 import type { GenerationRequest } from "./generationTypes.ts";
 import type { ReuseAuditSettings } from "./reuseAudit.ts";
@@ -62,6 +63,8 @@ export interface SchedulerOptions {
   prefixEvents?: PrefixCacheEvents;
   /** Sparse decode's reconstruction trigger: thresholds and window (default: uncertaintyTrigger.ts's). */
   sparseTrigger?: UncertaintyTriggerOptions;
+  /** What sparse decode ranks pages against (default: sparseAnchor.ts's DEFAULT_SPARSE_ANCHOR_OPTIONS). */
+  sparseAnchor?: SparseAnchorOptions;
   /** Told each request's latencies as they happen (Prometheus histograms). */
   latency?: LatencyObserver;
   /** Told each request that finished (not failed or cancelled) with its ids: prompt, then generated. */

@@ -3,36 +3,58 @@
  * runner's KEY_SUMMARY of every full block: mean keys without RoPE over all
  * layers) in step with the sequence, and gives each decode step a compacted
  * block table (SparseDecodePlanner: selected pages, sinks, the local window and
- * the current page), so the step reads only those pages.
+ * the current page), so the step reads only those pages. With a "newest" anchor it also
+ * exports the newest tokens' keys (EXPORT) whenever the next step selects pages.
  */
-import type { RunnerInfo } from "../runner/runnerProtocol.ts";
+import type { KvData, KvRange, RunnerInfo } from "../runner/runnerProtocol.ts";
 import type { KvBlockTable } from "./kvBlockTable.ts";
+import { anchorCentered, DEFAULT_SPARSE_ANCHOR_OPTIONS, newestKeysAnchor, type SparseAnchorOptions, usesNewestKeys } from "./sparseAnchor.ts";
 import { SparseDecodePlanner } from "./sparseDecodePlanner.ts";
 import type { UncertaintyTriggerOptions } from "./uncertaintyTrigger.ts";
 
 /** The runner op sparse decode needs (RunnerProcess has it). */
 export interface SparseDecodeRunner {
   keySummary(blocks: readonly number[]): Promise<{ counts: Uint32Array; summaries: Float32Array }>;
+  export(range: KvRange): Promise<KvData>;
 }
 
 export class SparseDecode {
   private readonly planner: SparseDecodePlanner;
   private readonly blockSize: number;
   private readonly dim: number;
+  private readonly kvWidth: number;
+  private readonly anchor: SparseAnchorOptions;
   /** Full blocks summarised so far. */
   private summarised = 0;
   sparseSteps = 0;
   reconstructions = 0;
 
   /** `trigger`: the entropy/varentropy thresholds that make it select pages again (calibrate them per model). */
-  constructor(info: RunnerInfo, budgetFraction: number, trigger?: UncertaintyTriggerOptions) {
+  /** `anchor`: what pages are ranked against (default: the newest token's keys). */
+  constructor(info: RunnerInfo, budgetFraction: number, trigger?: UncertaintyTriggerOptions, anchor: SparseAnchorOptions = DEFAULT_SPARSE_ANCHOR_OPTIONS) {
     this.blockSize = info.block_size;
-    this.dim = info.layers * info.kv_heads * info.head_dim;
-    this.planner = new SparseDecodePlanner({ budgetFraction, blockSize: info.block_size, ...(trigger !== undefined ? { trigger } : {}) });
+    this.kvWidth = info.kv_heads * info.head_dim;
+    this.dim = info.layers * this.kvWidth;
+    this.anchor = anchor;
+    this.planner = new SparseDecodePlanner({
+      budgetFraction,
+      blockSize: info.block_size,
+      anchor: usesNewestKeys(anchor.kind) ? "newest" : "window",
+      centered: anchorCentered(anchor.kind),
+      ...(trigger !== undefined ? { trigger } : {}),
+    });
   }
 
-  /** Summarises the blocks that filled up since the last call. */
+  /** Summarises the blocks that filled up since the last call; exports the newest keys when the next step selects pages against them. */
   async sync(runner: SparseDecodeRunner, table: KvBlockTable): Promise<void> {
+    await this.summarise(runner, table);
+    if (!this.planner.needsNewestKeys(table.length)) return;
+    const count = Math.min(this.anchor.tokens, table.length);
+    const { layers } = await runner.export({ table: table.blocks, start: table.length - count, count });
+    this.planner.setNewestKeys(newestKeysAnchor(layers, count, this.kvWidth));
+  }
+
+  private async summarise(runner: SparseDecodeRunner, table: KvBlockTable): Promise<void> {
     const full = Math.floor(table.length / this.blockSize);
     if (full <= this.summarised) return;
     const blocks = table.blocks.slice(this.summarised, full);

@@ -21,6 +21,10 @@
  * the previous table ended with, so only the trigger reconstructs. When the budget covers the
  * whole context (sinks + window + semantic budget >= pages, or budgetFraction >= 1) the full
  * table is returned unchanged (dense decode).
+ *
+ * Anchor "newest": the caller gives the newest tokens' keys (`setNewestKeys`) before a call that
+ * reconstructs (`needsNewestKeys` says when); without fresh ones the last keys given are used,
+ * and the window anchor before any.
  */
 import type { IndexKernels } from "../kernels/index.ts";
 import { type PageHierarchyOptions, PageHierarchy } from "./pageHierarchy.ts";
@@ -51,6 +55,8 @@ export interface SparseDecodePlannerOptions extends Pick<PageHierarchyOptions, "
    * at a 5% budget from 2% to 26% right (BENCHMARKS.md, issue 12).
    */
   centered?: boolean;
+  /** What pages are ranked against: the window's page vectors (default) or the keys given to `setNewestKeys`. */
+  anchor?: "window" | "newest";
   /** Default 1. */
   sinkPages?: number;
   /** At least 1 (the partial page); default 2. */
@@ -83,6 +89,7 @@ export class SparseDecodePlanner {
   readonly ratios: Readonly<SelectionRatios>;
   /** selectPages' `centered` (the anchor minus the mean page vector). */
   readonly centered: boolean;
+  readonly anchor: "window" | "newest";
   readonly sinkPages: number;
   readonly windowPages: number;
   readonly blockSize: number;
@@ -99,6 +106,8 @@ export class SparseDecodePlanner {
   private lastPages = new Set<number>();
   private lastLength = -1;
   private reconstructionCount = 0;
+  /** The newest tokens' keys for the next selection (anchor "newest"). */
+  private newestKeys: Float32Array | undefined;
 
   constructor(options: SparseDecodePlannerOptions = {}) {
     const {
@@ -116,6 +125,8 @@ export class SparseDecodePlanner {
     this.budgetFraction = budgetFraction;
     this.ratios = { grid: ratios.grid, chunk: ratios.chunk };
     this.centered = options.centered ?? true;
+    this.anchor = options.anchor ?? "window";
+    if (this.anchor !== "window" && this.anchor !== "newest") throw new RangeError(`SparseDecodePlanner: anchor must be window or newest (got ${String(this.anchor)})`);
     this.sinkPages = sinkPages;
     this.windowPages = windowPages;
     this.blockSize = blockSize;
@@ -158,6 +169,7 @@ export class SparseDecodePlanner {
       this.hierarchy = PageHierarchy.fromPages(vectors.length / count, vectors, count, this.hierarchyOptions);
     }
     this.clearSelection();
+    this.newestKeys = undefined;
     this.lastLength = -1;
     this.trigger.reset();
   }
@@ -175,6 +187,29 @@ export class SparseDecodePlanner {
     return this.trigger.observeLogits(logits, temperature);
   }
 
+  /** The anchor of the next selection (anchor "newest"): layers * kv_width floats, as a page vector. */
+  setNewestKeys(anchor: Float32Array): void {
+    const dim = this.hierarchy?.dim;
+    if (dim !== undefined && anchor.length !== dim) throw new RangeError(`SparseDecodePlanner: an anchor of ${anchor.length} floats for page vectors of ${dim}`);
+    this.newestKeys = anchor;
+  }
+
+  /** Whether `tableFor(_, length)` would select pages against the newest keys (so they are wanted now). */
+  needsNewestKeys(length: number): boolean {
+    if (this.anchor !== "newest" || this.pageCount === 0) return false;
+    const plan = this.plan(length);
+    return !plan.dense && plan.reconstruct;
+  }
+
+  private plan(length: number): { dense: boolean; reconstruct: boolean; budget: number; totalPages: number } {
+    const totalPages = Math.floor(length / this.blockSize) + 1;
+    const budget = budgetToPages(length + 1, this.budgetFraction, this.blockSize, this.sinkPages, this.windowPages);
+    const dense = this.budgetFraction >= 1 || this.sinkPages + this.windowPages + budget >= totalPages;
+    const reconstruct =
+      !dense && (this.semantic === undefined || length < this.lastLength || this.windowSlidOntoNewPages(totalPages) || this.trigger.shouldReconstruct());
+    return { dense, reconstruct, budget, totalPages };
+  }
+
   /**
    * The table for the next decode token, at sequence index `length` (entries 0..length-1
    * written). `fullTable` is the sequence's block table and must have its page
@@ -189,15 +224,13 @@ export class SparseDecodePlanner {
     if (fullTable.length < totalPages) {
       throw new RangeError(`SparseDecodePlanner: sequence index ${length} needs ${totalPages} blocks (the table has ${fullTable.length})`);
     }
-    const budget = budgetToPages(length + 1, this.budgetFraction, blockSize, this.sinkPages, this.windowPages);
-    if (this.budgetFraction >= 1 || this.sinkPages + this.windowPages + budget >= totalPages) {
+    const { dense, reconstruct, budget } = this.plan(length);
+    if (dense) {
       this.clearSelection();
       this.lastLength = length;
       return { table: fullTable.slice(), index: length, pagesSelected: totalPages, reconstructed: false };
     }
 
-    const reconstruct =
-      this.semantic === undefined || length < this.lastLength || this.windowSlidOntoNewPages(totalPages) || this.trigger.shouldReconstruct();
     let pages: number[];
     if (reconstruct) {
       const hierarchy = this.hierarchy;
@@ -210,6 +243,7 @@ export class SparseDecodePlanner {
           totalPages,
           kernels: this.kernels,
           centered: this.centered,
+          ...(this.anchor === "newest" && this.newestKeys !== undefined ? { anchor: this.newestKeys } : {}),
         });
         this.semantic = selection.semantic;
         pages = selection.pages;

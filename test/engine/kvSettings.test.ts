@@ -46,4 +46,11 @@ describe("describeKvTuning (the debug line)", () => {
     expect(line).toContain("entropy 2.913 nats, varentropy 4.02 nats², window 8 steps (as given)");
     expect(line).not.toContain("built-in");
   });
+
+  test("the sparse-decode anchor, when given", () => {
+    expect(describeKvTuning(base)).not.toContain("anchor");
+    expect(describeKvTuning({ ...base, sparseAnchor: { kind: "newest", tokens: 1 } })).toEndWith("; sparse-decode anchor newest (1 token)");
+    expect(describeKvTuning({ ...base, sparseAnchor: { kind: "newest-centered", tokens: 4 } })).toEndWith("; sparse-decode anchor newest-centered (4 tokens)");
+    expect(describeKvTuning({ ...base, sparseAnchor: { kind: "window", tokens: 1 } })).toEndWith("; sparse-decode anchor window");
+  });
 });

@@ -37,16 +37,17 @@ const PROPHET_MIN_ABOVE_NONE = 12;
 /** cachecraft@0.2 may trail full by at most this many answers. */
 const CACHECRAFT_MAX_BELOW_FULL = 4;
 /**
- * Sparse decode (ctxr.kv_budget) on the retrieval family. At a 10% budget it answers about three
- * quarters of such questions (BENCHMARKS.md, issue 12: 76% at 300 questions), not all, so the
- * test holds it to what it answers now: SPARSE_MIN_CORRECT is this model's count on these
- * questions (9) minus one, a floor against regressions in the page selection.
+ * Sparse decode (ctxr.kv_budget) on the retrieval family. At a 10% budget it answers most but
+ * not all such questions (BENCHMARKS.md: 76% at 300 questions with the window anchor, more with
+ * the newest token's keys, the default since issue 31), so the test holds it to what it answers
+ * now: SPARSE_MIN_CORRECT is this model's count on these questions (10; 9 with the window
+ * anchor) minus one, a floor against regressions in the page selection.
  */
 const SPARSE_QUESTIONS = 12;
 const SPARSE_RETRIEVAL_BYTES = 2048;
 const SPARSE_BUDGET = 0.1;
 const SPARSE_DENSE_MIN_CORRECT = 11;
-const SPARSE_MIN_CORRECT = 8;
+const SPARSE_MIN_CORRECT = 9;
 /** Fixed seeds, disjoint from training (seed 1's stream), its evaluation (0x51A11E + family) and bench-quality (0xBE4C0000 + family). */
 const TEST_SEED = 0x7e57b001;
 

@@ -27,6 +27,7 @@ import {
   MAX_TRIGGER_WINDOW,
   type UncertaintyTriggerOptions,
 } from "../../kv/uncertaintyTrigger.ts";
+import { DEFAULT_ANCHOR_TOKENS, DEFAULT_SPARSE_ANCHOR, MAX_ANCHOR_TOKENS, SPARSE_ANCHORS, type SparseAnchorKind, type SparseAnchorOptions, usesNewestKeys } from "../../kv/sparseAnchor.ts";
 import type { CommandIo } from "./types.ts";
 import { isHubReference } from "../../model/hub/hubReference.ts";
 import { loadHubModel } from "../hubModelLoader.ts";
@@ -74,6 +75,7 @@ const VALUE_FLAGS = [
   "sparse-varentropy-threshold", "sparse-trigger-window", "log-level", "reuse-scoring-budget", "reuse-scoring",
   "reuse-audit-rate", "reuse-audit-tokens", "reuse-audit-warn-below",
   ...REUSE_TARGET_FLAGS,
+  "sparse-anchor", "sparse-anchor-tokens",
 ] as const;
 
 /** Old option names, still accepted (with a note): "block" alone now means only a KV block. */
@@ -114,6 +116,17 @@ function sparseTriggerFromFlags(flags: ParsedFlags): UncertaintyTriggerOptions {
     ...(varentropy !== undefined ? { varentropyThreshold: varentropy } : {}),
     ...(window !== undefined ? { windowSteps: window } : {}),
   };
+}
+
+/** What sparse decode ranks pages against, from --sparse-anchor and --sparse-anchor-tokens. */
+function sparseAnchorFromFlags(flags: ParsedFlags): SparseAnchorOptions {
+  const kind = choiceFlag<SparseAnchorKind>(flags, "sparse-anchor", COMMAND, SPARSE_ANCHORS, DEFAULT_SPARSE_ANCHOR);
+  const tokens = integerFlag(flags, "sparse-anchor-tokens", COMMAND, 1);
+  if (tokens !== undefined && tokens > MAX_ANCHOR_TOKENS) {
+    throw new UsageError(`--sparse-anchor-tokens must be at most ${MAX_ANCHOR_TOKENS}, got '${flags.values["sparse-anchor-tokens"]}'`, COMMAND);
+  }
+  if (tokens !== undefined && !usesNewestKeys(kind)) throw new UsageError(`--sparse-anchor-tokens needs --sparse-anchor newest or newest-centered (got ${kind})`, COMMAND);
+  return { kind, tokens: tokens ?? DEFAULT_ANCHOR_TOKENS };
 }
 
 function sharedStateFlags(flags: ParsedFlags, tls: RedisTlsSettings | undefined): SharedStateConfig | null {
@@ -201,7 +214,7 @@ async function serveWithFlags(flags: SourcedFlags, io: CommandIo, err: (text: st
 
   const model = typeof flags.values.model === "string" ? flags.values.model : null;
   if (model === "") throw new UsageError("--model must not be empty", COMMAND);
-  const modelOnly = ["max-response-bytes", "device", "kv-blocks", "kv-sliding-blocks", "threads", "kv-dtype", "served-model-name", "max-waiting-requests", "request-timeout", "max-grammar-step-ms", "max-grammar-compile-ms", "max-grammar-tools", "kv-policy", "recompute-ratio", "kv-device-blocks", "kv-host-bytes", "kv-dir", "kv-disk-bytes", "kv-remote", "kv-remote-bytes", "kv-remote-secret", "kv-remote-secret-file", "focus-window", "context-scores", "prophet-span-decay", "prophet-query-rows", "prophet-scores", "no-prefix-cache", "tool-call-parser", "reasoning-parser", "kv-events-publish", "sparse-entropy-threshold", "sparse-varentropy-threshold", "sparse-trigger-window", "kv-events-max-connections", "kv-events-handshake-timeout", "reuse-scoring-budget", "reuse-scoring", "reuse-audit-rate", "reuse-audit-tokens", "reuse-audit-warn-below", ...REUSE_TARGET_FLAGS].find((name) => flags.values[name] !== undefined);
+  const modelOnly = ["max-response-bytes", "device", "kv-blocks", "kv-sliding-blocks", "threads", "kv-dtype", "served-model-name", "max-waiting-requests", "request-timeout", "max-grammar-step-ms", "max-grammar-compile-ms", "max-grammar-tools", "kv-policy", "recompute-ratio", "kv-device-blocks", "kv-host-bytes", "kv-dir", "kv-disk-bytes", "kv-remote", "kv-remote-bytes", "kv-remote-secret", "kv-remote-secret-file", "focus-window", "context-scores", "prophet-span-decay", "prophet-query-rows", "prophet-scores", "no-prefix-cache", "tool-call-parser", "reasoning-parser", "kv-events-publish", "sparse-entropy-threshold", "sparse-varentropy-threshold", "sparse-trigger-window", "kv-events-max-connections", "kv-events-handshake-timeout", "reuse-scoring-budget", "reuse-scoring", "reuse-audit-rate", "reuse-audit-tokens", "reuse-audit-warn-below", ...REUSE_TARGET_FLAGS, "sparse-anchor", "sparse-anchor-tokens"].find((name) => flags.values[name] !== undefined);
   if (model === null && modelOnly !== undefined) throw new UsageError(`--${modelOnly} needs --model`, COMMAND);
   if (model !== null && upstreams.length > 0) throw new UsageError("give --model (serve a model) or --upstream (proxy engines), not both", COMMAND);
   // From the environment or a config file, --offline is a standing setting that a local model (or the proxy) satisfies.
@@ -241,6 +254,7 @@ async function serveWithFlags(flags: SourcedFlags, io: CommandIo, err: (text: st
   const kvRemoteSecret = kvRemoteSecretFlag(flags, kvRemote !== null);
   if (redisTls !== undefined && state === null && kvRemote === null) throw new UsageError("--redis-ca needs --state or --kv-remote (a rediss:// URL)", COMMAND);
   const sparseTrigger = sparseTriggerFromFlags(flags);
+  const sparseAnchor = sparseAnchorFromFlags(flags);
   const kvEventsPublish = kvEventsPublishFlag(flags);
   const kvEventsSubscribe = kvEventsFlags(flags, upstreams.length);
   for (const name of ["kv-events-max-connections", "kv-events-handshake-timeout"]) {
@@ -355,6 +369,7 @@ async function serveWithFlags(flags: SourcedFlags, io: CommandIo, err: (text: st
               prophetQueryRows: choiceFlag<ProphetQueryRows>(flags, "prophet-query-rows", COMMAND, PROPHET_QUERY_ROWS, "all"),
               prophetScores: choiceFlag<ProphetScores>(flags, "prophet-scores", COMMAND, PROPHET_SCORES, DEFAULT_PROPHET_SCORES),
               sparseTrigger,
+              sparseAnchor,
             },
       kvEventsPublish,
       kvEventsSubscribe,

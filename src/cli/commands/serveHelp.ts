@@ -1,6 +1,7 @@
 /** `ctxr serve --help`: the three modes, examples, and every option grouped by mode. */
 import { DEFAULT_CLIENT_STALL_MS, DEFAULT_MAX_UPSTREAM_REQUESTS, DEFAULT_UPSTREAM_TIMEOUT_MS } from "../../proxy/contextProxy.ts";
 import { DEFAULT_ENTROPY_THRESHOLD, DEFAULT_TRIGGER_WINDOW, DEFAULT_VARENTROPY_THRESHOLD, MAX_TRIGGER_WINDOW } from "../../kv/uncertaintyTrigger.ts";
+import { DEFAULT_ANCHOR_TOKENS, DEFAULT_SPARSE_ANCHOR, MAX_ANCHOR_TOKENS } from "../../kv/sparseAnchor.ts";
 import { DEFAULT_GRAMMAR_LIMITS } from "../../engine/grammar/grammarBudget.ts";
 import { DEFAULT_HANDSHAKE_TIMEOUT_MS, DEFAULT_MAX_PEERS } from "../../zmq/zmqSockets.ts";
 import { DEFAULT_HOST, DEFAULT_PORT } from "../../server/serve.ts";
@@ -308,6 +309,11 @@ threshold. Calibrate the three for your model with 'ctxr model calibrate-sparse'
   --sparse-entropy-threshold X     entropy threshold, nats (default ${DEFAULT_ENTROPY_THRESHOLD})
   --sparse-varentropy-threshold X  varentropy threshold, nats² (default ${DEFAULT_VARENTROPY_THRESHOLD})
   --sparse-trigger-window N        decode steps averaged, 1..${MAX_TRIGGER_WINDOW} (default ${DEFAULT_TRIGGER_WINDOW})
+  --sparse-anchor A                what blocks are ranked against: newest (the
+                                   newest tokens' keys), newest-centered (the same
+                                   less the mean block key) or window (the local
+                                   window's mean key, centered) (default ${DEFAULT_SPARSE_ANCHOR})
+  --sparse-anchor-tokens N         newest tokens averaged, 1..${MAX_ANCHOR_TOKENS} (default ${DEFAULT_ANCHOR_TOKENS})
 
 Exit codes: 0 after a graceful stop, 2 bad usage, 1 failure (port in use, data
 directory locked by another server or unreadable, model not loadable).

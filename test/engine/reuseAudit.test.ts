@@ -5,45 +5,22 @@
  * token agrees with full prefill (KL ≈ 0); rate 0 audits nothing; full prefill is never audited;
  * the warning is logged once; a live request waits for at most one audit piece.
  */
-import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
+import { describe, expect, setDefaultTimeout, test } from "bun:test";
 import { GenerationEngine } from "../../src/engine/generationEngine.ts";
-import { ContextService } from "../../src/online/contextService.ts";
-import { startServer, type RunningServer } from "../../src/server/serve.ts";
-import { buildRunner, tinyModelFolder } from "../helpers/engineKit.ts";
-import { client, type Client } from "../server/serverKit.ts";
+import { tinyKvEngines, type EngineOptions, type OpenedEngine } from "../helpers/tinyKvEngines.ts";
+import type { Client } from "../server/serverKit.ts";
 import { chatOverDocuments as chat, DOCS } from "../helpers/kvGenerationKit.ts";
 
 setDefaultTimeout(120_000);
 
-let model: { path: string; cleanup(): void };
-let runnerPath = "";
-let service: ContextService;
-const opened: { engine: GenerationEngine; server: RunningServer }[] = [];
+const engines = tinyKvEngines({ reuseScoring: "sync", reuseScoringBudget: 1, prefixCache: false });
 
 // Without the automatic prefix cache: a prompt sent twice would otherwise find its own blocks there
 // (exact prefix, no chunk reused), as bench-quality runs.
-async function open(options: Partial<Parameters<typeof GenerationEngine.open>[0]> = {}): Promise<{ engine: GenerationEngine; api: Client; logs: string[] }> {
+async function open(options: EngineOptions = {}): Promise<OpenedEngine & { logs: string[] }> {
   const logs: string[] = [];
-  const engine = await GenerationEngine.open({ model: model.path, runner: runnerPath, kvBlocks: 256, threads: 2, reuseScoring: "sync", reuseScoringBudget: 1, prefixCache: false, log: (line) => logs.push(line), ...options });
-  const server = startServer(service, { host: "127.0.0.1", port: 0, engine, log: () => {} });
-  opened.push({ engine, server });
-  return { engine, api: client(server.url), logs };
+  return { ...(await engines.open({ log: (line) => logs.push(line), ...options })), logs };
 }
-
-beforeAll(async () => {
-  runnerPath = buildRunner();
-  model = tinyModelFolder({ layers: 3, seed: 11 }, "tiny-kv");
-  service = await ContextService.open({ dataDir: null });
-}, 300_000);
-
-afterAll(async () => {
-  for (const { engine, server } of opened) {
-    await server.stop(1000);
-    await engine.close();
-  }
-  await service?.close();
-  model?.cleanup();
-});
 
 const REORDERED = [DOCS[2]!, DOCS[0]!, DOCS[3]!, DOCS[1]!];
 

@@ -5,43 +5,17 @@
  * background jobs; --reuse-scoring-budget 0 leaves variants unscored and the fallback is counted in
  * usage.ctxr, /metrics and /v1/stats; --reuse-scoring sync measures in the request.
  */
-import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
+import { describe, expect, setDefaultTimeout, test } from "bun:test";
 import { GenerationEngine } from "../../src/engine/generationEngine.ts";
-import { ContextService } from "../../src/online/contextService.ts";
-import { startServer, type RunningServer } from "../../src/server/serve.ts";
 import { sleep } from "../../src/runtime/sleep.ts";
-import { buildRunner, tinyModelFolder } from "../helpers/engineKit.ts";
-import { client, type Client } from "../server/serverKit.ts";
+import { tinyKvEngines } from "../helpers/tinyKvEngines.ts";
+import type { Client } from "../server/serverKit.ts";
 import { chatOverDocuments as chat, DOCS } from "../helpers/kvGenerationKit.ts";
 
 setDefaultTimeout(120_000);
 
-let model: { path: string; cleanup(): void };
-let runnerPath = "";
-let service: ContextService;
-const opened: { engine: GenerationEngine; server: RunningServer }[] = [];
-
-async function open(options: Partial<Parameters<typeof GenerationEngine.open>[0]> = {}): Promise<{ engine: GenerationEngine; api: Client }> {
-  const engine = await GenerationEngine.open({ model: model.path, runner: runnerPath, kvBlocks: 256, threads: 2, ...options });
-  const server = startServer(service, { host: "127.0.0.1", port: 0, engine, log: () => {} });
-  opened.push({ engine, server });
-  return { engine, api: client(server.url) };
-}
-
-beforeAll(async () => {
-  runnerPath = buildRunner();
-  model = tinyModelFolder({ layers: 3, seed: 11 }, "tiny-kv");
-  service = await ContextService.open({ dataDir: null });
-}, 300_000);
-
-afterAll(async () => {
-  for (const { engine, server } of opened) {
-    await server.stop(1000);
-    await engine.close();
-  }
-  await service?.close();
-  model?.cleanup();
-});
+const engines = tinyKvEngines();
+const open = engines.open;
 
 /** The chunk variants (documents, not the head) the engine's cache holds, and how many have a shift. */
 function chunkVariants(engine: GenerationEngine): { all: number; scored: number } {

@@ -5,42 +5,14 @@
  * /metrics and usage.ctxr show it. The audit is not wired here: samples go to the controller
  * directly, as the audit's onSample listener will hand them.
  */
-import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
-import { GenerationEngine } from "../../src/engine/generationEngine.ts";
-import { ContextService } from "../../src/online/contextService.ts";
-import { startServer, type RunningServer } from "../../src/server/serve.ts";
-import { buildRunner, tinyModelFolder } from "../helpers/engineKit.ts";
-import { client, type Client } from "../server/serverKit.ts";
+import { describe, expect, setDefaultTimeout, test } from "bun:test";
+import { tinyKvEngines } from "../helpers/tinyKvEngines.ts";
 import { chatOverDocuments as chat, DOCS } from "../helpers/kvGenerationKit.ts";
 
 setDefaultTimeout(120_000);
 
-let model: { path: string; cleanup(): void };
-let runnerPath = "";
-let service: ContextService;
-const opened: { engine: GenerationEngine; server: RunningServer }[] = [];
-
-async function open(options: Partial<Parameters<typeof GenerationEngine.open>[0]> = {}): Promise<{ engine: GenerationEngine; api: Client }> {
-  const engine = await GenerationEngine.open({ model: model.path, runner: runnerPath, kvBlocks: 256, threads: 2, servedModelName: "tiny-kv", ...options });
-  const server = startServer(service, { host: "127.0.0.1", port: 0, engine, log: () => {} });
-  opened.push({ engine, server });
-  return { engine, api: client(server.url) };
-}
-
-beforeAll(async () => {
-  runnerPath = buildRunner();
-  model = tinyModelFolder({ layers: 3, seed: 11 }, "tiny-kv");
-  service = await ContextService.open({ dataDir: null });
-}, 300_000);
-
-afterAll(async () => {
-  for (const { engine, server } of opened) {
-    await server.stop(1000);
-    await engine.close();
-  }
-  await service?.close();
-  model?.cleanup();
-});
+const engines = tinyKvEngines({ servedModelName: "tiny-kv" });
+const open = engines.open;
 
 const TARGET = { target: 0.9, minRatio: 0.05, maxRatio: 0.6, auditRate: 0.05 };
 /** The documents again in another order: every chunk is reused away from where it was stored. */

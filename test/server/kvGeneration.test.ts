@@ -8,50 +8,25 @@
  * and prophet's shift scores work end to end.
  */
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
-import { GenerationEngine } from "../../src/engine/generationEngine.ts";
-import { ContextService } from "../../src/online/contextService.ts";
-import { startServer, type RunningServer } from "../../src/server/serve.ts";
 import { tempFolder } from "../helpers/cli.ts";
-import { buildRunner, tinyModelFolder } from "../helpers/engineKit.ts";
-import { client, type Client } from "./serverKit.ts";
+import { tinyKvEngines, type OpenedEngine } from "../helpers/tinyKvEngines.ts";
+import type { Client } from "./serverKit.ts";
 import { chatOverDocuments as chat, DOCS } from "../helpers/kvGenerationKit.ts";
 
 setDefaultTimeout(120_000);
 
-let model: { path: string; cleanup(): void };
-let runnerPath = "";
-let service: ContextService;
-const opened: { engine: GenerationEngine; server: RunningServer }[] = [];
+const engines = tinyKvEngines();
+const open = engines.open;
 const kvDir = tempFolder("ctxr-kv-http-");
 
-async function open(options: Partial<Parameters<typeof GenerationEngine.open>[0]> = {}): Promise<{ engine: GenerationEngine; api: Client; server: RunningServer }> {
-  const engine = await GenerationEngine.open({ model: model.path, runner: runnerPath, kvBlocks: 256, threads: 2, ...options });
-  const server = startServer(service, { host: "127.0.0.1", port: 0, engine, log: () => {} });
-  opened.push({ engine, server });
-  return { engine, api: client(server.url), server };
-}
-
-beforeAll(async () => {
-  runnerPath = buildRunner();
-  model = tinyModelFolder({ layers: 3, seed: 11 }, "tiny-kv");
-  service = await ContextService.open({ dataDir: null });
-}, 300_000);
-
-afterAll(async () => {
-  for (const { engine, server } of opened) {
-    await server.stop(1000);
-    await engine.close();
-  }
-  await service?.close();
-  model?.cleanup();
-  kvDir.cleanup();
-});
-
+afterAll(() => kvDir.cleanup());
 
 describe("KV-managed generation over HTTP", () => {
   let api: Client;
+  let first: OpenedEngine;
   beforeAll(async () => {
-    ({ api } = await open());
+    first = await open();
+    api = first.api;
   });
 
   test("documents are chunks: a first request computes them, the reordered request reuses them", async () => {
@@ -151,7 +126,7 @@ describe("KV-managed generation over HTTP", () => {
   test("completion segments: chunks, then the question; streaming usage carries ctxr", async () => {
     const segments = ["First chunk of text about kilns.", "Second chunk about glaze recipes.", "Question: what is fired?"];
     await api.post("/v1/completions", { segments, max_tokens: 3, temperature: 0 });
-    const response = await fetch(`${opened[0]!.server.url}/v1/completions`, {
+    const response = await fetch(`${first.server.url}/v1/completions`, {
       method: "POST",
       headers: { "content-type": "application/json" },
       body: JSON.stringify({ segments: [segments[1], segments[0], segments[2]], max_tokens: 3, temperature: 0, stream: true, stream_options: { include_usage: true } }),

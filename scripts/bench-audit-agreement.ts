@@ -30,6 +30,7 @@ import { QUALITY_FAMILIES, qualityExample, type QualityFamily } from "../src/qua
 import { pearson } from "../src/quality/correlation.ts";
 import type { AgreementSample } from "../src/quality/answerAgreement.ts";
 import { findRunner } from "../src/runner/runnerExecutable.ts";
+import { progress } from "./benchKit.ts";
 
 const DEFAULT_CELLS = "none,cachecraft@0.02,cachecraft@0.05,cachecraft@0.1,cachecraft@0.2,prophet@0.02,prophet@0.05,prophet@0.1,prophet@0.2,epic@0.05,epic@0.2";
 const { values } = parseArgs({
@@ -68,7 +69,6 @@ interface Pair {
   sample: AgreementSample | null;
 }
 
-const progress = (line: string) => process.stderr.write(`${line}\n`);
 const runner = await findRunner("cpu", { log: () => {} });
 const service = await ContextService.open({ dataDir: null });
 const engine = await GenerationEngine.open({ model: values.model!, runner, threads, prefixCache: false, reuseAuditRate: 1, reuseAuditTokens: tokens });

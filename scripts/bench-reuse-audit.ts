@@ -29,6 +29,7 @@ import { QualityClient } from "../src/quality/qualityClient.ts";
 import { exampleSeed } from "../src/quality/qualityRandom.ts";
 import { QUALITY_FAMILIES, qualityExample, type QualityExample, type QualityFamily } from "../src/quality/qualityTasks.ts";
 import { findRunner } from "../src/runner/runnerExecutable.ts";
+import { median } from "./benchKit.ts";
 
 const { values } = parseArgs({
   options: {
@@ -76,12 +77,6 @@ interface RunFigures {
   /** Audits finished by the end of the run (the rest drained after it). */
   auditedDuringRun: number;
   drainSeconds: number;
-}
-
-function median(xs: readonly number[]): number {
-  const s = [...xs].sort((a, b) => a - b);
-  const m = s.length >> 1;
-  return s.length % 2 === 1 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
 }
 
 const runner = await findRunner("cpu", { log: () => {} });

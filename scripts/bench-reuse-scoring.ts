@@ -29,6 +29,7 @@ import { startServer } from "../src/server/serve.ts";
 import { exampleSeed } from "../src/quality/qualityRandom.ts";
 import { QUALITY_FAMILIES, qualityExample, type QualityExample, type QualityFamily } from "../src/quality/qualityTasks.ts";
 import { findRunner } from "../src/runner/runnerExecutable.ts";
+import { median } from "./benchKit.ts";
 
 const { values } = parseArgs({
   options: {
@@ -70,12 +71,6 @@ interface RunFigures {
   chunkReusedTokens: number;
   jobs: { run: number; deferred: number; dropped: number; runner_seconds: number } | null;
   drainSeconds: number;
-}
-
-function median(xs: readonly number[]): number {
-  const s = [...xs].sort((a, b) => a - b);
-  const m = s.length >> 1;
-  return s.length % 2 === 1 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
 }
 
 const runner = await findRunner("cpu", { log: () => {} });

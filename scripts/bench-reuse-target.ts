@@ -30,6 +30,7 @@ import { QualityClient, type QualityCell, type QualityPolicy } from "../src/qual
 import { exampleSeed } from "../src/quality/qualityRandom.ts";
 import { QUALITY_FAMILIES, qualityExample, type QualityExample, type QualityFamily } from "../src/quality/qualityTasks.ts";
 import { findRunner } from "../src/runner/runnerExecutable.ts";
+import { median, progress } from "./benchKit.ts";
 
 const { values } = parseArgs({
   options: {
@@ -63,12 +64,6 @@ if (!(auditRate > 0 && auditRate <= 1)) throw new Error("--audit-rate must be ab
 if (!(Number.isSafeInteger(questions) && questions >= 2)) throw new Error("--questions must be an integer of at least 2");
 for (const r of [start, ...fixedRatios]) if (!(r >= 0 && r <= 1)) throw new Error(`ratios must be from 0 to 1 (got ${r})`);
 
-const progress = (line: string) => process.stderr.write(`${line}\n`);
-const median = (xs: readonly number[]) => {
-  const s = [...xs].sort((a, b) => a - b);
-  const m = s.length >> 1;
-  return s.length % 2 === 1 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
-};
 const runner = await findRunner("cpu", { log: () => {} });
 const service = await ContextService.open({ dataDir: null });
 const examples: QualityExample[] = Array.from({ length: questions }, (_, i) => qualityExample(family, exampleSeed(0xad0e0000, i)));

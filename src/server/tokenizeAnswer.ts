@@ -32,17 +32,28 @@ function* answerText(answer: TokenizeAnswer): Generator<string> {
   yield "]}";
 }
 
-/** The answer's JSON as a byte stream, produced as the client reads it. */
-export function tokenizeAnswerStream(answer: TokenizeAnswer): ReadableStream<Uint8Array> {
+/** The answer's JSON as a byte stream, produced as the client reads it; `ended` runs once when it is written or cancelled. */
+export function tokenizeAnswerStream(answer: TokenizeAnswer, ended: () => void = () => {}): ReadableStream<Uint8Array> {
   const parts = answerText(answer);
   const encoder = new TextEncoder();
+  let done = false;
+  const end = () => {
+    if (done) return;
+    done = true;
+    ended();
+  };
   return new ReadableStream<Uint8Array>({
     async pull(controller) {
       // One slice per turn of the event loop: a million-token answer is written between other requests, not in one block.
       await new Promise<void>((resolve) => setImmediate(resolve));
       const next = parts.next();
-      if (next.done) controller.close();
-      else controller.enqueue(encoder.encode(next.value));
+      if (next.done) {
+        controller.close();
+        end();
+      } else {
+        controller.enqueue(encoder.encode(next.value));
+      }
     },
+    cancel: end,
   });
 }

@@ -10,6 +10,7 @@
  * Without --model (and without --upstream) both answer 404 saying how to load a model; with
  * --upstream the engine's own pass through (proxyRoutes.ts).
  */
+import { collectGarbage } from "../runtime/garbageCollector.ts";
 import { jsonDepthLimit } from "../http/jsonDepthLimit.ts";
 import { createRoute, z, type OpenAPIHono } from "@hono/zod-openapi";
 import type { Context, MiddlewareHandler } from "hono";
@@ -172,7 +173,10 @@ export function mountTokenizeRoutes(app: OpenAPIHono, engine: GenerationEngine, 
     }
     if (body.return_token_strs) vocabulary ??= engine.tokenizer.encodedVocab();
     const vocab = vocabulary;
-    const stream = tokenizeAnswerStream({ count: tokens.length, maxModelLen: engine.maxModelLen, tokens, tokenString: body.return_token_strs ? (id) => vocab![id] ?? "" : null });
+    // A big answer leaves tens of megabytes of slices behind, and the collector lets them pile up
+    // across requests: collected when it is written (as the tokenizer thread collects its own).
+    const ended = big ? () => setImmediate(collectGarbage) : undefined;
+    const stream = tokenizeAnswerStream({ count: tokens.length, maxModelLen: engine.maxModelLen, tokens, tokenString: body.return_token_strs ? (id) => vocab![id] ?? "" : null }, ended);
     return new Response(stream, { status: 200, headers: { "content-type": "application/json" } });
   }) as never);
 

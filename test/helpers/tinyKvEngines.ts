@@ -1,16 +1,15 @@
 /**
- * Engines on the tiny KV model (3 layers, seed 11), each behind a real server on an ephemeral
- * port, for one test file: call at the file's top level; the runner, the model and the context
- * service are set up in its beforeAll, and every engine opened is stopped in its afterAll.
+ * Engines on the tiny KV model (3 layers, seed 11), each an in-process `serve --model` on an
+ * ephemeral port (serverKit's startEngineServer), for one test file: call at the file's top level;
+ * the model folder is written in its beforeAll, and every engine opened is closed in its afterAll.
  */
 import { afterAll, beforeAll } from "bun:test";
-import { GenerationEngine } from "../../src/engine/generationEngine.ts";
-import { ContextService } from "../../src/online/contextService.ts";
-import { startServer, type RunningServer } from "../../src/server/serve.ts";
-import { client, type Client } from "../server/serverKit.ts";
+import type { GenerationEngine } from "../../src/engine/generationEngine.ts";
+import type { RunningServer } from "../../src/server/serve.ts";
+import { startEngineServer, type Client, type EngineTestServer } from "../server/serverKit.ts";
 import { buildRunner, tinyModelFolder } from "./engineKit.ts";
 
-export type EngineOptions = Partial<Parameters<typeof GenerationEngine.open>[0]>;
+export type EngineOptions = NonNullable<Parameters<typeof startEngineServer>[1]>;
 
 export interface OpenedEngine {
   engine: GenerationEngine;
@@ -18,34 +17,26 @@ export interface OpenedEngine {
   server: RunningServer;
 }
 
-/** `open(options)` starts an engine with `defaults` and then `options` over the common ones. */
+/** `open(options)` starts an engine with `defaults` and then `options` over startEngineServer's. */
 export function tinyKvEngines(defaults: EngineOptions = {}): { open(options?: EngineOptions): Promise<OpenedEngine> } {
   let model: { path: string; cleanup(): void } | undefined;
-  let runnerPath = "";
-  let service: ContextService | undefined;
-  const opened: { engine: GenerationEngine; server: RunningServer }[] = [];
+  const opened: EngineTestServer[] = [];
 
-  beforeAll(async () => {
-    runnerPath = buildRunner();
+  beforeAll(() => {
+    buildRunner(); // built here, under this hook's timeout, not in the first test's
     model = tinyModelFolder({ layers: 3, seed: 11 }, "tiny-kv");
-    service = await ContextService.open({ dataDir: null });
   }, 300_000);
 
   afterAll(async () => {
-    for (const { engine, server } of opened) {
-      await server.stop(1000);
-      await engine.close();
-    }
-    await service?.close();
+    for (const server of opened) await server.close();
     model?.cleanup();
   });
 
   return {
     async open(options: EngineOptions = {}): Promise<OpenedEngine> {
-      const engine = await GenerationEngine.open({ model: model!.path, runner: runnerPath, kvBlocks: 256, threads: 2, ...defaults, ...options });
-      const server = startServer(service!, { host: "127.0.0.1", port: 0, engine, log: () => {} });
-      opened.push({ engine, server });
-      return { engine, api: client(server.url), server };
+      const started = await startEngineServer(model!.path, { ...defaults, ...options });
+      opened.push(started);
+      return { engine: started.engine, api: started, server: started.server };
     },
   };
 }

@@ -10,7 +10,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { buildRunner, tinyModelFolder } from "../helpers/engineKit.ts";
 import { parsePrometheusText } from "../helpers/prometheusText.ts";
-import { spawnServer, type SpawnedServer } from "../server/serverKit.ts";
+import { spawnServer, stopSpawned, type SpawnedServer } from "../server/serverKit.ts";
 import { startFakeUpstream, type FakeUpstream } from "./fakeUpstream.ts";
 import { startProxy, streamPost, type ProxyServer } from "./proxyKit.ts";
 
@@ -49,10 +49,7 @@ beforeAll(async () => {
 }, 300_000);
 
 afterAll(async () => {
-  for (const server of [proxy, engine]) {
-    server?.kill("SIGTERM");
-    await server?.exited;
-  }
+  await stopSpawned(proxy, engine);
   model?.cleanup();
 }, 60_000);
 

@@ -25,7 +25,7 @@ import { createOpenAICompatible } from "@ai-sdk/openai-compatible";
 import { ChatOpenAI } from "@langchain/openai";
 import { AIMessageChunk, HumanMessage } from "@langchain/core/messages";
 import { buildRunner, tinyModelFolder } from "../helpers/engineKit.ts";
-import { spawnServer, type SpawnedServer } from "./serverKit.ts";
+import { spawnServer, stopSpawned, type SpawnedServer } from "./serverKit.ts";
 
 setDefaultTimeout(180_000);
 
@@ -62,10 +62,7 @@ beforeAll(async () => {
 }, 300_000);
 
 afterAll(async () => {
-  for (const server of [proxy, engine]) {
-    server?.kill("SIGTERM");
-    await server?.exited;
-  }
+  await stopSpawned(proxy, engine);
   model?.cleanup();
 });
 

@@ -10,7 +10,7 @@ import { runCli } from "../helpers/cli.ts";
 import { buildRunner, tinyModelFolder } from "../helpers/engineKit.ts";
 import { chatOverDocuments, DOCS } from "../helpers/kvGenerationKit.ts";
 import { parsePrometheusText } from "../helpers/prometheusText.ts";
-import { spawnServer, type SpawnedServer } from "./serverKit.ts";
+import { spawnServer, stopSpawned, type SpawnedServer } from "./serverKit.ts";
 
 const MODEL = "tiny";
 const DOCUMENTS = [
@@ -119,10 +119,7 @@ beforeAll(async () => {
 }, 300_000);
 
 afterAll(async () => {
-  for (const server of [proxy, engine]) {
-    server?.kill("SIGTERM");
-    await server?.exited;
-  }
+  await stopSpawned(proxy, engine);
   model?.cleanup();
 }, 60_000);
 

@@ -123,6 +123,14 @@ export interface SpawnedServer extends Client {
   kill(signal: NodeJS.Signals | number): void;
 }
 
+/** Stops spawned servers in the order given (SIGTERM, then waits for each to exit); absent ones are skipped. */
+export async function stopSpawned(...servers: (SpawnedServer | undefined)[]): Promise<void> {
+  for (const server of servers) {
+    server?.kill("SIGTERM");
+    await server?.exited;
+  }
+}
+
 /** Spawns `bun src/cli/main.ts serve --port 0 ...args` and waits for its listening line. */
 export async function spawnServer(args: string[], env: Record<string, string> = {}, timeoutMs = 20_000, cwd = REPO_ROOT): Promise<SpawnedServer> {
   const child = spawnPiped([...scriptCommand(CLI_ENTRY), "serve", "--port", "0", ...args], { cwd, env: { ...process.env, NO_COLOR: "1", ...env } });

@@ -11,6 +11,7 @@
  *        [--recall-prophet-scores attention,product,...]
  *        [--store-policies cachecraft,prophet,epic,none,full] [--reuse-scoring sync,idle,idle-settled]
  *        [--sparse-anchor newest|newest-centered|window] [--sparse-anchor-tokens N] [--kv-blocks N]
+ *        [--sparse-refine N] [--sparse-refine-lookback T]
  *
  * One `ctxr serve --model DIR --in-memory --port 0 --reuse-scoring sync` child for the whole run
  * (sync: the warm-up's variants carry their measured shift before the first question comes, as
@@ -112,6 +113,8 @@ const { values } = parseArgs({
     // Passed to the server as they are (it says what is wrong with a bad value).
     "sparse-anchor": { type: "string", default: DEFAULT_SPARSE_ANCHOR },
     "sparse-anchor-tokens": { type: "string", default: String(DEFAULT_ANCHOR_TOKENS) },
+    "sparse-refine": { type: "string" },
+    "sparse-refine-lookback": { type: "string" },
     // The server's KV blocks (its default holds 8,192 tokens: an 8,192-byte retrieval prompt needs more).
     "kv-blocks": { type: "string" },
     json: { type: "string" },
@@ -237,7 +240,7 @@ interface Server {
 async function startServer(model: string, reuseScoring: ReuseScoringMode): Promise<Server> {
   // Without the automatic prefix cache: a full prefill's exact blocks would serve the reusing
   // cells of the same prompt, and the policies' own quality would go unmeasured.
-  const child = Bun.spawn([process.execPath, CLI_ENTRY, "serve", "--model", model, "--in-memory", "--port", "0", "--threads", String(threads), "--context-scores", contextScores, "--prophet-span-decay", String(spanDecay), "--prophet-query-rows", queryRows, "--prophet-scores", prophetScores, "--no-prefix-cache", "--reuse-scoring", serverReuseScoring(reuseScoring), ...(values["kv-blocks"] !== undefined ? ["--kv-blocks", values["kv-blocks"]] : []), "--sparse-anchor", values["sparse-anchor"]!, ...(values["sparse-anchor"] === "window" ? [] : ["--sparse-anchor-tokens", values["sparse-anchor-tokens"]!])], {
+  const child = Bun.spawn([process.execPath, CLI_ENTRY, "serve", "--model", model, "--in-memory", "--port", "0", "--threads", String(threads), "--context-scores", contextScores, "--prophet-span-decay", String(spanDecay), "--prophet-query-rows", queryRows, "--prophet-scores", prophetScores, "--no-prefix-cache", "--reuse-scoring", serverReuseScoring(reuseScoring), ...(values["kv-blocks"] !== undefined ? ["--kv-blocks", values["kv-blocks"]] : []), "--sparse-anchor", values["sparse-anchor"]!, ...(values["sparse-anchor"] === "window" ? [] : ["--sparse-anchor-tokens", values["sparse-anchor-tokens"]!]), ...(["sparse-refine", "sparse-refine-lookback"] as const).flatMap((flag) => (values[flag] !== undefined ? [`--${flag}`, values[flag]] : []))], {
     cwd: REPO,
     env: { ...process.env, NO_COLOR: "1" },
     stdin: "ignore",

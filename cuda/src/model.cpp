@@ -1,6 +1,7 @@
 #include "model.h"
 
 #include <algorithm>
+#include <functional>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
@@ -725,14 +726,10 @@ void Model::relocate_kv(const std::vector<int32_t>& src, const std::vector<int32
   }
 }
 
-std::vector<float> Model::key_means(const std::vector<int32_t>& slots, const std::vector<int32_t>& positions,
-                                    const std::vector<int32_t>& group, int groups) {
+void Model::for_each_unrotated_key(const std::vector<int32_t>& slots, const std::vector<int32_t>& positions,
+                                   const std::function<void(int layer, int first, int count, const float* keys)>& visit) {
   TrimOnReturn trim{this};
   const int kv = kv_width(), total = static_cast<int>(slots.size());
-  const size_t width = static_cast<size_t>(config_.layers) * kv;
-  std::vector<float> out(static_cast<size_t>(groups) * width, 0.f);
-  std::vector<int> members(groups, 0);
-  for (int32_t g : group) members[g]++;
   std::vector<float> host;
   for (int first = 0; first < total; first += kSlotPiece) {
     const int count = std::min(kSlotPiece, total - first);
@@ -747,18 +744,45 @@ std::vector<float> Model::key_means(const std::vector<int32_t>& slots, const std
       backend_->kv_read(l, d_slots, count, k, v);
       rotate(k, kv, count, config_.kv_heads, d_positions, layers_[l].inv_freq, -1);
       backend_->to_host(host.data(), k, host.size() * 4);
-      for (int i = 0; i < count; i++) {
-        float* sum = out.data() + static_cast<size_t>(group[first + i]) * width + static_cast<size_t>(l) * kv;
-        const float* row = host.data() + static_cast<size_t>(i) * kv;
-        for (int j = 0; j < kv; j++) sum[j] += row[j];
-      }
+      visit(l, first, count, host.data());
     }
   }
+}
+
+std::vector<float> Model::key_means(const std::vector<int32_t>& slots, const std::vector<int32_t>& positions,
+                                    const std::vector<int32_t>& group, int groups) {
+  const int kv = kv_width();
+  const size_t width = static_cast<size_t>(config_.layers) * kv;
+  std::vector<float> out(static_cast<size_t>(groups) * width, 0.f);
+  std::vector<int> members(groups, 0);
+  for (int32_t g : group) members[g]++;
+  for_each_unrotated_key(slots, positions, [&](int l, int first, int count, const float* keys) {
+    for (int i = 0; i < count; i++) {
+      float* sum = out.data() + static_cast<size_t>(group[first + i]) * width + static_cast<size_t>(l) * kv;
+      const float* row = keys + static_cast<size_t>(i) * kv;
+      for (int j = 0; j < kv; j++) sum[j] += row[j];
+    }
+  });
   for (int g = 0; g < groups; g++) {
     if (members[g] == 0) continue;
     for (size_t j = 0; j < width; j++) out[static_cast<size_t>(g) * width + j] /= static_cast<float>(members[g]);
   }
   return out;
+}
+
+std::vector<float> Model::key_dots(const std::vector<int32_t>& slots, const std::vector<int32_t>& positions, const float* anchor) {
+  const int kv = kv_width();
+  std::vector<double> sums(slots.size(), 0.0);
+  for_each_unrotated_key(slots, positions, [&](int l, int first, int count, const float* keys) {
+    const float* a = anchor + static_cast<size_t>(l) * kv;
+    for (int i = 0; i < count; i++) {
+      const float* row = keys + static_cast<size_t>(i) * kv;
+      double dot = 0.0;
+      for (int j = 0; j < kv; j++) dot += static_cast<double>(row[j]) * a[j];
+      sums[first + i] += dot;
+    }
+  });
+  return std::vector<float>(sums.begin(), sums.end());
 }
 
 }  // namespace ctxr

@@ -8,6 +8,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <functional>
 #include <vector>
 
 #include "backend.h"
@@ -121,6 +122,9 @@ class Model {
   // rotated at positions[i]), per layer: out[g][layer * kv_width + j]; zeros for an empty group.
   std::vector<float> key_means(const std::vector<int32_t>& slots, const std::vector<int32_t>& positions,
                                const std::vector<int32_t>& group, int groups);
+  // Per slot i: the dot product of K without RoPE (slot i rotated at positions[i]) with `anchor`,
+  // summed over the layers (anchor: layers * kv_width floats, layer-major as key_means' rows).
+  std::vector<float> key_dots(const std::vector<int32_t>& slots, const std::vector<int32_t>& positions, const float* anchor);
 
  private:
   struct Layer {
@@ -189,6 +193,10 @@ class Model {
   float* upload_inv_freq(const std::vector<double>& inv);
   float* load_fused_vector(const std::vector<std::string>& names, const std::vector<int>& sizes);
   // backend_->rope() with this model's rotary shape (partial rotary, LongRoPE's factor).
+  // Reads K of `slots` (rotated at positions[i]) without RoPE, layer by layer, in pieces of at most
+  // kSlotPiece slots: visit(layer, first slot index, count, count rows of kv_width floats on the host).
+  void for_each_unrotated_key(const std::vector<int32_t>& slots, const std::vector<int32_t>& positions,
+                              const std::function<void(int layer, int first, int count, const float* keys)>& visit);
   void rotate(float* x, int stride, int n, int heads, const int32_t* positions, const float* inv_freq, int sign);
   // Whether layer l keeps its K/V in the sliding group's pool (a model with two KV groups).
   bool in_sliding_group(int l) const { return kv_groups_.two_groups() && layers_[l].window > 0; }

@@ -2,6 +2,8 @@
 
 #include "greedy_row.h"
 #include <algorithm>
+#include <cmath>
+#include <limits>
 #include <cstdio>
 #include <cstring>
 #include <stdexcept>
@@ -197,6 +199,8 @@ std::vector<uint8_t> Runner::dispatch(uint32_t op, const uint8_t* body, size_t s
       return w.bytes;
     case kKeySummary:
       return key_summary(body, size);
+    case kKeyScores:
+      return key_scores(body, size);
     case kProfile: {
       uint32_t on = r.u32("the profiling switch");
       r.end("PROFILE");
@@ -520,6 +524,37 @@ std::vector<uint8_t> Runner::key_summary(const uint8_t* body, size_t size) {
   BodyWriter w;
   w.append(counts.data(), counts.size() * 4);
   w.append(means.data(), means.size() * 4);
+  return w.bytes;
+}
+
+std::vector<uint8_t> Runner::key_scores(const uint8_t* body, size_t size) {
+  refuse_with_two_groups("KEY_SCORES");
+  BodyReader r(body, size);
+  uint32_t n = r.u32("the block count");
+  std::vector<int32_t> ids = r.i32s(n, "the block ids");
+  const size_t width = static_cast<size_t>(model_.config().layers) * model_.kv_width();
+  const float* anchor = r.floats(width, "the anchor");
+  r.end("KEY_SCORES");
+  blocks_.check_allocated(ids, "KEY_SCORES");
+  for (size_t j = 0; j < width; j++)
+    if (!std::isfinite(anchor[j])) throw BadRequest("KEY_SCORES: anchor value " + std::to_string(j) + " is not finite");
+  const int bs = blocks_.block_size();
+  std::vector<int32_t> slots, positions, at;
+  for (uint32_t b = 0; b < n; b++) {
+    for (int o = 0; o < bs; o++) {
+      int32_t slot = ids[b] * bs + o;
+      int32_t position = blocks_.position(slot);
+      if (position == KvBlocks::kUnwritten) continue;
+      slots.push_back(slot);
+      positions.push_back(position);
+      at.push_back(static_cast<int32_t>(b * bs + o));
+    }
+  }
+  std::vector<float> dots = model_.key_dots(slots, positions, anchor);
+  std::vector<float> scores(static_cast<size_t>(n) * bs, -std::numeric_limits<float>::infinity());
+  for (size_t i = 0; i < at.size(); i++) scores[at[i]] = dots[i];
+  BodyWriter w;
+  w.append(scores.data(), scores.size() * 4);
   return w.bytes;
 }
 

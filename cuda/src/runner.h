@@ -12,7 +12,7 @@
 namespace ctxr {
 
 enum Op : uint32_t { kInfo = 1, kAlloc = 2, kFree = 3, kCopy = 4, kForward = 5, kExport = 6, kImport = 7, kShutdown = 8, kMove = 9, kProfile = 10,
-              kRelocate = 11, kKeySummary = 12 };
+              kRelocate = 11, kKeySummary = 12, kKeyScores = 13 };
 // FORWARD flags.
 enum ForwardFlag : uint32_t { kForwardStats = 1, kForwardChunkMass = 2, kForwardEarlyStop = 4, kForwardGreedyRows = 8 };
 enum Status : uint32_t { kOk = 0, kBadRequest = 1, kOutOfBlocks = 2, kInternal = 3 };
@@ -39,7 +39,7 @@ class Runner {
   bool two_groups() const { return model_.kv_groups().two_groups(); }
   // The pool of ALLOC/FREE's optional trailing group (0 when absent).
   KvBlocks& group_blocks(BodyReader& r, const char* op);
-  // Ops that address whole blocks of one pool (COPY, MOVE, KEY_SUMMARY) are refused with two groups.
+  // Ops that address whole blocks of one pool (COPY, MOVE, KEY_SUMMARY, KEY_SCORES) are refused with two groups.
   void refuse_with_two_groups(const char* op) const;
   // With two groups: the sliding table that follows a block table in EXPORT, IMPORT and RELOCATE
   // (kNoBlock or allocated blocks); empty with one group, where nothing follows.
@@ -58,6 +58,7 @@ class Runner {
   void copy_blocks(const uint8_t* body, size_t size, bool move);
   void relocate(const uint8_t* body, size_t size);
   std::vector<uint8_t> key_summary(const uint8_t* body, size_t size);
+  std::vector<uint8_t> key_scores(const uint8_t* body, size_t size);
   // The FORWARD statistics block of one sequence (flags bit 0, with bits 1 and 2), checked.
   void read_forward_stats(BodyReader& r, SequenceStep& s, uint32_t flags, const std::string& which) const;
   // Slots of sequence indices start..start+count-1 of `table`, checked.

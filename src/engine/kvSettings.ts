@@ -73,6 +73,8 @@ export function describeKvTuning(s: KvSettings): string {
 }
 
 function describeAnchor(anchor: SparseAnchorOptions): string {
-  if (!usesNewestKeys(anchor.kind)) return anchor.kind;
-  return `${anchor.kind} (${anchor.tokens} token${anchor.tokens === 1 ? "" : "s"})`;
+  const kind = usesNewestKeys(anchor.kind) ? `${anchor.kind} (${anchor.tokens} token${anchor.tokens === 1 ? "" : "s"})` : anchor.kind;
+  const refinement = anchor.refinement;
+  if (refinement === undefined) return kind;
+  return `${kind}, ${refinement.factor === 0 ? "ranked by mean key" : `best ${refinement.factor} × budget re-ranked by best token, lookback ${refinement.lookback}`}`;
 }

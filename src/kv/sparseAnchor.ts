@@ -12,6 +12,7 @@
  * of the runner's KEY_SUMMARY; an anchor has the same layout, so its dot product with a page
  * vector sums the per-layer, per-head key-key affinities.
  */
+import type { TokenRefinementOptions } from "./sparseTokenRefinement.ts";
 
 export const SPARSE_ANCHORS = ["window", "newest", "newest-centered"] as const;
 export type SparseAnchorKind = (typeof SPARSE_ANCHORS)[number];
@@ -25,6 +26,8 @@ export interface SparseAnchorOptions {
   kind: SparseAnchorKind;
   /** Newest tokens averaged ("newest" kinds), 1..MAX_ANCHOR_TOKENS. */
   tokens: number;
+  /** The fine stage, pages re-ranked by their best token (default DEFAULT_TOKEN_REFINEMENT; factor 0: off). */
+  refinement?: TokenRefinementOptions;
 }
 
 export const DEFAULT_SPARSE_ANCHOR_OPTIONS: Readonly<SparseAnchorOptions> = Object.freeze({ kind: DEFAULT_SPARSE_ANCHOR, tokens: DEFAULT_ANCHOR_TOKENS });

@@ -15,6 +15,7 @@ import type { UncertaintyTriggerOptions } from "./uncertaintyTrigger.ts";
 /** The runner op sparse decode needs (RunnerProcess has it). */
 export interface SparseDecodeRunner {
   keySummary(blocks: readonly number[]): Promise<{ counts: Uint32Array; summaries: Float32Array }>;
+  keyScores(blocks: readonly number[], anchor: Float32Array): Promise<Float32Array>;
   export(range: KvRange): Promise<KvData>;
 }
 
@@ -41,6 +42,7 @@ export class SparseDecode {
       blockSize: info.block_size,
       anchor: usesNewestKeys(anchor.kind) ? "newest" : "window",
       centered: anchorCentered(anchor.kind),
+      ...(anchor.refinement !== undefined ? { refinement: anchor.refinement } : {}),
       ...(trigger !== undefined ? { trigger } : {}),
     });
   }
@@ -48,10 +50,15 @@ export class SparseDecode {
   /** Summarises the blocks that filled up since the last call; exports the newest keys when the next step selects pages against them. */
   async sync(runner: SparseDecodeRunner, table: KvBlockTable): Promise<void> {
     await this.summarise(runner, table);
-    if (!this.planner.needsNewestKeys(table.length)) return;
-    const count = Math.min(this.anchor.tokens, table.length);
-    const { layers } = await runner.export({ table: table.blocks, start: table.length - count, count });
-    this.planner.setNewestKeys(newestKeysAnchor(layers, count, this.kvWidth));
+    if (this.planner.needsNewestKeys(table.length)) {
+      const count = Math.min(this.anchor.tokens, table.length);
+      const { layers } = await runner.export({ table: table.blocks, start: table.length - count, count });
+      this.planner.setNewestKeys(newestKeysAnchor(layers, count, this.kvWidth));
+    }
+    const request = this.planner.refinementRequest(table.length);
+    if (request === undefined || request.pages.length === 0) return;
+    const scores = await runner.keyScores(request.pages.map((page) => table.blocks[page]!), request.anchor);
+    this.planner.setTokenScores(request.pages, scores, table.length);
   }
 
   private async summarise(runner: SparseDecodeRunner, table: KvBlockTable): Promise<void> {

@@ -30,14 +30,25 @@ import type { IndexKernels } from "../kernels/index.ts";
 import { type PageHierarchyOptions, PageHierarchy } from "./pageHierarchy.ts";
 import {
   budgetToPages,
+  centeredAnchor,
   checkRatios,
   DEFAULT_RATIOS,
   DEFAULT_SINK_PAGES,
   DEFAULT_WINDOW_PAGES,
+  keptPageRanges,
   selectPages,
   type SelectionRatios,
+  windowAnchor,
   withKeptPages,
 } from "./sparsePageSelection.ts";
+import {
+  coarseCandidateCount,
+  DEFAULT_TOKEN_REFINEMENT,
+  pagesToScore,
+  refinedPageScores,
+  type TokenRefinementOptions,
+  topScoredPages,
+} from "./sparseTokenRefinement.ts";
 import { type TokenUncertainty, UncertaintyTrigger, type UncertaintyTriggerOptions } from "./uncertaintyTrigger.ts";
 
 /** KV budget as a fraction of the context when none is given: the paper's 1%. */
@@ -65,6 +76,8 @@ export interface SparseDecodePlannerOptions extends Pick<PageHierarchyOptions, "
   blockSize?: number;
   /** Trigger thresholds and window (see uncertaintyTrigger.ts for the defaults). */
   trigger?: UncertaintyTriggerOptions;
+  /** The fine stage: pages re-ranked by their best token (sparseTokenRefinement.ts); default on, factor 0 off. */
+  refinement?: TokenRefinementOptions;
   /** Default `kernels()`. */
   kernels?: IndexKernels;
 }
@@ -94,6 +107,7 @@ export class SparseDecodePlanner {
   readonly windowPages: number;
   readonly blockSize: number;
   readonly trigger: UncertaintyTrigger;
+  readonly refinement: Readonly<TokenRefinementOptions>;
 
   private readonly hierarchyOptions: PageHierarchyOptions;
   private readonly kernels: IndexKernels | undefined;
@@ -108,6 +122,8 @@ export class SparseDecodePlanner {
   private reconstructionCount = 0;
   /** The newest tokens' keys for the next selection (anchor "newest"). */
   private newestKeys: Float32Array | undefined;
+  /** Pages ranked by their best token for the selection at sequence index `length` (setTokenScores). */
+  private refined: { length: number; scores: Map<number, number> } | undefined;
 
   constructor(options: SparseDecodePlannerOptions = {}) {
     const {
@@ -131,6 +147,11 @@ export class SparseDecodePlanner {
     this.windowPages = windowPages;
     this.blockSize = blockSize;
     this.trigger = new UncertaintyTrigger(options.trigger);
+    const refinement = options.refinement ?? DEFAULT_TOKEN_REFINEMENT;
+    checkInteger("refinement.factor", refinement.factor, 0);
+    checkInteger("refinement.lookback", refinement.lookback, 0);
+    // More than a block looks back past the previous page, which is not scored for it.
+    this.refinement = { factor: refinement.factor, lookback: Math.min(refinement.lookback, blockSize) };
     this.hierarchyOptions = { chunkPages: options.chunkPages, gridChunks: options.gridChunks };
     this.kernels = options.kernels;
     if (options.chunkPages !== undefined) checkInteger("chunkPages", options.chunkPages, 1);
@@ -170,6 +191,7 @@ export class SparseDecodePlanner {
     }
     this.clearSelection();
     this.newestKeys = undefined;
+    this.refined = undefined;
     this.lastLength = -1;
     this.trigger.reset();
   }
@@ -201,6 +223,39 @@ export class SparseDecodePlanner {
     return !plan.dense && plan.reconstruct;
   }
 
+  /**
+   * When `tableFor(_, length)` will select pages and the fine stage is on: the pages whose tokens
+   * to score (KEY_SCORES) and the anchor to score them against; give the scores to
+   * `setTokenScores` before that call. Call after `setNewestKeys`.
+   */
+  refinementRequest(length: number): { pages: number[]; anchor: Float32Array } | undefined {
+    const hierarchy = this.hierarchy;
+    if (this.refinement.factor === 0 || hierarchy === undefined || hierarchy.pageCount === 0) return undefined;
+    const plan = this.plan(length);
+    if (plan.dense || !plan.reconstruct || plan.budget === 0) return undefined;
+    const raw = this.anchor === "newest" && this.newestKeys !== undefined ? this.newestKeys : windowAnchor(hierarchy, this.windowPages, plan.totalPages);
+    if (raw === undefined) return undefined;
+    const coarse = selectPages(hierarchy, {
+      pageBudget: coarseCandidateCount(plan.budget, this.refinement.factor),
+      ratios: this.ratios,
+      sinkPages: this.sinkPages,
+      windowPages: this.windowPages,
+      totalPages: plan.totalPages,
+      kernels: this.kernels,
+      centered: this.centered,
+      anchor: raw,
+    });
+    const { sinkEnd, windowStart } = keptPageRanges(plan.totalPages, this.sinkPages, this.windowPages);
+    const candidateEnd = Math.min(hierarchy.pageCount, windowStart);
+    const pages = pagesToScore(coarse.semantic, (page) => page >= sinkEnd && page < candidateEnd);
+    return { pages, anchor: this.centered ? centeredAnchor(hierarchy, raw) : Float32Array.from(raw) };
+  }
+
+  /** The token scores of `refinementRequest(length)`'s pages (blockSize per page, in order). */
+  setTokenScores(pages: readonly number[], scores: ArrayLike<number>, length: number): void {
+    this.refined = { length, scores: refinedPageScores(pages, scores, this.blockSize, this.refinement.lookback) };
+  }
+
   private plan(length: number): { dense: boolean; reconstruct: boolean; budget: number; totalPages: number } {
     const totalPages = Math.floor(length / this.blockSize) + 1;
     const budget = budgetToPages(length + 1, this.budgetFraction, this.blockSize, this.sinkPages, this.windowPages);
@@ -225,6 +280,8 @@ export class SparseDecodePlanner {
       throw new RangeError(`SparseDecodePlanner: sequence index ${length} needs ${totalPages} blocks (the table has ${fullTable.length})`);
     }
     const { dense, reconstruct, budget } = this.plan(length);
+    const refined = this.refined?.length === length ? this.refined.scores : undefined;
+    this.refined = undefined;
     if (dense) {
       this.clearSelection();
       this.lastLength = length;
@@ -234,7 +291,10 @@ export class SparseDecodePlanner {
     let pages: number[];
     if (reconstruct) {
       const hierarchy = this.hierarchy;
-      if (hierarchy !== undefined && hierarchy.pageCount > 0) {
+      if (refined !== undefined) {
+        this.semantic = topScoredPages(refined, budget);
+        pages = withKeptPages(this.semantic, totalPages, this.pageCount, this.sinkPages, this.windowPages);
+      } else if (hierarchy !== undefined && hierarchy.pageCount > 0) {
         const selection = selectPages(hierarchy, {
           pageBudget: budget,
           ratios: this.ratios,

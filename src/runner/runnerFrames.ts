@@ -19,6 +19,7 @@ export const Op = {
   PROFILE: 10,
   RELOCATE: 11,
   KEY_SUMMARY: 12,
+  KEY_SCORES: 13,
 } as const;
 export type OpCode = (typeof Op)[keyof typeof Op];
 

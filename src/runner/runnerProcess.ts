@@ -21,6 +21,7 @@ import {
   decodeExportResponse,
   decodeForwardResponse,
   decodeInfo,
+  decodeKeyScoresResponse,
   decodeKeySummaryResponse,
   decodeProfile,
   decodeText,
@@ -30,6 +31,7 @@ import {
   encodeForward,
   encodeFree,
   encodeImport,
+  encodeKeyScores,
   encodeKeySummary,
   encodeProfile,
   encodeRelocate,
@@ -278,6 +280,13 @@ export class RunnerProcess {
     const info = this.info;
     const frame = await this.call(Op.KEY_SUMMARY, encodeKeySummary(blocks));
     return decodeKeySummaryResponse(frame.body, blocks.length, info);
+  }
+
+  /** Per slot of each block: K without RoPE dotted with `anchor`, summed over layers; -Infinity where unwritten (KEY_SCORES). */
+  async keyScores(blocks: readonly number[], anchor: Float32Array): Promise<Float32Array> {
+    const info = this.info;
+    const frame = await this.call(Op.KEY_SCORES, encodeKeyScores(blocks, anchor, info));
+    return decodeKeyScoresResponse(frame.body, blocks.length, info);
   }
 
   /** The FORWARD profile since the previous call (then zeroed); `on` switches profiling for later FORWARDs. */

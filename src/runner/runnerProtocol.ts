@@ -435,7 +435,7 @@ export function encodeImport(range: KvRange, data: KvData, info: Pick<RunnerInfo
 }
 
 // ---------------------------------------------------------------------------
-// RELOCATE and KEY_SUMMARY
+// RELOCATE, KEY_SUMMARY and KEY_SCORES
 
 /**
  * RELOCATE: K/V of source entries srcStart .. srcStart+count-1 copied to destination entries
@@ -487,6 +487,24 @@ export function decodeKeySummaryResponse(body: Uint8Array, blocks: number, info:
   const summaries = reader.f32s(blocks * info.layers * kvWidth(info), "summaries");
   reader.end();
   return { counts, summaries };
+}
+
+/**
+ * KEY_SCORES: per slot of each listed block, the dot product of its K without RoPE with `anchor`
+ * (layers × kv_width floats, layer-major as KEY_SUMMARY's rows), summed over the layers.
+ */
+export function encodeKeyScores(blocks: readonly number[], anchor: Float32Array, info: Pick<RunnerInfo, "layers" | "kv_heads" | "head_dim">): Uint8Array {
+  const width = info.layers * kvWidth(info);
+  if (anchor.length !== width) throw new ProtocolError(`KEY_SCORES: an anchor of ${anchor.length} floats for keys of ${width}`);
+  return new BodyWriter(4 + 4 * blocks.length + 4 * width).u32(blocks.length).u32s(blocks).f32s(anchor).finish();
+}
+
+/** blocks × block_size scores, block by block; -Infinity for a slot not written. */
+export function decodeKeyScoresResponse(body: Uint8Array, blocks: number, info: Pick<RunnerInfo, "block_size">): Float32Array {
+  const reader = new BodyReader(body, "KEY_SCORES response");
+  const scores = reader.f32s(blocks * info.block_size, "scores");
+  reader.end();
+  return scores;
 }
 
 // ---------------------------------------------------------------------------

@@ -100,12 +100,25 @@ describe("SparseDecode: exports the newest tokens' keys when it selects", () => 
 
   function fakeRunner(vectors: Float32Array, question: Float32Array) {
     const exports: { start: number; count: number }[] = [];
+    const scored: number[][] = [];
     return {
       exports,
+      scored,
       async keySummary(blocks: readonly number[]) {
         const summaries = new Float32Array(blocks.length * DIM);
         blocks.forEach((block, i) => summaries.set(vectors.subarray((block - 1000) * DIM, (block - 1000 + 1) * DIM), i * DIM));
         return { counts: new Uint32Array(blocks.length).fill(B), summaries };
+      },
+      // Every token of a page has the page's mean key.
+      async keyScores(blocks: readonly number[], anchor: Float32Array) {
+        scored.push([...blocks]);
+        const scores = new Float32Array(blocks.length * B);
+        blocks.forEach((block, i) => {
+          let dot = 0;
+          for (let j = 0; j < DIM; j++) dot += anchor[j]! * vectors[(block - 1000) * DIM + j]!;
+          scores.fill(dot, i * B, (i + 1) * B);
+        });
+        return scores;
       },
       async export(range: KvRange) {
         exports.push({ start: range.start, count: range.count });
@@ -125,11 +138,15 @@ describe("SparseDecode: exports the newest tokens' keys when it selects", () => 
     table.length = PAGES * B + 1;
     await sparse.sync(runner, table);
     expect(runner.exports).toEqual([{ start: PAGES * B - 2, count: 3 }]);
+    // The fine stage scored the tokens of the coarse candidates (the answer's page among them) once.
+    expect(runner.scored.length).toBe(1);
+    expect(runner.scored[0]).toContain(1000 + ANSWER_PAGE);
     const entry = sparse.decodeEntry(full, table.length);
     expect(entry.table).toContain(1000 + ANSWER_PAGE);
     table.length++;
     await sparse.sync(runner, table);
     expect(runner.exports.length).toBe(1);
+    expect(runner.scored.length).toBe(1);
     // The window anchor never exports.
     const window = new SparseDecode(info, 0.1, undefined, { kind: "window", tokens: 1 });
     const other = fakeRunner(vectors, question);

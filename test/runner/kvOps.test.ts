@@ -230,6 +230,35 @@ describe("RELOCATE, KEY_SUMMARY and chunk mass (2 layers)", () => {
     await expect(runner.keySummary([table[0]!])).rejects.toThrow(/is not allocated/);
   });
 
+  test("KEY_SCORES: each written slot's K without RoPE dotted with the anchor over all layers; -inf where unwritten", async () => {
+    const table = await runner.alloc(3);
+    await prefill(table, 0);
+    await runner.forward({ sequences: [{ table, tokens: chunk.slice(0, 4), indices: sequenceRange(16, 4), logitRows: [] }] });
+    const kv = await runner.export({ table, start: 0, count: n });
+    const { layers, block_size } = runner.info;
+    const dim = layers * width;
+    const anchor = Float32Array.from({ length: dim }, (_, j) => Math.sin(j * 0.37) - 0.2);
+    const scores = await runner.keyScores([table[1]!, table[0]!], anchor);
+    expect(scores.length).toBe(2 * block_size);
+    const expected = (entry: number) => {
+      let dot = 0;
+      for (let l = 0; l < layers; l++) for (let j = 0; j < width; j++) dot += kv.layers[l]!.k[entry * width + j]! * anchor[l * width + j]!;
+      return dot;
+    };
+    for (let o = 0; o < block_size; o++) {
+      if (o < 4) expect(Math.abs(scores[o]! - expected(16 + o))).toBeLessThanOrEqual(1e-3 * (1 + Math.abs(expected(16 + o))));
+      else expect(scores[o]).toBe(-Infinity);
+      expect(Math.abs(scores[block_size + o]! - expected(o))).toBeLessThanOrEqual(1e-3 * (1 + Math.abs(expected(o))));
+    }
+    expect(new Set(Array.from(scores.subarray(block_size))).size).toBeGreaterThan(8);
+    await expect(runner.keyScores([table[0]!], anchor.subarray(1))).rejects.toThrow(/an anchor of/);
+    await expect(runner.keyScores([63], anchor)).rejects.toMatchObject({ status: Status.BAD_REQUEST, runnerMessage: expect.stringMatching(/KEY_SCORES: block 63 is not allocated/) });
+    const bad = anchor.slice();
+    bad[3] = Number.NaN;
+    await expect(runner.keyScores([table[0]!], bad)).rejects.toMatchObject({ status: Status.BAD_REQUEST, runnerMessage: expect.stringMatching(/KEY_SCORES: anchor value 3 is not finite/) });
+    await runner.free(table);
+  });
+
   test("chunk mass: each query's mass summed over each chunk; the rest unchanged", async () => {
     const table = await runner.alloc(2);
     const queryRows = [0, 7, 12, 19];

@@ -28,6 +28,7 @@ import {
   type UncertaintyTriggerOptions,
 } from "../../kv/uncertaintyTrigger.ts";
 import { DEFAULT_ANCHOR_TOKENS, DEFAULT_SPARSE_ANCHOR, MAX_ANCHOR_TOKENS, SPARSE_ANCHORS, type SparseAnchorKind, type SparseAnchorOptions, usesNewestKeys } from "../../kv/sparseAnchor.ts";
+import { DEFAULT_REFINE_FACTOR, DEFAULT_REFINE_LOOKBACK, MAX_REFINE_FACTOR, MAX_REFINE_LOOKBACK, type TokenRefinementOptions } from "../../kv/sparseTokenRefinement.ts";
 import type { CommandIo } from "./types.ts";
 import { isHubReference } from "../../model/hub/hubReference.ts";
 import { loadHubModel } from "../hubModelLoader.ts";
@@ -75,7 +76,7 @@ const VALUE_FLAGS = [
   "sparse-varentropy-threshold", "sparse-trigger-window", "log-level", "reuse-scoring-budget", "reuse-scoring",
   "reuse-audit-rate", "reuse-audit-tokens", "reuse-audit-warn-below",
   ...REUSE_TARGET_FLAGS,
-  "sparse-anchor", "sparse-anchor-tokens",
+  "sparse-anchor", "sparse-anchor-tokens", "sparse-refine", "sparse-refine-lookback",
 ] as const;
 
 /** Old option names, still accepted (with a note): "block" alone now means only a KV block. */
@@ -126,7 +127,17 @@ function sparseAnchorFromFlags(flags: ParsedFlags): SparseAnchorOptions {
     throw new UsageError(`--sparse-anchor-tokens must be at most ${MAX_ANCHOR_TOKENS}, got '${flags.values["sparse-anchor-tokens"]}'`, COMMAND);
   }
   if (tokens !== undefined && !usesNewestKeys(kind)) throw new UsageError(`--sparse-anchor-tokens needs --sparse-anchor newest or newest-centered (got ${kind})`, COMMAND);
-  return { kind, tokens: tokens ?? DEFAULT_ANCHOR_TOKENS };
+  return { kind, tokens: tokens ?? DEFAULT_ANCHOR_TOKENS, refinement: sparseRefinementFromFlags(flags) };
+}
+
+/** Sparse decode's fine stage, from --sparse-refine and --sparse-refine-lookback. */
+function sparseRefinementFromFlags(flags: ParsedFlags): TokenRefinementOptions {
+  const factor = integerFlag(flags, "sparse-refine", COMMAND, 0) ?? DEFAULT_REFINE_FACTOR;
+  if (factor > MAX_REFINE_FACTOR) throw new UsageError(`--sparse-refine must be at most ${MAX_REFINE_FACTOR}, got '${flags.values["sparse-refine"]}'`, COMMAND);
+  const lookback = integerFlag(flags, "sparse-refine-lookback", COMMAND, 0);
+  if (lookback !== undefined && lookback > MAX_REFINE_LOOKBACK) throw new UsageError(`--sparse-refine-lookback must be at most ${MAX_REFINE_LOOKBACK}, got '${flags.values["sparse-refine-lookback"]}'`, COMMAND);
+  if (lookback !== undefined && factor === 0) throw new UsageError("--sparse-refine-lookback needs the fine stage on (--sparse-refine 0 turns it off)", COMMAND);
+  return { factor, lookback: lookback ?? DEFAULT_REFINE_LOOKBACK };
 }
 
 function sharedStateFlags(flags: ParsedFlags, tls: RedisTlsSettings | undefined): SharedStateConfig | null {
@@ -214,7 +225,7 @@ async function serveWithFlags(flags: SourcedFlags, io: CommandIo, err: (text: st
 
   const model = typeof flags.values.model === "string" ? flags.values.model : null;
   if (model === "") throw new UsageError("--model must not be empty", COMMAND);
-  const modelOnly = ["max-response-bytes", "device", "kv-blocks", "kv-sliding-blocks", "threads", "kv-dtype", "served-model-name", "max-waiting-requests", "request-timeout", "max-grammar-step-ms", "max-grammar-compile-ms", "max-grammar-tools", "kv-policy", "recompute-ratio", "kv-device-blocks", "kv-host-bytes", "kv-dir", "kv-disk-bytes", "kv-remote", "kv-remote-bytes", "kv-remote-secret", "kv-remote-secret-file", "focus-window", "context-scores", "prophet-span-decay", "prophet-query-rows", "prophet-scores", "no-prefix-cache", "tool-call-parser", "reasoning-parser", "kv-events-publish", "sparse-entropy-threshold", "sparse-varentropy-threshold", "sparse-trigger-window", "kv-events-max-connections", "kv-events-handshake-timeout", "reuse-scoring-budget", "reuse-scoring", "reuse-audit-rate", "reuse-audit-tokens", "reuse-audit-warn-below", ...REUSE_TARGET_FLAGS, "sparse-anchor", "sparse-anchor-tokens"].find((name) => flags.values[name] !== undefined);
+  const modelOnly = ["max-response-bytes", "device", "kv-blocks", "kv-sliding-blocks", "threads", "kv-dtype", "served-model-name", "max-waiting-requests", "request-timeout", "max-grammar-step-ms", "max-grammar-compile-ms", "max-grammar-tools", "kv-policy", "recompute-ratio", "kv-device-blocks", "kv-host-bytes", "kv-dir", "kv-disk-bytes", "kv-remote", "kv-remote-bytes", "kv-remote-secret", "kv-remote-secret-file", "focus-window", "context-scores", "prophet-span-decay", "prophet-query-rows", "prophet-scores", "no-prefix-cache", "tool-call-parser", "reasoning-parser", "kv-events-publish", "sparse-entropy-threshold", "sparse-varentropy-threshold", "sparse-trigger-window", "kv-events-max-connections", "kv-events-handshake-timeout", "reuse-scoring-budget", "reuse-scoring", "reuse-audit-rate", "reuse-audit-tokens", "reuse-audit-warn-below", ...REUSE_TARGET_FLAGS, "sparse-anchor", "sparse-anchor-tokens", "sparse-refine", "sparse-refine-lookback"].find((name) => flags.values[name] !== undefined);
   if (model === null && modelOnly !== undefined) throw new UsageError(`--${modelOnly} needs --model`, COMMAND);
   if (model !== null && upstreams.length > 0) throw new UsageError("give --model (serve a model) or --upstream (proxy engines), not both", COMMAND);
   // From the environment or a config file, --offline is a standing setting that a local model (or the proxy) satisfies.

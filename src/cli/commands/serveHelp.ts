@@ -2,6 +2,7 @@
 import { DEFAULT_CLIENT_STALL_MS, DEFAULT_MAX_UPSTREAM_REQUESTS, DEFAULT_UPSTREAM_TIMEOUT_MS } from "../../proxy/contextProxy.ts";
 import { DEFAULT_ENTROPY_THRESHOLD, DEFAULT_TRIGGER_WINDOW, DEFAULT_VARENTROPY_THRESHOLD, MAX_TRIGGER_WINDOW } from "../../kv/uncertaintyTrigger.ts";
 import { DEFAULT_ANCHOR_TOKENS, DEFAULT_SPARSE_ANCHOR, MAX_ANCHOR_TOKENS } from "../../kv/sparseAnchor.ts";
+import { DEFAULT_REFINE_FACTOR, DEFAULT_REFINE_LOOKBACK, MAX_REFINE_FACTOR, MAX_REFINE_LOOKBACK } from "../../kv/sparseTokenRefinement.ts";
 import { DEFAULT_GRAMMAR_LIMITS } from "../../engine/grammar/grammarBudget.ts";
 import { DEFAULT_HANDSHAKE_TIMEOUT_MS, DEFAULT_MAX_PEERS } from "../../zmq/zmqSockets.ts";
 import { DEFAULT_HOST, DEFAULT_PORT } from "../../server/serve.ts";
@@ -314,6 +315,10 @@ threshold. Calibrate the three for your model with 'ctxr model calibrate-sparse'
                                    less the mean block key) or window (the local
                                    window's mean key, centered) (default ${DEFAULT_SPARSE_ANCHOR})
   --sparse-anchor-tokens N         newest tokens averaged, 1..${MAX_ANCHOR_TOKENS} (default ${DEFAULT_ANCHOR_TOKENS})
+  --sparse-refine N                rank the best N × budget blocks again by their
+                                   best token, 0..${MAX_REFINE_FACTOR} (default ${DEFAULT_REFINE_FACTOR}; 0: by mean key only)
+  --sparse-refine-lookback T       a match in a block's last T tokens ranks the
+                                   next block too, 0..${MAX_REFINE_LOOKBACK}, at most a block (default ${DEFAULT_REFINE_LOOKBACK})
 
 Exit codes: 0 after a graceful stop, 2 bad usage, 1 failure (port in use, data
 directory locked by another server or unreadable, model not loadable).

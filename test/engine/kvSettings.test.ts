@@ -52,5 +52,9 @@ describe("describeKvTuning (the debug line)", () => {
     expect(describeKvTuning({ ...base, sparseAnchor: { kind: "newest", tokens: 1 } })).toEndWith("; sparse-decode anchor newest (1 token)");
     expect(describeKvTuning({ ...base, sparseAnchor: { kind: "newest-centered", tokens: 4 } })).toEndWith("; sparse-decode anchor newest-centered (4 tokens)");
     expect(describeKvTuning({ ...base, sparseAnchor: { kind: "window", tokens: 1 } })).toEndWith("; sparse-decode anchor window");
+    expect(describeKvTuning({ ...base, sparseAnchor: { kind: "newest", tokens: 1, refinement: { factor: 4, lookback: 4 } } })).toEndWith(
+      "; sparse-decode anchor newest (1 token), best 4 × budget re-ranked by best token, lookback 4",
+    );
+    expect(describeKvTuning({ ...base, sparseAnchor: { kind: "window", tokens: 1, refinement: { factor: 0, lookback: 4 } } })).toEndWith("; sparse-decode anchor window, ranked by mean key");
   });
 });

@@ -102,5 +102,5 @@ describe.skipIf(!haveModel)("sparse decode through the real server: newest vs wi
     console.log(`sparseAnchor.test.ts: ${QUESTIONS} retrieval questions at kv_budget ${REFINE_BUDGET}: refined ${refined.correct}, mean key ${mean.correct}`);
     expect(refined.sparseSteps).toBeGreaterThanOrEqual(QUESTIONS * 2);
     expect(refined.correct).toBeGreaterThanOrEqual(mean.correct + REFINE_MARGIN);
-  });
+  }, 300_000);
 });

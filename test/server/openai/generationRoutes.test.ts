@@ -625,7 +625,7 @@ describe("ctxr serve --model (CLI)", () => {
       expect(spawned.startLines).toContain(
         "ctxr serve: debug: prophet span decay 0.8, prophet scores product; cachecraft scores shift, focused-chunk early stop off; " +
           "sparse-decode trigger: entropy 3 nats, varentropy 5 nats², window 8 steps (the built-in thresholds; ctxr model calibrate-sparse fits them to a model); " +
-          "sparse-decode anchor newest (1 token)",
+          "sparse-decode anchor newest (1 token), best 4 × budget re-ranked by best token, lookback 4",
       );
       // (A request first: a SIGTERM sent the instant the ready line appears can beat Bun's signal handler.)
       expect((await spawned.get("/v1/models")).status).toBe(200);

@@ -48,7 +48,8 @@ export async function prepareChatGeneration(engine: GenerationEngine, body: Chat
   checkPromptFits(engine, segments === undefined ? truncatePrompt(body, promptIds!).length : promptIds!.length, maxTokens);
   const callsExpected = tools !== null && tools.choice !== null;
   const constraints = callsExpected ? await toolConstraintsFor(engine, body, tools, choicesPerPrompt(body)) : await constraintsFor(engine, body, choicesPerPrompt(body));
-  const toolOptions = callsExpected && SPECIAL_MARKERS.has(tools.format) ? { skipSpecialTokens: false } : {};
+  // Harmony's channels and the markers of some tool-call formats are special tokens the parsers must see.
+  const toolOptions = reasoning === "harmony" || (callsExpected && SPECIAL_MARKERS.has(tools.format)) ? { skipSpecialTokens: false } : {};
   const handles = submitAll(engine, [promptIds!], choicesPerPrompt(body), constraints, (ids) => ({
     ...generationOptions(body),
     ...toolOptions,

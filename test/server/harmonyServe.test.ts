@@ -157,6 +157,42 @@ describe("harmony answers as the OpenAI API's fields", () => {
   });
 });
 
+describe("tool_choice constrains the first body that is not analysis", () => {
+  const NOW = { type: "function", function: { name: "now", description: "The time in a zone", parameters: { type: "object", properties: { zone: { type: "string", enum: ["utc", "cet"] } }, required: ["zone"], additionalProperties: false } } };
+  const validWeather = new Ajv().compile(WEATHER.function.parameters);
+  const validNow = new Ajv().compile(NOW.function.parameters);
+  // <|message|> made likely: the random model soon opens a message (with a header it wrote itself).
+  const bias = { [HARMONY_IDS["<|message|>"]]: 6 };
+
+  test("a named function: the body is its arguments and the answer is its call, whole and streamed", async () => {
+    for (let seed = 0; seed < 4; seed++) {
+      const body = ask({ seed, max_tokens: 200, tools: [WEATHER, NOW], tool_choice: { type: "function", function: { name: "now" } }, logit_bias: bias });
+      const whole = await api.post("/v1/chat/completions", body);
+      expect(whole.status).toBe(200);
+      const { message, finish_reason } = whole.body.choices[0];
+      expect(finish_reason).toBe("tool_calls");
+      expect(message.tool_calls).toHaveLength(1);
+      expect(message.tool_calls[0].function.name).toBe("now");
+      expect(validNow(JSON.parse(message.tool_calls[0].function.arguments))).toBe(true);
+      const streamed = await streamChat(body);
+      expect(streamed.finish).toBe("tool_calls");
+      expect(streamed.calls.map((call) => call.name)).toEqual(["now"]);
+      expect(validNow(JSON.parse(streamed.calls[0]!.arguments))).toBe(true);
+    }
+  });
+
+  test("required with two tools: the body is one of their arguments", async () => {
+    for (let seed = 0; seed < 4; seed++) {
+      const answer = await api.post("/v1/chat/completions", ask({ seed, max_tokens: 200, tools: [WEATHER, NOW], tool_choice: "required", logit_bias: bias }));
+      expect(answer.status).toBe(200);
+      const { message } = answer.body.choices[0];
+      // A header the model wrote may name neither function: then the arguments are the content.
+      const args = JSON.parse(message.tool_calls?.[0]?.function.arguments ?? message.content);
+      expect(validWeather(args) || validNow(args)).toBe(true);
+    }
+  });
+});
+
 describe("structured outputs after the analysis", () => {
   const SCHEMA = { type: "object", properties: { ok: { type: "boolean" } }, required: ["ok"], additionalProperties: false };
   const validate = new Ajv().compile(SCHEMA);

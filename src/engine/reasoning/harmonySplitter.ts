@@ -8,7 +8,10 @@
  * - the analysis channel is the reasoning (reasoning_content);
  * - a message to `functions.NAME` (the commentary channel) is a tool call: its body, the JSON
  *   arguments, complete when the message ends (when calls are not parsed, its body is content);
- * - any other message (final, a commentary preamble) is content.
+ * - any other message (final, a commentary preamble) is content; except that where the request
+ *   names the call (tool_choice naming a function, or "required" with one tool: `forcedCall`),
+ *   the first body that is not analysis is that call whatever its header says (the constraint
+ *   held that body to the function's arguments).
  *
  * Headers never reach the output; a header cut off by the end of the answer is dropped, except an
  * answer with no harmony markup at all, which is all content. Bodies stream out as they come, a
@@ -58,8 +61,8 @@ export class HarmonySplitter implements AnswerSplitter {
   private analysis = false;
   private contentStarted = false;
 
-  /** `calls`: whether messages to functions.* are tool calls (else their bodies are content). */
-  constructor(private readonly options: { calls: boolean } = { calls: true }) {}
+  /** `calls`: whether messages to functions.* are tool calls (else their bodies are content); `forcedCall`: see above. */
+  constructor(private readonly options: { calls: boolean; forcedCall?: string } = { calls: true }) {}
 
   get reasoned(): boolean {
     return this.analysis;
@@ -128,10 +131,13 @@ export class HarmonySplitter implements AnswerSplitter {
       this.analysis = true;
       return;
     }
+    const first = !this.contentStarted;
     this.contentStarted = true;
-    if (this.options.calls && recipient !== null && recipient.startsWith(FUNCTIONS)) {
+    const named = recipient !== null && recipient.startsWith(FUNCTIONS) ? recipient.slice(FUNCTIONS.length) : null;
+    const forced = first && this.options.calls ? this.options.forcedCall : undefined;
+    if (this.options.calls && (named !== null || forced !== undefined)) {
       this.kind = "call";
-      this.callName = recipient.slice(FUNCTIONS.length);
+      this.callName = named ?? forced!;
       this.callBody = "";
       return;
     }

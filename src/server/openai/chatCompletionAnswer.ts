@@ -10,7 +10,7 @@ import type { AnswerHeader } from "./answerHeader.ts";
 import { toolCallId } from "./answerIds.ts";
 import type { PreparedChat } from "./chatPreparation.ts";
 import { chatLogprobs } from "./logprobs.ts";
-import { splitAnswer } from "../../engine/reasoning/answerSplitter.ts";
+import { splitAnswer, splitOptionsFor } from "../../engine/reasoning/answerSplitter.ts";
 import { usageOf } from "./usage.ts";
 
 export function chatCompletionAnswer(header: AnswerHeader, chat: PreparedChat, results: readonly GenerationResult[], tokenizer: ModelTokenizer, choicesPerPrompt: number) {
@@ -24,7 +24,7 @@ export function chatCompletionAnswer(header: AnswerHeader, chat: PreparedChat, r
       const logprobs = topLogprobs === null ? null : chatLogprobs(tokenizer, result.tokens);
       const callsExpected = tools !== null && tools.choice !== null;
       // Harmony's calls come with the split (its commentary messages), the others' from the content.
-      const split = chat.reasoning === null ? null : splitAnswer(chat.reasoning, result.text, { calls: callsExpected });
+      const split = chat.reasoning === null ? null : splitAnswer(chat.reasoning, result.text, splitOptionsFor(tools));
       const text = split === null ? result.text : split.content;
       const reasoning = split === null ? {} : { reasoning_content: split.reasoning };
       const splitCalls = split?.calls ?? [];

@@ -14,7 +14,7 @@ import { pumpAll, type GenerationFinish } from "./choiceEvents.ts";
 import { chatLogprobs } from "./logprobs.ts";
 import { usageOf } from "./usage.ts";
 import type { ReasoningPiece } from "../../engine/reasoning/reasoningSplitter.ts";
-import { answerSplitter } from "../../engine/reasoning/answerSplitter.ts";
+import { answerSplitter, splitOptionsFor } from "../../engine/reasoning/answerSplitter.ts";
 
 export interface ChatStreamOptions {
   includeUsage: boolean;
@@ -36,7 +36,7 @@ export async function streamChatCompletion(
   const finished: GenerationFinish[] = new Array(handles.length);
   // Whitespace between calls is held back, so that the deltas assemble to the non-streamed message.
   const parsers = handles.map(() => (tools !== null && tools.choice !== null ? new ToolCallAnswerStream(tools.format) : null));
-  const splitters = handles.map(() => (chat.reasoning === null ? null : answerSplitter(chat.reasoning, { calls: tools !== null && tools.choice !== null })));
+  const splitters = handles.map(() => (chat.reasoning === null ? null : answerSplitter(chat.reasoning, splitOptionsFor(tools))));
   const callCounts = handles.map(() => 0);
   /** Content, then each completed call as one tool_calls delta (the SDK assembles them). */
   const sendPiece = (index: number, piece: ToolCallPiece, logprobs: unknown) => {

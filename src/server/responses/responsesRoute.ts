@@ -14,7 +14,7 @@ import { ToolCallAnswerStream, wholeToolCallAnswer } from "../../engine/toolCall
 import type { ToolRequest } from "../../engine/toolCalls/toolRequest.ts";
 import type { ReasoningStart } from "../../engine/reasoning/reasoningParser.ts";
 import type { ReasoningPiece } from "../../engine/reasoning/reasoningSplitter.ts";
-import { answerSplitter, splitAnswer } from "../../engine/reasoning/answerSplitter.ts";
+import { answerSplitter, splitAnswer, splitOptionsFor } from "../../engine/reasoning/answerSplitter.ts";
 import { prepareChatGeneration } from "../openai/chatPreparation.ts";
 import { describeIssue, errorResponse } from "../../http/errors.ts";
 import { engineFailureResponse, failureMessage, streamFailure } from "../generationFailure.ts";
@@ -131,7 +131,7 @@ export function mountResponsesRoute(app: OpenAPIHono, engine: GenerationEngine, 
     const callsExpected = tools !== null && tools.choice !== null;
     // Whitespace between calls is no output text, streamed or not (toolCallAnswer.ts).
     const parser = callsExpected ? new ToolCallAnswerStream(tools!.format) : null;
-    const splitter = reasoning === null ? null : answerSplitter(reasoning, { calls: callsExpected });
+    const splitter = reasoning === null ? null : answerSplitter(reasoning, splitOptionsFor(tools));
     /** Reasoning to the reasoning item, content through the tool-call parser (when calls are expected). */
     const pushText = (builder: ResponseOutputBuilder, piece: ReasoningPiece, last: boolean) => {
       builder.pushReasoning(piece.reasoning);
@@ -180,7 +180,7 @@ export function mountResponsesRoute(app: OpenAPIHono, engine: GenerationEngine, 
     try {
       const result = await handle.result();
       const builder = new ResponseOutputBuilder(() => {}, callsExpected);
-      const split = reasoning === null ? { reasoning: null, content: result.text, calls: [] } : splitAnswer(reasoning, result.text, { calls: callsExpected });
+      const split = reasoning === null ? { reasoning: null, content: result.text, calls: [] } : splitAnswer(reasoning, result.text, splitOptionsFor(tools));
       builder.pushReasoning(split.reasoning ?? "");
       const text = split.content ?? "";
       if (!callsExpected) builder.push({ content: text, calls: [] });

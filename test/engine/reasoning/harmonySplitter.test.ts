@@ -1,5 +1,5 @@
 import { describe, expect, test } from "bun:test";
-import { answerSplitter, splitAnswer } from "../../../src/engine/reasoning/answerSplitter.ts";
+import { answerSplitter, splitAnswer, splitOptionsFor } from "../../../src/engine/reasoning/answerSplitter.ts";
 import { detectReasoningParser, reasoningStartOf, resolveReasoningParser } from "../../../src/engine/reasoning/reasoningParser.ts";
 import { HarmonySplitter, parseHarmonyHeader } from "../../../src/engine/reasoning/harmonySplitter.ts";
 import { detectToolCallFormat } from "../../../src/engine/toolCalls/toolCallFormat.ts";
@@ -79,6 +79,16 @@ describe("harmony answers split into reasoning_content, content and tool calls",
     expect(splitAnswer("harmony", ANALYSIS + CALL, { calls: false })).toEqual({ reasoning: "User asks weather. Use the tool.", content: '{"city": "Paris"}', calls: [] });
   });
 
+  test("a named call: the first non-analysis body is that call whatever its header says; later ones by their headers", () => {
+    const text = `${ANALYSIS}<|start|>assistant<|channel|>final<|message|>{"city": "Oslo"}<|end|><|start|>assistant<|channel|>final<|message|>Done.`;
+    expect(splitAnswer("harmony", text, { calls: true, forcedCall: "get_weather" })).toEqual({
+      reasoning: "User asks weather. Use the tool.",
+      content: "Done.",
+      calls: [{ name: "get_weather", arguments: '{"city": "Oslo"}' }],
+    });
+    expect(splitAnswer("harmony", ANALYSIS + CALL, { calls: true, forcedCall: "other" }).calls).toEqual([{ name: "get_weather", arguments: '{"city": "Paris"}' }]);
+  });
+
   test("the phase: free until the first body that is not analysis (where a constraint applies)", () => {
     const splitter = answerSplitter("harmony", { calls: true });
     expect(splitter.phase).toBe("reasoning");
@@ -107,5 +117,18 @@ describe("gpt-oss's template picks the parsers", () => {
     const qwen3 = readFileSync(join(REPO_ROOT, "scripts/oracle/templates/qwen3.jinja"), "utf8");
     expect(detectReasoningParser(qwen3)).toBe("qwen3");
     expect(detectToolCallFormat(qwen3)).toBe("hermes");
+  });
+});
+
+describe("split options of a request's tools", () => {
+  const tool = (name: string) => ({ type: "function" as const, function: { name } });
+  test("harmony names the call for a named tool_choice and for required with one tool", () => {
+    expect(splitOptionsFor(null)).toEqual({ calls: false });
+    expect(splitOptionsFor({ tools: [tool("a")], choice: null, parallel: true, format: "harmony" })).toEqual({ calls: false });
+    expect(splitOptionsFor({ tools: [tool("a"), tool("b")], choice: "auto", parallel: true, format: "harmony" })).toEqual({ calls: true });
+    expect(splitOptionsFor({ tools: [tool("a"), tool("b")], choice: { name: "b" }, parallel: true, format: "harmony" })).toEqual({ calls: true, forcedCall: "b" });
+    expect(splitOptionsFor({ tools: [tool("a")], choice: "required", parallel: true, format: "harmony" })).toEqual({ calls: true, forcedCall: "a" });
+    expect(splitOptionsFor({ tools: [tool("a"), tool("b")], choice: "required", parallel: true, format: "harmony" })).toEqual({ calls: true });
+    expect(splitOptionsFor({ tools: [tool("a")], choice: { name: "a" }, parallel: true, format: "hermes" })).toEqual({ calls: true });
   });
 });

@@ -142,6 +142,23 @@ describe("harmony answers as the OpenAI API's fields", () => {
     }
   });
 
+  test("/v1/responses: the analysis is a reasoning item, the final message the output text; a call a function_call item", async () => {
+    await force.next(ANALYSIS_THEN_FINAL);
+    const answer = await api.post("/v1/responses", { model: "tiny", input: "Weather?", max_output_tokens: 240 });
+    expect(answer.status).toBe(200);
+    const items = answer.body.output as { type: string; content?: { text: string }[]; name?: string; arguments?: string }[];
+    expect(items.map((item) => item.type)).toEqual(["reasoning", "message"]);
+    expect(items[0]!.content![0]!.text).toMatch(/^[ab ]+$/);
+    expect(items[1]!.content![0]!.text).toMatch(/^[cd ]+$/);
+
+    await force.next(ANALYSIS_THEN_CALL);
+    const called = await api.post("/v1/responses", { model: "tiny", input: "Weather?", max_output_tokens: 240, tools: [{ type: "function", ...WEATHER.function }] });
+    expect(called.status).toBe(200);
+    const call = (called.body.output as { type: string; name?: string; arguments?: string }[]).find((item) => item.type === "function_call");
+    expect(call?.name).toBe("get_weather");
+    expect(JSON.parse(call!.arguments!).city).toMatch(/^[a-z]+$/);
+  });
+
   test("the call's analysis is sent back as reasoning_content and rendered before the call in the next turn", async () => {
     const history = [
       { role: "user", content: "Weather?" },
@@ -154,6 +171,25 @@ describe("harmony answers as the OpenAI API's fields", () => {
     expect(text).toContain('<|start|>assistant<|channel|>analysis<|message|>Need the tool.<|end|><|start|>assistant to=functions.get_weather<|channel|>commentary json<|message|>{"city": "oslo"}<|call|><|start|>functions.get_weather to=assistant<|channel|>commentary<|message|>"21C"<|end|><|start|>assistant');
     const answer = await api.post("/v1/chat/completions", { model: "tiny", messages: history, tools: [WEATHER], max_tokens: 2, temperature: 0 });
     expect(answer.status).toBe(200);
+  });
+});
+
+describe("--reasoning-parser none", () => {
+  test("the answer is the harmony text itself, its special-token markers kept (as llama.cpp renders them)", async () => {
+    const plain = await startEngineServer(model.path, { kvBlocks: 64, threads: 1, servedModelName: "tiny", reasoningParser: "none" });
+    try {
+      expect(plain.engine.reasoningParser).toBeNull();
+      // Each marker made the likeliest token in turn: the model writes them as the special tokens.
+      const channel = HARMONY_IDS["<|channel|>"];
+      const answer = await plain.post("/v1/chat/completions", ask({ seed: 1, max_tokens: 2, temperature: 0, logit_bias: { [channel]: 100 }, logprobs: true }));
+      expect(answer.status).toBe(200);
+      const { message, logprobs } = answer.body.choices[0];
+      expect(logprobs.content.map((entry: { token: string }) => entry.token)).toEqual(["<|channel|>", "<|channel|>"]);
+      expect(message.reasoning_content).toBeUndefined();
+      expect(message.content).toBe("<|channel|><|channel|>");
+    } finally {
+      await plain.close();
+    }
   });
 });
 

@@ -18,7 +18,7 @@ import { InvalidRequest } from "./invalidRequest.ts";
 import { asInvalidRequest, constraintsFor, SPECIAL_MARKERS, toolConstraintsFor } from "./outputConstraints.ts";
 import { preparedPrompt } from "./preparedPrompt.ts";
 import { chatReasoningStart, thinkingDisabled } from "./chatReasoning.ts";
-import type { ReasoningStart } from "../../engine/reasoning/reasoningParser.ts";
+import { detectReasoningParser, type ReasoningStart } from "../../engine/reasoning/reasoningParser.ts";
 import { checkPromptFits, checkServedModel, choicesPerPrompt, refuseUnsupported } from "./requestChecks.ts";
 import { submitAll } from "./submitChoices.ts";
 
@@ -48,8 +48,10 @@ export async function prepareChatGeneration(engine: GenerationEngine, body: Chat
   checkPromptFits(engine, segments === undefined ? truncatePrompt(body, promptIds!).length : promptIds!.length, maxTokens);
   const callsExpected = tools !== null && tools.choice !== null;
   const constraints = callsExpected ? await toolConstraintsFor(engine, body, tools, choicesPerPrompt(body)) : await constraintsFor(engine, body, choicesPerPrompt(body));
-  // Harmony's channels and the markers of some tool-call formats are special tokens the parsers must see.
-  const toolOptions = reasoning === "harmony" || (callsExpected && SPECIAL_MARKERS.has(tools.format)) ? { skipSpecialTokens: false } : {};
+  // Harmony's channels and the markers of some tool-call formats are special tokens the parsers (or,
+  // with --reasoning-parser none, the client reading harmony itself, as from llama.cpp) must see.
+  const harmony = reasoning === "harmony" || detectReasoningParser(engine.tokenizer.chatTemplateSource) === "gpt-oss";
+  const toolOptions = harmony || (callsExpected && SPECIAL_MARKERS.has(tools.format)) ? { skipSpecialTokens: false } : {};
   const handles = submitAll(engine, [promptIds!], choicesPerPrompt(body), constraints, (ids) => ({
     ...generationOptions(body),
     ...toolOptions,

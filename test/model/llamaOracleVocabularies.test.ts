@@ -14,6 +14,8 @@ import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "
 import { tempFolder } from "../helpers/cli.ts";
 import { llamaOracle, llamaVocabulary } from "../helpers/llamaOracle.ts";
 import { expectLlamaTokenization } from "../helpers/tokenizerOracle.ts";
+import { readGgufFile } from "../../src/model/gguf/ggufReader.ts";
+import { ggufModelTokenizer } from "../../src/model/gguf/ggufTokenizer.ts";
 import { HARMONY_TEXTS, harmonyVocabularyAvailable, writeHarmonyVocabulary } from "../helpers/harmonyVocabulary.ts";
 
 setDefaultTimeout(120_000);
@@ -41,5 +43,10 @@ describe.skipIf(!harmonyVocabularyAvailable)("ctxr's tokenizer gives llama.cpp's
   test("o200k_harmony (pre-tokenizer gpt-4o)", () => {
     const file = writeHarmonyVocabulary(scratch.path, llamaOracle().ggufPy);
     expect(expectLlamaTokenization(file, scratch.path, HARMONY_TEXTS)).toBeGreaterThan(300 + HARMONY_TEXTS.length);
+    // llama.cpp's end-of-generation set for o200k_harmony: <|return|> (eos), <|call|>, <|endoftext|>; not <|end|>.
+    const { tokenizer } = ggufModelTokenizer(readGgufFile(file).metadata, file);
+    expect([...tokenizer.eosTokenIds].sort((a, b) => a - b)).toEqual([199999, 200002, 200012]);
+    expect(tokenizer.bosTokenId).toBe(199998);
+    expect(tokenizer.encode("<|end|><|start|>assistant<|channel|>final<|message|>")).toEqual([200007, 200006, 173781, 200005, 17196, 200008]);
   });
 });

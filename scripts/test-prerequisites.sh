@@ -5,6 +5,7 @@
 #   python3        the cross-checks against the Python mirrors (/usr/bin/python3, not a pyenv shim)
 #   python3-numpy  llama.cpp's gguf-py, which writes the random-weight files of the llama.cpp oracle tests
 #   python3-yaml   gguf-py imports it too
+#   python3-jinja2 the reference renderer of the models' own chat templates (test/model/chatTemplateReference)
 #   systemd        systemd-analyze verify, the check of the units in deploy/systemd/ (test/deploy/)
 #   git            the sparse checkout of llama.cpp's sources for that oracle (tools/llama-oracle/setup.sh)
 #   chromium       the status page's test opens GET / in a real headless browser
@@ -23,8 +24,9 @@ command -v systemd-analyze >/dev/null 2>&1 || missing+=(systemd)
 if [ -x /usr/bin/python3 ]; then
   /usr/bin/python3 -c "import numpy" >/dev/null 2>&1 || missing+=(python3-numpy)
   /usr/bin/python3 -c "import yaml" >/dev/null 2>&1 || missing+=(python3-yaml)
+  /usr/bin/python3 -c "import jinja2" >/dev/null 2>&1 || missing+=(python3-jinja2)
 else
-  missing+=(python3 python3-numpy python3-yaml)
+  missing+=(python3 python3-numpy python3-yaml python3-jinja2)
 fi
 
 set_up_oracle() {

@@ -12,7 +12,9 @@
  * left to a chat template that might skip it. An assistant's `tool_calls` are kept with
  * their arguments parsed from JSON (chat templates render them as objects, as vLLM
  * passes them), and a tool message's `tool_call_id`, and `name`; an assistant's
- * `refusal` is its text when it has no content. Any other field (audio,
+ * `refusal` is its text when it has no content; an assistant's `reasoning_content` (vLLM's name for
+ * the reasoning an earlier answer gave apart) is kept for the templates that render it (Qwen3's
+ * reads reasoning_content, gpt-oss's the same text as `thinking`). Any other field (audio,
  * function_call...) is an error naming it, not ignored. Written without zod so the
  * engine can use it on any parsed JSON.
  */
@@ -75,7 +77,7 @@ export function chatMessagesErrorField(error: ChatMessagesError): { field: strin
 export const CHAT_ROLES: ReadonlySet<string> = new Set(["system", "developer", "user", "assistant", "tool"]);
 
 /** The message fields read here; any other is refused, not ignored. */
-const MESSAGE_FIELDS = new Set(["role", "content", "name", "tool_calls", "tool_call_id", "refusal"]);
+const MESSAGE_FIELDS = new Set(["role", "content", "name", "tool_calls", "tool_call_id", "refusal", "reasoning_content"]);
 
 /** Why some known OpenAI message fields are refused. */
 const UNSUPPORTED_MESSAGE_FIELDS: Record<string, string> = {
@@ -115,6 +117,12 @@ export function normalizeChatMessages(messages: unknown): ChatTemplateMessage[] 
     if (typeof message.tool_call_id === "string") normalized.tool_call_id = message.tool_call_id;
     else if (message.tool_call_id !== undefined && message.tool_call_id !== null) throw new ChatMessagesError(`${where}.tool_call_id must be a string, got ${describe(message.tool_call_id)}`);
     if (typeof message.name === "string") normalized.name = message.name;
+    const reasoning = message.reasoning_content;
+    if (reasoning !== undefined && reasoning !== null) {
+      if (role !== "assistant") throw new ChatMessagesError(`${where}.reasoning_content: only an assistant message has reasoning`);
+      if (typeof reasoning !== "string") throw new ChatMessagesError(`${where}.reasoning_content must be a string, got ${describe(reasoning)}`);
+      normalized.reasoning_content = reasoning;
+    }
     return normalized;
   });
 }

@@ -30,6 +30,8 @@ export interface ChatTemplateMessage {
   /** A tool message's answer is to this call. */
   tool_call_id?: string;
   name?: string;
+  /** An assistant's reasoning of an earlier turn (templates read it as reasoning_content, gpt-oss's as thinking). */
+  reasoning_content?: string;
 }
 
 export interface ChatTemplateOptions {
@@ -395,6 +397,7 @@ export function modelTokenizerFromJson(parts: ModelTokenizerParts): ModelTokeniz
           ...(message.tool_calls !== undefined ? { tool_calls: message.tool_calls } : {}),
           ...(message.tool_call_id !== undefined ? { tool_call_id: message.tool_call_id } : {}),
           ...(message.name !== undefined ? { name: message.name } : {}),
+          ...(message.reasoning_content !== undefined ? { reasoning_content: message.reasoning_content, thinking: message.reasoning_content } : {}),
         })),
         add_generation_prompt: options.addGenerationPrompt ?? true,
       };

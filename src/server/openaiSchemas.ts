@@ -29,6 +29,9 @@ function declaredOnly(endpoint: Endpoint, also: readonly string[]): Record<strin
   return Object.fromEntries(entries.map((field) => [field.name, z.unknown().optional().openapi({ description: `Refused: ${field.why ?? "only its default value is served"}.` })]));
 }
 
+/** OpenAI's reasoning_effort values that reasoning models' chat templates take (gpt-oss's). */
+export const REASONING_EFFORTS = ["low", "medium", "high"] as const;
+
 /** Fields declared with their own types (a refused value of theirs is checked by the route). */
 const DECLARED = new Set(["suffix"]);
 
@@ -124,6 +127,7 @@ export function createOpenAiSchemas() {
       max_completion_tokens: nullable(z.int().min(1)).openapi({ description: "Most tokens to generate (OpenAI's newer name of max_tokens)." }),
       logprobs: nullable(z.boolean()).openapi({ description: "Return each generated token's log-probability." }),
       top_logprobs: nullable(z.int().min(0).max(MAX_TOP_LOGPROBS)).openapi({ description: `With logprobs: this many most likely alternatives per token (0 to ${MAX_TOP_LOGPROBS}).` }),
+      reasoning_effort: nullable(z.enum(REASONING_EFFORTS)).openapi({ description: 'How long the model reasons ("low", "medium", "high"): the chat template\'s reasoning_effort variable (gpt-oss). A 400 for a model whose template has no such setting.' }),
       chat_template_kwargs: nullable(z.record(z.string(), z.unknown())).openapi({ description: 'Extension (vLLM): more variables for the chat template; {"enable_thinking": false} turns a thinking model\'s reasoning off (a boolean).' }),
       tools: nullable(z.array(z.unknown())).openapi({ description: 'Functions the model may call: [{"type": "function", "function": {"name", "description", "parameters"}}], rendered through the chat template\'s tools variable.' }),
       tool_choice: nullable(z.unknown()).openapi({ description: '"none" (calls not parsed), "auto" (default: calls parsed, their arguments held to the schema), "required" (the answer is calls) or {"type": "function", "function": {"name"}} (one call of it).' }),

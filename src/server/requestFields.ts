@@ -106,7 +106,7 @@ export const REQUEST_FIELDS: readonly RequestField[] = [
   refused("web_search_options", CHAT, {}, "web search is not supported"),
   refused("functions", CHAT, [{ name: "f" }], "deprecated by OpenAI; use tools"),
   refused("function_call", CHAT, "auto", "deprecated by OpenAI; use tool_choice"),
-  refused("reasoning_effort", CHAT, "low", "the served model has no reasoning-effort setting; pass chat template variables with chat_template_kwargs"),
+  honoured("reasoning_effort", CHAT, "low"),
   refused("verbosity", CHAT, "low", "the served model has no verbosity setting"),
   refused("suffix", COMPLETIONS, "tail", "fill-in-the-middle needs a model with a FIM template (prefix, suffix and middle tokens); this model has none"),
   refused("prompt_logprobs", BOTH, 1, "prompt logprobs come with completions' echo and logprobs"),

@@ -316,7 +316,10 @@ export async function runServer(options: RunOptions, io: RunIo): Promise<void> {
     );
     io.out(`ctxr serve: ${engine.kvSettings}\n`);
     if (options.logLevel === "debug") io.out(`ctxr serve: debug: ${engine.kvTuning}\n`);
-    if (engine.reasoningParser !== null) io.out(`ctxr serve: reasoning parser ${engine.reasoningParser}: answers' <think>…</think> returned apart as reasoning_content\n`);
+    if (engine.reasoningParser !== null) {
+      const what = engine.reasoningParser === "gpt-oss" ? "harmony analysis channel" : "<think>…</think>";
+      io.out(`ctxr serve: reasoning parser ${engine.reasoningParser}: answers' ${what} returned apart as reasoning_content\n`);
+    }
   }
   if (kvEvents !== null) {
     io.out(`ctxr serve: publishing KV events on ${kvEvents.endpoint}${kvEvents.replayEndpoint === null ? "" : ` (replay: ${kvEvents.replayEndpoint})`}\n`);

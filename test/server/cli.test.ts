@@ -181,7 +181,7 @@ describe("ctxr serve", () => {
     expect(runCli(["serve", "--help"]).stdout).toContain("--reasoning-parser P");
     const bad = runCli(["serve", "--in-memory", "--port", "0", "--model", join(folder.path, "no-model-here"), "--reasoning-parser", "deepseek"]);
     expect(bad.code).toBe(2);
-    expect(bad.stderr).toContain("ctxr serve: --reasoning-parser must be one of qwen3, deepseek_r1, auto, none, got 'deepseek'");
+    expect(bad.stderr).toContain("ctxr serve: --reasoning-parser must be one of qwen3, deepseek_r1, gpt-oss, harmony, auto, none, got 'deepseek'");
     const withoutModel = runCli(["serve", "--in-memory", "--port", "0", "--reasoning-parser", "qwen3"]);
     expect(withoutModel.code).toBe(2);
     expect(withoutModel.stderr).toContain("ctxr serve: --reasoning-parser needs --model");

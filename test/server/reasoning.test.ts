@@ -10,7 +10,7 @@
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
 import Ajv from "ajv";
 import OpenAI from "openai";
-import type { ReasoningStart } from "../../src/engine/reasoning/reasoningParser.ts";
+import type { ThinkStart as ReasoningStart } from "../../src/engine/reasoning/reasoningParser.ts";
 import { forceOutputs, type ForcedOutput } from "../helpers/forcedOutput.ts";
 import { THINK_CLOSE_ID, THINK_OPEN_ID, thinkingModelFolder } from "../helpers/thinkingModel.ts";
 import { referenceSplit } from "../engine/reasoning/referenceSplit.ts";

@@ -21,6 +21,8 @@ const BASE: Record<Endpoint, Record<string, unknown>> = {
 };
 /** The tiny model's template does not render tools: tools are refused for that reason, on "tools". */
 const NEEDS_TOOL_TEMPLATE = new Set(["tools"]);
+/** Nor does it read reasoning_effort (gpt-oss's does: test/server/harmonyServe.test.ts). */
+const NEEDS_EFFORT_TEMPLATE = new Set(["reasoning_effort"]);
 
 describe("every request field", () => {
   for (const field of REQUEST_FIELDS) {
@@ -37,6 +39,10 @@ describe("every request field", () => {
         } else if (NEEDS_TOOL_TEMPLATE.has(field.name)) {
           expect(answer.status).toBe(400);
           expect(answer.body.error.message).toContain("does not render tools");
+        } else if (NEEDS_EFFORT_TEMPLATE.has(field.name)) {
+          expect(answer.status).toBe(400);
+          expect(answer.body.error.field).toBe(field.name);
+          expect(answer.body.error.message).toContain("no reasoning_effort setting");
         } else {
           expect(answer.body.error?.message).toBeUndefined();
           expect(answer.status).toBe(200);

@@ -205,12 +205,14 @@ native model runner):
   --max-response-bytes B   stored /v1/responses responses (default ${bytes(DEFAULT_BUDGETS.responseBytes)})
   --no-prefix-cache        do not keep plain prompts' full KV blocks for later
                            requests (automatic prefix caching is on by default)
-  --tool-call-parser F     how the model writes tool calls: hermes, llama3_json
-                           or mistral (default: detected from the chat template)
+  --tool-call-parser F     how the model writes tool calls: hermes, llama3_json,
+                           mistral or harmony (gpt-oss) (default: detected from
+                           the chat template)
   --reasoning-parser P     how the model writes its reasoning, returned apart as
-                           reasoning_content: qwen3 or deepseek_r1, auto (default:
-                           detected from the chat template) or none (the
-                           reasoning stays in the content)
+                           reasoning_content: qwen3, deepseek_r1 or gpt-oss
+                           (alias harmony: the analysis channel), auto
+                           (default: detected from the chat template) or none
+                           (the reasoning stays in the content)
   --max-grammar-step-ms MS structured outputs: the longest one token's grammar
                            mask may take; past it the request ends with a 400
                            (an error event when streamed), the others go on

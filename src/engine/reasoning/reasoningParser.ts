@@ -9,19 +9,25 @@
  * - the prompt ends with an open `<think>` (DeepSeek-R1's and Qwen3.5's templates): reasoning;
  * - otherwise deepseek_r1: reasoning (R1 distills often start thinking without writing the tag);
  *   qwen3: reasoning only when the answer opens with `<think>`, else all of it is content.
+ *
+ * gpt-oss (harmony, its parser also named `harmony`) writes channels, not `<think>`: its answers
+ * are split by harmonySplitter.ts (the analysis channel is the reasoning).
  */
 
-export const REASONING_PARSERS = ["qwen3", "deepseek_r1"] as const;
+export const REASONING_PARSERS = ["qwen3", "deepseek_r1", "gpt-oss"] as const;
 export type ReasoningParserName = (typeof REASONING_PARSERS)[number];
 
 export const THINK_OPEN = "<think>";
 export const THINK_CLOSE = "</think>";
 
-/** Where an answer starts: inside the reasoning, undecided until it opens `<think>` or not, or in the content. */
-export type ReasoningStart = "reasoning" | "opening" | "content";
+/** Where a `<think>` answer starts: inside the reasoning, undecided until it opens `<think>` or not, or in the content. */
+export type ThinkStart = "reasoning" | "opening" | "content";
+/** How an answer is split: a `<think>` answer's start, or harmony's channels. */
+export type ReasoningStart = ThinkStart | "harmony";
 
 /** How an answer starts, from the parser, the end of its rendered prompt and whether the request turned thinking off. */
 export function reasoningStartOf(parser: ReasoningParserName, promptEnd: string, thinkingDisabled: boolean): ReasoningStart {
+  if (parser === "gpt-oss") return "harmony";
   if (thinkingDisabled) return "content";
   const end = promptEnd.trimEnd();
   if (end.endsWith(THINK_CLOSE)) return "content";
@@ -30,7 +36,7 @@ export function reasoningStartOf(parser: ReasoningParserName, promptEnd: string,
 }
 
 /** The flag's choices: a parser, auto (detect from the chat template) or none (reasoning stays in the content). */
-export const REASONING_PARSER_CHOICES = [...REASONING_PARSERS, "auto", "none"] as const;
+export const REASONING_PARSER_CHOICES = [...REASONING_PARSERS, "harmony", "auto", "none"] as const;
 export type ReasoningParserChoice = (typeof REASONING_PARSER_CHOICES)[number];
 
 /**
@@ -39,6 +45,7 @@ export type ReasoningParserChoice = (typeof REASONING_PARSER_CHOICES)[number];
  * kind, otherwise DeepSeek-R1's (its distills and QwQ), as vLLM's documentation pairs them.
  */
 export function detectReasoningParser(template: string | null): ReasoningParserName | null {
+  if (template !== null && template.includes("<|channel|>") && template.includes("<|message|>")) return "gpt-oss";
   if (template === null || (!template.includes(THINK_OPEN) && !template.includes(THINK_CLOSE))) return null;
   return template.includes("enable_thinking") ? "qwen3" : "deepseek_r1";
 }
@@ -46,5 +53,6 @@ export function detectReasoningParser(template: string | null): ReasoningParserN
 /** The parser a server runs with: the flag's, or the template's under auto (null: none). */
 export function resolveReasoningParser(choice: ReasoningParserChoice, template: string | null): ReasoningParserName | null {
   if (choice === "none") return null;
+  if (choice === "harmony") return "gpt-oss";
   return choice === "auto" ? detectReasoningParser(template) : choice;
 }

@@ -7,22 +7,38 @@
  * an answer cut before `</think>` is all reasoning. Pieces joined give the same split as
  * splitReasoning over the whole text, however the text is chunked.
  */
-import { partialMarkerLength } from "../toolCalls/parsedToolCall.ts";
-import { THINK_CLOSE, THINK_OPEN, type ReasoningStart } from "./reasoningParser.ts";
+import { partialMarkerLength, type ParsedToolCall } from "../toolCalls/parsedToolCall.ts";
+import { THINK_CLOSE, THINK_OPEN, type ThinkStart } from "./reasoningParser.ts";
 
 export interface ReasoningPiece {
   reasoning: string;
   content: string;
+  /** Tool calls completed in the piece (harmony's commentary messages; none for <think>). */
+  calls?: ParsedToolCall[];
+}
+
+/** Where an answer stands: undecided (it may still open its reasoning), reasoning, or content. */
+export type AnswerPhase = "opening" | "reasoning" | "content";
+
+/** An answer's text split into reasoning, content (and calls) as it arrives: <think> or harmony. */
+export interface AnswerSplitter {
+  push(text: string): ReasoningPiece;
+  end(): ReasoningPiece;
+  /** Whether the answer has reasoning. */
+  readonly reasoned: boolean;
+  /** Whether what comes now is content (where an output constraint applies). */
+  readonly inContent: boolean;
+  readonly phase: AnswerPhase;
 }
 
 type SplitterState = "opening" | "leading" | "reasoning" | "content";
 
-export class ReasoningSplitter {
+export class ReasoningSplitter implements AnswerSplitter {
   private state: SplitterState;
   private held = "";
   private entered = false;
 
-  constructor(start: ReasoningStart) {
+  constructor(start: ThinkStart) {
     this.state = start === "content" ? "content" : start === "opening" ? "opening" : "leading";
     this.entered = this.state === "leading";
   }
@@ -35,6 +51,11 @@ export class ReasoningSplitter {
   /** Whether the reasoning is over (or never was): what comes now is content. */
   get inContent(): boolean {
     return this.state === "content";
+  }
+
+  get phase(): AnswerPhase {
+    if (this.inContent) return "content";
+    return this.entered ? "reasoning" : "opening";
   }
 
   push(text: string): ReasoningPiece {
@@ -95,7 +116,7 @@ export interface SplitAnswer {
   content: string | null;
 }
 
-export function splitReasoning(start: ReasoningStart, text: string): SplitAnswer {
+export function splitReasoning(start: ThinkStart, text: string): SplitAnswer {
   const splitter = new ReasoningSplitter(start);
   const first = splitter.push(text);
   const last = splitter.end();

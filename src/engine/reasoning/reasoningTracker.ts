@@ -6,7 +6,8 @@
  * the reasoning tokens for usage.
  */
 import { THINK_OPEN, type ReasoningStart } from "./reasoningParser.ts";
-import { ReasoningSplitter } from "./reasoningSplitter.ts";
+import { answerSplitter } from "./answerSplitter.ts";
+import type { AnswerSplitter } from "./reasoningSplitter.ts";
 
 /** What the tracker needs of the model's vocabulary. */
 export interface ReasoningVocabulary {
@@ -36,20 +37,20 @@ export function reasoningVocabulary(tokenizer: { tokenBytes(id: number): number[
 export type ReasoningPhase = "opening" | "reasoning" | "content";
 
 export class ReasoningTracker {
-  private readonly splitter: ReasoningSplitter;
+  private readonly splitter: AnswerSplitter;
   private beforeContent = 0;
 
   constructor(
     start: ReasoningStart,
     readonly vocabulary: ReasoningVocabulary,
   ) {
-    this.splitter = new ReasoningSplitter(start);
+    // A harmony tool call's arguments are content: a tool-call constraint applies there.
+    this.splitter = answerSplitter(start, { calls: true });
   }
 
   /** Where the next token goes: undecided (the answer may still open `<think>`), reasoning, or content. */
   get phase(): ReasoningPhase {
-    if (this.splitter.inContent) return "content";
-    return this.splitter.reasoned ? "reasoning" : "opening";
+    return this.splitter.phase;
   }
 
   /** A generated token joins the answer. */

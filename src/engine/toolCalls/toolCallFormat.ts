@@ -7,18 +7,24 @@
  *   any number, content around them;
  * - llama3_json (Llama 3.1+): the whole answer is `{"name": ..., "parameters": {...}}` (after an
  *   optional `<|python_tag|>`), several separated by `;`;
- * - mistral: the whole answer is `[TOOL_CALLS][{"name": ..., "arguments": {...}}, ...]`.
+ * - mistral: the whole answer is `[TOOL_CALLS][{"name": ..., "arguments": {...}}, ...]`;
+ * - harmony (gpt-oss): a message to `functions.NAME` on the commentary channel; the answer's
+ *   splitter (reasoning/harmonySplitter.ts) finds those, so its stream here passes text through.
  */
 import { HermesToolCallStream } from "./hermesToolCalls.ts";
 import { LeadingToolCallStream } from "./leadingToolCalls.ts";
 import { callOf, type ParsedToolCall, type ToolCallStream } from "./parsedToolCall.ts";
 
-export const TOOL_CALL_FORMATS = ["hermes", "llama3_json", "mistral"] as const;
+/** The formats whose calls are written in the answer's content. */
+export const CONTENT_TOOL_CALL_FORMATS = ["hermes", "llama3_json", "mistral"] as const;
+export type ContentToolCallFormat = (typeof CONTENT_TOOL_CALL_FORMATS)[number];
+export const TOOL_CALL_FORMATS = [...CONTENT_TOOL_CALL_FORMATS, "harmony"] as const;
 export type ToolCallFormat = (typeof TOOL_CALL_FORMATS)[number];
 
 /** The format a chat template writes tool calls in, from its markers (null: none it knows). */
 export function detectToolCallFormat(template: string | null): ToolCallFormat | null {
   if (template === null) return null;
+  if (template.includes("<|channel|>commentary") || template.includes("to=functions.")) return "harmony";
   if (template.includes("<tool_call>")) return "hermes";
   if (template.includes("[TOOL_CALLS]")) return "mistral";
   if (template.includes("<|python_tag|>") || (template.includes("<|eom_id|>") && template.includes("parameters"))) return "llama3_json";
@@ -33,6 +39,8 @@ export function toolCallStream(format: ToolCallFormat): ToolCallStream {
       return new LeadingToolCallStream(["<|python_tag|>", "{"], parseLlama3Calls);
     case "mistral":
       return new LeadingToolCallStream(["[TOOL_CALLS]"], parseMistralCalls);
+    case "harmony":
+      return { push: (text) => ({ content: text, calls: [] }), end: () => ({ content: "", calls: [] }) };
   }
 }
 

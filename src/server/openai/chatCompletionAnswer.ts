@@ -10,7 +10,7 @@ import type { AnswerHeader } from "./answerHeader.ts";
 import { toolCallId } from "./answerIds.ts";
 import type { PreparedChat } from "./chatPreparation.ts";
 import { chatLogprobs } from "./logprobs.ts";
-import { splitReasoning } from "../../engine/reasoning/reasoningSplitter.ts";
+import { splitAnswer, splitOptionsFor } from "../../engine/reasoning/answerSplitter.ts";
 import { usageOf } from "./usage.ts";
 
 export function chatCompletionAnswer(header: AnswerHeader, chat: PreparedChat, results: readonly GenerationResult[], tokenizer: ModelTokenizer, choicesPerPrompt: number) {
@@ -22,11 +22,18 @@ export function chatCompletionAnswer(header: AnswerHeader, chat: PreparedChat, r
     model: header.model,
     choices: results.map((result, index) => {
       const logprobs = topLogprobs === null ? null : chatLogprobs(tokenizer, result.tokens);
-      const split = chat.reasoning === null ? null : splitReasoning(chat.reasoning, result.text);
+      const callsExpected = tools !== null && tools.choice !== null;
+      // Harmony's calls come with the split (its commentary messages), the others' from the content.
+      const split = chat.reasoning === null ? null : splitAnswer(chat.reasoning, result.text, splitOptionsFor(tools));
       const text = split === null ? result.text : split.content;
       const reasoning = split === null ? {} : { reasoning_content: split.reasoning };
-      if (tools === null || tools.choice === null || text === null) return { index, message: { role: "assistant", content: text, ...reasoning }, logprobs, finish_reason: result.finishReason };
-      const { content, calls } = wholeToolCallAnswer(tools.format, text);
+      const splitCalls = split?.calls ?? [];
+      if (!callsExpected || text === null) {
+        if (splitCalls.length === 0) return { index, message: { role: "assistant", content: text, ...reasoning }, logprobs, finish_reason: result.finishReason };
+      }
+      const parsed = callsExpected && text !== null ? wholeToolCallAnswer(tools!.format, text) : { content: text, calls: [] };
+      const calls = [...splitCalls, ...parsed.calls];
+      const content = parsed.content;
       if (calls.length === 0) return { index, message: { role: "assistant", content, ...reasoning }, logprobs, finish_reason: result.finishReason };
       return {
         index,

@@ -13,7 +13,8 @@ import type { PreparedChat } from "./chatPreparation.ts";
 import { pumpAll, type GenerationFinish } from "./choiceEvents.ts";
 import { chatLogprobs } from "./logprobs.ts";
 import { usageOf } from "./usage.ts";
-import { ReasoningSplitter, type ReasoningPiece } from "../../engine/reasoning/reasoningSplitter.ts";
+import type { ReasoningPiece } from "../../engine/reasoning/reasoningSplitter.ts";
+import { answerSplitter, splitOptionsFor } from "../../engine/reasoning/answerSplitter.ts";
 
 export interface ChatStreamOptions {
   includeUsage: boolean;
@@ -35,7 +36,7 @@ export async function streamChatCompletion(
   const finished: GenerationFinish[] = new Array(handles.length);
   // Whitespace between calls is held back, so that the deltas assemble to the non-streamed message.
   const parsers = handles.map(() => (tools !== null && tools.choice !== null ? new ToolCallAnswerStream(tools.format) : null));
-  const splitters = handles.map(() => (chat.reasoning === null ? null : new ReasoningSplitter(chat.reasoning)));
+  const splitters = handles.map(() => (chat.reasoning === null ? null : answerSplitter(chat.reasoning, splitOptionsFor(tools))));
   const callCounts = handles.map(() => 0);
   /** Content, then each completed call as one tool_calls delta (the SDK assembles them). */
   const sendPiece = (index: number, piece: ToolCallPiece, logprobs: unknown) => {
@@ -51,8 +52,10 @@ export async function streamChatCompletion(
       logprobs = null;
     }
     const parser = parsers[index]!;
+    // Harmony's calls come with the split (its commentary messages), the others' from the content.
+    const splitCalls = piece.calls ?? [];
     if (parser === null) {
-      if (piece.content !== "" || logprobs !== null) sendPiece(index, { content: piece.content, calls: [] }, logprobs);
+      if (piece.content !== "" || logprobs !== null || splitCalls.length > 0) sendPiece(index, { content: piece.content, calls: splitCalls }, logprobs);
       return;
     }
     const parsed = parser.push(piece.content);
@@ -61,6 +64,7 @@ export async function streamChatCompletion(
       parsed.content += rest.content;
       parsed.calls.push(...rest.calls);
     }
+    parsed.calls.push(...splitCalls);
     sendPiece(index, parsed, logprobs);
   };
   send(chunk(handles.map((_, index) => ({ index, delta: { role: "assistant", content: "" }, logprobs: null, finish_reason: null }))));

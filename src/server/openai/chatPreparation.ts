@@ -18,7 +18,7 @@ import { InvalidRequest } from "./invalidRequest.ts";
 import { asInvalidRequest, constraintsFor, SPECIAL_MARKERS, toolConstraintsFor } from "./outputConstraints.ts";
 import { preparedPrompt } from "./preparedPrompt.ts";
 import { chatReasoningStart, thinkingDisabled } from "./chatReasoning.ts";
-import type { ReasoningStart } from "../../engine/reasoning/reasoningParser.ts";
+import { detectReasoningParser, type ReasoningStart } from "../../engine/reasoning/reasoningParser.ts";
 import { checkPromptFits, checkServedModel, choicesPerPrompt, refuseUnsupported } from "./requestChecks.ts";
 import { submitAll } from "./submitChoices.ts";
 
@@ -40,6 +40,7 @@ export async function prepareChatGeneration(engine: GenerationEngine, body: Chat
   if (body.top_logprobs !== undefined && body.top_logprobs !== null && body.logprobs !== true) throw new InvalidRequest("top_logprobs", 'needs "logprobs": true');
   const topLogprobs = body.logprobs === true ? (body.top_logprobs ?? 0) : null;
   thinkingDisabled(body);
+  checkReasoningEffort(engine, body);
   const { promptIds: [promptIds], segments } = await preparedPrompt(engine, chatPrompt(body, tools));
   const reasoning = chatReasoningStart(engine, body, promptIds!);
   const maxTokens = body.max_completion_tokens ?? body.max_tokens ?? null;
@@ -47,7 +48,10 @@ export async function prepareChatGeneration(engine: GenerationEngine, body: Chat
   checkPromptFits(engine, segments === undefined ? truncatePrompt(body, promptIds!).length : promptIds!.length, maxTokens);
   const callsExpected = tools !== null && tools.choice !== null;
   const constraints = callsExpected ? await toolConstraintsFor(engine, body, tools, choicesPerPrompt(body)) : await constraintsFor(engine, body, choicesPerPrompt(body));
-  const toolOptions = callsExpected && SPECIAL_MARKERS.has(tools.format) ? { skipSpecialTokens: false } : {};
+  // Harmony's channels and the markers of some tool-call formats are special tokens the parsers (or,
+  // with --reasoning-parser none, the client reading harmony itself, as from llama.cpp) must see.
+  const harmony = reasoning === "harmony" || detectReasoningParser(engine.tokenizer.chatTemplateSource) === "gpt-oss";
+  const toolOptions = harmony || (callsExpected && SPECIAL_MARKERS.has(tools.format)) ? { skipSpecialTokens: false } : {};
   const handles = submitAll(engine, [promptIds!], choicesPerPrompt(body), constraints, (ids) => ({
     ...generationOptions(body),
     ...toolOptions,
@@ -81,11 +85,20 @@ function requestedTools(engine: GenerationEngine, body: ChatCompletionBody): Too
   return tools;
 }
 
-/** The chat's prompt as the engine prepares it: messages, template options, documents. */
+/** reasoning_effort is a template variable: a model whose template does not read it cannot honour it. */
+function checkReasoningEffort(engine: GenerationEngine, body: ChatCompletionBody): void {
+  if (body.reasoning_effort == null) return;
+  if (!(engine.tokenizer.chatTemplateSource ?? "").includes("reasoning_effort")) {
+    throw new InvalidRequest("reasoning_effort", "this model's chat template has no reasoning_effort setting (gpt-oss's has); pass its own variables with chat_template_kwargs");
+  }
+}
+
+/** The chat's prompt as the engine prepares it: messages, template options (reasoning_effort among the template's variables), documents. */
 function chatPrompt(body: ChatCompletionBody, tools: ToolRequest | null): PromptRequest {
   const messages = requestChatMessages(body.messages, (field, message) => new InvalidRequest(field, message));
+  const templateKwargs = { ...(body.reasoning_effort != null ? { reasoning_effort: body.reasoning_effort } : {}), ...body.chat_template_kwargs };
   const template = {
-    ...(body.chat_template_kwargs ? { templateKwargs: body.chat_template_kwargs } : {}),
+    ...(Object.keys(templateKwargs).length > 0 ? { templateKwargs } : {}),
     ...(body.add_generation_prompt != null ? { addGenerationPrompt: body.add_generation_prompt } : {}),
     ...(tools !== null ? { tools: tools.tools } : {}),
   };

@@ -39,10 +39,15 @@ export async function makeConstraints(count: number, make: () => Promise<Grammar
   }
 }
 
-/** One tool-call constraint per choice; a response format next to tools that may be called is refused. */
+/**
+ * One tool-call constraint per choice; a response format next to tools that may be called is
+ * refused. Harmony's tool_choice "auto" has none: whether a message is a call is its header's say,
+ * written before any constraint could start (toolCallGrammar.ts).
+ */
 export async function toolConstraintsFor(engine: GenerationEngine, body: GrammarFields, tools: ToolRequest, count: number): Promise<GrammarConstraint[]> {
   const output = requestedOutput(body);
   if (output !== null) throw new InvalidRequest(output.field, 'an output format cannot be combined with tools the model may call; use tool_choice "none", or leave one out');
+  if (tools.format === "harmony" && tools.choice === "auto") return [];
   const request = { format: tools.format, tools: tools.tools.map((tool) => tool.function), choice: tools.choice!, parallel: tools.parallel };
   return makeConstraints(count, () => engine.grammar.toolCallConstraint(request, "tool_choice"));
 }

@@ -13,7 +13,8 @@ import type { GenerationHandle } from "../../engine/generationHandle.ts";
 import { ToolCallAnswerStream, wholeToolCallAnswer } from "../../engine/toolCalls/toolCallAnswer.ts";
 import type { ToolRequest } from "../../engine/toolCalls/toolRequest.ts";
 import type { ReasoningStart } from "../../engine/reasoning/reasoningParser.ts";
-import { ReasoningSplitter, splitReasoning, type ReasoningPiece } from "../../engine/reasoning/reasoningSplitter.ts";
+import type { ReasoningPiece } from "../../engine/reasoning/reasoningSplitter.ts";
+import { answerSplitter, splitAnswer, splitOptionsFor } from "../../engine/reasoning/answerSplitter.ts";
 import { prepareChatGeneration } from "../openai/chatPreparation.ts";
 import { describeIssue, errorResponse } from "../../http/errors.ts";
 import { engineFailureResponse, failureMessage, streamFailure } from "../generationFailure.ts";
@@ -130,11 +131,13 @@ export function mountResponsesRoute(app: OpenAPIHono, engine: GenerationEngine, 
     const callsExpected = tools !== null && tools.choice !== null;
     // Whitespace between calls is no output text, streamed or not (toolCallAnswer.ts).
     const parser = callsExpected ? new ToolCallAnswerStream(tools!.format) : null;
-    const splitter = reasoning === null ? null : new ReasoningSplitter(reasoning);
+    const splitter = reasoning === null ? null : answerSplitter(reasoning, splitOptionsFor(tools));
     /** Reasoning to the reasoning item, content through the tool-call parser (when calls are expected). */
     const pushText = (builder: ResponseOutputBuilder, piece: ReasoningPiece, last: boolean) => {
       builder.pushReasoning(piece.reasoning);
       if (piece.content !== "") builder.push(parser === null ? { content: piece.content, calls: [] } : parser.push(piece.content));
+      // Harmony's calls come with the split (its commentary messages).
+      if (piece.calls !== undefined && piece.calls.length > 0) builder.push({ content: "", calls: piece.calls });
       if (last && parser !== null) builder.push(parser.end());
     };
     const conversation = translated!;
@@ -177,13 +180,13 @@ export function mountResponsesRoute(app: OpenAPIHono, engine: GenerationEngine, 
     try {
       const result = await handle.result();
       const builder = new ResponseOutputBuilder(() => {}, callsExpected);
-      const split = reasoning === null ? { reasoning: null, content: result.text } : splitReasoning(reasoning, result.text);
+      const split = reasoning === null ? { reasoning: null, content: result.text, calls: [] } : splitAnswer(reasoning, result.text, splitOptionsFor(tools));
       builder.pushReasoning(split.reasoning ?? "");
       const text = split.content ?? "";
       if (!callsExpected) builder.push({ content: text, calls: [] });
       else {
         const answer = wholeToolCallAnswer(tools!.format, text);
-        builder.push({ content: answer.content ?? "", calls: answer.calls });
+        builder.push({ content: answer.content ?? "", calls: [...split.calls, ...answer.calls] });
       }
       const status = result.finishReason === "length" ? "incomplete" : "completed";
       builder.finish(status);

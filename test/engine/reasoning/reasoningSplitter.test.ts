@@ -1,5 +1,5 @@
 import { describe, expect, test } from "bun:test";
-import type { ReasoningStart } from "../../../src/engine/reasoning/reasoningParser.ts";
+import type { ThinkStart as ReasoningStart } from "../../../src/engine/reasoning/reasoningParser.ts";
 import { answerOf, ReasoningSplitter, splitReasoning } from "../../../src/engine/reasoning/reasoningSplitter.ts";
 import { seededRandom } from "../../../src/index/seededRandom.ts";
 import { referenceSplit } from "./referenceSplit.ts";

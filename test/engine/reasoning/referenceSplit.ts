@@ -3,7 +3,7 @@
  * against: an optional leading `<think>` (after whitespace), the reasoning up to the first
  * `</think>`, the content after it.
  */
-import type { ReasoningStart } from "../../../src/engine/reasoning/reasoningParser.ts";
+import type { ThinkStart as ReasoningStart } from "../../../src/engine/reasoning/reasoningParser.ts";
 
 export function referenceSplit(start: ReasoningStart, text: string): { reasoning: string | null; content: string | null } {
   if (start === "content") return { reasoning: null, content: text };

@@ -1,6 +1,6 @@
 import { describe, expect, test } from "bun:test";
 import { ToolCallAnswerStream, wholeToolCallAnswer, type ToolCallAnswer } from "../../../src/engine/toolCalls/toolCallAnswer.ts";
-import { TOOL_CALL_FORMATS, type ToolCallFormat } from "../../../src/engine/toolCalls/toolCallFormat.ts";
+import { CONTENT_TOOL_CALL_FORMATS as TOOL_CALL_FORMATS, type ContentToolCallFormat as ToolCallFormat } from "../../../src/engine/toolCalls/toolCallFormat.ts";
 import type { ParsedToolCall } from "../../../src/engine/toolCalls/parsedToolCall.ts";
 
 const CALLS: ParsedToolCall[] = [

@@ -130,7 +130,11 @@ class Model {
     float* q_norm = nullptr;  // [head_dim] each, with ModelConfig::qk_norm
     float* k_norm = nullptr;
     Matrix* o = nullptr;
+    float* o_bias = nullptr;  // gpt-oss
+    float* sinks = nullptr;   // [heads] sink logits, with ModelConfig::attention_sinks
     float* mlp_norm = nullptr;
+    // The dense FFN; both null on a mixture-of-experts layer (its FFN plugs in at the MLP tiles
+    // of forward(): rms_norm(x, mlp_norm) rows in, the FFN's output rows out, added to x).
     Matrix* gate_up = nullptr;
     Matrix* down = nullptr;
     // Gemma 3: norms of the attention and MLP outputs (null elsewhere).

@@ -59,7 +59,12 @@ def write(writer, rng, shape, tensor):
         writer.add_tensor(name, (offset + scale * rng.standard_normal(n)).astype(np.float32))
 
     def experts_tensor(name, rows, cols, zeroed=False):
-        values = np.zeros((experts, rows, cols), dtype=np.float32) if zeroed else (rng.standard_normal((experts, rows, cols)) / np.sqrt(cols)).astype(np.float32)
+        # Drawn in float32 (no float64 temporaries: gpt-oss-20b's shape has 265M values a tensor).
+        if zeroed:
+            values = np.zeros((experts, rows, cols), dtype=np.float32)
+        else:
+            values = rng.standard_normal((experts, rows, cols), dtype=np.float32)
+            values *= np.float32(1 / np.sqrt(cols))
         if expert_type == "mxfp4":
             from gguf import quants
 

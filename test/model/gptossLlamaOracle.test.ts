@@ -1,8 +1,9 @@
 /**
  * gpt-oss against llama.cpp (issue 32, item 2) on random-weight files written by llama.cpp's own
  * gguf-py (scripts/oracle/arch_gptoss.py: 4 layers, even ones sliding over 32 entries, YaRN ×32,
- * sinks, q/k/v/o biases, 4 experts top-2), 300 positions (ctxr: 200 in one prefill, then one token
- * a forward), f32 KV cache on both sides.
+ * sinks, q/k/v/o biases, 4 experts top-2; and gpt-oss-20b's attention shape, 2 layers, window
+ * 128), 300 positions (ctxr: 200 in one prefill, then one token a forward; 400 and 300 at the
+ * real shape), f32 KV cache on both sides.
  *
  * - The attention alone: a file whose gate experts, gate biases and down biases are all zero, so
  *   that every layer's FFN adds exactly 0 in llama.cpp (gate 0 → SwiGLU 0 → down bias 0). ctxr
@@ -51,11 +52,11 @@ function describeDifference(d: RowsDifference): string {
 }
 
 /** ctxr's log-probabilities with the runner's layers run without their FFN. */
-async function ctxrWithoutFfn(runner: string, file: string, ids: readonly number[]): Promise<LogprobRows> {
+async function ctxrWithoutFfn(runner: string, file: string, ids: readonly number[], prefill: number): Promise<LogprobRows> {
   const before = process.env.CTXR_TEST_WITHOUT_MOE_FFN;
   process.env.CTXR_TEST_WITHOUT_MOE_FFN = "1";
   try {
-    return await ctxrLogprobs(runner, file, ids, PREFILL_POSITIONS);
+    return await ctxrLogprobs(runner, file, ids, prefill);
   } finally {
     if (before === undefined) delete process.env.CTXR_TEST_WITHOUT_MOE_FFN;
     else process.env.CTXR_TEST_WITHOUT_MOE_FFN = before;
@@ -73,19 +74,27 @@ beforeAll(() => {
 
 afterAll(() => scratch?.cleanup());
 
-describe("gpt-oss attention (sinks, alternating 32-entry windows, YaRN, biases) against llama.cpp", () => {
-  test("F32, experts zero: ctxr's log-probabilities match llama.cpp's", async () => {
-    const file = writeRandomGguf("gptoss", join(scratch.path, "gptoss-zero-experts.gguf"), withArchOptions("zero_experts=1"));
-    const ids = pseudoRandomIds(POSITIONS, 250, 7);
-    const llama = llamaLogprobs(file, ids, scratch.path);
-    const ours = await ctxrWithoutFfn(runner, file, ids);
-    expect(ours.vocab).toBe(llama.vocab);
-    const d = rowsDifference(ours.rows, llama.rows, llama.vocab);
-    const context = `gpt-oss attention F32: ctxr vs llama.cpp ${describeDifference(d)}`;
-    if (process.env.CTXR_ORACLE_LOG) console.log(context);
-    expect(d.max, context).toBeLessThanOrEqual(EXACT_MAX);
-    expect(d.mean, context).toBeLessThanOrEqual(EXACT_MEAN);
-  });
+describe("gpt-oss attention (sinks, alternating sliding windows, YaRN, biases) against llama.cpp", () => {
+  // gpt-oss-20b's attention shape: 64 heads of 64 on 8 KV heads, hidden 2880, window 128 (YaRN's
+  // ramp then runs over frequencies 8..18 of 32, as in the real model), 2 layers, 400 positions.
+  const realShape: RandomGgufOptions = { hidden: 2880, layers: 2, heads: 64, kvHeads: 8, headDim: 64, ffn: 64, extraArgs: ["--sliding-window", "128", "--arch-option", "zero_experts=1"] };
+  const cases: [string, RandomGgufOptions, number, number][] = [
+    ["F32, experts zero", withArchOptions("zero_experts=1"), POSITIONS, PREFILL_POSITIONS],
+    ["F32, experts zero, gpt-oss-20b's attention shape", realShape, 400, 300],
+  ];
+  for (const [name, options, positions, prefill] of cases)
+    test(`${name}: ctxr's log-probabilities match llama.cpp's`, async () => {
+      const file = writeRandomGguf("gptoss", join(scratch.path, `gptoss-${name.replace(/\W+/g, "-")}.gguf`), options);
+      const ids = pseudoRandomIds(positions, 250, 7);
+      const llama = llamaLogprobs(file, ids, scratch.path);
+      const ours = await ctxrWithoutFfn(runner, file, ids, prefill);
+      expect(ours.vocab).toBe(llama.vocab);
+      const d = rowsDifference(ours.rows, llama.rows, llama.vocab);
+      const context = `gpt-oss attention ${name}: ctxr vs llama.cpp ${describeDifference(d)}`;
+      if (process.env.CTXR_ORACLE_LOG) console.log(context);
+      expect(d.max, context).toBeLessThanOrEqual(EXACT_MAX);
+      expect(d.mean, context).toBeLessThanOrEqual(EXACT_MEAN);
+    });
 });
 
 describe("gpt-oss, the whole model (mixture-of-experts FFN), against llama.cpp", () => {

@@ -3,6 +3,8 @@
  * a random file from llama.cpp's gguf-py (scripts/oracle/arch_gptoss.py, experts zero, run without
  * the FFN while the runner has no mixture-of-experts FFN: CTXR_TEST_WITHOUT_MOE_FFN=1).
  * - Its layers alternate as llama.cpp's pattern 2 has them (even ones sliding), on two KV groups.
+ * - Freeing the sliding blocks as they leave the window (into a sliding pool of 5 blocks, so that
+ *   freed blocks are handed out again) keeps the logits of the keep-everything cache.
  * - A chunk moved by RELOCATE (or EXPORT then IMPORT) to positions d.. is the chunk computed there,
  *   in both groups: RELOCATE re-rotates with the same YaRN table (and magnitude scale) as the
  *   forward pass; re-rotating with the plain table instead would be far off.
@@ -17,6 +19,8 @@ import { parseGguf } from "../../src/model/gguf/ggufReader.ts";
 import { encodeGguf } from "../../src/model/gguf/ggufWriter.ts";
 import { RunnerProcess } from "../../src/runner/runnerProcess.ts";
 import { sequenceRange, type KvData } from "../../src/runner/runnerProtocol.ts";
+import { NO_BLOCK } from "../../src/kv/kvBlockTable.ts";
+import { firstLiveBlock } from "../../src/kv/slidingWindowSpan.ts";
 import { buildRunner } from "../helpers/engineKit.ts";
 import { writeRandomGguf } from "../helpers/llamaOracle.ts";
 
@@ -110,6 +114,55 @@ describe("gpt-oss attention in the runner", () => {
   test("even layers slide over the window, odd ones see everything: two KV groups", () => {
     expect(runner.info.layer_windows).toEqual([WINDOW, 0, WINDOW, 0]);
     expect(runner.info.kv_groups?.map((g) => g.layers)).toEqual([[1, 3], [0, 2]]);
+  });
+
+  test("sliding blocks freed as they leave the window (and handed out again) keep the keep-everything cache's logits", async () => {
+    const length = 150;
+    const steps = [40, 40, ...Array.from({ length: length - 80 }, () => 1)];
+    const sequence = tokens(9, length, runner.info.vocab);
+    const start = (extraArgs: string[]) =>
+      RunnerProcess.start({ executable: buildRunner(), model, blocks: 16, blockSize: BLOCK, threads: 2, kvDtype: "f32", env: WITHOUT_FFN, extraArgs });
+    const expected: Float32Array[] = [];
+    const everything = await start(["--kv-groups", "1"]);
+    try {
+      const table = await everything.alloc(Math.ceil(length / BLOCK));
+      let at = 0;
+      for (const count of steps) {
+        expected.push((await everything.forward({ sequences: [{ table, tokens: sequence.slice(at, at + count), indices: sequenceRange(at, count), logitRows: [count - 1] }] })).logits[0]!);
+        at += count;
+      }
+    } finally {
+      await everything.shutdown();
+    }
+    const windowed = await start(["--sliding-blocks", "5"]);
+    try {
+      const table = await windowed.alloc(Math.ceil(length / BLOCK));
+      const sliding: number[] = [];
+      const handedOut = new Set<number>();
+      let reused = 0;
+      let at = 0;
+      for (const [step, count] of steps.entries()) {
+        const need = Math.ceil((at + count) / BLOCK) - sliding.length;
+        if (need > 0) {
+          const fresh = await windowed.alloc(need, 1);
+          reused += fresh.filter((b) => handedOut.has(b)).length;
+          fresh.forEach((b) => handedOut.add(b));
+          sliding.push(...fresh);
+        }
+        const result = await windowed.forward({ sequences: [{ table, slidingTable: sliding, tokens: sequence.slice(at, at + count), indices: sequenceRange(at, count), logitRows: [count - 1] }] });
+        expect(maxAbsDiff(result.logits[0]!, expected[step]!), `step ${step}`).toBeLessThan(1e-5);
+        at += count;
+        const gone: number[] = [];
+        for (let b = 0; b < firstLiveBlock(at, WINDOW, BLOCK); b++) {
+          if (sliding[b] !== NO_BLOCK) gone.push(sliding[b]!);
+          sliding[b] = NO_BLOCK;
+        }
+        if (gone.length > 0) await windowed.free(gone, 1);
+      }
+      expect(reused).toBeGreaterThan(0);
+    } finally {
+      await windowed.shutdown();
+    }
   });
 
   test("RELOCATE and EXPORT+IMPORT re-rotate with YaRN's table: the moved chunk is the chunk computed there", async () => {

@@ -99,6 +99,7 @@ Model::Model(const std::string& dir, Backend* backend, int num_blocks, int block
     }
     layer.window = c.layer_window_of(l);
     if (without_moe_ffn) {
+      layer.without_ffn = true;
       layers_.push_back(layer);
       continue;
     }
@@ -578,7 +579,7 @@ ForwardResult Model::forward(const std::vector<SequenceStep>& steps, const Forwa
     if (layer.attn_out_norm) backend_->rms_norm(tmp, layer.attn_out_norm, static_cast<float>(c.rms_norm_eps), m, c.hidden, tmp);
     backend_->add(x, tmp, static_cast<size_t>(m) * c.hidden);
     // Every op of the MLP is row by row: tiles give the rows of the whole-batch pass, bit for bit.
-    const int tiles = layer.down ? (m + mlp_rows - 1) / mlp_rows : 0;
+    const int tiles = layer.without_ffn ? 0 : (m + mlp_rows - 1) / mlp_rows;
     for (int t = 0; t < tiles; t++) {
       const int r0 = static_cast<int>(static_cast<int64_t>(m) * t / tiles), rows = static_cast<int>(static_cast<int64_t>(m) * (t + 1) / tiles) - r0;
       float* xt = x + static_cast<size_t>(r0) * c.hidden;

@@ -114,6 +114,7 @@ describe("gpt-oss, the whole model (mixture-of-experts FFN), against llama.cpp",
     const ours = await ctxrLogprobs(runner, f32File, ids, PREFILL_POSITIONS);
     const d = rowsDifference(ours.rows, llamaF32.rows, llamaF32.vocab);
     const context = `gpt-oss F32: ctxr vs llama.cpp ${describeDifference(d)}`;
+    if (process.env.CTXR_ORACLE_LOG) console.log(context);
     expect(d.max, context).toBeLessThanOrEqual(EXACT_MAX);
     expect(d.mean, context).toBeLessThanOrEqual(EXACT_MEAN);
   });
@@ -133,6 +134,7 @@ describe("gpt-oss, the whole model (mixture-of-experts FFN), against llama.cpp",
       const d = rowsDifference(ours.rows, llama.rows, llama.vocab);
       const own = rowsDifference(llama.rows, llamaF32.rows, llama.vocab);
       const context = `gpt-oss ${name}: ctxr vs llama.cpp ${describeDifference(d)}; llama.cpp vs its F32 ${describeDifference(own)}; its Q8_0 vs F32 ${describeDifference(llamaQ8Error)}`;
+      if (process.env.CTXR_ORACLE_LOG) console.log(context);
       expect(d.max, context).toBeLessThanOrEqual(Math.min(own.max, ACTIVATION_ROUNDING_FACTOR * llamaQ8Error.max));
       expect(d.mean, context).toBeLessThanOrEqual(Math.min(own.mean, ACTIVATION_ROUNDING_FACTOR * llamaQ8Error.mean));
     });

@@ -4,7 +4,10 @@
  * whose experts are zero, so its FFN adds exactly 0; the runner runs the layers without it
  * (CTXR_TEST_WITHOUT_MOE_FFN=1, until it has the mixture-of-experts FFN). A chat whose prompt runs
  * well past the window is answered through the real server (f16 KV cache, prefill in one chunk),
- * and the first answer token's log-probability is llama.cpp's best at the prompt's end.
+ * and the first answer token's log-probability is llama.cpp's best at the prompt's end. Over a
+ * conversation the prefix cache (full-attention blocks plus window checkpoints of the sliding
+ * layers) serves ≥ 95% of the earlier turns, and the answers are those of a server that keeps
+ * every position's KV and caches nothing.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { join } from "node:path";
@@ -17,13 +20,16 @@ describe("serve --model gpt-oss.gguf (attention layers)", () => {
   const file = join(scratch.path, "gptoss.gguf");
   const before = process.env.CTXR_TEST_WITHOUT_MOE_FFN;
   let api: EngineTestServer;
+  let everything: EngineTestServer;
   beforeAll(async () => {
     writeRandomGguf("gptoss", file, { hidden: 64, layers: 4, heads: 4, kvHeads: 2, headDim: 16, ffn: 64, extraArgs: ["--sliding-window", "32", "--arch-option", "zero_experts=1"] });
     process.env.CTXR_TEST_WITHOUT_MOE_FFN = "1";
-    api = await startEngineServer(file, { kvBlocks: 64, blockSize: 16 });
+    api = await startEngineServer(file, { kvBlocks: 256, blockSize: 16 });
+    everything = await startEngineServer(file, { kvBlocks: 256, blockSize: 16, kvGroups: 1, prefixCache: false });
   }, 120_000);
   afterAll(async () => {
     await api?.close();
+    await everything?.close();
     if (before === undefined) delete process.env.CTXR_TEST_WITHOUT_MOE_FFN;
     else process.env.CTXR_TEST_WITHOUT_MOE_FFN = before;
     scratch.cleanup();
@@ -45,4 +51,30 @@ describe("serve --model gpt-oss.gguf (attention layers)", () => {
     // f16 KV cache here, f32 in llama.cpp's driver (measured 7e-5 apart).
     expect(Math.abs(first - best)).toBeLessThan(1e-2);
   }, 60_000);
+
+  test("a conversation: turn n finds ≥ 95% of the earlier turns cached and answers as the keep-everything server does", async () => {
+    expect(api.engine.runner.info.kv_groups?.[1]).toMatchObject({ kind: "sliding_window", sliding_window: 32, layers: [0, 2] });
+    const chat = async (server: EngineTestServer, messages: { role: string; content: string }[]) => {
+      const answer = await server.post("/v1/chat/completions", { model: "gptoss", messages, max_tokens: 4, temperature: 0, logprobs: true });
+      expect(answer.status).toBe(200);
+      const choice = answer.body.choices[0];
+      return {
+        content: choice.message.content as string,
+        cached: (answer.body.usage.prompt_tokens_details?.cached_tokens ?? 0) as number,
+        logprobs: (choice.logprobs.content as { token: string; logprob: number }[]).map((e) => [e.token, e.logprob] as const),
+      };
+    };
+    const messages: { role: string; content: string }[] = [];
+    for (let turn = 1; turn <= 3; turn++) {
+      const earlier = messages.length === 0 ? 0 : (await api.engine.tokenizeChatPrompt(messages, { addGenerationPrompt: false })).length;
+      messages.push({ role: "user", content: `turn ${turn}: ` + "a stone rests near the shore and hears the rain ".repeat(4 + turn) });
+      const got = await chat(api, messages);
+      const want = await chat(everything, messages);
+      if (turn > 1) expect(got.cached).toBeGreaterThanOrEqual(0.95 * earlier);
+      expect(got.content).toBe(want.content);
+      expect(got.logprobs.map(([token]) => token)).toEqual(want.logprobs.map(([token]) => token));
+      got.logprobs.forEach(([, logprob], i) => expect(Math.abs(logprob - want.logprobs[i]![1])).toBeLessThan(2e-3));
+      messages.push({ role: "assistant", content: got.content });
+    }
+  }, 120_000);
 });

@@ -80,6 +80,11 @@ struct AttentionBatch {
   // chunk_of = stat_chunk_of + token_seq[t] * max_len (-1: the entry is in no chunk).
   const int32_t* stat_chunk_of;  // [n_seqs][max_len]
   int stat_chunks;
+  // Learned attention sinks (gpt-oss; only for a backend whose supports_attention_sinks() is
+  // true): when not null, head h's softmax denominator gains exp(sinks[h]), a logit in the scaled
+  // domain (q·k · scale) of an extra entry that has no value, as llama.cpp's soft_max sinks. The
+  // probabilities (and statistics) then sum to less than 1.
+  const float* sinks;  // [heads]
 };
 
 class Backend {
@@ -172,6 +177,8 @@ class Backend {
   virtual void attention(int layer, const float* q, int q_stride, const AttentionBatch& batch, float* out) = 0;
   // Whether attention() takes statistics in chunk mode (AttentionBatch::stat_chunk_of).
   virtual bool chunk_statistics() const { return false; }
+  // Whether attention() takes AttentionBatch::sinks (a model with attention sinks needs it).
+  virtual bool supports_attention_sinks() const { return false; }
 };
 
 Backend* make_cpu_backend(int threads);

@@ -45,8 +45,12 @@ const std::pair<const char*, const char*> kGemma3Parts[] = {
     {"post_ffw_norm", "post_feedforward_layernorm"}, {"attn_q_norm", "self_attn.q_norm"},
     {"attn_k_norm", "self_attn.k_norm"}};
 
+// gpt-oss's: its post_attention_norm is the norm before the FFN (Hugging Face's
+// post_attention_layernorm, as a Llama's), and each layer has a sink logit per head.
+const std::pair<const char*, const char*> kGptOssParts[] = {{"post_attention_norm", "post_attention_layernorm"}, {"attn_sinks", "self_attn.sinks"}};
+
 // llama.cpp's name of a tensor → the Hugging Face name; "" for tensors the model does not use.
-std::string hf_name(const std::string& name, bool gemma3) {
+std::string hf_name(const std::string& name, const std::string& architecture) {
   static const std::pair<const char*, const char*> top[] = {
       {"token_embd.weight", "model.embed_tokens.weight"}, {"output_norm.weight", "model.norm.weight"}, {"output.weight", "lm_head.weight"}};
   for (const auto& [g, h] : top)
@@ -64,8 +68,11 @@ std::string hf_name(const std::string& name, bool gemma3) {
     const std::string prefix = std::string(g) + ".";
     return rest.compare(0, prefix.size(), prefix) == 0 ? "model.layers." + layer + "." + h + rest.substr(prefix.size() - 1) : std::string();
   };
-  if (gemma3)
+  if (architecture == "Gemma3ForCausalLM")
     for (const auto& [g, h] : kGemma3Parts)
+      if (std::string n = match(g, h); !n.empty()) return n;
+  if (architecture == "GptOssForCausalLM")
+    for (const auto& [g, h] : kGptOssParts)
       if (std::string n = match(g, h); !n.empty()) return n;
   for (const auto& [g, h] : parts)
     if (std::string n = match(g, h); !n.empty()) return n;
@@ -79,7 +86,7 @@ std::string phi3_hf_name(const std::string& name) {
   for (const auto& [g, h] : fused)
     if (size_t at = name.find(g); name.compare(0, 4, "blk.") == 0 && at != std::string::npos)
       return "model.layers." + name.substr(4, at - 4) + h + name.substr(at + std::strlen(g));
-  return hf_name(name, false);
+  return hf_name(name, "Phi3ForCausalLM");
 }
 
 // A per-frequency divisor tensor (rope_freqs, rope_factors_long/short): F32 [n], all positive.
@@ -114,7 +121,6 @@ GgufWeights::GgufWeights(const std::string& path) : files_(open_gguf_parts(path)
   for (size_t i = 1; i < files_.size(); i++) other_parts.push_back(files_[i].get());
   config_ = model_config_from_gguf(*files_[0], other_parts);
   const bool llama = config_.architecture == "LlamaForCausalLM";
-  const bool gemma3 = config_.architecture == "Gemma3ForCausalLM";
   const bool phi3 = config_.architecture == "Phi3ForCausalLM";
   for (const auto& file : files_) {
     for (const GgufTensor& t : file->tensors()) {
@@ -126,7 +132,7 @@ GgufWeights::GgufWeights(const std::string& path) : files_(open_gguf_parts(path)
         (t.name == "rope_factors_long.weight" ? config_.rope_long_factors : config_.rope_short_factors) = rope_factors(file->path(), t, config_.rope_dim / 2);
         continue;
       }
-      std::string name = phi3 ? phi3_hf_name(t.name) : hf_name(t.name, gemma3);
+      std::string name = phi3 ? phi3_hf_name(t.name) : hf_name(t.name, config_.architecture);
       if (name.empty()) continue;
       TensorView v;
       v.name = t.name;

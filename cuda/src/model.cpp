@@ -59,6 +59,15 @@ Model::Model(const std::string& dir, Backend* backend, int num_blocks, int block
   if ((c.sandwich_norms || c.hidden_act != "silu" || !c.layer_window.empty()) && !backend_->supports_gemma3_ops())
     throw std::invalid_argument(c.architecture + " does not run on the " + backend_->name() +
                                 " backend (no sliding-window attention or GeGLU there yet); use the CPU runner");
+  if (c.attention_sinks && !backend_->supports_attention_sinks())
+    throw std::invalid_argument(c.architecture + " does not run on the " + backend_->name() + " backend (no attention sinks there yet); use the CPU runner");
+  // The mixture-of-experts FFN is not in this build yet: a file of such a model is refused,
+  // unless CTXR_TEST_WITHOUT_MOE_FFN=1 asks to run its layers without their FFN (the attention
+  // checks against llama.cpp, on files whose experts are all zero: their FFN adds exactly 0).
+  const bool without_moe_ffn = c.expert_count > 0 && std::getenv("CTXR_TEST_WITHOUT_MOE_FFN") && std::string(std::getenv("CTXR_TEST_WITHOUT_MOE_FFN")) == "1";
+  if (c.expert_count > 0 && !without_moe_ffn)
+    throw std::invalid_argument(c.architecture + ": the mixture-of-experts FFN (" + std::to_string(c.expert_count) + " experts, " +
+                                std::to_string(c.expert_used_count) + " per token) is not supported by this runner yet");
   embed_ = load_matrix("model.embed_tokens.weight", c.vocab, c.hidden);
   bool tied = c.tie_word_embeddings || !weights_->has("lm_head.weight");
   lm_head_ = tied ? embed_ : load_matrix("lm_head.weight", c.vocab, c.hidden);
@@ -76,6 +85,8 @@ Model::Model(const std::string& dir, Backend* backend, int num_blocks, int block
     if (weights_->has(p + "self_attn.q_proj.bias"))
       layer.qkv_bias = load_fused_vector({p + "self_attn.q_proj.bias", p + "self_attn.k_proj.bias", p + "self_attn.v_proj.bias"}, {q, kv, kv});
     layer.o = load_matrix(p + "self_attn.o_proj.weight", c.hidden, q);
+    if (weights_->has(p + "self_attn.o_proj.bias")) layer.o_bias = load_vector(p + "self_attn.o_proj.bias", c.hidden);
+    if (c.attention_sinks) layer.sinks = load_vector(p + "self_attn.sinks.weight", c.heads);
     if (c.sandwich_norms) {
       layer.attn_out_norm = load_norm(p + "post_attention_layernorm.weight", c.hidden);
       layer.mlp_norm = load_norm(p + "pre_feedforward_layernorm.weight", c.hidden);
@@ -88,6 +99,11 @@ Model::Model(const std::string& dir, Backend* backend, int num_blocks, int block
       layer.k_norm = load_norm(p + "self_attn.k_norm.weight", c.head_dim);
     }
     layer.window = c.layer_window_of(l);
+    if (without_moe_ffn) {
+      layer.without_ffn = true;
+      layers_.push_back(layer);
+      continue;
+    }
     layer.gate_up = phi3 || weights_->has(p + "mlp.gate_up_proj.weight")
                         ? load_matrix(p + "mlp.gate_up_proj.weight", 2 * c.intermediate, c.hidden)
                         : load_fused({p + "mlp.gate_proj.weight", p + "mlp.up_proj.weight"}, {c.intermediate, c.intermediate}, c.hidden);
@@ -113,7 +129,8 @@ Model::Model(const std::string& dir, Backend* backend, int num_blocks, int block
   backend_->kv_init({c.layers, num_blocks, block_size, kv_width(), kv_dtype_, layer_blocks});
   backend_->prepare_linear(lm_head_);
   for (auto& layer : layers_)
-    for (Matrix* m : {layer.qkv, layer.o, layer.gate_up, layer.down}) backend_->prepare_linear(m);
+    for (Matrix* m : {layer.qkv, layer.o, layer.gate_up, layer.down})
+      if (m) backend_->prepare_linear(m);
   if (std::string(backend_->name()) != "cpu") fused_.clear();
   mlp_rows_ = kMlpRows;
   if (const char* rows = std::getenv("CTXR_MLP_ROWS")) mlp_rows_ = std::max(0, std::atoi(rows));
@@ -135,13 +152,10 @@ Model::~Model() {
   for (auto& l : layers_) {
     backend_->release(l.attn_norm);
     backend_->release(l.mlp_norm);
-    for (float* v : {l.q_norm, l.k_norm, l.attn_out_norm, l.mlp_out_norm})
+    for (float* v : {l.q_norm, l.k_norm, l.attn_out_norm, l.mlp_out_norm, l.qkv_bias, l.o_bias, l.sinks})
       if (v) backend_->release(v);
-    if (l.qkv_bias) backend_->release(l.qkv_bias);
-    backend_->free_matrix(l.qkv);
-    backend_->free_matrix(l.o);
-    backend_->free_matrix(l.gate_up);
-    backend_->free_matrix(l.down);
+    for (Matrix* m : {l.qkv, l.o, l.gate_up, l.down})
+      if (m) backend_->free_matrix(m);
   }
   if (lm_head_ != embed_) backend_->free_matrix(lm_head_);
   backend_->free_matrix(embed_);
@@ -550,6 +564,7 @@ ForwardResult Model::forward(const std::vector<SequenceStep>& steps, const Forwa
     backend_->kv_write(l, qkv + q_width, qkv + q_width + kv, qkv_width, in_sliding_group ? d_sliding_slots : d_slots, m);
     batch.block_tables = in_sliding_group ? d_sliding_tables : d_tables;
     batch.window = layer.window;
+    batch.sinks = layer.sinks;
     if (profiling_) {
       sync();
       auto t = std::chrono::steady_clock::now();
@@ -561,11 +576,11 @@ ForwardResult Model::forward(const std::vector<SequenceStep>& steps, const Forwa
       backend_->attention(l, qkv, qkv_width, batch, attn);
     }
     bool any_stopped = with_stats && layer_stats(l);
-    linear(attn, m, layer.o, c.hidden, q_width, nullptr, tmp);
+    linear(attn, m, layer.o, c.hidden, q_width, layer.o_bias, tmp);
     if (layer.attn_out_norm) backend_->rms_norm(tmp, layer.attn_out_norm, static_cast<float>(c.rms_norm_eps), m, c.hidden, tmp);
     backend_->add(x, tmp, static_cast<size_t>(m) * c.hidden);
     // Every op of the MLP is row by row: tiles give the rows of the whole-batch pass, bit for bit.
-    const int tiles = (m + mlp_rows - 1) / mlp_rows;
+    const int tiles = layer.without_ffn ? 0 : (m + mlp_rows - 1) / mlp_rows;
     for (int t = 0; t < tiles; t++) {
       const int r0 = static_cast<int>(static_cast<int64_t>(m) * t / tiles), rows = static_cast<int>(static_cast<int64_t>(m) * (t + 1) / tiles) - r0;
       float* xt = x + static_cast<size_t>(r0) * c.hidden;

@@ -134,9 +134,15 @@ class Model {
     float* q_norm = nullptr;  // [head_dim] each, with ModelConfig::qk_norm
     float* k_norm = nullptr;
     Matrix* o = nullptr;
+    float* o_bias = nullptr;  // gpt-oss
+    float* sinks = nullptr;   // [heads] sink logits, with ModelConfig::attention_sinks
     float* mlp_norm = nullptr;
     Matrix* gate_up = nullptr;
     Matrix* down = nullptr;
+    // CTXR_TEST_WITHOUT_MOE_FFN=1 on a mixture-of-experts model (no MoE FFN in this build): the
+    // layer runs without its FFN. A MoE FFN plugs in at forward()'s MLP tiles instead: the rows of
+    // rms_norm(x, mlp_norm) in, the experts' weighted outputs added to x.
+    bool without_ffn = false;
     // Gemma 3: norms of the attention and MLP outputs (null elsewhere).
     float* attn_out_norm = nullptr;
     float* mlp_out_norm = nullptr;

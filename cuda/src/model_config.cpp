@@ -137,6 +137,30 @@ ModelConfig model_config_from_json_text(const std::string& text) {
   return c;
 }
 
+namespace {
+
+// llama.cpp's YaRN (ggml rope_yarn): frequency i is interpolated (divided by the factor) with
+// weight 1 - ramp(i) and kept with weight ramp(i), ramp falling from 1 to 0 between the
+// dimensions where beta_fast and beta_slow rotations fit the original context
+// (ggml_rope_yarn_corr_dims, computed in float as there: the floor and ceil must agree).
+void apply_yarn(std::vector<double>& f, const ModelConfig& c, int dims) {
+  auto corr_dim = [&](double rotations) {
+    return dims * logf(static_cast<float>(c.rope_original_max_positions) / (static_cast<float>(rotations) * 2 * static_cast<float>(M_PI))) /
+           (2 * logf(static_cast<float>(c.rope_theta)));
+  };
+  const float low = std::max(0.0f, std::floor(corr_dim(c.rope_yarn_beta_fast)));
+  const float high = std::min(static_cast<float>(dims - 1), std::ceil(corr_dim(c.rope_yarn_beta_slow)));
+  for (size_t i = 0; i < f.size(); i++) {
+    const double y = (static_cast<double>(i) - low) / std::max(0.001, static_cast<double>(high - low));
+    const double ramp = 1 - std::min(1.0, std::max(0.0, y));
+    f[i] = f[i] / c.rope_factor * (1 - ramp) + f[i] * ramp;
+  }
+}
+
+}  // namespace
+
+double yarn_attention_factor(double factor) { return factor > 1 ? 1 + 0.1 * std::log(factor) : 1; }
+
 void choose_longrope_factors(ModelConfig& c, long long context_tokens) {
   if (c.rope_long_factors.empty()) return;
   c.rope_freq_factors = context_tokens > c.rope_original_max_positions ? c.rope_long_factors : c.rope_short_factors;
@@ -162,6 +186,8 @@ std::vector<double> rope_inverse_frequencies(const ModelConfig& c) {
       double smooth = (c.rope_original_max_positions / wavelength - c.rope_low_freq_factor) / (c.rope_high_freq_factor - c.rope_low_freq_factor);
       x = (1 - smooth) * x / c.rope_factor + smooth * x;
     }
+  } else if (c.rope_type == "yarn") {
+    apply_yarn(f, c, dims);
   }
   if (!c.rope_freq_factors.empty()) {
     if (c.rope_freq_factors.size() != static_cast<size_t>(half)) throw std::runtime_error("rope frequency factors: " + std::to_string(c.rope_freq_factors.size()) + ", expected " + std::to_string(half));

@@ -12,7 +12,7 @@ struct ModelConfig {
   int max_position_embeddings = 0;
   double rms_norm_eps = 1e-6;
   double rope_theta = 10000;
-  std::string rope_type = "default";  // default | linear | llama3 | longrope (Phi-3's "su")
+  std::string rope_type = "default";  // default | linear | llama3 | longrope (Phi-3's "su") | yarn
   double rope_factor = 1, rope_low_freq_factor = 1, rope_high_freq_factor = 4, rope_original_max_positions = 8192;
   bool tie_word_embeddings = false;
   int sliding_window = 0;  // Mistral; 0 when absent
@@ -36,6 +36,15 @@ struct ModelConfig {
   // and for shorter ones (rope_dim/2 each), and the factor both cos and sin are multiplied by.
   std::vector<double> rope_long_factors, rope_short_factors;
   double rope_attention_factor = 1;
+  // YaRN (rope_type "yarn", from GGUF as llama.cpp applies it): frequencies interpolated by
+  // rope_factor below a ramp between the dimensions of beta_fast and beta_slow rotations over
+  // rope_original_max_positions; cos and sin scaled by rope_attention_factor (1 + 0.1 ln factor).
+  double rope_yarn_beta_fast = 32, rope_yarn_beta_slow = 1;
+  // gpt-oss (model_config_gptoss.cpp): a learned sink logit per head joins each softmax
+  // (tensor self_attn.sinks.weight, AttentionBatch::sinks).
+  bool attention_sinks = false;
+  // Mixture-of-experts FFN: experts per layer, experts routed per token, each expert's FFN width.
+  int expert_count = 0, expert_used_count = 0, expert_ffn = 0;
 };
 
 // LongRoPE picks its factors once for the whole cache, as llama.cpp does by its context size:
@@ -51,6 +60,9 @@ ModelConfig model_config_from_gguf(const GgufFile& file, const std::vector<const
 
 // Throws std::runtime_error("config.json: ...") naming the bad field.
 ModelConfig model_config_from_json_text(const std::string& text);
+// YaRN's magnitude scale of cos and sin for a context `factor` times the original (llama.cpp's
+// net mscale: 1 + 0.1 ln factor above 1, else 1), before rope.scaling.attn_factor.
+double yarn_attention_factor(double factor);
 // Global (full-attention) layers' inverse frequencies.
 std::vector<double> rope_inverse_frequencies(const ModelConfig& c);
 // Sliding-window layers' (rope_local_theta, no scaling); the global table when rope_local_theta is 0.
@@ -61,5 +73,13 @@ std::vector<double> rope_local_inverse_frequencies(const ModelConfig& c);
 struct JsonValue;
 void gemma3_config_from_gguf(const GgufFile& file, ModelConfig& c);
 void gemma3_config_from_json(const JsonValue& json, ModelConfig& c);
+// llama.cpp's sliding-window layers of {prefix}attention.sliding_window_pattern: one bool per
+// layer, or a period n (layer l slides when l % n < n - 1), `default_period` when absent.
+std::vector<bool> gguf_sliding_layers(const GgufFile& file, const std::string& prefix, int layers, int default_period);
+
+// gpt-oss (model_config_gptoss.cpp): sliding-window and full layers alternating, attention
+// sinks, YaRN, q/k/v/o biases, and the mixture-of-experts metadata, as llama.cpp reads them
+// (general.architecture "gpt-oss", LLM_ARCH_OPENAI_MOE).
+void gptoss_config_from_gguf(const GgufFile& file, ModelConfig& c);
 
 }  // namespace ctxr

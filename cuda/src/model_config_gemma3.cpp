@@ -19,13 +19,6 @@ namespace ctxr {
 
 namespace {
 
-// llama.cpp's set_swa_pattern (dense_first = false).
-std::vector<bool> local_layers_of_period(int layers, int64_t period) {
-  std::vector<bool> local(layers);
-  for (int l = 0; l < layers; l++) local[l] = period == 0 || (l % period) < (period - 1);
-  return local;
-}
-
 void set_common(ModelConfig& c) {
   c.embedding_scale = std::sqrt(static_cast<float>(c.hidden));  // llama.cpp: sqrtf(n_embd)
   c.hidden_act = "gelu_tanh";
@@ -33,7 +26,30 @@ void set_common(ModelConfig& c) {
   c.sandwich_norms = true;
 }
 
+// llama.cpp's set_swa_pattern (dense_first = false).
+std::vector<bool> local_layers_of_period(int layers, int64_t period) {
+  std::vector<bool> local(layers);
+  for (int l = 0; l < layers; l++) local[l] = period == 0 || (l % period) < (period - 1);
+  return local;
+}
+
 }  // namespace
+
+std::vector<bool> gguf_sliding_layers(const GgufFile& file, const std::string& prefix, int layers, int default_period) {
+  const std::string key = prefix + "attention.sliding_window_pattern";
+  const GgufValue* pattern = file.find(key);
+  if (!pattern) return local_layers_of_period(layers, default_period);
+  const std::string expected = "must be an integer or one bool per layer (" + std::to_string(layers) + ")";
+  if (pattern->type == GgufValueType::Array) {
+    if (pattern->element_type != GgufValueType::Bool || pattern->count != static_cast<uint64_t>(layers))
+      throw std::runtime_error(file.path() + ": metadata " + key + " " + expected);
+    std::vector<bool> local;
+    for (double b : pattern->numbers) local.push_back(b != 0);
+    return local;
+  }
+  if (pattern->is_integer() && pattern->integer >= 0 && pattern->integer <= 1000000) return local_layers_of_period(layers, pattern->integer);
+  throw std::runtime_error(file.path() + ": metadata " + key + " " + expected);
+}
 
 void gemma3_config_from_gguf(const GgufFile& file, ModelConfig& c) {
   const std::string prefix = "gemma3.";
@@ -53,19 +69,7 @@ void gemma3_config_from_gguf(const GgufFile& file, ModelConfig& c) {
     window = sw->integer;
   }
   if (window > 0) {
-    std::vector<bool> local;
-    const GgufValue* pattern = file.find(prefix + "attention.sliding_window_pattern");
-    if (!pattern) {
-      local = local_layers_of_period(c.layers, 6);
-    } else if (pattern->type == GgufValueType::Array) {
-      if (pattern->element_type != GgufValueType::Bool || pattern->count != static_cast<uint64_t>(c.layers))
-        bad("attention.sliding_window_pattern", "must be an integer or one bool per layer (" + std::to_string(c.layers) + ")");
-      for (double b : pattern->numbers) local.push_back(b != 0);
-    } else if (pattern->is_integer() && pattern->integer >= 0 && pattern->integer <= 1000000) {
-      local = local_layers_of_period(c.layers, pattern->integer);
-    } else {
-      bad("attention.sliding_window_pattern", "must be an integer or one bool per layer (" + std::to_string(c.layers) + ")");
-    }
+    const std::vector<bool> local = gguf_sliding_layers(file, prefix, c.layers, 6);
     c.layer_window.assign(c.layers, 0);
     for (int l = 0; l < c.layers; l++) c.layer_window[l] = local[l] ? static_cast<int>(window) : 0;
     c.rope_local_theta = number("rope.freq_base_swa", 10000);

@@ -57,7 +57,8 @@ ModelConfig model_config_from_gguf(const GgufFile& file, const std::vector<const
   else if (arch->text == "qwen3") c.architecture = "Qwen3ForCausalLM";
   else if (arch->text == "gemma3") c.architecture = "Gemma3ForCausalLM";
   else if (arch->text == "phi3") c.architecture = "Phi3ForCausalLM";
-  else throw std::runtime_error(file.path() + ": metadata general.architecture " + arch->text + " is not supported (llama, qwen2, qwen3, gemma3, phi3)");
+  else if (arch->text == "gpt-oss") c.architecture = "GptOssForCausalLM";
+  else throw std::runtime_error(file.path() + ": metadata general.architecture " + arch->text + " is not supported (llama, qwen2, qwen3, gemma3, phi3, gpt-oss)");
   c.qk_norm = arch->text == "qwen3";
   const bool phi3 = arch->text == "phi3";
   Keys k(file, arch->text + ".");
@@ -66,7 +67,9 @@ ModelConfig model_config_from_gguf(const GgufFile& file, const std::vector<const
   c.kv_heads = k.positive_int("attention.head_count_kv", c.heads);
   c.head_dim = k.positive_int("attention.key_length", c.hidden / c.heads);
   if (k.positive_int("attention.value_length", c.head_dim) != c.head_dim) k.bad(k.key("attention.value_length"), "differs from key_length");
-  c.intermediate = k.positive_int("feed_forward_length");
+  const bool gptoss = arch->text == "gpt-oss";
+  // gpt-oss has no dense FFN: its experts' width stands in when feed_forward_length is absent.
+  c.intermediate = gptoss && !k.find("feed_forward_length") ? k.positive_int("expert_feed_forward_length") : k.positive_int("feed_forward_length");
   c.layers = k.positive_int("block_count");
   c.max_position_embeddings = k.positive_int("context_length", 4096);
   if (c.heads % c.kv_heads != 0) k.bad(k.key("attention.head_count"), "is not a multiple of head_count_kv");
@@ -83,8 +86,18 @@ ModelConfig model_config_from_gguf(const GgufFile& file, const std::vector<const
       c.rope_type = "linear";
       c.rope_factor = k.number("rope.scaling.factor", 0);
       if (c.rope_factor <= 0) k.bad(k.key("rope.scaling.factor"), "must be positive");
+    } else if (t->text == "yarn") {
+      // llama.cpp: freq_scale = 1 / rope.scaling.factor, the ramp over original_context_length
+      // (default the training context), cos and sin times 1 + 0.1 ln factor and attn_factor.
+      c.rope_type = "yarn";
+      c.rope_factor = k.number("rope.scaling.factor", 1);
+      if (!(c.rope_factor > 0)) k.bad(k.key("rope.scaling.factor"), "must be positive");
+      c.rope_original_max_positions = k.positive_int("rope.scaling.original_context_length", c.max_position_embeddings);
+      const double attn_factor = k.number("rope.scaling.attn_factor", 1);
+      if (!(attn_factor > 0)) k.bad(k.key("rope.scaling.attn_factor"), "must be positive");
+      c.rope_attention_factor = yarn_attention_factor(c.rope_factor) * attn_factor;
     } else if (t->text != "none") {
-      k.bad(k.key("rope.scaling.type"), t->text + " is not supported (none, linear)");
+      k.bad(k.key("rope.scaling.type"), t->text + " is not supported (none, linear, yarn)");
     }
   }
   if (const GgufValue* sw = k.find("attention.sliding_window"); sw && sw->is_integer()) c.sliding_window = static_cast<int>(sw->integer);
@@ -104,6 +117,7 @@ ModelConfig model_config_from_gguf(const GgufFile& file, const std::vector<const
   else throw std::runtime_error(file.path() + ": metadata tokenizer.ggml.tokens is missing (no vocabulary size)");
   c.tie_word_embeddings = tensor("output.weight") == nullptr;
   if (arch->text == "gemma3") gemma3_config_from_gguf(file, c);
+  if (gptoss) gptoss_config_from_gguf(file, c);
   return c;
 }
 

@@ -34,6 +34,7 @@ struct Layout {
   std::vector<int32_t> tables, token_seq, token_len, stat_row;
   int max_blocks = 1, max_len = 0, n = 0, stat_rows = 0;
   int window = 0;  // sliding window (AttentionBatch::window); 0: none
+  std::vector<float> sinks;  // per-head sink logits (AttentionBatch::sinks); empty: none
   int first_entry(int t) const { return window > 0 ? std::max(0, token_len[t] - window) : 0; }
   std::vector<float> q;  // [n][q_stride]
   int kv_width() const { return kv_heads * hd; }
@@ -104,6 +105,7 @@ ctxr::AttentionBatch batch_of(const Layout& L, std::vector<float>* stats) {
   b.token_len = L.token_len.data();
   b.max_len = L.max_len;
   b.window = L.window;
+  b.sinks = L.sinks.empty() ? nullptr : L.sinks.data();
   if (stats) {
     stats->assign(static_cast<size_t>(std::max(1, L.stat_rows)) * L.max_len, std::numeric_limits<float>::quiet_NaN());
     b.stat_row = L.stat_row.data();
@@ -137,6 +139,7 @@ void reference(const Layout& L, std::vector<double>& out, std::vector<double>& s
       }
       double total = 0;
       for (int s = first; s < len; s++) total += (p[s] = std::exp(p[s] - best));
+      if (!L.sinks.empty()) total += std::exp(L.sinks[h] - best);  // an entry without a value
       for (int s = first; s < len; s++) p[s] /= total;
       double* o = out.data() + static_cast<size_t>(t) * L.heads * L.hd + static_cast<size_t>(h) * L.hd;
       for (int s = first; s < len; s++) {
@@ -361,6 +364,7 @@ std::vector<float> run_chunk_mode(const Layout& L, int chunks, int threads, cons
         best = std::max(best, p[s] = dot * scale);
       }
       for (int s = 0; s < len; s++) total += (p[s] = std::exp(p[s] - best));
+      if (!L.sinks.empty()) total += std::exp(L.sinks[h] - best);
       std::fill(want.begin(), want.end(), 0.0);
       for (int s = 0; s < len; s++)
         if (of[s] >= 0) want[of[s]] += p[s] / total;
@@ -595,6 +599,75 @@ RUNNER_TEST(attention, sliding_window_freed_blocks) {
         }
       }
       run_and_check(L, false, "sliding window, freed blocks");
+    }
+  }
+}
+
+// gpt-oss's attention sinks: each head's softmax sum gains exp(sink) of an entry without a value,
+// on every path (prefill tiles, per token and split decodes, plain, statistics tiles, chunk mode,
+// sliding windows, an f16 cache). Sinks from far below to far above the scores: a sink of +8
+// takes most of a head's mass (its output shrinks towards 0), one of -30 almost none.
+namespace {
+std::vector<float> sink_logits(int heads, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(-3.f, 3.f);
+  std::vector<float> sinks(heads);
+  for (float& s : sinks) s = u(rng);
+  sinks[0] = 8.f;
+  if (heads > 1) sinks[heads - 1] = -30.f;
+  return sinks;
+}
+}  // namespace
+
+RUNNER_TEST(attention, sinks) {
+  uint32_t seed = 1100;
+  for (int group : {1, 3}) {
+    for (int hd : {64, 20}) {
+      for (int window : {0, 40}) {
+        Layout L = make_layout(2 * group, 2, hd, 16, mixed_seqs(), true, seed++);
+        L.window = window;
+        L.sinks = sink_logits(L.heads, seed);
+        run_and_check(L, true, "sinks");
+        if (window == 0) check_chunk_mode(L, 5, "sinks, chunk statistics");
+        check_half(L, true, 2e-3, "sinks, f16 cache");
+      }
+    }
+  }
+  // Long: split decodes (parts merged) and many prefill chunks with peaky scores.
+  Layout L = make_layout(12, 4, 64, 16, {{700, range(0, 700)}, {2000, {1999}}}, true, seed, 12.f);
+  L.sinks = sink_logits(L.heads, seed);
+  run_and_check(L, true, "sinks, long");
+  check_chunk_mode(L, 14, "sinks, long, chunk statistics");
+}
+
+RUNNER_TEST(attention, sinks_change_the_softmax_as_an_extra_entry) {
+  // Not vacuous: with sinks every head's output is its sinkless output times
+  // Σ exp(s) / (Σ exp(s) + exp(sink)) — a sink of +8 on head 0 must shrink it by far.
+  Layout L = make_layout(4, 2, 64, 16, {{200, range(0, 200)}, {300, {299}}}, false, 1200);
+  std::vector<float> none;
+  const std::vector<float> plain = run_once(L, false, 2, &none, "no sinks");
+  L.sinks = {8.f, 0.f, -2.f, -30.f};
+  const std::vector<float> sunk = run_once(L, false, 2, &none, "sinks");
+  const int width = L.heads * L.hd;
+  const double scale = 1.0 / std::sqrt(static_cast<double>(L.hd));
+  for (int t = 0; t < L.n; t++) {
+    const int32_t* table = L.tables.data() + static_cast<size_t>(L.token_seq[t]) * L.max_blocks;
+    for (int h = 0; h < L.heads; h++) {
+      const float* qh = L.q.data() + static_cast<size_t>(t) * L.q_stride + static_cast<size_t>(h) * L.hd;
+      double lse_terms = 0;
+      for (int s = 0; s < L.token_len[t]; s++) {
+        const float* kr = L.k.data() + (static_cast<size_t>(table[s / L.block_size]) * L.block_size + s % L.block_size) * L.kv_width() + (h / 2) * L.hd;
+        double dot = 0;
+        for (int d = 0; d < L.hd; d++) dot += static_cast<double>(qh[d]) * kr[d];
+        lse_terms += std::exp(dot * scale);
+      }
+      const double keep = lse_terms / (lse_terms + std::exp(static_cast<double>(L.sinks[h])));
+      if (h == 0) CHECK_MSG(keep < 0.5, "token " << t << ": a sink of +8 keeps " << keep);
+      if (h == 3) CHECK_MSG(keep > 1 - 1e-9, "token " << t << ": a sink of -30 keeps " << keep);
+      for (int d = 0; d < L.hd; d++) {
+        const size_t i = static_cast<size_t>(t) * width + static_cast<size_t>(h) * L.hd + d;
+        CHECK_NEAR(sunk[i], plain[i] * keep, 2e-5 + 2e-5 * std::fabs(plain[i]));
+      }
     }
   }
 }

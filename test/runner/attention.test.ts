@@ -1,7 +1,8 @@
 /**
  * The CPU paged-attention unit tests (cuda/test/attention_test.cpp, in build/runner-tests):
  * the AVX2 prefill-tile, per-token and statistics paths against a double-precision reference on
- * random paged layouts, and over an f16 cache against the f32 one. They must all run and pass.
+ * random paged layouts, and over an f16 cache against the f32 one; gpt-oss's attention sinks on
+ * every path. They must all run and pass.
  */
 import { beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
 import { existsSync } from "node:fs";
@@ -27,6 +28,8 @@ const ATTENTION_TESTS = [
   "attention.f16_backend_cache",
   "attention.sliding_window",
   "attention.sliding_window_freed_blocks",
+  "attention.sinks",
+  "attention.sinks_change_the_softmax_as_an_extra_entry",
 ];
 
 describe("CPU attention unit tests", () => {

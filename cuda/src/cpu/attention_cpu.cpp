@@ -173,6 +173,9 @@ struct Job {
   const int32_t* table(int t) const { return b->block_tables + static_cast<size_t>(b->token_seq[t]) * b->max_blocks; }
   // The first entry token t sees: 0, or with a sliding window the window's first.
   int first_entry(int t) const { return b->window > 0 ? std::max(0, b->token_len[t] - b->window) : 0; }
+  // Head h's sink term in a softmax whose largest raw score (q·k, unscaled) is `max_raw`, in the
+  // units of its sum Σ exp((s - max_raw) · scale): exp(sink - max_raw · scale); 0 without sinks.
+  float sink_term(int h, float max_raw) const { return b->sinks ? std::exp(b->sinks[h] - max_raw * b->scale) : 0.f; }
   // Statistics (backend.h): chunk mode sums per chunk and keeps heads apart.
   bool chunk_mode() const { return b->stat_chunk_of != nullptr; }
   size_t stat_width() const { return chunk_mode() ? static_cast<size_t>(b->heads) * b->stat_chunks : static_cast<size_t>(b->max_len); }
@@ -414,7 +417,7 @@ void run_tile(const Job& J, int first, int count, int kvh, bool chunk_stats) {
       const int t = first + i / group;
       if (b.stat_row[t] < 0) continue;
       float* dst = J.stat_dst(t) + static_cast<size_t>(kvh * group + i % group) * chunks;
-      const float inverse = 1.0f / lrow[i];
+      const float inverse = 1.0f / (lrow[i] + J.sink_term(kvh * group + i % group, mrow[i]));
       for (int c = 0; c < chunks; c++) dst[c] = cmass[static_cast<size_t>(c) * mp + i] * inverse;
     }
   }
@@ -422,7 +425,7 @@ void run_tile(const Job& J, int first, int count, int kvh, bool chunk_stats) {
     int t = first + i / group, g = i % group;
     float* dst = J.out + static_cast<size_t>(t) * b.heads * hd + static_cast<size_t>(kvh * group + g) * hd;
     const float* src = o + static_cast<size_t>(i) * hd;
-    const __m256 inv = _mm256_set1_ps(1.0f / lrow[i]);
+    const __m256 inv = _mm256_set1_ps(1.0f / (lrow[i] + J.sink_term(kvh * group + g, mrow[i])));
     for (int d = 0; d < hd; d += 8) _mm256_storeu_ps(dst + d, _mm256_mul_ps(inv, _mm256_loadu_ps(src + d)));
   }
 }
@@ -501,7 +504,7 @@ void run_token(const Job& J, int t, int a, int e, float* part) {
       part[static_cast<size_t>(h) * (hd + 2) + hd] = mx;
       part[static_cast<size_t>(h) * (hd + 2) + hd + 1] = total;
     }
-    inv[h] = 1.0f / total;
+    inv[h] = 1.0f / (total + J.sink_term(h, mx));
   }
   // P·V in chunks, a kv head at a time (its group of heads together); the next chunk's rows are
   // prefetched a slice per kv head.
@@ -549,7 +552,7 @@ void combine_parts(const Job& J, int t, const float* parts, int n_parts) {
       total += w * src[hd + 1];
       for (int d = 0; d < hd; d++) dst[d] += w * src[d];
     }
-    const float inverse = 1.0f / total;
+    const float inverse = 1.0f / (total + J.sink_term(h, mx));
     for (int d = 0; d < hd; d++) dst[d] *= inverse;
   }
 }
@@ -588,6 +591,7 @@ void run_plain(const Job& J, int t, bool write_out, float* stats_row) {
       scores[j] = std::exp(scores[j] - best);
       total += scores[j];
     }
+    if (b.sinks) total += std::exp(static_cast<double>(b.sinks[h]) - best);
     const float inverse = static_cast<float>(1.0 / total);
     if (chunk_of) {
       float* dst = stats_row + static_cast<size_t>(h) * b.stat_chunks;
@@ -685,7 +689,8 @@ void run_stats_tile(const Job& J, const int* tokens, int count) {
       }
     }
     // Pass 2: probabilities, head-averaged, into the statistics rows.
-    for (int i = 0; i < mp; i++) lrow[i] = lrow[i] > 0.f ? weight / lrow[i] : 0.f;  // now the row's factor
+    for (int i = 0; i < mp; i++)  // now the row's factor
+      lrow[i] = lrow[i] > 0.f ? weight / (lrow[i] + (i < m ? J.sink_term(kvh * group + i % group, mrow[i]) : 0.f)) : 0.f;
     for (int c0 = 0; c0 < maxlen; c0 += kChunk) {
       const int n = std::min(kChunk, maxlen - c0);
       scores_at(c0, n);

@@ -28,6 +28,8 @@
 //                  probabilities per chunk and head as they go (accumulators rescaled with the
 //                  running max), so statistics tokens inside tiles cost no extra pass; the
 //                  others take the pass above.
+// Attention sinks (AttentionBatch::sinks) join every path's softmax sum at the end, where its
+// running max is known: sum + exp(sink - max · scale).
 // head_dim not a multiple of 8 uses the plain path for every token.
 #pragma once
 #include <cstdint>

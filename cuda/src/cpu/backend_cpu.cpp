@@ -334,6 +334,7 @@ class CpuBackend final : public Backend {
 
   void attention(int layer, const float* q, int q_stride, const AttentionBatch& b, float* out) override;
   bool chunk_statistics() const override { return true; }
+  bool supports_attention_sinks() const override { return true; }
 
  private:
   int threads_;

@@ -4,8 +4,8 @@
  * (max_position_embeddings, the server's max_model_len), vocabulary, hidden size, layers,
  * heads, kv heads, head_dim, norms, rope base and scaling, tied output.
  *
- * Keys (ARCH = `general.architecture`: llama, qwen2, qwen3, mistral, gemma3 or phi3; gemma3's own
- * keys in ggufGemma3Config.ts):
+ * Keys (ARCH = `general.architecture`: llama, qwen2, qwen3, mistral, gemma3, phi3 or gpt-oss;
+ * gemma3's own keys in ggufGemma3Config.ts, gpt-oss's in ggufGptOssConfig.ts):
  *   ARCH.context_length, ARCH.embedding_length, ARCH.block_count, ARCH.feed_forward_length,
  *   ARCH.attention.head_count, ARCH.attention.head_count_kv (default: head_count),
  *   ARCH.attention.key_length / value_length (default embedding_length / head_count),
@@ -21,9 +21,10 @@
  * missing or invalid, or naming general.architecture when it is not one we run.
  */
 import { gemma3ConfigFields } from "./ggufGemma3Config.ts";
+import { gptOssConfigFields, gptOssExpertWidth } from "./ggufGptOssConfig.ts";
 import { GgufMetadataError, optionalInteger, optionalNumber, optionalString, optionalStringArray, requiredInteger, requiredString, type GgufMetadataLike } from "./ggufMetadataValues.ts";
 
-export const GGUF_ARCHITECTURES = ["llama", "qwen2", "qwen3", "mistral", "gemma3", "phi3"] as const;
+export const GGUF_ARCHITECTURES = ["llama", "qwen2", "qwen3", "mistral", "gemma3", "phi3", "gpt-oss"] as const;
 export type GgufArchitecture = (typeof GGUF_ARCHITECTURES)[number];
 
 const HF_ARCHITECTURE: Record<GgufArchitecture, { architectures: string; modelType: string }> = {
@@ -33,6 +34,7 @@ const HF_ARCHITECTURE: Record<GgufArchitecture, { architectures: string; modelTy
   mistral: { architectures: "MistralForCausalLM", modelType: "mistral" },
   gemma3: { architectures: "Gemma3ForCausalLM", modelType: "gemma3_text" },
   phi3: { architectures: "Phi3ForCausalLM", modelType: "phi3" },
+  "gpt-oss": { architectures: "GptOssForCausalLM", modelType: "gpt_oss" },
 };
 
 export interface GgufModelConfig {
@@ -101,7 +103,9 @@ export function ggufModelConfig(metadata: GgufMetadataLike, tensors: readonly Gg
   const contextLength = positive(metadata, `${arch}.context_length`);
   const hidden = positive(metadata, `${arch}.embedding_length`);
   const layers = positive(metadata, `${arch}.block_count`);
-  const intermediate = positive(metadata, `${arch}.feed_forward_length`);
+  // gpt-oss has no dense FFN: its experts' width stands in when feed_forward_length is absent.
+  const intermediate =
+    architecture === "gpt-oss" && !metadata.has(`${arch}.feed_forward_length`) ? gptOssExpertWidth(metadata) : positive(metadata, `${arch}.feed_forward_length`);
   const headsKey = `${arch}.attention.head_count`;
   const heads = positive(metadata, headsKey);
   const kvHeadsKey = `${arch}.attention.head_count_kv`;
@@ -157,6 +161,7 @@ export function ggufModelConfig(metadata: GgufMetadataLike, tensors: readonly Gg
       else configJson[key] = value;
     }
   }
+  if (architecture === "gpt-oss") Object.assign(configJson, gptOssConfigFields(metadata, layers, scaling));
   if (partialRotary) configJson.partial_rotary_factor = ropeDim! / headDim;
   return { architecture, contextLength, vocabSize, hidden, intermediate, layers, heads, kvHeads, headDim, rmsNormEps, ropeTheta, ropeScaling: scaling, tieWordEmbeddings, attentionBias, configJson };
 }

@@ -58,6 +58,9 @@ Model::Model(const std::string& dir, Backend* backend, int num_blocks, int block
   if ((c.sandwich_norms || c.hidden_act != "silu" || !c.layer_window.empty()) && !backend_->supports_gemma3_ops())
     throw std::invalid_argument(c.architecture + " does not run on the " + backend_->name() +
                                 " backend (no sliding-window attention or GeGLU there yet); use the CPU runner");
+  if (c.moe.enabled() && !backend_->supports_moe())
+    throw std::invalid_argument(c.architecture + " does not run on the " + backend_->name() + " backend (no mixture-of-experts ops there yet); use the CPU runner");
+  if (c.moe.enabled()) moe_ = std::make_unique<MoeFfn>(backend_, c.moe, c.hidden);
   embed_ = load_matrix("model.embed_tokens.weight", c.vocab, c.hidden);
   bool tied = c.tie_word_embeddings || !weights_->has("lm_head.weight");
   lm_head_ = tied ? embed_ : load_matrix("lm_head.weight", c.vocab, c.hidden);
@@ -87,6 +90,11 @@ Model::Model(const std::string& dir, Backend* backend, int num_blocks, int block
       layer.k_norm = load_norm(p + "self_attn.k_norm.weight", c.head_dim);
     }
     layer.window = c.layer_window_of(l);
+    if (c.moe.enabled()) {
+      layer.moe = std::make_shared<MoeLayer>(load_moe_layer({*weights_, backend_, matrix_elements_, weights_in_place_, fused_}, p, c));
+      layers_.push_back(layer);
+      continue;
+    }
     layer.gate_up = phi3 || weights_->has(p + "mlp.gate_up_proj.weight")
                         ? load_matrix(p + "mlp.gate_up_proj.weight", 2 * c.intermediate, c.hidden)
                         : load_fused({p + "mlp.gate_proj.weight", p + "mlp.up_proj.weight"}, {c.intermediate, c.intermediate}, c.hidden);
@@ -112,7 +120,8 @@ Model::Model(const std::string& dir, Backend* backend, int num_blocks, int block
   backend_->kv_init({c.layers, num_blocks, block_size, kv_width(), kv_dtype_, layer_blocks});
   backend_->prepare_linear(lm_head_);
   for (auto& layer : layers_)
-    for (Matrix* m : {layer.qkv, layer.o, layer.gate_up, layer.down}) backend_->prepare_linear(m);
+    for (Matrix* m : {layer.qkv, layer.o, layer.gate_up, layer.down})
+      if (m) backend_->prepare_linear(m);
   if (std::string(backend_->name()) != "cpu") fused_.clear();
   mlp_rows_ = kMlpRows;
   if (const char* rows = std::getenv("CTXR_MLP_ROWS")) mlp_rows_ = std::max(0, std::atoi(rows));
@@ -120,7 +129,8 @@ Model::Model(const std::string& dir, Backend* backend, int num_blocks, int block
     const size_t widest = std::max<size_t>(static_cast<size_t>(c.heads + 2 * c.kv_heads) * c.head_dim, c.hidden);
     const size_t tile = mlp_rows_ > 0 ? std::min(mlp_rows_, kRetainTokens) : kRetainTokens;
     // buffer() grows by half again at least: room for that.
-    retain_bytes_ = std::max<size_t>(kRetainTokens * widest * 4, tile * 2 * c.intermediate * 4) * 3 / 2;
+    const size_t mlp_width = c.moe.enabled() ? static_cast<size_t>(c.moe.experts_used) * std::max(c.hidden, 2 * c.moe.expert_ff) : 2 * c.intermediate;
+    retain_bytes_ = std::max<size_t>(kRetainTokens * widest * 4, tile * mlp_width * 4) * 3 / 2;
   }
   weights_->loaded(weights_in_place_);
   size_t most = 0;
@@ -139,8 +149,8 @@ Model::~Model() {
     if (l.qkv_bias) backend_->release(l.qkv_bias);
     backend_->free_matrix(l.qkv);
     backend_->free_matrix(l.o);
-    backend_->free_matrix(l.gate_up);
-    backend_->free_matrix(l.down);
+    if (l.moe) free_moe_layer(backend_, *l.moe);
+    else backend_->free_matrix(l.gate_up), backend_->free_matrix(l.down);
   }
   if (lm_head_ != embed_) backend_->free_matrix(lm_head_);
   backend_->free_matrix(embed_);
@@ -254,6 +264,7 @@ void Model::trim_scratch() {
       s = Scratch{};
       released = true;
     }
+  if (moe_) moe_->trim(retain_bytes_);
   if (released) backend_->trim();
 }
 
@@ -472,8 +483,9 @@ ForwardResult Model::forward(const std::vector<SequenceStep>& steps, const Forwa
   // others: a tile of ≤ 16 rows would take the decode kernels, which sum in another order).
   const int mlp_tiles = mlp_rows_ > 0 ? (n + mlp_rows_ - 1) / mlp_rows_ : 1;
   const int mlp_rows = (n + mlp_tiles - 1) / mlp_tiles;
-  auto* gate_up = static_cast<float*>(buffer(kGateUp, static_cast<size_t>(mlp_rows) * 2 * c.intermediate * 4));
-  auto* act = static_cast<float*>(buffer(kAct, static_cast<size_t>(mlp_rows) * c.intermediate * 4));
+  const size_t dense_ff = c.moe.enabled() ? 0 : c.intermediate;  // an expert layer has buffers of its own (moe_ffn.h)
+  auto* gate_up = static_cast<float*>(buffer(kGateUp, static_cast<size_t>(mlp_rows) * 2 * dense_ff * 4));
+  auto* act = static_cast<float*>(buffer(kAct, static_cast<size_t>(mlp_rows) * dense_ff * 4));
 
   // Drops the tokens that stopped from the batch: their hidden rows and per-token arrays.
   int m = n;
@@ -499,6 +511,7 @@ ForwardResult Model::forward(const std::vector<SequenceStep>& steps, const Forwa
   };
 
   std::vector<float> host_stats, matrix;
+  std::vector<std::vector<int32_t>> layer_routes(flags.expert_routes ? c.layers : 0);
   auto started = std::chrono::steady_clock::now();
   auto linear = [&](const float* in, int rows, const Matrix* w, int out_width, int in_width, const float* bias, float* out) {
     if (!profiling_) return backend_->linear(in, rows, w, bias, out);
@@ -571,6 +584,10 @@ ForwardResult Model::forward(const std::vector<SequenceStep>& steps, const Forwa
       float* ht = h + static_cast<size_t>(r0) * c.hidden;
       float* tt = tmp + static_cast<size_t>(r0) * c.hidden;
       backend_->rms_norm(xt, layer.mlp_norm, static_cast<float>(c.rms_norm_eps), rows, c.hidden, ht);
+      if (layer.moe) {  // adds the experts' outputs to xt itself
+        moe_->forward(*layer.moe, ht, rows, xt, flags.expert_routes ? &layer_routes[l] : nullptr);
+        continue;
+      }
       linear(ht, rows, layer.gate_up, 2 * c.intermediate, c.hidden, nullptr, gate_up);
       if (c.hidden_act == "gelu_tanh") backend_->gelu_tanh_mul(gate_up, rows, c.intermediate, act);
       else backend_->silu_mul(gate_up, rows, c.intermediate, act);
@@ -623,6 +640,14 @@ ForwardResult Model::forward(const std::vector<SequenceStep>& steps, const Forwa
     result.stats.swap(ordered);
   }
   early_stop_result();
+  if (flags.expert_routes) {  // batch rows (no early stop with routes) → sequence-major
+    const size_t k = c.moe.experts_used;
+    for (size_t q = 0; q < steps.size(); q++)
+      for (int l = 0; l < c.layers; l++) {
+        const auto first = layer_routes[l].begin() + seq_first[q] * k;
+        result.routes.insert(result.routes.end(), first, first + steps[q].tokens.size() * k);
+      }
+  }
   return result;
 }
 

@@ -4,6 +4,8 @@
 #include <string>
 #include <vector>
 
+#include "moe_config.h"
+
 namespace ctxr {
 
 struct ModelConfig {
@@ -36,6 +38,8 @@ struct ModelConfig {
   // and for shorter ones (rope_dim/2 each), and the factor both cos and sin are multiplied by.
   std::vector<double> rope_long_factors, rope_short_factors;
   double rope_attention_factor = 1;
+  // Mixture of experts (qwen3moe): every layer's FFN is routed experts; moe.experts == 0: dense.
+  MoeConfig moe;
 };
 
 // LongRoPE picks its factors once for the whole cache, as llama.cpp does by its context size:

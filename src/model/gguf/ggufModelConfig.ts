@@ -4,8 +4,8 @@
  * (max_position_embeddings, the server's max_model_len), vocabulary, hidden size, layers,
  * heads, kv heads, head_dim, norms, rope base and scaling, tied output.
  *
- * Keys (ARCH = `general.architecture`: llama, qwen2, qwen3, mistral, gemma3 or phi3; gemma3's own
- * keys in ggufGemma3Config.ts):
+ * Keys (ARCH = `general.architecture`: llama, qwen2, qwen3, qwen3moe, mistral, gemma3 or phi3; gemma3's own
+ * keys in ggufGemma3Config.ts, qwen3moe's expert keys in ggufMoeConfig.ts):
  *   ARCH.context_length, ARCH.embedding_length, ARCH.block_count, ARCH.feed_forward_length,
  *   ARCH.attention.head_count, ARCH.attention.head_count_kv (default: head_count),
  *   ARCH.attention.key_length / value_length (default embedding_length / head_count),
@@ -21,15 +21,17 @@
  * missing or invalid, or naming general.architecture when it is not one we run.
  */
 import { gemma3ConfigFields } from "./ggufGemma3Config.ts";
+import { moeConfigFields } from "./ggufMoeConfig.ts";
 import { GgufMetadataError, optionalInteger, optionalNumber, optionalString, optionalStringArray, requiredInteger, requiredString, type GgufMetadataLike } from "./ggufMetadataValues.ts";
 
-export const GGUF_ARCHITECTURES = ["llama", "qwen2", "qwen3", "mistral", "gemma3", "phi3"] as const;
+export const GGUF_ARCHITECTURES = ["llama", "qwen2", "qwen3", "mistral", "gemma3", "phi3", "qwen3moe"] as const;
 export type GgufArchitecture = (typeof GGUF_ARCHITECTURES)[number];
 
 const HF_ARCHITECTURE: Record<GgufArchitecture, { architectures: string; modelType: string }> = {
   llama: { architectures: "LlamaForCausalLM", modelType: "llama" },
   qwen2: { architectures: "Qwen2ForCausalLM", modelType: "qwen2" },
   qwen3: { architectures: "Qwen3ForCausalLM", modelType: "qwen3" },
+  qwen3moe: { architectures: "Qwen3MoeForCausalLM", modelType: "qwen3_moe" },
   mistral: { architectures: "MistralForCausalLM", modelType: "mistral" },
   gemma3: { architectures: "Gemma3ForCausalLM", modelType: "gemma3_text" },
   phi3: { architectures: "Phi3ForCausalLM", modelType: "phi3" },
@@ -157,6 +159,7 @@ export function ggufModelConfig(metadata: GgufMetadataLike, tensors: readonly Gg
       else configJson[key] = value;
     }
   }
+  if (architecture === "qwen3moe") Object.assign(configJson, moeConfigFields(metadata, arch, intermediate));
   if (partialRotary) configJson.partial_rotary_factor = ropeDim! / headDim;
   return { architecture, contextLength, vocabSize, hidden, intermediate, layers, heads, kvHeads, headDim, rmsNormEps, ropeTheta, ropeScaling: scaling, tieWordEmbeddings, attentionBias, configJson };
 }

@@ -27,9 +27,16 @@ def write(writer, rng, shape, tensor):
     writer.add_expert_used_count(used)
     writer.add_expert_feed_forward_length(ffn)
 
+    dtype = getattr(tensor, "matrix_dtype", np.float32)
+
     def experts_tensor(name, rows, cols):
         # numpy (experts, rows, cols): gguf dims [cols, rows, experts], llama.cpp's {n_in, n_out, n_expert}
-        writer.add_tensor(name, (rng.standard_normal((experts, rows, cols)) / np.sqrt(cols)).astype(np.float32))
+        if dtype is np.float32:
+            writer.add_tensor(name, (rng.standard_normal((experts, rows, cols)) / np.sqrt(cols)).astype(np.float32))
+            return
+        values = rng.standard_normal((experts, rows, cols), dtype=np.float32)  # drawn in float32: fast at bench sizes
+        values *= np.float32(1 / np.sqrt(cols))
+        writer.add_tensor(name, values.astype(dtype))
 
     tensor("token_embd.weight", shape.vocab, shape.hidden)
     for i in range(shape.layers):

@@ -164,6 +164,18 @@ class Backend {
   virtual void expert_activation(const float* x, int n, int ff, const MoeConfig& c, float* out) {
     throw std::runtime_error(std::string("the ") + name() + " backend has no mixture-of-experts ops");
   }
+  // Several linear() calls at once (a decode step's routed experts: small matrices whose own
+  // parallel regions would cost more than their rows); by default one after another.
+  struct LinearJob {
+    const float* x;
+    int n;
+    const Matrix* w;
+    const float* bias;
+    float* y;
+  };
+  virtual void linear_jobs(const std::vector<LinearJob>& jobs) {
+    for (const LinearJob& j : jobs) linear(j.x, j.n, j.w, j.bias, j.y);
+  }
   // dst[rows[i]][:] += weights[i] * src[i][:] for i < n, rows of width d (rows may repeat).
   virtual void scatter_add_weighted(const float* src, const int32_t* rows, const float* weights, int n, int d, float* dst) {
     throw std::runtime_error(std::string("the ") + name() + " backend has no mixture-of-experts ops");

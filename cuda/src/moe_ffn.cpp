@@ -137,16 +137,22 @@ void MoeFfn::forward(const MoeLayer& layer, const float* x, int n, float* residu
   auto* act = static_cast<float*>(buffer(kAct, total * ff * 4));
   auto* output = static_cast<float*>(buffer(kOutput, total * hidden_ * 4));
   backend_->gather_rows(x, rows, static_cast<int>(total), hidden_, input);
-  for (int e = 0; e < experts; e++) {
-    const int count = groups.tokens_of(e);
-    if (count == 0) continue;
-    const size_t at = groups.first[e];
-    float* gu = gate_up + at * 2 * ff;
-    float* a = act + at * ff;
-    backend_->linear(input + at * hidden_, count, layer.gate_up[e], layer.gate_up_bias.empty() ? nullptr : layer.gate_up_bias[e], gu);
-    backend_->expert_activation(gu, count, ff, config_, a);
-    backend_->linear(a, count, layer.down[e], layer.down_bias.empty() ? nullptr : layer.down_bias[e], output + at * hidden_);
-  }
+  // The experts' gate|up GEMMs, one activation over all their rows, then the down GEMMs.
+  std::vector<Backend::LinearJob> jobs;
+  for (int e = 0; e < experts; e++)
+    if (const int count = groups.tokens_of(e); count > 0) {
+      const size_t at = groups.first[e];
+      jobs.push_back({input + at * hidden_, count, layer.gate_up[e], layer.gate_up_bias.empty() ? nullptr : layer.gate_up_bias[e], gate_up + at * 2 * ff});
+    }
+  backend_->linear_jobs(jobs);
+  backend_->expert_activation(gate_up, static_cast<int>(total), ff, config_, act);
+  jobs.clear();
+  for (int e = 0; e < experts; e++)
+    if (const int count = groups.tokens_of(e); count > 0) {
+      const size_t at = groups.first[e];
+      jobs.push_back({act + at * ff, count, layer.down[e], layer.down_bias.empty() ? nullptr : layer.down_bias[e], output + at * hidden_});
+    }
+  backend_->linear_jobs(jobs);
   backend_->scatter_add_weighted(output, rows, weights, static_cast<int>(total), hidden_, residual);
 }
 

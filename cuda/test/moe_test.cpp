@@ -269,3 +269,34 @@ RUNNER_TEST(moe, expert_ffn_matches_reference) {
   oss.activation = ExpertActivation::SwiGLUClamped;
   for (DType dtype : {DType::F32, DType::Q8_0}) check_expert_ffn(dtype, oss, true, 9, 3);
 }
+
+RUNNER_TEST(moe, linear_jobs_equal_one_linear_at_a_time) {
+  // The CPU backend's decode-sized jobs share one parallel region: bit for bit the same outputs.
+  std::unique_ptr<Backend> cpu(make_cpu_backend(2));
+  FakeWeights w;
+  std::mt19937 rng(9);
+  std::normal_distribution<float> normal(0.f, 0.2f);
+  std::vector<Matrix*> matrices;
+  std::vector<std::vector<float>> inputs, together, alone;
+  const int cols = 96;
+  const int rows_of[] = {40, 7, 64, 33};
+  const int n_of[] = {1, 3, 16, 2};
+  for (int j = 0; j < 4; j++) {
+    std::vector<float> values(static_cast<size_t>(rows_of[j]) * cols);
+    for (float& v : values) v = normal(rng);
+    w.add("m" + std::to_string(j), {rows_of[j], cols}, values, DType::Q8_0);
+    matrices.push_back(cpu->matrix(w.get("m" + std::to_string(j), {rows_of[j], cols}).data, DType::Q8_0, rows_of[j], cols));
+    inputs.emplace_back(static_cast<size_t>(n_of[j]) * cols);
+    for (float& v : inputs.back()) v = normal(rng) * 5;
+    together.emplace_back(static_cast<size_t>(n_of[j]) * rows_of[j]);
+    alone.emplace_back(static_cast<size_t>(n_of[j]) * rows_of[j]);
+  }
+  std::vector<Backend::LinearJob> jobs;
+  for (int j = 0; j < 4; j++) jobs.push_back({inputs[j].data(), n_of[j], matrices[j], nullptr, together[j].data()});
+  cpu->linear_jobs(jobs);
+  for (int j = 0; j < 4; j++) {
+    cpu->linear(inputs[j].data(), n_of[j], matrices[j], nullptr, alone[j].data());
+    CHECK_MSG(together[j] == alone[j], "job " << j);
+    cpu->free_matrix(matrices[j]);
+  }
+}

@@ -68,19 +68,17 @@ struct DecodeActivations {
   }
 };
 
-void linear_int8(const float* x, int n, const QuantMatrix& w, const float* bias, float* y, int threads, CpuIsa isa) {
-  const DecodeActivations act(x, n, w, threads, isa);
+constexpr int kChunk = 16;  // weight rows a thread takes at a time
+
+// Rows [r0, r1) of y = x · Wᵀ (+ bias) by int8 dot products over the quantized activations.
+// Each thread reads its rows in one front-to-back stream, a row at a time, dotting the row with
+// up to kActs activation rows per kernel call while it is in L1. Interleaving several weight
+// rows (and prefetching ahead by hand) measured at half the memory bandwidth on matrices far
+// larger than the caches: decode's case (BENCHMARKS.md, issue 29 item 6).
+void int8_rows(const DecodeActivations& act, int n, const QuantMatrix& w, const float* bias, float* y, int r0, int r1, CpuIsa isa) {
   const int nb = act.nb, nsb = act.nsb;
-  constexpr int kChunk = 16;
   constexpr int kActs = quant_dot_max_acts();
-  // Each thread reads its rows in one front-to-back stream, a row at a time, dotting the row with
-  // up to kActs activation rows per kernel call while it is in L1. Interleaving several weight
-  // rows (and prefetching ahead by hand) measured at half the memory bandwidth on matrices far
-  // larger than the caches: decode's case (BENCHMARKS.md, issue 29 item 6).
-  const int chunks = (w.rows + kChunk - 1) / kChunk;
-#pragma omp parallel for num_threads(threads) schedule(static)
-  for (int c = 0; c < chunks; c++) {
-    const int r0 = c * kChunk, r1 = std::min(w.rows, r0 + kChunk);
+  {
     for (int r = r0; r < r1; r++) {
       const QuantRows& part = w.part_of(r);
       const uint8_t* row = part.data + static_cast<size_t>(r - part.first_row) * part.row_bytes;
@@ -104,6 +102,13 @@ void linear_int8(const float* x, int n, const QuantMatrix& w, const float* bias,
       }
     }
   }
+}
+
+void linear_int8(const float* x, int n, const QuantMatrix& w, const float* bias, float* y, int threads, CpuIsa isa) {
+  const DecodeActivations act(x, n, w, threads, isa);
+  const int chunks = (w.rows + kChunk - 1) / kChunk;
+#pragma omp parallel for num_threads(threads) schedule(static)
+  for (int c = 0; c < chunks; c++) int8_rows(act, n, w, bias, y, c * kChunk, std::min(w.rows, (c + 1) * kChunk), isa);
 }
 
 void linear_f32_tiles(const float* x, int n, const QuantMatrix& w, const float* bias, float* y, int threads) {
@@ -137,6 +142,33 @@ void QuantMatrix::dequantize(int first_row, int count, float* out) const {
 }
 
 int quant_linear_int8_max_rows() { return kInt8MaxRows; }
+
+void quant_linear_jobs(const QuantLinearJob* jobs, int count, int threads, CpuIsa isa) {
+  if (threads <= 0) threads = omp_get_max_threads();
+  bool decode = true;
+  for (int j = 0; j < count; j++) decode = decode && jobs[j].n <= kInt8MaxRows;
+  static const char* forced = std::getenv("CTXR_QUANT_PATH");
+  if (!decode || forced) {
+    for (int j = 0; j < count; j++) quant_linear(jobs[j].x, jobs[j].n, *jobs[j].w, jobs[j].bias, jobs[j].y, threads, isa);
+    return;
+  }
+  // One parallel region over every job's row chunks (a decode step's experts: a few small
+  // matrices each, whose own regions would cost more than their rows).
+  std::vector<DecodeActivations> acts;
+  acts.reserve(count);
+  std::vector<int> first_chunk(count + 1, 0);
+  for (int j = 0; j < count; j++) {
+    acts.emplace_back(jobs[j].x, jobs[j].n, *jobs[j].w, 1, isa);
+    first_chunk[j + 1] = first_chunk[j] + (jobs[j].n > 0 ? (jobs[j].w->rows + kChunk - 1) / kChunk : 0);
+  }
+#pragma omp parallel for num_threads(threads) schedule(static)
+  for (int c = 0; c < first_chunk[count]; c++) {
+    const int j = static_cast<int>(std::upper_bound(first_chunk.begin(), first_chunk.end(), c) - first_chunk.begin()) - 1;
+    const QuantLinearJob& job = jobs[j];
+    const int r0 = (c - first_chunk[j]) * kChunk;
+    int8_rows(acts[j], job.n, *job.w, job.bias, job.y, r0, std::min(job.w->rows, r0 + kChunk), isa);
+  }
+}
 
 void quant_linear(const float* x, int n, const QuantMatrix& w, const float* bias, float* y, int threads, CpuIsa isa, int path) {
   if (n <= 0) return;

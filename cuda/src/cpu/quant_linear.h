@@ -31,4 +31,15 @@ struct QuantMatrix {
 void quant_linear(const float* x, int n, const QuantMatrix& w, const float* bias, float* y, int threads, CpuIsa isa, int path = 0);
 int quant_linear_int8_max_rows();
 
+// Several quant_linear() calls (y_j = x_j · W_jᵀ + bias_j); when every n_j is decode-sized, in one
+// parallel region over all their rows (a decode step's routed experts).
+struct QuantLinearJob {
+  const float* x;
+  int n;
+  const QuantMatrix* w;
+  const float* bias;
+  float* y;
+};
+void quant_linear_jobs(const QuantLinearJob* jobs, int count, int threads, CpuIsa isa);
+
 }  // namespace ctxr

@@ -31,8 +31,9 @@ struct QuantMatrix {
 void quant_linear(const float* x, int n, const QuantMatrix& w, const float* bias, float* y, int threads, CpuIsa isa, int path = 0);
 int quant_linear_int8_max_rows();
 
-// Several quant_linear() calls (y_j = x_j · W_jᵀ + bias_j); when every n_j is decode-sized, in one
-// parallel region over all their rows (a decode step's routed experts).
+// Several quant_linear() calls (y_j = x_j · W_jᵀ + bias_j): those of up to 128 rows by int8 row
+// dots in one parallel region over all their weight rows (a mixture-of-experts layer's experts,
+// each run over the few tokens routed to it), larger ones by quant_linear() one at a time.
 struct QuantLinearJob {
   const float* x;
   int n;

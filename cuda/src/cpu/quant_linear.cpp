@@ -21,12 +21,12 @@ namespace {
 // machine): int8 GEMM Q8_0 18–22 ms, Q4_0 22–25, Q4_K 18–47, Q6_K 28; row dots Q8_0 90, Q4_0 145;
 // f32 tiles Q4_K 87, Q6_K 91; the f32 GEMM on f32 weights 76. Up to 16 rows the row dots stay.
 constexpr int kInt8MaxRows = 16;
-constexpr int kTileRows = 256;
-// quant_linear_jobs: row dots in one parallel region up to this many rows a job (a prefill's
-// experts get a few dozen tokens each, too few for the int8 GEMM's unpacking to pay).
-// Measured on a qwen3moe file (64 experts, top-8, 1024 x 512 experts in Q4_K, 2 threads): a 512-token
-// prefill at 34 tok/s with every expert in the GEMM, 186 with every expert's rows dotted (BENCHMARKS.md).
-constexpr int kJobsMaxRows = 128;  // weight rows dequantized per f32 GEMM tile (4 MB at k = 4096)
+constexpr int kTileRows = 256;  // weight rows dequantized per f32 GEMM tile (4 MB at k = 4096)
+// quant_linear_jobs: row dots in one parallel region up to this many rows a job, the int8 GEMM
+// above. Measured on a qwen3moe file (64 experts, top-8, 1024 x 512 experts in Q4_K, 2 threads, a
+// quiet machine): a 512-token prefill (~32 tokens an expert) at 1,290 tok/s with 16, 1,250 with
+// 32, 1,150 with 64, 950 with 128: the GEMM pays from a few dozen rows on.
+constexpr int kJobsMaxRows = kInt8MaxRows;
 
 // Decode's kernel families on AVX-512 VNNI: per-256 activations (Q4_K, Q6_K), per-32 activations
 // with contiguous side data (the other quantized types), or neither (AVX2: quant_dot).
@@ -150,7 +150,6 @@ int quant_linear_int8_max_rows() { return kInt8MaxRows; }
 
 void quant_linear_jobs(const QuantLinearJob* jobs, int count, int threads, CpuIsa isa) {
   if (threads <= 0) threads = omp_get_max_threads();
-  static const int most_rows = std::getenv("CTXR_JOBS_ROWS") ? std::atoi(std::getenv("CTXR_JOBS_ROWS")) : kJobsMaxRows;
   static const char* forced = std::getenv("CTXR_QUANT_PATH");
   // Jobs of many rows take the int8 GEMM one at a time; the rest share one parallel region of
   // row dots over all their row chunks (a decode step's experts: a few small matrices whose own
@@ -158,7 +157,7 @@ void quant_linear_jobs(const QuantLinearJob* jobs, int count, int threads, CpuIs
   std::vector<const QuantLinearJob*> small;
   for (int j = 0; j < count; j++) {
     if (jobs[j].n <= 0) continue;
-    if (jobs[j].n <= most_rows && !forced) small.push_back(&jobs[j]);
+    if (jobs[j].n <= kJobsMaxRows && !forced) small.push_back(&jobs[j]);
     else quant_linear(jobs[j].x, jobs[j].n, *jobs[j].w, jobs[j].bias, jobs[j].y, threads, isa);
   }
   const int jobs_small = static_cast<int>(small.size());

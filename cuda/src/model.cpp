@@ -584,8 +584,15 @@ ForwardResult Model::forward(const std::vector<SequenceStep>& steps, const Forwa
       float* ht = h + static_cast<size_t>(r0) * c.hidden;
       float* tt = tmp + static_cast<size_t>(r0) * c.hidden;
       backend_->rms_norm(xt, layer.mlp_norm, static_cast<float>(c.rms_norm_eps), rows, c.hidden, ht);
-      if (layer.moe) {  // adds the experts' outputs to xt itself
+      if (layer.moe) {  // adds the experts' outputs to xt itself; profiled as linear work (router and experts)
+        if (profiling_) sync();
+        const auto t = std::chrono::steady_clock::now();
         moe_->forward(*layer.moe, ht, rows, xt, flags.expert_routes ? &layer_routes[l] : nullptr);
+        if (profiling_) {
+          sync();
+          profile_.linear_seconds += seconds_since(t);
+          profile_.linear_flops += 2.0 * rows * c.hidden * (c.moe.experts + 3.0 * c.moe.experts_used * c.moe.expert_ff);
+        }
         continue;
       }
       linear(ht, rows, layer.gate_up, 2 * c.intermediate, c.hidden, nullptr, gate_up);

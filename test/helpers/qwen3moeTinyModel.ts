@@ -24,6 +24,8 @@ export interface TinyQwen3MoeOptions {
   expertsUsed?: number;
   expertFfn?: number;
   seed?: number;
+  /** uint32 metadata set after the consistent ones (hostile-file tests: "qwen3moe.expert_count", ...). */
+  metadata?: Record<string, number>;
 }
 
 const MERGES = ["Ġ t", "Ġ a", "h e", "i n", "r e", "o n", "Ġt he", "e r", "Ġ s", "a t"];
@@ -88,6 +90,7 @@ export function writeTinyQwen3Moe(dir: string, options: TinyQwen3MoeOptions = {}
     ["tokenizer.ggml.add_bos_token", ggufBool(false)],
     ["tokenizer.chat_template", ggufString(QWEN3_CHAT_TEMPLATE)],
   ]);
+  for (const [key, value] of Object.entries(options.metadata ?? {})) metadata.set(key, ggufUint32(value));
   mkdirSync(dir, { recursive: true });
   const gguf = join(dir, "qwen3moe.gguf");
   writeFileSync(gguf, encodeGguf(metadata, tensors));

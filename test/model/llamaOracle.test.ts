@@ -131,11 +131,12 @@ const ORACLE_MATRIX: OracleRow[] = [
   { arch: "phi3", variant: "Phi-4-mini shape", options: { extraArgs: ["--arch-option", "rope_dim=48", "--arch-option", "original_ctx=64", "--arch-option", "tied=1", "--arch-option", "tokenizer_pre=gpt-4o"] }, types: ["F32", "Q8_0", "Q4_K_M"] },
   // Qwen3-MoE (scripts/oracle/arch_qwen3moe.py): top-2 of 8 experts of 256 rows, so that every
   // expert tensor is whole 256-blocks (Q4_K_M: Q4_K gate/up, Q6_K down; MXFP4: llama.cpp's
-  // MXFP4_MOE, experts in mxfp4 and the rest in Q8_0); the router stays F32 in every file.
+  // MXFP4_MOE, experts in mxfp4 and the rest in Q8_0; F16: experts read as halves in place); the
+  // router (ffn_gate_inp) stays F32 in every file.
   {
     arch: "qwen3moe",
     options: { hidden: 256, heads: 4, kvHeads: 2, headDim: 64, extraArgs: ["--arch-option", "experts=8", "--arch-option", "experts_used=2", "--arch-option", "expert_ffn=256"] },
-    types: ["F32", "Q8_0", "Q4_K_M", "MXFP4"],
+    types: ["F32", "F16", "Q8_0", "Q4_K_M", "MXFP4"],
     moe: true,
   },
   // Qwen3-30B-A3B's top-8 of 128 scaled down: top-8 of 32, experts of 96 rows (not whole 256-blocks:

@@ -32,6 +32,14 @@ export const ARCH_SHAPES: Record<string, ArchShape> = {
   gemma3: { hidden: 1152, layers: 26, heads: 4, kvHeads: 1, headDim: 256, ffn: 6912, vocab: 262144, extraArgs: ["--sliding-window", "512"] },
   /** Phi-4-mini's vocabulary on the 1B shape (fused QKV and gate/up): 1.76B. */
   phi3: { hidden: 2048, layers: 16, heads: 16, kvHeads: 8, headDim: 128, ffn: 6144, vocab: 200064 },
+  /**
+   * Qwen3-MoE, small (issue 32): Qwen3-30B-A3B's vocabulary, top-8 routing and head layout scaled
+   * down to 8 layers of 64 experts of 512 rows at hidden 1024: 1.12B parameters, 0.42B active a token.
+   */
+  qwen3moe: {
+    hidden: 1024, layers: 8, heads: 16, kvHeads: 4, headDim: 64, ffn: 4096, vocab: 151936,
+    extraArgs: ["--arch-option", "experts=64", "--arch-option", "experts_used=8", "--arch-option", "expert_ffn=512"],
+  },
   /** Llama 3.2 1B: 1.50B (untied output). */
   llama: { hidden: 2048, layers: 16, heads: 32, kvHeads: 8, headDim: 64, ffn: 8192, vocab: 128256 },
 };

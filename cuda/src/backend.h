@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "moe_config.h"
+
 namespace ctxr {
 
 // Weight element types: the first three as in safetensors; the rest are ggml's quantized block
@@ -160,6 +162,29 @@ class Backend {
   virtual void scale(float* x, float s, size_t n) { throw std::runtime_error(std::string("the ") + name() + " backend has no scale op"); }
   // dst[i][:] = src[rows[i]][:], rows of width d.
   virtual void gather_rows(const float* src, const int32_t* rows, int n, int d, float* dst) = 0;
+
+  // Mixture-of-experts ops (moe_ffn.h); a backend without them refuses such a model at load.
+  virtual bool supports_moe() const { return false; }
+  // out[i][:] = the experts' gated activation (moe_activation.h) of gate|up rows of 2*ff; out is [n][ff].
+  virtual void expert_activation(const float* x, int n, int ff, const MoeConfig& c, float* out) {
+    throw std::runtime_error(std::string("the ") + name() + " backend has no mixture-of-experts ops");
+  }
+  // Several linear() calls at once (a decode step's routed experts: small matrices whose own
+  // parallel regions would cost more than their rows); by default one after another.
+  struct LinearJob {
+    const float* x;
+    int n;
+    const Matrix* w;
+    const float* bias;
+    float* y;
+  };
+  virtual void linear_jobs(const std::vector<LinearJob>& jobs) {
+    for (const LinearJob& j : jobs) linear(j.x, j.n, j.w, j.bias, j.y);
+  }
+  // dst[rows[i]][:] += weights[i] * src[i][:] for i < n, rows of width d (rows may repeat).
+  virtual void scatter_add_weighted(const float* src, const int32_t* rows, const float* weights, int n, int d, float* dst) {
+    throw std::runtime_error(std::string("the ") + name() + " backend has no mixture-of-experts ops");
+  }
 
   // KV cache (layer-first pages, see PROTOCOL.md).
   virtual bool supports_kv_dtype(KvDtype d) const { return d == KvDtype::F32; }

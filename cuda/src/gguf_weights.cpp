@@ -63,7 +63,10 @@ std::string hf_name(const std::string& name, const std::string& architecture) {
       {"attn_norm", "input_layernorm"}, {"attn_q", "self_attn.q_proj"}, {"attn_k", "self_attn.k_proj"},
       {"attn_v", "self_attn.v_proj"},   {"attn_output", "self_attn.o_proj"}, {"ffn_norm", "post_attention_layernorm"},
       {"ffn_gate", "mlp.gate_proj"},    {"ffn_up", "mlp.up_proj"},         {"ffn_down", "mlp.down_proj"},
-      {"attn_q_norm", "self_attn.q_norm"}, {"attn_k_norm", "self_attn.k_norm"}};
+      {"attn_q_norm", "self_attn.q_norm"}, {"attn_k_norm", "self_attn.k_norm"},
+      // Mixture of experts: the router, and 3-D [experts][rows][cols] tensors of every expert.
+      {"ffn_gate_inp", "mlp.gate"}, {"ffn_gate_exps", "mlp.experts.gate_exps"}, {"ffn_up_exps", "mlp.experts.up_exps"},
+      {"ffn_down_exps", "mlp.experts.down_exps"}};
   auto match = [&](const char* g, const char* h) {
     const std::string prefix = std::string(g) + ".";
     return rest.compare(0, prefix.size(), prefix) == 0 ? "model.layers." + layer + "." + h + rest.substr(prefix.size() - 1) : std::string();

@@ -61,13 +61,9 @@ Model::Model(const std::string& dir, Backend* backend, int num_blocks, int block
                                 " backend (no sliding-window attention or GeGLU there yet); use the CPU runner");
   if (c.attention_sinks && !backend_->supports_attention_sinks())
     throw std::invalid_argument(c.architecture + " does not run on the " + backend_->name() + " backend (no attention sinks there yet); use the CPU runner");
-  // The mixture-of-experts FFN is not in this build yet: a file of such a model is refused,
-  // unless CTXR_TEST_WITHOUT_MOE_FFN=1 asks to run its layers without their FFN (the attention
-  // checks against llama.cpp, on files whose experts are all zero: their FFN adds exactly 0).
-  const bool without_moe_ffn = c.expert_count > 0 && std::getenv("CTXR_TEST_WITHOUT_MOE_FFN") && std::string(std::getenv("CTXR_TEST_WITHOUT_MOE_FFN")) == "1";
-  if (c.expert_count > 0 && !without_moe_ffn)
-    throw std::invalid_argument(c.architecture + ": the mixture-of-experts FFN (" + std::to_string(c.expert_count) + " experts, " +
-                                std::to_string(c.expert_used_count) + " per token) is not supported by this runner yet");
+  if (c.moe.enabled() && !backend_->supports_moe())
+    throw std::invalid_argument(c.architecture + " does not run on the " + backend_->name() + " backend (no mixture-of-experts ops there yet); use the CPU runner");
+  if (c.moe.enabled()) moe_ = std::make_unique<MoeFfn>(backend_, c.moe, c.hidden);
   embed_ = load_matrix("model.embed_tokens.weight", c.vocab, c.hidden);
   bool tied = c.tie_word_embeddings || !weights_->has("lm_head.weight");
   lm_head_ = tied ? embed_ : load_matrix("lm_head.weight", c.vocab, c.hidden);
@@ -99,8 +95,8 @@ Model::Model(const std::string& dir, Backend* backend, int num_blocks, int block
       layer.k_norm = load_norm(p + "self_attn.k_norm.weight", c.head_dim);
     }
     layer.window = c.layer_window_of(l);
-    if (without_moe_ffn) {
-      layer.without_ffn = true;
+    if (c.moe.enabled()) {
+      layer.moe = std::make_shared<MoeLayer>(load_moe_layer({*weights_, backend_, matrix_elements_, weights_in_place_, fused_}, p, c));
       layers_.push_back(layer);
       continue;
     }
@@ -138,7 +134,8 @@ Model::Model(const std::string& dir, Backend* backend, int num_blocks, int block
     const size_t widest = std::max<size_t>(static_cast<size_t>(c.heads + 2 * c.kv_heads) * c.head_dim, c.hidden);
     const size_t tile = mlp_rows_ > 0 ? std::min(mlp_rows_, kRetainTokens) : kRetainTokens;
     // buffer() grows by half again at least: room for that.
-    retain_bytes_ = std::max<size_t>(kRetainTokens * widest * 4, tile * 2 * c.intermediate * 4) * 3 / 2;
+    const size_t mlp_width = c.moe.enabled() ? static_cast<size_t>(c.moe.experts_used) * std::max(c.hidden, 2 * c.moe.expert_ff) : 2 * c.intermediate;
+    retain_bytes_ = std::max<size_t>(kRetainTokens * widest * 4, tile * mlp_width * 4) * 3 / 2;
   }
   weights_->loaded(weights_in_place_);
   size_t most = 0;
@@ -154,8 +151,10 @@ Model::~Model() {
     backend_->release(l.mlp_norm);
     for (float* v : {l.q_norm, l.k_norm, l.attn_out_norm, l.mlp_out_norm, l.qkv_bias, l.o_bias, l.sinks})
       if (v) backend_->release(v);
-    for (Matrix* m : {l.qkv, l.o, l.gate_up, l.down})
+    for (Matrix* m : {l.qkv, l.o})
       if (m) backend_->free_matrix(m);
+    if (l.moe) free_moe_layer(backend_, *l.moe);
+    else backend_->free_matrix(l.gate_up), backend_->free_matrix(l.down);
   }
   if (lm_head_ != embed_) backend_->free_matrix(lm_head_);
   backend_->free_matrix(embed_);
@@ -269,6 +268,7 @@ void Model::trim_scratch() {
       s = Scratch{};
       released = true;
     }
+  if (moe_) moe_->trim(retain_bytes_);
   if (released) backend_->trim();
 }
 
@@ -487,8 +487,9 @@ ForwardResult Model::forward(const std::vector<SequenceStep>& steps, const Forwa
   // others: a tile of ≤ 16 rows would take the decode kernels, which sum in another order).
   const int mlp_tiles = mlp_rows_ > 0 ? (n + mlp_rows_ - 1) / mlp_rows_ : 1;
   const int mlp_rows = (n + mlp_tiles - 1) / mlp_tiles;
-  auto* gate_up = static_cast<float*>(buffer(kGateUp, static_cast<size_t>(mlp_rows) * 2 * c.intermediate * 4));
-  auto* act = static_cast<float*>(buffer(kAct, static_cast<size_t>(mlp_rows) * c.intermediate * 4));
+  const size_t dense_ff = c.moe.enabled() ? 0 : c.intermediate;  // an expert layer has buffers of its own (moe_ffn.h)
+  auto* gate_up = static_cast<float*>(buffer(kGateUp, static_cast<size_t>(mlp_rows) * 2 * dense_ff * 4));
+  auto* act = static_cast<float*>(buffer(kAct, static_cast<size_t>(mlp_rows) * dense_ff * 4));
 
   // Drops the tokens that stopped from the batch: their hidden rows and per-token arrays.
   int m = n;
@@ -514,6 +515,7 @@ ForwardResult Model::forward(const std::vector<SequenceStep>& steps, const Forwa
   };
 
   std::vector<float> host_stats, matrix;
+  std::vector<std::vector<int32_t>> layer_routes(flags.expert_routes ? c.layers : 0);
   auto started = std::chrono::steady_clock::now();
   auto linear = [&](const float* in, int rows, const Matrix* w, int out_width, int in_width, const float* bias, float* out) {
     if (!profiling_) return backend_->linear(in, rows, w, bias, out);
@@ -580,13 +582,24 @@ ForwardResult Model::forward(const std::vector<SequenceStep>& steps, const Forwa
     if (layer.attn_out_norm) backend_->rms_norm(tmp, layer.attn_out_norm, static_cast<float>(c.rms_norm_eps), m, c.hidden, tmp);
     backend_->add(x, tmp, static_cast<size_t>(m) * c.hidden);
     // Every op of the MLP is row by row: tiles give the rows of the whole-batch pass, bit for bit.
-    const int tiles = layer.without_ffn ? 0 : (m + mlp_rows - 1) / mlp_rows;
+    const int tiles = (m + mlp_rows - 1) / mlp_rows;
     for (int t = 0; t < tiles; t++) {
       const int r0 = static_cast<int>(static_cast<int64_t>(m) * t / tiles), rows = static_cast<int>(static_cast<int64_t>(m) * (t + 1) / tiles) - r0;
       float* xt = x + static_cast<size_t>(r0) * c.hidden;
       float* ht = h + static_cast<size_t>(r0) * c.hidden;
       float* tt = tmp + static_cast<size_t>(r0) * c.hidden;
       backend_->rms_norm(xt, layer.mlp_norm, static_cast<float>(c.rms_norm_eps), rows, c.hidden, ht);
+      if (layer.moe) {  // adds the experts' outputs to xt itself; profiled as linear work (router and experts)
+        if (profiling_) sync();
+        const auto t = std::chrono::steady_clock::now();
+        moe_->forward(*layer.moe, ht, rows, xt, flags.expert_routes ? &layer_routes[l] : nullptr);
+        if (profiling_) {
+          sync();
+          profile_.linear_seconds += seconds_since(t);
+          profile_.linear_flops += 2.0 * rows * c.hidden * (c.moe.experts + 3.0 * c.moe.experts_used * c.moe.expert_ff);
+        }
+        continue;
+      }
       linear(ht, rows, layer.gate_up, 2 * c.intermediate, c.hidden, nullptr, gate_up);
       if (c.hidden_act == "gelu_tanh") backend_->gelu_tanh_mul(gate_up, rows, c.intermediate, act);
       else backend_->silu_mul(gate_up, rows, c.intermediate, act);
@@ -639,6 +652,14 @@ ForwardResult Model::forward(const std::vector<SequenceStep>& steps, const Forwa
     result.stats.swap(ordered);
   }
   early_stop_result();
+  if (flags.expert_routes) {  // batch rows (no early stop with routes) → sequence-major
+    const size_t k = c.moe.experts_used;
+    for (size_t q = 0; q < steps.size(); q++)
+      for (int l = 0; l < c.layers; l++) {
+        const auto first = layer_routes[l].begin() + seq_first[q] * k;
+        result.routes.insert(result.routes.end(), first, first + steps[q].tokens.size() * k);
+      }
+  }
   return result;
 }
 

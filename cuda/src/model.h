@@ -14,6 +14,7 @@
 #include "backend.h"
 #include "kv_groups.h"
 #include "model_config.h"
+#include "moe_ffn.h"
 #include "weights.h"
 
 namespace ctxr {
@@ -43,6 +44,7 @@ struct ForwardFlags {
   bool stats = false;       // attention statistics
   bool chunk_mass = false;  // with stats: each query's mass summed per chunk, not per entry
   bool early_stop = false;  // with stats: Cache-Craft's focused-chunk early stop per sequence
+  bool expert_routes = false;  // a mixture-of-experts model's chosen experts (ForwardResult::routes)
 };
 
 // A sequence's early stop: the layers its stoppable tokens ran through (all of them when the
@@ -58,6 +60,9 @@ struct ForwardResult {
   // then chunks [n_chunks][n_chunks].
   std::vector<float> stats;
   std::vector<EarlyStop> early_stop;  // per sequence, with ForwardFlags::early_stop
+  // With ForwardFlags::expert_routes: per sequence, per layer, per new token, its k experts in
+  // selection order.
+  std::vector<int32_t> routes;
 };
 
 // Where forward() spends its time, when profiling is on (it synchronizes after each op).
@@ -139,10 +144,7 @@ class Model {
     float* mlp_norm = nullptr;
     Matrix* gate_up = nullptr;
     Matrix* down = nullptr;
-    // CTXR_TEST_WITHOUT_MOE_FFN=1 on a mixture-of-experts model (no MoE FFN in this build): the
-    // layer runs without its FFN. A MoE FFN plugs in at forward()'s MLP tiles instead: the rows of
-    // rms_norm(x, mlp_norm) in, the experts' weighted outputs added to x.
-    bool without_ffn = false;
+    std::shared_ptr<MoeLayer> moe;  // a mixture-of-experts FFN in place of gate_up/down
     // Gemma 3: norms of the attention and MLP outputs (null elsewhere).
     float* attn_out_norm = nullptr;
     float* mlp_out_norm = nullptr;
@@ -167,6 +169,7 @@ class Model {
   float* inv_freq_ = nullptr;
   float* inv_freq_local_ = nullptr;  // sliding-window layers' table (Gemma 3); null when none
   std::vector<Layer> layers_;
+  std::unique_ptr<MoeFfn> moe_;  // the experts' forward pass and scratch (a mixture-of-experts model)
   bool profiling_ = false;
   ForwardProfile profile_;
   void sync();

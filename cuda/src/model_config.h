@@ -4,6 +4,8 @@
 #include <string>
 #include <vector>
 
+#include "moe_config.h"
+
 namespace ctxr {
 
 struct ModelConfig {
@@ -43,8 +45,8 @@ struct ModelConfig {
   // gpt-oss (model_config_gptoss.cpp): a learned sink logit per head joins each softmax
   // (tensor self_attn.sinks.weight, AttentionBatch::sinks).
   bool attention_sinks = false;
-  // Mixture-of-experts FFN: experts per layer, experts routed per token, each expert's FFN width.
-  int expert_count = 0, expert_used_count = 0, expert_ffn = 0;
+  // Mixture of experts (qwen3moe, gpt-oss): every layer's FFN is routed experts; moe.experts == 0: dense.
+  MoeConfig moe;
 };
 
 // LongRoPE picks its factors once for the whole cache, as llama.cpp does by its context size:

@@ -1,4 +1,5 @@
 // ModelConfig from GGUF metadata (llama.cpp's key names, prefixed by general.architecture).
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 
@@ -57,9 +58,10 @@ ModelConfig model_config_from_gguf(const GgufFile& file, const std::vector<const
   else if (arch->text == "qwen3") c.architecture = "Qwen3ForCausalLM";
   else if (arch->text == "gemma3") c.architecture = "Gemma3ForCausalLM";
   else if (arch->text == "phi3") c.architecture = "Phi3ForCausalLM";
+  else if (arch->text == "qwen3moe") c.architecture = "Qwen3MoeForCausalLM";
   else if (arch->text == "gpt-oss") c.architecture = "GptOssForCausalLM";
-  else throw std::runtime_error(file.path() + ": metadata general.architecture " + arch->text + " is not supported (llama, qwen2, qwen3, gemma3, phi3, gpt-oss)");
-  c.qk_norm = arch->text == "qwen3";
+  else throw std::runtime_error(file.path() + ": metadata general.architecture " + arch->text + " is not supported (llama, qwen2, qwen3, qwen3moe, gemma3, phi3, gpt-oss)");
+  c.qk_norm = arch->text == "qwen3" || arch->text == "qwen3moe";
   const bool phi3 = arch->text == "phi3";
   Keys k(file, arch->text + ".");
   c.hidden = k.positive_int("embedding_length");
@@ -118,6 +120,20 @@ ModelConfig model_config_from_gguf(const GgufFile& file, const std::vector<const
   c.tie_word_embeddings = tensor("output.weight") == nullptr;
   if (arch->text == "gemma3") gemma3_config_from_gguf(file, c);
   if (gptoss) gptoss_config_from_gguf(file, c);
+  if (arch->text == "qwen3moe") {
+    // llama.cpp (src/models/qwen3moe.cpp): softmax over every expert, top-k, the k weights
+    // renormalised to sum 1, no shared expert.
+    MoeConfig& m = c.moe;
+    m.experts = k.positive_int("expert_count");
+    m.experts_used = k.positive_int("expert_used_count");
+    if (m.experts > 4096) k.bad(k.key("expert_count"), "is above 4096");
+    if (m.experts_used > m.experts) k.bad(k.key("expert_used_count"), "is above expert_count " + std::to_string(m.experts));
+    m.expert_ff = k.positive_int("expert_feed_forward_length", std::max(1, c.intermediate / m.experts_used));
+    m.gating = ExpertGating::SoftmaxThenTopK;
+    m.normalize_topk = true;
+    m.weights_scale = static_cast<float>(k.number("expert_weights_scale", 0));
+    if (!(m.weights_scale >= 0)) k.bad(k.key("expert_weights_scale"), "must not be negative");
+  }
   return c;
 }
 

@@ -36,10 +36,13 @@ void gptoss_config_from_gguf(const GgufFile& file, ModelConfig& c) {
     if (base->as_number() != c.rope_theta) bad("rope.freq_base_swa", "differs from rope.freq_base (gpt-oss's two kinds of layers share one rotary table here)");
   }
   c.attention_sinks = true;
-  c.expert_count = positive("expert_count");
-  c.expert_used_count = positive("expert_used_count");
-  if (c.expert_used_count > c.expert_count) bad("expert_used_count", "exceeds expert_count (" + std::to_string(c.expert_count) + ")");
-  c.expert_ffn = positive("expert_feed_forward_length");
+  MoeConfig& m = c.moe;
+  m.experts = positive("expert_count");
+  m.experts_used = positive("expert_used_count");
+  if (m.experts_used > m.experts) bad("expert_used_count", "exceeds expert_count (" + std::to_string(m.experts) + ")");
+  m.expert_ff = positive("expert_feed_forward_length");
+  m.gating = ExpertGating::TopKThenSoftmax;
+  m.activation = ExpertActivation::SwiGLUClamped;
 }
 
 }  // namespace ctxr

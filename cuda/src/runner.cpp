@@ -366,13 +366,16 @@ void Runner::read_forward_stats(BodyReader& r, SequenceStep& s, uint32_t flags, 
 std::vector<uint8_t> Runner::forward(const uint8_t* body, size_t size) {
   BodyReader r(body, size);
   uint32_t flags = r.u32("flags");
-  if (flags > (kForwardStats | kForwardChunkMass | kForwardEarlyStop | kForwardGreedyRows)) throw BadRequest("FORWARD: unknown flags " + std::to_string(flags));
+  if (flags > (kForwardStats | kForwardChunkMass | kForwardEarlyStop | kForwardGreedyRows | kForwardExpertRoutes)) throw BadRequest("FORWARD: unknown flags " + std::to_string(flags));
+  if ((flags & kForwardExpertRoutes) && !model_.config().moe.enabled()) throw BadRequest("FORWARD: flags bit 4 (expert routes) needs a mixture-of-experts model");
+  if ((flags & kForwardExpertRoutes) && (flags & kForwardEarlyStop)) throw BadRequest("FORWARD: flags bit 4 (expert routes) cannot go with bit 2 (early stop)");
   if ((flags & (kForwardChunkMass | kForwardEarlyStop)) && !(flags & kForwardStats))
     throw BadRequest("FORWARD: flags bit 1 (chunk mass) and bit 2 (early stop) need bit 0 (attention statistics)");
   ForwardFlags mode;
   mode.stats = flags & kForwardStats;
   mode.chunk_mass = flags & kForwardChunkMass;
   mode.early_stop = flags & kForwardEarlyStop;
+  mode.expert_routes = flags & kForwardExpertRoutes;
   uint32_t n_seqs = r.u32("the sequence count");
   if (n_seqs > r.left() / 16) throw BadRequest("request body ends before the sequences");
   const int vocab = model_.config().vocab;
@@ -445,6 +448,10 @@ std::vector<uint8_t> Runner::forward(const uint8_t* body, size_t size) {
     w.u32(static_cast<uint32_t>(e.cutoff_layer));
     w.u32(static_cast<uint32_t>(e.focused.size()));
     for (int c : e.focused) w.u32(static_cast<uint32_t>(c));
+  }
+  if (flags & kForwardExpertRoutes) {
+    w.u32(static_cast<uint32_t>(model_.config().moe.experts_used));
+    w.append(result.routes.data(), result.routes.size() * 4);
   }
   return w.bytes;
 }

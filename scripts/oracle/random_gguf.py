@@ -180,6 +180,7 @@ def main():
             values *= np.float32(1 / np.sqrt(cols))
             writer.add_tensor(name, values.astype(matrix_dtype))
 
+    tensor.matrix_dtype = matrix_dtype  # for an architecture's own tensors (3-D experts: arch_qwen3moe.py)
     arch.write(writer, rng, shape, tensor)
     writer.write_header_to_file()
     writer.write_kv_data_to_file()

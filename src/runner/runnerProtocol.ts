@@ -197,6 +197,11 @@ export interface ForwardRequest {
    * all a greedy step without logprobs, penalties or a grammar needs (ForwardResult.greedy).
    */
   greedyRows?: boolean;
+  /**
+   * A mixture-of-experts model's chosen experts (flags bit 4; not with earlyStop): per sequence,
+   * per layer, each new token's k experts in the router's order (ForwardResult.expertRoutes).
+   */
+  expertRoutes?: boolean;
 }
 
 /** A sequence's greedy rows (ForwardRequest.greedyRows), one entry per logit row. */
@@ -242,6 +247,8 @@ export interface ForwardResult {
   stats?: AttentionStats[][];
   /** With early stop: per sequence. */
   earlyStop?: EarlyStopResult[];
+  /** With ForwardRequest.expertRoutes: per sequence, per layer, tokens × k expert ids. */
+  expertRoutes?: { k: number; layers: Uint32Array[] }[];
 }
 
 /** Sequence indices start .. start+count-1, as FORWARD's `indices` for a contiguous run. */
@@ -260,10 +267,11 @@ function forwardBodyBytes(request: ForwardRequest): number {
   return bytes;
 }
 
-/** FORWARD's flags word: bit 0 statistics, bit 1 chunk mass, bit 2 early stop, bit 3 greedy rows. */
+/** FORWARD's flags word: bit 0 statistics, bit 1 chunk mass, bit 2 early stop, bit 3 greedy rows, bit 4 expert routes. */
 export function forwardFlags(request: ForwardRequest): number {
   if ((request.chunkMass || request.earlyStop) && !request.stats) throw new ProtocolError("FORWARD: chunkMass and earlyStop need stats");
-  return (request.stats ? 1 : 0) | (request.chunkMass ? 2 : 0) | (request.earlyStop ? 4 : 0) | (request.greedyRows ? 8 : 0);
+  if (request.expertRoutes && request.earlyStop) throw new ProtocolError("FORWARD: expertRoutes cannot go with earlyStop");
+  return (request.stats ? 1 : 0) | (request.chunkMass ? 2 : 0) | (request.earlyStop ? 4 : 0) | (request.greedyRows ? 8 : 0) | (request.expertRoutes ? 16 : 0);
 }
 
 export function encodeForward(request: ForwardRequest): Uint8Array {
@@ -346,8 +354,18 @@ export function decodeForwardResponse(body: Uint8Array, request: ForwardRequest,
       return { cutoffLayer, focused };
     });
   }
+  let expertRoutes: ForwardResult["expertRoutes"];
+  if (request.expertRoutes) {
+    const k = reader.u32("experts per token");
+    expertRoutes = request.sequences.map((seq, s) => {
+      const layers: Uint32Array[] = [];
+      for (let layer = 0; layer < info.layers; layer++) layers.push(reader.u32s(seq.tokens.length * k, `experts of sequence ${s}, layer ${layer}`));
+      return { k, layers };
+    });
+  }
   reader.end();
   const result: ForwardResult = { logits };
+  if (expertRoutes !== undefined) result.expertRoutes = expertRoutes;
   if (greedy !== undefined) result.greedy = greedy;
   if (stats !== undefined) result.stats = stats;
   if (earlyStop !== undefined) result.earlyStop = earlyStop;

@@ -169,12 +169,30 @@ export function llamaLogprobs(file: string, ids: readonly number[], scratch: str
  * forward of its own over the cache (the decode path).
  */
 export async function ctxrLogprobs(runner: string, file: string, ids: readonly number[], prefill = ids.length): Promise<LogprobRows> {
+  return (await ctxrForwardRun(runner, file, ids, prefill)).logprobs;
+}
+
+/** Per layer, per position, the k experts a mixture-of-experts model's router chose (in its order). */
+export type ExpertRouteRows = number[][][];
+
+/**
+ * ctxrLogprobs' run, and with `expertRoutes` the experts ctxr's router chose at every position and
+ * layer (FORWARD flags bit 4).
+ */
+export async function ctxrForwardRun(
+  runner: string,
+  file: string,
+  ids: readonly number[],
+  prefill = ids.length,
+  expertRoutes = false,
+): Promise<{ logprobs: LogprobRows; routes: ExpertRouteRows }> {
   if (prefill < 1 || prefill > ids.length) throw new Error(`prefill ${prefill} is not within 1..${ids.length}`);
   const blockSize = 16;
   const blocks = Math.ceil(ids.length / blockSize);
   const runnerProcess = await RunnerProcess.start({ executable: runner, model: file, blocks: blocks + 1, blockSize, threads: 2, kvDtype: "f32" });
   try {
     const vocab = runnerProcess.info.vocab;
+    const routes: ExpertRouteRows = [];
     const table = await runnerProcess.alloc(blocks);
     // A model with sliding-window layers (two KV groups) keeps their KV in a table of its own, and
     // frees its blocks as they leave the window, as the engine does (the freed blocks are handed
@@ -188,7 +206,14 @@ export async function ctxrLogprobs(runner: string, file: string, ids: readonly n
       }
       const result = await runnerProcess.forward({
         sequences: [{ table, ...(sliding === null ? {} : { slidingTable }), tokens, indices: sequenceRange(start, tokens.length), logitRows }],
+        ...(expertRoutes ? { expertRoutes } : {}),
       });
+      const chosen = result.expertRoutes?.[0];
+      if (chosen !== undefined)
+        chosen.layers.forEach((experts, layer) => {
+          routes[layer] ??= [];
+          for (let t = 0; t < tokens.length; t++) routes[layer]![start + t] = Array.from(experts.subarray(t * chosen.k, (t + 1) * chosen.k));
+        });
       if (sliding !== null) {
         const gone: number[] = [];
         for (let b = 0; b < firstLiveBlock(start + tokens.length, sliding.sliding_window, blockSize); b++)
@@ -207,7 +232,7 @@ export async function ctxrLogprobs(runner: string, file: string, ids: readonly n
       const step = await forward(i, [ids[i]!], [0]);
       logits.set(step.logits[0]!, i * vocab);
     }
-    return { rows: logSoftmaxRows(logits, vocab), vocab };
+    return { logprobs: { rows: logSoftmaxRows(logits, vocab), vocab }, routes };
   } finally {
     await runnerProcess.shutdown();
   }

@@ -6,15 +6,13 @@
  * real shape), f32 KV cache on both sides.
  *
  * - The attention alone: a file whose gate experts, gate biases and down biases are all zero, so
- *   that every layer's FFN adds exactly 0 in llama.cpp (gate 0 → SwiGLU 0 → down bias 0). ctxr
- *   runs its layers without the FFN (CTXR_TEST_WITHOUT_MOE_FFN=1, while the runner has no
- *   mixture-of-experts FFN; once it has one, the zero experts give the same 0). Bounds of the
- *   dense F32 rows of llamaOracle.test.ts: max 1e-2, mean 1.5e-3. Without the sinks, with the
+ *   that every layer's FFN adds exactly 0 in llama.cpp and in ctxr (gate 0 → SwiGLU 0 → down bias
+ *   0). Bounds of the dense F32 rows of llamaOracle.test.ts: max 1e-2, mean 1.5e-3. Without the sinks, with the
  *   window one entry off, or without YaRN's ramp, this is far off (see BENCHMARKS.md).
  * - The whole model (random experts in F32; MXFP4 experts as llama.cpp's converter leaves a
- *   gpt-oss checkpoint, the rest F32; llama.cpp's MXFP4_MOE quantization, the rest Q8_0): these
- *   need the mixture-of-experts FFN in the runner, and until it has one they fail with its refusal
- *   ("the mixture-of-experts FFN ... is not supported by this runner yet"). Bounds: F32 as above;
+ *   gpt-oss checkpoint, the rest F32; llama.cpp's MXFP4_MOE quantization, the rest Q8_0): the
+ *   runner's mixture-of-experts FFN with gpt-oss's router (top-k, softmax over the chosen logits,
+ *   router and expert biases) and clamped SwiGLU. Bounds: F32 as above;
  *   quantized files as llamaOracle.test.ts's (ctxr within llama.cpp's own Q-vs-F32 difference and
  *   1.5 × its Q8_0-vs-F32 one).
  */
@@ -51,18 +49,6 @@ function describeDifference(d: RowsDifference): string {
   return `max ${d.max.toExponential(3)} (position ${d.worstRow}), mean ${d.mean.toExponential(3)}`;
 }
 
-/** ctxr's log-probabilities with the runner's layers run without their FFN. */
-async function ctxrWithoutFfn(runner: string, file: string, ids: readonly number[], prefill: number): Promise<LogprobRows> {
-  const before = process.env.CTXR_TEST_WITHOUT_MOE_FFN;
-  process.env.CTXR_TEST_WITHOUT_MOE_FFN = "1";
-  try {
-    return await ctxrLogprobs(runner, file, ids, prefill);
-  } finally {
-    if (before === undefined) delete process.env.CTXR_TEST_WITHOUT_MOE_FFN;
-    else process.env.CTXR_TEST_WITHOUT_MOE_FFN = before;
-  }
-}
-
 let runner = "";
 let scratch: { path: string; cleanup(): void };
 
@@ -87,7 +73,7 @@ describe("gpt-oss attention (sinks, alternating sliding windows, YaRN, biases) a
       const file = writeRandomGguf("gptoss", join(scratch.path, `gptoss-${name.replace(/\W+/g, "-")}.gguf`), options);
       const ids = pseudoRandomIds(positions, 250, 7);
       const llama = llamaLogprobs(file, ids, scratch.path);
-      const ours = await ctxrWithoutFfn(runner, file, ids, prefill);
+      const ours = await ctxrLogprobs(runner, file, ids, prefill);
       expect(ours.vocab).toBe(llama.vocab);
       const d = rowsDifference(ours.rows, llama.rows, llama.vocab);
       const context = `gpt-oss attention ${name}: ctxr vs llama.cpp ${describeDifference(d)}`;

@@ -1,8 +1,8 @@
 /**
  * `serve --model gpt-oss.gguf` end to end, attention layers: a random gpt-oss file from llama.cpp's
  * gguf-py (scripts/oracle/arch_gptoss.py: sinks, even layers sliding over 32 entries, YaRN, biases)
- * whose experts are zero, so its FFN adds exactly 0; the runner runs the layers without it
- * (CTXR_TEST_WITHOUT_MOE_FFN=1, until it has the mixture-of-experts FFN). A chat whose prompt runs
+ * whose experts are zero, so its mixture-of-experts FFN adds exactly 0 and the first answer token
+ * can be checked against llama.cpp's on the attention alone. A chat whose prompt runs
  * well past the window is answered through the real server (f16 KV cache, prefill in one chunk),
  * and the first answer token's log-probability is llama.cpp's best at the prompt's end. Over a
  * conversation the prefix cache (full-attention blocks plus window checkpoints of the sliding
@@ -21,13 +21,11 @@ import { startEngineServer, type EngineTestServer } from "./serverKit.ts";
 describe("serve --model gpt-oss.gguf (attention layers)", () => {
   const scratch = tempFolder("ctxr-gptoss-serve-");
   const file = join(scratch.path, "gptoss.gguf");
-  const before = process.env.CTXR_TEST_WITHOUT_MOE_FFN;
   let api: EngineTestServer;
   let everything: EngineTestServer;
   let chunks: EngineTestServer;
   beforeAll(async () => {
     writeRandomGguf("gptoss", file, { hidden: 64, layers: 4, heads: 4, kvHeads: 2, headDim: 16, ffn: 64, extraArgs: ["--sliding-window", "32", "--arch-option", "zero_experts=1"] });
-    process.env.CTXR_TEST_WITHOUT_MOE_FFN = "1";
     api = await startEngineServer(file, { kvBlocks: 256, blockSize: 16 });
     everything = await startEngineServer(file, { kvBlocks: 256, blockSize: 16, kvGroups: 1, prefixCache: false });
     // The automatic prefix cache off: a repeated prompt is served by the chunk cache's exact-prefix variants.
@@ -37,8 +35,6 @@ describe("serve --model gpt-oss.gguf (attention layers)", () => {
     await api?.close();
     await everything?.close();
     await chunks?.close();
-    if (before === undefined) delete process.env.CTXR_TEST_WITHOUT_MOE_FFN;
-    else process.env.CTXR_TEST_WITHOUT_MOE_FFN = before;
     scratch.cleanup();
   });
 

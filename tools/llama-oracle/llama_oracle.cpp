@@ -9,6 +9,9 @@
 //   llama-oracle tokenize MODEL.gguf TEXT_FILE     {"plain":[ids],"special":[ids]}: the UTF-8 text tokenized
 //                                                  with parse_special false and true (no BOS/EOS added)
 //   llama-oracle tensor-types MODEL.gguf           {"name":"ggml type name",...} of every tensor
+//   llama-oracle expert-routes MODEL.gguf IDS_FILE one decode of the ids; per layer and position, the
+//                                                  experts llama.cpp's router chose and the margin of its
+//                                                  k-th over its (k+1)-th probability (expert_routes.cpp)
 //   llama-oracle conversation MODEL.gguf TURNS_FILE [options]
 //                                                  a multi-turn conversation through one llama-server
 //                                                  slot's prompt cache: per turn, the prompt tokens it
@@ -33,6 +36,7 @@
 #include "gguf.h"
 #include "llama.h"
 #include "conversation.h"
+#include "expert_routes.h"
 #include "oracle_common.h"
 
 using namespace oracle;
@@ -139,6 +143,7 @@ void usage() {
           "       llama-oracle logits MODEL.gguf IDS_FILE OUT_FILE\n"
           "       llama-oracle tokenize MODEL.gguf TEXT_FILE\n"
           "       llama-oracle tensor-types MODEL.gguf\n"
+          "       llama-oracle expert-routes MODEL.gguf IDS_FILE\n"
           "       llama-oracle conversation MODEL.gguf TURNS_FILE [--swa-full] [--ctx-checkpoints N] [--checkpoint-min-step N]\n"
           "                                 [--parallel N] [--ctx N] [--threads N]\n");
   exit(2);
@@ -158,6 +163,7 @@ int main(int argc, char** argv) {
     if (mode == "quantize" && argc == 5) return quantize(argv[2], argv[3], argv[4]);
     if (mode == "logits" && argc == 5) return logits(argv[2], argv[3], argv[4]);
     if (mode == "tokenize" && argc == 4) return tokenize(argv[2], argv[3]);
+    if (mode == "expert-routes" && argc == 4) return expert_routes_mode(argv[2], argv[3]);
     if (mode == "conversation" && argc >= 4) return conversation_mode(std::vector<std::string>(argv + 2, argv + argc));
   } catch (const std::exception& e) {
     fail(std::string(mode) + ": " + e.what());

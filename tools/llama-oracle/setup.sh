@@ -61,7 +61,7 @@ libggml="$(cd "$LIBS" && ls libggml.v*.so | head -1)"
 [ -n "$libllama" ] && [ -n "$libggml" ] && [ -f "$LIBS/libggml-base.so" ] || { echo "llama-oracle: libllama/libggml not found in $LIBS" >&2; exit 1; }
 echo "llama-oracle: compiling the driver against $libllama" >&2
 g++ -O2 -std=c++17 -Wall -I"$SRC/include" -I"$SRC/ggml/include" -DLLAMA_ORACLE_LIB_DIR="\"$LIBS\"" \
-  -o "$BIN.tmp" "$HERE/llama_oracle.cpp" "$HERE/conversation.cpp" \
+  -o "$BIN.tmp" "$HERE/llama_oracle.cpp" "$HERE/conversation.cpp" "$HERE/expert_routes.cpp" \
   -L"$LIBS" -l:"$libllama" -l:"$libggml" -l:libggml-base.so -Wl,-rpath,"$LIBS"
 mv "$BIN.tmp" "$BIN"
 inputs_hash > "$STAMP"

@@ -23,6 +23,7 @@
 #include "cpu/gemma3_ops_cpu.h"
 #include "cpu/gemm.h"
 #include "cpu/half_linear.h"
+#include "cpu/moe_ops_cpu.h"
 #include "cpu/quant_linear.h"
 #include "halfs.h"
 #include "quant.h"
@@ -256,6 +257,21 @@ class CpuBackend final : public Backend {
   bool supports_gemma3_ops() const override { return true; }
   void gelu_tanh_mul(const float* x, int n, int ff, float* out) override { cpu_gelu_tanh_mul(x, n, ff, out, threads_); }
   void scale(float* x, float s, size_t n) override { cpu_scale(x, s, n, threads_); }
+
+  bool supports_moe() const override { return true; }
+  void linear_jobs(const std::vector<LinearJob>& jobs) override {
+    // The quantized ones together (quant_linear_jobs), the others one by one.
+    std::vector<QuantLinearJob> quant;
+    for (const LinearJob& j : jobs) {
+      if (j.w->quant) quant.push_back({j.x, j.n, j.w->quant.get(), j.bias, j.y});
+      else linear(j.x, j.n, j.w, j.bias, j.y);
+    }
+    if (!quant.empty()) quant_linear_jobs(quant.data(), static_cast<int>(quant.size()), threads_, isa_);
+  }
+  void expert_activation(const float* x, int n, int ff, const MoeConfig& c, float* out) override { cpu_expert_activation(x, n, ff, c, out, threads_); }
+  void scatter_add_weighted(const float* src, const int32_t* rows, const float* weights, int n, int d, float* dst) override {
+    cpu_scatter_add_weighted(src, rows, weights, n, d, dst, threads_);
+  }
 
   void add(float* x, const float* y, size_t n) override {
 #pragma omp parallel for num_threads(threads_) schedule(static) if (n > 65536)

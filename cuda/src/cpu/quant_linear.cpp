@@ -22,6 +22,11 @@ namespace {
 // f32 tiles Q4_K 87, Q6_K 91; the f32 GEMM on f32 weights 76. Up to 16 rows the row dots stay.
 constexpr int kInt8MaxRows = 16;
 constexpr int kTileRows = 256;  // weight rows dequantized per f32 GEMM tile (4 MB at k = 4096)
+// quant_linear_jobs: row dots in one parallel region up to this many rows a job, the int8 GEMM
+// above. Measured on a qwen3moe file (64 experts, top-8, 1024 x 512 experts in Q4_K, 2 threads, a
+// quiet machine): a 512-token prefill (~32 tokens an expert) at 1,290 tok/s with 16, 1,250 with
+// 32, 1,150 with 64, 950 with 128: the GEMM pays from a few dozen rows on.
+constexpr int kJobsMaxRows = kInt8MaxRows;
 
 // Decode's kernel families on AVX-512 VNNI: per-256 activations (Q4_K, Q6_K), per-32 activations
 // with contiguous side data (the other quantized types), or neither (AVX2: quant_dot).
@@ -68,19 +73,17 @@ struct DecodeActivations {
   }
 };
 
-void linear_int8(const float* x, int n, const QuantMatrix& w, const float* bias, float* y, int threads, CpuIsa isa) {
-  const DecodeActivations act(x, n, w, threads, isa);
+constexpr int kChunk = 16;  // weight rows a thread takes at a time
+
+// Rows [r0, r1) of y = x · Wᵀ (+ bias) by int8 dot products over the quantized activations.
+// Each thread reads its rows in one front-to-back stream, a row at a time, dotting the row with
+// up to kActs activation rows per kernel call while it is in L1. Interleaving several weight
+// rows (and prefetching ahead by hand) measured at half the memory bandwidth on matrices far
+// larger than the caches: decode's case (BENCHMARKS.md, issue 29 item 6).
+void int8_rows(const DecodeActivations& act, int n, const QuantMatrix& w, const float* bias, float* y, int r0, int r1, CpuIsa isa) {
   const int nb = act.nb, nsb = act.nsb;
-  constexpr int kChunk = 16;
   constexpr int kActs = quant_dot_max_acts();
-  // Each thread reads its rows in one front-to-back stream, a row at a time, dotting the row with
-  // up to kActs activation rows per kernel call while it is in L1. Interleaving several weight
-  // rows (and prefetching ahead by hand) measured at half the memory bandwidth on matrices far
-  // larger than the caches: decode's case (BENCHMARKS.md, issue 29 item 6).
-  const int chunks = (w.rows + kChunk - 1) / kChunk;
-#pragma omp parallel for num_threads(threads) schedule(static)
-  for (int c = 0; c < chunks; c++) {
-    const int r0 = c * kChunk, r1 = std::min(w.rows, r0 + kChunk);
+  {
     for (int r = r0; r < r1; r++) {
       const QuantRows& part = w.part_of(r);
       const uint8_t* row = part.data + static_cast<size_t>(r - part.first_row) * part.row_bytes;
@@ -104,6 +107,13 @@ void linear_int8(const float* x, int n, const QuantMatrix& w, const float* bias,
       }
     }
   }
+}
+
+void linear_int8(const float* x, int n, const QuantMatrix& w, const float* bias, float* y, int threads, CpuIsa isa) {
+  const DecodeActivations act(x, n, w, threads, isa);
+  const int chunks = (w.rows + kChunk - 1) / kChunk;
+#pragma omp parallel for num_threads(threads) schedule(static)
+  for (int c = 0; c < chunks; c++) int8_rows(act, n, w, bias, y, c * kChunk, std::min(w.rows, (c + 1) * kChunk), isa);
 }
 
 void linear_f32_tiles(const float* x, int n, const QuantMatrix& w, const float* bias, float* y, int threads) {
@@ -137,6 +147,35 @@ void QuantMatrix::dequantize(int first_row, int count, float* out) const {
 }
 
 int quant_linear_int8_max_rows() { return kInt8MaxRows; }
+
+void quant_linear_jobs(const QuantLinearJob* jobs, int count, int threads, CpuIsa isa) {
+  if (threads <= 0) threads = omp_get_max_threads();
+  static const char* forced = std::getenv("CTXR_QUANT_PATH");
+  // Jobs of many rows take the int8 GEMM one at a time; the rest share one parallel region of
+  // row dots over all their row chunks (a decode step's experts: a few small matrices whose own
+  // regions would cost more than their rows; a prefill's: a few dozen tokens each).
+  std::vector<const QuantLinearJob*> small;
+  for (int j = 0; j < count; j++) {
+    if (jobs[j].n <= 0) continue;
+    if (jobs[j].n <= kJobsMaxRows && !forced) small.push_back(&jobs[j]);
+    else quant_linear(jobs[j].x, jobs[j].n, *jobs[j].w, jobs[j].bias, jobs[j].y, threads, isa);
+  }
+  const int jobs_small = static_cast<int>(small.size());
+  std::vector<DecodeActivations> acts;
+  acts.reserve(jobs_small);
+  std::vector<int> first_chunk(jobs_small + 1, 0);
+  for (int j = 0; j < jobs_small; j++) {
+    acts.emplace_back(small[j]->x, small[j]->n, *small[j]->w, 1, isa);
+    first_chunk[j + 1] = first_chunk[j] + (small[j]->w->rows + kChunk - 1) / kChunk;
+  }
+#pragma omp parallel for num_threads(threads) schedule(static)
+  for (int c = 0; c < first_chunk[jobs_small]; c++) {
+    const int j = static_cast<int>(std::upper_bound(first_chunk.begin(), first_chunk.end(), c) - first_chunk.begin()) - 1;
+    const QuantLinearJob& job = *small[j];
+    const int r0 = (c - first_chunk[j]) * kChunk;
+    int8_rows(acts[j], job.n, *job.w, job.bias, job.y, r0, std::min(job.w->rows, r0 + kChunk), isa);
+  }
+}
 
 void quant_linear(const float* x, int n, const QuantMatrix& w, const float* bias, float* y, int threads, CpuIsa isa, int path) {
   if (n <= 0) return;

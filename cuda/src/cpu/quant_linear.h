@@ -31,4 +31,17 @@ struct QuantMatrix {
 void quant_linear(const float* x, int n, const QuantMatrix& w, const float* bias, float* y, int threads, CpuIsa isa, int path = 0);
 int quant_linear_int8_max_rows();
 
+// Several quant_linear() calls (y_j = x_j · W_jᵀ + bias_j): the decode-sized ones (n ≤
+// quant_linear_int8_max_rows()) by int8 row dots in one parallel region over all their weight
+// rows (a decode step's routed experts: small matrices whose own regions would cost more than
+// their rows), larger ones by quant_linear() one at a time (the int8 GEMM).
+struct QuantLinearJob {
+  const float* x;
+  int n;
+  const QuantMatrix* w;
+  const float* bias;
+  float* y;
+};
+void quant_linear_jobs(const QuantLinearJob* jobs, int count, int threads, CpuIsa isa);
+
 }  // namespace ctxr

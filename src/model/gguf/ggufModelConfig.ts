@@ -4,8 +4,9 @@
  * (max_position_embeddings, the server's max_model_len), vocabulary, hidden size, layers,
  * heads, kv heads, head_dim, norms, rope base and scaling, tied output.
  *
- * Keys (ARCH = `general.architecture`: llama, qwen2, qwen3, mistral, gemma3, phi3 or gpt-oss;
- * gemma3's own keys in ggufGemma3Config.ts, gpt-oss's in ggufGptOssConfig.ts):
+ * Keys (ARCH = `general.architecture`: llama, qwen2, qwen3, qwen3moe, mistral, gemma3, phi3 or
+ * gpt-oss; gemma3's own keys in ggufGemma3Config.ts, gpt-oss's in ggufGptOssConfig.ts, the
+ * expert keys of qwen3moe in ggufMoeConfig.ts):
  *   ARCH.context_length, ARCH.embedding_length, ARCH.block_count, ARCH.feed_forward_length,
  *   ARCH.attention.head_count, ARCH.attention.head_count_kv (default: head_count),
  *   ARCH.attention.key_length / value_length (default embedding_length / head_count),
@@ -22,15 +23,17 @@
  */
 import { gemma3ConfigFields } from "./ggufGemma3Config.ts";
 import { gptOssConfigFields, gptOssExpertWidth } from "./ggufGptOssConfig.ts";
+import { moeConfigFields } from "./ggufMoeConfig.ts";
 import { GgufMetadataError, optionalInteger, optionalNumber, optionalString, optionalStringArray, requiredInteger, requiredString, type GgufMetadataLike } from "./ggufMetadataValues.ts";
 
-export const GGUF_ARCHITECTURES = ["llama", "qwen2", "qwen3", "mistral", "gemma3", "phi3", "gpt-oss"] as const;
+export const GGUF_ARCHITECTURES = ["llama", "qwen2", "qwen3", "mistral", "gemma3", "phi3", "qwen3moe", "gpt-oss"] as const;
 export type GgufArchitecture = (typeof GGUF_ARCHITECTURES)[number];
 
 const HF_ARCHITECTURE: Record<GgufArchitecture, { architectures: string; modelType: string }> = {
   llama: { architectures: "LlamaForCausalLM", modelType: "llama" },
   qwen2: { architectures: "Qwen2ForCausalLM", modelType: "qwen2" },
   qwen3: { architectures: "Qwen3ForCausalLM", modelType: "qwen3" },
+  qwen3moe: { architectures: "Qwen3MoeForCausalLM", modelType: "qwen3_moe" },
   mistral: { architectures: "MistralForCausalLM", modelType: "mistral" },
   gemma3: { architectures: "Gemma3ForCausalLM", modelType: "gemma3_text" },
   phi3: { architectures: "Phi3ForCausalLM", modelType: "phi3" },
@@ -162,6 +165,7 @@ export function ggufModelConfig(metadata: GgufMetadataLike, tensors: readonly Gg
     }
   }
   if (architecture === "gpt-oss") Object.assign(configJson, gptOssConfigFields(metadata, layers, scaling));
+  if (architecture === "qwen3moe") Object.assign(configJson, moeConfigFields(metadata, arch, intermediate));
   if (partialRotary) configJson.partial_rotary_factor = ropeDim! / headDim;
   return { architecture, contextLength, vocabSize, hidden, intermediate, layers, heads, kvHeads, headDim, rmsNormEps, ropeTheta, ropeScaling: scaling, tieWordEmbeddings, attentionBias, configJson };
 }

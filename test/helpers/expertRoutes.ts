@@ -39,8 +39,9 @@ export interface RouteAgreement {
   /** The largest logit gap of a near-tie decided differently (0 when none). */
   largestDifferingTie: number;
   /**
-   * Cells after a near-tie decided differently at an earlier layer of the same position: their
-   * input already differs (another expert's output went into it), so they are not compared.
+   * Cells of a later layer than a near-tie decided differently, at its position or after it: their
+   * input already differs (another expert's output went into it, and attention carries it to later
+   * positions), so they are not compared.
    */
   downstream: number;
   /** Positions with a near-tie decided differently at some layer (their logits differ by that expert). */
@@ -56,14 +57,16 @@ const sameSet = (a: readonly number[] | undefined, b: readonly number[]) =>
 export function routeAgreement(ours: ExpertRouteRows, llama: LlamaExpertRoutes, tieThreshold: number): RouteAgreement {
   const result: RouteAgreement = { decided: 0, agreed: 0, nearTies: 0, nearTiesDiffering: 0, largestDifferingTie: 0, downstream: 0, tiedPositions: new Set(), disagreements: [] };
   const positions = llama.topk[0]?.length ?? 0;
+  // The lowest layer with a near-tie decided differently so far: that expert's output reaches every
+  // later layer of its position and, through attention, of every later position.
+  let divergedLayer = Infinity;
   for (let position = 0; position < positions; position++) {
-    let diverged = false;
     llama.topk.forEach((byPosition, layer) => {
       const theirs = byPosition[position]!;
       const mine = ours[layer]?.[position];
       const margin = llama.logitGap[layer]![position]!;
       const same = sameSet(mine, theirs);
-      if (diverged) {
+      if (layer > divergedLayer) {
         result.downstream++;
       } else if (margin <= tieThreshold) {
         result.nearTies++;
@@ -71,7 +74,7 @@ export function routeAgreement(ours: ExpertRouteRows, llama: LlamaExpertRoutes, 
           result.nearTiesDiffering++;
           result.largestDifferingTie = Math.max(result.largestDifferingTie, margin);
           result.tiedPositions.add(position);
-          diverged = true;
+          divergedLayer = Math.min(divergedLayer, layer);
         }
       } else {
         result.decided++;

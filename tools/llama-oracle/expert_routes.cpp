@@ -83,6 +83,17 @@ int expert_routes_mode(const std::string& model_path, const std::string& ids_pat
     if ((int)topk.size() != n || (int)probs.size() != n) fail("layer " + std::to_string(layer) + ": routes of " + std::to_string(topk.size()) + " positions, not " + std::to_string(n));
     k = (int)topk[0].size();
     experts = (int)probs[0].size();
+    // ffn_moe_probs holds probabilities where the router takes a softmax over every expert first
+    // (qwen3moe) and the raw logits where it takes the top k first (gpt-oss's softmax over the chosen).
+    bool logits = false;
+    for (const auto& row : probs) {
+      double sum = 0;
+      for (float v : row) {
+        if (v < 0) logits = true;
+        sum += v;
+      }
+      if (std::fabs(sum - 1.0) > 1e-3) logits = true;
+    }
     std::string chosen = "[", margins = "[", gaps = "[";
     for (int p = 0; p < n; p++) {
       chosen += (p ? "," : "") + json_ids(topk[p]);
@@ -90,7 +101,7 @@ int expert_routes_mode(const std::string& model_path, const std::string& ids_pat
       std::sort(sorted.begin(), sorted.end(), std::greater<float>());
       const float margin = k < experts ? sorted[k - 1] - sorted[k] : 1.f;
       // The same gap in router logits (softmax's log ratio): comparable across expert counts.
-      const double gap = k < experts ? std::log((double)sorted[k - 1]) - std::log((double)sorted[k]) : 1e9;
+      const double gap = k >= experts ? 1e9 : logits ? (double)sorted[k - 1] - (double)sorted[k] : std::log((double)sorted[k - 1]) - std::log((double)sorted[k]);
       char buf[32];
       snprintf(buf, sizeof buf, "%.9g", margin);
       margins += (p ? "," : "") + std::string(buf);

@@ -506,6 +506,22 @@ void Runner::relocate(const uint8_t* body, size_t size) {
   for (size_t i = 0; i < sliding_dst.size(); i++) sliding_.set_position(sliding_dst[i], positions[i]);
 }
 
+Runner::WrittenSlots Runner::written_slots(const std::vector<int32_t>& ids) const {
+  const int bs = blocks_.block_size();
+  WrittenSlots w;
+  for (size_t b = 0; b < ids.size(); b++) {
+    for (int o = 0; o < bs; o++) {
+      int32_t slot = ids[b] * bs + o;
+      int32_t position = blocks_.position(slot);
+      if (position == KvBlocks::kUnwritten) continue;
+      w.slots.push_back(slot);
+      w.positions.push_back(position);
+      w.at.push_back(static_cast<int32_t>(b * bs + o));
+    }
+  }
+  return w;
+}
+
 std::vector<uint8_t> Runner::key_summary(const uint8_t* body, size_t size) {
   refuse_with_two_groups("KEY_SUMMARY");
   BodyReader r(body, size);
@@ -514,20 +530,14 @@ std::vector<uint8_t> Runner::key_summary(const uint8_t* body, size_t size) {
   r.end("KEY_SUMMARY");
   blocks_.check_allocated(ids, "KEY_SUMMARY");
   const int bs = blocks_.block_size();
-  std::vector<int32_t> slots, positions, group;
+  WrittenSlots written = written_slots(ids);
+  std::vector<int32_t> group;
   std::vector<uint32_t> counts(n, 0);
-  for (uint32_t b = 0; b < n; b++) {
-    for (int o = 0; o < bs; o++) {
-      int32_t slot = ids[b] * bs + o;
-      int32_t position = blocks_.position(slot);
-      if (position == KvBlocks::kUnwritten) continue;
-      slots.push_back(slot);
-      positions.push_back(position);
-      group.push_back(static_cast<int32_t>(b));
-      counts[b]++;
-    }
+  for (int32_t at : written.at) {
+    group.push_back(at / bs);
+    counts[at / bs]++;
   }
-  std::vector<float> means = model_.key_means(slots, positions, group, static_cast<int>(n));
+  std::vector<float> means = model_.key_means(written.slots, written.positions, group, static_cast<int>(n));
   BodyWriter w;
   w.append(counts.data(), counts.size() * 4);
   w.append(means.data(), means.size() * 4);
@@ -545,21 +555,10 @@ std::vector<uint8_t> Runner::key_scores(const uint8_t* body, size_t size) {
   blocks_.check_allocated(ids, "KEY_SCORES");
   for (size_t j = 0; j < width; j++)
     if (!std::isfinite(anchor[j])) throw BadRequest("KEY_SCORES: anchor value " + std::to_string(j) + " is not finite");
-  const int bs = blocks_.block_size();
-  std::vector<int32_t> slots, positions, at;
-  for (uint32_t b = 0; b < n; b++) {
-    for (int o = 0; o < bs; o++) {
-      int32_t slot = ids[b] * bs + o;
-      int32_t position = blocks_.position(slot);
-      if (position == KvBlocks::kUnwritten) continue;
-      slots.push_back(slot);
-      positions.push_back(position);
-      at.push_back(static_cast<int32_t>(b * bs + o));
-    }
-  }
-  std::vector<float> dots = model_.key_dots(slots, positions, anchor);
-  std::vector<float> scores(static_cast<size_t>(n) * bs, -std::numeric_limits<float>::infinity());
-  for (size_t i = 0; i < at.size(); i++) scores[at[i]] = dots[i];
+  WrittenSlots written = written_slots(ids);
+  std::vector<float> dots = model_.key_dots(written.slots, written.positions, anchor);
+  std::vector<float> scores(static_cast<size_t>(n) * blocks_.block_size(), -std::numeric_limits<float>::infinity());
+  for (size_t i = 0; i < written.at.size(); i++) scores[written.at[i]] = dots[i];
   BodyWriter w;
   w.append(scores.data(), scores.size() * 4);
   return w.bytes;

@@ -59,6 +59,12 @@ class Runner {
   void relocate(const uint8_t* body, size_t size);
   std::vector<uint8_t> key_summary(const uint8_t* body, size_t size);
   std::vector<uint8_t> key_scores(const uint8_t* body, size_t size);
+  // The written slots of the listed blocks, in order: each slot, its position, and its index in
+  // the list's slots (list index * block_size + offset).
+  struct WrittenSlots {
+    std::vector<int32_t> slots, positions, at;
+  };
+  WrittenSlots written_slots(const std::vector<int32_t>& ids) const;
   // The FORWARD statistics block of one sequence (flags bit 0, with bits 1 and 2), checked.
   void read_forward_stats(BodyReader& r, SequenceStep& s, uint32_t flags, const std::string& which) const;
   // Slots of sequence indices start..start+count-1 of `table`, checked.

@@ -23,6 +23,10 @@ interface ArchShape {
   /** Environment knobs of the architecture's module (scripts/oracle/arch_<arch>.py). */
   /** More random_gguf.py arguments (an architecture's own). */
   extraArgs?: string[];
+  /** The one type of a shape written directly by random_gguf.py (no llama.cpp quantizer pass), and its file's name. */
+  direct?: { type: string; name: string };
+  /** random_gguf.py's architecture when the shape's name is not it. */
+  arch?: string;
 }
 
 export const ARCH_SHAPES: Record<string, ArchShape> = {
@@ -40,13 +44,24 @@ export const ARCH_SHAPES: Record<string, ArchShape> = {
     hidden: 1024, layers: 8, heads: 16, kvHeads: 4, headDim: 64, ffn: 4096, vocab: 151936,
     extraArgs: ["--arch-option", "experts=64", "--arch-option", "experts_used=8", "--arch-option", "expert_ffn=512"],
   },
+  /**
+   * gpt-oss-20b's real shapes (issue 32 item 6): 24 layers at hidden 2880, 64 heads of 64 on 8 KV
+   * heads, window 128, 32 experts of 2880 rows, top-4, o200k's 201,088-token vocabulary; experts in
+   * MXFP4 drawn as random blocks (scripts/oracle/arch_gptoss.py expert_type=mxfp4-random), the
+   * rest F16, as llama.cpp's converter leaves a gpt-oss checkpoint (BF16 there): about 13 GB.
+   */
+  "gptoss-20b": {
+    arch: "gptoss", hidden: 2880, layers: 24, heads: 64, kvHeads: 8, headDim: 64, ffn: 2880, vocab: 201088,
+    extraArgs: ["--sliding-window", "128", "--arch-option", "experts=32", "--arch-option", "experts_used=4", "--arch-option", "expert_ffn=2880", "--arch-option", "expert_type=mxfp4-random"],
+    direct: { type: "mxfp4", name: "gptoss-20b-mxfp4.gguf" },
+  },
   /** Llama 3.2 1B: 1.50B (untied output). */
   llama: { hidden: 2048, layers: 16, heads: 32, kvHeads: 8, headDim: 64, ffn: 8192, vocab: 128256 },
 };
 
 /** llama.cpp's llama_ftype numbers (include/llama.h) of the types the comparison uses. */
 const LLAMA_FTYPE: Record<string, number> = { q8_0: 7, q4_k_m: 15, q5_k_m: 17, q6_k: 18, iq4_xs: 30 };
-export const ARCH_TYPES = Object.keys(LLAMA_FTYPE);
+export const ARCH_TYPES = [...Object.keys(LLAMA_FTYPE), "mxfp4"];
 export const DEFAULT_ARCH_TYPES = ["q4_k_m", "q8_0"];
 
 const DIR = join(REPO, ".bench", "arch-models");
@@ -64,27 +79,38 @@ function oracleDriver(): string {
   return run(["bash", ORACLE_SETUP], "tools/llama-oracle/setup.sh").trim().split("\n").at(-1)!;
 }
 
+/** Writes `shape` with llama.cpp's gguf-py (matrices F16) to `path` (through a .part file). */
+function writeRandomGguf(shape: ArchShape, name: string, path: string): void {
+  mkdirSync(DIR, { recursive: true });
+  oracleDriver(); // sets up the llama.cpp bundle that holds gguf-py
+  progress(`writing ${path} with llama.cpp's gguf-py ...`);
+  const args = [
+    "--hidden", shape.hidden, "--layers", shape.layers, "--heads", shape.heads, "--kv-heads", shape.kvHeads,
+    "--head-dim", shape.headDim, "--ffn", shape.ffn, "--vocab", shape.vocab, "--context", 8192,
+  ].map(String).concat(shape.extraArgs ?? []);
+  const ggufPy = join(REPO, "tools", "llama-oracle", "build", "llama.cpp", "gguf-py");
+  const arch = shape.arch ?? name;
+  run(["/usr/bin/python3", RANDOM_GGUF, "--arch", arch, "--out", `${path}.part`, "--dtype", "f16", ...args], `random_gguf.py --arch ${arch}`, { GGUF_PY: ggufPy });
+  renameSync(`${path}.part`, path);
+}
+
 /** The path of `arch`'s bench file of `type` ("q4_k_m", "q8_0", ...), written when missing. */
 export function archModelFile(arch: string, type: string): string {
   const shape = ARCH_SHAPES[arch];
   if (!shape) throw new Error(`unknown --arch '${arch}' (${Object.keys(ARCH_SHAPES).join(", ")})`);
+  if (shape.direct !== undefined) {
+    if (type !== shape.direct.type) throw new Error(`--arch ${arch} comes in ${shape.direct.type} only (its experts drawn as such), not '${type}'`);
+    const path = join(DIR, shape.direct.name);
+    if (!existsSync(path)) writeRandomGguf(shape, arch, path);
+    return path;
+  }
   const ftype = LLAMA_FTYPE[type];
   if (ftype === undefined) throw new Error(`--types for --arch: ${ARCH_TYPES.join(", ")} (llama.cpp's quantizer makes them), not '${type}'`);
   const path = join(DIR, `${arch}-1b-${type}.gguf`);
   if (existsSync(path)) return path;
-  mkdirSync(DIR, { recursive: true });
   const driver = oracleDriver();
   const source = join(DIR, `${arch}-1b-f16.gguf`);
-  if (!existsSync(source)) {
-    progress(`writing ${source} with llama.cpp's gguf-py ...`);
-    const args = [
-      "--hidden", shape.hidden, "--layers", shape.layers, "--heads", shape.heads, "--kv-heads", shape.kvHeads,
-      "--head-dim", shape.headDim, "--ffn", shape.ffn, "--vocab", shape.vocab, "--context", 8192,
-    ].map(String).concat(shape.extraArgs ?? []);
-    const ggufPy = join(REPO, "tools", "llama-oracle", "build", "llama.cpp", "gguf-py");
-    run(["/usr/bin/python3", RANDOM_GGUF, "--arch", arch, "--out", `${source}.part`, "--dtype", "f16", ...args], `random_gguf.py --arch ${arch}`, { GGUF_PY: ggufPy });
-    renameSync(`${source}.part`, source);
-  }
+  if (!existsSync(source)) writeRandomGguf(shape, arch, source);
   progress(`llama.cpp quantize ${source} -> ${type} ...`);
   run([driver, "quantize", source, `${path}.part`, String(ftype)], `llama.cpp quantize ${arch} to ${type}`);
   renameSync(`${path}.part`, path);

@@ -14,7 +14,8 @@ As llama.cpp's converter writes it (conversion/gpt_oss.py) and src/models/openai
 
 Architecture options (random_gguf.py --arch-option KEY=VALUE):
   experts=N (default 4), experts_used=K (default 2), expert_ffn=N (default --ffn),
-  expert_type=f32|mxfp4   the experts' type (mxfp4: quantized by gguf-py, the rest F32, as
+  expert_type=f32|mxfp4|mxfp4-random
+                          the experts' type (mxfp4: quantized by gguf-py, the rest F32, as
                           llama.cpp's converter leaves a gpt-oss checkpoint: only experts in MXFP4),
   zero_experts=1          every gate expert, gate bias and down bias zero: each layer's FFN then
                           adds exactly 0 (gate 0 → SwiGLU 0 → down bias 0), so llama.cpp computes
@@ -39,8 +40,8 @@ def write(writer, rng, shape, tensor):
     expert_ffn = int(options.get("expert_ffn", shape.ffn))
     expert_type = options.get("expert_type", "f32")
     zero = options.get("zero_experts", "0") == "1"
-    if expert_type not in ("f32", "mxfp4"):
-        raise SystemExit(f"--arch-option expert_type={expert_type}: expected f32 or mxfp4")
+    if expert_type not in ("f32", "mxfp4", "mxfp4-random"):
+        raise SystemExit(f"--arch-option expert_type={expert_type}: expected f32, mxfp4 or mxfp4-random")
     if not 0 < used <= experts:
         raise SystemExit(f"--arch-option experts_used={used}: expected 1..experts ({experts})")
 
@@ -59,6 +60,9 @@ def write(writer, rng, shape, tensor):
         writer.add_tensor(name, (offset + scale * rng.standard_normal(n)).astype(np.float32))
 
     def experts_tensor(name, rows, cols, zeroed=False):
+        if expert_type == "mxfp4-random" and not zeroed:
+            writer.add_tensor(name, random_mxfp4(experts, rows, cols), raw_dtype=gguf.GGMLQuantizationType.MXFP4)
+            return
         # Drawn in float32 (no float64 temporaries: gpt-oss-20b's shape has 265M values a tensor).
         if zeroed:
             values = np.zeros((experts, rows, cols), dtype=np.float32)
@@ -71,6 +75,18 @@ def write(writer, rng, shape, tensor):
             writer.add_tensor(name, quants.quantize(values, gguf.GGMLQuantizationType.MXFP4), raw_dtype=gguf.GGMLQuantizationType.MXFP4)
         else:
             writer.add_tensor(name, values)
+
+    def random_mxfp4(count, rows, cols):
+        # MXFP4 blocks drawn directly (ggml's block_mxfp4: an E8M0 scale byte, then 16 bytes of
+        # 4-bit E2M1 values): seconds instead of quantizing floats (about 2 minutes a layer at
+        # gpt-oss-20b's shape), for speed benchmarks, where the values do not matter. Scales near
+        # 2^-(3 + log2(cols)/2) put the values at about 1/sqrt(cols), as the float draws.
+        if cols % 32:
+            raise SystemExit(f"mxfp4-random: {cols} columns are not whole 32-blocks")
+        blocks = rng.integers(0, 256, size=(count, rows, cols // 32, 17), dtype=np.uint8)
+        center = 127 - 3 - int(round(np.log2(cols) / 2))
+        blocks[..., 0] = rng.integers(center - 1, center + 2, size=(count, rows, cols // 32), dtype=np.uint8)
+        return blocks.reshape(count, rows, cols // 32 * 17)
 
     q_rows, kv_rows = shape.heads * shape.head_dim, shape.kv_heads * shape.head_dim
     tensor("token_embd.weight", shape.vocab, shape.hidden)

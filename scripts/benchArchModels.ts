@@ -27,6 +27,8 @@ interface ArchShape {
   direct?: { type: string; name: string };
   /** random_gguf.py's architecture when the shape's name is not it. */
   arch?: string;
+  /** The files' name before "-<type>.gguf" (default "<name>-1b"). */
+  stem?: string;
 }
 
 export const ARCH_SHAPES: Record<string, ArchShape> = {
@@ -54,6 +56,15 @@ export const ARCH_SHAPES: Record<string, ArchShape> = {
     arch: "gptoss", hidden: 2880, layers: 24, heads: 64, kvHeads: 8, headDim: 64, ffn: 2880, vocab: 201088,
     extraArgs: ["--sliding-window", "128", "--arch-option", "experts=32", "--arch-option", "experts_used=4", "--arch-option", "expert_ffn=2880", "--arch-option", "expert_type=mxfp4-random"],
     direct: { type: "mxfp4", name: "gptoss-20b-mxfp4.gguf" },
+  },
+  /**
+   * Qwen3-30B-A3B's real layer shapes (hidden 2048, 32 heads of 128 on 4 KV heads, 128 experts of
+   * 768 rows, top-8, its vocabulary) with 8 of its 48 layers, so that the F16 source (9.7 GB) and
+   * the quantized files fit this machine: 5.3B parameters, 0.75B active a token.
+   */
+  "qwen3moe-30b-a3b": {
+    arch: "qwen3moe", stem: "qwen3moe-30b-a3b-8l", hidden: 2048, layers: 8, heads: 32, kvHeads: 4, headDim: 128, ffn: 6144, vocab: 151936,
+    extraArgs: ["--arch-option", "experts=128", "--arch-option", "experts_used=8", "--arch-option", "expert_ffn=768"],
   },
   /** Llama 3.2 1B: 1.50B (untied output). */
   llama: { hidden: 2048, layers: 16, heads: 32, kvHeads: 8, headDim: 64, ffn: 8192, vocab: 128256 },
@@ -106,15 +117,16 @@ export function archModelFile(arch: string, type: string): string {
   }
   const ftype = LLAMA_FTYPE[type];
   if (ftype === undefined) throw new Error(`--types for --arch: ${ARCH_TYPES.join(", ")} (llama.cpp's quantizer makes them), not '${type}'`);
-  const path = join(DIR, `${arch}-1b-${type}.gguf`);
+  const stem = shape.stem ?? `${arch}-1b`;
+  const path = join(DIR, `${stem}-${type}.gguf`);
   if (existsSync(path)) return path;
   const driver = oracleDriver();
-  const source = join(DIR, `${arch}-1b-f16.gguf`);
+  const source = join(DIR, `${stem}-f16.gguf`);
   if (!existsSync(source)) writeRandomGguf(shape, arch, source);
   progress(`llama.cpp quantize ${source} -> ${type} ...`);
   run([driver, "quantize", source, `${path}.part`, String(ftype)], `llama.cpp quantize ${arch} to ${type}`);
   renameSync(`${path}.part`, path);
   // The F16 source (~3 GB) is kept only until both default types exist.
-  if (DEFAULT_ARCH_TYPES.every((t) => existsSync(join(DIR, `${arch}-1b-${t}.gguf`)))) rmSync(source, { force: true });
+  if (DEFAULT_ARCH_TYPES.every((t) => existsSync(join(DIR, `${stem}-${t}.gguf`)))) rmSync(source, { force: true });
   return path;
 }

@@ -13,9 +13,10 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { RunnerProcess } from "../../src/runner/runnerProcess.ts";
-import { sequenceRange, type KvData } from "../../src/runner/runnerProtocol.ts";
+import { sequenceRange } from "../../src/runner/runnerProtocol.ts";
 import { NO_BLOCK } from "../../src/kv/kvBlockTable.ts";
 import { buildRunner } from "../helpers/engineKit.ts";
+import { layerErrors, maxAbs, maxAbsDiff, range, tokens } from "../helpers/kvExportCompare.ts";
 import { writeRandomGguf } from "../helpers/llamaOracle.ts";
 
 setDefaultTimeout(180_000);
@@ -30,36 +31,6 @@ const LOCAL_BASE = 1e4; // llama.cpp's default freq_base_swa
 const CHUNK = 48; // longer than the window
 const QUESTION = 7;
 const DELTA = 101; // where the chunk is moved to
-
-function tokens(seed: number, n: number, vocab: number): number[] {
-  let x = seed * 2654435761;
-  return Array.from({ length: n }, () => {
-    x = (x * 1103515245 + 12345) >>> 0;
-    return 4 + ((x >>> 16) % (vocab - 4));
-  });
-}
-
-function range(from: number, count: number): Int32Array {
-  return Int32Array.from({ length: count }, (_, i) => from + i);
-}
-
-function maxAbs(a: Float32Array): number {
-  let worst = 0;
-  for (const x of a) worst = Math.max(worst, Math.abs(x));
-  return worst;
-}
-
-function maxAbsDiff(a: Float32Array, b: Float32Array): number {
-  expect(a.length).toBe(b.length);
-  let worst = 0;
-  for (let i = 0; i < a.length; i++) worst = Math.max(worst, Math.abs(a[i]! - b[i]!));
-  return worst;
-}
-
-/** Per layer, the largest K and V difference between two exports, relative to the layer's largest K/V value. */
-function layerErrors(got: KvData, want: KvData): { k: number; v: number }[] {
-  return want.layers.map((layer, l) => ({ k: maxAbsDiff(got.layers[l]!.k, layer.k) / maxAbs(layer.k), v: maxAbsDiff(got.layers[l]!.v, layer.v) / maxAbs(layer.v) }));
-}
 
 /**
  * Un-rotated K as an EXPORT would read it back had a RELOCATE by `delta` turned a sliding layer

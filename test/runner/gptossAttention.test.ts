@@ -1,7 +1,7 @@
 /**
  * gpt-oss's attention through the real CPU runner (llama.cpp's numbers: test/model/gptossLlamaOracle):
- * a random file from llama.cpp's gguf-py (scripts/oracle/arch_gptoss.py, experts zero, run without
- * the FFN while the runner has no mixture-of-experts FFN: CTXR_TEST_WITHOUT_MOE_FFN=1).
+ * a random file from llama.cpp's gguf-py (scripts/oracle/arch_gptoss.py, experts zero, so that each
+ * layer's mixture-of-experts FFN adds exactly 0).
  * - Its layers alternate as llama.cpp's pattern 2 has them (even ones sliding), on two KV groups.
  * - Freeing the sliding blocks as they leave the window (into a sliding pool of 5 blocks, so that
  *   freed blocks are handed out again) keeps the logits of the keep-everything cache.
@@ -18,10 +18,11 @@ import { ggufArray, ggufFloat32, ggufString, ggufUint32, type GgufValue } from "
 import { parseGguf } from "../../src/model/gguf/ggufReader.ts";
 import { encodeGguf } from "../../src/model/gguf/ggufWriter.ts";
 import { RunnerProcess } from "../../src/runner/runnerProcess.ts";
-import { sequenceRange, type KvData } from "../../src/runner/runnerProtocol.ts";
+import { sequenceRange } from "../../src/runner/runnerProtocol.ts";
 import { NO_BLOCK } from "../../src/kv/kvBlockTable.ts";
 import { firstLiveBlock } from "../../src/kv/slidingWindowSpan.ts";
 import { buildRunner } from "../helpers/engineKit.ts";
+import { layerErrors, maxAbs, maxAbsDiff, range, tokens } from "../helpers/kvExportCompare.ts";
 import { writeRandomGguf } from "../helpers/llamaOracle.ts";
 
 setDefaultTimeout(180_000);
@@ -33,37 +34,6 @@ const BASE = 150000; // arch_gptoss.py's rope.freq_base, YaRN ×32 over 4096
 const CHUNK = 48; // longer than the window
 const QUESTION = 7;
 const DELTA = 301;
-const WITHOUT_FFN = { ...process.env, CTXR_TEST_WITHOUT_MOE_FFN: "1" };
-
-function tokens(seed: number, n: number, vocab: number): number[] {
-  let x = seed * 2654435761;
-  return Array.from({ length: n }, () => {
-    x = (x * 1103515245 + 12345) >>> 0;
-    return 4 + ((x >>> 16) % (vocab - 4));
-  });
-}
-
-function range(from: number, count: number): Int32Array {
-  return Int32Array.from({ length: count }, (_, i) => from + i);
-}
-
-function maxAbs(a: Float32Array): number {
-  let worst = 0;
-  for (const x of a) worst = Math.max(worst, Math.abs(x));
-  return worst;
-}
-
-function maxAbsDiff(a: Float32Array, b: Float32Array): number {
-  expect(a.length).toBe(b.length);
-  let worst = 0;
-  for (let i = 0; i < a.length; i++) worst = Math.max(worst, Math.abs(a[i]! - b[i]!));
-  return worst;
-}
-
-/** Per layer, the largest K and V difference between two exports, relative to the layer's largest value. */
-function layerErrors(got: KvData, want: KvData): { k: number; v: number }[] {
-  return want.layers.map((layer, l) => ({ k: maxAbsDiff(got.layers[l]!.k, layer.k) / maxAbs(layer.k), v: maxAbsDiff(got.layers[l]!.v, layer.v) / maxAbs(layer.v) }));
-}
 
 /** Un-rotated K as EXPORT would read it back had RELOCATE turned it with the plain table instead of YaRN's: pair (j, j + d/2) off by delta·(ω_plain − ω_yarn). */
 function plainTableK(k: Float32Array, headDim: number, delta: number, yarn: (j: number) => number): Float32Array {
@@ -99,7 +69,7 @@ describe("gpt-oss attention in the runner", () => {
   beforeAll(async () => {
     dir = mkdtempSync(join(tmpdir(), "ctxr-gptoss-attention-"));
     model = writeRandomGguf("gptoss", join(dir, "gptoss.gguf"), { ...SHAPE, extraArgs: ["--sliding-window", String(WINDOW), "--arch-option", "zero_experts=1"] });
-    runner = await RunnerProcess.start({ executable: buildRunner(), model, blocks: 64, blockSize: BLOCK, threads: 2, kvDtype: "f32", env: WITHOUT_FFN });
+    runner = await RunnerProcess.start({ executable: buildRunner(), model, blocks: 64, blockSize: BLOCK, threads: 2, kvDtype: "f32" });
   });
   afterAll(async () => {
     await runner?.shutdown();
@@ -121,7 +91,7 @@ describe("gpt-oss attention in the runner", () => {
     const steps = [40, 40, ...Array.from({ length: length - 80 }, () => 1)];
     const sequence = tokens(9, length, runner.info.vocab);
     const start = (extraArgs: string[]) =>
-      RunnerProcess.start({ executable: buildRunner(), model, blocks: 16, blockSize: BLOCK, threads: 2, kvDtype: "f32", env: WITHOUT_FFN, extraArgs });
+      RunnerProcess.start({ executable: buildRunner(), model, blocks: 16, blockSize: BLOCK, threads: 2, kvDtype: "f32", extraArgs });
     const expected: Float32Array[] = [];
     const everything = await start(["--kv-groups", "1"]);
     try {
@@ -229,7 +199,7 @@ describe("bad gpt-oss metadata is refused naming the key", () => {
 
   async function startError(model: string): Promise<string> {
     try {
-      const runner = await RunnerProcess.start({ executable: buildRunner(), model, blocks: 8, blockSize: BLOCK, threads: 1, kvDtype: "f32", env: WITHOUT_FFN });
+      const runner = await RunnerProcess.start({ executable: buildRunner(), model, blocks: 8, blockSize: BLOCK, threads: 1, kvDtype: "f32" });
       await runner.shutdown();
       return "";
     } catch (error) {
@@ -259,7 +229,7 @@ describe("bad gpt-oss metadata is refused naming the key", () => {
     const runner = await RunnerProcess.start({
       executable: buildRunner(),
       model: variant("odd-sliding", { "gpt-oss.attention.sliding_window_pattern": ggufArray("bool", [false, true, false, true]) }),
-      blocks: 8, blockSize: BLOCK, threads: 1, kvDtype: "f32", env: WITHOUT_FFN,
+      blocks: 8, blockSize: BLOCK, threads: 1, kvDtype: "f32",
     });
     try {
       expect(runner.info.layer_windows).toEqual([0, WINDOW, 0, WINDOW]);

@@ -251,21 +251,15 @@ int32_t* Model::upload_ints(int which, const std::vector<int32_t>& values) {
 }
 
 void* Model::buffer(int which, size_t bytes) {
-  Scratch& s = scratch_[which];
-  if (s.bytes < bytes) {
-    if (s.p) backend_->release(s.p);
-    s.bytes = std::max(bytes, s.bytes * 3 / 2);
-    s.p = backend_->alloc(s.bytes);
-  }
-  return s.p;
+  return grow_scratch(backend_, scratch_[which], bytes);
 }
 
 void Model::trim_scratch() {
   bool released = false;
-  for (Scratch& s : scratch_)
+  for (BackendScratch& s : scratch_)
     if (s.bytes > retain_bytes_) {
       backend_->release(s.p);
-      s = Scratch{};
+      s = BackendScratch{};
       released = true;
     }
   if (moe_) moe_->trim(retain_bytes_);

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "backend.h"
+#include "scratch_buffer.h"
 #include "kv_groups.h"
 #include "model_config.h"
 #include "moe_ffn.h"
@@ -177,11 +178,7 @@ class Model {
   std::vector<std::vector<uint8_t>> fused_;  // host bytes of fused matrices (the CPU backend reads them lazily)
 
   // Reusable backend buffers, grown on demand.
-  struct Scratch {
-    void* p = nullptr;
-    size_t bytes = 0;
-  };
-  std::vector<Scratch> scratch_;
+  std::vector<BackendScratch> scratch_;
   void* buffer(int which, size_t bytes);
   // `values` copied to the device into scratch buffer `which`.
   int32_t* upload_ints(int which, const std::vector<int32_t>& values);

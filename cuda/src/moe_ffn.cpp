@@ -91,25 +91,19 @@ void free_moe_layer(Backend* backend, MoeLayer& layer) {
 }
 
 MoeFfn::~MoeFfn() {
-  for (Scratch& s : scratch_)
+  for (BackendScratch& s : scratch_)
     if (s.p) backend_->release(s.p);
 }
 
 void* MoeFfn::buffer(Buffer which, size_t bytes) {
-  Scratch& s = scratch_[which];
-  if (s.bytes < bytes) {
-    if (s.p) backend_->release(s.p);
-    s.bytes = std::max(bytes, s.bytes * 3 / 2);
-    s.p = backend_->alloc(s.bytes);
-  }
-  return s.p;
+  return grow_scratch(backend_, scratch_[which], bytes);
 }
 
 void MoeFfn::trim(size_t keep) {
-  for (Scratch& s : scratch_)
+  for (BackendScratch& s : scratch_)
     if (s.bytes > keep) {
       backend_->release(s.p);
-      s = Scratch{};
+      s = BackendScratch{};
     }
 }
 

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "backend.h"
+#include "scratch_buffer.h"
 #include "model_config.h"
 #include "moe_router.h"
 #include "weights.h"
@@ -55,15 +56,11 @@ class MoeFfn {
 
  private:
   enum Buffer { kLogits, kRows, kWeights, kInput, kGateUp, kAct, kOutput, kBufferCount };
-  struct Scratch {
-    void* p = nullptr;
-    size_t bytes = 0;
-  };
   void* buffer(Buffer which, size_t bytes);
   Backend* backend_;
   MoeConfig config_;
   int hidden_;
-  Scratch scratch_[kBufferCount];
+  BackendScratch scratch_[kBufferCount];
   std::vector<float> host_logits_;
   std::vector<ExpertRoute> routes_;
 };

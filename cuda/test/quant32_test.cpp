@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "cpu/quant_act_groups.h"
 #include "cpu/quant_dot.h"
 #include "cpu/quant_dot32.h"
 #include "cpu/quant_gemm.h"
@@ -186,6 +187,45 @@ RUNNER_TEST(quant32, activation_group_kernels_match_reference) {
           float one;
           quant_dot_acts_avx512(t, 1)(w.data(), ai, ad.data() + static_cast<size_t>(i) * nb, adsum16.data() + 2 * static_cast<size_t>(i) * nb, nb, 0, &one);
           CHECK_MSG(std::memcmp(&one, &out[i], 4) == 0, dtype_name(t) << " cols=" << cols << " n=" << n << " row " << i << ": " << out[i] << " vs alone " << one);
+        }
+      }
+    }
+}
+
+// MXFP4's grouped kernels (four blocks a step, quant_act_groups.h): each row within the same
+// tolerance of the reference, bitwise what the row gives alone, on rows whose last blocks do not
+// fill a group, and on the exponents the scale's arithmetic treats apart: E8M0 0 and 1 (subnormal
+// halves), 2 (the smallest normal), and exponents far above 127 (200, 201: sums that stay finite).
+RUNNER_TEST(quant32, grouped_kernels_match_reference) {
+  if (!quant_dot_groups_avx512(DType::MXFP4, 1)) return;
+  std::mt19937 rng(13);
+  constexpr int kActs = quant_dot_max_acts();
+  const DType t = DType::MXFP4;
+  for (int cols : {32, 96, 128, 544, 4096})
+    for (int exponents : {0, 1, 2}) {
+      const int nb = cols / 32, ng = nb / 4;
+      std::vector<uint8_t> w = random_row(t, cols, rng);
+      const uint8_t tiny[] = {0, 1, 2}, huge[] = {200, 201};
+      for (int b = 0; b < nb && exponents == 1; b++) w[17 * b] = tiny[b % 3];
+      for (int b = 0; b < nb && exponents == 2; b++) w[17 * b] = huge[b % 2];
+      std::vector<ActBlock> a(static_cast<size_t>(kActs) * nb);
+      for (int i = 0; i < kActs; i++) quantize_activations(random_vector(cols, rng, i == 0 ? 100.f : 1.f).data(), cols, a.data() + static_cast<size_t>(i) * nb);
+      std::vector<float> ad(a.size()), adsum16(2 * a.size());
+      for (size_t b = 0; b < a.size(); b++) ad[b] = a[b].d, adsum16[2 * b] = a[b].d * a[b].sum[0], adsum16[2 * b + 1] = a[b].d * a[b].sum[1];
+      std::vector<ActGroup4> groups(static_cast<size_t>(kActs) * std::max(ng, 1));
+      for (int i = 0; i < kActs; i++) group_activations4(a.data() + static_cast<size_t>(i) * nb, ng, quant_dot_groups_offset(t), groups.data() + static_cast<size_t>(i) * ng);
+      for (int n = 1; n <= kActs; n++) {
+        float out[kActs];
+        quant_dot_groups_avx512(t, n)(w.data(), groups.data(), ng, a.data(), ad.data(), adsum16.data(), nb, nb, out);
+        for (int i = 0; i < n; i++) {
+          const ActBlock* ai = a.data() + static_cast<size_t>(i) * nb;
+          const double ref = quant_dot32_reference(t, w.data(), ai, nb);
+          const double tol = (nb + 8) * std::ldexp(1.0, -20) * dot_magnitude(t, w.data(), ai, nb);
+          CHECK_MSG(std::isfinite(ref) && std::fabs(out[i] - ref) <= tol, "cols=" << cols << " exponents=" << exponents << " n=" << n << " row " << i << ": " << out[i] << " vs " << ref);
+          float one;
+          quant_dot_groups_avx512(t, 1)(w.data(), groups.data() + static_cast<size_t>(i) * ng, 0, ai, ad.data() + static_cast<size_t>(i) * nb,
+                                        adsum16.data() + 2 * static_cast<size_t>(i) * nb, nb, 0, &one);
+          CHECK_MSG(std::memcmp(&one, &out[i], 4) == 0, "cols=" << cols << " n=" << n << " row " << i << ": " << out[i] << " vs alone " << one);
         }
       }
     }

@@ -7,6 +7,8 @@
 #include <cstring>
 #include <memory>
 #include <random>
+#include <cstdlib>
+#include <sys/mman.h>
 #include <stdexcept>
 #include <vector>
 
@@ -34,7 +36,13 @@ std::string bench_linear_json(const std::string& type, int m, int n, int k, int 
   if (threads <= 0) threads = omp_get_max_threads();
   std::mt19937 rng(99);
   const size_t bytes = static_cast<size_t>(n) * dtype_row_bytes(t, k);
-  std::vector<uint8_t> w(bytes);
+  // CTXR_BENCH_HUGE_PAGES=1: the weights on transparent huge pages, as a file whose page cache
+  // holds 2 MiB folios is mapped (measures the kernel apart from TLB misses).
+  const char* huge = std::getenv("CTXR_BENCH_HUGE_PAGES");
+  std::unique_ptr<uint8_t, void (*)(void*)> storage(static_cast<uint8_t*>(std::aligned_alloc(1 << 21, (bytes + (1 << 21) - 1) >> 21 << 21)), std::free);
+  if (!storage) throw std::runtime_error("cannot allocate the benchmark's weights");
+  if (huge && std::strcmp(huge, "1") == 0) madvise(storage.get(), (bytes + (1 << 21) - 1) >> 21 << 21, MADV_HUGEPAGE);
+  uint8_t* w = storage.get();
   if (t == DType::F32 || t == DType::F16 || t == DType::BF16) {
     std::uniform_real_distribution<float> dist(-1.f, 1.f);
     for (size_t i = 0; i < static_cast<size_t>(n) * k; i++) {
@@ -48,7 +56,7 @@ std::string bench_linear_json(const std::string& type, int m, int n, int k, int 
       }
     }
   } else {
-    for (auto& b : w) b = static_cast<uint8_t>(rng());
+    for (size_t i = 0; i < bytes; i++) w[i] = static_cast<uint8_t>(rng());
     const uint16_t d = f32_to_f16_bits(0.01f);
     const size_t block = dtype_block_bytes(t);
     for (size_t at = 0; at < bytes; at += block) {
@@ -63,7 +71,7 @@ std::string bench_linear_json(const std::string& type, int m, int n, int k, int 
     }
   }
   std::unique_ptr<Backend> backend(make_cpu_backend(threads));
-  Matrix* matrix = backend->matrix(w.data(), t, n, k);
+  Matrix* matrix = backend->matrix(w, t, n, k);
   backend->prepare_linear(matrix);
   std::vector<float> x(static_cast<size_t>(m) * k), y(static_cast<size_t>(m) * n);
   std::uniform_real_distribution<float> dist(-1.f, 1.f);

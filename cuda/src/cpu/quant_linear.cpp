@@ -9,6 +9,7 @@
 #include <stdexcept>
 
 #include "cpu/gemm.h"
+#include "cpu/quant_act_groups.h"
 #include "cpu/quant_gemm.h"
 #include "cpu/quantize_activations.h"
 #include "quant.h"
@@ -30,29 +31,35 @@ constexpr int kJobsMaxRows = kInt8MaxRows;
 
 // Decode's kernel families on AVX-512 VNNI: per-256 activations (Q4_K, Q6_K), per-32 activations
 // with contiguous side data (the other quantized types), or neither (AVX2: quant_dot).
-enum class DecodeKernel { PerRowDot, Acts32, Acts256 };
+// Groups4: per-32 activations also grouped four blocks at a time (quant_act_groups.h; MXFP4).
+enum class DecodeKernel { PerRowDot, Acts32, Acts256, Groups4 };
 
 DecodeKernel decode_kernel(DType t, CpuIsa isa) {
   if (isa != CpuIsa::Avx512Vnni) return DecodeKernel::PerRowDot;
   if (quant_dot_superacts_avx512(t, 1) != nullptr) return DecodeKernel::Acts256;
+  static const bool ungrouped = std::getenv("CTXR_DECODE_UNGROUPED") != nullptr;  // for measurements
+  if (!ungrouped && quant_dot_groups_avx512(t, 1) != nullptr) return DecodeKernel::Groups4;
   if (quant_dot_acts_avx512(t, 1) != nullptr) return DecodeKernel::Acts32;
   return DecodeKernel::PerRowDot;
 }
 
 // The activation rows in each form some part of the matrix takes.
 struct DecodeActivations {
-  int nb = 0, nsb = 0;
+  int nb = 0, nsb = 0, ng = 0;
   std::vector<ActBlock> blocks;
+  std::vector<ActGroup4> groups;
   std::vector<float> ad, adsum16;  // contiguous side data of `blocks` (quant_dot.h)
   std::vector<ActSuperBlock> superblocks;
 
-  DecodeActivations(const float* x, int n, const QuantMatrix& w, int threads, CpuIsa isa) : nb(w.cols / 32), nsb(w.cols / 256) {
-    bool per32 = false, acts32 = false, per256 = false;
+  DecodeActivations(const float* x, int n, const QuantMatrix& w, int threads, CpuIsa isa) : nb(w.cols / 32), nsb(w.cols / 256), ng(w.cols / 128) {
+    bool per32 = false, acts32 = false, per256 = false, grouped = false;
+    DType grouped_type = DType::F32;
     for (const QuantRows& p : w.parts) {
       const DecodeKernel k = decode_kernel(p.dtype, isa);
       per32 = per32 || k != DecodeKernel::Acts256;
-      acts32 = acts32 || k == DecodeKernel::Acts32;
+      acts32 = acts32 || k == DecodeKernel::Acts32 || k == DecodeKernel::Groups4;
       per256 = per256 || k == DecodeKernel::Acts256;
+      if (k == DecodeKernel::Groups4) grouped = true, grouped_type = p.dtype;
     }
     if (per32) blocks.resize(static_cast<size_t>(n) * nb);
     if (per256) superblocks.resize(static_cast<size_t>(n) * nsb);
@@ -61,6 +68,10 @@ struct DecodeActivations {
       const float* xi = x + static_cast<size_t>(i) * w.cols;
       if (per32) quantize_activations(xi, w.cols, blocks.data() + static_cast<size_t>(i) * nb, isa);
       if (per256) quantize_activations_256(xi, w.cols, superblocks.data() + static_cast<size_t>(i) * nsb, isa);
+    }
+    if (grouped) {
+      groups.resize(static_cast<size_t>(n) * ng);
+      for (int i = 0; i < n; i++) group_activations4(blocks.data() + static_cast<size_t>(i) * nb, ng, quant_dot_groups_offset(grouped_type), groups.data() + static_cast<size_t>(i) * ng);
     }
     if (!acts32) return;
     ad.resize(blocks.size());
@@ -99,6 +110,10 @@ void int8_rows(const DecodeActivations& act, int n, const QuantMatrix& w, const 
         float out[kActs];
         if (kernel == DecodeKernel::Acts256) {
           quant_dot_superacts_avx512(part.dtype, m)(row, act.superblocks.data() + static_cast<size_t>(i0) * nsb, nsb, nsb, out);
+        } else if (kernel == DecodeKernel::Groups4) {
+          const size_t at = static_cast<size_t>(i0) * nb;
+          quant_dot_groups_avx512(part.dtype, m)(row, act.groups.data() + static_cast<size_t>(i0) * act.ng, act.ng, act.blocks.data() + at, act.ad.data() + at,
+                                                 act.adsum16.data() + 2 * at, nb, nb, out);
         } else {
           const size_t at = static_cast<size_t>(i0) * nb;
           quant_dot_acts_avx512(part.dtype, m)(row, act.blocks.data() + at, act.ad.data() + at, act.adsum16.data() + 2 * at, nb, nb, out);

@@ -4,8 +4,6 @@
 // here runs unless the dispatch chose AVX-512.
 #include <immintrin.h>
 
-#include <cstdlib>
-
 #include "cpu/half_linear.h"
 
 // GCC 12 flags the undefined upper half of its own _mm512_reduce_add_ps helpers (a false positive).
@@ -62,33 +60,6 @@ CTXR_AVX512 void block_avx512(const uint16_t* w, int cols, const float* x, float
     for (int r = 0; r < R; r++) y[static_cast<size_t>(i) * ldy + r] = _mm512_reduce_add_ps(acc[i][r]) + (bias ? bias[r] : 0.f);
 }
 
-// One weight row × M activation rows, U accumulators a row so that the FMAs do not wait on each
-// other: the weight rows are read one after another, a single front-to-back stream.
-template <int M, bool BF16>
-CTXR_AVX512 void row_stream_avx512(const uint16_t* w, int cols, const float* x, float* y, size_t ldy, const float* bias) {
-  constexpr int U = M == 1 ? 4 : 2;
-  __m512 acc[M][U];
-  for (int i = 0; i < M; i++)
-    for (int u = 0; u < U; u++) acc[i][u] = _mm512_setzero_ps();
-  int c = 0;
-  for (; c + 16 * U <= cols; c += 16 * U) {
-    for (int u = 0; u < U; u++) {
-      const __m512 wv = widen16<BF16>(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + c + 16 * u)));
-      for (int i = 0; i < M; i++) acc[i][u] = _mm512_fmadd_ps(wv, _mm512_loadu_ps(x + static_cast<size_t>(i) * cols + c + 16 * u), acc[i][u]);
-    }
-  }
-  for (; c < cols; c += 16) {
-    const __mmask16 mask = cols - c >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << (cols - c)) - 1);
-    const __m512 wv = widen16<BF16>(_mm256_maskz_loadu_epi16(mask, w + c));
-    for (int i = 0; i < M; i++) acc[i][0] = _mm512_fmadd_ps(wv, _mm512_maskz_loadu_ps(mask, x + static_cast<size_t>(i) * cols + c), acc[i][0]);
-  }
-  for (int i = 0; i < M; i++) {
-    __m512 s = acc[i][0];
-    for (int u = 1; u < U; u++) s = _mm512_add_ps(s, acc[i][u]);
-    y[static_cast<size_t>(i) * ldy] = _mm512_reduce_add_ps(s) + (bias ? bias[0] : 0.f);
-  }
-}
-
 template <int R, bool BF16>
 CTXR_AVX512 void rows_pass_avx512(const uint16_t* w, int cols, const float* x, int n, float* y, size_t ldy, const float* bias) {
   constexpr int M = 4;
@@ -105,20 +76,6 @@ CTXR_AVX512 void rows_pass_avx512(const uint16_t* w, int cols, const float* x, i
 
 template <bool BF16>
 CTXR_AVX512 void rows_avx512(const uint16_t* w, int rows, int cols, const float* x, int n, float* y, size_t ldy, const float* bias) {
-  static const bool stream = std::getenv("CTXR_HALF_STREAM") != nullptr;
-  if (stream && n <= 4) {
-    for (int r = 0; r < rows; r++) {
-      const uint16_t* wr = w + static_cast<size_t>(r) * cols;
-      const float* b = bias ? bias + r : nullptr;
-      switch (n) {
-        case 1: row_stream_avx512<1, BF16>(wr, cols, x, y + r, ldy, b); break;
-        case 2: row_stream_avx512<2, BF16>(wr, cols, x, y + r, ldy, b); break;
-        case 3: row_stream_avx512<3, BF16>(wr, cols, x, y + r, ldy, b); break;
-        default: row_stream_avx512<4, BF16>(wr, cols, x, y + r, ldy, b); break;
-      }
-    }
-    return;
-  }
   constexpr int R = 4;
   int r = 0;
   for (; r + R <= rows; r += R) rows_pass_avx512<R, BF16>(w + static_cast<size_t>(r) * cols, cols, x, n, y + r, ldy, bias ? bias + r : nullptr);

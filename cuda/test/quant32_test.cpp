@@ -203,28 +203,25 @@ RUNNER_TEST(quant32, grouped_kernels_match_reference) {
   const DType t = DType::MXFP4;
   for (int cols : {32, 96, 128, 544, 4096})
     for (int exponents : {0, 1, 2}) {
-      const int nb = cols / 32, ng = nb / 4;
+      const int nb = cols / 32, ng = activation_groups4(nb);
       std::vector<uint8_t> w = random_row(t, cols, rng);
       const uint8_t tiny[] = {0, 1, 2}, huge[] = {200, 201};
       for (int b = 0; b < nb && exponents == 1; b++) w[17 * b] = tiny[b % 3];
       for (int b = 0; b < nb && exponents == 2; b++) w[17 * b] = huge[b % 2];
       std::vector<ActBlock> a(static_cast<size_t>(kActs) * nb);
       for (int i = 0; i < kActs; i++) quantize_activations(random_vector(cols, rng, i == 0 ? 100.f : 1.f).data(), cols, a.data() + static_cast<size_t>(i) * nb);
-      std::vector<float> ad(a.size()), adsum16(2 * a.size());
-      for (size_t b = 0; b < a.size(); b++) ad[b] = a[b].d, adsum16[2 * b] = a[b].d * a[b].sum[0], adsum16[2 * b + 1] = a[b].d * a[b].sum[1];
-      std::vector<ActGroup4> groups(static_cast<size_t>(kActs) * std::max(ng, 1));
-      for (int i = 0; i < kActs; i++) group_activations4(a.data() + static_cast<size_t>(i) * nb, ng, quant_dot_groups_offset(t), groups.data() + static_cast<size_t>(i) * ng);
+      std::vector<ActGroup4> groups(static_cast<size_t>(kActs) * ng);
+      for (int i = 0; i < kActs; i++) group_activations4(a.data() + static_cast<size_t>(i) * nb, nb, quant_dot_groups_offset(t), groups.data() + static_cast<size_t>(i) * ng);
       for (int n = 1; n <= kActs; n++) {
         float out[kActs];
-        quant_dot_groups_avx512(t, n)(w.data(), groups.data(), ng, a.data(), ad.data(), adsum16.data(), nb, nb, out);
+        quant_dot_groups_avx512(t, n)(w.data(), groups.data(), ng, nb, out);
         for (int i = 0; i < n; i++) {
           const ActBlock* ai = a.data() + static_cast<size_t>(i) * nb;
           const double ref = quant_dot32_reference(t, w.data(), ai, nb);
           const double tol = (nb + 8) * std::ldexp(1.0, -20) * dot_magnitude(t, w.data(), ai, nb);
           CHECK_MSG(std::isfinite(ref) && std::fabs(out[i] - ref) <= tol, "cols=" << cols << " exponents=" << exponents << " n=" << n << " row " << i << ": " << out[i] << " vs " << ref);
           float one;
-          quant_dot_groups_avx512(t, 1)(w.data(), groups.data() + static_cast<size_t>(i) * ng, 0, ai, ad.data() + static_cast<size_t>(i) * nb,
-                                        adsum16.data() + 2 * static_cast<size_t>(i) * nb, nb, 0, &one);
+          quant_dot_groups_avx512(t, 1)(w.data(), groups.data() + static_cast<size_t>(i) * ng, 0, nb, &one);
           CHECK_MSG(std::memcmp(&one, &out[i], 4) == 0, "cols=" << cols << " n=" << n << " row " << i << ": " << out[i] << " vs alone " << one);
         }
       }

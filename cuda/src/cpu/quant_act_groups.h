@@ -20,12 +20,14 @@ struct alignas(64) ActGroup4 {
   int32_t offset_sum[16];
 };
 
-// `groups` groups from 4·groups consecutive blocks (the whole groups of a row; the last nb % 4
-// blocks stay with the per-block kernels).
-inline void group_activations4(const ActBlock* blocks, int groups, int offset, ActGroup4* out) {
-  for (int g = 0; g < groups; g++) {
+// The ⌈blocks32 / 4⌉ groups of a row of blocks32 blocks; a last group of fewer than four blocks
+// has zeros in the place of the missing ones (the kernels read zeros for their weights too).
+inline int activation_groups4(int blocks32) { return (blocks32 + 3) / 4; }
+inline void group_activations4(const ActBlock* blocks, int blocks32, int offset, ActGroup4* out) {
+  for (int g = 0; g < activation_groups4(blocks32); g++) {
     ActGroup4& o = out[g];
-    for (int j = 0; j < 4; j++) {
+    o = ActGroup4{};
+    for (int j = 0; j < 4 && 4 * g + j < blocks32; j++) {
       const ActBlock& b = blocks[4 * g + j];
       for (int i = 0; i < 16; i++) o.lo[16 * j + i] = b.q[i], o.hi[16 * j + i] = b.q[16 + i];
       for (int l = 0; l < 4; l++) {

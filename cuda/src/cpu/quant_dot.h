@@ -35,12 +35,10 @@ constexpr int quant_dot_max_acts() { return 4; }
 QuantDotActsFn quant_dot_acts_avx512(DType t, int n);
 
 // The same against activations grouped four blocks at a time (quant_act_groups.h), each row
-// `group_stride` groups after the last, with the per-block arrays (as above) for a row's last
-// blocks32 % 4 blocks: AVX-512 VNNI + VBMI MXFP4 (null otherwise, and where the CPU lacks VBMI).
-// The groups are built with quant_dot_groups_offset(t).
+// `group_stride` groups after the last: AVX-512 VNNI + VBMI MXFP4 (null otherwise, and where the
+// CPU lacks VBMI). The groups are built with quant_dot_groups_offset(t).
 struct ActGroup4;
-using QuantDotGroupsFn = void (*)(const void* w, const ActGroup4* g, size_t group_stride, const ActBlock* a, const float* ad, const float* adsum16,
-                                  int blocks32, size_t stride, float* out);
+using QuantDotGroupsFn = void (*)(const void* w, const ActGroup4* g, size_t group_stride, int blocks32, float* out);
 QuantDotGroupsFn quant_dot_groups_avx512(DType t, int n);
 int quant_dot_groups_offset(DType t);
 bool cpu_has_avx512_vbmi();

@@ -1,9 +1,10 @@
 // MXFP4 decode against grouped activations (quant_act_groups.h), AVX-512 VNNI + VBMI: four
 // blocks (68 bytes, 128 weights) a step. One vpermt2b gathers the four blocks' 16-byte qs into a
-// register, another their E8M0 exponents into the int32 lanes; the nibbles are looked up as
+// register, a vpermb their E8M0 exponents into the int32 lanes; the nibbles are looked up as
 // v + 12 (unsigned, 0..24) so that dpbusd takes them with the signed activations directly, the
 // accumulator starting at −12·Σa. About a third of the instructions of the two-block kernel
-// (quant_dot32_acts_avx512.cpp), which left MXFP4 decode short of the memory's bandwidth.
+// (quant_dot32_acts_avx512.cpp), which left MXFP4 decode short of the memory's bandwidth. A
+// row's last, partial group is read with masked loads against zero-padded activations.
 #include <cstring>
 
 #include "cpu/avx512_blocks.h"
@@ -40,39 +41,39 @@ CTXR_AVX512_VBMI inline __m512 half_scales(__m512i e) {
   return _mm512_castsi512_ps(_mm512_mask_sllv_epi32(normal, tiny, _mm512_set1_epi32(0x00200000), e));
 }
 
+// One group's 128 products with each of N activation rows into acc; `bytes` of the group exist
+// (68, or 17 per block of a row's last, partial group: the rest read as zeros).
 template <int N>
-CTXR_AVX512_VBMI void mxfp4_groups(const void* wv, const ActGroup4* g0, size_t group_stride, const ActBlock* a0, const float* ad, const float* adsum16,
-                                    int nb, size_t stride, float* out) {
+CTXR_AVX512_VBMI inline void group_step(const uint8_t* p, __mmask64 first, __mmask64 second, const ActGroup4* a, size_t group_stride, __m512i qs_index,
+                                        __m512i e_index, __m512i table, __m512* acc) {
+  const __m512i x0 = _mm512_maskz_loadu_epi8(first, p);
+  const __m512i x1 = _mm512_maskz_loadu_epi8(second, p + 64);  // nothing past the group is read
+  const __m512i qs = _mm512_permutex2var_epi8(x0, qs_index, x1);
+  const __m512 scale_w = half_scales(_mm512_maskz_permutexvar_epi8(0x1111111111111111ull, e_index, x0));
+  // No masking of the nibbles: the table repeats every 16 entries, and a high nibble shifted
+  // down carries its neighbour's low bits only above bit 3.
+  const __m512i ulo = _mm512_permutexvar_epi8(qs, table);
+  const __m512i uhi = _mm512_permutexvar_epi8(_mm512_srli_epi16(qs, 4), table);
+#pragma GCC unroll 4
+  for (int i = 0; i < N; i++) {
+    const ActGroup4& g = a[i * group_stride];
+    __m512i dot = _mm512_dpbusd_epi32(_mm512_load_si512(g.offset_sum), ulo, _mm512_load_si512(g.lo));
+    dot = _mm512_dpbusd_epi32(dot, uhi, _mm512_load_si512(g.hi));
+    acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_mul_ps(scale_w, _mm512_load_ps(g.d)), acc[i]);
+  }
+}
+
+template <int N>
+CTXR_AVX512_VBMI void mxfp4_groups(const void* wv, const ActGroup4* a, size_t group_stride, int nb, float* out) {
   const auto* w = static_cast<const uint8_t*>(wv);
-  const int groups = nb / 4;
+  const int whole = nb / 4, rest = nb % 4;
   const __m512i qs_index = _mm512_load_si512(kIndices.qs), e_index = _mm512_load_si512(kIndices.e);
   const __m512i table = _mm512_load_si512(kIndices.table);
   __m512 acc[N];
   for (int i = 0; i < N; i++) acc[i] = _mm512_setzero_ps();
-  for (int g = 0; g < groups; g++) {
-    const uint8_t* p = w + 68 * static_cast<size_t>(g);
-    const __m512i x0 = _mm512_loadu_si512(p);
-    const __m512i x1 = _mm512_maskz_loadu_epi8(0xF, p + 64);  // bytes 64..67; nothing past the group is read
-    const __m512i qs = _mm512_permutex2var_epi8(x0, qs_index, x1);
-    const __m512 scale_w = half_scales(_mm512_maskz_permutexvar_epi8(0x1111111111111111ull, e_index, x0));
-    // No masking of the nibbles: the table repeats every 16 entries, and a high nibble shifted
-    // down carries its neighbour's low bits only above bit 3.
-    const __m512i ulo = _mm512_permutexvar_epi8(qs, table);
-    const __m512i uhi = _mm512_permutexvar_epi8(_mm512_srli_epi16(qs, 4), table);
-#pragma GCC unroll 4
-    for (int i = 0; i < N; i++) {
-      const ActGroup4& a = g0[i * group_stride + g];
-      __m512i dot = _mm512_dpbusd_epi32(_mm512_load_si512(a.offset_sum), ulo, _mm512_load_si512(a.lo));
-      dot = _mm512_dpbusd_epi32(dot, uhi, _mm512_load_si512(a.hi));
-      acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_mul_ps(scale_w, _mm512_load_ps(a.d)), acc[i]);
-    }
-  }
-  float tail[N] = {};
-  if (const int rest = nb - 4 * groups; rest > 0) {
-    const size_t at = 4 * static_cast<size_t>(groups);
-    quant_dot_acts_avx512(DType::MXFP4, N)(w + 68 * static_cast<size_t>(groups), a0 + at, ad + at, adsum16 + 2 * at, rest, stride, tail);
-  }
-  for (int i = 0; i < N; i++) out[i] = _mm512_reduce_add_ps(acc[i]) + tail[i];
+  for (int g = 0; g < whole; g++) group_step<N>(w + 68 * static_cast<size_t>(g), ~0ull, 0xF, a + g, group_stride, qs_index, e_index, table, acc);
+  if (rest > 0) group_step<N>(w + 68 * static_cast<size_t>(whole), (1ull << (17 * rest)) - 1, 0, a + whole, group_stride, qs_index, e_index, table, acc);
+  for (int i = 0; i < N; i++) out[i] = _mm512_reduce_add_ps(acc[i]);
 }
 
 }  // namespace

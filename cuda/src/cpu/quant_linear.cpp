@@ -51,13 +51,13 @@ struct DecodeActivations {
   std::vector<float> ad, adsum16;  // contiguous side data of `blocks` (quant_dot.h)
   std::vector<ActSuperBlock> superblocks;
 
-  DecodeActivations(const float* x, int n, const QuantMatrix& w, int threads, CpuIsa isa) : nb(w.cols / 32), nsb(w.cols / 256), ng(w.cols / 128) {
+  DecodeActivations(const float* x, int n, const QuantMatrix& w, int threads, CpuIsa isa) : nb(w.cols / 32), nsb(w.cols / 256), ng((w.cols / 32 + 3) / 4) {
     bool per32 = false, acts32 = false, per256 = false, grouped = false;
     DType grouped_type = DType::F32;
     for (const QuantRows& p : w.parts) {
       const DecodeKernel k = decode_kernel(p.dtype, isa);
       per32 = per32 || k != DecodeKernel::Acts256;
-      acts32 = acts32 || k == DecodeKernel::Acts32 || k == DecodeKernel::Groups4;
+      acts32 = acts32 || k == DecodeKernel::Acts32;
       per256 = per256 || k == DecodeKernel::Acts256;
       if (k == DecodeKernel::Groups4) grouped = true, grouped_type = p.dtype;
     }
@@ -71,7 +71,7 @@ struct DecodeActivations {
     }
     if (grouped) {
       groups.resize(static_cast<size_t>(n) * ng);
-      for (int i = 0; i < n; i++) group_activations4(blocks.data() + static_cast<size_t>(i) * nb, ng, quant_dot_groups_offset(grouped_type), groups.data() + static_cast<size_t>(i) * ng);
+      for (int i = 0; i < n; i++) group_activations4(blocks.data() + static_cast<size_t>(i) * nb, nb, quant_dot_groups_offset(grouped_type), groups.data() + static_cast<size_t>(i) * ng);
     }
     if (!acts32) return;
     ad.resize(blocks.size());
@@ -92,33 +92,38 @@ constexpr int kChunk = 16;  // weight rows a thread takes at a time
 // rows (and prefetching ahead by hand) measured at half the memory bandwidth on matrices far
 // larger than the caches: decode's case (BENCHMARKS.md, issue 29 item 6).
 void int8_rows(const DecodeActivations& act, int n, const QuantMatrix& w, const float* bias, float* y, int r0, int r1, CpuIsa isa) {
-  const int nb = act.nb, nsb = act.nsb;
+  const int nb = act.nb, nsb = act.nsb, ng = act.ng;
   constexpr int kActs = quant_dot_max_acts();
-  {
-    for (int r = r0; r < r1; r++) {
-      const QuantRows& part = w.part_of(r);
+  for (const QuantRows& part : w.parts) {
+    const int lo = std::max(r0, part.first_row), hi = std::min(r1, part.first_row + part.rows);
+    if (lo >= hi) continue;
+    // The part's kernel, resolved once for its rows: for n activation rows, full groups of
+    // kActs and then the rest.
+    const DecodeKernel kernel = decode_kernel(part.dtype, isa);
+    const int tail = n % kActs;
+    const QuantDotFn dot = kernel == DecodeKernel::PerRowDot ? quant_dot(part.dtype, isa) : nullptr;
+    QuantDotSuperActsFn super[2] = {}; QuantDotGroupsFn grouped[2] = {}; QuantDotActsFn acts[2] = {};
+    for (int k = 0; k < 2; k++) {
+      const int m = k == 0 ? kActs : std::max(tail, 1);
+      if (kernel == DecodeKernel::Acts256) super[k] = quant_dot_superacts_avx512(part.dtype, m);
+      if (kernel == DecodeKernel::Groups4) grouped[k] = quant_dot_groups_avx512(part.dtype, m);
+      if (kernel == DecodeKernel::Acts32) acts[k] = quant_dot_acts_avx512(part.dtype, m);
+    }
+    for (int r = lo; r < hi; r++) {
       const uint8_t* row = part.data + static_cast<size_t>(r - part.first_row) * part.row_bytes;
       const float b = bias ? bias[r] : 0.f;
-      const DecodeKernel kernel = decode_kernel(part.dtype, isa);
-      if (kernel == DecodeKernel::PerRowDot) {
-        const QuantDotFn dot = quant_dot(part.dtype, isa);
+      if (dot) {
         for (int i = 0; i < n; i++) y[static_cast<size_t>(i) * w.rows + r] = dot(row, act.blocks.data() + static_cast<size_t>(i) * nb, nb) + b;
         continue;
       }
       for (int i0 = 0; i0 < n; i0 += kActs) {
-        const int m = std::min(kActs, n - i0);
+        const int m = std::min(kActs, n - i0), k = m == kActs ? 0 : 1;
         float out[kActs];
-        if (kernel == DecodeKernel::Acts256) {
-          quant_dot_superacts_avx512(part.dtype, m)(row, act.superblocks.data() + static_cast<size_t>(i0) * nsb, nsb, nsb, out);
-        } else if (kernel == DecodeKernel::Groups4) {
-          const size_t at = static_cast<size_t>(i0) * nb;
-          quant_dot_groups_avx512(part.dtype, m)(row, act.groups.data() + static_cast<size_t>(i0) * act.ng, act.ng, act.blocks.data() + at, act.ad.data() + at,
-                                                 act.adsum16.data() + 2 * at, nb, nb, out);
-        } else {
-          const size_t at = static_cast<size_t>(i0) * nb;
-          quant_dot_acts_avx512(part.dtype, m)(row, act.blocks.data() + at, act.ad.data() + at, act.adsum16.data() + 2 * at, nb, nb, out);
-        }
-        for (int k = 0; k < m; k++) y[static_cast<size_t>(i0 + k) * w.rows + r] = out[k] + b;
+        const size_t at = static_cast<size_t>(i0) * nb;
+        if (super[k]) super[k](row, act.superblocks.data() + static_cast<size_t>(i0) * nsb, nsb, nsb, out);
+        else if (grouped[k]) grouped[k](row, act.groups.data() + static_cast<size_t>(i0) * ng, ng, nb, out);
+        else acts[k](row, act.blocks.data() + at, act.ad.data() + at, act.adsum16.data() + 2 * at, nb, nb, out);
+        for (int j = 0; j < m; j++) y[static_cast<size_t>(i0 + j) * w.rows + r] = out[j] + b;
       }
     }
   }

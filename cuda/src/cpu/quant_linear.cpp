@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <stdexcept>
 
 #include "cpu/gemm.h"
@@ -181,19 +182,22 @@ void quant_linear_jobs(const QuantLinearJob* jobs, int count, int threads, CpuIs
     else quant_linear(jobs[j].x, jobs[j].n, *jobs[j].w, jobs[j].bias, jobs[j].y, threads, isa);
   }
   const int jobs_small = static_cast<int>(small.size());
-  std::vector<DecodeActivations> acts;
-  acts.reserve(jobs_small);
+  std::vector<std::optional<DecodeActivations>> acts(jobs_small);
   std::vector<int> first_chunk(jobs_small + 1, 0);
-  for (int j = 0; j < jobs_small; j++) {
-    acts.emplace_back(small[j]->x, small[j]->n, *small[j]->w, 1, isa);
-    first_chunk[j + 1] = first_chunk[j] + (small[j]->w->rows + kChunk - 1) / kChunk;
-  }
-#pragma omp parallel for num_threads(threads) schedule(static)
-  for (int c = 0; c < first_chunk[jobs_small]; c++) {
-    const int j = static_cast<int>(std::upper_bound(first_chunk.begin(), first_chunk.end(), c) - first_chunk.begin()) - 1;
-    const QuantLinearJob& job = *small[j];
-    const int r0 = (c - first_chunk[j]) * kChunk;
-    int8_rows(acts[j], job.n, *job.w, job.bias, job.y, r0, std::min(job.w->rows, r0 + kChunk), isa);
+  for (int j = 0; j < jobs_small; j++) first_chunk[j + 1] = first_chunk[j] + (small[j]->w->rows + kChunk - 1) / kChunk;
+  // One region: the jobs' activations quantized in parallel (a decode step's dozen experts would
+  // otherwise quantize on one thread while the other waits), then every job's row chunks.
+#pragma omp parallel num_threads(threads)
+  {
+#pragma omp for schedule(static)
+    for (int j = 0; j < jobs_small; j++) acts[j].emplace(small[j]->x, small[j]->n, *small[j]->w, 1, isa);
+#pragma omp for schedule(static)
+    for (int c = 0; c < first_chunk[jobs_small]; c++) {
+      const int j = static_cast<int>(std::upper_bound(first_chunk.begin(), first_chunk.end(), c) - first_chunk.begin()) - 1;
+      const QuantLinearJob& job = *small[j];
+      const int r0 = (c - first_chunk[j]) * kChunk;
+      int8_rows(*acts[j], job.n, *job.w, job.bias, job.y, r0, std::min(job.w->rows, r0 + kChunk), isa);
+    }
   }
 }
 

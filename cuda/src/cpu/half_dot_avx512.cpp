@@ -38,11 +38,14 @@ CTXR_AVX512 void block_avx512(const uint16_t* w, int cols, const float* x, float
   };
   // The hardware prefetcher starts late on each new row (a row of a 2048-wide matrix is one
   // 4 KB page): the lines of the rows two blocks on are asked for while these are summed
-  // (measured on Zen 4, one thread, 32000 × 2048: 24 → 33 GB/s, q8_0's row dots 34).
+  // (measured on Zen 4, one thread, 32000 × 2048: 24 → 33 GB/s, q8_0's row dots 34). Into L2
+  // (T1), not L1: T0 prefetches held L1's miss buffers and stalled (a third of this loop's
+  // samples); gpt-oss-20b's decode step went from 121–139 to 97–125 ms with T1, same runs
+  // interleaved, and --bench-linear f16 1 201088 2880 from 30–34 to 33.5–34 GB/s.
   const uint16_t* next = w + static_cast<size_t>(2 * R) * cols;
   int c = 0;
   for (; c + 32 <= cols; c += 32) {
-    for (int r = 0; r < R; r++) _mm_prefetch(reinterpret_cast<const char*>(next + static_cast<size_t>(r) * cols + c), _MM_HINT_T0);
+    for (int r = 0; r < R; r++) _mm_prefetch(reinterpret_cast<const char*>(next + static_cast<size_t>(r) * cols + c), _MM_HINT_T1);
     step(c);
     step(c + 16);
   }

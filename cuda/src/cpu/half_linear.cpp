@@ -50,11 +50,12 @@ void block_avx2(const uint16_t* w, int cols, const float* x, float* y, size_t ld
     }
   };
   // The hardware prefetcher starts late on each new row (a row of a 2048-wide matrix is one
-  // 4 KB page): the lines of the rows two blocks on are asked for while these are summed.
+  // 4 KB page): the lines of the rows two blocks on are asked for while these are summed, into L2
+  // (half_dot_avx512.cpp says why).
   const uint16_t* next = w + static_cast<size_t>(2 * R) * cols;
   int c = 0;
   for (; c + 32 <= cols; c += 32) {
-    for (int r = 0; r < R; r++) _mm_prefetch(reinterpret_cast<const char*>(next + static_cast<size_t>(r) * cols + c), _MM_HINT_T0);
+    for (int r = 0; r < R; r++) _mm_prefetch(reinterpret_cast<const char*>(next + static_cast<size_t>(r) * cols + c), _MM_HINT_T1);
     step(c);
     step(c + 8);
     step(c + 16);

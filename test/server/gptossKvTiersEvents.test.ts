@@ -13,15 +13,11 @@
 import { decode } from "@msgpack/msgpack";
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
 import { join } from "node:path";
-import { GenerationEngine } from "../../src/engine/generationEngine.ts";
 import { ContextService } from "../../src/online/contextService.ts";
-import { KvEventPublisher, parseKvEventsPublish } from "../../src/server/kvEventPublisher.ts";
-import { startServer } from "../../src/server/serve.ts";
 import { tempFolder } from "../helpers/cli.ts";
-import { buildRunner } from "../helpers/engineKit.ts";
+import { openKvEventsEngine } from "../helpers/kvEventsEngine.ts";
 import { writeRandomGguf } from "../helpers/llamaOracle.ts";
-import { ZmqPeer } from "../helpers/zmqPeer.ts";
-import { client, startEngineServer } from "./serverKit.ts";
+import { startEngineServer } from "./serverKit.ts";
 
 setDefaultTimeout(120_000);
 
@@ -80,18 +76,10 @@ describe("gpt-oss: KV events", () => {
   test("a prompt's blocks arrive as BlockStored events of both KV cache groups, tagged with the group", async () => {
     const service = await ContextService.open({ dataDir: null });
     cleanups.push(() => service.close());
-    const publisher = await KvEventPublisher.open(parseKvEventsPublish("tcp://127.0.0.1:0"));
-    cleanups.push(() => publisher.close());
-    const engine = await GenerationEngine.open({ model: file, runner: buildRunner(), kvBlocks: 256, blockSize: 16, threads: 2, prefixEvents: publisher });
-    cleanups.push(() => engine.close());
-    const server = startServer(service, { host: "127.0.0.1", port: 0, engine, kvEvents: publisher, log: () => {} });
-    cleanups.push(() => server.stop(1000));
-    const peer = await ZmqPeer.subscribe(publisher.endpoint);
-    cleanups.push(() => peer.close());
-    while (publisher.stats.subscribers === 0) await Bun.sleep(10);
+    const { engine, publisher, api, peer } = await openKvEventsEngine(service, file, { blockSize: 16 }, cleanups, "tcp://127.0.0.1:0");
 
     const messages = [{ role: "user", content: DOCUMENTS.map((d) => d.text).join("\n") }];
-    const answer = await client(server.url).post("/v1/chat/completions", { model: "gptoss", messages, max_tokens: 2, temperature: 0 });
+    const answer = await api.post("/v1/chat/completions", { model: "gptoss", messages, max_tokens: 2, temperature: 0 });
     expect(answer.status).toBe(200);
     await Bun.sleep(50); // the step's last events are batched on the next turn
     const frames = await peer.take("message", publisher.stats.batches);

@@ -10,11 +10,12 @@ import { decode } from "@msgpack/msgpack";
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
 import { GenerationEngine } from "../../src/engine/generationEngine.ts";
 import { ContextService } from "../../src/online/contextService.ts";
-import { KvEventPublisher, parseKvEventsPublish } from "../../src/server/kvEventPublisher.ts";
-import { startServer, type RunningServer } from "../../src/server/serve.ts";
+import type { KvEventPublisher } from "../../src/server/kvEventPublisher.ts";
+import type { RunningServer } from "../../src/server/serve.ts";
 import { buildRunner, tinyModelFolder } from "../helpers/engineKit.ts";
+import { openKvEventsEngine } from "../helpers/kvEventsEngine.ts";
 import { ZmqPeer } from "../helpers/zmqPeer.ts";
-import { client, spawnServer, type Client } from "./serverKit.ts";
+import { spawnServer, type Client } from "./serverKit.ts";
 
 setDefaultTimeout(120_000);
 
@@ -66,16 +67,7 @@ async function newMessages(opened: Opened): Promise<Uint8Array[][]> {
 }
 
 async function open(model: string, options: Partial<Parameters<typeof GenerationEngine.open>[0]> = {}): Promise<Opened> {
-  const publisher = await KvEventPublisher.open(parseKvEventsPublish("tcp://127.0.0.1:0,replay=tcp://127.0.0.1:0"));
-  cleanups.push(() => publisher.close());
-  const engine = await GenerationEngine.open({ model, runner: runnerPath, kvBlocks: 256, threads: 2, prefixEvents: publisher, ...options });
-  cleanups.push(() => engine.close());
-  const server = startServer(service, { host: "127.0.0.1", port: 0, engine, kvEvents: publisher, log: () => {} });
-  cleanups.push(() => server.stop(1000));
-  const peer = await ZmqPeer.subscribe(publisher.endpoint);
-  cleanups.push(() => peer.close());
-  while (publisher.stats.subscribers === 0) await Bun.sleep(10);
-  return { engine, publisher, server, api: client(server.url), peer, received: 0 };
+  return { ...(await openKvEventsEngine(service, model, { runner: runnerPath, ...options }, cleanups)), received: 0 };
 }
 
 beforeAll(async () => {

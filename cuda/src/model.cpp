@@ -37,7 +37,7 @@ constexpr int kMlpRows = 256;
 // prefills in 512-token chunks); larger ones are released after the op that grew them.
 constexpr int kRetainTokens = 512;
 
-enum ScratchBuffer { kTokens, kPositions, kSlots, kTables, kTokenSeq, kTokenLen, kStatRow, kX, kH, kQkv, kAttn, kTmp, kGateUp, kAct, kLogitRows, kLogitX, kLogits, kStats, kStatChunkOf, kKeepRows, kDstSlots, kDstPositions, kSlidingSlots, kSlidingTables, kSlidingDstSlots, kScratchCount };
+enum ScratchBuffer { kTokens, kPositions, kSlots, kTables, kTokenSeq, kTokenLen, kStatRow, kX, kH, kQkv, kAttn, kTmp, kGateUp, kAct, kLogitRows, kLogitX, kLogits, kStats, kStatChunkOf, kKeepRows, kDstSlots, kDstPositions, kSlidingSlots, kSlidingTables, kSlidingDstSlots, kSlidingTokenLen, kScratchCount };
 
 }  // namespace
 
@@ -403,7 +403,10 @@ ForwardResult Model::forward(const std::vector<SequenceStep>& steps, const Forwa
   const bool two_groups = kv_groups_.two_groups();
   if (two_groups)
     for (const auto& s : steps) max_blocks = std::max(max_blocks, static_cast<int>(s.sliding_table.size()));
-  std::vector<int32_t> tokens, positions, slots, sliding_slots, token_seq, token_len, logit_rows;
+  std::vector<int32_t> tokens, positions, slots, sliding_slots, token_seq, token_len, sliding_token_len, logit_rows;
+  // Sliding indices apart from `indices` (sparse decode): the sliding layers see their own lengths.
+  bool own_sliding_len = false;
+  int sliding_max_len = 0;
   std::vector<int32_t> tables(steps.size() * max_blocks, 0), sliding_tables(two_groups ? steps.size() * max_blocks : 0, kNoBlock);
   std::vector<int> seq_len(steps.size(), 0), seq_first(steps.size(), 0);
   for (size_t q = 0; q < steps.size(); q++) {
@@ -419,7 +422,13 @@ ForwardResult Model::forward(const std::vector<SequenceStep>& steps, const Forwa
       tokens.push_back(s.tokens[i]);
       positions.push_back(s.positions[i]);
       slots.push_back(s.table[idx / block_size_] * block_size_ + idx % block_size_);
-      if (two_groups) sliding_slots.push_back(s.sliding_table[idx / block_size_] * block_size_ + idx % block_size_);
+      if (two_groups) {
+        const int sidx = s.sliding_indices.empty() ? idx : s.sliding_indices[i];
+        own_sliding_len |= sidx != idx;
+        sliding_slots.push_back(s.sliding_table[sidx / block_size_] * block_size_ + sidx % block_size_);
+        sliding_token_len.push_back(sidx + 1);
+        sliding_max_len = std::max(sliding_max_len, sidx + 1);
+      }
       token_seq.push_back(static_cast<int32_t>(q));
       token_len.push_back(idx + 1);
     }
@@ -451,6 +460,9 @@ ForwardResult Model::forward(const std::vector<SequenceStep>& steps, const Forwa
   batch.token_seq = upload_ints(kTokenSeq, token_seq);
   batch.token_len = upload_ints(kTokenLen, token_len);
   batch.max_len = max_len;
+  const int32_t* d_token_len = batch.token_len;
+  const int32_t* d_sliding_token_len = own_sliding_len ? upload_ints(kSlidingTokenLen, sliding_token_len) : d_token_len;
+  if (!own_sliding_len) sliding_max_len = max_len;
   // Chunk masses straight from the attention kernel when the backend can (no [n][max_len] rows).
   const bool chunk_stats = with_stats && flags.chunk_mass && backend_->chunk_statistics();
   int stat_chunks = 1;
@@ -504,7 +516,8 @@ ForwardResult Model::forward(const std::vector<SequenceStep>& steps, const Forwa
     if (two_groups) d_sliding_slots = upload_ints(kSlidingSlots, of_live(sliding_slots));
     batch.n_tokens = m;
     batch.token_seq = upload_ints(kTokenSeq, of_live(token_seq));
-    batch.token_len = upload_ints(kTokenLen, of_live(token_len));
+    batch.token_len = d_token_len = upload_ints(kTokenLen, of_live(token_len));
+    d_sliding_token_len = own_sliding_len ? upload_ints(kSlidingTokenLen, of_live(sliding_token_len)) : d_token_len;
     if (with_stats) batch.stat_row = upload_ints(kStatRow, live);
   };
 
@@ -559,6 +572,8 @@ ForwardResult Model::forward(const std::vector<SequenceStep>& steps, const Forwa
     const bool in_sliding_group = two_groups && layer.window > 0;
     backend_->kv_write(l, qkv + q_width, qkv + q_width + kv, qkv_width, in_sliding_group ? d_sliding_slots : d_slots, m);
     batch.block_tables = in_sliding_group ? d_sliding_tables : d_tables;
+    batch.token_len = in_sliding_group ? d_sliding_token_len : d_token_len;
+    batch.max_len = in_sliding_group ? sliding_max_len : max_len;
     batch.window = layer.window;
     batch.sinks = layer.sinks;
     if (profiling_) {
@@ -771,6 +786,7 @@ void Model::for_each_unrotated_key(const std::vector<int32_t>& slots, const std:
     auto* v = static_cast<float*>(buffer(kAttn, static_cast<size_t>(count) * kv * 4));
     host.resize(static_cast<size_t>(count) * kv);
     for (int l = 0; l < config_.layers; l++) {
+      if (in_sliding_group(l)) continue;  // the slots are the full group's (KEY_SUMMARY, KEY_SCORES)
       backend_->kv_read(l, d_slots, count, k, v);
       rotate(k, kv, count, config_.kv_heads, d_positions, layers_[l].inv_freq, -1);
       backend_->to_host(host.data(), k, host.size() * 4);

@@ -29,6 +29,9 @@ struct SequenceStep {
   std::vector<int32_t> tokens;
   std::vector<int32_t> positions;  // rotary positions
   std::vector<int32_t> indices;    // sequence index each token's K/V goes to
+  // With two KV groups, optional: each token's index in `sliding_table` (its K/V slot there and
+  // the end of its window) when `table` is a compacted one (sparse decode); empty: `indices`.
+  std::vector<int32_t> sliding_indices;
   std::vector<int32_t> logit_rows; // rows of `tokens` to return logits for
   // Attention statistics (when ForwardResult stats are requested).
   std::vector<int32_t> query_rows;
@@ -126,6 +129,8 @@ class Model {
                    const std::vector<int32_t>* sliding_dst = nullptr);
   // Per group g < groups: the mean over the slots i with group[i] == g of K without RoPE (slot i
   // rotated at positions[i]), per layer: out[g][layer * kv_width + j]; zeros for an empty group.
+  // With two KV groups the slots are the full group's: only its layers are read (the sliding
+  // layers' rows are zeros here, and add nothing in key_dots).
   std::vector<float> key_means(const std::vector<int32_t>& slots, const std::vector<int32_t>& positions,
                                const std::vector<int32_t>& group, int groups);
   // Per slot i: the dot product of K without RoPE (slot i rotated at positions[i]) with `anchor`,
@@ -201,6 +206,7 @@ class Model {
   // backend_->rope() with this model's rotary shape (partial rotary, LongRoPE's factor).
   // Reads K of `slots` (rotated at positions[i]) without RoPE, layer by layer, in pieces of at most
   // kSlotPiece slots: visit(layer, first slot index, count, count rows of kv_width floats on the host).
+  // Slots of the full group: with two KV groups the sliding layers are skipped.
   void for_each_unrotated_key(const std::vector<int32_t>& slots, const std::vector<int32_t>& positions,
                               const std::function<void(int layer, int first, int count, const float* keys)>& visit);
   void rotate(float* x, int stride, int n, int heads, const int32_t* positions, const float* inv_freq, int sign);

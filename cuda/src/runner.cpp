@@ -39,6 +39,9 @@ std::vector<int32_t> pool_span_slots(const KvBlocks& blocks, const std::vector<i
   return slots;
 }
 
+// Where each new token sits in the sliding table: its own sliding index (FORWARD flags bit 5) or its index.
+const std::vector<int32_t>& sliding_indices_of(const SequenceStep& s) { return s.sliding_indices.empty() ? s.indices : s.sliding_indices; }
+
 }  // namespace
 
 std::string Runner::info_json() const {
@@ -366,7 +369,11 @@ void Runner::read_forward_stats(BodyReader& r, SequenceStep& s, uint32_t flags, 
 std::vector<uint8_t> Runner::forward(const uint8_t* body, size_t size) {
   BodyReader r(body, size);
   uint32_t flags = r.u32("flags");
-  if (flags > (kForwardStats | kForwardChunkMass | kForwardEarlyStop | kForwardGreedyRows | kForwardExpertRoutes)) throw BadRequest("FORWARD: unknown flags " + std::to_string(flags));
+  if (flags > (kForwardStats | kForwardChunkMass | kForwardEarlyStop | kForwardGreedyRows | kForwardExpertRoutes | kForwardSlidingIndices))
+    throw BadRequest("FORWARD: unknown flags " + std::to_string(flags));
+  const bool sliding_indices = flags & kForwardSlidingIndices;
+  if (sliding_indices && !two_groups()) throw BadRequest("FORWARD: flags bit 5 (sliding indices) needs a model with two KV groups");
+  if (sliding_indices && (flags & kForwardStats)) throw BadRequest("FORWARD: flags bit 5 (sliding indices) cannot go with bit 0 (attention statistics)");
   if ((flags & kForwardExpertRoutes) && !model_.config().moe.enabled()) throw BadRequest("FORWARD: flags bit 4 (expert routes) needs a mixture-of-experts model");
   if ((flags & kForwardExpertRoutes) && (flags & kForwardEarlyStop)) throw BadRequest("FORWARD: flags bit 4 (expert routes) cannot go with bit 2 (early stop)");
   if ((flags & (kForwardChunkMass | kForwardEarlyStop)) && !(flags & kForwardStats))
@@ -392,6 +399,7 @@ std::vector<uint8_t> Runner::forward(const uint8_t* body, size_t size) {
     s.tokens = r.i32s(n, "the tokens");
     s.positions = r.i32s(n, "the positions");
     s.indices = r.i32s(n, "the indices");
+    if (sliding_indices) s.sliding_indices = r.i32s(n, "the sliding indices");
     uint32_t nl = r.u32("the logit row count");
     s.logit_rows = r.i32s(nl, "the logit rows");
     uint64_t capacity = static_cast<uint64_t>(s.table.size()) * blocks_.block_size();
@@ -405,7 +413,14 @@ std::vector<uint8_t> Runner::forward(const uint8_t* body, size_t size) {
     std::vector<int32_t> sorted(s.indices);
     std::sort(sorted.begin(), sorted.end());
     if (std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end()) throw BadRequest(which + ": two tokens write the same index");
-    if (two_groups()) check_sliding_table(sliding_, s.sliding_table, s.indices, model_.kv_groups().window, which);
+    if (!s.sliding_indices.empty()) {
+      for (uint32_t i = 0; i < n; i++)
+        if (s.sliding_indices[i] < 0) throw BadRequest(which + ": sliding index " + std::to_string(static_cast<uint32_t>(s.sliding_indices[i])) + " is negative");
+      std::vector<int32_t> sorted_sliding(s.sliding_indices);
+      std::sort(sorted_sliding.begin(), sorted_sliding.end());
+      if (std::adjacent_find(sorted_sliding.begin(), sorted_sliding.end()) != sorted_sliding.end()) throw BadRequest(which + ": two tokens write the same sliding index");
+    }
+    if (two_groups()) check_sliding_table(sliding_, s.sliding_table, sliding_indices_of(s), model_.kv_groups().window, which);
   }
   if (mode.stats)
     for (uint32_t q = 0; q < n_seqs; q++) read_forward_stats(r, steps[q], flags, "FORWARD statistics of sequence " + std::to_string(q));
@@ -422,16 +437,20 @@ std::vector<uint8_t> Runner::forward(const uint8_t* body, size_t size) {
         throw BadRequest("FORWARD sequence " + std::to_string(q) + ": index " + std::to_string(e) + " is attended to but has not been written");
     if (!two_groups()) continue;
     // The sliding layers read only the window before each new token, from the sliding pool.
-    const int lowest = *std::min_element(s.indices.begin(), s.indices.end());
-    for (int e = std::max(0, lowest + 1 - model_.kv_groups().window); e < len; e++)
-      if (!fresh[e] && sliding_.position(sliding_.slot(s.sliding_table, e)) == KvBlocks::kUnwritten)
+    const std::vector<int32_t>& at = sliding_indices_of(s);
+    const int lowest = *std::min_element(at.begin(), at.end());
+    const int sliding_len = *std::max_element(at.begin(), at.end()) + 1;
+    std::vector<uint8_t> sliding_fresh(sliding_len, 0);
+    for (int32_t idx : at) sliding_fresh[idx] = 1;
+    for (int e = std::max(0, lowest + 1 - model_.kv_groups().window); e < sliding_len; e++)
+      if (!sliding_fresh[e] && sliding_.position(sliding_.slot(s.sliding_table, e)) == KvBlocks::kUnwritten)
         throw BadRequest("FORWARD sequence " + std::to_string(q) + ": index " + std::to_string(e) + " is in the sliding window but has not been written in the sliding group");
   }
   ForwardResult result = model_.forward(steps, mode);
   for (const SequenceStep& s : steps)
     for (size_t i = 0; i < s.tokens.size(); i++) {
       blocks_.set_position(blocks_.slot(s.table, s.indices[i]), s.positions[i]);
-      if (two_groups()) sliding_.set_position(sliding_.slot(s.sliding_table, s.indices[i]), s.positions[i]);
+      if (two_groups()) sliding_.set_position(sliding_.slot(s.sliding_table, sliding_indices_of(s)[i]), s.positions[i]);
     }
   BodyWriter w;
   if (flags & kForwardGreedyRows) {
@@ -522,8 +541,9 @@ Runner::WrittenSlots Runner::written_slots(const std::vector<int32_t>& ids) cons
   return w;
 }
 
+// KEY_SUMMARY and KEY_SCORES address blocks of the full group: with two KV groups they read the
+// full-attention layers only (Model::for_each_unrotated_key), the sliding layers' rows are zeros.
 std::vector<uint8_t> Runner::key_summary(const uint8_t* body, size_t size) {
-  refuse_with_two_groups("KEY_SUMMARY");
   BodyReader r(body, size);
   uint32_t n = r.u32("the block count");
   std::vector<int32_t> ids = r.i32s(n, "the block ids");
@@ -545,7 +565,6 @@ std::vector<uint8_t> Runner::key_summary(const uint8_t* body, size_t size) {
 }
 
 std::vector<uint8_t> Runner::key_scores(const uint8_t* body, size_t size) {
-  refuse_with_two_groups("KEY_SCORES");
   BodyReader r(body, size);
   uint32_t n = r.u32("the block count");
   std::vector<int32_t> ids = r.i32s(n, "the block ids");

@@ -14,7 +14,8 @@ namespace ctxr {
 enum Op : uint32_t { kInfo = 1, kAlloc = 2, kFree = 3, kCopy = 4, kForward = 5, kExport = 6, kImport = 7, kShutdown = 8, kMove = 9, kProfile = 10,
               kRelocate = 11, kKeySummary = 12, kKeyScores = 13 };
 // FORWARD flags.
-enum ForwardFlag : uint32_t { kForwardStats = 1, kForwardChunkMass = 2, kForwardEarlyStop = 4, kForwardGreedyRows = 8, kForwardExpertRoutes = 16 };
+enum ForwardFlag : uint32_t { kForwardStats = 1, kForwardChunkMass = 2, kForwardEarlyStop = 4, kForwardGreedyRows = 8, kForwardExpertRoutes = 16,
+                            kForwardSlidingIndices = 32 };
 enum Status : uint32_t { kOk = 0, kBadRequest = 1, kOutOfBlocks = 2, kInternal = 3 };
 
 class Runner {

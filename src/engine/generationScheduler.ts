@@ -49,12 +49,13 @@ import { BackgroundWork, DEFAULT_BACKGROUND_BUDGET, type BackgroundJob } from ".
 import { ReuseScoring } from "./reuseScoring.ts";
 import { ReuseAudit } from "./reuseAudit.ts";
 import type { GenerationRequest } from "./generationTypes.ts";
-import { checkGenerationRequest, checkSlidingWindowSupport, completionBudget } from "./requestChecks.ts";
+import { checkGenerationRequest, completionBudget } from "./requestChecks.ts";
 import { DEFAULT_MAX_WAITING, type SchedulerOptions, type SchedulerRunner, type SchedulerStats } from "./schedulerTypes.ts";
 import { Sequence } from "./sequence.ts";
 import { SequenceOutput } from "./sequenceOutput.ts";
-import { recordPromptLogprobs, wantsPromptRows } from "./tokenOutput.ts";
+import { recordPromptLogprobs } from "./tokenOutput.ts";
 import { greedyRowsSuffice, growRequests, type StepRun } from "./stepRun.ts";
+import { stepForwardSequences } from "./stepForward.ts";
 import { settleWithin } from "../runtime/settleWithin.ts";
 import { sleep } from "../runtime/sleep.ts";
 
@@ -201,7 +202,6 @@ export class GenerationScheduler {
   submit(request: GenerationRequest): GenerationHandle {
     if (this.closed) throw new SchedulerClosedError();
     const maxTokens = checkGenerationRequest(request, this.runner.info.vocab, this.maxModelLen);
-    checkSlidingWindowSupport(request, this.blocks.sliding !== null, this.runner.info.architecture);
     if (this.waiting.length >= this.maxWaiting) {
       this.counters.rejected++;
       throw new QueueFullError(this.maxWaiting, Math.min(60, Math.max(1, Math.ceil(this.recentQueueMs / 1000))));
@@ -424,7 +424,7 @@ export class GenerationScheduler {
       return;
     }
     await this.blocks.grow(growRequests(plan));
-    const sequences = this.forwardSequences(plan);
+    const sequences = stepForwardSequences(plan, this.blocks.sliding);
     const starts = plan.map(({ sequence }) => sequence.table.length);
     this.countStep(plan);
     const greedyRows = greedyRowsSuffice(plan, sequences);
@@ -530,24 +530,6 @@ export class GenerationScheduler {
       }
     }
     return plan;
-  }
-
-  /** The FORWARD's sequences: a sparse decode reads its page subset; prompt logprobs want every row's logits. */
-  private forwardSequences(plan: readonly StepRun[]): ForwardSequence[] {
-    return plan.map(({ sequence, count, decode }) => {
-      const start = sequence.table.length;
-      if (decode && sequence.sparse !== null) {
-        const entry = sequence.sparse.decodeEntry(sequence.table.blocks, start);
-        return { table: entry.table, tokens: [sequence.tokens[start]!], positions: [start], indices: [entry.index], logitRows: [0] };
-      }
-      const indices = new Uint32Array(count);
-      for (let i = 0; i < count; i++) indices[i] = start + i;
-      const last = start + count === sequence.tokens.length;
-      const logitRows = wantsPromptRows(sequence, start) ? Array.from({ length: count }, (_, row) => row) : last ? [count - 1] : [];
-      const forward: ForwardSequence = { table: sequence.table.blocks, tokens: sequence.tokens.slice(start, start + count), indices, logitRows };
-      if (this.blocks.sliding !== null) forward.slidingTable = this.blocks.sliding.tableOf(sequence.table).blocks;
-      return forward;
-    });
   }
 
   private countStep(plan: readonly StepRun[]): void {

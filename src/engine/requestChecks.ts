@@ -56,15 +56,3 @@ export function checkGenerationRequest(request: GenerationRequest, vocab: number
   if (request.deadlineMs !== undefined && !(Number.isFinite(request.deadlineMs) && request.deadlineMs > 0)) throw new RangeError(`deadlineMs must be a positive number, got ${request.deadlineMs}`);
   return maxTokens;
 }
-
-/**
- * A model with sliding-window layers keeps their KV in a group of its own. Chunk reuse addresses
- * both groups (managedPrefill.ts, slidingPrefillWindow.ts); sparse decode, which selects KV pages
- * of one pool by their key summaries (KEY_SUMMARY), does not: a KV budget is refused rather than
- * computed wrong.
- */
-export function checkSlidingWindowSupport(request: GenerationRequest, sliding: boolean, architecture: string): void {
-  if (!sliding) return;
-  const model = `this model has sliding-window layers (${architecture}, two KV cache groups)`;
-  if (request.kvBudget != null && request.kvBudget < 1) throw new PromptTooLongError(`a KV budget (sparse decode) is not supported: ${model}`, "prompt");
-}

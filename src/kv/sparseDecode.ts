@@ -5,9 +5,14 @@
  * block table (SparseDecodePlanner: selected pages, sinks, the local window and
  * the current page), so the step reads only those pages. With a "newest" anchor it also
  * exports the newest tokens' keys (EXPORT) whenever the next step selects pages.
+ *
+ * On a model with two KV groups (sliding-window layers: Gemma 3, gpt-oss) the pages are the full
+ * group's: KEY_SUMMARY, KEY_SCORES and the anchor's EXPORT (`groups: 1`) read the full-attention
+ * layers only (the sliding layers' part of every vector is zeros), and a sparse step's FORWARD
+ * gives the sliding group its true window (generationForward.ts: `slidingIndices`).
  */
 import type { KvData, KvRange, RunnerInfo } from "../runner/runnerProtocol.ts";
-import type { KvBlockTable } from "./kvBlockTable.ts";
+import { NO_BLOCK, type KvBlockTable } from "./kvBlockTable.ts";
 import { anchorCentered, DEFAULT_SPARSE_ANCHOR_OPTIONS, newestKeysAnchor, type SparseAnchorOptions, usesNewestKeys } from "./sparseAnchor.ts";
 import { SparseDecodePlanner } from "./sparseDecodePlanner.ts";
 import type { UncertaintyTriggerOptions } from "./uncertaintyTrigger.ts";
@@ -25,6 +30,8 @@ export class SparseDecode {
   private readonly dim: number;
   private readonly kvWidth: number;
   private readonly anchor: SparseAnchorOptions;
+  /** Two KV groups: the anchor's EXPORT reads the full group's layers only. */
+  private readonly twoGroups: boolean;
   /** Full blocks summarised so far. */
   private summarised = 0;
   sparseSteps = 0;
@@ -37,6 +44,7 @@ export class SparseDecode {
     this.kvWidth = info.kv_heads * info.head_dim;
     this.dim = info.layers * this.kvWidth;
     this.anchor = anchor;
+    this.twoGroups = info.kv_groups !== undefined;
     this.planner = new SparseDecodePlanner({
       budgetFraction,
       blockSize: info.block_size,
@@ -52,7 +60,9 @@ export class SparseDecode {
     await this.summarise(runner, table);
     if (this.planner.needsNewestKeys(table.length)) {
       const count = Math.min(this.anchor.tokens, table.length);
-      const { layers } = await runner.export({ table: table.blocks, start: table.length - count, count });
+      const range = { table: table.blocks, start: table.length - count, count };
+      // The sliding group is not read (groups 1): its table need not hold the span.
+      const { layers } = await runner.export(this.twoGroups ? { ...range, slidingTable: table.blocks.map(() => NO_BLOCK), groups: 1 } : range);
       this.planner.setNewestKeys(newestKeysAnchor(layers, count, this.kvWidth));
     }
     const request = this.planner.refinementRequest(table.length);

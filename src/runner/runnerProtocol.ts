@@ -164,6 +164,12 @@ export interface ForwardSequence {
   positions?: ArrayLike<number>;
   /** The sequence index each token's K/V is written to. */
   indices: ArrayLike<number>;
+  /**
+   * Two KV groups only: each token's index in `slidingTable` when `table` is a compacted one
+   * (sparse decode: the full group reads selected pages, the sliding group its true window);
+   * default `indices`. Any sequence with it sets FORWARD's flags bit 5 (not with stats).
+   */
+  slidingIndices?: ArrayLike<number>;
   /** Which of the new tokens (0-based) to return logits for. */
   logitRows: ArrayLike<number>;
   /** With statistics: new tokens (0-based) whose attention to record. */
@@ -260,18 +266,29 @@ export function sequenceRange(start: number, count: number): Uint32Array {
 
 function forwardBodyBytes(request: ForwardRequest): number {
   let bytes = 8;
-  for (const seq of request.sequences) bytes += 4 + 4 * seq.table.length + (seq.slidingTable === undefined ? 0 : 4 + 4 * seq.slidingTable.length) + 4 + 12 * seq.tokens.length + 4 + 4 * seq.logitRows.length;
+  const slidingIndices = usesSlidingIndices(request);
+  for (const seq of request.sequences) {
+    bytes += 4 + 4 * seq.table.length + (seq.slidingTable === undefined ? 0 : 4 + 4 * seq.slidingTable.length) + 4 + (slidingIndices ? 16 : 12) * seq.tokens.length + 4 + 4 * seq.logitRows.length;
+  }
   if (request.stats) {
     for (const seq of request.sequences) bytes += 4 + 4 * (seq.queryRows?.length ?? 0) + 4 + 4 * (seq.chunkBounds?.length ?? 1) + (request.earlyStop ? 8 : 0);
   }
   return bytes;
 }
 
-/** FORWARD's flags word: bit 0 statistics, bit 1 chunk mass, bit 2 early stop, bit 3 greedy rows, bit 4 expert routes. */
+function usesSlidingIndices(request: ForwardRequest): boolean {
+  return request.sequences.some((seq) => seq.slidingIndices !== undefined);
+}
+
+/** FORWARD's flags word: bit 0 statistics, bit 1 chunk mass, bit 2 early stop, bit 3 greedy rows, bit 4 expert routes, bit 5 sliding indices. */
 export function forwardFlags(request: ForwardRequest): number {
   if ((request.chunkMass || request.earlyStop) && !request.stats) throw new ProtocolError("FORWARD: chunkMass and earlyStop need stats");
   if (request.expertRoutes && request.earlyStop) throw new ProtocolError("FORWARD: expertRoutes cannot go with earlyStop");
-  return (request.stats ? 1 : 0) | (request.chunkMass ? 2 : 0) | (request.earlyStop ? 4 : 0) | (request.greedyRows ? 8 : 0) | (request.expertRoutes ? 16 : 0);
+  const slidingIndices = usesSlidingIndices(request);
+  if (slidingIndices && request.stats) throw new ProtocolError("FORWARD: slidingIndices cannot go with stats");
+  return (
+    (request.stats ? 1 : 0) | (request.chunkMass ? 2 : 0) | (request.earlyStop ? 4 : 0) | (request.greedyRows ? 8 : 0) | (request.expertRoutes ? 16 : 0) | (slidingIndices ? 32 : 0)
+  );
 }
 
 export function encodeForward(request: ForwardRequest): Uint8Array {
@@ -282,11 +299,13 @@ export function encodeForward(request: ForwardRequest): Uint8Array {
     const n = seq.tokens.length;
     if (seq.indices.length !== n) throw new ProtocolError(`FORWARD: sequence ${s} has ${n} tokens but ${seq.indices.length} indices`);
     if (seq.positions !== undefined && seq.positions.length !== n) throw new ProtocolError(`FORWARD: sequence ${s} has ${n} tokens but ${seq.positions.length} positions`);
+    if (seq.slidingIndices !== undefined && seq.slidingIndices.length !== n) throw new ProtocolError(`FORWARD: sequence ${s} has ${n} tokens but ${seq.slidingIndices.length} sliding indices`);
     writer.u32(seq.table.length).u32s(seq.table);
     if (seq.slidingTable !== undefined) writer.u32(seq.slidingTable.length).u32s(seq.slidingTable);
     writer.u32(n).u32s(seq.tokens);
     writer.i32s(seq.positions ?? seq.indices);
     writer.u32s(seq.indices);
+    if (flags & 32) writer.u32s(seq.slidingIndices ?? seq.indices);
     writer.u32(seq.logitRows.length).u32s(seq.logitRows);
   });
   if (request.stats) {

@@ -9,6 +9,7 @@ import { BYTE_TOKENIZER_VOCAB } from "../../src/model/byteTokenizer.ts";
 import { quantizeModel } from "../../src/model/gguf/quantizeModel.ts";
 import { runCli, tempFolder } from "../helpers/cli.ts";
 import { buildRunner, tinyModelFolder } from "../helpers/engineKit.ts";
+import { writeRandomGguf } from "../helpers/llamaOracle.ts";
 
 setDefaultTimeout(120_000);
 
@@ -178,6 +179,17 @@ describe("ctxr model calibrate-sparse", () => {
     const notGguf = runCli(["model", "calibrate-sparse", "--model", text, ...args], { env });
     expect(notGguf.code).toBe(1);
     expect(notGguf.stderr).toContain("is a file but not a .gguf file");
+  });
+
+  test("a model with sliding-window layers (gpt-oss: two KV groups) calibrates too", () => {
+    const file = writeRandomGguf("gptoss", join(folder.path, "gptoss.gguf"), { hidden: 64, layers: 4, heads: 4, kvHeads: 2, headDim: 16, ffn: 64, extraArgs: ["--sliding-window", "32"] });
+    const long = JSON.stringify({ prompt: "the heart of a stone rests near the shore ".repeat(12) });
+    const run = runCli(["model", "calibrate-sparse", "--model", file, "--threads", "2", "--prompts", promptsFile("gptoss.jsonl", [long]), "--max-tokens", "12", "--window", "4", "--json"], { env });
+    expect(run.stderr).toBe("");
+    expect(run.code).toBe(0);
+    const got = JSON.parse(run.stdout) as Calibration;
+    expect(got.decode_steps).toBeGreaterThanOrEqual(4);
+    for (const x of [got.entropy_threshold, got.varentropy_threshold]) expect(Number.isFinite(x) && x > 0).toBe(true);
   });
 
   test("bad flags are usage errors; a missing model folder is a failure; help is listed", () => {

@@ -5,7 +5,7 @@
 import { describe, expect, test } from "bun:test";
 import { SparseDecodePlanner } from "../../src/kv/sparseDecodePlanner.ts";
 import { SparseDecode } from "../../src/kv/sparseDecode.ts";
-import { KvBlockTable } from "../../src/kv/kvBlockTable.ts";
+import { KvBlockTable, NO_BLOCK } from "../../src/kv/kvBlockTable.ts";
 import type { KvRange, RunnerInfo } from "../../src/runner/runnerProtocol.ts";
 import { Random } from "../kernels/helpers.ts";
 
@@ -99,7 +99,7 @@ describe("SparseDecode: exports the newest tokens' keys when it selects", () => 
   const width = info.kv_heads * info.head_dim;
 
   function fakeRunner(vectors: Float32Array, question: Float32Array) {
-    const exports: { start: number; count: number }[] = [];
+    const exports: { start: number; count: number; groups?: number; slidingTable?: readonly number[] }[] = [];
     const scored: number[][] = [];
     return {
       exports,
@@ -121,7 +121,7 @@ describe("SparseDecode: exports the newest tokens' keys when it selects", () => 
         return scores;
       },
       async export(range: KvRange) {
-        exports.push({ start: range.start, count: range.count });
+        exports.push({ start: range.start, count: range.count, ...(range.groups !== undefined ? { groups: range.groups, slidingTable: range.slidingTable } : {}) });
         // Every token's keys are the question's (layer-major halves of the page vector).
         const layers = [0, 1].map((l) => ({ k: Float32Array.from({ length: range.count * width }, (_, j) => question[l * width + (j % width)]!), v: new Float32Array(range.count * width) }));
         return { positions: new Int32Array(range.count), layers };
@@ -153,5 +153,18 @@ describe("SparseDecode: exports the newest tokens' keys when it selects", () => 
     await window.sync(other, table);
     window.decodeEntry(full, table.length);
     expect(other.exports).toEqual([]);
+  });
+
+  test("two KV groups: the anchor's EXPORT reads the full group only (groups 1, no sliding block needed)", async () => {
+    const { vectors, question } = scene(7);
+    const runner = fakeRunner(vectors, question);
+    const twoGroups = { ...info, kv_groups: [{ kind: "full_attention", layers: [1] }, { kind: "sliding_window", layers: [0], sliding_window: 8 }] } as RunnerInfo;
+    const sparse = new SparseDecode(twoGroups, 0.1, { entropyThreshold: 1e9, varentropyThreshold: 1e9 }, { kind: "newest", tokens: 2 });
+    const table = new KvBlockTable(B);
+    table.blocks.push(...full);
+    table.length = PAGES * B + 1;
+    await sparse.sync(runner, table);
+    expect(runner.exports).toEqual([{ start: PAGES * B - 1, count: 2, groups: 1, slidingTable: full.map(() => NO_BLOCK) }]);
+    expect(sparse.decodeEntry(full, table.length).table).toContain(1000 + ANSWER_PAGE);
   });
 });

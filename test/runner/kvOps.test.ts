@@ -538,7 +538,7 @@ describe("focused-chunk early stop (6 layers)", () => {
     await runner.free(table);
   });
 
-  test("flags: unknown bits and bits 1-2 without bit 0 are refused; bit 3 (greedy rows) alone is fine; bit 4 (expert routes) needs experts", async () => {
+  test("flags: unknown bits and bits 1-2 without bit 0 are refused; bit 3 (greedy rows) alone is fine; bit 4 (expert routes) needs experts, bit 5 (sliding indices) two KV groups", async () => {
     const proc = Bun.spawn([executable, "--model", model.path, "--blocks", "4", "--threads", "1"], { stdin: "pipe", stdout: "pipe", stderr: "ignore" });
     const reader = new FrameReader();
     const frames: { id: number; status: number; body: Uint8Array }[] = [];
@@ -546,7 +546,8 @@ describe("focused-chunk early stop (6 layers)", () => {
       for await (const chunk of proc.stdout) frames.push(...reader.push(chunk));
     })();
     const body = (flags: number) => new Uint8Array(new Uint32Array([flags, 0]).buffer);
-    proc.stdin.write(encodeRequest(Op.FORWARD, 1, body(32)));
+    proc.stdin.write(encodeRequest(Op.FORWARD, 1, body(64)));
+    proc.stdin.write(encodeRequest(Op.FORWARD, 8, body(32)));
     proc.stdin.write(encodeRequest(Op.FORWARD, 7, body(16)));
     proc.stdin.write(encodeRequest(Op.FORWARD, 2, body(2)));
     proc.stdin.write(encodeRequest(Op.FORWARD, 3, body(4)));
@@ -559,7 +560,9 @@ describe("focused-chunk early stop (6 layers)", () => {
     const frame = (id: number) => frames.find((f) => f.id === id)!;
     const text = (id: number) => new TextDecoder().decode(frame(id).body);
     expect(frame(1).status).toBe(Status.BAD_REQUEST);
-    expect(text(1)).toMatch(/unknown flags 32/);
+    expect(text(1)).toMatch(/unknown flags 64/);
+    expect(frame(8).status).toBe(Status.BAD_REQUEST);
+    expect(text(8)).toMatch(/bit 5 \(sliding indices\) needs a model with two KV groups/);
     expect(frame(7).status).toBe(Status.BAD_REQUEST);
     expect(text(7)).toMatch(/bit 4 \(expert routes\) needs a mixture-of-experts model/);
     expect(frame(2).status).toBe(Status.BAD_REQUEST);

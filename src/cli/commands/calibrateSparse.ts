@@ -194,6 +194,9 @@ async function calibrateWithFlags(flags: SourcedFlags, io: CommandIo & { err?(te
     blockSize: BLOCK_SIZE,
     threads,
     device,
+    // Dense decode only: one KV group for every layer (a model with sliding-window layers then needs
+    // no sliding tables; its sliding layers still attend within their window).
+    kvGroups: 1,
   });
   const stopIds = new Set(tokenizer.eosTokenIds);
   const progress = lazyProgressBar(io.progress);

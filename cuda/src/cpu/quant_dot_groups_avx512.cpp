@@ -34,12 +34,9 @@ struct alignas(64) GroupIndices {
 };
 const GroupIndices kIndices;
 
-// e8m0_to_f32_half of each lane's exponent: (e − 1) << 23, and 0x00200000 << e below 2.
-CTXR_AVX512_VBMI inline __m512 half_scales(__m512i e) {
-  const __m512i normal = _mm512_sub_epi32(_mm512_slli_epi32(e, 23), _mm512_set1_epi32(1 << 23));
-  const __mmask16 tiny = _mm512_cmplt_epu32_mask(e, _mm512_set1_epi32(2));
-  return _mm512_castsi512_ps(_mm512_mask_sllv_epi32(normal, tiny, _mm512_set1_epi32(0x00200000), e));
-}
+// Each lane's exponent as e − 128, the power of two e8m0_to_f32_half gives: scalef by it is that
+// product exactly, subnormal halves (e < 2) included.
+CTXR_AVX512_VBMI inline __m512 half_exponents(__m512i e) { return _mm512_sub_ps(_mm512_cvtepi32_ps(e), _mm512_set1_ps(128.f)); }
 
 // One group's 128 products with each of N activation rows into acc; `bytes` of the group exist
 // (68, or 17 per block of a row's last, partial group: the rest read as zeros).
@@ -49,7 +46,7 @@ CTXR_AVX512_VBMI inline void group_step(const uint8_t* p, __mmask64 first, __mma
   const __m512i x0 = _mm512_maskz_loadu_epi8(first, p);
   const __m512i x1 = _mm512_maskz_loadu_epi8(second, p + 64);  // nothing past the group is read
   const __m512i qs = _mm512_permutex2var_epi8(x0, qs_index, x1);
-  const __m512 scale_w = half_scales(_mm512_maskz_permutexvar_epi8(0x1111111111111111ull, e_index, x0));
+  const __m512 exponent = half_exponents(_mm512_maskz_permutexvar_epi8(0x1111111111111111ull, e_index, x0));
   // No masking of the nibbles: the table repeats every 16 entries, and a high nibble shifted
   // down carries its neighbour's low bits only above bit 3.
   const __m512i ulo = _mm512_permutexvar_epi8(qs, table);
@@ -59,7 +56,7 @@ CTXR_AVX512_VBMI inline void group_step(const uint8_t* p, __mmask64 first, __mma
     const ActGroup4& g = a[i * group_stride];
     __m512i dot = _mm512_dpbusd_epi32(_mm512_load_si512(g.offset_sum), ulo, _mm512_load_si512(g.lo));
     dot = _mm512_dpbusd_epi32(dot, uhi, _mm512_load_si512(g.hi));
-    acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_mul_ps(scale_w, _mm512_load_ps(g.d)), acc[i]);
+    acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_scalef_ps(_mm512_load_ps(g.d), exponent), acc[i]);
   }
 }
 

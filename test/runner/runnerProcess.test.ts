@@ -130,8 +130,9 @@ describe("RunnerProcess", () => {
     const pid = runner.pid!;
     const crashes: RunnerCrashedError[] = [];
     const off = runner.onCrash((error) => crashes.push(error));
-    // Many requests in flight, then the kill.
-    const inFlight = Array.from({ length: 20 }, () => runner.forward({ sequences: [{ table, tokens: prompt, indices: sequenceRange(0, prompt.length), logitRows: [0] }] }));
+    // Many requests in flight, then the kill (200: with 20, a fast machine once answered them all
+    // before the signal landed).
+    const inFlight = Array.from({ length: 200 }, () => runner.forward({ sequences: [{ table, tokens: prompt, indices: sequenceRange(0, prompt.length), logitRows: [0] }] }));
     process.kill(pid, "SIGKILL");
     const settled = await Promise.allSettled(inFlight);
     const rejected = settled.filter((s) => s.status === "rejected") as PromiseRejectedResult[];
